@@ -1,0 +1,187 @@
+#include "actors/aggregator.hpp"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "actors/protocol.hpp"
+#include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/fedavg_accumulator.hpp"
+#include "fedcaf/log.hpp"
+
+namespace fedcaf {
+
+namespace {
+
+/// One open upload: who sends it, with what weight, and where it stands.
+struct upload_stream {
+  std::string client_id;
+  uint32_t round = 0;
+  double weight = 0;
+  uint64_t next_sequence = 0;
+  uint64_t bytes = 0;
+  caf::actor notify; ///< told (update_atom, id, round) when the stream closes
+};
+
+// State machine: collecting (streams open and close) -> finalize_atom ->
+// collecting the next round. A chunk is validated in full before it touches
+// the accumulator, so a refused chunk leaves it unchanged.
+class aggregator_state {
+public:
+  aggregator_state(const model_snapshot& initial, aggregator_options options,
+                   chunk_plan plan, fedavg_accumulator acc)
+    : layout_(initial.layout),
+      digest_(digest(initial.layout)),
+      version_(initial.version),
+      options_(options),
+      plan_(std::move(plan)),
+      acc_(std::move(acc)) {
+  }
+
+  void attach(caf::event_based_actor* self) { self_ = self; }
+
+  frame open(const caf::actor& notify, const std::string& id, uint32_t round,
+             double weight, uint64_t manifest_digest, uint64_t total_bytes,
+             uint64_t chunk_count) {
+    if (manifest_digest != digest_ || total_bytes != plan_.total_bytes() ||
+        chunk_count != plan_.chunk_count())
+      return refuse(error{errc::manifest_mismatch,
+                          "offer of " + id + " does not match the global "
+                                             "model's layout"});
+    auto stream_id = next_stream_id_++;
+    streams_[stream_id] = {id, round, weight, 0, 0, notify};
+    acc_.add_weight(weight);
+    return msg::encode(msg::accept{stream_id, options_.window});
+  }
+
+  frame consume(const frame& f) {
+    auto c = msg::decode_chunk(f, plan_.chunk_bytes());
+    if (!c)
+      return refuse(c.err());
+    auto ok = fold(*c);
+    if (!ok)
+      return refuse(ok.err());
+    return msg::encode(msg::credit{c->header.stream_id, c->header.sequence});
+  }
+
+  frame close(const frame& f) {
+    auto end = msg::decode<msg::end_of_stream>(f);
+    if (!end)
+      return refuse(end.err());
+    auto it = streams_.find(end->stream_id);
+    if (it == streams_.end())
+      return refuse({errc::unknown_stream,
+                     "stream " + std::to_string(end->stream_id)});
+    auto& s = it->second;
+    if (s.next_sequence != plan_.chunk_count() ||
+        end->chunk_count != plan_.chunk_count())
+      return refuse({errc::bad_sequence,
+                     "stream " + std::to_string(end->stream_id) +
+                       " ended after " + std::to_string(s.next_sequence) +
+                       " of " + std::to_string(plan_.chunk_count()) +
+                       " chunks"});
+    msg::stream_closed closed{end->stream_id, s.bytes};
+    self_->send(s.notify, update_atom::value, s.client_id, s.round);
+    streams_.erase(it);
+    return msg::encode(closed);
+  }
+
+  result<snapshot_ptr> finalize(uint32_t round) {
+    if (!streams_.empty())
+      return error{errc::internal, std::to_string(streams_.size()) +
+                                     " streams still open at finalize"};
+    auto bytes = acc_.finalize();
+    if (!bytes)
+      return bytes.err();
+    auto next = std::make_shared<model_snapshot>();
+    next->layout = layout_;
+    next->version = ++version_;
+    next->round = round;
+    next->bytes = std::move(*bytes);
+    return snapshot_ptr{std::move(next)};
+  }
+
+private:
+  result<void> fold(const msg::chunk_view& c) {
+    const auto& h = c.header;
+    auto it = streams_.find(h.stream_id);
+    FEDCAF_REQUIRE(it != streams_.end(), errc::unknown_stream, h.stream_id);
+    auto& s = it->second;
+    FEDCAF_REQUIRE(h.round == s.round, errc::wrong_round, h.round, s.round);
+    FEDCAF_REQUIRE(h.sequence == s.next_sequence, errc::bad_sequence,
+                   h.sequence, s.next_sequence);
+    if (auto ok = plan_.check(h.sequence, h.tensor_index, h.byte_offset,
+                              c.bytes.size());
+        !ok)
+      return ok;
+    if (options_.fold_delay.count() > 0)
+      std::this_thread::sleep_for(options_.fold_delay);
+    const auto& extent = plan_.extent(h.sequence);
+    if (auto ok = acc_.fold(extent.model_offset, c.bytes, s.weight); !ok)
+      return ok;
+    ++s.next_sequence;
+    s.bytes += c.bytes.size();
+    return {};
+  }
+
+  frame refuse(const error& e) {
+    ++refusals_;
+    log_line("aggregator", "refused: " + to_string(e));
+    return msg::encode(e);
+  }
+
+  caf::event_based_actor* self_ = nullptr;
+  manifest layout_;
+  uint64_t digest_;
+  uint64_t version_;
+  aggregator_options options_;
+  chunk_plan plan_;
+  fedavg_accumulator acc_;
+  std::map<uint64_t, upload_stream> streams_;
+  uint64_t next_stream_id_ = 1; // 0 names downloads
+  uint64_t refusals_ = 0;
+};
+
+caf::behavior aggregator_actor(caf::event_based_actor* self,
+                               std::shared_ptr<aggregator_state> state) {
+  state->attach(self);
+  return {
+    [state](open_atom, const caf::actor& notify, const std::string& id,
+            uint32_t round, double weight, uint64_t digest, uint64_t bytes,
+            uint64_t chunks) {
+      return state->open(notify, id, round, weight, digest, bytes, chunks);
+    },
+    [state](chunk_atom, const frame& f) { return state->consume(f); },
+    [state](end_atom, const frame& f) { return state->close(f); },
+    [state](finalize_atom, uint32_t round) -> caf::result<snapshot_ptr> {
+      auto next = state->finalize(round);
+      if (!next) {
+        log_line("aggregator", to_string(next.err()));
+        return caf::make_error(caf::sec::runtime_error, next.err().message);
+      }
+      return *next;
+    },
+  };
+}
+
+} // namespace
+
+result<caf::actor> spawn_aggregator(caf::actor_system& sys,
+                                    const model_snapshot& initial,
+                                    aggregator_options options) {
+  auto plan = chunk_plan::make(initial.layout, options.chunk_bytes);
+  if (!plan)
+    return plan.err();
+  auto acc = fedavg_accumulator::make(initial.layout);
+  if (!acc)
+    return acc.err();
+  auto state = std::make_shared<aggregator_state>(initial, options,
+                                                  std::move(*plan),
+                                                  std::move(*acc));
+  return sys.spawn(aggregator_actor, std::move(state));
+}
+
+} // namespace fedcaf

@@ -1,0 +1,32 @@
+#pragma once
+// The aggregator: owns the FedAvg accumulator, consumes upload streams chunk
+// by chunk and grants one credit per consumed chunk, and publishes each new
+// global model as an immutable snapshot. Messages: see actors/protocol.hpp.
+
+#include <chrono>
+#include <cstdint>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "fedcaf/error.hpp"
+#include "fedcaf/model_snapshot.hpp"
+
+namespace fedcaf {
+
+struct aggregator_options {
+  uint64_t chunk_bytes = 1 << 20; ///< chunk size of upload streams
+  uint32_t window = 4;            ///< credits granted per stream
+  /// Test seam: time spent on every chunk before it is consumed (a slow
+  /// aggregator). Zero in production.
+  std::chrono::microseconds fold_delay{0};
+};
+
+/// Spawns an aggregator for models laid out as `initial`, whose version it
+/// continues. Returns a handle that accepts open, chunk, end and finalize, or
+/// an error iff the layout cannot be averaged or chunked.
+result<caf::actor> spawn_aggregator(caf::actor_system& sys,
+                                    const model_snapshot& initial,
+                                    aggregator_options options);
+
+} // namespace fedcaf

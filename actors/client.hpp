@@ -1,0 +1,39 @@
+#pragma once
+// The client: registers with the server, and each round receives the global
+// model straight into its parameters, trains, and streams its update under
+// the credit window. Messages: see actors/protocol.hpp.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "fedcaf/config.hpp"
+#include "fedcaf/report.hpp"
+#include "fedcaf/trainer.hpp"
+#include "messages/protocol.hpp"
+
+namespace fedcaf {
+
+/// Builds the client's trainer once the server's Welcome (with the
+/// client_configs) has arrived.
+using trainer_factory = std::function<result<std::unique_ptr<trainer>>(
+  const client_configs&, const msg::welcome&)>;
+
+struct client_options {
+  std::string client_id = "Client1";
+  /// A transfer fails only when no chunk or credit has moved this long.
+  std::chrono::milliseconds idle_timeout{60000};
+};
+
+/// Spawns a client of `server`. `report` is written by the client only and
+/// must be read only after the client has terminated; on failure its
+/// `failure` names the reason.
+caf::actor spawn_client(caf::actor_system& sys, caf::actor server,
+                        client_options options, trainer_factory factory,
+                        run_report* report);
+
+} // namespace fedcaf

@@ -1,0 +1,37 @@
+#include "actors/federation.hpp"
+
+#include <caf/all.hpp>
+
+#include "actors/evaluator.hpp"
+
+namespace fedcaf {
+
+void server_side::shut_down(caf::actor_system& sys) const {
+  caf::scoped_actor self{sys};
+  for (const auto& a : {scheduler, aggregator, evaluator})
+    if (a)
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+result<server_side> spawn_server_side(caf::actor_system& sys,
+                                      model_snapshot initial,
+                                      server_side_options options,
+                                      std::shared_ptr<evaluator> eval,
+                                      run_report* report) {
+  server_side side;
+  auto aggregator = spawn_aggregator(
+    sys, initial,
+    {options.server.chunk_bytes, options.server.window, options.fold_delay});
+  if (!aggregator)
+    return aggregator.err();
+  side.aggregator = *aggregator;
+  side.evaluator = spawn_evaluator(sys, std::move(eval));
+  side.scheduler = spawn_scheduler(sys, side.aggregator, options.scheduler);
+  auto snapshot = std::make_shared<model_snapshot>(std::move(initial));
+  side.server = spawn_server(sys, std::move(snapshot),
+                             {side.scheduler, side.aggregator, side.evaluator},
+                             std::move(options.server), report);
+  return side;
+}
+
+} // namespace fedcaf

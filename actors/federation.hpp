@@ -1,0 +1,48 @@
+#pragma once
+// Spawns and wires the server side (aggregator, scheduler, evaluator, server)
+// in one actor system: what `fedcaf simulate` and `fedcaf server` run, and
+// what the integration tests drive.
+
+#include <memory>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/aggregator.hpp"
+#include "actors/scheduler.hpp"
+#include "actors/server.hpp"
+#include "fedcaf/model_snapshot.hpp"
+#include "fedcaf/report.hpp"
+#include "fedcaf/trainer.hpp"
+
+namespace fedcaf {
+
+/// The actors of the server side.
+struct server_side {
+  caf::actor server;
+  caf::actor scheduler;
+  caf::actor aggregator;
+  caf::actor evaluator;
+
+  /// Ends the helpers; call after the server has terminated.
+  void shut_down(caf::actor_system& sys) const;
+};
+
+struct server_side_options {
+  scheduler_options scheduler;
+  server_options server;
+  /// Test seam: a slow consumer (see aggregator_options).
+  std::chrono::microseconds fold_delay{0};
+};
+
+/// Spawns the server side around the initial model. Chunk size and window
+/// come from options.server. `eval` may be null (no evaluation). Returns an
+/// error, with nothing left running, iff the model cannot be chunked or
+/// averaged.
+result<server_side> spawn_server_side(caf::actor_system& sys,
+                                      model_snapshot initial,
+                                      server_side_options options,
+                                      std::shared_ptr<evaluator> eval,
+                                      run_report* report);
+
+} // namespace fedcaf

@@ -1,0 +1,53 @@
+#pragma once
+// The messages between fedcaf's actors. Peer-facing messages are an atom
+// plus one frame (messages/protocol.hpp), and every reply to them is one
+// frame, possibly an error frame. Messages inside the server process may
+// carry a snapshot_ptr, which never crosses a process boundary.
+//
+//   client -> server      (hello_atom, frame)  -> welcome
+//   server -> client      (round_atom, frame)     round start, no reply
+//   client -> server      (fetch_atom, frame)  -> chunk of the global model
+//   client -> server      (offer_atom, frame)  -> accept   (via scheduler, aggregator)
+//   client -> server      (chunk_atom, frame)  -> credit   (via aggregator)
+//   client -> server      (end_atom, frame)    -> stream closed (via aggregator)
+//   server -> client      (done_atom, frame)      the run ended, no reply
+//
+//   server -> scheduler   (join_atom, id) / (leave_atom, id, reason)
+//   scheduler -> server   (start_atom, round) / (stop_atom, reason)
+//   scheduler -> aggr.    (open_atom, id, round, weight, digest, bytes, chunks) -> accept
+//   aggr. -> scheduler    (update_atom, id, round)
+//   scheduler -> aggr.    (finalize_atom, round) -> snapshot_ptr
+//   scheduler -> server   (publish_atom, round, snapshot_ptr, clients, loss) -> true
+//   server -> evaluator   (eval_atom, snapshot_ptr) -> (evaluated, loss, accuracy)
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+#include "fedcaf/model_snapshot.hpp"
+#include "messages/protocol.hpp"
+
+namespace fedcaf {
+
+using hello_atom = caf::atom_constant<caf::atom("hello")>;
+using round_atom = caf::atom_constant<caf::atom("round")>;
+using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
+using offer_atom = caf::atom_constant<caf::atom("offer")>;
+using chunk_atom = caf::atom_constant<caf::atom("chunk")>;
+using end_atom = caf::atom_constant<caf::atom("end")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using join_atom = caf::atom_constant<caf::atom("join")>;
+using leave_atom = caf::atom_constant<caf::atom("leave")>;
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+using open_atom = caf::atom_constant<caf::atom("open")>;
+using update_atom = caf::atom_constant<caf::atom("update")>;
+using finalize_atom = caf::atom_constant<caf::atom("finalize")>;
+using publish_atom = caf::atom_constant<caf::atom("publish")>;
+using eval_atom = caf::atom_constant<caf::atom("eval")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+
+using msg::frame;
+
+} // namespace fedcaf
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::snapshot_ptr)

@@ -1,0 +1,26 @@
+#pragma once
+// The scheduler decides rounds. SyncScheduler: round r starts when all
+// expected clients are registered (r = 1) or round r-1 is published; it
+// finalizes when every expected client's update has closed. Messages: see
+// actors/protocol.hpp.
+
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+namespace fedcaf {
+
+struct scheduler_options {
+  uint32_t num_clients = 2;
+  uint32_t num_rounds = 3;
+  std::string client_weights_mode = "equal"; ///< equal | sample_size
+};
+
+/// Spawns a sync scheduler that opens streams on `aggregator`. It learns the
+/// server from the first join message.
+caf::actor spawn_scheduler(caf::actor_system& sys, caf::actor aggregator,
+                           scheduler_options options);
+
+} // namespace fedcaf

@@ -1,0 +1,42 @@
+#pragma once
+// The server: the front door. Registers clients, announces rounds, serves the
+// global model to every client from one read-only snapshot, routes offers to
+// the scheduler and chunks to the aggregator, reports each round, and ends the
+// run. Messages: see actors/protocol.hpp.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "fedcaf/model_snapshot.hpp"
+#include "fedcaf/report.hpp"
+
+namespace fedcaf {
+
+struct server_options {
+  uint32_t num_clients = 2;
+  uint32_t num_rounds = 3;
+  uint64_t chunk_bytes = 1 << 20; ///< the plan both ends derive
+  uint32_t window = 4;
+  std::string client_configs_yaml; ///< handed to every client in Welcome
+  /// After the run, how long to wait for clients to disconnect.
+  std::chrono::milliseconds linger{5000};
+};
+
+/// The handles the server routes to.
+struct server_peers {
+  caf::actor scheduler;
+  caf::actor aggregator;
+  caf::actor evaluator;
+};
+
+/// Spawns the server with the initial global model. `report` is written by
+/// the server only and must be read only after the server has terminated.
+caf::actor spawn_server(caf::actor_system& sys, snapshot_ptr initial,
+                        server_peers peers, server_options options,
+                        run_report* report);
+
+} // namespace fedcaf

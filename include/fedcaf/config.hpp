@@ -1,0 +1,138 @@
+#pragma once
+// Typed configuration in APPFL's layout (server_configs, client_configs with
+// train_configs and model_configs, data_configs, comm_configs), read from YAML
+// and validated before anything starts. Value types only.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fedcaf/error.hpp"
+
+namespace fedcaf {
+
+/// train_configs.optim and optim_args.
+struct optim_config {
+  std::string name = "SGD"; ///< SGD | Adam
+  double lr = 0.01;
+  double momentum = 0;
+  double weight_decay = 0;
+};
+
+/// client_configs.train_configs.
+struct train_config {
+  std::string trainer = "VanillaTrainer";
+  std::string mode = "epoch"; ///< epoch | step
+  uint32_t num_local_epochs = 1;
+  uint32_t num_local_steps = 100;
+  optim_config optim;
+  uint32_t train_batch_size = 64;
+  uint32_t val_batch_size = 1000;
+  std::string device = "cpu";
+  uint32_t num_threads = 0; ///< LibTorch intra-op threads; 0: automatic
+};
+
+/// client_configs.model_configs.
+struct model_config {
+  std::string model_name = "CNN";
+  uint32_t num_channel = 1;
+  uint32_t num_classes = 10;
+  uint32_t num_pixel = 28;
+  uint64_t seed = 42; ///< initial weights (same_init_model)
+};
+
+/// data_configs.
+struct data_config {
+  std::string dataset_name = "FashionMNIST";
+  std::string dataset_path = "/usr/share/datasets/fashion-mnist";
+  uint32_t num_clients = 0;  ///< dataset_kwargs.num_clients
+  uint32_t client_index = 0; ///< dataset_kwargs.client_id: the partition
+  std::string partition_strategy = "iid"; ///< iid | class_noniid
+  uint32_t classes_per_client = 2;
+  uint64_t seed = 42;
+};
+
+/// comm_configs.stream_configs: this project's transfer keys.
+struct stream_config {
+  uint64_t chunk_bytes = 1 << 20; ///< payload bytes per chunk
+  uint32_t window = 4;            ///< chunks unacknowledged per stream
+  double idle_timeout_s = 60;     ///< fail a stream idle this long
+};
+
+/// comm_configs (grpc_configs keep APPFL's meaning).
+struct comm_config {
+  std::string server_uri = "127.0.0.1:50051";
+  uint64_t max_message_size = 16 << 20;
+  bool use_model_chunking = true;
+  bool use_ssl = false;
+  stream_config stream;
+
+  /// Returns the chunk size for a model of `model_bytes`: the configured
+  /// chunk size, or the whole model when chunking is off. Returns an error
+  /// iff the chunk does not fit in max_message_size.
+  result<uint64_t> chunk_bytes_for(uint64_t model_bytes) const;
+};
+
+/// server_configs.
+struct server_config {
+  uint32_t num_clients = 2;
+  uint32_t num_global_epochs = 3;
+  std::string scheduler = "SyncScheduler";
+  std::string aggregator = "FedAvgAggregator";
+  std::string client_weights_mode = "equal"; ///< equal | sample_size
+  bool evaluate = true; ///< evaluate each global model on the test set
+  comm_config comm;
+};
+
+/// client_configs: what the server hands every client at registration.
+struct client_configs {
+  train_config train;
+  model_config model;
+};
+
+/// The keys of a client's own file.
+struct client_config {
+  std::string client_id = "Client1";
+  std::string device = "cpu";
+  uint32_t num_threads = 0;
+  data_config data;
+  comm_config comm;
+};
+
+/// Which command a config file is for; decides the allowed top-level keys.
+enum class config_role { simulate, server, client };
+
+/// A validated configuration.
+struct config {
+  config_role role = config_role::simulate;
+  server_config server;
+  client_configs clients;
+  data_config data;
+  client_config client;
+  std::string source;         ///< file name, or "<embedded simulate.yaml>"
+  std::string effective_yaml; ///< the YAML after --set, for reports
+};
+
+/// Parses and validates `yaml_text` after applying each `--set` override
+/// ("a.b.c=value"). Returns an error naming the source and the key path iff a
+/// key is unknown, a value has the wrong type or range, a required key is
+/// missing, or a named file does not exist.
+result<config> load_config(std::string_view yaml_text, std::string source,
+                           config_role role,
+                           const std::vector<std::string>& overrides = {});
+
+/// Reads a file and calls load_config on it.
+result<config> load_config_file(const std::string& path, config_role role,
+                                const std::vector<std::string>& overrides = {});
+
+/// Returns the client_configs section as YAML (sent to clients in Welcome).
+std::string client_configs_yaml(const config& c);
+
+/// Parses the client_configs YAML received from a server.
+result<client_configs> parse_client_configs(std::string_view yaml_text);
+
+/// The default configuration that `fedcaf simulate` runs without -c.
+std::string_view embedded_simulate_yaml();
+
+} // namespace fedcaf

@@ -1,0 +1,28 @@
+#pragma once
+// One published version of the global model: manifest plus bytes in manifest
+// order. Immutable once published; shared read-only (std::shared_ptr<const>)
+// by every download stream, so no per-client copy of the model exists.
+
+#include <cstdint>
+#include <memory>
+
+#include "fedcaf/byte_buffer.hpp"
+#include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/manifest.hpp"
+
+namespace fedcaf {
+
+struct model_snapshot {
+  manifest layout;
+  uint64_t version = 0; ///< 0 for the initial model, then one per round
+  uint32_t round = 0;   ///< the round that produced it
+  byte_buffer bytes;    ///< layout.total_bytes() bytes
+
+  const_model_view view() const {
+    return split_contiguous(layout, bytes.bytes());
+  }
+};
+
+using snapshot_ptr = std::shared_ptr<const model_snapshot>;
+
+} // namespace fedcaf

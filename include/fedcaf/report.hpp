@@ -1,0 +1,47 @@
+#pragma once
+// The run report: one record per round plus totals, written as JSON.
+// Value types only.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fedcaf/error.hpp"
+
+namespace fedcaf {
+
+struct round_record {
+  uint32_t round = 0;
+  std::optional<double> test_accuracy; ///< empty where not evaluated
+  std::optional<double> test_loss;
+  double wall_seconds = 0;
+  uint64_t bytes_up = 0;   ///< update bytes received (server) or sent
+  uint64_t bytes_down = 0; ///< model bytes sent (server) or received
+  double train_loss = 0;   ///< mean over clients (server) or own
+  uint32_t clients = 0;    ///< updates folded into this round
+};
+
+struct run_report {
+  std::string role; ///< simulate | server | client
+  std::string node; ///< client id, or "server"
+  std::vector<round_record> rounds;
+  uint64_t peak_rss_bytes = 0;
+  uint64_t refusals = 0;       ///< frames refused as bad input
+  uint32_t peak_in_flight = 0; ///< most chunks unacknowledged on a stream
+  double total_seconds = 0;
+  std::string failure;       ///< empty on success
+  std::string config_yaml;   ///< effective config, written as JSON
+};
+
+/// Returns the report as JSON text (schema in README.md).
+std::string to_json(const run_report& r);
+
+/// Writes to_json(r) to `path`. Returns an error iff the file cannot be
+/// written.
+result<void> write_report(const run_report& r, const std::string& path);
+
+/// Returns the one progress line printed per round.
+std::string progress_line(const round_record& r, uint32_t num_rounds);
+
+} // namespace fedcaf

@@ -1,0 +1,75 @@
+#pragma once
+// Local training and evaluation behind interfaces free of LibTorch, so only
+// src/torch_*.cpp pay for its headers. Thread-safety: a trainer or evaluator
+// is used by one actor at a time.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fedcaf/config.hpp"
+#include "fedcaf/error.hpp"
+#include "fedcaf/fashion_mnist.hpp"
+#include "fedcaf/manifest.hpp"
+#include "fedcaf/model_snapshot.hpp"
+
+namespace fedcaf {
+
+struct train_metrics {
+  double loss = 0;      ///< mean training loss over the samples seen
+  uint64_t samples = 0; ///< samples seen (with repeats over epochs)
+  double seconds = 0;
+};
+
+struct eval_metrics {
+  double loss = 0;
+  double accuracy = 0;
+  uint64_t samples = 0;
+};
+
+/// A local model and the data it trains on.
+class trainer {
+public:
+  virtual ~trainer() = default;
+
+  /// The model's layout, in the order of parameters().
+  virtual const manifest& layout() const = 0;
+
+  /// Views of the parameter memory itself: a received chunk is written
+  /// straight into it and an upload reads straight from it.
+  virtual model_view parameters() = 0;
+
+  /// Trains as train_configs says. Returns an error iff LibTorch fails.
+  virtual result<train_metrics> train() = 0;
+
+  /// The number of local training samples (FedAvg's sample_size weight).
+  virtual uint64_t sample_count() const = 0;
+};
+
+/// Evaluates a model given as bytes on a fixed test set.
+class evaluator {
+public:
+  virtual ~evaluator() = default;
+
+  /// Loads `model` into its own network and returns loss and accuracy.
+  /// Returns an error iff the layout does not match or LibTorch fails.
+  virtual result<eval_metrics> evaluate(const const_model_view& model) = 0;
+};
+
+/// Returns a LibTorch trainer for `cfg` over samples `indices` of `data`,
+/// shuffled with `seed`. num_threads 0 uses train_configs.num_threads or,
+/// if that is 0 too, all cores.
+result<std::unique_ptr<trainer>>
+make_trainer(const client_configs& cfg, std::shared_ptr<const image_set> data,
+             std::vector<uint32_t> indices, uint64_t seed,
+             uint32_t num_threads);
+
+/// Returns an evaluator of model_configs' network on `test`.
+result<std::unique_ptr<evaluator>>
+make_evaluator(const client_configs& cfg,
+               std::shared_ptr<const image_set> test, uint32_t num_threads);
+
+/// Returns the initial global model, drawn from model_configs.seed.
+result<model_snapshot> make_initial_model(const model_config& cfg);
+
+} // namespace fedcaf

@@ -1,0 +1,454 @@
+// The one adapter around Cap'n Proto: every kj::Exception is caught here and
+// becomes an error value.
+
+#include <cstring>
+#include <optional>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+#include <xxhash.h>
+
+#include "fedcaf.capnp.h"
+#include "protocol.hpp"
+
+namespace fedcaf::msg {
+
+namespace {
+
+using capnp::word;
+
+constexpr size_t header_bytes = 8; // segment table of a one-segment message
+
+/// A message builder whose first segment is the frame itself, so the encoded
+/// message needs no copy. Overflow segments come from the heap; finish() then
+/// flattens them (rare: only frames larger than their size estimate).
+class frame_builder final : public capnp::MessageBuilder {
+public:
+  explicit frame_builder(size_t capacity_words)
+    : out_(header_bytes + capacity_words * sizeof(word)) {
+  }
+
+  kj::ArrayPtr<word> allocateSegment(uint32_t minimum_words) override {
+    auto capacity = (out_.size() - header_bytes) / sizeof(word);
+    if (!first_taken_ && minimum_words <= capacity) {
+      first_taken_ = true;
+      return {first(), capacity};
+    }
+    first_taken_ = true;
+    auto words = std::max<size_t>(minimum_words, 1024);
+    auto segment = kj::heapArray<word>(words);
+    std::memset(segment.begin(), 0, words * sizeof(word));
+    auto result = segment.asPtr();
+    overflow_.add(kj::mv(segment));
+    return result;
+  }
+
+  frame finish() {
+    auto segments = getSegmentsForOutput();
+    if (segments.size() == 1 && segments[0].begin() == first()) {
+      uint32_t table[2] = {0, static_cast<uint32_t>(segments[0].size())};
+      std::memcpy(out_.data(), table, sizeof table);
+      out_.resize(header_bytes + segments[0].size() * sizeof(word));
+      return std::move(out_);
+    }
+    auto flat = capnp::messageToFlatArray(segments);
+    auto bytes = flat.asChars();
+    return frame(bytes.begin(), bytes.end());
+  }
+
+private:
+  word* first() {
+    return reinterpret_cast<word*>(out_.data() + header_bytes);
+  }
+
+  frame out_;
+  bool first_taken_ = false;
+  kj::Vector<kj::Array<word>> overflow_;
+};
+
+/// Builds a frame: `fill` sets the body of a Frame builder.
+template <class Fill>
+frame build(size_t capacity_words, Fill&& fill) {
+  frame_builder builder{capacity_words};
+  auto root = builder.initRoot<wire::Frame>();
+  root.setVersion(wire::PROTOCOL_VERSION);
+  fill(root.initBody());
+  return builder.finish();
+}
+
+size_t text_words(const std::string& s) {
+  return s.size() / sizeof(word) + 2;
+}
+
+wire::DType to_wire(dtype t) {
+  return static_cast<wire::DType>(static_cast<uint16_t>(t));
+}
+
+result<dtype> from_wire(wire::DType t) {
+  auto raw = static_cast<uint16_t>(t);
+  FEDCAF_REQUIRE(raw <= static_cast<uint16_t>(dtype::uint8),
+                 errc::unsupported_dtype, raw);
+  return static_cast<dtype>(raw);
+}
+
+void put(wire::Metrics::Builder out, const metrics& x) {
+  out.setRound(x.round);
+  out.setTestAccuracy(x.test_accuracy);
+  out.setTestLoss(x.test_loss);
+  out.setEvaluated(x.evaluated);
+}
+
+metrics get(wire::Metrics::Reader in) {
+  return {in.getRound(), in.getTestAccuracy(), in.getTestLoss(),
+          in.getEvaluated()};
+}
+
+void put(wire::Manifest::Builder out, const manifest& m) {
+  auto tensors = out.initTensors(static_cast<uint32_t>(m.tensors.size()));
+  for (uint32_t i = 0; i < m.tensors.size(); ++i) {
+    const auto& t = m.tensors[i];
+    auto b = tensors[i];
+    b.setName(t.name);
+    b.setDtype(to_wire(t.type));
+    auto shape = b.initShape(static_cast<uint32_t>(t.shape.size()));
+    for (uint32_t d = 0; d < t.shape.size(); ++d)
+      shape.set(d, t.shape[d]);
+    b.setByteSize(t.byte_size);
+  }
+}
+
+size_t manifest_words(const manifest& m) {
+  size_t words = 4;
+  for (const auto& t : m.tensors)
+    words += 6 + text_words(t.name) + t.shape.size();
+  return words;
+}
+
+result<manifest> get(wire::Manifest::Reader in) {
+  manifest m;
+  for (auto t : in.getTensors()) {
+    auto type = from_wire(t.getDtype());
+    if (!type)
+      return type.err();
+    std::vector<uint64_t> shape;
+    for (auto d : t.getShape())
+      shape.push_back(d);
+    m.tensors.push_back({t.getName().cStr(), *type, std::move(shape),
+                         t.getByteSize()});
+  }
+  if (auto ok = validate(m); !ok)
+    return ok.err();
+  return m;
+}
+
+/// Opens a frame for reading: checks size, alignment and version, then runs
+/// `read` on the body. Every Cap'n Proto exception becomes an error.
+template <class T, class Read>
+result<T> read_frame(const frame& f, uint64_t limit_words, Read&& read) {
+  if (f.size() < header_bytes || f.size() % sizeof(word) != 0)
+    return error{errc::malformed_frame,
+                 "frame of " + std::to_string(f.size()) +
+                   " bytes is not a whole number of words"};
+  // std::allocator hands out memory aligned for any scalar, so a frame that
+  // is not word-aligned did not come from a vector of its own.
+  if (reinterpret_cast<uintptr_t>(f.data()) % alignof(word) != 0)
+    return error{errc::malformed_frame, "frame is not word-aligned"};
+  kj::ArrayPtr<const word> words{reinterpret_cast<const word*>(f.data()),
+                                 f.size() / sizeof(word)};
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = limit_words;
+    capnp::FlatArrayMessageReader reader{words, options};
+    auto root = reader.getRoot<wire::Frame>();
+    if (root.getVersion() != wire::PROTOCOL_VERSION)
+      return error{errc::unsupported_version,
+                   "frame version " + std::to_string(root.getVersion()) +
+                     ", this build speaks " +
+                     std::to_string(wire::PROTOCOL_VERSION)};
+    auto body = root.getBody();
+    if (body.isError()) {
+      auto e = body.getError();
+      return error{static_cast<errc>(e.getCode()), e.getMessage().cStr()};
+    }
+    return read(body);
+  } catch (const kj::Exception& e) {
+    return error{errc::malformed_frame, e.getDescription().cStr()};
+  }
+}
+
+error wrong_kind(const char* expected) {
+  return {errc::unexpected_message, std::string{"expected a "} + expected +
+                                      " frame"};
+}
+
+/// Decodes small frames (everything but chunks) under a fixed traversal limit.
+template <class T, class Read>
+result<T> read_small(const frame& f, Read&& read) {
+  constexpr uint64_t small_limit_words = 8u << 20; // 64 MiB, for manifests
+  return read_frame<T>(f, small_limit_words, std::forward<Read>(read));
+}
+
+} // namespace
+
+uint16_t protocol_version() {
+  return wire::PROTOCOL_VERSION;
+}
+
+uint64_t checksum(std::span<const std::byte> bytes) {
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+// -- encoders -----------------------------------------------------------------
+
+frame encode(const hello& x) {
+  return build(8 + text_words(x.client_id) + text_words(x.token),
+               [&](auto body) {
+                 auto b = body.initHello();
+                 b.setClientId(x.client_id);
+                 b.setToken(x.token);
+               });
+}
+
+frame encode(const welcome& x) {
+  return build(8 + text_words(x.client_configs), [&](auto body) {
+    auto b = body.initWelcome();
+    b.setClientIndex(x.client_index);
+    b.setNumClients(x.num_clients);
+    b.setClientConfigs(x.client_configs);
+  });
+}
+
+frame encode(const round_start& x) {
+  return build(16 + manifest_words(x.model), [&](auto body) {
+    auto b = body.initRoundStart();
+    b.setRound(x.round);
+    b.setModelVersion(x.model_version);
+    put(b.initManifest(), x.model);
+    b.setChunkBytes(x.chunk_bytes);
+    b.setWindow(x.window);
+    put(b.initPrevious(), x.previous);
+  });
+}
+
+frame encode(const offer& x) {
+  return build(16 + text_words(x.client_id), [&](auto body) {
+    auto b = body.initOffer();
+    b.setRound(x.round);
+    b.setClientId(x.client_id);
+    b.setSampleCount(x.sample_count);
+    b.setManifestDigest(x.manifest_digest);
+    b.setTotalBytes(x.total_bytes);
+    b.setChunkCount(x.chunk_count);
+    b.setTrainLoss(x.train_loss);
+    b.setTrainSeconds(x.train_seconds);
+  });
+}
+
+frame encode(const accept& x) {
+  return build(8, [&](auto body) {
+    auto b = body.initAccept();
+    b.setStreamId(x.stream_id);
+    b.setWindow(x.window);
+  });
+}
+
+frame encode(const credit& x) {
+  return build(8, [&](auto body) {
+    auto b = body.initCredit();
+    b.setStreamId(x.stream_id);
+    b.setSequence(x.sequence);
+  });
+}
+
+frame encode(const fetch& x) {
+  return build(8, [&](auto body) {
+    auto b = body.initFetch();
+    b.setRound(x.round);
+    b.setModelVersion(x.model_version);
+    b.setSequence(x.sequence);
+  });
+}
+
+frame encode(const end_of_stream& x) {
+  return build(8, [&](auto body) {
+    auto b = body.initEndOfStream();
+    b.setStreamId(x.stream_id);
+    b.setChunkCount(x.chunk_count);
+  });
+}
+
+frame encode(const stream_closed& x) {
+  return build(8, [&](auto body) {
+    auto b = body.initStreamClosed();
+    b.setStreamId(x.stream_id);
+    b.setBytesReceived(x.bytes_received);
+  });
+}
+
+frame encode(const done& x) {
+  return build(16 + text_words(x.reason), [&](auto body) {
+    auto b = body.initDone();
+    b.setRounds(x.rounds);
+    put(b.initFinal(), x.final);
+    b.setReason(x.reason);
+  });
+}
+
+frame encode(const error& x) {
+  return build(8 + text_words(x.message), [&](auto body) {
+    auto b = body.initError();
+    b.setCode(static_cast<uint16_t>(x.code));
+    b.setMessage(x.message);
+  });
+}
+
+frame encode_chunk(const chunk_header& h, size_t payload_bytes,
+                   const std::function<void(std::span<std::byte>)>& fill) {
+  auto payload_words = (payload_bytes + sizeof(word) - 1) / sizeof(word);
+  return build(16 + payload_words, [&](auto body) {
+    auto b = body.initChunk();
+    b.setStreamId(h.stream_id);
+    b.setRound(h.round);
+    b.setSequence(h.sequence);
+    b.setTensorIndex(h.tensor_index);
+    b.setByteOffset(h.byte_offset);
+    auto data = b.initBytes(static_cast<uint32_t>(payload_bytes));
+    auto bytes = std::span<std::byte>{reinterpret_cast<std::byte*>(data.begin()),
+                                      data.size()};
+    fill(bytes);
+    b.setChecksum(checksum(bytes));
+  });
+}
+
+// -- decoders -----------------------------------------------------------------
+
+template <>
+result<hello> decode<hello>(const frame& f) {
+  return read_small<hello>(f, [](auto body) -> result<hello> {
+    if (!body.isHello())
+      return wrong_kind("hello");
+    auto b = body.getHello();
+    return hello{b.getClientId().cStr(), b.getToken().cStr()};
+  });
+}
+
+template <>
+result<welcome> decode<welcome>(const frame& f) {
+  return read_small<welcome>(f, [](auto body) -> result<welcome> {
+    if (!body.isWelcome())
+      return wrong_kind("welcome");
+    auto b = body.getWelcome();
+    return welcome{b.getClientIndex(), b.getNumClients(),
+                   b.getClientConfigs().cStr()};
+  });
+}
+
+template <>
+result<round_start> decode<round_start>(const frame& f) {
+  return read_small<round_start>(f, [](auto body) -> result<round_start> {
+    if (!body.isRoundStart())
+      return wrong_kind("round start");
+    auto b = body.getRoundStart();
+    auto m = get(b.getManifest());
+    if (!m)
+      return m.err();
+    return round_start{b.getRound(),      b.getModelVersion(), std::move(*m),
+                       b.getChunkBytes(), b.getWindow(),       get(b.getPrevious())};
+  });
+}
+
+template <>
+result<offer> decode<offer>(const frame& f) {
+  return read_small<offer>(f, [](auto body) -> result<offer> {
+    if (!body.isOffer())
+      return wrong_kind("offer");
+    auto b = body.getOffer();
+    return offer{b.getRound(),      b.getClientId().cStr(), b.getSampleCount(),
+                 b.getManifestDigest(), b.getTotalBytes(),  b.getChunkCount(),
+                 b.getTrainLoss(),  b.getTrainSeconds()};
+  });
+}
+
+template <>
+result<accept> decode<accept>(const frame& f) {
+  return read_small<accept>(f, [](auto body) -> result<accept> {
+    if (!body.isAccept())
+      return wrong_kind("accept");
+    auto b = body.getAccept();
+    return accept{b.getStreamId(), b.getWindow()};
+  });
+}
+
+template <>
+result<credit> decode<credit>(const frame& f) {
+  return read_small<credit>(f, [](auto body) -> result<credit> {
+    if (!body.isCredit())
+      return wrong_kind("credit");
+    auto b = body.getCredit();
+    return credit{b.getStreamId(), b.getSequence()};
+  });
+}
+
+template <>
+result<fetch> decode<fetch>(const frame& f) {
+  return read_small<fetch>(f, [](auto body) -> result<fetch> {
+    if (!body.isFetch())
+      return wrong_kind("fetch");
+    auto b = body.getFetch();
+    return fetch{b.getRound(), b.getModelVersion(), b.getSequence()};
+  });
+}
+
+template <>
+result<end_of_stream> decode<end_of_stream>(const frame& f) {
+  return read_small<end_of_stream>(f, [](auto body) -> result<end_of_stream> {
+    if (!body.isEndOfStream())
+      return wrong_kind("end of stream");
+    auto b = body.getEndOfStream();
+    return end_of_stream{b.getStreamId(), b.getChunkCount()};
+  });
+}
+
+template <>
+result<stream_closed> decode<stream_closed>(const frame& f) {
+  return read_small<stream_closed>(f, [](auto body) -> result<stream_closed> {
+    if (!body.isStreamClosed())
+      return wrong_kind("stream closed");
+    auto b = body.getStreamClosed();
+    return stream_closed{b.getStreamId(), b.getBytesReceived()};
+  });
+}
+
+template <>
+result<done> decode<done>(const frame& f) {
+  return read_small<done>(f, [](auto body) -> result<done> {
+    if (!body.isDone())
+      return wrong_kind("done");
+    auto b = body.getDone();
+    return done{b.getRounds(), get(b.getFinal()), b.getReason().cStr()};
+  });
+}
+
+result<chunk_view> decode_chunk(const frame& f, uint64_t max_chunk_bytes) {
+  auto limit_words = max_chunk_bytes / sizeof(word) + 64;
+  return read_frame<chunk_view>(f, limit_words, [&](auto body)
+                                                  -> result<chunk_view> {
+    if (!body.isChunk())
+      return wrong_kind("chunk");
+    auto b = body.getChunk();
+    auto data = b.getBytes();
+    FEDCAF_REQUIRE(data.size() <= max_chunk_bytes, errc::out_of_range,
+                   data.size(), max_chunk_bytes);
+    auto bytes = std::span<const std::byte>{
+      reinterpret_cast<const std::byte*>(data.begin()), data.size()};
+    auto sum = checksum(bytes);
+    FEDCAF_REQUIRE(sum == b.getChecksum(), errc::bad_checksum, sum,
+                   b.getChecksum());
+    chunk_header h{b.getStreamId(), b.getRound(), b.getSequence(),
+                   b.getTensorIndex(), b.getByteOffset()};
+    return chunk_view{h, bytes};
+  });
+}
+
+} // namespace fedcaf::msg

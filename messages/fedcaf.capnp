@@ -1,0 +1,152 @@
+@0xea9609fafddd8937;
+# The fedcaf wire format: every message between nodes is one Frame.
+# Ordinals are append-only. Doc comments follow the field they describe.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("fedcaf::wire");
+
+const protocolVersion :UInt16 = 1;
+# Bumped on any incompatible change; a frame with another version is refused.
+
+enum DType {
+  float32 @0;
+  float16 @1;
+  bfloat16 @2;
+  float64 @3;
+  int64 @4;
+  int32 @5;
+  uint8 @6;
+}
+
+struct TensorInfo {
+  name @0 :Text;
+  dtype @1 :DType;
+  shape @2 :List(UInt64);
+  byteSize @3 :UInt64;
+  # Must equal the product of shape times the size of dtype.
+}
+
+struct Manifest {
+  tensors @0 :List(TensorInfo);
+  # In model order; chunks are cut from the concatenation of these tensors.
+}
+
+struct Metrics {
+  round @0 :UInt32;
+  # The round whose global model was evaluated; 0 for the initial model.
+  testAccuracy @1 :Float64;
+  testLoss @2 :Float64;
+  evaluated @3 :Bool;
+  # False when the server does not evaluate (no test set).
+}
+
+struct Hello {
+  clientId @0 :Text;
+  token @1 :Text;
+  # Reserved for client authentication; empty when unused.
+}
+
+struct Welcome {
+  clientIndex @0 :UInt32;
+  # The position of the client in the server's registry (0-based).
+  numClients @1 :UInt32;
+  clientConfigs @2 :Text;
+  # The server's client_configs section (train and model configs) as YAML.
+}
+
+struct RoundStart {
+  round @0 :UInt32;
+  modelVersion @1 :UInt64;
+  # Version of the global model the clients must fetch this round.
+  manifest @2 :Manifest;
+  chunkBytes @3 :UInt64;
+  # Both ends derive the chunk plan from manifest and chunkBytes.
+  window @4 :UInt32;
+  # At most this many chunks unacknowledged per stream, both directions.
+  previous @5 :Metrics;
+  # Evaluation of the model being distributed.
+}
+
+struct Offer {
+  round @0 :UInt32;
+  clientId @1 :Text;
+  sampleCount @2 :UInt64;
+  manifestDigest @3 :UInt64;
+  totalBytes @4 :UInt64;
+  chunkCount @5 :UInt64;
+  trainLoss @6 :Float64;
+  trainSeconds @7 :Float64;
+}
+
+struct Accept {
+  streamId @0 :UInt64;
+  window @1 :UInt32;
+  # Initial credits granted to the stream.
+}
+
+struct Chunk {
+  streamId @0 :UInt64;
+  # 0 for a download of the global model.
+  round @1 :UInt32;
+  sequence @2 :UInt64;
+  tensorIndex @3 :UInt32;
+  # The tensor holding the first byte of this chunk.
+  byteOffset @4 :UInt64;
+  # Offset of the first byte inside that tensor.
+  checksum @5 :UInt64;
+  # XXH3-64 of bytes.
+  bytes @6 :Data;
+}
+
+struct Credit {
+  streamId @0 :UInt64;
+  sequence @1 :UInt64;
+  # The chunk that was consumed; one credit returns with it.
+}
+
+struct Fetch {
+  round @0 :UInt32;
+  modelVersion @1 :UInt64;
+  sequence @2 :UInt64;
+}
+
+struct EndOfStream {
+  streamId @0 :UInt64;
+  chunkCount @1 :UInt64;
+}
+
+struct StreamClosed {
+  streamId @0 :UInt64;
+  bytesReceived @1 :UInt64;
+}
+
+struct Done {
+  rounds @0 :UInt32;
+  final @1 :Metrics;
+  reason @2 :Text;
+  # Empty on success.
+}
+
+struct Error {
+  code @0 :UInt16;
+  # A fedcaf::errc value.
+  message @1 :Text;
+}
+
+struct Frame {
+  version @0 :UInt16;
+  body :union {
+    hello @1 :Hello;
+    welcome @2 :Welcome;
+    roundStart @3 :RoundStart;
+    offer @4 :Offer;
+    accept @5 :Accept;
+    chunk @6 :Chunk;
+    credit @7 :Credit;
+    fetch @8 :Fetch;
+    endOfStream @9 :EndOfStream;
+    streamClosed @10 :StreamClosed;
+    done @11 :Done;
+    error @12 :Error;
+  }
+}

@@ -1,0 +1,145 @@
+#pragma once
+// Plain C++ values for every frame of the wire format (messages/fedcaf.capnp)
+// and the codecs that turn them into frames and back. Generated Cap'n Proto
+// names never leave messages/. Decoders never throw: a frame that is
+// truncated, of another version, of the wrong kind or inconsistent becomes an
+// error value. Thread-safety: free functions over values; safe anywhere.
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fedcaf/error.hpp"
+#include "fedcaf/manifest.hpp"
+
+namespace fedcaf::msg {
+
+/// One encoded message: a single-segment Cap'n Proto message in the standard
+/// flat-array framing. CAF carries it as a built-in type (one memcpy).
+using frame = std::vector<char>;
+
+/// The protocol version this build speaks.
+uint16_t protocol_version();
+
+/// Evaluation of a global model.
+struct metrics {
+  uint32_t round = 0;
+  double test_accuracy = 0;
+  double test_loss = 0;
+  bool evaluated = false;
+};
+
+struct hello {
+  std::string client_id;
+  std::string token;
+};
+
+struct welcome {
+  uint32_t client_index = 0;
+  uint32_t num_clients = 0;
+  std::string client_configs; ///< YAML text
+};
+
+struct round_start {
+  uint32_t round = 0;
+  uint64_t model_version = 0;
+  manifest model;
+  uint64_t chunk_bytes = 0;
+  uint32_t window = 0;
+  metrics previous;
+};
+
+struct offer {
+  uint32_t round = 0;
+  std::string client_id;
+  uint64_t sample_count = 0;
+  uint64_t manifest_digest = 0;
+  uint64_t total_bytes = 0;
+  uint64_t chunk_count = 0;
+  double train_loss = 0;
+  double train_seconds = 0;
+};
+
+struct accept {
+  uint64_t stream_id = 0;
+  uint32_t window = 0;
+};
+
+/// The fields of a chunk other than its bytes.
+struct chunk_header {
+  uint64_t stream_id = 0; ///< 0 for downloads
+  uint32_t round = 0;
+  uint64_t sequence = 0;
+  uint32_t tensor_index = 0;
+  uint64_t byte_offset = 0;
+};
+
+/// A decoded chunk. `bytes` points into the frame it was decoded from and is
+/// valid while that frame lives; the checksum has been verified.
+struct chunk_view {
+  chunk_header header;
+  std::span<const std::byte> bytes;
+};
+
+struct credit {
+  uint64_t stream_id = 0;
+  uint64_t sequence = 0;
+};
+
+struct fetch {
+  uint32_t round = 0;
+  uint64_t model_version = 0;
+  uint64_t sequence = 0;
+};
+
+struct end_of_stream {
+  uint64_t stream_id = 0;
+  uint64_t chunk_count = 0;
+};
+
+struct stream_closed {
+  uint64_t stream_id = 0;
+  uint64_t bytes_received = 0;
+};
+
+struct done {
+  uint32_t rounds = 0;
+  metrics final;
+  std::string reason; ///< empty on success
+};
+
+frame encode(const hello& x);
+frame encode(const welcome& x);
+frame encode(const round_start& x);
+frame encode(const offer& x);
+frame encode(const accept& x);
+frame encode(const credit& x);
+frame encode(const fetch& x);
+frame encode(const end_of_stream& x);
+frame encode(const stream_closed& x);
+frame encode(const done& x);
+/// Encodes a refusal; the peer's decode<T> of it returns this error.
+frame encode(const error& x);
+
+/// Writes a chunk frame of `payload_bytes` bytes; `fill` writes the payload
+/// straight into the frame (no staging copy), then the checksum is computed.
+frame encode_chunk(const chunk_header& header, size_t payload_bytes,
+                   const std::function<void(std::span<std::byte>)>& fill);
+
+/// Decodes a frame that must hold a T. Returns the peer's error iff the frame
+/// is an error frame, and an error iff it is malformed, of another protocol
+/// version, or of another kind. T is any of the types above but chunk_view.
+template <class T>
+result<T> decode(const frame& f);
+
+/// Decodes a chunk frame and verifies its checksum. Returns an error iff the
+/// frame is malformed, not a chunk, larger than `max_chunk_bytes`, or its
+/// checksum does not match. REQUIRES: f outlives the returned view.
+result<chunk_view> decode_chunk(const frame& f, uint64_t max_chunk_bytes);
+
+/// Returns the XXH3-64 checksum that chunk frames carry.
+uint64_t checksum(std::span<const std::byte> bytes);
+
+} // namespace fedcaf::msg

@@ -1,0 +1,80 @@
+// fedcaf: the command line. Parses arguments and hands over to run.cpp.
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "run.hpp"
+
+namespace {
+
+constexpr const char* usage_text =
+  "usage: fedcaf <command> [options]\n"
+  "\n"
+  "commands:\n"
+  "  simulate   server, scheduler, aggregator and all clients in one process\n"
+  "             (without -c: the embedded configs/simulate.yaml)\n"
+  "  server     the server side as its own process, listening on\n"
+  "             server_configs.comm_configs.grpc_configs.server_uri\n"
+  "  client     one client as its own process, connecting to\n"
+  "             comm_configs.grpc_configs.server_uri\n"
+  "\n"
+  "options:\n"
+  "  -c, --config FILE      YAML config (APPFL layout)\n"
+  "  --set KEY.PATH=VALUE   override one config key, e.g.\n"
+  "                         --set server_configs.num_global_epochs=2\n"
+  "  --report FILE          write the run report as JSON\n"
+  "  -h, --help             this text\n";
+
+int usage_error(const std::string& why) {
+  std::fprintf(stderr, "fedcaf: %s\n%s", why.c_str(), usage_text);
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2)
+    return usage_error("missing command");
+  std::string command = argv[1];
+  if (command == "-h" || command == "--help" || command == "help") {
+    std::printf("%s", usage_text);
+    return 0;
+  }
+  fedcaf::cli::options opts;
+  for (int i = 2; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> const char* {
+      return i + 1 < argc ? argv[++i] : nullptr;
+    };
+    if (arg == "-h" || arg == "--help") {
+      std::printf("%s", usage_text);
+      return 0;
+    }
+    const char* v = nullptr;
+    if (arg == "-c" || arg == "--config") {
+      if (!(v = value()))
+        return usage_error(arg + " needs a file");
+      opts.config_path = v;
+    } else if (arg == "--set") {
+      if (!(v = value()))
+        return usage_error("--set needs key.path=value");
+      opts.overrides.emplace_back(v);
+    } else if (arg.rfind("--set=", 0) == 0) {
+      opts.overrides.emplace_back(arg.substr(6));
+    } else if (arg == "--report") {
+      if (!(v = value()))
+        return usage_error("--report needs a file");
+      opts.report_path = v;
+    } else {
+      return usage_error("unknown option '" + arg + "'");
+    }
+  }
+  if (command == "simulate")
+    return fedcaf::cli::run_simulate(opts);
+  if (command == "server")
+    return fedcaf::cli::run_server(opts);
+  if (command == "client")
+    return fedcaf::cli::run_client(opts);
+  return usage_error("unknown command '" + command + "'");
+}

@@ -1,0 +1,278 @@
+// Wiring: main builds the actor system, spawns and wires the actors, waits,
+// and tears down in reverse order. No globals.
+
+#include "run.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/client.hpp"
+#include "actors/federation.hpp"
+#include "fedcaf/config.hpp"
+#include "fedcaf/fashion_mnist.hpp"
+#include "fedcaf/log.hpp"
+#include "fedcaf/memory_probe.hpp"
+#include "fedcaf/trainer.hpp"
+
+namespace fedcaf::cli {
+
+namespace {
+
+using dataset_ptr = std::shared_ptr<const image_set>;
+
+/// Prints "fedcaf: <why>" and returns exit code 1.
+int failed(const std::string& why) {
+  std::fprintf(stderr, "fedcaf: %s\n", why.c_str());
+  return 1;
+}
+
+result<config> load(const options& opts, config_role role) {
+  if (opts.config_path)
+    return load_config_file(*opts.config_path, role, opts.overrides);
+  if (role != config_role::simulate)
+    return error{errc::bad_config, "this command needs -c CONFIG"};
+  return load_config(embedded_simulate_yaml(),
+                     "<embedded configs/simulate.yaml>", role,
+                     opts.overrides);
+}
+
+result<dataset_ptr> load_images(const data_config& d, const char* prefix) {
+  auto set = read_fashion_mnist(d.dataset_path, prefix);
+  if (!set)
+    return set.err();
+  return dataset_ptr{std::make_shared<image_set>(std::move(*set))};
+}
+
+uint32_t cores() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+/// Builds a trainer on partition `index` of `train` once the server's
+/// client_configs are known.
+trainer_factory local_trainer(dataset_ptr train, data_config data,
+                              uint32_t index, uint32_t num_threads) {
+  return [train, data, index, num_threads](const client_configs& cc,
+                                           const msg::welcome&) {
+    auto idx = partition(train->labels, data.num_clients, index,
+                         data.partition_strategy, data.classes_per_client,
+                         data.seed);
+    return make_trainer(cc, train, std::move(idx), data.seed + index,
+                        num_threads);
+  };
+}
+
+result<server_side> spawn_from_config(caf::actor_system& sys,
+                                      const config& cfg, dataset_ptr test,
+                                      run_report* report) {
+  auto initial = make_initial_model(cfg.clients.model);
+  if (!initial)
+    return initial.err();
+  const auto& comm = cfg.server.comm;
+  auto chunk_bytes = comm.chunk_bytes_for(initial->layout.total_bytes());
+  if (!chunk_bytes)
+    return error{errc::bad_config,
+                 cfg.source + ": the model of " +
+                   std::to_string(initial->layout.total_bytes()) +
+                   " bytes does not fit grpc_configs.max_message_size with "
+                   "use_model_chunking off (" +
+                   chunk_bytes.err().message + ")"};
+  std::shared_ptr<evaluator> eval;
+  if (cfg.server.evaluate) {
+    auto e = make_evaluator(cfg.clients, std::move(test), cores());
+    if (!e)
+      return e.err();
+    eval = std::move(*e);
+  }
+  server_side_options so;
+  so.scheduler = {cfg.server.num_clients, cfg.server.num_global_epochs,
+                  cfg.server.client_weights_mode};
+  so.server.num_clients = cfg.server.num_clients;
+  so.server.num_rounds = cfg.server.num_global_epochs;
+  so.server.chunk_bytes = *chunk_bytes;
+  so.server.window = comm.stream.window;
+  so.server.client_configs_yaml = client_configs_yaml(cfg);
+  return spawn_server_side(sys, std::move(*initial), std::move(so),
+                           std::move(eval), report);
+}
+
+/// Blocks until every actor in `actors` has terminated.
+void await_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
+  caf::scoped_actor self{sys};
+  for (const auto& a : actors)
+    self->monitor(a);
+  for (size_t i = 0; i < actors.size(); ++i)
+    self->receive([](const caf::down_msg&) {});
+}
+
+/// Writes the report if asked, prints the final accuracy, returns the exit
+/// code.
+int conclude(const options& opts, run_report& report, const config& cfg) {
+  report.config_yaml = cfg.effective_yaml;
+  report.peak_rss_bytes = sample_memory().peak_rss_bytes;
+  if (opts.report_path)
+    if (auto ok = write_report(report, *opts.report_path); !ok)
+      return failed(to_string(ok.err()));
+  if (!report.failure.empty())
+    return failed(report.failure);
+  if (!report.rounds.empty() && report.rounds.back().test_accuracy)
+    std::printf("final test accuracy: %.4f (%zu test images)\n",
+                *report.rounds.back().test_accuracy, size_t{10000});
+  return 0;
+}
+
+caf::actor_system_config make_system_config(size_t threads, bool network) {
+  caf::actor_system_config sc;
+  sc.set("scheduler.max-threads", threads);
+  if (network)
+    sc.load<caf::io::middleman>();
+  return sc;
+}
+
+struct endpoint {
+  std::string host;
+  uint16_t port = 0;
+};
+
+result<endpoint> parse_uri(const std::string& uri) {
+  auto colon = uri.rfind(':');
+  try {
+    auto port = std::stoul(uri.substr(colon + 1));
+    FEDCAF_REQUIRE(port > 0 && port < 65536, errc::bad_config, uri);
+    return endpoint{uri.substr(0, colon), static_cast<uint16_t>(port)};
+  } catch (const std::exception&) {
+    return error{errc::bad_config, "server_uri '" + uri + "': bad port"};
+  }
+}
+
+} // namespace
+
+int run_simulate(const options& opts) {
+  auto cfg = load(opts, config_role::simulate);
+  if (!cfg)
+    return failed(to_string(cfg.err()));
+  auto train = load_images(cfg->data, "train");
+  auto test = load_images(cfg->data, "t10k");
+  if (!train || !test)
+    return failed(to_string(!train ? train.err() : test.err()));
+  auto n = cfg->server.num_clients;
+  auto threads_per_client = std::max(1u, cores() / n);
+  run_report report;
+  report.role = "simulate";
+  std::vector<run_report> client_reports(n);
+  {
+    auto sc = make_system_config(n + 3, false);
+    caf::actor_system sys{sc};
+    auto side = spawn_from_config(sys, *cfg, *test, &report);
+    if (!side)
+      return failed(to_string(side.err()));
+    std::vector<caf::actor> clients;
+    for (uint32_t i = 0; i < n; ++i) {
+      client_options co{"Client" + std::to_string(i + 1),
+                        std::chrono::milliseconds{static_cast<int64_t>(
+                          cfg->server.comm.stream.idle_timeout_s * 1000)}};
+      clients.push_back(spawn_client(
+        sys, side->server, co,
+        local_trainer(*train, cfg->data, i, threads_per_client),
+        &client_reports[i]));
+    }
+    std::printf("simulating %u clients, %u rounds\n", n,
+                cfg->server.num_global_epochs);
+    await_all(sys, {side->server});
+    await_all(sys, clients);
+    side->shut_down(sys);
+  }
+  for (const auto& c : client_reports) {
+    report.peak_in_flight = std::max(report.peak_in_flight, c.peak_in_flight);
+    if (report.failure.empty() && !c.failure.empty())
+      report.failure = c.node + ": " + c.failure;
+  }
+  return conclude(opts, report, *cfg);
+}
+
+int run_server(const options& opts) {
+  auto cfg = load(opts, config_role::server);
+  if (!cfg)
+    return failed(to_string(cfg.err()));
+  auto at = parse_uri(cfg->server.comm.server_uri);
+  if (!at)
+    return failed(to_string(at.err()));
+  dataset_ptr test;
+  if (cfg->server.evaluate) {
+    auto t = load_images(cfg->data, "t10k");
+    if (!t)
+      return failed(to_string(t.err()));
+    test = *t;
+  }
+  run_report report;
+  report.role = "server";
+  {
+    auto sc = make_system_config(4, true);
+    caf::actor_system sys{sc};
+    auto side = spawn_from_config(sys, *cfg, test, &report);
+    if (!side)
+      return failed(to_string(side.err()));
+    auto port = sys.middleman().publish(side->server, at->port,
+                                        at->host.c_str(), true);
+    if (!port) {
+      side->shut_down(sys);
+      caf::anon_send_exit(side->server, caf::exit_reason::user_shutdown);
+      return failed("cannot listen on " + cfg->server.comm.server_uri + ": " +
+                    sys.render(port.error()));
+    }
+    log_line("server", "listening on " + at->host + ":" +
+                         std::to_string(*port) + ", waiting for " +
+                         std::to_string(cfg->server.num_clients) +
+                         " clients");
+    await_all(sys, {side->server});
+    side->shut_down(sys);
+    sys.middleman().close(*port);
+  }
+  return conclude(opts, report, *cfg);
+}
+
+int run_client(const options& opts) {
+  auto cfg = load(opts, config_role::client);
+  if (!cfg)
+    return failed(to_string(cfg.err()));
+  const auto& cc = cfg->client;
+  auto at = parse_uri(cc.comm.server_uri);
+  if (!at)
+    return failed(to_string(at.err()));
+  auto train = load_images(cc.data, "train");
+  if (!train)
+    return failed(to_string(train.err()));
+  run_report report;
+  report.role = "client";
+  {
+    auto sc = make_system_config(2, true);
+    caf::actor_system sys{sc};
+    caf::expected<caf::actor> server = caf::sec::cannot_connect_to_node;
+    auto delay = std::chrono::milliseconds{100};
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds{static_cast<int64_t>(
+                      cc.comm.stream.idle_timeout_s * 1000)};
+    while (!(server = sys.middleman().remote_actor(at->host, at->port))) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return failed("cannot reach the server at " + cc.comm.server_uri +
+                      ": " + sys.render(server.error()));
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, std::chrono::milliseconds{2000});
+    }
+    client_options co{cc.client_id,
+                      std::chrono::milliseconds{static_cast<int64_t>(
+                        cc.comm.stream.idle_timeout_s * 1000)}};
+    auto client = spawn_client(
+      sys, *server, co,
+      local_trainer(*train, cc.data, cc.data.client_index, cc.num_threads),
+      &report);
+    await_all(sys, {client});
+  }
+  return conclude(opts, report, *cfg);
+}
+
+} // namespace fedcaf::cli

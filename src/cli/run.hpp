@@ -1,0 +1,22 @@
+#pragma once
+// The fedcaf subcommands. Each builds its actor system, spawns and wires the
+// actors, waits for the run to end, and returns the process exit code.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fedcaf::cli {
+
+/// Options shared by every subcommand.
+struct options {
+  std::optional<std::string> config_path; ///< -c FILE
+  std::vector<std::string> overrides;     ///< --set key.path=value
+  std::optional<std::string> report_path; ///< --report FILE
+};
+
+int run_simulate(const options& opts);
+int run_server(const options& opts);
+int run_client(const options& opts);
+
+} // namespace fedcaf::cli

@@ -1,0 +1,425 @@
+// The yaml-cpp adapter: every YAML::Exception is caught here and becomes an
+// error naming the file and the key path.
+
+#include "fedcaf/config.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace fedcaf {
+
+namespace {
+
+/// Reads one YAML mapping, records what was read, and reports unknown keys,
+/// wrong types and bad values as "path.to.key: what is wrong".
+class section {
+public:
+  section(YAML::Node node, std::string path, std::vector<std::string>& errors)
+    : node_(std::move(node)), path_(std::move(path)), errors_(errors) {
+    if (node_ && !node_.IsNull() && !node_.IsMap())
+      fail("", "expected a mapping");
+  }
+
+  section(const section&) = delete;
+
+  ~section() {
+    if (!node_ || !node_.IsMap())
+      return;
+    for (const auto& kv : node_) {
+      auto key = kv.first.as<std::string>("");
+      if (!seen_.count(key))
+        fail(key, "unknown key");
+    }
+  }
+
+  bool has(const char* key) {
+    seen_.insert(key);
+    return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
+  }
+
+  section child(const char* key) {
+    seen_.insert(key);
+    YAML::Node sub = node_ && node_.IsMap() ? node_[key] : YAML::Node{};
+    return section{sub, join(key), errors_};
+  }
+
+  void get(const char* key, std::string& out) {
+    if (!has(key))
+      return;
+    auto n = node_[key];
+    if (!n.IsScalar())
+      return fail(key, "expected a string");
+    out = n.Scalar();
+  }
+
+  void get(const char* key, bool& out) {
+    if (!has(key))
+      return;
+    try {
+      out = node_[key].as<bool>();
+    } catch (const YAML::Exception&) {
+      fail(key, "expected true or false, got " + text(key));
+    }
+  }
+
+  void get(const char* key, double& out) {
+    if (!has(key))
+      return;
+    try {
+      out = node_[key].as<double>();
+    } catch (const YAML::Exception&) {
+      fail(key, "expected a number, got " + text(key));
+    }
+  }
+
+  template <class Unsigned>
+  void get(const char* key, Unsigned& out, uint64_t min = 0) {
+    if (!has(key))
+      return;
+    try {
+      auto value = node_[key].as<long long>();
+      if (value < static_cast<long long>(min))
+        return fail(key, "must be at least " + std::to_string(min) +
+                           ", got " + text(key));
+      out = static_cast<Unsigned>(value);
+    } catch (const YAML::Exception&) {
+      fail(key, "expected a whole number, got " + text(key));
+    }
+  }
+
+  void one_of(const char* key, std::string& out,
+              std::initializer_list<const char*> allowed) {
+    get(key, out);
+    std::string names;
+    for (const auto* a : allowed) {
+      if (out == a)
+        return;
+      names += names.empty() ? a : std::string{", "} + a;
+    }
+    fail(key, "must be one of " + names + ", got '" + out + "'");
+  }
+
+  void positive(const char* key, double& out) {
+    get(key, out);
+    if (!(out > 0))
+      fail(key, "must be greater than 0");
+  }
+
+  /// Marks keys accepted for compatibility with APPFL configs but unused.
+  void ignore(std::initializer_list<const char*> keys) {
+    for (const auto* k : keys)
+      seen_.insert(k);
+  }
+
+  void fail(const std::string& key, const std::string& what) {
+    errors_.push_back(join(key) + ": " + what);
+  }
+
+private:
+  std::string join(const std::string& key) const {
+    if (key.empty())
+      return path_;
+    return path_.empty() ? key : path_ + "." + key;
+  }
+
+  std::string text(const char* key) const {
+    const auto n = node_[key];
+    return n.IsScalar() ? "'" + n.Scalar() + "'" : std::string{"a collection"};
+  }
+
+  YAML::Node node_;
+  std::string path_;
+  std::vector<std::string>& errors_;
+  std::set<std::string> seen_;
+};
+
+void read(section s, optim_config& o) {
+  s.get("lr", o.lr);
+  s.get("momentum", o.momentum);
+  s.get("weight_decay", o.weight_decay);
+  if (!(o.lr > 0))
+    s.fail("lr", "must be greater than 0");
+}
+
+void read(section s, train_config& t) {
+  s.one_of("trainer", t.trainer, {"VanillaTrainer"});
+  s.one_of("mode", t.mode, {"epoch", "step"});
+  s.get("num_local_epochs", t.num_local_epochs, 1);
+  s.get("num_local_steps", t.num_local_steps, 1);
+  s.one_of("optim", t.optim.name, {"SGD", "Adam"});
+  read(s.child("optim_args"), t.optim);
+  s.get("train_batch_size", t.train_batch_size, 1);
+  s.get("val_batch_size", t.val_batch_size, 1);
+  s.one_of("device", t.device, {"cpu"});
+  s.get("num_threads", t.num_threads);
+  s.ignore({"logging_output_dirname", "logging_output_filename",
+            "do_validation", "loss_fn", "loss_fn_path"});
+}
+
+void read(section s, model_config& m) {
+  s.one_of("model_name", m.model_name, {"CNN"});
+  s.get("seed", m.seed);
+  auto kwargs = s.child("model_kwargs");
+  kwargs.get("num_channel", m.num_channel, 1);
+  kwargs.get("num_classes", m.num_classes, 2);
+  kwargs.get("num_pixel", m.num_pixel, 28);
+  if (m.num_pixel != 28)
+    kwargs.fail("num_pixel", "the CNN is built for 28 x 28 images");
+  s.ignore({"model_path"});
+}
+
+void read(section s, client_configs& c) {
+  read(s.child("train_configs"), c.train);
+  read(s.child("model_configs"), c.model);
+}
+
+void read(section s, data_config& d, bool needs_partition) {
+  s.one_of("dataset_name", d.dataset_name, {"FashionMNIST"});
+  s.get("dataset_path", d.dataset_path);
+  namespace fs = std::filesystem;
+  if (!fs::exists(fs::path{d.dataset_path} / "t10k-images-idx3-ubyte.gz") &&
+      !fs::exists(fs::path{d.dataset_path} / "t10k-images-idx3-ubyte"))
+    s.fail("dataset_path", "'" + d.dataset_path +
+                             "' holds no Fashion-MNIST IDX files (install "
+                             "dataset-fashion-mnist or point it elsewhere)");
+  auto kwargs = s.child("dataset_kwargs");
+  kwargs.get("num_clients", d.num_clients, 1);
+  kwargs.get("client_id", d.client_index);
+  kwargs.one_of("partition_strategy", d.partition_strategy,
+                {"iid", "class_noniid"});
+  kwargs.get("classes_per_client", d.classes_per_client, 1);
+  kwargs.get("seed", d.seed);
+  if (needs_partition && d.client_index >= d.num_clients)
+    kwargs.fail("client_id", "must be below num_clients (" +
+                               std::to_string(d.num_clients) + ")");
+  s.ignore({"dataset_path_py"});
+}
+
+void read(section s, comm_config& c) {
+  auto grpc = s.child("grpc_configs");
+  grpc.get("server_uri", c.server_uri);
+  if (c.server_uri.rfind(':') == std::string::npos)
+    grpc.fail("server_uri", "expected host:port, got '" + c.server_uri + "'");
+  grpc.get("max_message_size", c.max_message_size, 1024);
+  grpc.get("use_model_chunking", c.use_model_chunking);
+  grpc.get("use_ssl", c.use_ssl);
+  if (c.use_ssl)
+    grpc.fail("use_ssl", "TLS is not available in this version");
+  grpc.ignore({"use_authenticator", "authenticator", "authenticator_args"});
+  auto stream = s.child("stream_configs");
+  stream.get("chunk_bytes", c.stream.chunk_bytes, 64);
+  stream.get("window", c.stream.window, 1);
+  stream.positive("idle_timeout_s", c.stream.idle_timeout_s);
+  if (c.use_model_chunking &&
+      c.stream.chunk_bytes + 1024 > c.max_message_size)
+    stream.fail("chunk_bytes",
+                "a chunk of " + std::to_string(c.stream.chunk_bytes) +
+                  " bytes plus its header does not fit max_message_size (" +
+                  std::to_string(c.max_message_size) + ")");
+}
+
+void read(section s, server_config& sc) {
+  s.get("num_clients", sc.num_clients, 1);
+  s.get("num_global_epochs", sc.num_global_epochs, 1);
+  s.one_of("scheduler", sc.scheduler, {"SyncScheduler"});
+  {
+    auto kw = s.child("scheduler_kwargs");
+    uint32_t n = sc.num_clients;
+    kw.get("num_clients", n, 1);
+    if (n != sc.num_clients)
+      kw.fail("num_clients", "differs from server_configs.num_clients");
+    bool same_init = true;
+    kw.get("same_init_model", same_init);
+    if (!same_init)
+      kw.fail("same_init_model", "only true is supported");
+  }
+  s.one_of("aggregator", sc.aggregator, {"FedAvgAggregator"});
+  s.child("aggregator_kwargs")
+    .one_of("client_weights_mode", sc.client_weights_mode,
+            {"equal", "sample_size"});
+  s.get("evaluate", sc.evaluate);
+  std::string device = "cpu";
+  s.one_of("device", device, {"cpu"});
+  read(s.child("comm_configs"), sc.comm);
+  s.ignore({"logging_output_dirname", "logging_output_filename"});
+}
+
+void read_client_file(section& root, config& c) {
+  root.get("client_id", c.client.client_id);
+  if (!root.has("client_id"))
+    root.fail("client_id", "is required");
+  auto train = root.child("train_configs");
+  train.one_of("device", c.client.device, {"cpu"});
+  train.get("num_threads", c.client.num_threads);
+  train.ignore({"logging_output_dirname", "logging_output_filename"});
+  read(root.child("data_configs"), c.client.data, true);
+  read(root.child("comm_configs"), c.client.comm);
+}
+
+void read_server_file(section& root, config& c) {
+  if (!root.has("server_configs"))
+    root.fail("server_configs", "is required");
+  read(root.child("server_configs"), c.server);
+  read(root.child("client_configs"), c.clients);
+  c.data.num_clients = c.server.num_clients;
+  read(root.child("data_configs"), c.data, false);
+  if (c.data.num_clients != c.server.num_clients)
+    root.fail("data_configs.dataset_kwargs.num_clients",
+              "must equal server_configs.num_clients (" +
+                std::to_string(c.server.num_clients) + ")");
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) {
+      parts.emplace_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return parts;
+}
+
+void set_path(YAML::Node node, const std::vector<std::string>& path, size_t i,
+              const YAML::Node& value) {
+  if (i + 1 == path.size()) {
+    node[path[i]] = value;
+    return;
+  }
+  if (!node[path[i]].IsMap())
+    node[path[i]] = YAML::Node{YAML::NodeType::Map};
+  set_path(node[path[i]], path, i + 1, value);
+}
+
+result<void> apply_override(YAML::Node& root, const std::string& item) {
+  auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return error{errc::bad_config,
+                 "--set " + item + ": expected key.path=value"};
+  auto path = split(item.substr(0, eq), '.');
+  for (const auto& p : path)
+    if (p.empty())
+      return error{errc::bad_config, "--set " + item + ": empty key in path"};
+  if (!root.IsMap())
+    root = YAML::Node{YAML::NodeType::Map};
+  set_path(root, path, 0, YAML::Load(item.substr(eq + 1)));
+  return {};
+}
+
+std::string join_errors(const std::string& source,
+                        const std::vector<std::string>& errors) {
+  std::string msg = source + ": " + errors.front();
+  if (errors.size() > 1)
+    msg += " (and " + std::to_string(errors.size() - 1) + " more: " +
+           errors[1] + (errors.size() > 2 ? ", ...)" : ")");
+  return msg;
+}
+
+} // namespace
+
+result<uint64_t> comm_config::chunk_bytes_for(uint64_t model_bytes) const {
+  if (use_model_chunking)
+    return stream.chunk_bytes;
+  // The whole model travels as one message, as peers without chunking do.
+  constexpr uint64_t capnp_data_limit = (1ull << 29) - 1;
+  FEDCAF_REQUIRE(model_bytes + 1024 <= max_message_size, errc::bad_config,
+                 model_bytes, max_message_size);
+  FEDCAF_REQUIRE(model_bytes <= capnp_data_limit, errc::bad_config,
+                 model_bytes, capnp_data_limit);
+  return std::max<uint64_t>(model_bytes, 64);
+}
+
+result<config> load_config(std::string_view yaml_text, std::string source,
+                           config_role role,
+                           const std::vector<std::string>& overrides) {
+  config c;
+  c.role = role;
+  c.source = std::move(source);
+  std::vector<std::string> errors;
+  try {
+    YAML::Node root = YAML::Load(std::string{yaml_text});
+    for (const auto& item : overrides)
+      if (auto ok = apply_override(root, item); !ok)
+        return ok.err();
+    {
+      section top{root, "", errors};
+      if (role == config_role::client)
+        read_client_file(top, c);
+      else
+        read_server_file(top, c);
+    }
+    YAML::Emitter out;
+    out << root;
+    c.effective_yaml = out.c_str();
+  } catch (const YAML::Exception& e) {
+    return error{errc::bad_config, c.source + ": " + e.what()};
+  }
+  if (!errors.empty())
+    return error{errc::bad_config, join_errors(c.source, errors)};
+  return c;
+}
+
+result<config> load_config_file(const std::string& path, config_role role,
+                                const std::vector<std::string>& overrides) {
+  std::ifstream in{path};
+  if (!in)
+    return error{errc::bad_config, path + ": cannot open the config file"};
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_config(text.str(), path, role, overrides);
+}
+
+std::string client_configs_yaml(const config& c) {
+  const auto& t = c.clients.train;
+  const auto& m = c.clients.model;
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "train_configs" << YAML::Value
+      << YAML::BeginMap;
+  out << YAML::Key << "trainer" << YAML::Value << t.trainer;
+  out << YAML::Key << "mode" << YAML::Value << t.mode;
+  out << YAML::Key << "num_local_epochs" << YAML::Value << t.num_local_epochs;
+  out << YAML::Key << "num_local_steps" << YAML::Value << t.num_local_steps;
+  out << YAML::Key << "optim" << YAML::Value << t.optim.name;
+  out << YAML::Key << "optim_args" << YAML::Value << YAML::BeginMap
+      << YAML::Key << "lr" << YAML::Value << t.optim.lr << YAML::Key
+      << "momentum" << YAML::Value << t.optim.momentum << YAML::Key
+      << "weight_decay" << YAML::Value << t.optim.weight_decay
+      << YAML::EndMap;
+  out << YAML::Key << "train_batch_size" << YAML::Value << t.train_batch_size;
+  out << YAML::Key << "val_batch_size" << YAML::Value << t.val_batch_size;
+  out << YAML::Key << "num_threads" << YAML::Value << t.num_threads;
+  out << YAML::EndMap;
+  out << YAML::Key << "model_configs" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "model_name" << YAML::Value << m.model_name;
+  out << YAML::Key << "seed" << YAML::Value << m.seed;
+  out << YAML::Key << "model_kwargs" << YAML::Value << YAML::BeginMap
+      << YAML::Key << "num_channel" << YAML::Value << m.num_channel
+      << YAML::Key << "num_classes" << YAML::Value << m.num_classes
+      << YAML::Key << "num_pixel" << YAML::Value << m.num_pixel
+      << YAML::EndMap;
+  out << YAML::EndMap << YAML::EndMap;
+  return out.c_str();
+}
+
+result<client_configs> parse_client_configs(std::string_view yaml_text) {
+  client_configs c;
+  std::vector<std::string> errors;
+  try {
+    read(section{YAML::Load(std::string{yaml_text}), "client_configs", errors},
+         c);
+  } catch (const YAML::Exception& e) {
+    return error{errc::bad_config,
+                 std::string{"client_configs from the server: "} + e.what()};
+  }
+  if (!errors.empty())
+    return error{errc::bad_config,
+                 join_errors("client_configs from the server", errors)};
+  return c;
+}
+
+} // namespace fedcaf

@@ -1,0 +1,115 @@
+#include "fedcaf/report.hpp"
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+namespace fedcaf {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// Converts YAML to JSON, typing scalars as YAML 1.2 core schema would.
+json to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json out = json::object();
+      for (const auto& kv : n)
+        out[kv.first.as<std::string>()] = to_json(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      json out = json::array();
+      for (const auto& x : n)
+        out.push_back(to_json(x));
+      return out;
+    }
+    case YAML::NodeType::Scalar: {
+      const auto& s = n.Scalar();
+      if (n.Tag() == "!")
+        return s; // quoted
+      bool b;
+      if (YAML::convert<bool>::decode(n, b) && s != "y" && s != "n")
+        return b;
+      long long i;
+      if (YAML::convert<long long>::decode(n, i))
+        return i;
+      double d;
+      if (YAML::convert<double>::decode(n, d))
+        return d;
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+json optional_number(const std::optional<double>& x) {
+  return x ? json(*x) : json(nullptr);
+}
+
+} // namespace
+
+std::string to_json(const run_report& r) {
+  json rounds = json::array();
+  for (const auto& x : r.rounds)
+    rounds.push_back({{"round", x.round},
+                      {"test_accuracy", optional_number(x.test_accuracy)},
+                      {"test_loss", optional_number(x.test_loss)},
+                      {"wall_seconds", x.wall_seconds},
+                      {"bytes_up", x.bytes_up},
+                      {"bytes_down", x.bytes_down},
+                      {"train_loss", x.train_loss},
+                      {"clients", x.clients}});
+  json config = nullptr;
+  try {
+    if (!r.config_yaml.empty())
+      config = to_json(YAML::Load(r.config_yaml));
+  } catch (const YAML::Exception&) {
+    config = r.config_yaml;
+  }
+  json out = {{"role", r.role},
+              {"node", r.node},
+              {"rounds", rounds},
+              {"peak_rss_bytes", r.peak_rss_bytes},
+              {"refusals", r.refusals},
+              {"peak_in_flight", r.peak_in_flight},
+              {"total_seconds", r.total_seconds},
+              {"ok", r.failure.empty()},
+              {"failure", r.failure},
+              {"config", config}};
+  if (!r.rounds.empty())
+    out["final_test_accuracy"] = optional_number(r.rounds.back().test_accuracy);
+  return out.dump(2);
+}
+
+result<void> write_report(const run_report& r, const std::string& path) {
+  std::ofstream out{path};
+  out << to_json(r) << '\n';
+  if (!out)
+    return error{errc::io_error, path + ": cannot write the report"};
+  return {};
+}
+
+std::string progress_line(const round_record& r, uint32_t num_rounds) {
+  char line[256];
+  auto mib = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
+  if (r.test_accuracy)
+    std::snprintf(line, sizeof line,
+                  "round %u/%u  accuracy %.4f  loss %.4f  %.1f s  up %.1f MiB"
+                  "  down %.1f MiB",
+                  r.round, num_rounds, *r.test_accuracy, *r.test_loss,
+                  r.wall_seconds, mib(r.bytes_up), mib(r.bytes_down));
+  else
+    std::snprintf(line, sizeof line,
+                  "round %u/%u  train loss %.4f  %.1f s  up %.1f MiB  down "
+                  "%.1f MiB",
+                  r.round, num_rounds, r.train_loss, r.wall_seconds,
+                  mib(r.bytes_up), mib(r.bytes_down));
+  return line;
+}
+
+} // namespace fedcaf

@@ -1,0 +1,178 @@
+#include <cstring>
+#include <random>
+
+#include <doctest/doctest.h>
+
+#include "messages/protocol.hpp"
+
+using namespace fedcaf;
+using namespace fedcaf::msg;
+
+namespace {
+
+frame chunk_frame(const chunk_header& h, const std::vector<std::byte>& payload) {
+  return encode_chunk(h, payload.size(), [&](std::span<std::byte> dst) {
+    std::memcpy(dst.data(), payload.data(), payload.size());
+  });
+}
+
+std::vector<std::byte> pattern(size_t n) {
+  std::vector<std::byte> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = std::byte(i * 7 + 3);
+  return v;
+}
+
+/// Returns a copy of `f` cut to `n` bytes.
+frame cut(const frame& f, size_t n) {
+  return frame(f.begin(), f.begin() + static_cast<long>(n));
+}
+
+} // namespace
+
+TEST_CASE("every small message survives a round trip") {
+  auto h = decode<hello>(encode(hello{"Client7", "token"}));
+  REQUIRE(h);
+  CHECK(h->client_id == "Client7");
+  CHECK(h->token == "token");
+
+  manifest m;
+  m.tensors.push_back(make_tensor_info("conv.weight", dtype::float32, {2, 3}));
+  m.tensors.push_back(make_tensor_info("bias", dtype::bfloat16, {5}));
+  round_start rs{4, 9, m, 4096, 3, {3, 0.81, 0.52, true}};
+  auto r = decode<round_start>(encode(rs));
+  REQUIRE(r);
+  CHECK(r->round == 4);
+  CHECK(r->model_version == 9);
+  CHECK(r->model == m);
+  CHECK(r->chunk_bytes == 4096);
+  CHECK(r->window == 3);
+  CHECK(r->previous.test_accuracy == doctest::Approx(0.81));
+
+  offer o{2, "Client1", 30000, 0xabcdef, 1 << 20, 16, 0.4, 1.5};
+  auto od = decode<offer>(encode(o));
+  REQUIRE(od);
+  CHECK(od->client_id == "Client1");
+  CHECK(od->sample_count == 30000);
+  CHECK(od->manifest_digest == 0xabcdef);
+  CHECK(od->chunk_count == 16);
+
+  auto a = decode<accept>(encode(accept{5, 4}));
+  REQUIRE(a);
+  CHECK(a->stream_id == 5);
+  auto c = decode<credit>(encode(credit{5, 11}));
+  REQUIRE(c);
+  CHECK(c->sequence == 11);
+  auto fe = decode<fetch>(encode(fetch{1, 2, 3}));
+  REQUIRE(fe);
+  CHECK(fe->sequence == 3);
+  auto e = decode<end_of_stream>(encode(end_of_stream{5, 16}));
+  REQUIRE(e);
+  CHECK(e->chunk_count == 16);
+  auto d = decode<done>(encode(done{3, {3, 0.9, 0.3, true}, ""}));
+  REQUIRE(d);
+  CHECK(d->rounds == 3);
+  auto w = decode<welcome>(encode(welcome{1, 2, "train_configs: {}"}));
+  REQUIRE(w);
+  CHECK(w->client_configs == "train_configs: {}");
+}
+
+TEST_CASE("a chunk carries its bytes and header; the view points into the frame") {
+  auto payload = pattern(1000);
+  chunk_header h{7, 2, 5, 3, 128};
+  auto f = chunk_frame(h, payload);
+  auto c = decode_chunk(f, 4096);
+  REQUIRE(c);
+  CHECK(c->header.stream_id == 7);
+  CHECK(c->header.round == 2);
+  CHECK(c->header.sequence == 5);
+  CHECK(c->header.tensor_index == 3);
+  CHECK(c->header.byte_offset == 128);
+  REQUIRE(c->bytes.size() == 1000);
+  CHECK(std::memcmp(c->bytes.data(), payload.data(), 1000) == 0);
+  auto* begin = reinterpret_cast<const std::byte*>(f.data());
+  CHECK(c->bytes.data() > begin);
+  CHECK(c->bytes.data() < begin + f.size());
+}
+
+TEST_CASE("a flipped payload bit fails the checksum") {
+  auto payload = pattern(512);
+  auto f = chunk_frame({1, 1, 0, 0, 0}, payload);
+  auto at = std::search(f.begin(), f.end(),
+                        reinterpret_cast<const char*>(payload.data()),
+                        reinterpret_cast<const char*>(payload.data()) + 512);
+  REQUIRE(at != f.end());
+  *(at + 100) ^= 0x10;
+  auto c = decode_chunk(f, 4096);
+  REQUIRE_FALSE(c);
+  CHECK(c.err().code == errc::bad_checksum);
+}
+
+TEST_CASE("every truncation of a frame is an error, never a crash") {
+  auto f = chunk_frame({1, 1, 0, 0, 0}, pattern(300));
+  for (size_t n = 0; n < f.size(); ++n) {
+    CAPTURE(n);
+    auto c = decode_chunk(cut(f, n), 4096);
+    CHECK_FALSE(c);
+  }
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {4}));
+  auto rs = encode(round_start{1, 1, m, 64, 2, {}});
+  for (size_t n = 0; n < rs.size(); ++n)
+    CHECK_FALSE(decode<round_start>(cut(rs, n)));
+}
+
+TEST_CASE("random bytes are refused as malformed") {
+  std::mt19937_64 rng{7};
+  for (int i = 0; i < 2000; ++i) {
+    frame f((rng() % 64 + 1) * 8);
+    for (auto& b : f)
+      b = static_cast<char>(rng());
+    auto c = decode_chunk(f, 1 << 16);
+    if (c) // a random frame that decodes must still carry a valid checksum
+      CHECK(checksum(c->bytes) != 0);
+    (void) decode<round_start>(f);
+    (void) decode<offer>(f);
+  }
+}
+
+TEST_CASE("another protocol version is refused") {
+  auto f = encode(credit{1, 2});
+  // Root struct data starts after the segment table and the root pointer;
+  // its first two bytes are the version.
+  uint16_t v = protocol_version() + 1;
+  std::memcpy(f.data() + 16, &v, 2);
+  auto c = decode<credit>(f);
+  REQUIRE_FALSE(c);
+  CHECK(c.err().code == errc::unsupported_version);
+}
+
+TEST_CASE("a frame of another kind is an unexpected message") {
+  auto c = decode<credit>(encode(hello{"x", ""}));
+  REQUIRE_FALSE(c);
+  CHECK(c.err().code == errc::unexpected_message);
+  CHECK_FALSE(decode_chunk(encode(credit{1, 2}), 1 << 20));
+}
+
+TEST_CASE("an error frame decodes as the peer's error") {
+  auto f = encode(error{errc::bad_sequence, "chunk 3 after 1"});
+  auto c = decode<credit>(f);
+  REQUIRE_FALSE(c);
+  CHECK(c.err().code == errc::bad_sequence);
+  CHECK(c.err().message == "chunk 3 after 1");
+}
+
+TEST_CASE("a chunk larger than allowed is refused") {
+  auto f = chunk_frame({1, 1, 0, 0, 0}, pattern(2048));
+  auto c = decode_chunk(f, 1024);
+  REQUIRE_FALSE(c);
+}
+
+TEST_CASE("a manifest with an unknown dtype or inconsistent size is refused") {
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {4}));
+  m.tensors[0].byte_size = 15;
+  auto r = decode<round_start>(encode(round_start{1, 1, m, 64, 2, {}}));
+  REQUIRE_FALSE(r);
+  CHECK(r.err().code == errc::manifest_mismatch);
+}
