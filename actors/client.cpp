@@ -167,6 +167,11 @@ private:
     if (!m)
       return fail(m.err());
     record_.train_loss = m->loss;
+    log_line(options_.client_id,
+             "round " + std::to_string(round_.round) + ": trained on " +
+               std::to_string(m->samples) + " samples in " +
+               std::to_string(m->seconds) + " s, loss " +
+               std::to_string(m->loss));
     msg::offer o{round_.round,
                  options_.client_id,
                  trainer_->sample_count(),

@@ -1,1 +1,454 @@
-// placeholder
+// Real actors exchanging real frames in one actor system: the server side as
+// `fedcaf simulate` wires it, clients with a synthetic trainer whose update
+// is known, and a rogue client that sends bad frames by hand.
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include <caf/all.hpp>
+#include <doctest/doctest.h>
+
+#include "actors/client.hpp"
+#include "actors/federation.hpp"
+#include "actors/protocol.hpp"
+#include "fedcaf/chunk_plan.hpp"
+
+using namespace fedcaf;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Odd tensor sizes, so that chunks split tensors and pack several.
+manifest test_layout() {
+  manifest m;
+  uint64_t sizes[] = {1000, 3, 17, 40000, 7, 129};
+  for (size_t i = 0; i < std::size(sizes); ++i)
+    m.tensors.push_back(
+      make_tensor_info("t" + std::to_string(i), dtype::float32, {sizes[i]}));
+  return m;
+}
+
+using model_floats = std::vector<std::vector<float>>;
+
+/// Client k's local training: a fixed function of the model it received.
+float local_update(uint32_t k, size_t tensor, size_t j, float p) {
+  return p * 0.5f + static_cast<float>(k + 1) * 0.01f *
+                      static_cast<float>((j % 7) + tensor);
+}
+
+model_floats initial_floats(const manifest& m) {
+  model_floats out;
+  for (size_t t = 0; t < m.tensors.size(); ++t) {
+    out.emplace_back(m.tensors[t].byte_size / sizeof(float));
+    for (size_t j = 0; j < out.back().size(); ++j)
+      out.back()[j] = std::sin(static_cast<float>(j + 31 * t));
+  }
+  return out;
+}
+
+model_snapshot snapshot_of(const manifest& m, const model_floats& x) {
+  model_snapshot s;
+  s.layout = m;
+  s.bytes = byte_buffer::uninitialized(m.total_bytes());
+  size_t at = 0;
+  for (const auto& t : x) {
+    std::memcpy(s.bytes.data() + at, t.data(), t.size() * sizeof(float));
+    at += t.size() * sizeof(float);
+  }
+  return s;
+}
+
+model_floats floats_of(const const_model_view& v) {
+  model_floats out;
+  for (auto t : v.tensors) {
+    out.emplace_back(t.size() / sizeof(float));
+    std::memcpy(out.back().data(), t.data(), t.size());
+  }
+  return out;
+}
+
+/// A trainer whose model lives in plain vectors and whose training applies
+/// local_update to every element.
+class synthetic_trainer final : public trainer {
+public:
+  synthetic_trainer(manifest layout, uint32_t k, uint64_t samples)
+    : layout_(std::move(layout)), k_(k), samples_(samples) {
+    for (const auto& t : layout_.tensors)
+      params_.emplace_back(t.byte_size / sizeof(float));
+  }
+  const manifest& layout() const override { return layout_; }
+  model_view parameters() override {
+    model_view v;
+    for (auto& t : params_)
+      v.tensors.push_back(std::as_writable_bytes(std::span{t}));
+    return v;
+  }
+  result<train_metrics> train() override {
+    for (size_t t = 0; t < params_.size(); ++t)
+      for (size_t j = 0; j < params_[t].size(); ++j)
+        params_[t][j] = local_update(k_, t, j, params_[t][j]);
+    return train_metrics{0.1 * (k_ + 1), samples_, 0};
+  }
+  uint64_t sample_count() const override { return samples_; }
+
+private:
+  manifest layout_;
+  uint32_t k_;
+  uint64_t samples_;
+  model_floats params_;
+};
+
+/// Keeps a copy of the last model it was asked to evaluate.
+class capturing_evaluator final : public evaluator {
+public:
+  result<eval_metrics> evaluate(const const_model_view& model) override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    last_ = floats_of(model);
+    ++count_;
+    return eval_metrics{0.5, 0.5, 1};
+  }
+  model_floats last() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return last_;
+  }
+  int count() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return count_;
+  }
+
+private:
+  std::mutex mtx_;
+  model_floats last_;
+  int count_ = 0;
+};
+
+uint64_t samples_of(uint32_t k) {
+  return 100 * (k + 1) + 7;
+}
+
+/// Whole-model FedAvg in double, written independently of the accumulator.
+model_floats reference_fedavg(const manifest& m, uint32_t clients,
+                              uint32_t rounds, bool by_samples) {
+  auto global = initial_floats(m);
+  for (uint32_t r = 0; r < rounds; ++r) {
+    model_floats next = global;
+    for (size_t t = 0; t < global.size(); ++t)
+      for (size_t j = 0; j < global[t].size(); ++j) {
+        double sum = 0, weights = 0;
+        for (uint32_t k = 0; k < clients; ++k) {
+          double w = by_samples ? static_cast<double>(samples_of(k)) : 1.0;
+          sum += w * local_update(k, t, j, global[t][j]);
+          weights += w;
+        }
+        next[t][j] = static_cast<float>(sum / weights);
+      }
+    global = std::move(next);
+  }
+  return global;
+}
+
+struct federation_run {
+  run_report server;
+  std::vector<run_report> clients;
+  model_floats final_model;
+  int evaluations = 0;
+};
+
+struct run_options {
+  uint32_t clients = 3;
+  uint32_t rounds = 2;
+  uint64_t chunk_bytes = 4096;
+  uint32_t window = 4;
+  std::string weights = "equal";
+  std::chrono::microseconds fold_delay{0};
+};
+
+void await_down(caf::actor_system& sys, const std::vector<caf::actor>& xs) {
+  caf::scoped_actor self{sys};
+  for (const auto& x : xs)
+    self->monitor(x);
+  for (size_t i = 0; i < xs.size(); ++i)
+    self->receive([](const caf::down_msg&) {},
+                  caf::after(60s) >> [] { FAIL("actors did not finish"); });
+}
+
+caf::actor_system_config test_system_config() {
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", 4);
+  return cfg;
+}
+
+server_side_options side_options(const run_options& o) {
+  server_side_options so;
+  so.scheduler = {o.clients, o.rounds, o.weights};
+  so.server.num_clients = o.clients;
+  so.server.num_rounds = o.rounds;
+  so.server.chunk_bytes = o.chunk_bytes;
+  so.server.window = o.window;
+  so.server.client_configs_yaml = "{}";
+  so.server.linger = 2000ms;
+  so.fold_delay = o.fold_delay;
+  return so;
+}
+
+federation_run run_federation(const run_options& o) {
+  federation_run out;
+  out.clients.resize(o.clients);
+  auto layout = test_layout();
+  auto eval = std::make_shared<capturing_evaluator>();
+  {
+    auto cfg = test_system_config();
+    caf::actor_system sys{cfg};
+    auto side = spawn_server_side(
+      sys, snapshot_of(layout, initial_floats(layout)), side_options(o), eval,
+      &out.server);
+    REQUIRE(side);
+    std::vector<caf::actor> clients;
+    for (uint32_t k = 0; k < o.clients; ++k) {
+      auto factory = [layout, k](const client_configs&, const msg::welcome&)
+        -> result<std::unique_ptr<trainer>> {
+        return std::make_unique<synthetic_trainer>(layout, k, samples_of(k));
+      };
+      clients.push_back(spawn_client(sys, side->server,
+                                     {"C" + std::to_string(k), 10000ms},
+                                     factory, &out.clients[k]));
+    }
+    await_down(sys, {side->server});
+    await_down(sys, clients);
+    side->shut_down(sys);
+  }
+  out.final_model = eval->last();
+  out.evaluations = eval->count();
+  return out;
+}
+
+void check_close(const model_floats& got, const model_floats& want) {
+  REQUIRE(got.size() == want.size());
+  size_t bad = 0;
+  for (size_t t = 0; t < got.size(); ++t) {
+    REQUIRE(got[t].size() == want[t].size());
+    for (size_t j = 0; j < got[t].size(); ++j) {
+      auto tolerance = 1e-6 * std::max(1.0, std::fabs(double{want[t][j]}));
+      if (std::fabs(double{got[t][j]} - want[t][j]) > tolerance)
+        ++bad;
+    }
+  }
+  CHECK(bad == 0);
+}
+
+} // namespace
+
+TEST_CASE("incremental FedAvg equals whole-model FedAvg for any chunk size") {
+  auto layout = test_layout();
+  // 64 and 4096 split tensors; 1 MiB packs the whole model in one chunk.
+  for (uint64_t chunk : {64u, 200u, 4096u, 65536u, 1u << 20}) {
+    for (const char* weights : {"equal", "sample_size"}) {
+      CAPTURE(chunk);
+      CAPTURE(weights);
+      run_options o;
+      o.chunk_bytes = chunk;
+      o.weights = weights;
+      o.rounds = 2;
+      auto run = run_federation(o);
+      CHECK(run.server.failure == "");
+      REQUIRE(run.server.rounds.size() == 2);
+      CHECK(run.evaluations == 2);
+      check_close(run.final_model,
+                  reference_fedavg(layout, o.clients, o.rounds,
+                                   std::string{weights} == "sample_size"));
+      for (const auto& c : run.clients) {
+        CHECK(c.failure == "");
+        CHECK(c.rounds.size() == 2);
+      }
+      CHECK(run.server.rounds[0].bytes_down ==
+            o.clients * layout.total_bytes());
+    }
+  }
+}
+
+TEST_CASE("a slow aggregator holds every client to its window") {
+  for (uint32_t window : {1u, 3u}) {
+    CAPTURE(window);
+    run_options o;
+    o.clients = 2;
+    o.rounds = 1;
+    o.chunk_bytes = 8192;
+    o.window = window;
+    o.fold_delay = 2ms;
+    auto run = run_federation(o);
+    CHECK(run.server.failure == "");
+    for (const auto& c : run.clients) {
+      CHECK(c.failure == "");
+      // Never more than the window, and the window was really used.
+      CHECK(c.peak_in_flight == window);
+    }
+    check_close(run.final_model, reference_fedavg(test_layout(), 2, 1, false));
+  }
+}
+
+namespace {
+
+/// A hand-driven client: sends whatever frames the test builds.
+class rogue_client {
+public:
+  rogue_client(caf::actor_system& sys, caf::actor server)
+    : self_(sys), server_(std::move(server)) {
+  }
+
+  template <class Atom>
+  frame ask(Atom atom, frame f) {
+    frame reply;
+    self_->request(server_, 10s, atom, std::move(f))
+      .receive([&](frame& r) { reply = std::move(r); },
+               [&](caf::error& e) {
+                 FAIL("transport error: " << self_->system().render(e));
+               });
+    return reply;
+  }
+
+  template <class T>
+  T expect(caf::atom_value expected_atom) {
+    T out;
+    self_->receive(
+      [&](caf::atom_value a, const frame& f) {
+        CHECK(a == expected_atom);
+        auto x = msg::decode<T>(f);
+        REQUIRE(x);
+        out = *x;
+      },
+      caf::after(20s) >> [] { FAIL("nothing arrived"); });
+    return out;
+  }
+
+private:
+  caf::scoped_actor self_;
+  caf::actor server_;
+};
+
+frame chunk_with(const msg::chunk_header& h, std::span<const std::byte> bytes) {
+  return msg::encode_chunk(h, bytes.size(), [&](std::span<std::byte> dst) {
+    std::memcpy(dst.data(), bytes.data(), bytes.size());
+  });
+}
+
+errc refusal_of(const frame& reply) {
+  auto c = msg::decode<msg::credit>(reply);
+  REQUIRE_FALSE(c);
+  return c.err().code;
+}
+
+} // namespace
+
+TEST_CASE("bad chunks are refused with typed errors and change nothing") {
+  auto layout = test_layout();
+  run_options o;
+  o.clients = 1;
+  o.rounds = 1;
+  o.chunk_bytes = 4096;
+  auto eval = std::make_shared<capturing_evaluator>();
+  run_report report;
+  std::vector<float> update(layout.total_bytes() / sizeof(float));
+  for (size_t i = 0; i < update.size(); ++i)
+    update[i] = 0.25f * static_cast<float>(i % 1001);
+  auto bytes = std::as_bytes(std::span{update});
+  {
+    auto cfg = test_system_config();
+    caf::actor_system sys{cfg};
+    auto side = spawn_server_side(sys,
+                                  snapshot_of(layout, initial_floats(layout)),
+                                  side_options(o), eval, &report);
+    REQUIRE(side);
+    rogue_client rogue{sys, side->server};
+    CHECK(msg::decode<msg::welcome>(
+      rogue.ask(hello_atom::value, msg::encode(msg::hello{"Rogue", ""}))));
+    // A second hello under the same name is refused.
+    auto again = msg::decode<msg::welcome>(
+      rogue.ask(hello_atom::value, msg::encode(msg::hello{"Rogue", ""})));
+    REQUIRE_FALSE(again);
+    CHECK(again.err().code == errc::unknown_client);
+
+    auto rs = rogue.expect<msg::round_start>(round_atom::value);
+    auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+    REQUIRE(plan);
+    // An offer for another round is refused.
+    msg::offer off{rs.round + 1, "Rogue", 10, digest(layout),
+                   layout.total_bytes(), plan->chunk_count(), 0, 0};
+    CHECK_FALSE(msg::decode<msg::accept>(
+      rogue.ask(offer_atom::value, msg::encode(off))));
+    off.round = rs.round;
+    auto acc = msg::decode<msg::accept>(
+      rogue.ask(offer_atom::value, msg::encode(off)));
+    REQUIRE(acc);
+
+    auto header = [&](uint64_t seq) {
+      const auto& e = plan->extent(seq);
+      return msg::chunk_header{acc->stream_id, rs.round, seq, e.tensor_index,
+                               e.tensor_offset};
+    };
+    auto payload = [&](uint64_t seq) {
+      const auto& e = plan->extent(seq);
+      return bytes.subspan(e.model_offset, e.bytes);
+    };
+    auto send = [&](const frame& f) { return rogue.ask(chunk_atom::value, f); };
+
+    // Bad checksum: one payload byte flipped after encoding.
+    auto flipped = chunk_with(header(0), payload(0));
+    flipped[flipped.size() - 64] ^= 0x01;
+    CHECK(refusal_of(send(flipped)) == errc::bad_checksum);
+    // Wrong offset inside the tensor.
+    auto h = header(0);
+    h.byte_offset += 4;
+    CHECK(refusal_of(send(chunk_with(h, payload(0)))) == errc::out_of_range);
+    // Out of order: chunk 1 before chunk 0.
+    CHECK(refusal_of(send(chunk_with(header(1), payload(1)))) ==
+          errc::bad_sequence);
+    // Another round.
+    h = header(0);
+    h.round += 1;
+    CHECK(refusal_of(send(chunk_with(h, payload(0)))) == errc::wrong_round);
+    // A stream that was never opened.
+    h = header(0);
+    h.stream_id = 999;
+    CHECK(refusal_of(send(chunk_with(h, payload(0)))) ==
+          errc::unknown_stream);
+    // Truncated and garbage frames.
+    auto whole = chunk_with(header(0), payload(0));
+    CHECK(refusal_of(send(frame(whole.begin(), whole.begin() + 40))) ==
+          errc::malformed_frame);
+    CHECK(refusal_of(send(frame(64, '\x7f'))) == errc::malformed_frame);
+    // Ending the stream early.
+    CHECK(refusal_of(rogue.ask(end_atom::value,
+                               msg::encode(msg::end_of_stream{
+                                 acc->stream_id, plan->chunk_count()}))) ==
+          errc::bad_sequence);
+
+    // The node is still up: the good stream goes through, and a duplicate
+    // of an accepted chunk is refused.
+    CHECK(msg::decode<msg::credit>(send(chunk_with(header(0), payload(0)))));
+    CHECK(refusal_of(send(chunk_with(header(0), payload(0)))) ==
+          errc::bad_sequence);
+    for (uint64_t s = 1; s < plan->chunk_count(); ++s)
+      REQUIRE(msg::decode<msg::credit>(send(chunk_with(header(s), payload(s)))));
+    auto closed = msg::decode<msg::stream_closed>(rogue.ask(
+      end_atom::value,
+      msg::encode(msg::end_of_stream{acc->stream_id, plan->chunk_count()})));
+    REQUIRE(closed);
+    CHECK(closed->bytes_received == layout.total_bytes());
+    auto d = rogue.expect<msg::done>(done_atom::value);
+    CHECK(d.reason == "");
+    await_down(sys, {side->server});
+    side->shut_down(sys);
+  }
+  CHECK(report.failure == "");
+  // The accumulator saw only the good chunks: the average of one client with
+  // weight 1 is its update, bit for bit.
+  auto got = eval->last();
+  REQUIRE(got.size() == layout.tensors.size());
+  size_t at = 0;
+  for (const auto& t : got) {
+    CHECK(std::memcmp(t.data(), update.data() + at, t.size() * sizeof(float)) ==
+          0);
+    at += t.size();
+  }
+}

@@ -1,1 +1,139 @@
-// placeholder
+#include "fedcaf/config.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace fedcaf;
+
+namespace {
+
+std::string message_of(const result<config>& c) {
+  REQUIRE_FALSE(c);
+  return c.err().message;
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("the embedded default config is valid") {
+  auto c = load_config(embedded_simulate_yaml(), "embedded",
+                       config_role::simulate);
+  REQUIRE(c);
+  CHECK(c->server.num_clients >= 2);
+  CHECK(c->server.aggregator == "FedAvgAggregator");
+  CHECK(c->data.partition_strategy == "iid");
+  CHECK(c->clients.train.optim.name == "SGD");
+}
+
+TEST_CASE("the shipped configs load in their roles") {
+  std::string dir = FEDCAF_SOURCE_DIR "/configs/";
+  CHECK(load_config_file(dir + "simulate.yaml", config_role::simulate));
+  CHECK(load_config_file(dir + "server.yaml", config_role::server));
+  auto c1 = load_config_file(dir + "client_1.yaml", config_role::client);
+  REQUIRE(c1);
+  CHECK(c1->client.client_id == "Client1");
+  CHECK(c1->client.data.client_index == 0);
+  auto c2 = load_config_file(dir + "client_2.yaml", config_role::client);
+  REQUIRE(c2);
+  CHECK(c2->client.data.client_index == 1);
+}
+
+TEST_CASE("--set overrides a key by its dotted path") {
+  auto c = load_config(embedded_simulate_yaml(), "embedded",
+                       config_role::simulate,
+                       {"server_configs.num_global_epochs=7",
+                        "client_configs.train_configs.optim_args.lr=0.2"});
+  REQUIRE(c);
+  CHECK(c->server.num_global_epochs == 7);
+  CHECK(c->clients.train.optim.lr == doctest::Approx(0.2));
+  CHECK(contains(c->effective_yaml, "num_global_epochs: 7"));
+}
+
+TEST_CASE("an unknown key names the file and the key path") {
+  auto msg = message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
+                                    config_role::simulate,
+                                    {"server_configs.num_global_epoch=2"}));
+  CHECK(contains(msg, "sim.yaml"));
+  CHECK(contains(msg, "server_configs.num_global_epoch: unknown key"));
+}
+
+TEST_CASE("a wrong type names the key path and the value") {
+  auto msg = message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
+                                    config_role::simulate,
+                                    {"server_configs.num_global_epochs=abc"}));
+  CHECK(contains(msg, "server_configs.num_global_epochs"));
+  CHECK(contains(msg, "'abc'"));
+  auto neg = message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
+                                    config_role::simulate,
+                                    {"server_configs.num_clients=0"}));
+  CHECK(contains(neg, "server_configs.num_clients: must be at least 1"));
+}
+
+TEST_CASE("a value outside its choices lists the choices") {
+  auto msg = message_of(load_config(
+    embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+    {"server_configs.aggregator_kwargs.client_weights_mode=sizes"}));
+  CHECK(contains(msg, "client_weights_mode: must be one of equal, sample_size"));
+}
+
+TEST_CASE("a missing dataset directory is named") {
+  auto msg = message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
+                                    config_role::simulate,
+                                    {"data_configs.dataset_path=/nonexistent"}));
+  CHECK(contains(msg, "data_configs.dataset_path"));
+  CHECK(contains(msg, "/nonexistent"));
+}
+
+TEST_CASE("a chunk that does not fit max_message_size is refused") {
+  auto msg = message_of(load_config(
+    embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+    {"server_configs.comm_configs.grpc_configs.max_message_size=4096",
+     "server_configs.comm_configs.stream_configs.chunk_bytes=8192"}));
+  CHECK(contains(msg, "stream_configs.chunk_bytes"));
+}
+
+TEST_CASE("use_model_chunking off sends the model whole, within max_message_size") {
+  comm_config c;
+  c.use_model_chunking = false;
+  c.max_message_size = 1 << 20;
+  auto fits = c.chunk_bytes_for(1000);
+  REQUIRE(fits);
+  CHECK(*fits == 1000);
+  CHECK_FALSE(c.chunk_bytes_for(2 << 20));
+  c.use_model_chunking = true;
+  CHECK(*c.chunk_bytes_for(2 << 20) == c.stream.chunk_bytes);
+}
+
+TEST_CASE("a client file needs client_id and a partition below num_clients") {
+  auto msg = message_of(load_config(
+    "data_configs: {dataset_kwargs: {num_clients: 2, client_id: 2}}\n",
+    "client.yaml", config_role::client));
+  CHECK(contains(msg, "client_id"));
+  auto c = load_config("client_id: A\n"
+                       "data_configs: {dataset_kwargs: {num_clients: 2, "
+                       "client_id: 2}}\n",
+                       "client.yaml", config_role::client);
+  CHECK(contains(message_of(c),
+                 "data_configs.dataset_kwargs.client_id: must be below"));
+}
+
+TEST_CASE("client_configs survive the trip to a client") {
+  auto c = load_config(embedded_simulate_yaml(), "embedded",
+                       config_role::simulate,
+                       {"client_configs.train_configs.optim=Adam",
+                        "client_configs.train_configs.optim_args.lr=0.003"});
+  REQUIRE(c);
+  auto back = parse_client_configs(client_configs_yaml(*c));
+  REQUIRE(back);
+  CHECK(back->train.optim.name == "Adam");
+  CHECK(back->train.optim.lr == doctest::Approx(0.003));
+  CHECK(back->model.seed == c->clients.model.seed);
+}
+
+TEST_CASE("malformed YAML is an error, not an exception") {
+  auto msg = message_of(load_config("server_configs: [unclosed", "bad.yaml",
+                                    config_role::server));
+  CHECK(contains(msg, "bad.yaml"));
+}

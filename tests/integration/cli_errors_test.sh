@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Bad input from the user stops the command before work starts, with a
+# non-zero exit and one line that names the file and the key.
+set -u
+fedcaf=$1
+fails=0
+expect_error() { # expected-text, then the command
+  local want=$1; shift
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -eq 0 ] || ! grep -qF -- "$want" <<<"$out"; then
+    echo "FAIL: '$*' exited $rc, output: $out"; fails=$((fails + 1))
+  else
+    echo "ok: $want"
+  fi
+}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+printf 'server_configs:\n  num_clients: 2\n  bogus: 1\n' > "$tmp/bad.yaml"
+expect_error "$tmp/bad.yaml: server_configs.bogus: unknown key" "$fedcaf" simulate -c "$tmp/bad.yaml"
+expect_error "server_configs.num_global_epochs: expected a whole number, got 'x'" \
+  "$fedcaf" simulate --set server_configs.num_global_epochs=x
+expect_error "data_configs.dataset_path" "$fedcaf" simulate --set data_configs.dataset_path=/nope
+expect_error "cannot open the config file" "$fedcaf" server -c "$tmp/missing.yaml"
+expect_error "this command needs -c CONFIG" "$fedcaf" client
+expect_error "unknown option '--bogus'" "$fedcaf" simulate --bogus
+expect_error "unknown command 'train'" "$fedcaf" train
+"$fedcaf" --help | grep -q "usage: fedcaf" || { echo "FAIL: --help"; fails=$((fails + 1)); }
+"$fedcaf" simulate --help | grep -q -- "--set" || { echo "FAIL: simulate --help"; fails=$((fails + 1)); }
+exit $fails
