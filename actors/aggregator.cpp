@@ -31,15 +31,11 @@ struct upload_stream {
 // the accumulator, so a refused chunk leaves it unchanged.
 class aggregator_state {
 public:
-  aggregator_state(const model_snapshot& initial, aggregator_options options,
-                   chunk_plan plan, fedavg_accumulator acc)
-    : layout_(initial.layout),
-      digest_(digest(initial.layout)),
-      version_(initial.version),
-      options_(options),
-      plan_(std::move(plan)),
-      acc_(std::move(acc)) {
-  }
+  aggregator_state(std::shared_ptr<model_snapshot> initial,
+                   aggregator_options options, fedavg_accumulator acc)
+      : layout_(initial->layout), digest_(digest(initial->layout)),
+        version_(initial->version), options_(options), acc_(std::move(acc)),
+        plan_(acc_.plan()), current_(std::move(initial)) {}
 
   void attach(caf::event_based_actor* self) { self_ = self; }
 
@@ -48,9 +44,11 @@ public:
              uint64_t chunk_count) {
     if (manifest_digest != digest_ || total_bytes != plan_.total_bytes() ||
         chunk_count != plan_.chunk_count())
-      return refuse(error{errc::manifest_mismatch,
-                          "offer of " + id + " does not match the global "
+      return refuse(
+          error{errc::manifest_mismatch, "offer of " + id +
+                                             " does not match the global "
                                              "model's layout"});
+    recycle_previous();
     auto stream_id = next_stream_id_++;
     streams_[stream_id] = {id, round, weight, 0, 0, notify};
     acc_.add_weight(weight);
@@ -73,16 +71,16 @@ public:
       return refuse(end.err());
     auto it = streams_.find(end->stream_id);
     if (it == streams_.end())
-      return refuse({errc::unknown_stream,
-                     "stream " + std::to_string(end->stream_id)});
+      return refuse(
+          {errc::unknown_stream, "stream " + std::to_string(end->stream_id)});
     auto& s = it->second;
     if (s.next_sequence != plan_.chunk_count() ||
         end->chunk_count != plan_.chunk_count())
       return refuse({errc::bad_sequence,
                      "stream " + std::to_string(end->stream_id) +
-                       " ended after " + std::to_string(s.next_sequence) +
-                       " of " + std::to_string(plan_.chunk_count()) +
-                       " chunks"});
+                         " ended after " + std::to_string(s.next_sequence) +
+                         " of " + std::to_string(plan_.chunk_count()) +
+                         " chunks"});
     msg::stream_closed closed{end->stream_id, s.bytes};
     self_->send(s.notify, update_atom::value, s.client_id, s.round);
     streams_.erase(it);
@@ -92,7 +90,7 @@ public:
   result<snapshot_ptr> finalize(uint32_t round) {
     if (!streams_.empty())
       return error{errc::internal, std::to_string(streams_.size()) +
-                                     " streams still open at finalize"};
+                                       " streams still open at finalize"};
     auto bytes = acc_.finalize();
     if (!bytes)
       return bytes.err();
@@ -101,10 +99,21 @@ public:
     next->version = ++version_;
     next->round = round;
     next->bytes = std::move(*bytes);
+    previous_ = std::move(current_);
+    current_ = next;
     return snapshot_ptr{std::move(next)};
   }
 
 private:
+  /// Once the server has dropped the global model before the current one,
+  /// its memory becomes the next sum: no allocation, no page faults.
+  void recycle_previous() {
+    if (previous_ && previous_.use_count() == 1) {
+      acc_.recycle(std::move(previous_->bytes));
+      previous_.reset();
+    }
+  }
+
   result<void> fold(const msg::chunk_view& c) {
     const auto& h = c.header;
     auto it = streams_.find(h.stream_id);
@@ -119,8 +128,7 @@ private:
       return ok;
     if (options_.fold_delay.count() > 0)
       std::this_thread::sleep_for(options_.fold_delay);
-    const auto& extent = plan_.extent(h.sequence);
-    if (auto ok = acc_.fold(extent.model_offset, c.bytes, s.weight); !ok)
+    if (auto ok = acc_.fold(h.sequence, c.bytes, s.weight); !ok)
       return ok;
     ++s.next_sequence;
     s.bytes += c.bytes.size();
@@ -138,8 +146,10 @@ private:
   uint64_t digest_;
   uint64_t version_;
   aggregator_options options_;
-  chunk_plan plan_;
   fedavg_accumulator acc_;
+  const chunk_plan& plan_;                   ///< the accumulator's
+  std::shared_ptr<model_snapshot> current_;  ///< last published
+  std::shared_ptr<model_snapshot> previous_; ///< published before that
   std::map<uint64_t, upload_stream> streams_;
   uint64_t next_stream_id_ = 1; // 0 names downloads
   uint64_t refusals_ = 0;
@@ -149,37 +159,36 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
                                std::shared_ptr<aggregator_state> state) {
   state->attach(self);
   return {
-    [state](open_atom, const caf::actor& notify, const std::string& id,
-            uint32_t round, double weight, uint64_t digest, uint64_t bytes,
-            uint64_t chunks) {
-      return state->open(notify, id, round, weight, digest, bytes, chunks);
-    },
-    [state](chunk_atom, const frame& f) { return state->consume(f); },
-    [state](end_atom, const frame& f) { return state->close(f); },
-    [state](finalize_atom, uint32_t round) -> caf::result<snapshot_ptr> {
-      auto next = state->finalize(round);
-      if (!next) {
-        log_line("aggregator", to_string(next.err()));
-        return caf::make_error(caf::sec::runtime_error, next.err().message);
-      }
-      return *next;
-    },
+      [state](open_atom, const caf::actor& notify, const std::string& id,
+              uint32_t round, double weight, uint64_t digest, uint64_t bytes,
+              uint64_t chunks) {
+        return state->open(notify, id, round, weight, digest, bytes, chunks);
+      },
+      [state](chunk_atom, const frame& f) { return state->consume(f); },
+      [state](end_atom, const frame& f) { return state->close(f); },
+      [state](finalize_atom, uint32_t round) -> caf::result<snapshot_ptr> {
+        auto next = state->finalize(round);
+        if (!next) {
+          log_line("aggregator", to_string(next.err()));
+          return caf::make_error(caf::sec::runtime_error, next.err().message);
+        }
+        return *next;
+      },
   };
 }
 
 } // namespace
 
 result<caf::actor> spawn_aggregator(caf::actor_system& sys,
-                                    const model_snapshot& initial,
+                                    std::shared_ptr<model_snapshot> initial,
                                     aggregator_options options) {
-  auto plan = chunk_plan::make(initial.layout, options.chunk_bytes);
+  auto plan = chunk_plan::make(initial->layout, options.chunk_bytes);
   if (!plan)
     return plan.err();
-  auto acc = fedavg_accumulator::make(initial.layout);
+  auto acc = fedavg_accumulator::make(initial->layout, std::move(*plan));
   if (!acc)
     return acc.err();
-  auto state = std::make_shared<aggregator_state>(initial, options,
-                                                  std::move(*plan),
+  auto state = std::make_shared<aggregator_state>(std::move(initial), options,
                                                   std::move(*acc));
   return sys.spawn(aggregator_actor, std::move(state));
 }

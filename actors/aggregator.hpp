@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
@@ -23,10 +24,11 @@ struct aggregator_options {
 };
 
 /// Spawns an aggregator for models laid out as `initial`, whose version it
-/// continues. Returns a handle that accepts open, chunk, end and finalize, or
-/// an error iff the layout cannot be averaged or chunked.
+/// continues. It reuses the memory of a global model once nobody else holds
+/// it (initial included). Returns a handle that accepts open, chunk, end and
+/// finalize, or an error iff the layout cannot be averaged or chunked.
 result<caf::actor> spawn_aggregator(caf::actor_system& sys,
-                                    const model_snapshot& initial,
+                                    std::shared_ptr<model_snapshot> initial,
                                     aggregator_options options);
 
 } // namespace fedcaf

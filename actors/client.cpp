@@ -16,6 +16,10 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
 const_model_view as_const(const model_view& v) {
   const_model_view out;
   out.tensors.assign(v.tensors.begin(), v.tensors.end());
@@ -30,12 +34,9 @@ class client_state {
 public:
   client_state(caf::actor server, client_options options,
                trainer_factory factory, run_report* report)
-    : server_(std::move(server)),
-      options_(std::move(options)),
-      factory_(std::move(factory)),
-      report_(report),
-      started_(clock_type::now()) {
-  }
+      : server_(std::move(server)), options_(std::move(options)),
+        factory_(std::move(factory)), report_(report),
+        started_(clock_type::now()) {}
 
   void attach(caf::event_based_actor* self) {
     self_ = self;
@@ -43,8 +44,8 @@ public:
     self_->monitor(server_);
     self_->set_down_handler([this](caf::down_msg& m) {
       if (m.source == server_.address())
-        fail({errc::disconnected, "lost the server: " +
-                                    self_->system().render(m.reason)});
+        fail({errc::disconnected,
+              "lost the server: " + self_->system().render(m.reason)});
     });
     register_with_server();
   }
@@ -79,8 +80,8 @@ public:
       return fail(d.err());
     note_metrics(d->final);
     if (!d->reason.empty())
-      return fail({errc::disconnected, "the server ended the run: " +
-                                         d->reason});
+      return fail(
+          {errc::disconnected, "the server ended the run: " + d->reason});
     finish();
   }
 
@@ -89,9 +90,9 @@ public:
       return;
     auto idle = clock_type::now() - last_progress_;
     if (idle > options_.idle_timeout)
-      return fail({errc::timeout, "no chunk or credit moved for " +
-                                    std::to_string(options_.idle_timeout.count()) +
-                                    " ms"});
+      return fail({errc::timeout,
+                   "no chunk or credit moved for " +
+                       std::to_string(options_.idle_timeout.count()) + " ms"});
     arm_timer();
   }
 
@@ -99,8 +100,8 @@ private:
   void register_with_server() {
     msg::hello h{options_.client_id, ""};
     self_->request(server_, caf::infinite, hello_atom::value, msg::encode(h))
-      .then([this](const frame& f) { on_welcome(f); },
-            [this](caf::error& e) { fail_transport("hello", e); });
+        .then([this](const frame& f) { on_welcome(f); },
+              [this](caf::error& e) { fail_transport("hello", e); });
   }
 
   void on_welcome(const frame& f) {
@@ -114,11 +115,10 @@ private:
     if (!t)
       return fail(t.err());
     trainer_ = std::move(*t);
-    log_line(options_.client_id, "registered as client " +
-                                   std::to_string(w->client_index) + " of " +
-                                   std::to_string(w->num_clients) + ", " +
-                                   std::to_string(trainer_->sample_count()) +
-                                   " samples");
+    log_line(options_.client_id,
+             "registered as client " + std::to_string(w->client_index) +
+                 " of " + std::to_string(w->num_clients) + ", " +
+                 std::to_string(trainer_->sample_count()) + " samples");
   }
 
   // -- download: every fetch request is one credit ---------------------------
@@ -127,10 +127,10 @@ private:
     while (download_->can_send()) {
       auto seq = download_->take();
       msg::fetch req{round_.round, round_.model_version, seq};
-      self_->request(server_, caf::infinite, fetch_atom::value,
-                     msg::encode(req))
-        .then([this, seq](const frame& f) { on_model_chunk(seq, f); },
-              [this](caf::error& e) { fail_transport("fetch", e); });
+      self_
+          ->request(server_, caf::infinite, fetch_atom::value, msg::encode(req))
+          .then([this, seq](const frame& f) { on_model_chunk(seq, f); },
+                [this](caf::error& e) { fail_transport("fetch", e); });
     }
   }
 
@@ -141,12 +141,11 @@ private:
       return fail(c.err());
     const auto& h = c->header;
     if (h.sequence != seq || h.stream_id != 0)
-      return fail({errc::bad_sequence, "model chunk " +
-                                         std::to_string(h.sequence) +
-                                         " answered fetch " +
-                                         std::to_string(seq)});
-    if (auto ok = plan_->check(seq, h.tensor_index, h.byte_offset,
-                               c->bytes.size());
+      return fail(
+          {errc::bad_sequence, "model chunk " + std::to_string(h.sequence) +
+                                   " answered fetch " + std::to_string(seq)});
+    if (auto ok =
+            plan_->check(seq, h.tensor_index, h.byte_offset, c->bytes.size());
         !ok)
       return fail(ok.err());
     plan_->copy_in(seq, c->bytes, params_);
@@ -159,19 +158,23 @@ private:
     pump_download();
   }
 
-  // -- training and the offer --------------------------------------------------
+  // -- training and the offer
+  // --------------------------------------------------
 
   void train_and_offer() {
     transferring_ = false;
+    record_.download_seconds = seconds_since(round_started_);
     auto m = trainer_->train();
     if (!m)
       return fail(m.err());
     record_.train_loss = m->loss;
+    record_.train_seconds = m->seconds;
+    upload_started_ = clock_type::now();
     log_line(options_.client_id,
              "round " + std::to_string(round_.round) + ": trained on " +
-               std::to_string(m->samples) + " samples in " +
-               std::to_string(m->seconds) + " s, loss " +
-               std::to_string(m->loss));
+                 std::to_string(m->samples) + " samples in " +
+                 std::to_string(m->seconds) + " s, loss " +
+                 std::to_string(m->loss));
     msg::offer o{round_.round,
                  options_.client_id,
                  trainer_->sample_count(),
@@ -181,8 +184,8 @@ private:
                  m->loss,
                  m->seconds};
     self_->request(server_, caf::infinite, offer_atom::value, msg::encode(o))
-      .then([this](const frame& f) { on_accept(f); },
-            [this](caf::error& e) { fail_transport("offer", e); });
+        .then([this](const frame& f) { on_accept(f); },
+              [this](caf::error& e) { fail_transport("offer", e); });
   }
 
   // -- upload: at most `window` chunks unacknowledged -------------------------
@@ -210,8 +213,8 @@ private:
       });
       record_.bytes_up += e.bytes;
       self_->request(server_, caf::infinite, chunk_atom::value, std::move(f))
-        .then([this](const frame& reply) { on_credit(reply); },
-              [this](caf::error& e) { fail_transport("chunk", e); });
+          .then([this](const frame& reply) { on_credit(reply); },
+                [this](caf::error& e) { fail_transport("chunk", e); });
     }
     note_in_flight(upload_->peak_in_flight());
   }
@@ -231,8 +234,8 @@ private:
   void close_stream() {
     msg::end_of_stream end{stream_id_, plan_->chunk_count()};
     self_->request(server_, caf::infinite, end_atom::value, msg::encode(end))
-      .then([this](const frame& f) { on_closed(f); },
-            [this](caf::error& e) { fail_transport("end", e); });
+        .then([this](const frame& f) { on_closed(f); },
+              [this](caf::error& e) { fail_transport("end", e); });
   }
 
   void on_closed(const frame& f) {
@@ -240,13 +243,13 @@ private:
     auto closed = msg::decode<msg::stream_closed>(f);
     if (!closed)
       return fail(closed.err());
-    record_.wall_seconds =
-      std::chrono::duration<double>(clock_type::now() - round_started_)
-        .count();
+    record_.upload_seconds = seconds_since(upload_started_);
+    record_.wall_seconds = seconds_since(round_started_);
     report_->rounds.push_back(record_);
   }
 
-  // -- bookkeeping -------------------------------------------------------------
+  // -- bookkeeping
+  // -------------------------------------------------------------
 
   /// Attaches the server's evaluation of a global model to the round that
   /// produced it.
@@ -277,8 +280,8 @@ private:
   }
 
   void fail_transport(const char* what, const caf::error& e) {
-    fail({errc::disconnected, std::string{what} + " failed: " +
-                                self_->system().render(e)});
+    fail({errc::disconnected,
+          std::string{what} + " failed: " + self_->system().render(e)});
   }
 
   void fail(const error& e) {
@@ -288,8 +291,7 @@ private:
   }
 
   void finish() {
-    report_->total_seconds =
-      std::chrono::duration<double>(clock_type::now() - started_).count();
+    report_->total_seconds = seconds_since(started_);
     report_->peak_rss_bytes = sample_memory().peak_rss_bytes;
     self_->quit();
   }
@@ -310,6 +312,7 @@ private:
   bool transferring_ = false;
   clock_type::time_point started_;
   clock_type::time_point round_started_;
+  clock_type::time_point upload_started_;
   clock_type::time_point last_progress_;
 };
 
@@ -317,9 +320,9 @@ caf::behavior client_actor(caf::event_based_actor* self,
                            std::shared_ptr<client_state> state) {
   state->attach(self);
   return {
-    [state](round_atom, const frame& f) { state->on_round(f); },
-    [state](done_atom, const frame& f) { state->on_done(f); },
-    [state](tick_atom) { state->on_tick(); },
+      [state](round_atom, const frame& f) { state->on_round(f); },
+      [state](done_atom, const frame& f) { state->on_done(f); },
+      [state](tick_atom) { state->on_tick(); },
   };
 }
 
@@ -329,7 +332,7 @@ caf::actor spawn_client(caf::actor_system& sys, caf::actor server,
                         client_options options, trainer_factory factory,
                         run_report* report) {
   auto state = std::make_shared<client_state>(
-    std::move(server), std::move(options), std::move(factory), report);
+      std::move(server), std::move(options), std::move(factory), report);
   return sys.spawn(client_actor, std::move(state));
 }
 

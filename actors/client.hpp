@@ -21,7 +21,7 @@ namespace fedcaf {
 /// Builds the client's trainer once the server's Welcome (with the
 /// client_configs) has arrived.
 using trainer_factory = std::function<result<std::unique_ptr<trainer>>(
-  const client_configs&, const msg::welcome&)>;
+    const client_configs&, const msg::welcome&)>;
 
 struct client_options {
   std::string client_id = "Client1";

@@ -12,16 +12,16 @@ namespace {
 caf::behavior evaluator_actor(caf::event_based_actor*,
                               std::shared_ptr<evaluator> impl) {
   return {
-    [impl](eval_atom, const snapshot_ptr& s) {
-      if (!impl)
-        return caf::make_message(false, 0.0, 0.0);
-      auto m = impl->evaluate(s->view());
-      if (!m) {
-        log_line("evaluator", to_string(m.err()));
-        return caf::make_message(false, 0.0, 0.0);
-      }
-      return caf::make_message(true, m->loss, m->accuracy);
-    },
+      [impl](eval_atom, const snapshot_ptr& s) {
+        if (!impl)
+          return caf::make_message(false, 0.0, 0.0);
+        auto m = impl->evaluate(s->view());
+        if (!m) {
+          log_line("evaluator", to_string(m.err()));
+          return caf::make_message(false, 0.0, 0.0);
+        }
+        return caf::make_message(true, m->loss, m->accuracy);
+      },
   };
 }
 

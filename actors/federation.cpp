@@ -19,15 +19,15 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
                                       std::shared_ptr<evaluator> eval,
                                       run_report* report) {
   server_side side;
+  auto snapshot = std::make_shared<model_snapshot>(std::move(initial));
   auto aggregator = spawn_aggregator(
-    sys, initial,
-    {options.server.chunk_bytes, options.server.window, options.fold_delay});
+      sys, snapshot,
+      {options.server.chunk_bytes, options.server.window, options.fold_delay});
   if (!aggregator)
     return aggregator.err();
   side.aggregator = *aggregator;
   side.evaluator = spawn_evaluator(sys, std::move(eval));
   side.scheduler = spawn_scheduler(sys, side.aggregator, options.scheduler);
-  auto snapshot = std::make_shared<model_snapshot>(std::move(initial));
   side.server = spawn_server(sys, std::move(snapshot),
                              {side.scheduler, side.aggregator, side.evaluator},
                              std::move(options.server), report);

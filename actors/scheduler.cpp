@@ -18,8 +18,7 @@ namespace {
 class scheduler_state {
 public:
   scheduler_state(caf::actor aggregator, scheduler_options options)
-    : aggregator_(std::move(aggregator)), options_(std::move(options)) {
-  }
+      : aggregator_(std::move(aggregator)), options_(std::move(options)) {}
 
   void attach(caf::event_based_actor* self) { self_ = self; }
 
@@ -45,23 +44,21 @@ public:
     if (!o)
       return refuse(o.err());
     if (o->round != round_ || finalizing_)
-      return refuse({errc::wrong_round, "offer for round " +
-                                          std::to_string(o->round) +
-                                          ", open round is " +
-                                          std::to_string(round_)});
+      return refuse(
+          {errc::wrong_round, "offer for round " + std::to_string(o->round) +
+                                  ", open round is " + std::to_string(round_)});
     if (!registered_.count(o->client_id))
       return refuse({errc::unknown_client, o->client_id});
     if (!offered_.insert(o->client_id).second)
-      return refuse({errc::unknown_client,
-                     o->client_id + " offered twice in one round"});
+      return refuse(
+          {errc::unknown_client, o->client_id + " offered twice in one round"});
     train_loss_sum_ += o->train_loss;
     double weight = options_.client_weights_mode == "sample_size"
-                      ? static_cast<double>(o->sample_count)
-                      : 1.0;
+                        ? static_cast<double>(o->sample_count)
+                        : 1.0;
     self_->delegate(aggregator_, open_atom::value,
-                    caf::actor_cast<caf::actor>(self_), o->client_id,
-                    o->round, weight, o->manifest_digest, o->total_bytes,
-                    o->chunk_count);
+                    caf::actor_cast<caf::actor>(self_), o->client_id, o->round,
+                    weight, o->manifest_digest, o->total_bytes, o->chunk_count);
     return {};
   }
 
@@ -87,28 +84,28 @@ private:
     finalizing_ = true;
     auto r = round_;
     self_->request(aggregator_, caf::infinite, finalize_atom::value, r)
-      .then(
-        [this, r](snapshot_ptr next) { publish(r, std::move(next)); },
-        [this](caf::error& e) {
-          stop("aggregation failed: " + self_->system().render(e));
-        });
+        .then([this, r](snapshot_ptr next) { publish(r, std::move(next)); },
+              [this](caf::error& e) {
+                stop("aggregation failed: " + self_->system().render(e));
+              });
   }
 
   void publish(uint32_t r, snapshot_ptr next) {
     auto clients = static_cast<uint32_t>(closed_.size());
     auto loss = train_loss_sum_ / std::max(1u, clients);
-    self_->request(server_, caf::infinite, publish_atom::value, r,
-                   std::move(next), clients, loss)
-      .then(
-        [this, r](bool) {
-          if (r < options_.num_rounds)
-            start_round(r + 1);
-          else
-            stop("");
-        },
-        [this](caf::error& e) {
-          stop("publishing failed: " + self_->system().render(e));
-        });
+    self_
+        ->request(server_, caf::infinite, publish_atom::value, r,
+                  std::move(next), clients, loss)
+        .then(
+            [this, r](bool) {
+              if (r < options_.num_rounds)
+                start_round(r + 1);
+              else
+                stop("");
+            },
+            [this](caf::error& e) {
+              stop("publishing failed: " + self_->system().render(e));
+            });
   }
 
   void stop(const std::string& reason) {
@@ -140,19 +137,19 @@ caf::behavior scheduler_actor(caf::event_based_actor* self,
                               std::shared_ptr<scheduler_state> state) {
   state->attach(self);
   return {
-    [state](join_atom, const std::string& id) { state->join(id); },
-    [state](leave_atom, const std::string& id, const std::string& reason) {
-      state->leave(id, reason);
-    },
-    [state](offer_atom, const frame& f) -> caf::result<frame> {
-      auto reply = state->offer(f);
-      if (reply.empty())
-        return caf::delegated<frame>{};
-      return reply;
-    },
-    [state](update_atom, const std::string& id, uint32_t round) {
-      state->update_closed(id, round);
-    },
+      [state](join_atom, const std::string& id) { state->join(id); },
+      [state](leave_atom, const std::string& id, const std::string& reason) {
+        state->leave(id, reason);
+      },
+      [state](offer_atom, const frame& f) -> caf::result<frame> {
+        auto reply = state->offer(f);
+        if (reply.empty())
+          return caf::delegated<frame>{};
+        return reply;
+      },
+      [state](update_atom, const std::string& id, uint32_t round) {
+        state->update_closed(id, round);
+      },
   };
 }
 

@@ -31,12 +31,10 @@ double seconds_since(clock_type::time_point t) {
 // clients to leave) -> quit.
 class server_state {
 public:
-  server_state(snapshot_ptr initial, server_peers peers,
-               server_options options, run_report* report)
-    : peers_(std::move(peers)),
-      options_(std::move(options)),
-      report_(report),
-      started_(clock_type::now()) {
+  server_state(snapshot_ptr initial, server_peers peers, server_options options,
+               run_report* report)
+      : peers_(std::move(peers)), options_(std::move(options)), report_(report),
+        started_(clock_type::now()) {
     install(std::move(initial));
   }
 
@@ -50,13 +48,13 @@ public:
     if (!h)
       return refuse(h.err());
     if (clients_.count(h->client_id))
-      return refuse({errc::unknown_client,
-                     h->client_id + " is already registered"});
+      return refuse(
+          {errc::unknown_client, h->client_id + " is already registered"});
     if (clients_.size() >= options_.num_clients || stopping_)
-      return refuse({errc::unknown_client,
-                     h->client_id + ": all " +
-                       std::to_string(options_.num_clients) +
-                       " client places are taken"});
+      return refuse(
+          {errc::unknown_client, h->client_id + ": all " +
+                                     std::to_string(options_.num_clients) +
+                                     " client places are taken"});
     auto handle = caf::actor_cast<caf::actor>(self_->current_sender());
     auto index = static_cast<uint32_t>(clients_.size());
     clients_[h->client_id] = {handle, index, true};
@@ -71,8 +69,12 @@ public:
     round_ = round;
     round_started_ = clock_type::now();
     bytes_up_ = bytes_down_ = 0;
-    msg::round_start rs{round,       snapshot_->version, snapshot_->layout,
-                        options_.chunk_bytes, options_.window, last_metrics_};
+    msg::round_start rs{round,
+                        snapshot_->version,
+                        snapshot_->layout,
+                        options_.chunk_bytes,
+                        options_.window,
+                        last_metrics_};
     auto f = msg::encode(rs);
     for (auto& [id, c] : clients_)
       if (c.connected)
@@ -86,12 +88,12 @@ public:
     if (req->model_version != snapshot_->version)
       return refuse({errc::wrong_round,
                      "model version " + std::to_string(req->model_version) +
-                       " is not served; current is " +
-                       std::to_string(snapshot_->version)});
+                         " is not served; current is " +
+                         std::to_string(snapshot_->version)});
     if (req->sequence >= plan_->chunk_count())
       return refuse({errc::out_of_range,
                      "chunk " + std::to_string(req->sequence) + " of " +
-                       std::to_string(plan_->chunk_count())});
+                         std::to_string(plan_->chunk_count())});
     const auto& e = plan_->extent(req->sequence);
     bytes_down_ += e.bytes;
     msg::chunk_header h{0, req->round, req->sequence, e.tensor_index,
@@ -115,21 +117,21 @@ public:
     record.train_loss = train_loss;
     record.clients = clients;
     self_->request(peers_.evaluator, caf::infinite, eval_atom::value, snapshot_)
-      .then(
-        [this, rp, record](bool evaluated, double loss,
-                           double accuracy) mutable {
-          if (evaluated) {
-            record.test_accuracy = accuracy;
-            record.test_loss = loss;
-            last_metrics_ = {record.round, accuracy, loss, true};
-          }
-          finish_round(record);
-          rp.deliver(true);
-        },
-        [this, rp, record](caf::error&) mutable {
-          finish_round(record);
-          rp.deliver(true);
-        });
+        .then(
+            [this, rp, record](bool evaluated, double loss,
+                               double accuracy) mutable {
+              if (evaluated) {
+                record.test_accuracy = accuracy;
+                record.test_loss = loss;
+                last_metrics_ = {record.round, accuracy, loss, true};
+              }
+              finish_round(record);
+              rp.deliver(true);
+            },
+            [this, rp, record](caf::error&) mutable {
+              finish_round(record);
+              rp.deliver(true);
+            });
     return rp;
   }
 
@@ -221,25 +223,26 @@ caf::behavior server_actor(caf::event_based_actor* self,
                            server_peers peers) {
   state->attach(self);
   return {
-    [state](hello_atom, const frame& f) { return state->hello(f); },
-    [state](fetch_atom, const frame& f) { return state->serve(f); },
-    [self, peers](offer_atom, const frame& f) {
-      return self->delegate(peers.scheduler, offer_atom::value, f);
-    },
-    [self, state, peers](chunk_atom, frame& f) {
-      state->count_upload(f);
-      return self->delegate(peers.aggregator, chunk_atom::value, std::move(f));
-    },
-    [self, peers](end_atom, const frame& f) {
-      return self->delegate(peers.aggregator, end_atom::value, f);
-    },
-    [state](start_atom, uint32_t round) { state->start_round(round); },
-    [state](publish_atom, uint32_t round, snapshot_ptr next, uint32_t clients,
-            double loss) {
-      return state->publish(round, std::move(next), clients, loss);
-    },
-    [state](stop_atom, const std::string& reason) { state->stop(reason); },
-    [state](tick_atom) { state->quit(); },
+      [state](hello_atom, const frame& f) { return state->hello(f); },
+      [state](fetch_atom, const frame& f) { return state->serve(f); },
+      [self, peers](offer_atom, const frame& f) {
+        return self->delegate(peers.scheduler, offer_atom::value, f);
+      },
+      [self, state, peers](chunk_atom, frame& f) {
+        state->count_upload(f);
+        return self->delegate(peers.aggregator, chunk_atom::value,
+                              std::move(f));
+      },
+      [self, peers](end_atom, const frame& f) {
+        return self->delegate(peers.aggregator, end_atom::value, f);
+      },
+      [state](start_atom, uint32_t round) { state->start_round(round); },
+      [state](publish_atom, uint32_t round, snapshot_ptr next, uint32_t clients,
+              double loss) {
+        return state->publish(round, std::move(next), clients, loss);
+      },
+      [state](stop_atom, const std::string& reason) { state->stop(reason); },
+      [state](tick_atom) { state->quit(); },
   };
 }
 

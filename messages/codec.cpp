@@ -26,8 +26,7 @@ constexpr size_t header_bytes = 8; // segment table of a one-segment message
 class frame_builder final : public capnp::MessageBuilder {
 public:
   explicit frame_builder(size_t capacity_words)
-    : out_(header_bytes + capacity_words * sizeof(word)) {
-  }
+      : out_(header_bytes + capacity_words * sizeof(word)) {}
 
   kj::ArrayPtr<word> allocateSegment(uint32_t minimum_words) override {
     auto capacity = (out_.size() - header_bytes) / sizeof(word);
@@ -58,9 +57,7 @@ public:
   }
 
 private:
-  word* first() {
-    return reinterpret_cast<word*>(out_.data() + header_bytes);
-  }
+  word* first() { return reinterpret_cast<word*>(out_.data() + header_bytes); }
 
   frame out_;
   bool first_taken_ = false;
@@ -68,8 +65,7 @@ private:
 };
 
 /// Builds a frame: `fill` sets the body of a Frame builder.
-template <class Fill>
-frame build(size_t capacity_words, Fill&& fill) {
+template <class Fill> frame build(size_t capacity_words, Fill&& fill) {
   frame_builder builder{capacity_words};
   auto root = builder.initRoot<wire::Frame>();
   root.setVersion(wire::PROTOCOL_VERSION);
@@ -134,8 +130,8 @@ result<manifest> get(wire::Manifest::Reader in) {
     std::vector<uint64_t> shape;
     for (auto d : t.getShape())
       shape.push_back(d);
-    m.tensors.push_back({t.getName().cStr(), *type, std::move(shape),
-                         t.getByteSize()});
+    m.tensors.push_back(
+        {t.getName().cStr(), *type, std::move(shape), t.getByteSize()});
   }
   if (auto ok = validate(m); !ok)
     return ok.err();
@@ -149,7 +145,7 @@ result<T> read_frame(const frame& f, uint64_t limit_words, Read&& read) {
   if (f.size() < header_bytes || f.size() % sizeof(word) != 0)
     return error{errc::malformed_frame,
                  "frame of " + std::to_string(f.size()) +
-                   " bytes is not a whole number of words"};
+                     " bytes is not a whole number of words"};
   // std::allocator hands out memory aligned for any scalar, so a frame that
   // is not word-aligned did not come from a vector of its own.
   if (reinterpret_cast<uintptr_t>(f.data()) % alignof(word) != 0)
@@ -164,8 +160,8 @@ result<T> read_frame(const frame& f, uint64_t limit_words, Read&& read) {
     if (root.getVersion() != wire::PROTOCOL_VERSION)
       return error{errc::unsupported_version,
                    "frame version " + std::to_string(root.getVersion()) +
-                     ", this build speaks " +
-                     std::to_string(wire::PROTOCOL_VERSION)};
+                       ", this build speaks " +
+                       std::to_string(wire::PROTOCOL_VERSION)};
     auto body = root.getBody();
     if (body.isError()) {
       auto e = body.getError();
@@ -178,8 +174,8 @@ result<T> read_frame(const frame& f, uint64_t limit_words, Read&& read) {
 }
 
 error wrong_kind(const char* expected) {
-  return {errc::unexpected_message, std::string{"expected a "} + expected +
-                                      " frame"};
+  return {errc::unexpected_message,
+          std::string{"expected a "} + expected + " frame"};
 }
 
 /// Decodes small frames (everything but chunks) under a fixed traversal limit.
@@ -314,8 +310,8 @@ frame encode_chunk(const chunk_header& h, size_t payload_bytes,
     b.setTensorIndex(h.tensor_index);
     b.setByteOffset(h.byte_offset);
     auto data = b.initBytes(static_cast<uint32_t>(payload_bytes));
-    auto bytes = std::span<std::byte>{reinterpret_cast<std::byte*>(data.begin()),
-                                      data.size()};
+    auto bytes = std::span<std::byte>{
+        reinterpret_cast<std::byte*>(data.begin()), data.size()};
     fill(bytes);
     b.setChecksum(checksum(bytes));
   });
@@ -323,8 +319,7 @@ frame encode_chunk(const chunk_header& h, size_t payload_bytes,
 
 // -- decoders -----------------------------------------------------------------
 
-template <>
-result<hello> decode<hello>(const frame& f) {
+template <> result<hello> decode<hello>(const frame& f) {
   return read_small<hello>(f, [](auto body) -> result<hello> {
     if (!body.isHello())
       return wrong_kind("hello");
@@ -333,8 +328,7 @@ result<hello> decode<hello>(const frame& f) {
   });
 }
 
-template <>
-result<welcome> decode<welcome>(const frame& f) {
+template <> result<welcome> decode<welcome>(const frame& f) {
   return read_small<welcome>(f, [](auto body) -> result<welcome> {
     if (!body.isWelcome())
       return wrong_kind("welcome");
@@ -344,8 +338,7 @@ result<welcome> decode<welcome>(const frame& f) {
   });
 }
 
-template <>
-result<round_start> decode<round_start>(const frame& f) {
+template <> result<round_start> decode<round_start>(const frame& f) {
   return read_small<round_start>(f, [](auto body) -> result<round_start> {
     if (!body.isRoundStart())
       return wrong_kind("round start");
@@ -353,25 +346,25 @@ result<round_start> decode<round_start>(const frame& f) {
     auto m = get(b.getManifest());
     if (!m)
       return m.err();
-    return round_start{b.getRound(),      b.getModelVersion(), std::move(*m),
-                       b.getChunkBytes(), b.getWindow(),       get(b.getPrevious())};
+    return round_start{b.getRound(),  b.getModelVersion(),
+                       std::move(*m), b.getChunkBytes(),
+                       b.getWindow(), get(b.getPrevious())};
   });
 }
 
-template <>
-result<offer> decode<offer>(const frame& f) {
+template <> result<offer> decode<offer>(const frame& f) {
   return read_small<offer>(f, [](auto body) -> result<offer> {
     if (!body.isOffer())
       return wrong_kind("offer");
     auto b = body.getOffer();
-    return offer{b.getRound(),      b.getClientId().cStr(), b.getSampleCount(),
-                 b.getManifestDigest(), b.getTotalBytes(),  b.getChunkCount(),
-                 b.getTrainLoss(),  b.getTrainSeconds()};
+    return offer{b.getRound(),       b.getClientId().cStr(),
+                 b.getSampleCount(), b.getManifestDigest(),
+                 b.getTotalBytes(),  b.getChunkCount(),
+                 b.getTrainLoss(),   b.getTrainSeconds()};
   });
 }
 
-template <>
-result<accept> decode<accept>(const frame& f) {
+template <> result<accept> decode<accept>(const frame& f) {
   return read_small<accept>(f, [](auto body) -> result<accept> {
     if (!body.isAccept())
       return wrong_kind("accept");
@@ -380,8 +373,7 @@ result<accept> decode<accept>(const frame& f) {
   });
 }
 
-template <>
-result<credit> decode<credit>(const frame& f) {
+template <> result<credit> decode<credit>(const frame& f) {
   return read_small<credit>(f, [](auto body) -> result<credit> {
     if (!body.isCredit())
       return wrong_kind("credit");
@@ -390,8 +382,7 @@ result<credit> decode<credit>(const frame& f) {
   });
 }
 
-template <>
-result<fetch> decode<fetch>(const frame& f) {
+template <> result<fetch> decode<fetch>(const frame& f) {
   return read_small<fetch>(f, [](auto body) -> result<fetch> {
     if (!body.isFetch())
       return wrong_kind("fetch");
@@ -400,8 +391,7 @@ result<fetch> decode<fetch>(const frame& f) {
   });
 }
 
-template <>
-result<end_of_stream> decode<end_of_stream>(const frame& f) {
+template <> result<end_of_stream> decode<end_of_stream>(const frame& f) {
   return read_small<end_of_stream>(f, [](auto body) -> result<end_of_stream> {
     if (!body.isEndOfStream())
       return wrong_kind("end of stream");
@@ -410,8 +400,7 @@ result<end_of_stream> decode<end_of_stream>(const frame& f) {
   });
 }
 
-template <>
-result<stream_closed> decode<stream_closed>(const frame& f) {
+template <> result<stream_closed> decode<stream_closed>(const frame& f) {
   return read_small<stream_closed>(f, [](auto body) -> result<stream_closed> {
     if (!body.isStreamClosed())
       return wrong_kind("stream closed");
@@ -420,8 +409,7 @@ result<stream_closed> decode<stream_closed>(const frame& f) {
   });
 }
 
-template <>
-result<done> decode<done>(const frame& f) {
+template <> result<done> decode<done>(const frame& f) {
   return read_small<done>(f, [](auto body) -> result<done> {
     if (!body.isDone())
       return wrong_kind("done");
@@ -432,23 +420,23 @@ result<done> decode<done>(const frame& f) {
 
 result<chunk_view> decode_chunk(const frame& f, uint64_t max_chunk_bytes) {
   auto limit_words = max_chunk_bytes / sizeof(word) + 64;
-  return read_frame<chunk_view>(f, limit_words, [&](auto body)
-                                                  -> result<chunk_view> {
-    if (!body.isChunk())
-      return wrong_kind("chunk");
-    auto b = body.getChunk();
-    auto data = b.getBytes();
-    FEDCAF_REQUIRE(data.size() <= max_chunk_bytes, errc::out_of_range,
-                   data.size(), max_chunk_bytes);
-    auto bytes = std::span<const std::byte>{
-      reinterpret_cast<const std::byte*>(data.begin()), data.size()};
-    auto sum = checksum(bytes);
-    FEDCAF_REQUIRE(sum == b.getChecksum(), errc::bad_checksum, sum,
-                   b.getChecksum());
-    chunk_header h{b.getStreamId(), b.getRound(), b.getSequence(),
-                   b.getTensorIndex(), b.getByteOffset()};
-    return chunk_view{h, bytes};
-  });
+  return read_frame<chunk_view>(
+      f, limit_words, [&](auto body) -> result<chunk_view> {
+        if (!body.isChunk())
+          return wrong_kind("chunk");
+        auto b = body.getChunk();
+        auto data = b.getBytes();
+        FEDCAF_REQUIRE(data.size() <= max_chunk_bytes, errc::out_of_range,
+                       data.size(), max_chunk_bytes);
+        auto bytes = std::span<const std::byte>{
+            reinterpret_cast<const std::byte*>(data.begin()), data.size()};
+        auto sum = checksum(bytes);
+        FEDCAF_REQUIRE(sum == b.getChecksum(), errc::bad_checksum, sum,
+                       b.getChecksum());
+        chunk_header h{b.getStreamId(), b.getRound(), b.getSequence(),
+                       b.getTensorIndex(), b.getByteOffset()};
+        return chunk_view{h, bytes};
+      });
 }
 
 } // namespace fedcaf::msg

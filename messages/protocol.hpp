@@ -131,8 +131,7 @@ frame encode_chunk(const chunk_header& header, size_t payload_bytes,
 /// Decodes a frame that must hold a T. Returns the peer's error iff the frame
 /// is an error frame, and an error iff it is malformed, of another protocol
 /// version, or of another kind. T is any of the types above but chunk_view.
-template <class T>
-result<T> decode(const frame& f);
+template <class T> result<T> decode(const frame& f);
 
 /// Decodes a chunk frame and verifies its checksum. Returns an error iff the
 /// frame is malformed, not a chunk, larger than `max_chunk_bytes`, or its

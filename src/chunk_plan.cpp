@@ -44,8 +44,7 @@ result<chunk_plan> chunk_plan::make(const manifest& m, uint64_t chunk_bytes) {
 
 result<void> chunk_plan::check(uint64_t seq, uint32_t tensor_index,
                                uint64_t tensor_offset, uint64_t bytes) const {
-  FEDCAF_REQUIRE(seq < chunks_.size(), errc::out_of_range, seq,
-                 chunks_.size());
+  FEDCAF_REQUIRE(seq < chunks_.size(), errc::out_of_range, seq, chunks_.size());
   const auto& c = chunks_[seq];
   FEDCAF_REQUIRE(tensor_index == c.tensor_index, errc::out_of_range,
                  tensor_index, c.tensor_index);
@@ -73,19 +72,19 @@ void chunk_plan::for_each_segment(uint64_t seq, F&& f) const {
 void chunk_plan::copy_out(uint64_t seq, const const_model_view& model,
                           std::span<std::byte> dst) const {
   assert(dst.size() == chunks_[seq].bytes);
-  for_each_segment(seq, [&](uint32_t tensor, uint64_t offset, uint64_t n,
-                            uint64_t at) {
-    std::memcpy(dst.data() + at, model.tensors[tensor].data() + offset, n);
-  });
+  for_each_segment(
+      seq, [&](uint32_t tensor, uint64_t offset, uint64_t n, uint64_t at) {
+        std::memcpy(dst.data() + at, model.tensors[tensor].data() + offset, n);
+      });
 }
 
 void chunk_plan::copy_in(uint64_t seq, std::span<const std::byte> src,
                          const model_view& model) const {
   assert(src.size() == chunks_[seq].bytes);
-  for_each_segment(seq, [&](uint32_t tensor, uint64_t offset, uint64_t n,
-                            uint64_t at) {
-    std::memcpy(model.tensors[tensor].data() + offset, src.data() + at, n);
-  });
+  for_each_segment(
+      seq, [&](uint32_t tensor, uint64_t offset, uint64_t n, uint64_t at) {
+        std::memcpy(model.tensors[tensor].data() + offset, src.data() + at, n);
+      });
 }
 
 } // namespace fedcaf

@@ -20,7 +20,7 @@ namespace {
 class section {
 public:
   section(YAML::Node node, std::string path, std::vector<std::string>& errors)
-    : node_(std::move(node)), path_(std::move(path)), errors_(errors) {
+      : node_(std::move(node)), path_(std::move(path)), errors_(errors) {
     if (node_ && !node_.IsNull() && !node_.IsMap())
       fail("", "expected a mapping");
   }
@@ -84,8 +84,8 @@ public:
     try {
       auto value = node_[key].as<long long>();
       if (value < static_cast<long long>(min))
-        return fail(key, "must be at least " + std::to_string(min) +
-                           ", got " + text(key));
+        return fail(key, "must be at least " + std::to_string(min) + ", got " +
+                             text(key));
       out = static_cast<Unsigned>(value);
     } catch (const YAML::Exception&) {
       fail(key, "expected a whole number, got " + text(key));
@@ -185,8 +185,8 @@ void read(section s, data_config& d, bool needs_partition) {
   if (!fs::exists(fs::path{d.dataset_path} / "t10k-images-idx3-ubyte.gz") &&
       !fs::exists(fs::path{d.dataset_path} / "t10k-images-idx3-ubyte"))
     s.fail("dataset_path", "'" + d.dataset_path +
-                             "' holds no Fashion-MNIST IDX files (install "
-                             "dataset-fashion-mnist or point it elsewhere)");
+                               "' holds no Fashion-MNIST IDX files (install "
+                               "dataset-fashion-mnist or point it elsewhere)");
   auto kwargs = s.child("dataset_kwargs");
   kwargs.get("num_clients", d.num_clients, 1);
   kwargs.get("client_id", d.client_index);
@@ -196,7 +196,7 @@ void read(section s, data_config& d, bool needs_partition) {
   kwargs.get("seed", d.seed);
   if (needs_partition && d.client_index >= d.num_clients)
     kwargs.fail("client_id", "must be below num_clients (" +
-                               std::to_string(d.num_clients) + ")");
+                                 std::to_string(d.num_clients) + ")");
   s.ignore({"dataset_path_py"});
 }
 
@@ -215,12 +215,11 @@ void read(section s, comm_config& c) {
   stream.get("chunk_bytes", c.stream.chunk_bytes, 64);
   stream.get("window", c.stream.window, 1);
   stream.positive("idle_timeout_s", c.stream.idle_timeout_s);
-  if (c.use_model_chunking &&
-      c.stream.chunk_bytes + 1024 > c.max_message_size)
+  if (c.use_model_chunking && c.stream.chunk_bytes + 1024 > c.max_message_size)
     stream.fail("chunk_bytes",
                 "a chunk of " + std::to_string(c.stream.chunk_bytes) +
-                  " bytes plus its header does not fit max_message_size (" +
-                  std::to_string(c.max_message_size) + ")");
+                    " bytes plus its header does not fit max_message_size (" +
+                    std::to_string(c.max_message_size) + ")");
 }
 
 void read(section s, server_config& sc) {
@@ -240,8 +239,8 @@ void read(section s, server_config& sc) {
   }
   s.one_of("aggregator", sc.aggregator, {"FedAvgAggregator"});
   s.child("aggregator_kwargs")
-    .one_of("client_weights_mode", sc.client_weights_mode,
-            {"equal", "sample_size"});
+      .one_of("client_weights_mode", sc.client_weights_mode,
+              {"equal", "sample_size"});
   s.get("evaluate", sc.evaluate);
   std::string device = "cpu";
   s.one_of("device", device, {"cpu"});
@@ -271,7 +270,7 @@ void read_server_file(section& root, config& c) {
   if (c.data.num_clients != c.server.num_clients)
     root.fail("data_configs.dataset_kwargs.num_clients",
               "must equal server_configs.num_clients (" +
-                std::to_string(c.server.num_clients) + ")");
+                  std::to_string(c.server.num_clients) + ")");
 }
 
 std::vector<std::string> split(std::string_view s, char sep) {
@@ -315,8 +314,8 @@ std::string join_errors(const std::string& source,
                         const std::vector<std::string>& errors) {
   std::string msg = source + ": " + errors.front();
   if (errors.size() > 1)
-    msg += " (and " + std::to_string(errors.size() - 1) + " more: " +
-           errors[1] + (errors.size() > 2 ? ", ...)" : ")");
+    msg += " (and " + std::to_string(errors.size() - 1) +
+           " more: " + errors[1] + (errors.size() > 2 ? ", ...)" : ")");
   return msg;
 }
 
@@ -329,8 +328,8 @@ result<uint64_t> comm_config::chunk_bytes_for(uint64_t model_bytes) const {
   constexpr uint64_t capnp_data_limit = (1ull << 29) - 1;
   FEDCAF_REQUIRE(model_bytes + 1024 <= max_message_size, errc::bad_config,
                  model_bytes, max_message_size);
-  FEDCAF_REQUIRE(model_bytes <= capnp_data_limit, errc::bad_config,
-                 model_bytes, capnp_data_limit);
+  FEDCAF_REQUIRE(model_bytes <= capnp_data_limit, errc::bad_config, model_bytes,
+                 capnp_data_limit);
   return std::max<uint64_t>(model_bytes, 64);
 }
 
@@ -385,11 +384,10 @@ std::string client_configs_yaml(const config& c) {
   out << YAML::Key << "num_local_epochs" << YAML::Value << t.num_local_epochs;
   out << YAML::Key << "num_local_steps" << YAML::Value << t.num_local_steps;
   out << YAML::Key << "optim" << YAML::Value << t.optim.name;
-  out << YAML::Key << "optim_args" << YAML::Value << YAML::BeginMap
-      << YAML::Key << "lr" << YAML::Value << t.optim.lr << YAML::Key
-      << "momentum" << YAML::Value << t.optim.momentum << YAML::Key
-      << "weight_decay" << YAML::Value << t.optim.weight_decay
-      << YAML::EndMap;
+  out << YAML::Key << "optim_args" << YAML::Value << YAML::BeginMap << YAML::Key
+      << "lr" << YAML::Value << t.optim.lr << YAML::Key << "momentum"
+      << YAML::Value << t.optim.momentum << YAML::Key << "weight_decay"
+      << YAML::Value << t.optim.weight_decay << YAML::EndMap;
   out << YAML::Key << "train_batch_size" << YAML::Value << t.train_batch_size;
   out << YAML::Key << "val_batch_size" << YAML::Value << t.val_batch_size;
   out << YAML::Key << "num_threads" << YAML::Value << t.num_threads;
@@ -398,10 +396,9 @@ std::string client_configs_yaml(const config& c) {
   out << YAML::Key << "model_name" << YAML::Value << m.model_name;
   out << YAML::Key << "seed" << YAML::Value << m.seed;
   out << YAML::Key << "model_kwargs" << YAML::Value << YAML::BeginMap
-      << YAML::Key << "num_channel" << YAML::Value << m.num_channel
-      << YAML::Key << "num_classes" << YAML::Value << m.num_classes
-      << YAML::Key << "num_pixel" << YAML::Value << m.num_pixel
-      << YAML::EndMap;
+      << YAML::Key << "num_channel" << YAML::Value << m.num_channel << YAML::Key
+      << "num_classes" << YAML::Value << m.num_classes << YAML::Key
+      << "num_pixel" << YAML::Value << m.num_pixel << YAML::EndMap;
   out << YAML::EndMap << YAML::EndMap;
   return out.c_str();
 }

@@ -4,23 +4,40 @@ namespace fedcaf {
 
 const char* to_string(errc code) {
   switch (code) {
-    case errc::malformed_frame: return "malformed_frame";
-    case errc::unsupported_version: return "unsupported_version";
-    case errc::unexpected_message: return "unexpected_message";
-    case errc::bad_checksum: return "bad_checksum";
-    case errc::out_of_range: return "out_of_range";
-    case errc::bad_sequence: return "bad_sequence";
-    case errc::wrong_round: return "wrong_round";
-    case errc::unknown_stream: return "unknown_stream";
-    case errc::unknown_client: return "unknown_client";
-    case errc::manifest_mismatch: return "manifest_mismatch";
-    case errc::unsupported_dtype: return "unsupported_dtype";
-    case errc::bad_config: return "bad_config";
-    case errc::io_error: return "io_error";
-    case errc::internal: return "internal";
-    case errc::busy: return "busy";
-    case errc::disconnected: return "disconnected";
-    case errc::timeout: return "timeout";
+  case errc::malformed_frame:
+    return "malformed_frame";
+  case errc::unsupported_version:
+    return "unsupported_version";
+  case errc::unexpected_message:
+    return "unexpected_message";
+  case errc::bad_checksum:
+    return "bad_checksum";
+  case errc::out_of_range:
+    return "out_of_range";
+  case errc::bad_sequence:
+    return "bad_sequence";
+  case errc::wrong_round:
+    return "wrong_round";
+  case errc::unknown_stream:
+    return "unknown_stream";
+  case errc::unknown_client:
+    return "unknown_client";
+  case errc::manifest_mismatch:
+    return "manifest_mismatch";
+  case errc::unsupported_dtype:
+    return "unsupported_dtype";
+  case errc::bad_config:
+    return "bad_config";
+  case errc::io_error:
+    return "io_error";
+  case errc::internal:
+    return "internal";
+  case errc::busy:
+    return "busy";
+  case errc::disconnected:
+    return "disconnected";
+  case errc::timeout:
+    return "timeout";
   }
   return "unknown_error";
 }

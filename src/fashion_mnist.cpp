@@ -43,11 +43,10 @@ std::string find_file(const std::string& dir, const std::string& name) {
 
 /// Checks an IDX header: magic 0x0000 08 <dims>, then the dimensions.
 result<std::vector<uint32_t>> idx_dims(const std::vector<uint8_t>& b,
-                                       const std::string& path,
-                                       uint8_t rank) {
+                                       const std::string& path, uint8_t rank) {
   if (b.size() < 4u + 4u * rank || big_endian(b, 0) != (0x0800u | rank))
-    return error{errc::io_error, path + ": not an IDX file of rank " +
-                                   std::to_string(rank)};
+    return error{errc::io_error,
+                 path + ": not an IDX file of rank " + std::to_string(rank)};
   std::vector<uint32_t> dims;
   uint64_t elements = 1;
   for (uint8_t i = 0; i < rank; ++i) {
@@ -55,8 +54,8 @@ result<std::vector<uint32_t>> idx_dims(const std::vector<uint8_t>& b,
     elements *= dims.back();
   }
   if (b.size() != 4u + 4u * rank + elements)
-    return error{errc::io_error, path + ": truncated (" +
-                                   std::to_string(b.size()) + " bytes)"};
+    return error{errc::io_error,
+                 path + ": truncated (" + std::to_string(b.size()) + " bytes)"};
   return dims;
 }
 
@@ -80,7 +79,7 @@ result<image_set> read_fashion_mnist(const std::string& dir,
     return label_dims.err();
   if ((*image_dims)[0] != (*label_dims)[0])
     return error{errc::io_error, images_path + " and " + labels_path +
-                                   " hold different sample counts"};
+                                     " hold different sample counts"};
   image_set set;
   set.count = (*image_dims)[0];
   set.rows = (*image_dims)[1];

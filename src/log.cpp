@@ -12,8 +12,8 @@ void log_line(std::string_view who, std::string_view message) {
   auto now = std::chrono::system_clock::now();
   auto t = std::chrono::system_clock::to_time_t(now);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-              now.time_since_epoch())
-              .count() %
+                now.time_since_epoch())
+                .count() %
             1000;
   std::tm tm{};
   localtime_r(&t, &tm);

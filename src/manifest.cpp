@@ -9,26 +9,40 @@ namespace fedcaf {
 
 size_t dtype_bytes(dtype t) {
   switch (t) {
-    case dtype::float32: return 4;
-    case dtype::float16: return 2;
-    case dtype::bfloat16: return 2;
-    case dtype::float64: return 8;
-    case dtype::int64: return 8;
-    case dtype::int32: return 4;
-    case dtype::uint8: return 1;
+  case dtype::float32:
+    return 4;
+  case dtype::float16:
+    return 2;
+  case dtype::bfloat16:
+    return 2;
+  case dtype::float64:
+    return 8;
+  case dtype::int64:
+    return 8;
+  case dtype::int32:
+    return 4;
+  case dtype::uint8:
+    return 1;
   }
   return 0;
 }
 
 std::string_view dtype_name(dtype t) {
   switch (t) {
-    case dtype::float32: return "F32";
-    case dtype::float16: return "F16";
-    case dtype::bfloat16: return "BF16";
-    case dtype::float64: return "F64";
-    case dtype::int64: return "I64";
-    case dtype::int32: return "I32";
-    case dtype::uint8: return "U8";
+  case dtype::float32:
+    return "F32";
+  case dtype::float16:
+    return "F16";
+  case dtype::bfloat16:
+    return "BF16";
+  case dtype::float64:
+    return "F64";
+  case dtype::int64:
+    return "I64";
+  case dtype::int32:
+    return "I32";
+  case dtype::uint8:
+    return "U8";
   }
   return "?";
 }
@@ -89,8 +103,7 @@ uint64_t digest(const manifest& m) {
 
 namespace {
 
-template <class View, class Bytes>
-View split(const manifest& m, Bytes bytes) {
+template <class View, class Bytes> View split(const manifest& m, Bytes bytes) {
   assert(bytes.size() == m.total_bytes());
   View view;
   view.tensors.reserve(m.tensors.size());

@@ -15,35 +15,35 @@ using json = nlohmann::json;
 /// Converts YAML to JSON, typing scalars as YAML 1.2 core schema would.
 json to_json(const YAML::Node& n) {
   switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      json out = json::object();
-      for (const auto& kv : n)
-        out[kv.first.as<std::string>()] = to_json(kv.second);
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      json out = json::array();
-      for (const auto& x : n)
-        out.push_back(to_json(x));
-      return out;
-    }
-    case YAML::NodeType::Scalar: {
-      const auto& s = n.Scalar();
-      if (n.Tag() == "!")
-        return s; // quoted
-      bool b;
-      if (YAML::convert<bool>::decode(n, b) && s != "y" && s != "n")
-        return b;
-      long long i;
-      if (YAML::convert<long long>::decode(n, i))
-        return i;
-      double d;
-      if (YAML::convert<double>::decode(n, d))
-        return d;
-      return s;
-    }
-    default:
-      return nullptr;
+  case YAML::NodeType::Map: {
+    json out = json::object();
+    for (const auto& kv : n)
+      out[kv.first.as<std::string>()] = to_json(kv.second);
+    return out;
+  }
+  case YAML::NodeType::Sequence: {
+    json out = json::array();
+    for (const auto& x : n)
+      out.push_back(to_json(x));
+    return out;
+  }
+  case YAML::NodeType::Scalar: {
+    const auto& s = n.Scalar();
+    if (n.Tag() == "!")
+      return s; // quoted
+    bool b;
+    if (YAML::convert<bool>::decode(n, b) && s != "y" && s != "n")
+      return b;
+    long long i;
+    if (YAML::convert<long long>::decode(n, i))
+      return i;
+    double d;
+    if (YAML::convert<double>::decode(n, d))
+      return d;
+    return s;
+  }
+  default:
+    return nullptr;
   }
 }
 
@@ -63,7 +63,10 @@ std::string to_json(const run_report& r) {
                       {"bytes_up", x.bytes_up},
                       {"bytes_down", x.bytes_down},
                       {"train_loss", x.train_loss},
-                      {"clients", x.clients}});
+                      {"clients", x.clients},
+                      {"download_seconds", x.download_seconds},
+                      {"train_seconds", x.train_seconds},
+                      {"upload_seconds", x.upload_seconds}});
   json config = nullptr;
   try {
     if (!r.config_yaml.empty())

@@ -16,10 +16,9 @@ namespace {
 /// two fully connected layers.
 struct cnn_impl : torch::nn::Module {
   explicit cnn_impl(const model_config& cfg)
-    : conv1(torch::nn::Conv2dOptions(cfg.num_channel, 16, 3).padding(1)),
-      conv2(torch::nn::Conv2dOptions(16, 32, 3).padding(1)),
-      fc1(32 * 7 * 7, 64),
-      fc2(64, cfg.num_classes) {
+      : conv1(torch::nn::Conv2dOptions(cfg.num_channel, 16, 3).padding(1)),
+        conv2(torch::nn::Conv2dOptions(16, 32, 3).padding(1)),
+        fc1(32 * 7 * 7, 64), fc2(64, cfg.num_classes) {
     register_module("conv1", conv1);
     register_module("conv2", conv2);
     register_module("fc1", fc1);
@@ -77,11 +76,10 @@ torch::Tensor images_tensor(const image_set& d) {
 torch::Tensor labels_tensor(const image_set& d) {
   return torch::from_blob(const_cast<uint8_t*>(d.labels.data()), {d.count},
                           torch::kUInt8)
-    .to(torch::kInt64);
+      .to(torch::kInt64);
 }
 
-template <class F>
-auto guarded(const char* what, F&& f) -> decltype(f()) {
+template <class F> auto guarded(const char* what, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (const std::exception& e) {
@@ -95,14 +93,11 @@ public:
                 std::shared_ptr<const image_set> data,
                 std::vector<uint32_t> indices, uint64_t seed,
                 uint32_t num_threads)
-    : cfg_(cfg.train),
-      net_(cfg.model),
-      data_(std::move(data)),
-      images_(images_tensor(*data_)),
-      labels_(labels_tensor(*data_)),
-      generator_(at::detail::createCPUGenerator(seed)),
-      num_threads_(threads_or_all(num_threads ? num_threads
-                                              : cfg.train.num_threads)) {
+      : cfg_(cfg.train), net_(cfg.model), data_(std::move(data)),
+        images_(images_tensor(*data_)), labels_(labels_tensor(*data_)),
+        generator_(at::detail::createCPUGenerator(seed)),
+        num_threads_(
+            threads_or_all(num_threads ? num_threads : cfg.train.num_threads)) {
     std::vector<int64_t> idx(indices.begin(), indices.end());
     indices_ = torch::tensor(idx, torch::kInt64);
     layout_ = layout_of(net_);
@@ -125,12 +120,12 @@ private:
     const auto& o = cfg_.optim;
     if (o.name == "Adam")
       return std::make_unique<torch::optim::Adam>(
-        net_->parameters(),
-        torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
+          net_->parameters(),
+          torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
     return std::make_unique<torch::optim::SGD>(
-      net_->parameters(), torch::optim::SGDOptions(o.lr)
-                            .momentum(o.momentum)
-                            .weight_decay(o.weight_decay));
+        net_->parameters(), torch::optim::SGDOptions(o.lr)
+                                .momentum(o.momentum)
+                                .weight_decay(o.weight_decay));
   }
 
   train_metrics run_training() {
@@ -142,8 +137,8 @@ private:
     const int64_t batch = cfg_.train_batch_size;
     const int64_t batches_per_epoch = (n + batch - 1) / batch;
     const int64_t steps = cfg_.mode == "step"
-                            ? cfg_.num_local_steps
-                            : batches_per_epoch * cfg_.num_local_epochs;
+                              ? cfg_.num_local_steps
+                              : batches_per_epoch * cfg_.num_local_epochs;
     double loss_sum = 0;
     uint64_t seen = 0;
     torch::Tensor order;
@@ -151,7 +146,7 @@ private:
       auto b = step % batches_per_epoch;
       if (b == 0)
         order = indices_.index_select(
-          0, torch::randperm(n, generator_, torch::kInt64));
+            0, torch::randperm(n, generator_, torch::kInt64));
       auto idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
       auto x = batch_images(images_, idx);
       auto y = labels_.index_select(0, idx);
@@ -162,8 +157,8 @@ private:
       loss_sum += loss.item<double>() * static_cast<double>(idx.numel());
       seen += idx.numel();
     }
-    std::chrono::duration<double> took = std::chrono::steady_clock::now() -
-                                         start;
+    std::chrono::duration<double> took =
+        std::chrono::steady_clock::now() - start;
     return {seen ? loss_sum / static_cast<double>(seen) : 0, seen,
             took.count()};
   }
@@ -183,12 +178,9 @@ class torch_evaluator final : public evaluator {
 public:
   torch_evaluator(const client_configs& cfg,
                   std::shared_ptr<const image_set> test, uint32_t num_threads)
-    : net_(cfg.model),
-      test_(std::move(test)),
-      images_(images_tensor(*test_)),
-      labels_(labels_tensor(*test_)),
-      batch_(cfg.train.val_batch_size),
-      num_threads_(threads_or_all(num_threads)) {
+      : net_(cfg.model), test_(std::move(test)), images_(images_tensor(*test_)),
+        labels_(labels_tensor(*test_)), batch_(cfg.train.val_batch_size),
+        num_threads_(threads_or_all(num_threads)) {
     layout_ = layout_of(net_);
   }
 
@@ -217,15 +209,16 @@ private:
     double loss_sum = 0;
     int64_t correct = 0;
     for (int64_t at = 0; at < n; at += batch_) {
-      auto idx = torch::arange(at, std::min(n, at + int64_t{batch_}),
-                               torch::kInt64);
+      auto idx =
+          torch::arange(at, std::min(n, at + int64_t{batch_}), torch::kInt64);
       auto logits = net_->forward(batch_images(images_, idx));
       auto y = labels_.index_select(0, idx);
-      loss_sum += torch::nn::functional::cross_entropy(
-                    logits, y,
-                    torch::nn::functional::CrossEntropyFuncOptions().reduction(
-                      torch::kSum))
-                    .item<double>();
+      loss_sum +=
+          torch::nn::functional::cross_entropy(
+              logits, y,
+              torch::nn::functional::CrossEntropyFuncOptions().reduction(
+                  torch::kSum))
+              .item<double>();
       correct += logits.argmax(1).eq(y).sum().item<int64_t>();
     }
     auto count = static_cast<double>(n);
@@ -249,21 +242,20 @@ make_trainer(const client_configs& cfg, std::shared_ptr<const image_set> data,
              std::vector<uint32_t> indices, uint64_t seed,
              uint32_t num_threads) {
   FEDCAF_REQUIRE(!indices.empty(), errc::bad_config, indices.size());
-  return guarded("building the trainer",
-                 [&]() -> result<std::unique_ptr<trainer>> {
-                   return std::make_unique<torch_trainer>(
-                     cfg, std::move(data), std::move(indices), seed,
-                     num_threads);
-                 });
+  return guarded(
+      "building the trainer", [&]() -> result<std::unique_ptr<trainer>> {
+        return std::make_unique<torch_trainer>(
+            cfg, std::move(data), std::move(indices), seed, num_threads);
+      });
 }
 
 result<std::unique_ptr<evaluator>>
-make_evaluator(const client_configs& cfg,
-               std::shared_ptr<const image_set> test, uint32_t num_threads) {
+make_evaluator(const client_configs& cfg, std::shared_ptr<const image_set> test,
+               uint32_t num_threads) {
   return guarded("building the evaluator",
                  [&]() -> result<std::unique_ptr<evaluator>> {
                    return std::make_unique<torch_evaluator>(
-                     cfg, std::move(test), num_threads);
+                       cfg, std::move(test), num_threads);
                  });
 }
 

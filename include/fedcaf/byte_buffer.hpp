@@ -15,8 +15,7 @@ class byte_buffer {
 public:
   byte_buffer() = default;
   byte_buffer(byte_buffer&& other) noexcept
-    : data_(std::move(other.data_)), size_(std::exchange(other.size_, 0)) {
-  }
+      : data_(std::move(other.data_)), size_(std::exchange(other.size_, 0)) {}
   byte_buffer& operator=(byte_buffer&& other) noexcept {
     data_ = std::move(other.data_);
     size_ = std::exchange(other.size_, 0);

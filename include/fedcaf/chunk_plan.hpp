@@ -55,8 +55,7 @@ public:
 private:
   chunk_plan() = default;
 
-  template <class F>
-  void for_each_segment(uint64_t seq, F&& f) const;
+  template <class F> void for_each_segment(uint64_t seq, F&& f) const;
 
   std::vector<chunk_extent> chunks_;
   std::vector<uint64_t> tensor_bytes_;

@@ -14,8 +14,7 @@ public:
   /// A stream of `total` chunks, at most `window` of them unacknowledged.
   /// REQUIRES: window > 0.
   credit_window(uint64_t total, uint32_t window)
-    : total_(total), window_(window) {
-  }
+      : total_(total), window_(window) {}
 
   /// Returns true iff another chunk may be sent now.
   bool can_send() const { return next_ < total_ && in_flight() < window_; }

@@ -14,19 +14,19 @@ namespace fedcaf {
 /// Error codes, grouped by what the caller should do about them.
 enum class errc : uint16_t {
   // Bad input: the peer or the user sent something wrong; do not retry as is.
-  malformed_frame = 1,   ///< undecodable or truncated frame
-  unsupported_version,   ///< frame from another protocol version
-  unexpected_message,    ///< a frame of the wrong kind for this exchange
-  bad_checksum,          ///< chunk bytes do not match their checksum
-  out_of_range,          ///< offset, index or size outside the plan
-  bad_sequence,          ///< duplicate or out-of-order chunk
-  wrong_round,           ///< message for a round that is not open
-  unknown_stream,        ///< chunk or end for a stream that is not open
-  unknown_client,        ///< client not registered, or registered twice
-  manifest_mismatch,     ///< model layouts differ between the two ends
-  unsupported_dtype,     ///< a dtype this operation cannot handle
-  bad_config = 40,       ///< invalid user configuration
-  io_error,              ///< a file could not be read or written
+  malformed_frame = 1, ///< undecodable or truncated frame
+  unsupported_version, ///< frame from another protocol version
+  unexpected_message,  ///< a frame of the wrong kind for this exchange
+  bad_checksum,        ///< chunk bytes do not match their checksum
+  out_of_range,        ///< offset, index or size outside the plan
+  bad_sequence,        ///< duplicate or out-of-order chunk
+  wrong_round,         ///< message for a round that is not open
+  unknown_stream,      ///< chunk or end for a stream that is not open
+  unknown_client,      ///< client not registered, or registered twice
+  manifest_mismatch,   ///< model layouts differ between the two ends
+  unsupported_dtype,   ///< a dtype this operation cannot handle
+  bad_config = 40,     ///< invalid user configuration
+  io_error,            ///< a file could not be read or written
   // Our bug: an invariant broke.
   internal = 80,
   // Overloaded: retry later.
@@ -49,16 +49,15 @@ struct error {
 std::string to_string(const error& e);
 
 /// Either a T or an error. Like std::expected (C++23), reduced to what is used.
-template <class T>
-class [[nodiscard]] result {
+template <class T> class [[nodiscard]] result {
 public:
   result(T value) : value_(std::move(value)) {}
   result(error e) : value_(std::move(e)) {}
   /// Converts from anything T converts from, e.g. unique_ptr<Derived>.
-  template <class U, class = std::enable_if_t<
-                       std::is_convertible_v<U&&, T> &&
-                       !std::is_same_v<std::decay_t<U>, T> &&
-                       !std::is_same_v<std::decay_t<U>, error>>>
+  template <class U,
+            class = std::enable_if_t<std::is_convertible_v<U&&, T> &&
+                                     !std::is_same_v<std::decay_t<U>, T> &&
+                                     !std::is_same_v<std::decay_t<U>, error>>>
   result(U&& x) : value_(std::in_place_index<0>, std::forward<U>(x)) {}
   explicit operator bool() const { return value_.index() == 0; }
   T& operator*() { return std::get<0>(value_); }
@@ -72,8 +71,7 @@ private:
   std::variant<T, error> value_;
 };
 
-template <>
-class [[nodiscard]] result<void> {
+template <> class [[nodiscard]] result<void> {
 public:
   result() = default;
   result(error e) : error_(std::move(e)), failed_(true) {}
@@ -108,6 +106,7 @@ std::string describe(const char* what, const char* names, const Ts&... xs) {
 #define FEDCAF_REQUIRE(cond, code, ...)                                        \
   do {                                                                         \
     if (!(cond))                                                               \
-      return ::fedcaf::error{code, ::fedcaf::describe("requirement failed: " #cond, \
-                                                      #__VA_ARGS__, __VA_ARGS__)}; \
+      return ::fedcaf::error{code,                                             \
+                             ::fedcaf::describe("requirement failed: " #cond,  \
+                                                #__VA_ARGS__, __VA_ARGS__)};   \
   } while (false)

@@ -1,13 +1,20 @@
 #pragma once
 // Incremental FedAvg: every arriving chunk is folded as weight * chunk into a
 // running sum and released; finalize() divides by the weight sum. Exact up to
-// float rounding regardless of chunk size or arrival order of streams.
-// Thread-safety: none; owned by the aggregator actor.
+// float rounding regardless of chunk size or the order of streams.
+//
+// The sum is never zeroed: the first chunk folded at a position writes
+// weight * x, later ones add (a bitmap per chunk of the plan records which).
+// So a recycled buffer (the previous global model) needs no memset and a
+// fresh one is faulted in once, by a write. Thread-safety: none; owned by
+// the aggregator actor.
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "fedcaf/byte_buffer.hpp"
+#include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 
@@ -15,34 +22,42 @@ namespace fedcaf {
 
 class fedavg_accumulator {
 public:
-  /// Returns an accumulator for models laid out as `m`, or an error iff a
-  /// tensor is not float32 (the only dtype averaged in this version).
-  static result<fedavg_accumulator> make(const manifest& m);
+  /// Returns an accumulator for models laid out as `m` and cut by `plan`, or
+  /// an error iff a tensor is not float32 (the only dtype averaged here).
+  static result<fedavg_accumulator> make(const manifest& m, chunk_plan plan);
+
+  /// The plan that chunk sequence numbers refer to.
+  const chunk_plan& plan() const { return plan_; }
 
   /// Counts one contribution of weight `w` into the divisor.
   void add_weight(double w) { weight_sum_ += w; }
 
-  /// Adds weight * x to the sum over model bytes [model_offset, +x.size()).
-  /// Returns an error, leaving the sum unchanged, iff the range is outside
-  /// the model or not aligned to whole float32 elements.
-  result<void> fold(uint64_t model_offset, std::span<const std::byte> x,
-                    double weight);
+  /// Adds weight * x to the sum over chunk `seq` of the plan. Returns an
+  /// error, leaving the sum unchanged, iff seq is outside the plan or x is
+  /// not exactly that chunk's size.
+  result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight);
 
   double weight_sum() const { return weight_sum_; }
 
+  /// Hands in a buffer of the model's size to hold the next sum (e.g. the
+  /// bytes of a global model nobody reads any more). Ignored if the sum is
+  /// already allocated or the size differs.
+  void recycle(byte_buffer&& buffer);
+
   /// Divides the sum by the weight sum in place and hands its storage out as
-  /// the new model bytes; the accumulator starts over at zero (lazily).
-  /// Returns an error iff no weight was added.
+  /// the new model bytes; the accumulator starts over. Chunks nobody folded
+  /// are 0. Returns an error iff no weight was added.
   result<byte_buffer> finalize();
 
 private:
-  explicit fedavg_accumulator(uint64_t total_bytes)
-    : total_bytes_(total_bytes) {
-  }
+  fedavg_accumulator(uint64_t total_bytes, chunk_plan plan)
+      : total_bytes_(total_bytes), plan_(std::move(plan)) {}
 
   uint64_t total_bytes_ = 0;
+  chunk_plan plan_;
   double weight_sum_ = 0;
-  byte_buffer sum_; ///< float32 sums; allocated at the first fold
+  byte_buffer sum_;           ///< float32 sums
+  std::vector<bool> written_; ///< per chunk: holds a sum already
 };
 
 } // namespace fedcaf

@@ -16,10 +16,13 @@ struct round_record {
   std::optional<double> test_accuracy; ///< empty where not evaluated
   std::optional<double> test_loss;
   double wall_seconds = 0;
-  uint64_t bytes_up = 0;   ///< update bytes received (server) or sent
-  uint64_t bytes_down = 0; ///< model bytes sent (server) or received
-  double train_loss = 0;   ///< mean over clients (server) or own
-  uint32_t clients = 0;    ///< updates folded into this round
+  uint64_t bytes_up = 0;       ///< update bytes received (server) or sent
+  uint64_t bytes_down = 0;     ///< model bytes sent (server) or received
+  double train_loss = 0;       ///< mean over clients (server) or own
+  uint32_t clients = 0;        ///< updates folded into this round
+  double download_seconds = 0; ///< client: receiving the global model
+  double train_seconds = 0;    ///< client: local training
+  double upload_seconds = 0;   ///< client: offer to stream closed
 };
 
 struct run_report {
@@ -30,8 +33,8 @@ struct run_report {
   uint64_t refusals = 0;       ///< frames refused as bad input
   uint32_t peak_in_flight = 0; ///< most chunks unacknowledged on a stream
   double total_seconds = 0;
-  std::string failure;       ///< empty on success
-  std::string config_yaml;   ///< effective config, written as JSON
+  std::string failure;     ///< empty on success
+  std::string config_yaml; ///< effective config, written as JSON
 };
 
 /// Returns the report as JSON text (schema in README.md).

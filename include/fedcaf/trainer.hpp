@@ -66,8 +66,8 @@ make_trainer(const client_configs& cfg, std::shared_ptr<const image_set> data,
 
 /// Returns an evaluator of model_configs' network on `test`.
 result<std::unique_ptr<evaluator>>
-make_evaluator(const client_configs& cfg,
-               std::shared_ptr<const image_set> test, uint32_t num_threads);
+make_evaluator(const client_configs& cfg, std::shared_ptr<const image_set> test,
+               uint32_t num_threads);
 
 /// Returns the initial global model, drawn from model_configs.seed.
 result<model_snapshot> make_initial_model(const model_config& cfg);

@@ -9,22 +9,23 @@
 namespace {
 
 constexpr const char* usage_text =
-  "usage: fedcaf <command> [options]\n"
-  "\n"
-  "commands:\n"
-  "  simulate   server, scheduler, aggregator and all clients in one process\n"
-  "             (without -c: the embedded configs/simulate.yaml)\n"
-  "  server     the server side as its own process, listening on\n"
-  "             server_configs.comm_configs.grpc_configs.server_uri\n"
-  "  client     one client as its own process, connecting to\n"
-  "             comm_configs.grpc_configs.server_uri\n"
-  "\n"
-  "options:\n"
-  "  -c, --config FILE      YAML config (APPFL layout)\n"
-  "  --set KEY.PATH=VALUE   override one config key, e.g.\n"
-  "                         --set server_configs.num_global_epochs=2\n"
-  "  --report FILE          write the run report as JSON\n"
-  "  -h, --help             this text\n";
+    "usage: fedcaf <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  simulate   server, scheduler, aggregator and all clients in one "
+    "process\n"
+    "             (without -c: the embedded configs/simulate.yaml)\n"
+    "  server     the server side as its own process, listening on\n"
+    "             server_configs.comm_configs.grpc_configs.server_uri\n"
+    "  client     one client as its own process, connecting to\n"
+    "             comm_configs.grpc_configs.server_uri\n"
+    "\n"
+    "options:\n"
+    "  -c, --config FILE      YAML config (APPFL layout)\n"
+    "  --set KEY.PATH=VALUE   override one config key, e.g.\n"
+    "                         --set server_configs.num_global_epochs=2\n"
+    "  --report FILE          write the run report as JSON\n"
+    "  -h, --help             this text\n";
 
 int usage_error(const std::string& why) {
   std::fprintf(stderr, "fedcaf: %s\n%s", why.c_str(), usage_text);

@@ -37,8 +37,7 @@ result<config> load(const options& opts, config_role role) {
   if (role != config_role::simulate)
     return error{errc::bad_config, "this command needs -c CONFIG"};
   return load_config(embedded_simulate_yaml(),
-                     "<embedded configs/simulate.yaml>", role,
-                     opts.overrides);
+                     "<embedded configs/simulate.yaml>", role, opts.overrides);
 }
 
 result<dataset_ptr> load_images(const data_config& d, const char* prefix) {
@@ -58,17 +57,16 @@ trainer_factory local_trainer(dataset_ptr train, data_config data,
                               uint32_t index, uint32_t num_threads) {
   return [train, data, index, num_threads](const client_configs& cc,
                                            const msg::welcome&) {
-    auto idx = partition(train->labels, data.num_clients, index,
-                         data.partition_strategy, data.classes_per_client,
-                         data.seed);
+    auto idx =
+        partition(train->labels, data.num_clients, index,
+                  data.partition_strategy, data.classes_per_client, data.seed);
     return make_trainer(cc, train, std::move(idx), data.seed + index,
                         num_threads);
   };
 }
 
-result<server_side> spawn_from_config(caf::actor_system& sys,
-                                      const config& cfg, dataset_ptr test,
-                                      run_report* report) {
+result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
+                                      dataset_ptr test, run_report* report) {
   auto initial = make_initial_model(cfg.clients.model);
   if (!initial)
     return initial.err();
@@ -77,10 +75,10 @@ result<server_side> spawn_from_config(caf::actor_system& sys,
   if (!chunk_bytes)
     return error{errc::bad_config,
                  cfg.source + ": the model of " +
-                   std::to_string(initial->layout.total_bytes()) +
-                   " bytes does not fit grpc_configs.max_message_size with "
-                   "use_model_chunking off (" +
-                   chunk_bytes.err().message + ")"};
+                     std::to_string(initial->layout.total_bytes()) +
+                     " bytes does not fit grpc_configs.max_message_size with "
+                     "use_model_chunking off (" +
+                     chunk_bytes.err().message + ")"};
   std::shared_ptr<evaluator> eval;
   if (cfg.server.evaluate) {
     auto e = make_evaluator(cfg.clients, std::move(test), cores());
@@ -174,11 +172,11 @@ int run_simulate(const options& opts) {
     for (uint32_t i = 0; i < n; ++i) {
       client_options co{"Client" + std::to_string(i + 1),
                         std::chrono::milliseconds{static_cast<int64_t>(
-                          cfg->server.comm.stream.idle_timeout_s * 1000)}};
-      clients.push_back(spawn_client(
-        sys, side->server, co,
-        local_trainer(*train, cfg->data, i, threads_per_client),
-        &client_reports[i]));
+                            cfg->server.comm.stream.idle_timeout_s * 1000)}};
+      clients.push_back(
+          spawn_client(sys, side->server, co,
+                       local_trainer(*train, cfg->data, i, threads_per_client),
+                       &client_reports[i]));
     }
     std::printf("simulating %u clients, %u rounds\n", n,
                 cfg->server.num_global_epochs);
@@ -216,8 +214,8 @@ int run_server(const options& opts) {
     auto side = spawn_from_config(sys, *cfg, test, &report);
     if (!side)
       return failed(to_string(side.err()));
-    auto port = sys.middleman().publish(side->server, at->port,
-                                        at->host.c_str(), true);
+    auto port =
+        sys.middleman().publish(side->server, at->port, at->host.c_str(), true);
     if (!port) {
       side->shut_down(sys);
       caf::anon_send_exit(side->server, caf::exit_reason::user_shutdown);
@@ -225,9 +223,9 @@ int run_server(const options& opts) {
                     sys.render(port.error()));
     }
     log_line("server", "listening on " + at->host + ":" +
-                         std::to_string(*port) + ", waiting for " +
-                         std::to_string(cfg->server.num_clients) +
-                         " clients");
+                           std::to_string(*port) + ", waiting for " +
+                           std::to_string(cfg->server.num_clients) +
+                           " clients");
     await_all(sys, {side->server});
     side->shut_down(sys);
     sys.middleman().close(*port);
@@ -255,7 +253,7 @@ int run_client(const options& opts) {
     auto delay = std::chrono::milliseconds{100};
     auto deadline = std::chrono::steady_clock::now() +
                     std::chrono::milliseconds{static_cast<int64_t>(
-                      cc.comm.stream.idle_timeout_s * 1000)};
+                        cc.comm.stream.idle_timeout_s * 1000)};
     while (!(server = sys.middleman().remote_actor(at->host, at->port))) {
       if (std::chrono::steady_clock::now() > deadline)
         return failed("cannot reach the server at " + cc.comm.server_uri +
@@ -265,11 +263,11 @@ int run_client(const options& opts) {
     }
     client_options co{cc.client_id,
                       std::chrono::milliseconds{static_cast<int64_t>(
-                        cc.comm.stream.idle_timeout_s * 1000)}};
+                          cc.comm.stream.idle_timeout_s * 1000)}};
     auto client = spawn_client(
-      sys, *server, co,
-      local_trainer(*train, cc.data, cc.data.client_index, cc.num_threads),
-      &report);
+        sys, *server, co,
+        local_trainer(*train, cc.data, cc.data.client_index, cc.num_threads),
+        &report);
     await_all(sys, {client});
   }
   return conclude(opts, report, *cfg);

@@ -25,7 +25,7 @@ manifest test_layout() {
   uint64_t sizes[] = {1000, 3, 17, 40000, 7, 129};
   for (size_t i = 0; i < std::size(sizes); ++i)
     m.tensors.push_back(
-      make_tensor_info("t" + std::to_string(i), dtype::float32, {sizes[i]}));
+        make_tensor_info("t" + std::to_string(i), dtype::float32, {sizes[i]}));
   return m;
 }
 
@@ -34,7 +34,7 @@ using model_floats = std::vector<std::vector<float>>;
 /// Client k's local training: a fixed function of the model it received.
 float local_update(uint32_t k, size_t tensor, size_t j, float p) {
   return p * 0.5f + static_cast<float>(k + 1) * 0.01f *
-                      static_cast<float>((j % 7) + tensor);
+                        static_cast<float>((j % 7) + tensor);
 }
 
 model_floats initial_floats(const manifest& m) {
@@ -73,7 +73,7 @@ model_floats floats_of(const const_model_view& v) {
 class synthetic_trainer final : public trainer {
 public:
   synthetic_trainer(manifest layout, uint32_t k, uint64_t samples)
-    : layout_(std::move(layout)), k_(k), samples_(samples) {
+      : layout_(std::move(layout)), k_(k), samples_(samples) {
     for (const auto& t : layout_.tensors)
       params_.emplace_back(t.byte_size / sizeof(float));
   }
@@ -200,14 +200,15 @@ federation_run run_federation(const run_options& o) {
   {
     auto cfg = test_system_config();
     caf::actor_system sys{cfg};
-    auto side = spawn_server_side(
-      sys, snapshot_of(layout, initial_floats(layout)), side_options(o), eval,
-      &out.server);
+    auto side =
+        spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
+                          side_options(o), eval, &out.server);
     REQUIRE(side);
     std::vector<caf::actor> clients;
     for (uint32_t k = 0; k < o.clients; ++k) {
-      auto factory = [layout, k](const client_configs&, const msg::welcome&)
-        -> result<std::unique_ptr<trainer>> {
+      auto factory =
+          [layout, k](const client_configs&,
+                      const msg::welcome&) -> result<std::unique_ptr<trainer>> {
         return std::make_unique<synthetic_trainer>(layout, k, samples_of(k));
       };
       clients.push_back(spawn_client(sys, side->server,
@@ -293,31 +294,28 @@ namespace {
 class rogue_client {
 public:
   rogue_client(caf::actor_system& sys, caf::actor server)
-    : self_(sys), server_(std::move(server)) {
-  }
+      : self_(sys), server_(std::move(server)) {}
 
-  template <class Atom>
-  frame ask(Atom atom, frame f) {
+  template <class Atom> frame ask(Atom atom, frame f) {
     frame reply;
     self_->request(server_, 10s, atom, std::move(f))
-      .receive([&](frame& r) { reply = std::move(r); },
-               [&](caf::error& e) {
-                 FAIL("transport error: " << self_->system().render(e));
-               });
+        .receive([&](frame& r) { reply = std::move(r); },
+                 [&](caf::error& e) {
+                   FAIL("transport error: " << self_->system().render(e));
+                 });
     return reply;
   }
 
-  template <class T>
-  T expect(caf::atom_value expected_atom) {
+  template <class T> T expect(caf::atom_value expected_atom) {
     T out;
     self_->receive(
-      [&](caf::atom_value a, const frame& f) {
-        CHECK(a == expected_atom);
-        auto x = msg::decode<T>(f);
-        REQUIRE(x);
-        out = *x;
-      },
-      caf::after(20s) >> [] { FAIL("nothing arrived"); });
+        [&](caf::atom_value a, const frame& f) {
+          CHECK(a == expected_atom);
+          auto x = msg::decode<T>(f);
+          REQUIRE(x);
+          out = *x;
+        },
+        caf::after(20s) >> [] { FAIL("nothing arrived"); });
     return out;
   }
 
@@ -355,16 +353,16 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
   {
     auto cfg = test_system_config();
     caf::actor_system sys{cfg};
-    auto side = spawn_server_side(sys,
-                                  snapshot_of(layout, initial_floats(layout)),
-                                  side_options(o), eval, &report);
+    auto side =
+        spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
+                          side_options(o), eval, &report);
     REQUIRE(side);
     rogue_client rogue{sys, side->server};
     CHECK(msg::decode<msg::welcome>(
-      rogue.ask(hello_atom::value, msg::encode(msg::hello{"Rogue", ""}))));
+        rogue.ask(hello_atom::value, msg::encode(msg::hello{"Rogue", ""}))));
     // A second hello under the same name is refused.
     auto again = msg::decode<msg::welcome>(
-      rogue.ask(hello_atom::value, msg::encode(msg::hello{"Rogue", ""})));
+        rogue.ask(hello_atom::value, msg::encode(msg::hello{"Rogue", ""})));
     REQUIRE_FALSE(again);
     CHECK(again.err().code == errc::unknown_client);
 
@@ -372,13 +370,14 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
     auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
     REQUIRE(plan);
     // An offer for another round is refused.
-    msg::offer off{rs.round + 1, "Rogue", 10, digest(layout),
-                   layout.total_bytes(), plan->chunk_count(), 0, 0};
+    msg::offer off{
+        rs.round + 1,        "Rogue", 10, digest(layout), layout.total_bytes(),
+        plan->chunk_count(), 0,       0};
     CHECK_FALSE(msg::decode<msg::accept>(
-      rogue.ask(offer_atom::value, msg::encode(off))));
+        rogue.ask(offer_atom::value, msg::encode(off))));
     off.round = rs.round;
     auto acc = msg::decode<msg::accept>(
-      rogue.ask(offer_atom::value, msg::encode(off)));
+        rogue.ask(offer_atom::value, msg::encode(off)));
     REQUIRE(acc);
 
     auto header = [&](uint64_t seq) {
@@ -410,8 +409,7 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
     // A stream that was never opened.
     h = header(0);
     h.stream_id = 999;
-    CHECK(refusal_of(send(chunk_with(h, payload(0)))) ==
-          errc::unknown_stream);
+    CHECK(refusal_of(send(chunk_with(h, payload(0)))) == errc::unknown_stream);
     // Truncated and garbage frames.
     auto whole = chunk_with(header(0), payload(0));
     CHECK(refusal_of(send(frame(whole.begin(), whole.begin() + 40))) ==
@@ -420,7 +418,7 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
     // Ending the stream early.
     CHECK(refusal_of(rogue.ask(end_atom::value,
                                msg::encode(msg::end_of_stream{
-                                 acc->stream_id, plan->chunk_count()}))) ==
+                                   acc->stream_id, plan->chunk_count()}))) ==
           errc::bad_sequence);
 
     // The node is still up: the good stream goes through, and a duplicate
@@ -429,10 +427,11 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
     CHECK(refusal_of(send(chunk_with(header(0), payload(0)))) ==
           errc::bad_sequence);
     for (uint64_t s = 1; s < plan->chunk_count(); ++s)
-      REQUIRE(msg::decode<msg::credit>(send(chunk_with(header(s), payload(s)))));
+      REQUIRE(
+          msg::decode<msg::credit>(send(chunk_with(header(s), payload(s)))));
     auto closed = msg::decode<msg::stream_closed>(rogue.ask(
-      end_atom::value,
-      msg::encode(msg::end_of_stream{acc->stream_id, plan->chunk_count()})));
+        end_atom::value,
+        msg::encode(msg::end_of_stream{acc->stream_id, plan->chunk_count()})));
     REQUIRE(closed);
     CHECK(closed->bytes_received == layout.total_bytes());
     auto d = rogue.expect<msg::done>(done_atom::value);

@@ -73,7 +73,8 @@ TEST_CASE("check refuses headers that do not match the plan") {
   REQUIRE(plan);
   const auto& e = plan->extent(1);
   CHECK(plan->check(1, e.tensor_index, e.tensor_offset, e.bytes));
-  auto bad_offset = plan->check(1, e.tensor_index, e.tensor_offset + 4, e.bytes);
+  auto bad_offset =
+      plan->check(1, e.tensor_index, e.tensor_offset + 4, e.bytes);
   REQUIRE_FALSE(bad_offset);
   CHECK(bad_offset.err().code == errc::out_of_range);
   CHECK_FALSE(plan->check(1, e.tensor_index + 1, e.tensor_offset, e.bytes));

@@ -10,7 +10,8 @@ using namespace fedcaf::msg;
 
 namespace {
 
-frame chunk_frame(const chunk_header& h, const std::vector<std::byte>& payload) {
+frame chunk_frame(const chunk_header& h,
+                  const std::vector<std::byte>& payload) {
   return encode_chunk(h, payload.size(), [&](std::span<std::byte> dst) {
     std::memcpy(dst.data(), payload.data(), payload.size());
   });
@@ -77,7 +78,8 @@ TEST_CASE("every small message survives a round trip") {
   CHECK(w->client_configs == "train_configs: {}");
 }
 
-TEST_CASE("a chunk carries its bytes and header; the view points into the frame") {
+TEST_CASE(
+    "a chunk carries its bytes and header; the view points into the frame") {
   auto payload = pattern(1000);
   chunk_header h{7, 2, 5, 3, 128};
   auto f = chunk_frame(h, payload);
@@ -131,8 +133,8 @@ TEST_CASE("random bytes are refused as malformed") {
     auto c = decode_chunk(f, 1 << 16);
     if (c) // a random frame that decodes must still carry a valid checksum
       CHECK(checksum(c->bytes) != 0);
-    (void) decode<round_start>(f);
-    (void) decode<offer>(f);
+    (void)decode<round_start>(f);
+    (void)decode<offer>(f);
   }
 }
 

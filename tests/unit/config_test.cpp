@@ -18,8 +18,8 @@ bool contains(const std::string& s, const std::string& part) {
 } // namespace
 
 TEST_CASE("the embedded default config is valid") {
-  auto c = load_config(embedded_simulate_yaml(), "embedded",
-                       config_role::simulate);
+  auto c =
+      load_config(embedded_simulate_yaml(), "embedded", config_role::simulate);
   REQUIRE(c);
   CHECK(c->server.num_clients >= 2);
   CHECK(c->server.aggregator == "FedAvgAggregator");
@@ -41,10 +41,10 @@ TEST_CASE("the shipped configs load in their roles") {
 }
 
 TEST_CASE("--set overrides a key by its dotted path") {
-  auto c = load_config(embedded_simulate_yaml(), "embedded",
-                       config_role::simulate,
-                       {"server_configs.num_global_epochs=7",
-                        "client_configs.train_configs.optim_args.lr=0.2"});
+  auto c =
+      load_config(embedded_simulate_yaml(), "embedded", config_role::simulate,
+                  {"server_configs.num_global_epochs=7",
+                   "client_configs.train_configs.optim_args.lr=0.2"});
   REQUIRE(c);
   CHECK(c->server.num_global_epochs == 7);
   CHECK(c->clients.train.optim.lr == doctest::Approx(0.2));
@@ -73,28 +73,30 @@ TEST_CASE("a wrong type names the key path and the value") {
 
 TEST_CASE("a value outside its choices lists the choices") {
   auto msg = message_of(load_config(
-    embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
-    {"server_configs.aggregator_kwargs.client_weights_mode=sizes"}));
-  CHECK(contains(msg, "client_weights_mode: must be one of equal, sample_size"));
+      embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+      {"server_configs.aggregator_kwargs.client_weights_mode=sizes"}));
+  CHECK(
+      contains(msg, "client_weights_mode: must be one of equal, sample_size"));
 }
 
 TEST_CASE("a missing dataset directory is named") {
-  auto msg = message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
-                                    config_role::simulate,
-                                    {"data_configs.dataset_path=/nonexistent"}));
+  auto msg = message_of(
+      load_config(embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+                  {"data_configs.dataset_path=/nonexistent"}));
   CHECK(contains(msg, "data_configs.dataset_path"));
   CHECK(contains(msg, "/nonexistent"));
 }
 
 TEST_CASE("a chunk that does not fit max_message_size is refused") {
   auto msg = message_of(load_config(
-    embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
-    {"server_configs.comm_configs.grpc_configs.max_message_size=4096",
-     "server_configs.comm_configs.stream_configs.chunk_bytes=8192"}));
+      embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+      {"server_configs.comm_configs.grpc_configs.max_message_size=4096",
+       "server_configs.comm_configs.stream_configs.chunk_bytes=8192"}));
   CHECK(contains(msg, "stream_configs.chunk_bytes"));
 }
 
-TEST_CASE("use_model_chunking off sends the model whole, within max_message_size") {
+TEST_CASE(
+    "use_model_chunking off sends the model whole, within max_message_size") {
   comm_config c;
   c.use_model_chunking = false;
   c.max_message_size = 1 << 20;
@@ -108,8 +110,8 @@ TEST_CASE("use_model_chunking off sends the model whole, within max_message_size
 
 TEST_CASE("a client file needs client_id and a partition below num_clients") {
   auto msg = message_of(load_config(
-    "data_configs: {dataset_kwargs: {num_clients: 2, client_id: 2}}\n",
-    "client.yaml", config_role::client));
+      "data_configs: {dataset_kwargs: {num_clients: 2, client_id: 2}}\n",
+      "client.yaml", config_role::client));
   CHECK(contains(msg, "client_id"));
   auto c = load_config("client_id: A\n"
                        "data_configs: {dataset_kwargs: {num_clients: 2, "
@@ -120,10 +122,10 @@ TEST_CASE("a client file needs client_id and a partition below num_clients") {
 }
 
 TEST_CASE("client_configs survive the trip to a client") {
-  auto c = load_config(embedded_simulate_yaml(), "embedded",
-                       config_role::simulate,
-                       {"client_configs.train_configs.optim=Adam",
-                        "client_configs.train_configs.optim_args.lr=0.003"});
+  auto c =
+      load_config(embedded_simulate_yaml(), "embedded", config_role::simulate,
+                  {"client_configs.train_configs.optim=Adam",
+                   "client_configs.train_configs.optim_args.lr=0.003"});
   REQUIRE(c);
   auto back = parse_client_configs(client_configs_yaml(*c));
   REQUIRE(back);

@@ -14,8 +14,18 @@ manifest floats(uint64_t n) {
   return m;
 }
 
-std::span<const std::byte> bytes_of(const std::vector<float>& v) {
-  return std::as_bytes(std::span{v});
+/// An accumulator over n floats cut into chunks of `chunk_floats`.
+fedavg_accumulator make_acc(uint64_t n, uint64_t chunk_floats) {
+  auto m = floats(n);
+  auto acc =
+      fedavg_accumulator::make(m, *chunk_plan::make(m, chunk_floats * 4));
+  REQUIRE(acc);
+  return std::move(*acc);
+}
+
+std::span<const std::byte> bytes_of(const std::vector<float>& v, size_t from,
+                                    size_t count) {
+  return std::as_bytes(std::span{v}.subspan(from, count));
 }
 
 std::vector<float> floats_of(const byte_buffer& b) {
@@ -26,50 +36,75 @@ std::vector<float> floats_of(const byte_buffer& b) {
 
 } // namespace
 
-TEST_CASE("weighted chunks average to the weighted mean") {
-  auto acc = fedavg_accumulator::make(floats(4));
-  REQUIRE(acc);
-  std::vector<float> x{1, 2, 3, 4}, y{5, 6, 7, 8};
-  acc->add_weight(1);
-  acc->add_weight(3);
-  // x in one piece; y in two chunks, second first.
-  CHECK(acc->fold(0, bytes_of(x), 1));
-  CHECK(acc->fold(8, bytes_of(y).subspan(8), 3));
-  CHECK(acc->fold(0, bytes_of(y).subspan(0, 8), 3));
-  auto out = acc->finalize();
+TEST_CASE("weighted chunks average to the weighted mean, in any order") {
+  auto acc = make_acc(32, 16);
+  std::vector<float> x(32), y(32);
+  for (size_t i = 0; i < 32; ++i) {
+    x[i] = static_cast<float>(i);
+    y[i] = static_cast<float>(i) + 4;
+  }
+  acc.add_weight(1);
+  acc.add_weight(3);
+  CHECK(acc.fold(1, bytes_of(y, 16, 16), 3)); // y's second chunk first
+  CHECK(acc.fold(0, bytes_of(x, 0, 16), 1));
+  CHECK(acc.fold(1, bytes_of(x, 16, 16), 1));
+  CHECK(acc.fold(0, bytes_of(y, 0, 16), 3));
+  auto out = acc.finalize();
   REQUIRE(out);
   auto v = floats_of(*out);
-  CHECK(v == std::vector<float>{4, 5, 6, 7});
+  for (size_t i = 0; i < 32; ++i)
+    CHECK(v[i] == static_cast<float>(i) + 3);
 }
 
-TEST_CASE("a chunk outside the model or off element boundaries changes nothing") {
-  auto acc = fedavg_accumulator::make(floats(4));
-  REQUIRE(acc);
-  std::vector<float> x{1, 1, 1, 1};
-  acc->add_weight(1);
-  auto outside = acc->fold(8, bytes_of(x), 1);
+TEST_CASE("a recycled buffer's old content never leaks into the sum") {
+  auto acc = make_acc(32, 16);
+  auto old = byte_buffer::uninitialized(128);
+  std::memset(old.data(), 0x7f, old.size()); // garbage
+  acc.recycle(std::move(old));
+  std::vector<float> x(32, 2.0f);
+  acc.add_weight(2);
+  CHECK(acc.fold(0, bytes_of(x, 0, 16), 2));
+  CHECK(acc.fold(1, bytes_of(x, 16, 16), 2));
+  auto out = acc.finalize();
+  REQUIRE(out);
+  CHECK(floats_of(*out) == std::vector<float>(32, 2.0f));
+  // The next round starts over.
+  acc.add_weight(1);
+  std::vector<float> z(32, 5.0f);
+  CHECK(acc.fold(0, bytes_of(z, 0, 16), 1));
+  auto second = acc.finalize();
+  REQUIRE(second);
+  auto v = floats_of(*second);
+  CHECK(v[0] == 5.0f);
+  CHECK(v[31] == 0.0f); // chunk 1 was never folded this round
+}
+
+TEST_CASE("a chunk outside the plan or of the wrong size changes nothing") {
+  auto acc = make_acc(32, 16);
+  std::vector<float> x(32, 1.0f);
+  acc.add_weight(1);
+  auto outside = acc.fold(2, bytes_of(x, 0, 16), 1);
   REQUIRE_FALSE(outside);
   CHECK(outside.err().code == errc::out_of_range);
-  CHECK_FALSE(acc->fold(2, bytes_of(x).subspan(0, 8), 1));
-  CHECK_FALSE(acc->fold(0, bytes_of(x).subspan(0, 6), 1));
-  auto out = acc->finalize();
+  CHECK_FALSE(acc.fold(0, bytes_of(x, 0, 15), 1));
+  CHECK_FALSE(acc.fold(0, bytes_of(x, 0, 17), 1));
+  auto out = acc.finalize();
   REQUIRE(out);
-  CHECK(floats_of(*out) == std::vector<float>{0, 0, 0, 0});
+  CHECK(floats_of(*out) == std::vector<float>(32, 0.0f));
 }
 
 TEST_CASE("non-float32 models are refused with the tensor's name") {
   manifest m;
   m.tensors.push_back(make_tensor_info("h", dtype::bfloat16, {4}));
-  auto acc = fedavg_accumulator::make(m);
+  auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, 64));
   REQUIRE_FALSE(acc);
   CHECK(acc.err().code == errc::unsupported_dtype);
   CHECK(acc.err().message.find("'h'") != std::string::npos);
 }
 
 TEST_CASE("finalize without any weight is our bug, reported as internal") {
-  auto acc = fedavg_accumulator::make(floats(2));
-  REQUIRE(acc);
-  auto out = acc->finalize();
+  auto acc = make_acc(16, 16);
+  auto out = acc.finalize();
   REQUIRE_FALSE(out);
   CHECK(out.err().code == errc::internal);
 }

@@ -10,7 +10,7 @@ namespace {
 
 std::shared_ptr<const image_set> test_set() {
   static auto set = std::make_shared<image_set>(
-    *read_fashion_mnist("/usr/share/datasets/fashion-mnist", "t10k"));
+      *read_fashion_mnist("/usr/share/datasets/fashion-mnist", "t10k"));
   return set;
 }
 

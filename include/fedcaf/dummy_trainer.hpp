@@ -1,0 +1,28 @@
+#pragma once
+// Transfer-only models: a synthetic layout of N float32 tensors, and a trainer
+// that does no training (optionally adding a constant to every element, so a
+// round's result is checkable by arithmetic). No LibTorch.
+
+#include <cstdint>
+#include <memory>
+
+#include "fedcaf/model_snapshot.hpp"
+#include "fedcaf/trainer.hpp"
+
+namespace fedcaf {
+
+/// Returns `num_tensors` float32 tensors "layer.<i>.weight" of about equal
+/// size adding up to `total_bytes` (rounded down to whole elements).
+/// REQUIRES: num_tensors > 0.
+manifest synthetic_layout(uint32_t num_tensors, uint64_t total_bytes);
+
+/// Returns a snapshot of `layout` whose element i of the concatenation holds
+/// a value drawn from `seed` (the same on every host).
+model_snapshot synthetic_model(const manifest& layout, uint64_t seed);
+
+/// A trainer over `layout` whose train() adds `add` to every element
+/// (nothing when add == 0) and reports `samples` samples.
+std::unique_ptr<trainer> make_dummy_trainer(manifest layout, float add,
+                                            uint64_t samples);
+
+} // namespace fedcaf
