@@ -35,7 +35,8 @@ public:
                    aggregator_options options, fedavg_accumulator acc)
       : layout_(initial->layout), digest_(digest(initial->layout)),
         version_(initial->version), options_(options), acc_(std::move(acc)),
-        plan_(acc_.plan()), current_(std::move(initial)) {}
+        plan_(acc_.plan()), current_(std::move(initial)),
+        refusals_("aggregator", options_.refusals) {}
 
   void attach(caf::event_based_actor* self) { self_ = self; }
 
@@ -135,11 +136,7 @@ private:
     return {};
   }
 
-  frame refuse(const error& e) {
-    ++refusals_;
-    log_line("aggregator", "refused: " + to_string(e));
-    return msg::encode(e);
-  }
+  frame refuse(const error& e) const { return refusals_.refuse(e); }
 
   caf::event_based_actor* self_ = nullptr;
   manifest layout_;
@@ -152,7 +149,7 @@ private:
   std::shared_ptr<model_snapshot> previous_; ///< published before that
   std::map<uint64_t, upload_stream> streams_;
   uint64_t next_stream_id_ = 1; // 0 names downloads
-  uint64_t refusals_ = 0;
+  refusal_log refusals_;
 };
 
 caf::behavior aggregator_actor(caf::event_based_actor* self,

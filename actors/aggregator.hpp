@@ -10,6 +10,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/refusal_log.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/model_snapshot.hpp"
 
@@ -21,6 +22,8 @@ struct aggregator_options {
   /// Test seam: time spent on every chunk before it is consumed (a slow
   /// aggregator). Zero in production.
   std::chrono::microseconds fold_delay{0};
+  /// Counts refused frames; shared with the server for its report.
+  refusal_counter refusals;
 };
 
 /// Spawns an aggregator for models laid out as `initial`, whose version it

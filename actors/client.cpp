@@ -9,16 +9,13 @@
 #include "fedcaf/credit_window.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
+#include "fedcaf/stopwatch.hpp"
 
 namespace fedcaf {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
+using clock_type = steady_clock;
 
 const_model_view as_const(const model_view& v) {
   const_model_view out;

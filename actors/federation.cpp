@@ -19,10 +19,14 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
                                       std::shared_ptr<evaluator> eval,
                                       run_report* report) {
   server_side side;
+  auto refusals = make_refusal_counter();
+  options.scheduler.refusals = refusals;
+  options.server.refusals = refusals;
   auto snapshot = std::make_shared<model_snapshot>(std::move(initial));
-  auto aggregator = spawn_aggregator(
-      sys, snapshot,
-      {options.server.chunk_bytes, options.server.window, options.fold_delay});
+  auto aggregator =
+      spawn_aggregator(sys, snapshot,
+                       {options.server.chunk_bytes, options.server.window,
+                        options.fold_delay, refusals});
   if (!aggregator)
     return aggregator.err();
   side.aggregator = *aggregator;

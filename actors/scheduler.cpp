@@ -18,7 +18,8 @@ namespace {
 class scheduler_state {
 public:
   scheduler_state(caf::actor aggregator, scheduler_options options)
-      : aggregator_(std::move(aggregator)), options_(std::move(options)) {}
+      : aggregator_(std::move(aggregator)), options_(std::move(options)),
+        refusals_("scheduler", options_.refusals) {}
 
   void attach(caf::event_based_actor* self) { self_ = self; }
 
@@ -115,10 +116,7 @@ private:
     self_->send(server_, stop_atom::value, reason);
   }
 
-  frame refuse(const error& e) {
-    log_line("scheduler", "refused offer: " + to_string(e));
-    return msg::encode(e);
-  }
+  frame refuse(const error& e) const { return refusals_.refuse(e); }
 
   caf::event_based_actor* self_ = nullptr;
   caf::actor aggregator_;
@@ -131,6 +129,7 @@ private:
   bool finalizing_ = false;
   bool stopped_ = false;
   double train_loss_sum_ = 0;
+  refusal_log refusals_;
 };
 
 caf::behavior scheduler_actor(caf::event_based_actor* self,

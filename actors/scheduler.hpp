@@ -10,12 +10,16 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/refusal_log.hpp"
+
 namespace fedcaf {
 
 struct scheduler_options {
   uint32_t num_clients = 2;
   uint32_t num_rounds = 3;
   std::string client_weights_mode = "equal"; ///< equal | sample_size
+  /// Counts refused offers; shared with the server for its report.
+  refusal_counter refusals;
 };
 
 /// Spawns a sync scheduler that opens streams on `aggregator`. It learns the

@@ -9,22 +9,19 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
+#include "fedcaf/stopwatch.hpp"
 
 namespace fedcaf {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using clock_type = steady_clock;
 
 struct client_entry {
   caf::actor handle;
   uint32_t index = 0;
   bool connected = true;
 };
-
-double seconds_since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
-}
 
 // State machine: registering -> (start r: announce, serve, route) ->
 // (publish r: evaluate, report) -> ... -> stopping (done sent; waiting for
@@ -34,7 +31,7 @@ public:
   server_state(snapshot_ptr initial, server_peers peers, server_options options,
                run_report* report)
       : peers_(std::move(peers)), options_(std::move(options)), report_(report),
-        started_(clock_type::now()) {
+        started_(clock_type::now()), refusals_("server", options_.refusals) {
     install(std::move(initial));
   }
 
@@ -154,7 +151,7 @@ public:
     report_->node = "server";
     report_->total_seconds = seconds_since(started_);
     report_->peak_rss_bytes = sample_memory().peak_rss_bytes;
-    report_->refusals = refusals_;
+    report_->refusals = refusals_.count();
     self_->quit();
   }
 
@@ -195,11 +192,7 @@ private:
     return n;
   }
 
-  frame refuse(const error& e) {
-    ++refusals_;
-    log_line("server", "refused: " + to_string(e));
-    return msg::encode(e);
-  }
+  frame refuse(const error& e) const { return refusals_.refuse(e); }
 
   caf::event_based_actor* self_ = nullptr;
   server_peers peers_;
@@ -213,7 +206,7 @@ private:
   clock_type::time_point round_started_;
   uint64_t bytes_up_ = 0;
   uint64_t bytes_down_ = 0;
-  uint64_t refusals_ = 0;
+  refusal_log refusals_;
   msg::metrics last_metrics_;
   bool stopping_ = false;
 };

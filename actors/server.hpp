@@ -11,6 +11,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/refusal_log.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/report.hpp"
 
@@ -24,6 +25,8 @@ struct server_options {
   std::string client_configs_yaml; ///< handed to every client in Welcome
   /// After the run, how long to wait for clients to disconnect.
   std::chrono::milliseconds linger{5000};
+  /// Counts refused frames of the whole server side, for the report.
+  refusal_counter refusals;
 };
 
 /// The handles the server routes to.

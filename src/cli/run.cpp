@@ -87,8 +87,10 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
     eval = std::move(*e);
   }
   server_side_options so;
-  so.scheduler = {cfg.server.num_clients, cfg.server.num_global_epochs,
-                  cfg.server.client_weights_mode};
+  so.scheduler = {cfg.server.num_clients,
+                  cfg.server.num_global_epochs,
+                  cfg.server.client_weights_mode,
+                  {}};
   so.server.num_clients = cfg.server.num_clients;
   so.server.num_rounds = cfg.server.num_global_epochs;
   so.server.chunk_bytes = *chunk_bytes;

@@ -181,7 +181,7 @@ caf::actor_system_config test_system_config() {
 
 server_side_options side_options(const run_options& o) {
   server_side_options so;
-  so.scheduler = {o.clients, o.rounds, o.weights};
+  so.scheduler = {o.clients, o.rounds, o.weights, {}};
   so.server.num_clients = o.clients;
   so.server.num_rounds = o.rounds;
   so.server.chunk_bytes = o.chunk_bytes;
@@ -440,6 +440,9 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
     side->shut_down(sys);
   }
   CHECK(report.failure == "");
+  // Eleven refusals above (hello, offer, nine chunk or end frames), each
+  // counted in the server's report.
+  CHECK(report.refusals == 11);
   // The accumulator saw only the good chunks: the average of one client with
   // weight 1 is its update, bit for bit.
   auto got = eval->last();

@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
     auto cfg = network_config();
     caf::actor_system sys{cfg};
     server_side_options so;
-    so.scheduler = {1, o.rounds, "equal"};
+    so.scheduler = {1, o.rounds, "equal", {}};
     so.server.num_clients = 1;
     so.server.num_rounds = o.rounds;
     so.server.chunk_bytes = o.chunk_bytes;
