@@ -17,7 +17,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFEDCAF_WERROR=ON
 cmake --build build -j "$(nproc)"
