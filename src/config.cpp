@@ -147,7 +147,8 @@ void read(section s, optim_config& o) {
 }
 
 void read(section s, train_config& t) {
-  s.one_of("trainer", t.trainer, {"VanillaTrainer"});
+  s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy"});
+  s.get("add", t.add);
   s.one_of("mode", t.mode, {"epoch", "step"});
   s.get("num_local_epochs", t.num_local_epochs, 1);
   s.get("num_local_steps", t.num_local_steps, 1);
@@ -162,8 +163,14 @@ void read(section s, train_config& t) {
 }
 
 void read(section s, model_config& m) {
-  s.one_of("model_name", m.model_name, {"CNN"});
+  auto key = s.has("name") ? "name" : "model_name";
+  s.one_of(key, m.model_name, {"CNN", "synthetic"});
   s.get("seed", m.seed);
+  s.get("num_tensors", m.num_tensors, 1);
+  s.get("total_bytes", m.total_bytes, 64);
+  s.one_of("dtype", m.dtype, {"float32", "bfloat16", "float16"});
+  if (m.total_bytes / 4 < m.num_tensors)
+    s.fail("total_bytes", "too small for num_tensors tensors");
   auto kwargs = s.child("model_kwargs");
   kwargs.get("num_channel", m.num_channel, 1);
   kwargs.get("num_classes", m.num_classes, 2);
@@ -176,6 +183,9 @@ void read(section s, model_config& m) {
 void read(section s, client_configs& c) {
   read(s.child("train_configs"), c.train);
   read(s.child("model_configs"), c.model);
+  if (c.model.model_name == "synthetic" && c.train.trainer != "dummy")
+    s.fail("train_configs.trainer",
+           "a synthetic model has no data to train on; use trainer: dummy");
 }
 
 void read(section s, data_config& d, bool needs_partition) {
@@ -355,6 +365,12 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     YAML::Emitter out;
     out << root;
     c.effective_yaml = out.c_str();
+    YAML::Emitter clients;
+    if (root.IsMap() && root["client_configs"])
+      clients << root["client_configs"];
+    else
+      clients << YAML::BeginMap << YAML::EndMap;
+    c.client_configs_text = clients.c_str();
   } catch (const YAML::Exception& e) {
     return error{errc::bad_config, c.source + ": " + e.what()};
   }
@@ -374,33 +390,7 @@ result<config> load_config_file(const std::string& path, config_role role,
 }
 
 std::string client_configs_yaml(const config& c) {
-  const auto& t = c.clients.train;
-  const auto& m = c.clients.model;
-  YAML::Emitter out;
-  out << YAML::BeginMap << YAML::Key << "train_configs" << YAML::Value
-      << YAML::BeginMap;
-  out << YAML::Key << "trainer" << YAML::Value << t.trainer;
-  out << YAML::Key << "mode" << YAML::Value << t.mode;
-  out << YAML::Key << "num_local_epochs" << YAML::Value << t.num_local_epochs;
-  out << YAML::Key << "num_local_steps" << YAML::Value << t.num_local_steps;
-  out << YAML::Key << "optim" << YAML::Value << t.optim.name;
-  out << YAML::Key << "optim_args" << YAML::Value << YAML::BeginMap << YAML::Key
-      << "lr" << YAML::Value << t.optim.lr << YAML::Key << "momentum"
-      << YAML::Value << t.optim.momentum << YAML::Key << "weight_decay"
-      << YAML::Value << t.optim.weight_decay << YAML::EndMap;
-  out << YAML::Key << "train_batch_size" << YAML::Value << t.train_batch_size;
-  out << YAML::Key << "val_batch_size" << YAML::Value << t.val_batch_size;
-  out << YAML::Key << "num_threads" << YAML::Value << t.num_threads;
-  out << YAML::EndMap;
-  out << YAML::Key << "model_configs" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "model_name" << YAML::Value << m.model_name;
-  out << YAML::Key << "seed" << YAML::Value << m.seed;
-  out << YAML::Key << "model_kwargs" << YAML::Value << YAML::BeginMap
-      << YAML::Key << "num_channel" << YAML::Value << m.num_channel << YAML::Key
-      << "num_classes" << YAML::Value << m.num_classes << YAML::Key
-      << "num_pixel" << YAML::Value << m.num_pixel << YAML::EndMap;
-  out << YAML::EndMap << YAML::EndMap;
-  return out.c_str();
+  return c.client_configs_text;
 }
 
 result<client_configs> parse_client_configs(std::string_view yaml_text) {

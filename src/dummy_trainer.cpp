@@ -2,15 +2,18 @@
 
 #include <chrono>
 
+#include "fedcaf/element.hpp"
+
 namespace fedcaf {
 
-manifest synthetic_layout(uint32_t num_tensors, uint64_t total_bytes) {
+manifest synthetic_layout(uint32_t num_tensors, uint64_t total_bytes,
+                          dtype type) {
   manifest m;
-  auto elements = total_bytes / sizeof(float);
+  auto elements = total_bytes / dtype_bytes(type);
   for (uint32_t i = 0; i < num_tensors; ++i) {
     auto n = elements / num_tensors + (i < elements % num_tensors ? 1 : 0);
-    m.tensors.push_back(make_tensor_info(
-        "layer." + std::to_string(i) + ".weight", dtype::float32, {n}));
+    m.tensors.push_back(
+        make_tensor_info("layer." + std::to_string(i) + ".weight", type, {n}));
   }
   return m;
 }
@@ -19,13 +22,16 @@ model_snapshot synthetic_model(const manifest& layout, uint64_t seed) {
   model_snapshot s;
   s.layout = layout;
   s.bytes = byte_buffer::uninitialized(layout.total_bytes());
-  auto* x = reinterpret_cast<float*>(s.bytes.data());
-  auto n = layout.total_bytes() / sizeof(float);
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (size_t i = 0; i < n; ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    // Multiples of 1/1024 in [-1, 1): sums of a few of them are exact.
-    x[i] = static_cast<float>(static_cast<int>(state >> 53) - 1024) / 1024.0f;
+  auto* base = s.bytes.data();
+  for (const auto& t : layout.tensors) {
+    auto n = t.byte_size / dtype_bytes(t.type);
+    for (size_t i = 0; i < n; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      auto k = static_cast<int>(state >> 57) - 64; // [-64, 64)
+      store_element(t.type, base, i, static_cast<float>(k) / 64.0f);
+    }
+    base += t.byte_size;
   }
   return s;
 }
@@ -47,12 +53,8 @@ public:
 
   result<train_metrics> train() override {
     auto start = std::chrono::steady_clock::now();
-    if (add_ != 0) {
-      auto* x = reinterpret_cast<float*>(params_.data());
-      auto n = params_.size() / sizeof(float);
-      for (size_t i = 0; i < n; ++i)
-        x[i] += add_;
-    }
+    if (add_ != 0)
+      add_to_all();
     std::chrono::duration<double> took =
         std::chrono::steady_clock::now() - start;
     return train_metrics{0, samples_, took.count()};
@@ -61,6 +63,22 @@ public:
   uint64_t sample_count() const override { return samples_; }
 
 private:
+  void add_to_all() {
+    auto* base = params_.data();
+    for (const auto& t : layout_.tensors) {
+      auto n = t.byte_size / dtype_bytes(t.type);
+      if (t.type == dtype::float32) {
+        auto* x = reinterpret_cast<float*>(base);
+        for (size_t i = 0; i < n; ++i)
+          x[i] += add_;
+      } else {
+        for (size_t i = 0; i < n; ++i)
+          store_element(t.type, base, i, load_element(t.type, base, i) + add_);
+      }
+      base += t.byte_size;
+    }
+  }
+
   manifest layout_;
   byte_buffer params_;
   float add_;

@@ -2,22 +2,24 @@
 
 #include <cstring>
 
+#include "fedcaf/element.hpp"
+
 namespace fedcaf {
 
 namespace {
 
-/// out[i] = w * x[i] (assign) or out[i] += w * x[i].
+/// out[i] = w * x[i] (assign) or out[i] += w * x[i], x of dtype t.
 template <bool Assign>
-void scale_into(float* out, const std::byte* x, size_t n, float w) {
-  if (reinterpret_cast<uintptr_t>(x) % alignof(float) == 0) {
+void scale_into(float* out, dtype t, const std::byte* x, size_t n, float w) {
+  if (t == dtype::float32 &&
+      reinterpret_cast<uintptr_t>(x) % alignof(float) == 0) {
     const auto* in = reinterpret_cast<const float*>(x);
     for (size_t i = 0; i < n; ++i)
       out[i] = Assign ? w * in[i] : out[i] + w * in[i];
     return;
   }
   for (size_t i = 0; i < n; ++i) {
-    float v;
-    std::memcpy(&v, x + i * sizeof(float), sizeof v);
+    auto v = load_element(t, x, i);
     out[i] = Assign ? w * v : out[i] + w * v;
   }
 }
@@ -26,20 +28,23 @@ void scale_into(float* out, const std::byte* x, size_t n, float w) {
 
 result<fedavg_accumulator> fedavg_accumulator::make(const manifest& m,
                                                     chunk_plan plan) {
-  for (const auto& t : m.tensors)
-    if (t.type != dtype::float32)
-      return error{errc::unsupported_dtype,
-                   "tensor '" + t.name + "' is " +
-                       std::string{dtype_name(t.type)} +
-                       "; FedAvg averages F32 tensors only"};
+  auto type = common_floating_dtype(m);
+  if (!type)
+    return type.err();
   FEDCAF_REQUIRE(plan.total_bytes() == m.total_bytes(), errc::internal,
                  plan.total_bytes(), m.total_bytes());
-  return fedavg_accumulator{m.total_bytes(), std::move(plan)};
+  return fedavg_accumulator{m.total_bytes(), *type, std::move(plan)};
 }
 
 void fedavg_accumulator::recycle(byte_buffer&& buffer) {
-  if (sum_.size() == 0 && buffer.size() == total_bytes_)
-    sum_ = std::move(buffer);
+  if (buffer.size() != total_bytes_)
+    return;
+  if (type_ == dtype::float32) {
+    if (sum_.size() == 0)
+      sum_ = std::move(buffer);
+  } else if (spare_.size() == 0) {
+    spare_ = std::move(buffer);
+  }
 }
 
 result<void> fedavg_accumulator::fold(uint64_t seq,
@@ -50,16 +55,17 @@ result<void> fedavg_accumulator::fold(uint64_t seq,
   const auto& e = plan_.extent(seq);
   FEDCAF_REQUIRE(x.size() == e.bytes, errc::out_of_range, x.size(), e.bytes);
   if (sum_.size() == 0)
-    sum_ = byte_buffer::uninitialized(total_bytes_);
+    sum_ = byte_buffer::uninitialized(sum_bytes());
   if (written_.empty())
     written_.assign(plan_.chunk_count(), false);
-  auto* acc = reinterpret_cast<float*>(sum_.data() + e.model_offset);
-  auto n = x.size() / sizeof(float);
+  auto element = dtype_bytes(type_);
+  auto* acc = reinterpret_cast<float*>(sum_.data()) + e.model_offset / element;
+  auto n = x.size() / element;
   auto w = static_cast<float>(weight);
   if (written_[seq]) {
-    scale_into<false>(acc, x.data(), n, w);
+    scale_into<false>(acc, type_, x.data(), n, w);
   } else {
-    scale_into<true>(acc, x.data(), n, w);
+    scale_into<true>(acc, type_, x.data(), n, w);
     written_[seq] = true;
   }
   return {};
@@ -68,23 +74,32 @@ result<void> fedavg_accumulator::fold(uint64_t seq,
 result<byte_buffer> fedavg_accumulator::finalize() {
   FEDCAF_REQUIRE(weight_sum_ > 0, errc::internal, weight_sum_);
   if (sum_.size() == 0)
-    sum_ = byte_buffer::uninitialized(total_bytes_);
+    sum_ = byte_buffer::uninitialized(sum_bytes());
   written_.resize(plan_.chunk_count(), false);
   auto inv = static_cast<float>(1.0 / weight_sum_);
+  auto element = dtype_bytes(type_);
+  auto* acc = reinterpret_cast<float*>(sum_.data());
+  byte_buffer out;
+  if (type_ != dtype::float32)
+    out = spare_.size() ? std::move(spare_)
+                        : byte_buffer::uninitialized(total_bytes_);
   for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
     const auto& e = plan_.extent(seq);
-    auto* acc = reinterpret_cast<float*>(sum_.data() + e.model_offset);
-    auto n = e.bytes / sizeof(float);
-    if (!written_[seq]) {
-      std::memset(acc, 0, e.bytes);
-      continue;
+    auto first = e.model_offset / element;
+    auto n = e.bytes / element;
+    for (size_t i = first; i < first + n; ++i) {
+      auto v = written_[seq] ? acc[i] * inv : 0.0f;
+      if (type_ == dtype::float32)
+        acc[i] = v;
+      else
+        store_element(type_, out.data(), i, v);
     }
-    for (size_t i = 0; i < n; ++i)
-      acc[i] *= inv;
   }
   weight_sum_ = 0;
   written_.clear();
-  return std::move(sum_);
+  if (type_ == dtype::float32)
+    return std::move(sum_);
+  return out;
 }
 
 } // namespace fedcaf

@@ -22,7 +22,8 @@ struct optim_config {
 
 /// client_configs.train_configs.
 struct train_config {
-  std::string trainer = "VanillaTrainer";
+  std::string trainer = "VanillaTrainer"; ///< VanillaTrainer | dummy
+  double add = 0;             ///< dummy: added to every element (0: no change)
   std::string mode = "epoch"; ///< epoch | step
   uint32_t num_local_epochs = 1;
   uint32_t num_local_steps = 100;
@@ -35,7 +36,12 @@ struct train_config {
 
 /// client_configs.model_configs.
 struct model_config {
+  /// `name` (or APPFL's `model_name`): CNN | synthetic.
   std::string model_name = "CNN";
+  /// synthetic: float tensors of about equal size adding up to total_bytes.
+  uint32_t num_tensors = 64;
+  uint64_t total_bytes = 64 << 20;
+  std::string dtype = "float32"; ///< float32 | bfloat16 | float16
   uint32_t num_channel = 1;
   uint32_t num_classes = 10;
   uint32_t num_pixel = 28;
@@ -110,8 +116,9 @@ struct config {
   client_configs clients;
   data_config data;
   client_config client;
-  std::string source;         ///< file name, or "<embedded simulate.yaml>"
-  std::string effective_yaml; ///< the YAML after --set, for reports
+  std::string source;              ///< file name, or "<embedded simulate.yaml>"
+  std::string client_configs_text; ///< client_configs as YAML, after --set
+  std::string effective_yaml;      ///< the YAML after --set, for reports
 };
 
 /// Parses and validates `yaml_text` after applying each `--set` override

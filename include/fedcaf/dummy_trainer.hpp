@@ -11,17 +11,20 @@
 
 namespace fedcaf {
 
-/// Returns `num_tensors` float32 tensors "layer.<i>.weight" of about equal
-/// size adding up to `total_bytes` (rounded down to whole elements).
-/// REQUIRES: num_tensors > 0.
-manifest synthetic_layout(uint32_t num_tensors, uint64_t total_bytes);
+/// Returns `num_tensors` tensors "layer.<i>.weight" of dtype `type` and of
+/// about equal size, adding up to `total_bytes` (rounded down to whole
+/// elements). REQUIRES: num_tensors > 0, is_floating(type).
+manifest synthetic_layout(uint32_t num_tensors, uint64_t total_bytes,
+                          dtype type = dtype::float32);
 
-/// Returns a snapshot of `layout` whose element i of the concatenation holds
-/// a value drawn from `seed` (the same on every host).
+/// Returns a snapshot of `layout` whose elements are multiples of 1/64 in
+/// [-1, 1) drawn from `seed` (the same on every host): exact in F32, BF16 and
+/// F16, and so are their sums with small multiples of 1/2.
+/// REQUIRES: all tensors floating.
 model_snapshot synthetic_model(const manifest& layout, uint64_t seed);
 
-/// A trainer over `layout` whose train() adds `add` to every element
-/// (nothing when add == 0) and reports `samples` samples.
+/// A trainer over `layout` (all tensors floating) whose train() adds `add`
+/// to every element (nothing when add == 0) and reports `samples` samples.
 std::unique_ptr<trainer> make_dummy_trainer(manifest layout, float add,
                                             uint64_t samples);
 

@@ -3,11 +3,13 @@
 // running sum and released; finalize() divides by the weight sum. Exact up to
 // float rounding regardless of chunk size or the order of streams.
 //
-// The sum is never zeroed: the first chunk folded at a position writes
-// weight * x, later ones add (a bitmap per chunk of the plan records which).
-// So a recycled buffer (the previous global model) needs no memset and a
-// fresh one is faulted in once, by a write. Thread-safety: none; owned by
-// the aggregator actor.
+// The sum is float32 whatever the model's dtype (F32, BF16 or F16). It is
+// never zeroed: the first chunk folded at a position writes weight * x, later
+// ones add (a bitmap per chunk of the plan records which). So a recycled
+// buffer needs no memset and a fresh one is faulted in once, by a write. For
+// F32 models the sum becomes the new model in place; for 16-bit models it is
+// converted into a model-sized buffer and kept for the next round.
+// Thread-safety: none; owned by the aggregator actor.
 
 #include <cstdint>
 #include <span>
@@ -23,7 +25,7 @@ namespace fedcaf {
 class fedavg_accumulator {
 public:
   /// Returns an accumulator for models laid out as `m` and cut by `plan`, or
-  /// an error iff a tensor is not float32 (the only dtype averaged here).
+  /// an error iff the tensors do not all have one floating dtype.
   static result<fedavg_accumulator> make(const manifest& m, chunk_plan plan);
 
   /// The plan that chunk sequence numbers refer to.
@@ -39,9 +41,9 @@ public:
 
   double weight_sum() const { return weight_sum_; }
 
-  /// Hands in a buffer of the model's size to hold the next sum (e.g. the
-  /// bytes of a global model nobody reads any more). Ignored if the sum is
-  /// already allocated or the size differs.
+  /// Hands in a model-sized buffer nobody reads any more (an old global
+  /// model): it holds the next F32 sum, or the next 16-bit result. Ignored if
+  /// not needed or of another size.
   void recycle(byte_buffer&& buffer);
 
   /// Divides the sum by the weight sum in place and hands its storage out as
@@ -50,13 +52,19 @@ public:
   result<byte_buffer> finalize();
 
 private:
-  fedavg_accumulator(uint64_t total_bytes, chunk_plan plan)
-      : total_bytes_(total_bytes), plan_(std::move(plan)) {}
+  fedavg_accumulator(uint64_t total_bytes, dtype type, chunk_plan plan)
+      : total_bytes_(total_bytes), type_(type), plan_(std::move(plan)) {}
+
+  uint64_t sum_bytes() const {
+    return total_bytes_ / dtype_bytes(type_) * sizeof(float);
+  }
 
   uint64_t total_bytes_ = 0;
+  dtype type_;
   chunk_plan plan_;
   double weight_sum_ = 0;
   byte_buffer sum_;           ///< float32 sums
+  byte_buffer spare_;         ///< 16-bit models: where the next result goes
   std::vector<bool> written_; ///< per chunk: holds a sum already
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -14,9 +15,11 @@
 #include "actors/client.hpp"
 #include "actors/federation.hpp"
 #include "fedcaf/config.hpp"
+#include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/fashion_mnist.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
+#include "fedcaf/models.hpp"
 #include "fedcaf/trainer.hpp"
 
 namespace fedcaf::cli {
@@ -51,23 +54,66 @@ uint32_t cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-/// Builds a trainer on partition `index` of `train` once the server's
-/// client_configs are known.
-trainer_factory local_trainer(dataset_ptr train, data_config data,
-                              uint32_t index, uint32_t num_threads) {
-  return [train, data, index, num_threads](const client_configs& cc,
-                                           const msg::welcome&) {
+/// The training set, read on first use and shared by every client of the
+/// process (clients with the dummy trainer never read it).
+/// Thread-safety: get() may be called from several actors at once.
+class lazy_train_set {
+public:
+  explicit lazy_train_set(data_config data) : data_(std::move(data)) {}
+
+  result<dataset_ptr> get() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (!set_) {
+      auto loaded = load_images(data_, "train");
+      if (!loaded)
+        return loaded.err();
+      set_ = *loaded;
+    }
+    return set_;
+  }
+
+private:
+  std::mutex mtx_;
+  data_config data_;
+  dataset_ptr set_;
+};
+
+/// Builds client `index`'s trainer once the server's client_configs are
+/// known: the dummy trainer, or LibTorch on its partition of the data.
+trainer_factory local_trainer(std::shared_ptr<lazy_train_set> train,
+                              data_config data, uint32_t index,
+                              uint32_t num_threads) {
+  return [train, data, index, num_threads](
+             const client_configs& cc,
+             const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+    if (cc.train.trainer == "dummy") {
+      auto layout = model_layout(cc.model);
+      if (!layout)
+        return layout.err();
+      return make_dummy_trainer(std::move(*layout),
+                                static_cast<float>(cc.train.add), 1);
+    }
+    auto set = train->get();
+    if (!set)
+      return set.err();
     auto idx =
-        partition(train->labels, data.num_clients, index,
+        partition((*set)->labels, data.num_clients, index,
                   data.partition_strategy, data.classes_per_client, data.seed);
-    return make_trainer(cc, train, std::move(idx), data.seed + index,
+    return make_trainer(cc, *set, std::move(idx), data.seed + index,
                         num_threads);
   };
 }
 
+/// Returns the test set iff the server will evaluate, else null.
+result<dataset_ptr> test_set_for(const config& cfg) {
+  if (!cfg.server.evaluate || !has_evaluation(cfg.clients.model))
+    return dataset_ptr{};
+  return load_images(cfg.data, "t10k");
+}
+
 result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
                                       dataset_ptr test, run_report* report) {
-  auto initial = make_initial_model(cfg.clients.model);
+  auto initial = initial_model(cfg.clients.model);
   if (!initial)
     return initial.err();
   const auto& comm = cfg.server.comm;
@@ -80,7 +126,7 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
                      "use_model_chunking off (" +
                      chunk_bytes.err().message + ")"};
   std::shared_ptr<evaluator> eval;
-  if (cfg.server.evaluate) {
+  if (test) {
     auto e = make_evaluator(cfg.clients, std::move(test), cores());
     if (!e)
       return e.err();
@@ -155,10 +201,10 @@ int run_simulate(const options& opts) {
   auto cfg = load(opts, config_role::simulate);
   if (!cfg)
     return failed(to_string(cfg.err()));
-  auto train = load_images(cfg->data, "train");
-  auto test = load_images(cfg->data, "t10k");
-  if (!train || !test)
-    return failed(to_string(!train ? train.err() : test.err()));
+  auto test = test_set_for(*cfg);
+  if (!test)
+    return failed(to_string(test.err()));
+  auto train = std::make_shared<lazy_train_set>(cfg->data);
   auto n = cfg->server.num_clients;
   auto threads_per_client = std::max(1u, cores() / n);
   run_report report;
@@ -177,7 +223,7 @@ int run_simulate(const options& opts) {
                             cfg->server.comm.stream.idle_timeout_s * 1000)}};
       clients.push_back(
           spawn_client(sys, side->server, co,
-                       local_trainer(*train, cfg->data, i, threads_per_client),
+                       local_trainer(train, cfg->data, i, threads_per_client),
                        &client_reports[i]));
     }
     std::printf("simulating %u clients, %u rounds\n", n,
@@ -201,19 +247,15 @@ int run_server(const options& opts) {
   auto at = parse_uri(cfg->server.comm.server_uri);
   if (!at)
     return failed(to_string(at.err()));
-  dataset_ptr test;
-  if (cfg->server.evaluate) {
-    auto t = load_images(cfg->data, "t10k");
-    if (!t)
-      return failed(to_string(t.err()));
-    test = *t;
-  }
+  auto test = test_set_for(*cfg);
+  if (!test)
+    return failed(to_string(test.err()));
   run_report report;
   report.role = "server";
   {
     auto sc = make_system_config(4, true);
     caf::actor_system sys{sc};
-    auto side = spawn_from_config(sys, *cfg, test, &report);
+    auto side = spawn_from_config(sys, *cfg, *test, &report);
     if (!side)
       return failed(to_string(side.err()));
     auto port =
@@ -243,9 +285,7 @@ int run_client(const options& opts) {
   auto at = parse_uri(cc.comm.server_uri);
   if (!at)
     return failed(to_string(at.err()));
-  auto train = load_images(cc.data, "train");
-  if (!train)
-    return failed(to_string(train.err()));
+  auto train = std::make_shared<lazy_train_set>(cc.data);
   run_report report;
   report.role = "client";
   {
@@ -268,7 +308,7 @@ int run_client(const options& opts) {
                           cc.comm.stream.idle_timeout_s * 1000)}};
     auto client = spawn_client(
         sys, *server, co,
-        local_trainer(*train, cc.data, cc.data.client_index, cc.num_threads),
+        local_trainer(train, cc.data, cc.data.client_index, cc.num_threads),
         &report);
     await_all(sys, {client});
   }

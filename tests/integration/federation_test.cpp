@@ -13,6 +13,8 @@
 #include "actors/federation.hpp"
 #include "actors/protocol.hpp"
 #include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/dummy_trainer.hpp"
+#include "fedcaf/element.hpp"
 
 using namespace fedcaf;
 using namespace std::chrono_literals;
@@ -105,6 +107,9 @@ public:
   result<eval_metrics> evaluate(const const_model_view& model) override {
     std::lock_guard<std::mutex> guard{mtx_};
     last_ = floats_of(model);
+    last_bytes_.clear();
+    for (auto t : model.tensors)
+      last_bytes_.insert(last_bytes_.end(), t.begin(), t.end());
     ++count_;
     return eval_metrics{0.5, 0.5, 1};
   }
@@ -116,10 +121,15 @@ public:
     std::lock_guard<std::mutex> guard{mtx_};
     return count_;
   }
+  std::vector<std::byte> last_bytes() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    return last_bytes_;
+  }
 
 private:
   std::mutex mtx_;
   model_floats last_;
+  std::vector<std::byte> last_bytes_;
   int count_ = 0;
 };
 
@@ -452,5 +462,53 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
     CHECK(std::memcmp(t.data(), update.data() + at, t.size() * sizeof(float)) ==
           0);
     at += t.size();
+  }
+}
+
+TEST_CASE("dummy clients adding 0.5 move the model by exactly 0.5 a round") {
+  for (auto type : {dtype::float32, dtype::bfloat16, dtype::float16}) {
+    CAPTURE(dtype_name(type));
+    auto layout = synthetic_layout(8, 300000, type);
+    auto initial = synthetic_model(layout, 9);
+    // The expected model, element by element: init + 3 rounds x 0.5.
+    auto expected = synthetic_model(layout, 9);
+    auto* base = expected.bytes.data();
+    for (const auto& t : layout.tensors) {
+      for (size_t i = 0; i < t.byte_size / dtype_bytes(t.type); ++i)
+        store_element(t.type, base, i, load_element(t.type, base, i) + 1.5f);
+      base += t.byte_size;
+    }
+    run_options o;
+    o.clients = 2;
+    o.rounds = 3;
+    o.chunk_bytes = 4096;
+    auto eval = std::make_shared<capturing_evaluator>();
+    run_report report;
+    {
+      auto cfg = test_system_config();
+      caf::actor_system sys{cfg};
+      auto side = spawn_server_side(sys, std::move(initial), side_options(o),
+                                    eval, &report);
+      REQUIRE(side);
+      std::vector<run_report> client_reports(o.clients);
+      std::vector<caf::actor> clients;
+      for (uint32_t k = 0; k < o.clients; ++k) {
+        auto factory =
+            [layout](const client_configs&,
+                     const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+          return make_dummy_trainer(layout, 0.5f, 1);
+        };
+        clients.push_back(spawn_client(sys, side->server,
+                                       {"D" + std::to_string(k), 10000ms},
+                                       factory, &client_reports[k]));
+      }
+      await_down(sys, {side->server});
+      await_down(sys, clients);
+      side->shut_down(sys);
+    }
+    CHECK(report.failure == "");
+    auto got = eval->last_bytes();
+    REQUIRE(got.size() == expected.bytes.size());
+    CHECK(std::memcmp(got.data(), expected.bytes.data(), got.size()) == 0);
   }
 }

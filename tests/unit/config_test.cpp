@@ -139,3 +139,28 @@ TEST_CASE("malformed YAML is an error, not an exception") {
                                     config_role::server));
   CHECK(contains(msg, "bad.yaml"));
 }
+
+TEST_CASE(
+    "a synthetic model takes its size and dtype, and needs the dummy trainer") {
+  auto c =
+      load_config(embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+                  {"client_configs.model_configs={name: synthetic, "
+                   "num_tensors: 8, total_bytes: 4096, dtype: bfloat16}",
+                   "client_configs.train_configs={trainer: dummy, add: 0.5}"});
+  REQUIRE(c);
+  CHECK(c->clients.model.model_name == "synthetic");
+  CHECK(c->clients.model.dtype == "bfloat16");
+  CHECK(c->clients.train.add == doctest::Approx(0.5));
+  auto back = parse_client_configs(client_configs_yaml(*c));
+  REQUIRE(back);
+  CHECK(back->model.total_bytes == 4096);
+  auto msg = message_of(
+      load_config(embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+                  {"client_configs.model_configs.name=synthetic"}));
+  CHECK(contains(msg, "use trainer: dummy"));
+  CHECK(contains(
+      message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
+                             config_role::simulate,
+                             {"client_configs.model_configs.dtype=int8"})),
+      "dtype: must be one of float32, bfloat16, float16"));
+}

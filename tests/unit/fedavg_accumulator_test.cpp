@@ -1,4 +1,5 @@
 #include "fedcaf/fedavg_accumulator.hpp"
+#include "fedcaf/element.hpp"
 
 #include <cstring>
 
@@ -93,13 +94,46 @@ TEST_CASE("a chunk outside the plan or of the wrong size changes nothing") {
   CHECK(floats_of(*out) == std::vector<float>(32, 0.0f));
 }
 
-TEST_CASE("non-float32 models are refused with the tensor's name") {
+TEST_CASE("integer or mixed-dtype models are refused with the tensor's name") {
   manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {4}));
   m.tensors.push_back(make_tensor_info("h", dtype::bfloat16, {4}));
   auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, 64));
   REQUIRE_FALSE(acc);
   CHECK(acc.err().code == errc::unsupported_dtype);
   CHECK(acc.err().message.find("'h'") != std::string::npos);
+  manifest ints;
+  ints.tensors.push_back(make_tensor_info("steps", dtype::int64, {1}));
+  CHECK_FALSE(fedavg_accumulator::make(ints, *chunk_plan::make(ints, 64)));
+}
+
+TEST_CASE("16-bit models are summed in float and rounded once at the end") {
+  for (auto type : {dtype::bfloat16, dtype::float16}) {
+    CAPTURE(dtype_name(type));
+    manifest m;
+    m.tensors.push_back(make_tensor_info("w", type, {64}));
+    auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, 64));
+    REQUIRE(acc);
+    // Three clients: 1 + 1/256 is not representable in bf16, the mean of
+    // three such values is; summing in 16 bits would lose it.
+    std::vector<std::byte> x(128);
+    for (size_t i = 0; i < 64; ++i)
+      store_element(type, x.data(), i, 1.0f + static_cast<float>(i) / 64);
+    for (int k = 0; k < 3; ++k) {
+      acc->add_weight(1);
+      for (uint64_t s = 0; s < acc->plan().chunk_count(); ++s) {
+        const auto& e = acc->plan().extent(s);
+        REQUIRE(acc->fold(s, std::span{x}.subspan(e.model_offset, e.bytes),
+                          1));
+      }
+    }
+    auto out = acc->finalize();
+    REQUIRE(out);
+    REQUIRE(out->size() == 128);
+    for (size_t i = 0; i < 64; ++i)
+      CHECK(load_element(type, out->data(), i) ==
+            1.0f + static_cast<float>(i) / 64);
+  }
 }
 
 TEST_CASE("finalize without any weight is our bug, reported as internal") {

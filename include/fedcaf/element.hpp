@@ -1,0 +1,73 @@
+#pragma once
+// Conversions between the floating dtypes a model may have on the wire and
+// float, the type every accumulator sums in. Thread-safety: pure functions.
+
+#include <cstdint>
+#include <cstring>
+
+#include "fedcaf/manifest.hpp"
+
+namespace fedcaf {
+
+/// Returns true iff `t` is float32, bfloat16 or float16.
+inline bool is_floating(dtype t) {
+  return t == dtype::float32 || t == dtype::bfloat16 || t == dtype::float16;
+}
+
+inline float bf16_to_float(uint16_t x) {
+  uint32_t bits = uint32_t{x} << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/// Rounds to nearest even, as PyTorch does; NaN stays NaN.
+inline uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+inline float f16_to_float(uint16_t x) {
+  _Float16 h;
+  std::memcpy(&h, &x, sizeof h);
+  return static_cast<float>(h);
+}
+
+inline uint16_t float_to_f16(float f) {
+  auto h = static_cast<_Float16>(f);
+  uint16_t x;
+  std::memcpy(&x, &h, sizeof x);
+  return x;
+}
+
+/// Reads element i of an array of `t` as float. REQUIRES: is_floating(t).
+inline float load_element(dtype t, const std::byte* base, size_t i) {
+  if (t == dtype::float32) {
+    float f;
+    std::memcpy(&f, base + i * 4, 4);
+    return f;
+  }
+  uint16_t x;
+  std::memcpy(&x, base + i * 2, 2);
+  return t == dtype::bfloat16 ? bf16_to_float(x) : f16_to_float(x);
+}
+
+/// Writes element i of an array of `t`. REQUIRES: is_floating(t).
+inline void store_element(dtype t, std::byte* base, size_t i, float v) {
+  if (t == dtype::float32) {
+    std::memcpy(base + i * 4, &v, 4);
+    return;
+  }
+  uint16_t x = t == dtype::bfloat16 ? float_to_bf16(v) : float_to_f16(v);
+  std::memcpy(base + i * 2, &x, 2);
+}
+
+/// Returns the one floating dtype all tensors of `m` share, or an error
+/// naming the first tensor that differs or is not floating.
+result<dtype> common_floating_dtype(const manifest& m);
+
+} // namespace fedcaf
