@@ -4,23 +4,49 @@
 
 #include "actors/protocol.hpp"
 #include "fedcaf/log.hpp"
+#include "fedcaf/safetensors.hpp"
 
 namespace fedcaf {
 
 namespace {
 
+std::string path_for_round(std::string pattern, uint32_t round) {
+  auto at = pattern.find("{round}");
+  if (at != std::string::npos)
+    pattern.replace(at, 7, std::to_string(round));
+  return pattern;
+}
+
+/// Writes the snapshot; returns an empty string or what went wrong.
+std::string save(const std::string& pattern, const model_snapshot& s) {
+  if (pattern.empty())
+    return {};
+  auto path = path_for_round(pattern, s.round);
+  auto ok = write_safetensors(path, s.layout, s.view(),
+                              {{"format", "pt"},
+                               {"fedcaf_round", std::to_string(s.round)},
+                               {"fedcaf_version", std::to_string(s.version)}});
+  if (!ok)
+    return "saving the global model: " + to_string(ok.err());
+  log_line("evaluator", "wrote the round " + std::to_string(s.round) +
+                            " global model to " + path);
+  return {};
+}
+
 caf::behavior evaluator_actor(caf::event_based_actor*,
-                              std::shared_ptr<evaluator> impl) {
+                              std::shared_ptr<evaluator> impl,
+                              std::string save_path) {
   return {
-      [impl](eval_atom, const snapshot_ptr& s) {
+      [impl, save_path](eval_atom, const snapshot_ptr& s) {
+        auto failure = save(save_path, *s);
         if (!impl)
-          return caf::make_message(false, 0.0, 0.0);
+          return caf::make_message(false, 0.0, 0.0, failure);
         auto m = impl->evaluate(s->view());
         if (!m) {
           log_line("evaluator", to_string(m.err()));
-          return caf::make_message(false, 0.0, 0.0);
+          return caf::make_message(false, 0.0, 0.0, failure);
         }
-        return caf::make_message(true, m->loss, m->accuracy);
+        return caf::make_message(true, m->loss, m->accuracy, failure);
       },
   };
 }
@@ -28,8 +54,10 @@ caf::behavior evaluator_actor(caf::event_based_actor*,
 } // namespace
 
 caf::actor spawn_evaluator(caf::actor_system& sys,
-                           std::shared_ptr<evaluator> impl) {
-  return sys.spawn<caf::detached>(evaluator_actor, std::move(impl));
+                           std::shared_ptr<evaluator> impl,
+                           std::string save_path) {
+  return sys.spawn<caf::detached>(evaluator_actor, std::move(impl),
+                                  std::move(save_path));
 }
 
 } // namespace fedcaf

@@ -1,9 +1,12 @@
 #pragma once
-// The evaluator: tests each published global model on the test set, on a
-// thread of its own so training and streaming never wait for it.
-// (eval_atom, snapshot_ptr) -> (evaluated, loss, accuracy).
+// The evaluator: takes each published global model, tests it on the test set
+// and, if asked, writes it to a safetensors file, on a thread of its own so
+// training and streaming never wait for it.
+// (eval_atom, snapshot_ptr) -> (evaluated, loss, accuracy, failure); failure
+// is empty unless saving failed.
 
 #include <memory>
+#include <string>
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
@@ -12,8 +15,10 @@
 
 namespace fedcaf {
 
-/// Spawns a detached evaluator. A null `impl` answers evaluated = false.
+/// Spawns a detached evaluator. A null `impl` answers evaluated = false; an
+/// empty `save_path` saves nothing; "{round}" in it becomes the round.
 caf::actor spawn_evaluator(caf::actor_system& sys,
-                           std::shared_ptr<evaluator> impl);
+                           std::shared_ptr<evaluator> impl,
+                           std::string save_path);
 
 } // namespace fedcaf

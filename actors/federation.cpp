@@ -30,7 +30,8 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   if (!aggregator)
     return aggregator.err();
   side.aggregator = *aggregator;
-  side.evaluator = spawn_evaluator(sys, std::move(eval));
+  side.evaluator = spawn_evaluator(sys, std::move(eval),
+                                   std::move(options.save_global_model));
   side.scheduler = spawn_scheduler(sys, side.aggregator, options.scheduler);
   side.server = spawn_server(sys, std::move(snapshot),
                              {side.scheduler, side.aggregator, side.evaluator},

@@ -31,6 +31,8 @@ struct server_side {
 struct server_side_options {
   scheduler_options scheduler;
   server_options server;
+  /// Where each global model is written (see spawn_evaluator); empty: none.
+  std::string save_global_model;
   /// Test seam: a slow consumer (see aggregator_options).
   std::chrono::microseconds fold_delay{0};
 };

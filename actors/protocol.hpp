@@ -4,22 +4,26 @@
 // frame, possibly an error frame. Messages inside the server process may
 // carry a snapshot_ptr, which never crosses a process boundary.
 //
-//   client -> server      (hello_atom, frame)  -> welcome
-//   server -> client      (round_atom, frame)     round start, no reply
-//   client -> server      (fetch_atom, frame)  -> chunk of the global model
-//   client -> server      (offer_atom, frame)  -> accept   (via scheduler,
-//   aggregator) client -> server      (chunk_atom, frame)  -> credit   (via
-//   aggregator) client -> server      (end_atom, frame)    -> stream closed
-//   (via aggregator) server -> client      (done_atom, frame)      the run
-//   ended, no reply
+//   client -> server     (hello_atom, frame) -> welcome
+//   server -> client     (round_atom, frame)    round start, no reply
+//   client -> server     (fetch_atom, frame) -> chunk of the global model
+//   client -> server     (offer_atom, frame) -> accept (via the scheduler,
+//                                               then the aggregator)
+//   client -> server     (chunk_atom, frame) -> credit (via the aggregator)
+//   client -> server     (end_atom, frame)   -> stream closed (via the
+//                                               aggregator)
+//   server -> client     (done_atom, frame)     the run ended, no reply
 //
-//   server -> scheduler   (join_atom, id) / (leave_atom, id, reason)
-//   scheduler -> server   (start_atom, round) / (stop_atom, reason)
-//   scheduler -> aggr.    (open_atom, id, round, weight, digest, bytes, chunks)
-//   -> accept aggr. -> scheduler    (update_atom, id, round) scheduler -> aggr.
-//   (finalize_atom, round) -> snapshot_ptr scheduler -> server   (publish_atom,
-//   round, snapshot_ptr, clients, loss) -> true server -> evaluator (eval_atom,
-//   snapshot_ptr) -> (evaluated, loss, accuracy)
+//   server -> scheduler  (join_atom, id), (leave_atom, id, reason)
+//   scheduler -> server  (start_atom, round), (stop_atom, reason)
+//   scheduler -> aggr.   (open_atom, notify, id, round, weight, digest,
+//                         bytes, chunks) -> accept
+//   aggr. -> scheduler   (update_atom, id, round)
+//   scheduler -> aggr.   (finalize_atom, round) -> snapshot_ptr
+//   scheduler -> server  (publish_atom, round, snapshot_ptr, clients, loss)
+//                        -> go on (false: the server stopped the run)
+//   server -> evaluator  (eval_atom, snapshot_ptr)
+//                        -> (evaluated, loss, accuracy, failure)
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>

@@ -98,8 +98,10 @@ private:
         ->request(server_, caf::infinite, publish_atom::value, r,
                   std::move(next), clients, loss)
         .then(
-            [this, r](bool) {
-              if (r < options_.num_rounds)
+            [this, r](bool go_on) {
+              if (!go_on) // the server stopped the run and said why
+                stopped_ = true;
+              else if (r < options_.num_rounds)
                 start_round(r + 1);
               else
                 stop("");

@@ -115,15 +115,17 @@ public:
     record.clients = clients;
     self_->request(peers_.evaluator, caf::infinite, eval_atom::value, snapshot_)
         .then(
-            [this, rp, record](bool evaluated, double loss,
-                               double accuracy) mutable {
+            [this, rp, record](bool evaluated, double loss, double accuracy,
+                               const std::string& failure) mutable {
               if (evaluated) {
                 record.test_accuracy = accuracy;
                 record.test_loss = loss;
                 last_metrics_ = {record.round, accuracy, loss, true};
               }
               finish_round(record);
-              rp.deliver(true);
+              if (!failure.empty())
+                stop(failure);
+              rp.deliver(failure.empty());
             },
             [this, rp, record](caf::error&) mutable {
               finish_round(record);

@@ -164,7 +164,11 @@ void read(section s, train_config& t) {
 
 void read(section s, model_config& m) {
   auto key = s.has("name") ? "name" : "model_name";
-  s.one_of(key, m.model_name, {"CNN", "synthetic"});
+  s.one_of(key, m.model_name, {"CNN", "synthetic", "llama"});
+  s.one_of("preset", m.preset, {"llama-3.2-1b", "llama-3.1-8b", "llama-tiny"});
+  s.get("path", m.path);
+  if (!m.path.empty() && !std::filesystem::is_regular_file(m.path))
+    s.fail("path", "'" + m.path + "' is not a file");
   s.get("seed", m.seed);
   s.get("num_tensors", m.num_tensors, 1);
   s.get("total_bytes", m.total_bytes, 64);
@@ -183,9 +187,10 @@ void read(section s, model_config& m) {
 void read(section s, client_configs& c) {
   read(s.child("train_configs"), c.train);
   read(s.child("model_configs"), c.model);
-  if (c.model.model_name == "synthetic" && c.train.trainer != "dummy")
-    s.fail("train_configs.trainer",
-           "a synthetic model has no data to train on; use trainer: dummy");
+  if (c.model.model_name != "CNN" && c.train.trainer != "dummy")
+    s.fail("train_configs.trainer", "a " + c.model.model_name +
+                                        " model has no data to train on "
+                                        "here; use trainer: dummy");
 }
 
 void read(section s, data_config& d, bool needs_partition) {
@@ -252,6 +257,13 @@ void read(section s, server_config& sc) {
       .one_of("client_weights_mode", sc.client_weights_mode,
               {"equal", "sample_size"});
   s.get("evaluate", sc.evaluate);
+  s.get("save_global_model", sc.save_global_model);
+  if (!sc.save_global_model.empty()) {
+    auto dir = std::filesystem::path{sc.save_global_model}.parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      s.fail("save_global_model",
+             "directory '" + dir.string() + "' does not exist");
+  }
   std::string device = "cpu";
   s.one_of("device", device, {"cpu"});
   read(s.child("comm_configs"), sc.comm);

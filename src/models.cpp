@@ -1,9 +1,46 @@
 #include "fedcaf/models.hpp"
 
+#include <cstring>
+
 #include "fedcaf/dummy_trainer.hpp"
+#include "fedcaf/llama.hpp"
+#include "fedcaf/safetensors.hpp"
 #include "fedcaf/trainer.hpp"
 
 namespace fedcaf {
+
+namespace {
+
+/// The layout the model's name and sizes describe (ignoring `path`).
+result<manifest> named_layout(const model_config& cfg) {
+  auto type = parse_dtype(cfg.dtype);
+  if (cfg.model_name == "synthetic")
+    return synthetic_layout(cfg.num_tensors, cfg.total_bytes, type);
+  if (cfg.model_name == "llama")
+    return llama_layout(cfg.preset, type);
+  auto cnn = make_initial_model(cfg);
+  if (!cnn)
+    return cnn.err();
+  return cnn->layout;
+}
+
+/// Opens model_configs.path and checks it against a CNN's layout.
+result<safetensors_file> open_model_file(const model_config& cfg) {
+  auto file = safetensors_file::open(cfg.path);
+  if (!file)
+    return file.err();
+  if (cfg.model_name == "CNN") {
+    auto cnn = named_layout(cfg);
+    if (!cnn)
+      return cnn.err();
+    if (!(*cnn == file->layout()))
+      return error{errc::manifest_mismatch,
+                   cfg.path + ": its tensors are not those of the CNN"};
+  }
+  return file;
+}
+
+} // namespace
 
 dtype parse_dtype(const std::string& name) {
   if (name == "bfloat16")
@@ -14,21 +51,35 @@ dtype parse_dtype(const std::string& name) {
 }
 
 result<manifest> model_layout(const model_config& cfg) {
-  if (cfg.model_name == "synthetic")
-    return synthetic_layout(cfg.num_tensors, cfg.total_bytes,
-                            parse_dtype(cfg.dtype));
-  auto cnn = make_initial_model(cfg);
-  if (!cnn)
-    return cnn.err();
-  return cnn->layout;
+  if (cfg.path.empty())
+    return named_layout(cfg);
+  auto file = open_model_file(cfg);
+  if (!file)
+    return file.err();
+  return file->layout();
 }
 
 result<model_snapshot> initial_model(const model_config& cfg) {
-  if (cfg.model_name == "synthetic")
-    return synthetic_model(synthetic_layout(cfg.num_tensors, cfg.total_bytes,
-                                            parse_dtype(cfg.dtype)),
-                           cfg.seed);
-  return make_initial_model(cfg);
+  if (!cfg.path.empty()) {
+    auto file = open_model_file(cfg);
+    if (!file)
+      return file.err();
+    model_snapshot s;
+    s.layout = file->layout();
+    s.bytes = byte_buffer::uninitialized(s.layout.total_bytes());
+    size_t at = 0;
+    for (auto t : file->view().tensors) {
+      std::memcpy(s.bytes.data() + at, t.data(), t.size());
+      at += t.size();
+    }
+    return s;
+  }
+  if (cfg.model_name == "CNN")
+    return make_initial_model(cfg);
+  auto layout = named_layout(cfg);
+  if (!layout)
+    return layout.err();
+  return synthetic_model(*layout, cfg.seed);
 }
 
 bool has_evaluation(const model_config& cfg) {

@@ -36,12 +36,16 @@ struct train_config {
 
 /// client_configs.model_configs.
 struct model_config {
-  /// `name` (or APPFL's `model_name`): CNN | synthetic.
+  /// `name` (or APPFL's `model_name`): CNN | synthetic | llama.
   std::string model_name = "CNN";
+  std::string preset = "llama-tiny"; ///< llama: a Hugging Face shape preset
+  /// A safetensors file holding the initial model; its layout is the
+  /// model's (for CNN it must match the network). Empty: drawn from seed.
+  std::string path;
   /// synthetic: float tensors of about equal size adding up to total_bytes.
   uint32_t num_tensors = 64;
   uint64_t total_bytes = 64 << 20;
-  std::string dtype = "float32"; ///< float32 | bfloat16 | float16
+  std::string dtype = "float32"; ///< float32 | bfloat16 | float16 (not CNN)
   uint32_t num_channel = 1;
   uint32_t num_classes = 10;
   uint32_t num_pixel = 28;
@@ -88,6 +92,9 @@ struct server_config {
   std::string aggregator = "FedAvgAggregator";
   std::string client_weights_mode = "equal"; ///< equal | sample_size
   bool evaluate = true; ///< evaluate each global model on the test set
+  /// Write each new global model to this safetensors file ("{round}" is
+  /// replaced by the round number); empty: do not save.
+  std::string save_global_model;
   comm_config comm;
 };
 

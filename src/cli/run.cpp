@@ -142,6 +142,7 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.server.chunk_bytes = *chunk_bytes;
   so.server.window = comm.stream.window;
   so.server.client_configs_yaml = client_configs_yaml(cfg);
+  so.save_global_model = cfg.server.save_global_model;
   return spawn_server_side(sys, std::move(*initial), std::move(so),
                            std::move(eval), report);
 }

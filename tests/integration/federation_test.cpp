@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 
 #include <caf/all.hpp>
@@ -15,6 +16,7 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/element.hpp"
+#include "fedcaf/safetensors.hpp"
 
 using namespace fedcaf;
 using namespace std::chrono_literals;
@@ -483,12 +485,17 @@ TEST_CASE("dummy clients adding 0.5 move the model by exactly 0.5 a round") {
     o.rounds = 3;
     o.chunk_bytes = 4096;
     auto eval = std::make_shared<capturing_evaluator>();
+    auto saved = (std::filesystem::temp_directory_path() /
+                  ("fedcaf_dummy_" + std::to_string(::getpid()) +
+                   "_{round}.safetensors"))
+                     .string();
     run_report report;
     {
       auto cfg = test_system_config();
       caf::actor_system sys{cfg};
-      auto side = spawn_server_side(sys, std::move(initial), side_options(o),
-                                    eval, &report);
+      auto so = side_options(o);
+      so.save_global_model = saved;
+      auto side = spawn_server_side(sys, std::move(initial), so, eval, &report);
       REQUIRE(side);
       std::vector<run_report> client_reports(o.clients);
       std::vector<caf::actor> clients;
@@ -510,5 +517,24 @@ TEST_CASE("dummy clients adding 0.5 move the model by exactly 0.5 a round") {
     auto got = eval->last_bytes();
     REQUIRE(got.size() == expected.bytes.size());
     CHECK(std::memcmp(got.data(), expected.bytes.data(), got.size()) == 0);
+    // Each round's model went to its own safetensors file; the last one is
+    // the expected model, byte for byte.
+    for (int r = 1; r <= 3; ++r) {
+      auto path = saved;
+      path.replace(path.find("{round}"), 7, std::to_string(r));
+      auto file = safetensors_file::open(path);
+      REQUIRE(file);
+      CHECK(file->layout() == layout);
+      CHECK(file->metadata().at("fedcaf_round") == std::to_string(r));
+      if (r == 3) {
+        size_t at = 0;
+        for (auto t : file->view().tensors) {
+          CHECK(std::memcmp(t.data(), expected.bytes.data() + at, t.size()) ==
+                0);
+          at += t.size();
+        }
+      }
+      std::filesystem::remove(path);
+    }
   }
 }

@@ -1,5 +1,5 @@
-#include "fedcaf/fedavg_accumulator.hpp"
 #include "fedcaf/element.hpp"
+#include "fedcaf/fedavg_accumulator.hpp"
 
 #include <cstring>
 
@@ -123,8 +123,7 @@ TEST_CASE("16-bit models are summed in float and rounded once at the end") {
       acc->add_weight(1);
       for (uint64_t s = 0; s < acc->plan().chunk_count(); ++s) {
         const auto& e = acc->plan().extent(s);
-        REQUIRE(acc->fold(s, std::span{x}.subspan(e.model_offset, e.bytes),
-                          1));
+        REQUIRE(acc->fold(s, std::span{x}.subspan(e.model_offset, e.bytes), 1));
       }
     }
     auto out = acc->finalize();

@@ -1,0 +1,65 @@
+#pragma once
+// safetensors (the Hugging Face format): an 8-byte little-endian header
+// length, a JSON header naming each tensor's dtype, shape and data offsets,
+// then the tensor bytes. Reading memory-maps the file and hands out views
+// into the mapping (zero copy); writing streams tensor by tensor into a
+// temporary file that replaces the target only when complete.
+// Thread-safety: a safetensors_file is immutable; share it read-only.
+
+#include <map>
+#include <string>
+
+#include "fedcaf/error.hpp"
+#include "fedcaf/manifest.hpp"
+
+namespace fedcaf {
+
+/// A read-only, memory-mapped safetensors file. Move-only; unmaps on
+/// destruction, which invalidates every view it handed out.
+class safetensors_file {
+public:
+  /// Maps `path` and validates its header: JSON, known dtypes, offsets that
+  /// tile the data region exactly, sizes that match shapes. Returns an error
+  /// naming the file and the problem otherwise.
+  static result<safetensors_file> open(const std::string& path);
+
+  safetensors_file(safetensors_file&& other) noexcept;
+  safetensors_file& operator=(safetensors_file&& other) noexcept;
+  safetensors_file(const safetensors_file&) = delete;
+  ~safetensors_file();
+
+  /// The tensors in file order (ascending data offsets).
+  const manifest& layout() const { return layout_; }
+
+  /// Views of the tensors in layout order, pointing into the mapping.
+  const_model_view view() const;
+
+  /// The header's "__metadata__" entries.
+  const std::map<std::string, std::string>& metadata() const {
+    return metadata_;
+  }
+
+private:
+  safetensors_file() = default;
+
+  manifest layout_;
+  std::map<std::string, std::string> metadata_;
+  const std::byte* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  size_t data_offset_ = 0;
+};
+
+/// Writes the tensors of `model` (laid out as `layout`) to `path` with the
+/// given metadata, in layout order. The file appears complete or not at all
+/// (written to "<path>.tmp", then renamed). Returns an error iff a write
+/// fails.
+result<void>
+write_safetensors(const std::string& path, const manifest& layout,
+                  const const_model_view& model,
+                  const std::map<std::string, std::string>& metadata = {});
+
+/// Returns the dtype for a safetensors spelling ("F32", "BF16", ...), or an
+/// error iff the spelling is unknown.
+result<dtype> dtype_from_name(const std::string& name);
+
+} // namespace fedcaf
