@@ -11,6 +11,7 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/fedavg_accumulator.hpp"
 #include "fedcaf/log.hpp"
+#include "fedcaf/window_accumulator.hpp"
 
 namespace fedcaf {
 
@@ -29,13 +30,26 @@ struct upload_stream {
 // State machine: collecting (streams open and close) -> finalize_atom ->
 // collecting the next round. A chunk is validated in full before it touches
 // the accumulator, so a refused chunk leaves it unchanged.
+//
+// Memory modes. ram: a model-sized sum (fedavg_accumulator); a chunk's
+// credit returns as soon as it is folded. window: only `window` positions are
+// open (window_accumulator); the credit for chunk k returns when position k
+// has been averaged into the global model, so no client runs ahead of the
+// window. The global model is then written in place: safe because a position
+// completes only after every expected client opened its stream, that is,
+// after every client finished downloading this round's model, and the next
+// round's downloads start only after finalize.
 class aggregator_state {
 public:
   aggregator_state(std::shared_ptr<model_snapshot> initial,
-                   aggregator_options options, fedavg_accumulator acc)
+                   aggregator_options options,
+                   std::optional<fedavg_accumulator> ram,
+                   std::optional<window_accumulator> window)
       : layout_(initial->layout), digest_(digest(initial->layout)),
-        version_(initial->version), options_(options), acc_(std::move(acc)),
-        plan_(acc_.plan()), current_(std::move(initial)),
+        version_(initial->version), options_(options), ram_(std::move(ram)),
+        window_(std::move(window)),
+        plan_(ram_ ? ram_->plan() : window_->plan()),
+        current_(std::move(initial)),
         refusals_("aggregator", options_.refusals) {}
 
   void attach(caf::event_based_actor* self) { self_ = self; }
@@ -52,18 +66,27 @@ public:
     recycle_previous();
     auto stream_id = next_stream_id_++;
     streams_[stream_id] = {id, round, weight, 0, 0, notify};
-    acc_.add_weight(weight);
+    if (ram_)
+      ram_->add_weight(weight);
+    else
+      window_->add_weight(weight);
     return msg::encode(msg::accept{stream_id, options_.window});
   }
 
-  frame consume(const frame& f) {
+  caf::result<frame> consume(const frame& f) {
     auto c = msg::decode_chunk(f, plan_.chunk_bytes());
     if (!c)
       return refuse(c.err());
     auto ok = fold(*c);
     if (!ok)
       return refuse(ok.err());
-    return msg::encode(msg::credit{c->header.stream_id, c->header.sequence});
+    const auto& h = c->header;
+    if (ram_)
+      return msg::encode(msg::credit{h.stream_id, h.sequence});
+    auto rp = self_->make_response_promise<frame>();
+    held_[h.sequence].emplace_back(rp, h.stream_id);
+    advance_window();
+    return rp;
   }
 
   frame close(const frame& f) {
@@ -92,14 +115,23 @@ public:
     if (!streams_.empty())
       return error{errc::internal, std::to_string(streams_.size()) +
                                        " streams still open at finalize"};
-    auto bytes = acc_.finalize();
-    if (!bytes)
-      return bytes.err();
     auto next = std::make_shared<model_snapshot>();
+    if (ram_) {
+      auto bytes = ram_->finalize();
+      if (!bytes)
+        return bytes.err();
+      next->bytes = std::move(*bytes);
+    } else {
+      if (!window_->finish_round())
+        return error{errc::internal, "finalize before every position was "
+                                     "averaged"};
+      // The model was averaged in place; it moves on to the new snapshot
+      // (nobody reads the old one any more, see above).
+      next->bytes = std::move(current_->bytes);
+    }
     next->layout = layout_;
     next->version = ++version_;
     next->round = round;
-    next->bytes = std::move(*bytes);
     previous_ = std::move(current_);
     current_ = next;
     return snapshot_ptr{std::move(next)};
@@ -109,8 +141,8 @@ private:
   /// Once the server has dropped the global model before the current one,
   /// its memory becomes the next sum: no allocation, no page faults.
   void recycle_previous() {
-    if (previous_ && previous_.use_count() == 1) {
-      acc_.recycle(std::move(previous_->bytes));
+    if (ram_ && previous_ && previous_.use_count() == 1) {
+      ram_->recycle(std::move(previous_->bytes));
       previous_.reset();
     }
   }
@@ -129,11 +161,25 @@ private:
       return ok;
     if (options_.fold_delay.count() > 0)
       std::this_thread::sleep_for(options_.fold_delay);
-    if (auto ok = acc_.fold(h.sequence, c.bytes, s.weight); !ok)
+    auto ok = ram_ ? ram_->fold(h.sequence, c.bytes, s.weight)
+                   : window_->fold(h.sequence, c.bytes, s.weight);
+    if (!ok)
       return ok;
     ++s.next_sequence;
     s.bytes += c.bytes.size();
     return {};
+  }
+
+  /// Averages every complete position into the global model and returns
+  /// the credits held for it.
+  void advance_window() {
+    while (window_->ready()) {
+      auto seq = window_->low();
+      window_->finalize_next(current_->bytes.bytes());
+      for (auto& [rp, stream] : held_[seq])
+        rp.deliver(msg::encode(msg::credit{stream, seq}));
+      held_.erase(seq);
+    }
   }
 
   frame refuse(const error& e) const { return refusals_.refuse(e); }
@@ -143,7 +189,12 @@ private:
   uint64_t digest_;
   uint64_t version_;
   aggregator_options options_;
-  fedavg_accumulator acc_;
+  std::optional<fedavg_accumulator> ram_;
+  std::optional<window_accumulator> window_;
+  /// window mode: credits held until their position is averaged.
+  std::map<uint64_t,
+           std::vector<std::pair<caf::typed_response_promise<frame>, uint64_t>>>
+      held_;
   const chunk_plan& plan_;                   ///< the accumulator's
   std::shared_ptr<model_snapshot> current_;  ///< last published
   std::shared_ptr<model_snapshot> previous_; ///< published before that
@@ -182,11 +233,23 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
   auto plan = chunk_plan::make(initial->layout, options.chunk_bytes);
   if (!plan)
     return plan.err();
-  auto acc = fedavg_accumulator::make(initial->layout, std::move(*plan));
-  if (!acc)
-    return acc.err();
-  auto state = std::make_shared<aggregator_state>(std::move(initial), options,
-                                                  std::move(*acc));
+  std::optional<fedavg_accumulator> ram;
+  std::optional<window_accumulator> window;
+  if (options.window_contributors == 0) {
+    auto acc = fedavg_accumulator::make(initial->layout, std::move(*plan));
+    if (!acc)
+      return acc.err();
+    ram.emplace(std::move(*acc));
+  } else {
+    auto acc =
+        window_accumulator::make(initial->layout, std::move(*plan),
+                                 options.window, options.window_contributors);
+    if (!acc)
+      return acc.err();
+    window.emplace(std::move(*acc));
+  }
+  auto state = std::make_shared<aggregator_state>(
+      std::move(initial), options, std::move(ram), std::move(window));
   return sys.spawn(aggregator_actor, std::move(state));
 }
 

@@ -19,6 +19,9 @@ namespace fedcaf {
 struct aggregator_options {
   uint64_t chunk_bytes = 1 << 20; ///< chunk size of upload streams
   uint32_t window = 4;            ///< credits granted per stream
+  /// 0: ram mode (a model-sized sum). N > 0: window mode for a sync round of
+  /// exactly N clients: `window` open positions, averaged in place.
+  uint32_t window_contributors = 0;
   /// Test seam: time spent on every chunk before it is consumed (a slow
   /// aggregator). Zero in production.
   std::chrono::microseconds fold_delay{0};

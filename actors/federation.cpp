@@ -23,10 +23,14 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   options.scheduler.refusals = refusals;
   options.server.refusals = refusals;
   auto snapshot = std::make_shared<model_snapshot>(std::move(initial));
-  auto aggregator =
-      spawn_aggregator(sys, snapshot,
-                       {options.server.chunk_bytes, options.server.window,
-                        options.fold_delay, refusals});
+  aggregator_options ao;
+  ao.chunk_bytes = options.server.chunk_bytes;
+  ao.window = options.server.window;
+  ao.window_contributors =
+      options.memory_mode == "window" ? options.scheduler.num_clients : 0;
+  ao.fold_delay = options.fold_delay;
+  ao.refusals = refusals;
+  auto aggregator = spawn_aggregator(sys, snapshot, ao);
   if (!aggregator)
     return aggregator.err();
   side.aggregator = *aggregator;

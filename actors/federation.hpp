@@ -31,6 +31,9 @@ struct server_side {
 struct server_side_options {
   scheduler_options scheduler;
   server_options server;
+  /// ram: a model-sized sum. window: bounded open positions, averaged in
+  /// place (sync rounds of exactly scheduler.num_clients clients).
+  std::string memory_mode = "ram";
   /// Where each global model is written (see spawn_evaluator); empty: none.
   std::string save_global_model;
   /// Test seam: a slow consumer (see aggregator_options).

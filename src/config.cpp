@@ -257,6 +257,7 @@ void read(section s, server_config& sc) {
       .one_of("client_weights_mode", sc.client_weights_mode,
               {"equal", "sample_size"});
   s.get("evaluate", sc.evaluate);
+  s.one_of("memory_mode", sc.memory_mode, {"ram", "window"});
   s.get("save_global_model", sc.save_global_model);
   if (!sc.save_global_model.empty()) {
     auto dir = std::filesystem::path{sc.save_global_model}.parent_path();

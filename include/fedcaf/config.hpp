@@ -92,6 +92,10 @@ struct server_config {
   std::string aggregator = "FedAvgAggregator";
   std::string client_weights_mode = "equal"; ///< equal | sample_size
   bool evaluate = true; ///< evaluate each global model on the test set
+  /// ram: global model + a model-sized sum (about 2 x model). window: only
+  /// stream_configs.window chunk positions open, each averaged into the
+  /// global model as soon as every client delivered it (about 1 x model).
+  std::string memory_mode = "ram";
   /// Write each new global model to this safetensors file ("{round}" is
   /// replaced by the round number); empty: do not save.
   std::string save_global_model;

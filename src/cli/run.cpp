@@ -143,6 +143,7 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.server.window = comm.stream.window;
   so.server.client_configs_yaml = client_configs_yaml(cfg);
   so.save_global_model = cfg.server.save_global_model;
+  so.memory_mode = cfg.server.memory_mode;
   return spawn_server_side(sys, std::move(*initial), std::move(so),
                            std::move(eval), report);
 }

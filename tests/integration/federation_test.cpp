@@ -174,6 +174,7 @@ struct run_options {
   uint32_t window = 4;
   std::string weights = "equal";
   std::chrono::microseconds fold_delay{0};
+  std::string memory_mode = "ram";
 };
 
 void await_down(caf::actor_system& sys, const std::vector<caf::actor>& xs) {
@@ -201,6 +202,7 @@ server_side_options side_options(const run_options& o) {
   so.server.client_configs_yaml = "{}";
   so.server.linger = 2000ms;
   so.fold_delay = o.fold_delay;
+  so.memory_mode = o.memory_mode;
   return so;
 }
 
@@ -255,49 +257,57 @@ void check_close(const model_floats& got, const model_floats& want) {
 TEST_CASE("incremental FedAvg equals whole-model FedAvg for any chunk size") {
   auto layout = test_layout();
   // 64 and 4096 split tensors; 1 MiB packs the whole model in one chunk.
-  for (uint64_t chunk : {64u, 200u, 4096u, 65536u, 1u << 20}) {
-    for (const char* weights : {"equal", "sample_size"}) {
-      CAPTURE(chunk);
-      CAPTURE(weights);
-      run_options o;
-      o.chunk_bytes = chunk;
-      o.weights = weights;
-      o.rounds = 2;
-      auto run = run_federation(o);
-      CHECK(run.server.failure == "");
-      REQUIRE(run.server.rounds.size() == 2);
-      CHECK(run.evaluations == 2);
-      check_close(run.final_model,
-                  reference_fedavg(layout, o.clients, o.rounds,
-                                   std::string{weights} == "sample_size"));
-      for (const auto& c : run.clients) {
-        CHECK(c.failure == "");
-        CHECK(c.rounds.size() == 2);
+  for (const char* mode : {"ram", "window"}) {
+    for (uint64_t chunk : {64u, 200u, 4096u, 65536u, 1u << 20}) {
+      for (const char* weights : {"equal", "sample_size"}) {
+        CAPTURE(mode);
+        CAPTURE(chunk);
+        CAPTURE(weights);
+        run_options o;
+        o.memory_mode = mode;
+        o.chunk_bytes = chunk;
+        o.weights = weights;
+        o.rounds = 2;
+        auto run = run_federation(o);
+        CHECK(run.server.failure == "");
+        REQUIRE(run.server.rounds.size() == 2);
+        CHECK(run.evaluations == 2);
+        check_close(run.final_model,
+                    reference_fedavg(layout, o.clients, o.rounds,
+                                     std::string{weights} == "sample_size"));
+        for (const auto& c : run.clients) {
+          CHECK(c.failure == "");
+          CHECK(c.rounds.size() == 2);
+        }
+        CHECK(run.server.rounds[0].bytes_down ==
+              o.clients * layout.total_bytes());
       }
-      CHECK(run.server.rounds[0].bytes_down ==
-            o.clients * layout.total_bytes());
     }
   }
 }
 
 TEST_CASE("a slow aggregator holds every client to its window") {
-  for (uint32_t window : {1u, 3u}) {
-    CAPTURE(window);
-    run_options o;
-    o.clients = 2;
-    o.rounds = 1;
-    o.chunk_bytes = 8192;
-    o.window = window;
-    o.fold_delay = 2ms;
-    auto run = run_federation(o);
-    CHECK(run.server.failure == "");
-    for (const auto& c : run.clients) {
-      CHECK(c.failure == "");
-      // Never more than the window, and the window was really used.
-      CHECK(c.peak_in_flight == window);
+  for (const char* mode : {"ram", "window"})
+    for (uint32_t window : {1u, 3u}) {
+      CAPTURE(mode);
+      CAPTURE(window);
+      run_options o;
+      o.memory_mode = mode;
+      o.clients = 2;
+      o.rounds = 1;
+      o.chunk_bytes = 8192;
+      o.window = window;
+      o.fold_delay = 2ms;
+      auto run = run_federation(o);
+      CHECK(run.server.failure == "");
+      for (const auto& c : run.clients) {
+        CHECK(c.failure == "");
+        // Never more than the window, and the window was really used.
+        CHECK(c.peak_in_flight == window);
+      }
+      check_close(run.final_model,
+                  reference_fedavg(test_layout(), 2, 1, false));
     }
-    check_close(run.final_model, reference_fedavg(test_layout(), 2, 1, false));
-  }
 }
 
 namespace {

@@ -4,21 +4,24 @@
 # bytes (configs/synthetic_dummy.yaml). Prints each process's peak RSS
 # (VmHWM) as a multiple of S, and seconds and bytes per second per round.
 #
-#   tests/perf/memory_matrix.sh [FEDCAF] [SIZES_MIB] [CLIENT_COUNTS]
-#   tests/perf/memory_matrix.sh build/fedcaf "1024 2048" "2 8"
+#   tests/perf/memory_matrix.sh [FEDCAF] [SIZES_MIB] [CLIENT_COUNTS] [MODES]
+#   tests/perf/memory_matrix.sh build/fedcaf "1024 2048" "2 8" "ram window"
 set -u
 fedcaf=${1:-build/fedcaf}
 sizes=${2:-"256 1024"}
 counts=${3:-"2"}
+modes=${4:-"ram"}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mktemp -d); pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"' EXIT
-printf "%8s %3s %6s %12s %12s %10s %10s\n" "S_MiB" "N" "chunk" "server/S" "client/S" "s/round" "GB/s"
+printf "%7s %8s %3s %6s %12s %12s %10s %10s\n" "mode" "S_MiB" "N" "chunk" "server/S" "client/S" "s/round" "GB/s"
+for mode in $modes; do
 for mib in $sizes; do
   for n in $counts; do
     port=$(( 20000 + RANDOM % 20000 ))
     set_s=(--set "client_configs.model_configs.total_bytes=$((mib << 20))"
            --set "server_configs.num_clients=$n"
+           --set "server_configs.memory_mode=$mode"
            --set "server_configs.comm_configs.grpc_configs.server_uri=127.0.0.1:$port")
     timeout 900 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" "${set_s[@]}" \
       --report "$out/server.json" > "$out/server.log" 2>&1 & pids+=($!); server=$!
@@ -34,9 +37,9 @@ for mib in $sizes; do
     rc=0; wait "$server" || rc=$?
     for c in "${clients[@]}"; do wait "$c" || rc=$?; done
     if [ $rc -ne 0 ]; then echo "run S=$mib MiB N=$n failed"; tail -3 "$out"/*.log; continue; fi
-    python3 - "$out" "$mib" "$n" <<'PY'
+    python3 - "$out" "$mib" "$n" "$mode" <<'PY'
 import json, sys, glob
-out, mib, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+out, mib, n, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 s = mib << 20
 server = json.load(open(f"{out}/server.json"))
 clients = [json.load(open(f)) for f in glob.glob(f"{out}/client_*.json")]
@@ -44,9 +47,10 @@ rounds = server["rounds"][1:] or server["rounds"]
 secs = sum(r["wall_seconds"] for r in rounds) / len(rounds)
 moved = sum(r["bytes_up"] + r["bytes_down"] for r in rounds) / len(rounds)
 chunk = server["config"]["server_configs"]["comm_configs"]["stream_configs"]["chunk_bytes"]
-print(f"{mib:8d} {n:3d} {chunk >> 10:5d}K {server['peak_rss_bytes'] / s:12.3f} "
+print(f"{mode:>7} {mib:8d} {n:3d} {chunk >> 10:5d}K {server['peak_rss_bytes'] / s:12.3f} "
       f"{max(c['peak_rss_bytes'] for c in clients) / s:12.3f} {secs:10.2f} {moved / secs / 1e9:10.2f}")
 PY
     rm -f "$out"/*.json
   done
+done
 done

@@ -1,0 +1,77 @@
+#pragma once
+// FedAvg in bounded memory for a sync round in which every client streams
+// the same chunk plan in the same order: only `window` chunk positions are
+// open at once, each summed in a chunk-sized float slot, and a position is
+// averaged straight into the global model's memory as soon as every expected
+// client has delivered it. Memory: the global model plus window slots.
+// Thread-safety: none; owned by the aggregator actor.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "fedcaf/byte_buffer.hpp"
+#include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/error.hpp"
+#include "fedcaf/manifest.hpp"
+
+namespace fedcaf {
+
+class window_accumulator {
+public:
+  /// Returns an accumulator for `contributors` clients per round over models
+  /// laid out as `m` and cut by `plan`, with `window` open positions, or an
+  /// error iff the tensors do not share one floating dtype.
+  static result<window_accumulator> make(const manifest& m, chunk_plan plan,
+                                         uint32_t window,
+                                         uint32_t contributors);
+
+  const chunk_plan& plan() const { return plan_; }
+
+  /// Counts one contributor's weight into the divisor.
+  void add_weight(double w) { weight_sum_ += w; }
+
+  /// The lowest position not yet averaged into the model.
+  uint64_t low() const { return low_; }
+
+  /// Returns true iff chunk `seq` may be folded now: it lies in the open
+  /// window [low, low + window).
+  bool open(uint64_t seq) const {
+    return seq >= low_ && seq < low_ + window_ && seq < plan_.chunk_count();
+  }
+
+  /// Adds weight * x to position `seq`. Returns an error, changing nothing,
+  /// iff the position is not open, x is not that chunk's size, or every
+  /// contributor has already delivered it.
+  result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight);
+
+  /// Returns true iff position low() has every contribution.
+  bool ready() const;
+
+  /// Writes the average at position low() into `model` (the global model's
+  /// bytes, in manifest order) and moves the window on.
+  /// REQUIRES: ready(), model.size() == plan().total_bytes().
+  void finalize_next(std::span<std::byte> model);
+
+  /// Returns true iff every position of the round has been averaged; then
+  /// starts the next round.
+  bool finish_round();
+
+private:
+  window_accumulator(dtype type, chunk_plan plan, uint32_t window,
+                     uint32_t contributors);
+
+  float* slot(uint64_t seq);
+
+  dtype type_;
+  chunk_plan plan_;
+  uint32_t window_;
+  uint32_t contributors_;
+  uint64_t slot_floats_;
+  double weight_sum_ = 0;
+  uint64_t low_ = 0;
+  byte_buffer slots_;            ///< window x slot_floats_ floats
+  std::vector<uint32_t> counts_; ///< per slot: contributions folded
+};
+
+} // namespace fedcaf
