@@ -176,6 +176,8 @@ private:
     while (window_->ready()) {
       auto seq = window_->low();
       window_->finalize_next(current_->bytes.bytes());
+      const auto& e = plan_.extent(seq);
+      current_->bytes.release(e.model_offset, e.bytes); // file-backed only
       for (auto& [rp, stream] : held_[seq])
         rp.deliver(msg::encode(msg::credit{stream, seq}));
       held_.erase(seq);

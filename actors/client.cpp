@@ -146,6 +146,8 @@ private:
         !ok)
       return fail(ok.err());
     plan_->copy_in(seq, c->bytes, params_);
+    const auto& e = plan_->extent(seq);
+    trainer_->release(e.model_offset, e.bytes);
     record_.bytes_down += c->bytes.size();
     if (auto ok = download_->ack(seq); !ok)
       return fail(ok.err());
@@ -208,6 +210,7 @@ private:
       auto f = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
         plan_->copy_out(seq, view, dst);
       });
+      trainer_->release(e.model_offset, e.bytes);
       record_.bytes_up += e.bytes;
       self_->request(server_, caf::infinite, chunk_atom::value, std::move(f))
           .then([this](const frame& reply) { on_credit(reply); },

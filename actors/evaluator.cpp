@@ -22,10 +22,12 @@ std::string save(const std::string& pattern, const model_snapshot& s) {
   if (pattern.empty())
     return {};
   auto path = path_for_round(pattern, s.round);
-  auto ok = write_safetensors(path, s.layout, s.view(),
-                              {{"format", "pt"},
-                               {"fedcaf_round", std::to_string(s.round)},
-                               {"fedcaf_version", std::to_string(s.version)}});
+  auto ok = write_safetensors(
+      path, s.layout, s.view(),
+      {{"format", "pt"},
+       {"fedcaf_round", std::to_string(s.round)},
+       {"fedcaf_version", std::to_string(s.version)}},
+      [&s](uint64_t offset, uint64_t size) { s.bytes.release(offset, size); });
   if (!ok)
     return "saving the global model: " + to_string(ok.err());
   log_line("evaluator", "wrote the round " + std::to_string(s.round) +

@@ -27,7 +27,7 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   ao.chunk_bytes = options.server.chunk_bytes;
   ao.window = options.server.window;
   ao.window_contributors =
-      options.memory_mode == "window" ? options.scheduler.num_clients : 0;
+      options.memory_mode == "ram" ? 0 : options.scheduler.num_clients;
   ao.fold_delay = options.fold_delay;
   ao.refusals = refusals;
   auto aggregator = spawn_aggregator(sys, snapshot, ao);

@@ -32,7 +32,9 @@ struct server_side_options {
   scheduler_options scheduler;
   server_options server;
   /// ram: a model-sized sum. window: bounded open positions, averaged in
-  /// place (sync rounds of exactly scheduler.num_clients clients).
+  /// place (sync rounds of exactly scheduler.num_clients clients). disk: as
+  /// window; the caller puts the initial model in a file mapping, and every
+  /// actor gives its pages back after use.
   std::string memory_mode = "ram";
   /// Where each global model is written (see spawn_evaluator); empty: none.
   std::string save_global_model;

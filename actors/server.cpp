@@ -96,9 +96,11 @@ public:
     msg::chunk_header h{0, req->round, req->sequence, e.tensor_index,
                         e.tensor_offset};
     auto view = snapshot_->view();
-    return msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
+    auto reply = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
       plan_->copy_out(req->sequence, view, dst);
     });
+    snapshot_->bytes.release(e.model_offset, e.bytes); // file-backed only
+    return reply;
   }
 
   void count_upload(const frame& f) { bytes_up_ += f.size(); }

@@ -1,5 +1,11 @@
 #include "fedcaf/byte_buffer.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <new>
 
 namespace fedcaf {
@@ -12,7 +18,19 @@ std::byte* checked(void* p, size_t size) {
   return static_cast<std::byte*>(p);
 }
 
+size_t page_size() {
+  static const auto n = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return n;
+}
+
 } // namespace
+
+void byte_buffer::deleter::operator()(std::byte* p) const {
+  if (mapped > 0)
+    ::munmap(base, mapped);
+  else
+    std::free(p);
+}
 
 byte_buffer byte_buffer::zeroed(size_t size) {
   return {checked(std::calloc(size == 0 ? 1 : size, 1), size), size};
@@ -23,6 +41,37 @@ byte_buffer byte_buffer::uninitialized(size_t size) {
   auto rounded = (size + 63) / 64 * 64;
   return {checked(std::aligned_alloc(64, rounded == 0 ? 64 : rounded), size),
           size};
+}
+
+result<byte_buffer> byte_buffer::map_file(const std::string& path,
+                                          size_t offset, size_t size) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return error{errc::io_error, path + ": " + std::strerror(errno)};
+  auto start = offset / page_size() * page_size();
+  auto length = offset - start + size;
+  void* p = ::mmap(nullptr, length == 0 ? 1 : length, PROT_READ | PROT_WRITE,
+                   MAP_SHARED, fd, static_cast<off_t>(start));
+  auto saved = errno;
+  ::close(fd); // the mapping keeps the file open
+  if (p == MAP_FAILED)
+    return error{errc::io_error, path + ": mmap: " + std::strerror(saved)};
+  auto* base = static_cast<std::byte*>(p);
+  return byte_buffer{base + (offset - start), size,
+                     deleter{base, length == 0 ? 1 : length}};
+}
+
+void byte_buffer::release(size_t offset, size_t size) const {
+  if (!file_backed() || size == 0)
+    return;
+  // Whole pages around the range: safe for a shared file mapping, whose
+  // pages are never lost, only read back on the next access.
+  auto* begin = data_.get() + offset;
+  auto* base = data_.get_deleter().base;
+  auto first = static_cast<size_t>(begin - base) / page_size() * page_size();
+  auto last = std::min(static_cast<size_t>(begin - base) + size,
+                       data_.get_deleter().mapped);
+  ::madvise(base + first, last - first, MADV_DONTNEED);
 }
 
 } // namespace fedcaf

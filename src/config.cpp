@@ -149,6 +149,8 @@ void read(section s, optim_config& o) {
 void read(section s, train_config& t) {
   s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy"});
   s.get("add", t.add);
+  s.one_of("storage", t.storage, {"ram", "disk"});
+  s.get("storage_dir", t.storage_dir);
   s.one_of("mode", t.mode, {"epoch", "step"});
   s.get("num_local_epochs", t.num_local_epochs, 1);
   s.get("num_local_steps", t.num_local_steps, 1);
@@ -187,6 +189,8 @@ void read(section s, model_config& m) {
 void read(section s, client_configs& c) {
   read(s.child("train_configs"), c.train);
   read(s.child("model_configs"), c.model);
+  if (c.train.storage == "disk" && c.train.trainer != "dummy")
+    s.fail("train_configs.storage", "disk storage needs trainer: dummy");
   if (c.model.model_name != "CNN" && c.train.trainer != "dummy")
     s.fail("train_configs.trainer", "a " + c.model.model_name +
                                         " model has no data to train on "
@@ -257,7 +261,11 @@ void read(section s, server_config& sc) {
       .one_of("client_weights_mode", sc.client_weights_mode,
               {"equal", "sample_size"});
   s.get("evaluate", sc.evaluate);
-  s.one_of("memory_mode", sc.memory_mode, {"ram", "window"});
+  s.one_of("memory_mode", sc.memory_mode, {"ram", "window", "disk"});
+  s.get("storage_dir", sc.storage_dir);
+  if (sc.memory_mode == "disk" &&
+      !std::filesystem::is_directory(sc.storage_dir))
+    s.fail("storage_dir", "'" + sc.storage_dir + "' is not a directory");
   s.get("save_global_model", sc.save_global_model);
   if (!sc.save_global_model.empty()) {
     auto dir = std::filesystem::path{sc.save_global_model}.parent_path();

@@ -59,27 +59,50 @@ result<manifest> model_layout(const model_config& cfg) {
   return file->layout();
 }
 
-result<model_snapshot> initial_model(const model_config& cfg) {
+namespace {
+
+/// Copies `from` into `to`, giving both sides' pages back as it goes.
+void copy_released(const const_model_view& from, byte_buffer& to) {
+  size_t at = 0;
+  for (auto t : from.tensors) {
+    std::memcpy(to.data() + at, t.data(), t.size());
+    to.release(at, t.size());
+    at += t.size();
+  }
+}
+
+} // namespace
+
+result<model_snapshot> initial_model(const model_config& cfg,
+                                     const std::string& storage_file) {
+  auto layout = model_layout(cfg);
+  if (!layout)
+    return layout.err();
+  model_snapshot s;
+  s.layout = std::move(*layout);
+  auto size = s.layout.total_bytes();
+  if (storage_file.empty()) {
+    s.bytes = byte_buffer::uninitialized(size);
+  } else {
+    auto mapped = anonymous_file_buffer(storage_file, size);
+    if (!mapped)
+      return mapped.err();
+    s.bytes = std::move(*mapped);
+  }
   if (!cfg.path.empty()) {
     auto file = open_model_file(cfg);
     if (!file)
       return file.err();
-    model_snapshot s;
-    s.layout = file->layout();
-    s.bytes = byte_buffer::uninitialized(s.layout.total_bytes());
-    size_t at = 0;
-    for (auto t : file->view().tensors) {
-      std::memcpy(s.bytes.data() + at, t.data(), t.size());
-      at += t.size();
-    }
-    return s;
+    copy_released(file->view(), s.bytes);
+  } else if (cfg.model_name == "CNN") {
+    auto cnn = make_initial_model(cfg);
+    if (!cnn)
+      return cnn.err();
+    copy_released(cnn->view(), s.bytes);
+  } else {
+    fill_synthetic(s.layout, cfg.seed, s.bytes);
   }
-  if (cfg.model_name == "CNN")
-    return make_initial_model(cfg);
-  auto layout = named_layout(cfg);
-  if (!layout)
-    return layout.err();
-  return synthetic_model(*layout, cfg.seed);
+  return s;
 }
 
 bool has_evaluation(const model_config& cfg) {

@@ -208,7 +208,8 @@ std::string header_text(const manifest& layout,
 result<void>
 write_safetensors(const std::string& path, const manifest& layout,
                   const const_model_view& model,
-                  const std::map<std::string, std::string>& metadata) {
+                  const std::map<std::string, std::string>& metadata,
+                  const written_fn& written) {
   FEDCAF_REQUIRE(model.tensors.size() == layout.tensors.size(), errc::internal,
                  model.tensors.size(), layout.tensors.size());
   auto tmp = path + ".tmp";
@@ -223,9 +224,18 @@ write_safetensors(const std::string& path, const manifest& layout,
   if (ok)
     ok = write_all(fd.fd, reinterpret_cast<const std::byte*>(text.data()),
                    text.size(), tmp);
-  for (size_t i = 0; ok && i < model.tensors.size(); ++i)
-    ok =
-        write_all(fd.fd, model.tensors[i].data(), model.tensors[i].size(), tmp);
+  constexpr uint64_t piece = 64u << 20;
+  uint64_t offset = 0;
+  for (size_t i = 0; ok && i < model.tensors.size(); ++i) {
+    auto t = model.tensors[i];
+    for (uint64_t at = 0; ok && at < t.size(); at += piece) {
+      auto n = std::min<uint64_t>(piece, t.size() - at);
+      ok = write_all(fd.fd, t.data() + at, n, tmp);
+      if (ok && written)
+        written(offset + at, n);
+    }
+    offset += t.size();
+  }
   if (!ok) {
     ::unlink(tmp.c_str());
     return ok;

@@ -1,13 +1,19 @@
 #pragma once
-// Owned, uninitialised or zeroed raw memory for model bytes and accumulators.
-// Pages are not touched on allocation, so resident memory grows only as the
-// buffer is written. Thread-safety: none; one owner at a time (move-only).
+// Owned raw memory for model bytes and accumulators: heap memory
+// (uninitialised or zeroed; pages are not touched on allocation, so resident
+// memory grows only as the buffer is written), or a shared mapping of a file
+// whose pages can be handed back to the kernel after use, so that resident
+// memory does not grow with the model at all.
+// Thread-safety: none; one owner at a time (move-only).
 
 #include <cstddef>
 #include <cstdlib>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
+
+#include "fedcaf/error.hpp"
 
 namespace fedcaf {
 
@@ -29,6 +35,21 @@ public:
   /// Returns `size` bytes of unspecified content.
   static byte_buffer uninitialized(size_t size);
 
+  /// Maps bytes [offset, offset + size) of the file at `path` shared and
+  /// read-write. The file must exist and be at least that long. Returns an
+  /// error naming the file iff it cannot be opened or mapped.
+  static result<byte_buffer> map_file(const std::string& path, size_t offset,
+                                      size_t size);
+
+  /// Gives the pages holding [offset, offset + size) back to the kernel, iff
+  /// the buffer maps a file: they leave this process's resident set, and
+  /// their content stays in the file (a later access reads it back). A no-op
+  /// for heap memory.
+  void release(size_t offset, size_t size) const;
+
+  /// Returns true iff the buffer maps a file.
+  bool file_backed() const { return data_.get_deleter().mapped > 0; }
+
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }
   size_t size() const { return size_; }
@@ -36,12 +57,18 @@ public:
   std::span<const std::byte> bytes() const { return {data(), size_}; }
 
 private:
-  struct free_deleter {
-    void operator()(std::byte* p) const { std::free(p); }
+  /// Frees heap memory, or unmaps [base, base + mapped) of a file mapping.
+  struct deleter {
+    std::byte* base; ///< null for heap memory
+    size_t mapped;   ///< 0 for heap memory
+    void operator()(std::byte* p) const;
   };
-  byte_buffer(std::byte* p, size_t size) : data_(p), size_(size) {}
+  byte_buffer(std::byte* p, size_t size)
+      : data_(p, deleter{nullptr, 0}), size_(size) {}
+  byte_buffer(std::byte* p, size_t size, deleter d)
+      : data_(p, d), size_(size) {}
 
-  std::unique_ptr<std::byte[], free_deleter> data_;
+  std::unique_ptr<std::byte[], deleter> data_;
   size_t size_ = 0;
 };
 

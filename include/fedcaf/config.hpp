@@ -32,6 +32,10 @@ struct train_config {
   uint32_t val_batch_size = 1000;
   std::string device = "cpu";
   uint32_t num_threads = 0; ///< LibTorch intra-op threads; 0: automatic
+  /// dummy trainer: ram keeps the model on the heap; disk in a file under
+  /// storage_dir whose pages are given back after use.
+  std::string storage = "ram";
+  std::string storage_dir = "/tmp";
 };
 
 /// client_configs.model_configs.
@@ -96,6 +100,8 @@ struct server_config {
   /// stream_configs.window chunk positions open, each averaged into the
   /// global model as soon as every client delivered it (about 1 x model).
   std::string memory_mode = "ram";
+  /// disk mode: where the global model's file lives (removed at exit).
+  std::string storage_dir = "/tmp";
   /// Write each new global model to this safetensors file ("{round}" is
   /// replaced by the round number); empty: do not save.
   std::string save_global_model;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/trainer.hpp"
@@ -23,9 +24,26 @@ manifest synthetic_layout(uint32_t num_tensors, uint64_t total_bytes,
 /// REQUIRES: all tensors floating.
 model_snapshot synthetic_model(const manifest& layout, uint64_t seed);
 
+/// Writes synthetic_model's values into `dest` (of layout.total_bytes()),
+/// releasing its pages as it goes (see byte_buffer::release).
+void fill_synthetic(const manifest& layout, uint64_t seed, byte_buffer& dest);
+
+/// Where a dummy trainer keeps its model: on the heap, or in a file mapping
+/// whose pages are given back after each chunk and each piece of training.
+struct dummy_storage {
+  std::string file; ///< empty: heap; else a file to create (and remove)
+};
+
+/// Returns `size` bytes mapped from a new file at `path`, which is unlinked
+/// at once (the mapping keeps its space until unmapped, so nothing is left
+/// behind even after a crash). Returns an error naming the file otherwise.
+result<byte_buffer> anonymous_file_buffer(const std::string& path,
+                                          uint64_t size);
+
 /// A trainer over `layout` (all tensors floating) whose train() adds `add`
 /// to every element (nothing when add == 0) and reports `samples` samples.
-std::unique_ptr<trainer> make_dummy_trainer(manifest layout, float add,
-                                            uint64_t samples);
+result<std::unique_ptr<trainer>>
+make_dummy_trainer(manifest layout, float add, uint64_t samples,
+                   const dummy_storage& storage = {});
 
 } // namespace fedcaf

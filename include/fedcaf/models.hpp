@@ -16,8 +16,12 @@ namespace fedcaf {
 /// synthetic: computed without allocating the model).
 result<manifest> model_layout(const model_config& cfg);
 
-/// Returns the initial global model drawn from model_configs.seed.
-result<model_snapshot> initial_model(const model_config& cfg);
+/// Returns the initial global model drawn from model_configs.seed (or read
+/// from model_configs.path). With a `storage_file`, its bytes live in that
+/// file, mapped (see anonymous_file_buffer), and are written with their
+/// pages given back as it goes, so the model never becomes resident.
+result<model_snapshot> initial_model(const model_config& cfg,
+                                     const std::string& storage_file = "");
 
 /// Returns true iff the server can evaluate this model on a test set.
 bool has_evaluation(const model_config& cfg);

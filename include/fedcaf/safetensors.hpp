@@ -6,6 +6,7 @@
 // temporary file that replaces the target only when complete.
 // Thread-safety: a safetensors_file is immutable; share it read-only.
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -49,14 +50,20 @@ private:
   size_t data_offset_ = 0;
 };
 
+/// Called after each piece of model bytes [offset, offset + size) (offsets
+/// in the concatenation of the tensors) has been written out.
+using written_fn = std::function<void(uint64_t offset, uint64_t size)>;
+
 /// Writes the tensors of `model` (laid out as `layout`) to `path` with the
-/// given metadata, in layout order. The file appears complete or not at all
-/// (written to "<path>.tmp", then renamed). Returns an error iff a write
-/// fails.
+/// given metadata, in layout order and in pieces of at most 64 MiB, calling
+/// `written` after each (e.g. to release the pages of a mapped model). The
+/// file appears complete or not at all (written to "<path>.tmp", then
+/// renamed). Returns an error iff a write fails.
 result<void>
 write_safetensors(const std::string& path, const manifest& layout,
                   const const_model_view& model,
-                  const std::map<std::string, std::string>& metadata = {});
+                  const std::map<std::string, std::string>& metadata = {},
+                  const written_fn& written = {});
 
 /// Returns the dtype for a safetensors spelling ("F32", "BF16", ...), or an
 /// error iff the spelling is unknown.

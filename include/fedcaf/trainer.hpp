@@ -44,6 +44,14 @@ public:
 
   /// The number of local training samples (FedAvg's sample_size weight).
   virtual uint64_t sample_count() const = 0;
+
+  /// Says that model bytes [model_offset, + bytes) (in the concatenation of
+  /// the tensors) are not needed for now, so a trainer that keeps its model
+  /// in a file can give their pages back. Default: nothing.
+  virtual void release(uint64_t model_offset, uint64_t bytes) {
+    (void)model_offset;
+    (void)bytes;
+  }
 };
 
 /// Evaluates a model given as bytes on a fixed test set.

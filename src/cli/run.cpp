@@ -3,6 +3,8 @@
 
 #include "run.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -90,8 +92,13 @@ trainer_factory local_trainer(std::shared_ptr<lazy_train_set> train,
       auto layout = model_layout(cc.model);
       if (!layout)
         return layout.err();
+      dummy_storage storage;
+      if (cc.train.storage == "disk")
+        storage.file = cc.train.storage_dir + "/fedcaf-client" +
+                       std::to_string(index) + "-" +
+                       std::to_string(::getpid()) + ".bin";
       return make_dummy_trainer(std::move(*layout),
-                                static_cast<float>(cc.train.add), 1);
+                                static_cast<float>(cc.train.add), 1, storage);
     }
     auto set = train->get();
     if (!set)
@@ -113,7 +120,11 @@ result<dataset_ptr> test_set_for(const config& cfg) {
 
 result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
                                       dataset_ptr test, run_report* report) {
-  auto initial = initial_model(cfg.clients.model);
+  std::string storage_file;
+  if (cfg.server.memory_mode == "disk")
+    storage_file = cfg.server.storage_dir + "/fedcaf-global-" +
+                   std::to_string(::getpid()) + ".bin";
+  auto initial = initial_model(cfg.clients.model, storage_file);
   if (!initial)
     return initial.err();
   const auto& comm = cfg.server.comm;

@@ -17,6 +17,22 @@ common=(--set server_configs.comm_configs.stream_configs.chunk_bytes=4096)
   --set 'client_configs.train_configs={trainer: dummy, add: 0.25}' \
   --set server_configs.num_global_epochs=1 \
   --set "server_configs.save_global_model=$tmp/next.safetensors" > "$tmp/b.log" 2>&1
+# The same run in window mode gives the same model, bit for bit.
+"$fedcaf" simulate "${common[@]}" \
+  --set 'client_configs.model_configs={name: llama, preset: llama-tiny, dtype: float32}' \
+  --set 'client_configs.train_configs={trainer: dummy, add: 0.5}' \
+  --set server_configs.num_global_epochs=2 --set server_configs.memory_mode=window \
+  --set "server_configs.save_global_model=$tmp/window_{round}.safetensors" > "$tmp/c.log" 2>&1
+cmp "$tmp/global_2.safetensors" "$tmp/window_2.safetensors"
+# And in disk mode, with the clients' models in files too.
+"$fedcaf" simulate "${common[@]}" \
+  --set 'client_configs.model_configs={name: llama, preset: llama-tiny, dtype: float32}' \
+  --set "client_configs.train_configs={trainer: dummy, add: 0.5, storage: disk, storage_dir: $tmp}" \
+  --set server_configs.num_global_epochs=2 --set server_configs.memory_mode=disk \
+  --set "server_configs.storage_dir=$tmp" \
+  --set "server_configs.save_global_model=$tmp/disk_{round}.safetensors" > "$tmp/d.log" 2>&1
+cmp "$tmp/global_2.safetensors" "$tmp/disk_2.safetensors"
+[ -z "$(ls "$tmp" | grep '\.bin$')" ] # the working files are gone
 python3 - "$tmp" <<'PY'
 import json, struct, sys, array
 tmp = sys.argv[1]

@@ -5,7 +5,9 @@
 # (VmHWM) as a multiple of S, and seconds and bytes per second per round.
 #
 #   tests/perf/memory_matrix.sh [FEDCAF] [SIZES_MIB] [CLIENT_COUNTS] [MODES]
-#   tests/perf/memory_matrix.sh build/fedcaf "1024 2048" "2 8" "ram window"
+#   tests/perf/memory_matrix.sh build/fedcaf "1024 2048" "2 8" "ram window disk"
+# (disk: the server's global model and each client's model live in files
+# under /tmp, mapped, with pages given back after use.)
 set -u
 fedcaf=${1:-build/fedcaf}
 sizes=${2:-"256 1024"}
@@ -21,7 +23,8 @@ for mib in $sizes; do
     port=$(( 20000 + RANDOM % 20000 ))
     set_s=(--set "client_configs.model_configs.total_bytes=$((mib << 20))"
            --set "server_configs.num_clients=$n"
-           --set "server_configs.memory_mode=$mode"
+           --set "server_configs.memory_mode=$mode")
+    [ "$mode" = disk ] && set_s+=(--set client_configs.train_configs.storage=disk
            --set "server_configs.comm_configs.grpc_configs.server_uri=127.0.0.1:$port")
     timeout 900 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" "${set_s[@]}" \
       --report "$out/server.json" > "$out/server.log" 2>&1 & pids+=($!); server=$!
