@@ -3,7 +3,7 @@
 # something is missing) and builds everything into build/.
 set -euo pipefail
 cd "$(dirname "$0")"
-packages=(g++ cmake ninja-build python3
+packages=(g++ cmake ninja-build python3 python3-matplotlib
           libcaf-dev libtorch-dev libcapnp-dev capnproto libyaml-cpp-dev
           nlohmann-json3-dev libxxhash-dev zlib1g-dev doctest-dev
           dataset-fashion-mnist)

@@ -245,6 +245,7 @@ private:
       return fail(closed.err());
     record_.upload_seconds = seconds_since(upload_started_);
     record_.wall_seconds = seconds_since(round_started_);
+    record_.ended_unix_s = unix_seconds();
     report_->rounds.push_back(record_);
   }
 

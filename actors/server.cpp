@@ -168,6 +168,7 @@ private:
 
   void finish_round(round_record record) {
     record.wall_seconds = seconds_since(round_started_);
+    record.ended_unix_s = unix_seconds();
     std::printf("%s\n", progress_line(record, options_.num_rounds).c_str());
     std::fflush(stdout);
     report_->rounds.push_back(record);

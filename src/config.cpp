@@ -92,6 +92,21 @@ public:
     }
   }
 
+  template <class T> void get_list(const char* key, std::vector<T>& out) {
+    if (!has(key))
+      return;
+    auto n = node_[key];
+    if (!n.IsSequence() || n.size() == 0)
+      return fail(key, "expected a non-empty list");
+    try {
+      out.clear();
+      for (const auto& x : n)
+        out.push_back(x.as<T>());
+    } catch (const YAML::Exception&) {
+      fail(key, "a list element has the wrong type");
+    }
+  }
+
   void one_of(const char* key, std::string& out,
               std::initializer_list<const char*> allowed) {
     get(key, out);
@@ -408,6 +423,35 @@ result<config> load_config_file(const std::string& path, config_role role,
   std::stringstream text;
   text << in.rdbuf();
   return load_config(text.str(), path, role, overrides);
+}
+
+result<profile_matrix> load_profile_matrix(const std::string& path) {
+  profile_matrix m;
+  std::vector<std::string> errors;
+  try {
+    section s{YAML::LoadFile(path), "", errors};
+    s.get("base", m.base);
+    if (!std::filesystem::is_regular_file(m.base))
+      s.fail("base", "'" + m.base + "' is not a file");
+    s.get_list("sizes_mib", m.sizes_mib);
+    s.get_list("clients", m.clients);
+    s.get_list("chunking", m.chunking);
+    s.get_list("memory_modes", m.memory_modes);
+    for (const auto& mode : m.memory_modes)
+      if (mode != "ram" && mode != "window" && mode != "disk")
+        s.fail("memory_modes", "'" + mode + "' is not ram, window or disk");
+    for (auto n : m.clients)
+      if (n == 0)
+        s.fail("clients", "counts must be at least 1");
+    s.get("rounds", m.rounds, 1);
+    s.get("sample_ms", m.sample_ms, 1);
+    s.get("timeout_s", m.timeout_s, 1);
+  } catch (const YAML::Exception& e) {
+    return error{errc::bad_config, path + ": " + e.what()};
+  }
+  if (!errors.empty())
+    return error{errc::bad_config, join_errors(path, errors)};
+  return m;
 }
 
 std::string client_configs_yaml(const config& c) {

@@ -66,7 +66,8 @@ std::string to_json(const run_report& r) {
                       {"clients", x.clients},
                       {"download_seconds", x.download_seconds},
                       {"train_seconds", x.train_seconds},
-                      {"upload_seconds", x.upload_seconds}});
+                      {"upload_seconds", x.upload_seconds},
+                      {"ended_unix_s", x.ended_unix_s}});
   json config = nullptr;
   try {
     if (!r.config_yaml.empty())

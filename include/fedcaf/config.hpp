@@ -156,6 +156,22 @@ std::string client_configs_yaml(const config& c);
 /// Parses the client_configs YAML received from a server.
 result<client_configs> parse_client_configs(std::string_view yaml_text);
 
+/// What `fedcaf profile` runs: every combination of the lists, each as a
+/// server and N clients in processes of their own.
+struct profile_matrix {
+  std::string base = "configs/synthetic_dummy.yaml"; ///< server config
+  std::vector<uint64_t> sizes_mib{256};
+  std::vector<uint32_t> clients{2};
+  std::vector<bool> chunking{true, false};
+  std::vector<std::string> memory_modes{"ram"};
+  uint32_t rounds = 3;
+  uint32_t sample_ms = 50;   ///< RSS sampling period
+  uint32_t timeout_s = 1800; ///< per run
+};
+
+/// Reads and validates a profile matrix file (unknown keys, types, values).
+result<profile_matrix> load_profile_matrix(const std::string& path);
+
 /// The default configuration that `fedcaf simulate` runs without -c.
 std::string_view embedded_simulate_yaml();
 

@@ -23,6 +23,7 @@ struct round_record {
   double download_seconds = 0; ///< client: receiving the global model
   double train_seconds = 0;    ///< client: local training
   double upload_seconds = 0;   ///< client: offer to stream closed
+  double ended_unix_s = 0;     ///< wall-clock time the round ended here
 };
 
 struct run_report {

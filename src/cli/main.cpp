@@ -19,12 +19,16 @@ constexpr const char* usage_text =
     "             server_configs.comm_configs.grpc_configs.server_uri\n"
     "  client     one client as its own process, connecting to\n"
     "             comm_configs.grpc_configs.server_uri\n"
+    "  profile    -c MATRIX -o DIR: run a matrix of server + client processes\n"
+    "             (model size x clients x chunking x memory mode), sample\n"
+    "             their memory, write JSON, CSV, a report and figures\n"
     "\n"
     "options:\n"
     "  -c, --config FILE      YAML config (APPFL layout)\n"
     "  --set KEY.PATH=VALUE   override one config key, e.g.\n"
     "                         --set server_configs.num_global_epochs=2\n"
     "  --report FILE          write the run report as JSON\n"
+    "  -o, --out DIR          profile: where results go\n"
     "  -h, --help             this text\n";
 
 int usage_error(const std::string& why) {
@@ -63,6 +67,10 @@ int main(int argc, char** argv) {
       opts.overrides.emplace_back(v);
     } else if (arg.rfind("--set=", 0) == 0) {
       opts.overrides.emplace_back(arg.substr(6));
+    } else if (arg == "-o" || arg == "--out") {
+      if (!(v = value()))
+        return usage_error(arg + " needs a directory");
+      opts.out_dir = v;
     } else if (arg == "--report") {
       if (!(v = value()))
         return usage_error("--report needs a file");
@@ -77,5 +85,7 @@ int main(int argc, char** argv) {
     return fedcaf::cli::run_server(opts);
   if (command == "client")
     return fedcaf::cli::run_client(opts);
+  if (command == "profile")
+    return fedcaf::cli::run_profile(opts);
   return usage_error("unknown command '" + command + "'");
 }

@@ -13,10 +13,12 @@ struct options {
   std::optional<std::string> config_path; ///< -c FILE
   std::vector<std::string> overrides;     ///< --set key.path=value
   std::optional<std::string> report_path; ///< --report FILE
+  std::optional<std::string> out_dir;     ///< -o DIR (profile)
 };
 
 int run_simulate(const options& opts);
 int run_server(const options& opts);
 int run_client(const options& opts);
+int run_profile(const options& opts);
 
 } // namespace fedcaf::cli
