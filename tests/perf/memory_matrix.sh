@@ -23,9 +23,11 @@ for mib in $sizes; do
     port=$(( 20000 + RANDOM % 20000 ))
     set_s=(--set "client_configs.model_configs.total_bytes=$((mib << 20))"
            --set "server_configs.num_clients=$n"
-           --set "server_configs.memory_mode=$mode")
-    [ "$mode" = disk ] && set_s+=(--set client_configs.train_configs.storage=disk
+           --set "server_configs.memory_mode=$mode"
            --set "server_configs.comm_configs.grpc_configs.server_uri=127.0.0.1:$port")
+    if [ "$mode" = disk ]; then
+      set_s+=(--set client_configs.train_configs.storage=disk)
+    fi
     timeout 900 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" "${set_s[@]}" \
       --report "$out/server.json" > "$out/server.log" 2>&1 & pids+=($!); server=$!
     clients=()
