@@ -2,14 +2,21 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 namespace fedcaf {
 
 memory_sample sample_memory() {
+  return sample_memory(0).value_or(memory_sample{});
+}
+
+std::optional<memory_sample> sample_memory(int pid) {
   memory_sample s;
-  std::FILE* f = std::fopen("/proc/self/status", "r");
+  auto path = pid == 0 ? std::string{"/proc/self/status"}
+                       : "/proc/" + std::to_string(pid) + "/status";
+  std::FILE* f = std::fopen(path.c_str(), "r");
   if (f == nullptr)
-    return s;
+    return std::nullopt;
   char line[256];
   while (std::fgets(line, sizeof line, f)) {
     unsigned long long kib = 0;

@@ -1,8 +1,9 @@
 #pragma once
-// Reads this process's memory from the kernel (/proc/self/status).
+// Reads a process's memory from the kernel (/proc/<pid>/status).
 // Thread-safety: reentrant.
 
 #include <cstdint>
+#include <optional>
 
 namespace fedcaf {
 
@@ -13,7 +14,12 @@ struct memory_sample {
   uint64_t file_bytes = 0;     ///< RssFile
 };
 
-/// Returns the current sample; fields the kernel does not report stay 0.
+/// Returns the current sample of process `pid` (0: this process); fields
+/// the kernel does not report stay 0. Returns nullopt iff the process is
+/// gone.
+std::optional<memory_sample> sample_memory(int pid);
+
+/// Returns the current sample of this process.
 memory_sample sample_memory();
 
 } // namespace fedcaf

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fedcaf/config.hpp"
+#include "fedcaf/memory_probe.hpp"
 #include "fedcaf/stopwatch.hpp"
 #include "run.hpp"
 
@@ -49,25 +50,6 @@ struct process {
   json t = json::array(), rss = json::array(), anon = json::array(),
        file = json::array();
 };
-
-/// Reads RSS, RssAnon and RssFile (bytes) of `pid`; false iff it is gone.
-bool sample(pid_t pid, uint64_t& rss, uint64_t& anon, uint64_t& file) {
-  std::ifstream in{"/proc/" + std::to_string(pid) + "/status"};
-  if (!in)
-    return false;
-  std::string line;
-  rss = anon = file = 0;
-  while (std::getline(in, line)) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "VmRSS: %llu kB", &kib) == 1)
-      rss = kib * 1024;
-    else if (std::sscanf(line.c_str(), "RssAnon: %llu kB", &kib) == 1)
-      anon = kib * 1024;
-    else if (std::sscanf(line.c_str(), "RssFile: %llu kB", &kib) == 1)
-      file = kib * 1024;
-  }
-  return true;
-}
 
 pid_t launch(const std::vector<std::string>& args, const std::string& log) {
   auto pid = ::fork();
@@ -148,12 +130,12 @@ std::vector<process> run_one(const profile_matrix& m, const run_case& c,
     for (auto& p : procs) {
       if (p.status != -1)
         continue;
-      uint64_t rss, anon, file;
-      if (sample(p.pid, rss, anon, file) && rss > 0) {
+      auto m = sample_memory(p.pid);
+      if (m && m->rss_bytes > 0) {
         p.t.push_back(now);
-        p.rss.push_back(rss);
-        p.anon.push_back(anon);
-        p.file.push_back(file);
+        p.rss.push_back(m->rss_bytes);
+        p.anon.push_back(m->anon_bytes);
+        p.file.push_back(m->file_bytes);
       }
       int st = 0;
       if (::waitpid(p.pid, &st, WNOHANG) == p.pid) {
