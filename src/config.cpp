@@ -372,10 +372,20 @@ result<uint64_t> comm_config::chunk_bytes_for(uint64_t model_bytes) const {
     return stream.chunk_bytes;
   // The whole model travels as one message, as peers without chunking do.
   constexpr uint64_t capnp_data_limit = (1ull << 29) - 1;
-  FEDCAF_REQUIRE(model_bytes + 1024 <= max_message_size, errc::bad_config,
-                 model_bytes, max_message_size);
-  FEDCAF_REQUIRE(model_bytes <= capnp_data_limit, errc::bad_config, model_bytes,
-                 capnp_data_limit);
+  if (model_bytes + 1024 > max_message_size)
+    return error{errc::bad_config,
+                 "with use_model_chunking off the model of " +
+                     std::to_string(model_bytes) +
+                     " bytes travels as one message, which does not fit "
+                     "grpc_configs.max_message_size (" +
+                     std::to_string(max_message_size) +
+                     "): raise it or turn chunking on"};
+  if (model_bytes > capnp_data_limit)
+    return error{errc::bad_config,
+                 "with use_model_chunking off the model of " +
+                     std::to_string(model_bytes) +
+                     " bytes travels as one message, and one message holds "
+                     "under 512 MiB: turn chunking on"};
   return std::max<uint64_t>(model_bytes, 64);
 }
 

@@ -131,11 +131,7 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   auto chunk_bytes = comm.chunk_bytes_for(initial->layout.total_bytes());
   if (!chunk_bytes)
     return error{errc::bad_config,
-                 cfg.source + ": the model of " +
-                     std::to_string(initial->layout.total_bytes()) +
-                     " bytes does not fit grpc_configs.max_message_size with "
-                     "use_model_chunking off (" +
-                     chunk_bytes.err().message + ")"};
+                 cfg.source + ": " + chunk_bytes.err().message};
   std::shared_ptr<evaluator> eval;
   if (test) {
     auto e = make_evaluator(cfg.clients, std::move(test), cores());
