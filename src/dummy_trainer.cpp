@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -23,25 +24,37 @@ manifest synthetic_layout(uint32_t num_tensors, uint64_t total_bytes,
   return m;
 }
 
-void fill_synthetic(const manifest& layout, uint64_t seed, byte_buffer& dest) {
-  constexpr size_t release_every = 64u << 20;
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  size_t offset = 0, released = 0;
+namespace {
+
+/// Calls f(type, first byte, element count) on every piece of at most
+/// 64 MiB of the tensors laid out in `buffer`, in order, and gives each
+/// piece's pages back afterwards (a no-op for heap memory).
+template <class F>
+void for_each_piece(const manifest& layout, byte_buffer& buffer, F&& f) {
+  constexpr size_t piece_bytes = 64u << 20;
+  size_t offset = 0;
   for (const auto& t : layout.tensors) {
-    auto* base = dest.data() + offset;
-    auto n = t.byte_size / dtype_bytes(t.type);
+    auto element = dtype_bytes(t.type);
+    for (size_t at = 0; at < t.byte_size; at += piece_bytes) {
+      auto n = std::min(piece_bytes, t.byte_size - at);
+      f(t.type, buffer.data() + offset + at, n / element);
+      buffer.release(offset + at, n);
+    }
+    offset += t.byte_size;
+  }
+}
+
+} // namespace
+
+void fill_synthetic(const manifest& layout, uint64_t seed, byte_buffer& dest) {
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for_each_piece(layout, dest, [&](dtype type, std::byte* base, size_t n) {
     for (size_t i = 0; i < n; ++i) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       auto k = static_cast<int>(state >> 57) - 64; // [-64, 64)
-      store_element(t.type, base, i, static_cast<float>(k) / 64.0f);
+      store_element(type, base, i, static_cast<float>(k) / 64.0f);
     }
-    offset += t.byte_size;
-    if (offset - released >= release_every) {
-      dest.release(released, offset - released);
-      released = offset;
-    }
-  }
-  dest.release(released, offset - released);
+  });
 }
 
 model_snapshot synthetic_model(const manifest& layout, uint64_t seed) {
@@ -101,20 +114,17 @@ public:
 
 private:
   void add_to_all() {
-    auto* base = params_.data();
-    for (const auto& t : layout_.tensors) {
-      auto n = t.byte_size / dtype_bytes(t.type);
-      if (t.type == dtype::float32) {
-        auto* x = reinterpret_cast<float*>(base);
-        for (size_t i = 0; i < n; ++i)
-          x[i] += add_;
-      } else {
-        for (size_t i = 0; i < n; ++i)
-          store_element(t.type, base, i, load_element(t.type, base, i) + add_);
-      }
-      params_.release(static_cast<size_t>(base - params_.data()), t.byte_size);
-      base += t.byte_size;
-    }
+    for_each_piece(
+        layout_, params_, [this](dtype type, std::byte* base, size_t n) {
+          if (type == dtype::float32) {
+            auto* x = reinterpret_cast<float*>(base);
+            for (size_t i = 0; i < n; ++i)
+              x[i] += add_;
+            return;
+          }
+          for (size_t i = 0; i < n; ++i)
+            store_element(type, base, i, load_element(type, base, i) + add_);
+        });
   }
 
   manifest layout_;
