@@ -67,6 +67,7 @@ public:
     round_started_ = clock_type::now();
     download_.emplace(plan_->chunk_count(), std::max(1u, rs->window));
     params_ = trainer_->parameters();
+    const_params_ = as_const(params_);
     begin_transfer();
     pump_download();
   }
@@ -201,14 +202,13 @@ private:
   }
 
   void pump_upload() {
-    auto view = as_const(params_);
     while (upload_->can_send()) {
       auto seq = upload_->take();
       const auto& e = plan_->extent(seq);
       msg::chunk_header h{stream_id_, round_.round, seq, e.tensor_index,
                           e.tensor_offset};
       auto f = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
-        plan_->copy_out(seq, view, dst);
+        plan_->copy_out(seq, const_params_, dst);
       });
       trainer_->release(e.model_offset, e.bytes);
       record_.bytes_up += e.bytes;
@@ -304,6 +304,7 @@ private:
   run_report* report_;
   std::unique_ptr<trainer> trainer_;
   model_view params_;
+  const_model_view const_params_; ///< the same memory, for uploads
   std::optional<chunk_plan> plan_;
   std::optional<credit_window> download_;
   std::optional<credit_window> upload_;

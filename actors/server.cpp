@@ -95,9 +95,8 @@ public:
     bytes_down_ += e.bytes;
     msg::chunk_header h{0, req->round, req->sequence, e.tensor_index,
                         e.tensor_offset};
-    auto view = snapshot_->view();
     auto reply = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
-      plan_->copy_out(req->sequence, view, dst);
+      plan_->copy_out(req->sequence, view_, dst);
     });
     snapshot_->bytes.release(e.model_offset, e.bytes); // file-backed only
     return reply;
@@ -162,6 +161,7 @@ public:
 private:
   void install(snapshot_ptr s) {
     snapshot_ = std::move(s);
+    view_ = snapshot_->view();
     auto p = chunk_plan::make(snapshot_->layout, options_.chunk_bytes);
     plan_.emplace(std::move(*p)); // the aggregator checked the same plan
   }
@@ -205,6 +205,7 @@ private:
   run_report* report_;
   snapshot_ptr snapshot_;
   std::optional<chunk_plan> plan_;
+  const_model_view view_; ///< of snapshot_, for serving chunks
   std::map<std::string, client_entry> clients_;
   uint32_t round_ = 0;
   clock_type::time_point started_;

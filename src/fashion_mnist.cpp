@@ -84,8 +84,10 @@ result<image_set> read_fashion_mnist(const std::string& dir,
   set.count = (*image_dims)[0];
   set.rows = (*image_dims)[1];
   set.cols = (*image_dims)[2];
-  set.pixels.assign(images->begin() + 16, images->end());
-  set.labels.assign(labels->begin() + 8, labels->end());
+  images->erase(images->begin(), images->begin() + 16); // IDX headers
+  labels->erase(labels->begin(), labels->begin() + 8);
+  set.pixels = std::move(*images);
+  set.labels = std::move(*labels);
   return set;
 }
 

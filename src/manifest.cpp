@@ -7,44 +7,47 @@
 
 namespace fedcaf {
 
+namespace {
+
+/// Every dtype with its element size and safetensors spelling.
+struct dtype_traits {
+  dtype type;
+  size_t bytes;
+  std::string_view name;
+};
+
+constexpr dtype_traits dtypes[] = {
+    {dtype::float32, 4, "F32"},   {dtype::float16, 2, "F16"},
+    {dtype::bfloat16, 2, "BF16"}, {dtype::float64, 8, "F64"},
+    {dtype::int64, 8, "I64"},     {dtype::int32, 4, "I32"},
+    {dtype::uint8, 1, "U8"},
+};
+
+const dtype_traits* traits_of(dtype t) {
+  for (const auto& d : dtypes)
+    if (d.type == t)
+      return &d;
+  return nullptr;
+}
+
+} // namespace
+
 size_t dtype_bytes(dtype t) {
-  switch (t) {
-  case dtype::float32:
-    return 4;
-  case dtype::float16:
-    return 2;
-  case dtype::bfloat16:
-    return 2;
-  case dtype::float64:
-    return 8;
-  case dtype::int64:
-    return 8;
-  case dtype::int32:
-    return 4;
-  case dtype::uint8:
-    return 1;
-  }
-  return 0;
+  const auto* d = traits_of(t);
+  return d ? d->bytes : 0;
 }
 
 std::string_view dtype_name(dtype t) {
-  switch (t) {
-  case dtype::float32:
-    return "F32";
-  case dtype::float16:
-    return "F16";
-  case dtype::bfloat16:
-    return "BF16";
-  case dtype::float64:
-    return "F64";
-  case dtype::int64:
-    return "I64";
-  case dtype::int32:
-    return "I32";
-  case dtype::uint8:
-    return "U8";
-  }
-  return "?";
+  const auto* d = traits_of(t);
+  return d ? d->name : "?";
+}
+
+result<dtype> dtype_from_name(std::string_view name) {
+  for (const auto& d : dtypes)
+    if (d.name == name)
+      return d.type;
+  return error{errc::unsupported_dtype,
+               "unknown dtype '" + std::string{name} + "'"};
 }
 
 uint64_t manifest::total_bytes() const {

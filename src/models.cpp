@@ -1,6 +1,7 @@
 #include "fedcaf/models.hpp"
 
 #include <cstring>
+#include <optional>
 
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/llama.hpp"
@@ -75,11 +76,30 @@ void copy_released(const const_model_view& from, byte_buffer& to) {
 
 result<model_snapshot> initial_model(const model_config& cfg,
                                      const std::string& storage_file) {
-  auto layout = model_layout(cfg);
-  if (!layout)
-    return layout.err();
+  // The source is opened or built once: a file, the CNN, or the seed.
+  std::optional<safetensors_file> file;
+  std::optional<model_snapshot> cnn;
   model_snapshot s;
-  s.layout = std::move(*layout);
+  if (!cfg.path.empty()) {
+    auto opened = open_model_file(cfg);
+    if (!opened)
+      return opened.err();
+    file.emplace(std::move(*opened));
+    s.layout = file->layout();
+  } else if (cfg.model_name == "CNN") {
+    auto built = make_initial_model(cfg);
+    if (!built)
+      return built.err();
+    if (storage_file.empty())
+      return built; // already on the heap: no copy
+    cnn.emplace(std::move(*built));
+    s.layout = cnn->layout;
+  } else {
+    auto layout = named_layout(cfg);
+    if (!layout)
+      return layout.err();
+    s.layout = std::move(*layout);
+  }
   auto size = s.layout.total_bytes();
   if (storage_file.empty()) {
     s.bytes = byte_buffer::uninitialized(size);
@@ -89,19 +109,12 @@ result<model_snapshot> initial_model(const model_config& cfg,
       return mapped.err();
     s.bytes = std::move(*mapped);
   }
-  if (!cfg.path.empty()) {
-    auto file = open_model_file(cfg);
-    if (!file)
-      return file.err();
+  if (file)
     copy_released(file->view(), s.bytes);
-  } else if (cfg.model_name == "CNN") {
-    auto cnn = make_initial_model(cfg);
-    if (!cnn)
-      return cnn.err();
+  else if (cnn)
     copy_released(cnn->view(), s.bytes);
-  } else {
+  else
     fill_synthetic(s.layout, cfg.seed, s.bytes);
-  }
   return s;
 }
 

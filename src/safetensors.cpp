@@ -101,14 +101,6 @@ result<parsed_header> parse_header(const std::string& path,
 
 } // namespace
 
-result<dtype> dtype_from_name(const std::string& name) {
-  for (auto t : {dtype::float32, dtype::float16, dtype::bfloat16,
-                 dtype::float64, dtype::int64, dtype::int32, dtype::uint8})
-    if (dtype_name(t) == name)
-      return t;
-  return error{errc::unsupported_dtype, "unknown dtype '" + name + "'"};
-}
-
 result<safetensors_file> safetensors_file::open(const std::string& path) {
   fd_guard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (fd.fd < 0)

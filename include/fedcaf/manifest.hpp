@@ -29,6 +29,10 @@ size_t dtype_bytes(dtype t);
 /// Returns the safetensors spelling, e.g. "F32", "BF16".
 std::string_view dtype_name(dtype t);
 
+/// Returns the dtype for a safetensors spelling, or an error iff the
+/// spelling is unknown.
+result<dtype> dtype_from_name(std::string_view name);
+
 /// One tensor of a model: its name, element type, shape and size in bytes.
 struct tensor_info {
   std::string name;

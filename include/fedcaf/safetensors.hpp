@@ -65,8 +65,4 @@ write_safetensors(const std::string& path, const manifest& layout,
                   const std::map<std::string, std::string>& metadata = {},
                   const written_fn& written = {});
 
-/// Returns the dtype for a safetensors spelling ("F32", "BF16", ...), or an
-/// error iff the spelling is unknown.
-result<dtype> dtype_from_name(const std::string& name);
-
 } // namespace fedcaf
