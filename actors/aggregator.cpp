@@ -1,5 +1,6 @@
 #include "actors/aggregator.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -25,11 +26,19 @@ struct upload_stream {
   uint64_t next_sequence = 0;
   uint64_t bytes = 0;
   caf::actor notify; ///< told (update_atom, id, round) when the stream closes
+  bool closed = false; ///< kept until finalize: a repeated end is answered
 };
 
 // State machine: collecting (streams open and close) -> finalize_atom ->
 // collecting the next round. A chunk is validated in full before it touches
 // the accumulator, so a refused chunk leaves it unchanged.
+//
+// Resuming: a client that reconnects offers again; the offer of a client
+// whose stream of that round exists answers with where the stream stands
+// (next chunk, first credit owed), so nothing that arrived is sent twice.
+// reset_atom forgets every upload of the round (a client was dropped after
+// folding chunks: its share cannot be taken out of a sum), and the
+// scheduler has the survivors send again.
 //
 // Memory modes. ram: a model-sized sum (fedavg_accumulator); a chunk's
 // credit returns as soon as it is folded. window: only `window` positions are
@@ -63,9 +72,12 @@ public:
           error{errc::manifest_mismatch, "offer of " + id +
                                              " does not match the global "
                                              "model's layout"});
+    for (auto& [sid, s] : streams_)
+      if (s.client_id == id && s.round == round)
+        return resume(sid, s);
     recycle_previous();
     auto stream_id = next_stream_id_++;
-    streams_[stream_id] = {id, round, weight, 0, 0, notify};
+    streams_[stream_id] = {id, round, weight, 0, 0, notify, false};
     if (ram_)
       ram_->add_weight(weight);
     else
@@ -89,6 +101,49 @@ public:
     return rp;
   }
 
+  /// A resumed upload asks for a credit it is owed (window mode).
+  caf::result<frame> owed_credit(const frame& f) {
+    auto c = msg::decode<msg::credit>(f);
+    if (!c)
+      return refuse(c.err());
+    auto it = streams_.find(c->stream_id);
+    if (it == streams_.end() || it->second.closed ||
+        c->sequence >= it->second.next_sequence)
+      return refuse({errc::unknown_stream,
+                     "no credit owed for chunk " +
+                         std::to_string(c->sequence) + " of stream " +
+                         std::to_string(c->stream_id)});
+    if (ram_ || c->sequence < window_->low())
+      return msg::encode(msg::credit{c->stream_id, c->sequence});
+    auto rp = self_->make_response_promise<frame>();
+    held_[c->sequence].emplace_back(rp, c->stream_id);
+    return rp;
+  }
+
+  /// Forgets every upload of the open round; `contributors` clients will
+  /// send theirs again.
+  void reset(uint32_t contributors) {
+    auto reset = msg::encode(
+        error{errc::stream_reset, "the round's updates are collected again"});
+    for (auto& [seq, waiting] : held_)
+      for (auto& [rp, stream] : waiting)
+        rp.deliver(reset);
+    held_.clear();
+    streams_.clear();
+    if (ram_)
+      ram_->discard();
+    else
+      window_->restart(std::max(1u, contributors));
+  }
+
+  /// Fewer clients than expected will contribute to the open round.
+  void expect(uint32_t contributors) {
+    if (!window_ || contributors == 0)
+      return;
+    window_->set_contributors(contributors);
+    advance_window();
+  }
+
   frame close(const frame& f) {
     auto end = msg::decode<msg::end_of_stream>(f);
     if (!end)
@@ -98,6 +153,8 @@ public:
       return refuse(
           {errc::unknown_stream, "stream " + std::to_string(end->stream_id)});
     auto& s = it->second;
+    if (s.closed) // the answer was lost with a connection
+      return msg::encode(msg::stream_closed{end->stream_id, s.bytes});
     if (s.next_sequence != plan_.chunk_count() ||
         end->chunk_count != plan_.chunk_count())
       return refuse({errc::bad_sequence,
@@ -107,14 +164,17 @@ public:
                          " chunks"});
     msg::stream_closed closed{end->stream_id, s.bytes};
     self_->send(s.notify, update_atom::value, s.client_id, s.round);
-    streams_.erase(it);
+    s.closed = true;
     return msg::encode(closed);
   }
 
   result<snapshot_ptr> finalize(uint32_t round) {
-    if (!streams_.empty())
-      return error{errc::internal, std::to_string(streams_.size()) +
+    auto open = std::count_if(streams_.begin(), streams_.end(),
+                              [](const auto& kv) { return !kv.second.closed; });
+    if (open > 0)
+      return error{errc::internal, std::to_string(open) +
                                        " streams still open at finalize"};
+    streams_.clear();
     auto next = std::make_shared<model_snapshot>();
     if (ram_) {
       auto bytes = ram_->finalize();
@@ -138,6 +198,17 @@ public:
   }
 
 private:
+  frame resume(uint64_t stream_id, const upload_stream& s) {
+    auto total = plan_.chunk_count();
+    auto next = s.closed ? total : s.next_sequence;
+    auto owed = ram_ || s.closed ? next : std::min(next, window_->low());
+    log_line("aggregator", s.client_id + " resumes stream " +
+                               std::to_string(stream_id) + " at chunk " +
+                               std::to_string(next) + " of " +
+                               std::to_string(total));
+    return msg::encode(msg::accept{stream_id, options_.window, next, owed});
+  }
+
   /// Once the server has dropped the global model before the current one,
   /// its memory becomes the next sum: no allocation, no page faults.
   void recycle_previous() {
@@ -152,6 +223,7 @@ private:
     auto it = streams_.find(h.stream_id);
     FEDCAF_REQUIRE(it != streams_.end(), errc::unknown_stream, h.stream_id);
     auto& s = it->second;
+    FEDCAF_REQUIRE(!s.closed, errc::unknown_stream, h.stream_id, "closed");
     FEDCAF_REQUIRE(h.round == s.round, errc::wrong_round, h.round, s.round);
     FEDCAF_REQUIRE(h.sequence == s.next_sequence, errc::bad_sequence,
                    h.sequence, s.next_sequence);
@@ -216,6 +288,11 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
       },
       [state](chunk_atom, const frame& f) { return state->consume(f); },
       [state](end_atom, const frame& f) { return state->close(f); },
+      [state](credit_atom, const frame& f) { return state->owed_credit(f); },
+      [state](reset_atom, uint32_t contributors) { state->reset(contributors); },
+      [state](expect_atom, uint32_t contributors) {
+        state->expect(contributors);
+      },
       [state](finalize_atom, uint32_t round) -> caf::result<snapshot_ptr> {
         auto next = state->finalize(round);
         if (!next) {

@@ -23,10 +23,27 @@ const_model_view as_const(const model_view& v) {
   return out;
 }
 
+enum class phase {
+  registering,
+  idle,
+  downloading,
+  offering,
+  uploading,
+  closing,
+  reconnecting,
+};
+
 // State machine, per round:
 //   idle -(round)-> downloading -(all chunks)-> training -> offering
 //   -(accept)-> uploading -(all credits)-> closing -(closed)-> idle
 //   ... -(done)-> quit
+// Any phase -(server lost, remote)-> reconnecting -(welcome)-> the phase it
+// left: a download fetches again what was in flight; an upload offers
+// again, and the server answers with where its stream stands.
+// A round announced again with `resend` (the server collects the round's
+// updates again) sends the trained update once more.
+// Replies carry the generation they were asked in; a reconnect or a resend
+// starts a new one, and older replies are ignored.
 class client_state {
 public:
   client_state(caf::actor server, client_options options,
@@ -38,12 +55,15 @@ public:
   void attach(caf::event_based_actor* self) {
     self_ = self;
     report_->node = options_.client_id;
-    self_->monitor(server_);
     self_->set_down_handler([this](caf::down_msg& m) {
-      if (m.source == server_.address())
-        fail({errc::disconnected,
-              "lost the server: " + self_->system().render(m.reason)});
+      if (m.source != server_.address())
+        return;
+      if (!options_.connector)
+        return fail({errc::disconnected,
+                     "lost the server: " + self_->system().render(m.reason)});
+      lost_server(self_->system().render(m.reason));
     });
+    self_->monitor(server_);
     register_with_server();
   }
 
@@ -53,6 +73,12 @@ public:
       return fail(rs.err());
     if (!trainer_)
       return fail({errc::unexpected_message, "round before welcome"});
+    if (plan_ && rs->round == round_.round &&
+        rs->model_version == round_.model_version) {
+      if (rs->resend && phase_ != phase::downloading)
+        send_again();
+      return; // announced again after a reconnect: already under way
+    }
     if (digest(rs->model) != digest(trainer_->layout()))
       return fail({errc::manifest_mismatch,
                    "the server's model layout differs from this client's"});
@@ -60,14 +86,18 @@ public:
     if (!plan)
       return fail(plan.err());
     note_metrics(rs->previous);
+    ++generation_;
     plan_.emplace(std::move(*plan));
     round_ = *rs;
     record_ = round_record{};
     record_.round = rs->round;
     round_started_ = clock_type::now();
     download_.emplace(plan_->chunk_count(), std::max(1u, rs->window));
+    upload_.reset();
+    sent_high_ = 0;
     params_ = trainer_->parameters();
     const_params_ = as_const(params_);
+    phase_ = phase::downloading;
     begin_transfer();
     pump_download();
   }
@@ -94,18 +124,54 @@ public:
     arm_timer();
   }
 
+  void try_reconnect() {
+    if (phase_ != phase::reconnecting)
+      return;
+    auto gen = generation_;
+    self_
+        ->request(options_.connector, std::chrono::seconds{10},
+                  caf::connect_atom::value, options_.host, options_.port)
+        .then(
+            [this, gen](const caf::node_id&, caf::strong_actor_ptr& server,
+                        const std::set<std::string>&) {
+              if (gen != generation_)
+                return;
+              if (!server)
+                return retry_later("no server actor published there");
+              server_ = caf::actor_cast<caf::actor>(std::move(server));
+              self_->monitor(server_);
+              register_with_server();
+            },
+            [this, gen](caf::error& e) {
+              if (gen == generation_)
+                retry_later(self_->system().render(e));
+            });
+  }
+
 private:
+  // -- registration and reconnection -----------------------------------------
+
   void register_with_server() {
-    msg::hello h{options_.client_id, ""};
+    msg::hello h{options_.client_id, options_.token};
+    auto gen = generation_;
     self_->request(server_, caf::infinite, hello_atom::value, msg::encode(h))
-        .then([this](const frame& f) { on_welcome(f); },
-              [this](caf::error& e) { fail_transport("hello", e); });
+        .then(
+            [this, gen](const frame& f) {
+              if (gen == generation_)
+                on_welcome(f);
+            },
+            [this, gen](caf::error& e) {
+              if (gen == generation_)
+                fail_transport("hello", e);
+            });
   }
 
   void on_welcome(const frame& f) {
     auto w = msg::decode<msg::welcome>(f);
     if (!w)
       return fail(w.err());
+    if (trainer_)
+      return resume();
     auto cfg = parse_client_configs(w->client_configs);
     if (!cfg)
       return fail(cfg.err());
@@ -113,22 +179,83 @@ private:
     if (!t)
       return fail(t.err());
     trainer_ = std::move(*t);
+    phase_ = phase::idle;
     log_line(options_.client_id,
              "registered as client " + std::to_string(w->client_index) +
                  " of " + std::to_string(w->num_clients) + ", " +
                  std::to_string(trainer_->sample_count()) + " samples");
   }
 
+  void lost_server(const std::string& why) {
+    if (phase_ == phase::reconnecting) { // lost again while registering
+      ++generation_;
+      return retry_later(why);
+    }
+    resume_phase_ = phase_;
+    phase_ = phase::reconnecting;
+    transferring_ = false;
+    ++generation_;
+    lost_at_ = clock_type::now();
+    reconnect_delay_ = std::chrono::milliseconds{100};
+    log_line(options_.client_id, "lost the server (" + why +
+                                     "); reconnecting to " + options_.host +
+                                     ":" + std::to_string(options_.port));
+    try_reconnect();
+  }
+
+  void retry_later(const std::string& why) {
+    ++report_->retries;
+    if (clock_type::now() - lost_at_ > options_.idle_timeout)
+      return fail({errc::disconnected,
+                   "the server at " + options_.host + ":" +
+                       std::to_string(options_.port) + " was not back within " +
+                       std::to_string(options_.idle_timeout.count()) +
+                       " ms: " + why});
+    self_->delayed_send(self_, reconnect_delay_, caf::connect_atom::value);
+    reconnect_delay_ =
+        std::min(reconnect_delay_ * 2, std::chrono::milliseconds{2000});
+  }
+
+  /// Back on the server after a lost connection: go on where we stopped.
+  void resume() {
+    ++report_->resumes;
+    phase_ = resume_phase_;
+    log_line(options_.client_id, "reconnected; resuming");
+    switch (phase_) {
+    case phase::downloading: {
+      auto again = download_->next() - download_->acked();
+      report_->bytes_resent += again * plan_->chunk_bytes();
+      download_->rewind();
+      begin_transfer();
+      return pump_download();
+    }
+    case phase::offering:
+    case phase::uploading:
+    case phase::closing:
+      return send_offer();
+    default:
+      phase_ = phase::idle;
+    }
+  }
+
   // -- download: every fetch request is one credit ---------------------------
 
   void pump_download() {
+    auto gen = generation_;
     while (download_->can_send()) {
       auto seq = download_->take();
       msg::fetch req{round_.round, round_.model_version, seq};
       self_
           ->request(server_, caf::infinite, fetch_atom::value, msg::encode(req))
-          .then([this, seq](const frame& f) { on_model_chunk(seq, f); },
-                [this](caf::error& e) { fail_transport("fetch", e); });
+          .then(
+              [this, gen, seq](const frame& f) {
+                if (gen == generation_)
+                  on_model_chunk(seq, f);
+              },
+              [this, gen](caf::error& e) {
+                if (gen == generation_)
+                  fail_transport("fetch", e);
+              });
     }
   }
 
@@ -150,6 +277,7 @@ private:
     const auto& e = plan_->extent(seq);
     trainer_->release(e.model_offset, e.bytes);
     record_.bytes_down += c->bytes.size();
+    report_->bytes_received += c->bytes.size();
     if (auto ok = download_->ack(seq); !ok)
       return fail(ok.err());
     note_in_flight(download_->peak_in_flight());
@@ -158,8 +286,7 @@ private:
     pump_download();
   }
 
-  // -- training and the offer
-  // --------------------------------------------------
+  // -- training and the offer ------------------------------------------------
 
   void train_and_offer() {
     transferring_ = false;
@@ -175,33 +302,92 @@ private:
                  std::to_string(m->samples) + " samples in " +
                  std::to_string(m->seconds) + " s, loss " +
                  std::to_string(m->loss));
-    msg::offer o{round_.round,
-                 options_.client_id,
-                 trainer_->sample_count(),
-                 digest(trainer_->layout()),
-                 plan_->total_bytes(),
-                 plan_->chunk_count(),
-                 m->loss,
-                 m->seconds};
-    self_->request(server_, caf::infinite, offer_atom::value, msg::encode(o))
-        .then([this](const frame& f) { on_accept(f); },
-              [this](caf::error& e) { fail_transport("offer", e); });
+    offer_ = msg::offer{round_.round,
+                        options_.client_id,
+                        trainer_->sample_count(),
+                        digest(trainer_->layout()),
+                        plan_->total_bytes(),
+                        plan_->chunk_count(),
+                        m->loss,
+                        m->seconds};
+    send_offer();
+  }
+
+  void send_offer() {
+    phase_ = phase::offering;
+    auto gen = generation_;
+    self_
+        ->request(server_, caf::infinite, offer_atom::value,
+                  msg::encode(offer_))
+        .then(
+            [this, gen](const frame& f) {
+              if (gen == generation_)
+                on_accept(f);
+            },
+            [this, gen](caf::error& e) {
+              if (gen == generation_)
+                fail_transport("offer", e);
+            });
+  }
+
+  /// The server collects the round's updates again: send ours once more.
+  void send_again() {
+    ++generation_;
+    log_line(options_.client_id, "round " + std::to_string(round_.round) +
+                                     ": sending the update again");
+    if (upload_)
+      report_->bytes_resent += upload_->acked() * plan_->chunk_bytes();
+    upload_.reset();
+    sent_high_ = 0;
+    send_offer();
   }
 
   // -- upload: at most `window` chunks unacknowledged -------------------------
 
   void on_accept(const frame& f) {
     auto a = msg::decode<msg::accept>(f);
+    if (!a && a.err().code == errc::not_in_round) {
+      log_line(options_.client_id, "sits this round out: " + a.err().message);
+      phase_ = phase::idle;
+      return;
+    }
     if (!a)
       return fail(a.err());
+    if (a->next_sequence > plan_->chunk_count())
+      return fail({errc::out_of_range, "the server resumes the upload at "
+                                       "chunk " +
+                                           std::to_string(a->next_sequence)});
     stream_id_ = a->stream_id;
     auto window = std::max(1u, std::min(a->window, round_.window));
     upload_.emplace(plan_->chunk_count(), window);
+    upload_->resume(a->first_unacknowledged, a->next_sequence);
+    phase_ = phase::uploading;
     begin_transfer();
+    for (auto seq = a->first_unacknowledged; seq < a->next_sequence; ++seq)
+      ask_for_credit(seq);
+    if (upload_->complete())
+      return close_stream();
     pump_upload();
   }
 
+  void ask_for_credit(uint64_t seq) {
+    auto gen = generation_;
+    self_
+        ->request(server_, caf::infinite, credit_atom::value,
+                  msg::encode(msg::credit{stream_id_, seq}))
+        .then(
+            [this, gen](const frame& reply) {
+              if (gen == generation_)
+                on_credit(reply);
+            },
+            [this, gen](caf::error& e) {
+              if (gen == generation_)
+                fail_transport("credit", e);
+            });
+  }
+
   void pump_upload() {
+    auto gen = generation_;
     while (upload_->can_send()) {
       auto seq = upload_->take();
       const auto& e = plan_->extent(seq);
@@ -212,9 +398,20 @@ private:
       });
       trainer_->release(e.model_offset, e.bytes);
       record_.bytes_up += e.bytes;
+      report_->bytes_sent += e.bytes;
+      if (seq < sent_high_)
+        report_->bytes_resent += e.bytes;
+      sent_high_ = std::max(sent_high_, seq + 1);
       self_->request(server_, caf::infinite, chunk_atom::value, std::move(f))
-          .then([this](const frame& reply) { on_credit(reply); },
-                [this](caf::error& e) { fail_transport("chunk", e); });
+          .then(
+              [this, gen](const frame& reply) {
+                if (gen == generation_)
+                  on_credit(reply);
+              },
+              [this, gen](caf::error& e) {
+                if (gen == generation_)
+                  fail_transport("chunk", e);
+              });
     }
     note_in_flight(upload_->peak_in_flight());
   }
@@ -222,6 +419,13 @@ private:
   void on_credit(const frame& f) {
     progress();
     auto c = msg::decode<msg::credit>(f);
+    if (!c && (c.err().code == errc::stream_reset ||
+               c.err().code == errc::unknown_stream)) {
+      // The server forgot the round's uploads; it announces the round
+      // again with `resend` (or the idle timeout ends the wait).
+      ++generation_;
+      return;
+    }
     if (!c)
       return fail(c.err());
     if (auto ok = upload_->ack(c->sequence); !ok)
@@ -232,10 +436,19 @@ private:
   }
 
   void close_stream() {
+    phase_ = phase::closing;
     msg::end_of_stream end{stream_id_, plan_->chunk_count()};
+    auto gen = generation_;
     self_->request(server_, caf::infinite, end_atom::value, msg::encode(end))
-        .then([this](const frame& f) { on_closed(f); },
-              [this](caf::error& e) { fail_transport("end", e); });
+        .then(
+            [this, gen](const frame& f) {
+              if (gen == generation_)
+                on_closed(f);
+            },
+            [this, gen](caf::error& e) {
+              if (gen == generation_)
+                fail_transport("end", e);
+            });
   }
 
   void on_closed(const frame& f) {
@@ -243,14 +456,18 @@ private:
     auto closed = msg::decode<msg::stream_closed>(f);
     if (!closed)
       return fail(closed.err());
+    phase_ = phase::idle;
     record_.upload_seconds = seconds_since(upload_started_);
     record_.wall_seconds = seconds_since(round_started_);
     record_.ended_unix_s = unix_seconds();
-    report_->rounds.push_back(record_);
+    if (!report_->rounds.empty() &&
+        report_->rounds.back().round == record_.round)
+      report_->rounds.back() = record_; // sent again
+    else
+      report_->rounds.push_back(record_);
   }
 
-  // -- bookkeeping
-  // -------------------------------------------------------------
+  // -- bookkeeping -----------------------------------------------------------
 
   /// Attaches the server's evaluation of a global model to the round that
   /// produced it.
@@ -280,7 +497,11 @@ private:
     self_->delayed_send(self_, options_.idle_timeout / 4, tick_atom::value);
   }
 
+  /// A request failed: the server is gone. Remote clients learn that from
+  /// the down message too and reconnect; the others give up.
   void fail_transport(const char* what, const caf::error& e) {
+    if (options_.connector)
+      return;
     fail({errc::disconnected,
           std::string{what} + " failed: " + self_->system().render(e)});
   }
@@ -309,13 +530,20 @@ private:
   std::optional<credit_window> download_;
   std::optional<credit_window> upload_;
   msg::round_start round_;
+  msg::offer offer_;
   round_record record_;
   uint64_t stream_id_ = 0;
+  uint64_t sent_high_ = 0; ///< one past the highest chunk sent this round
+  uint64_t generation_ = 0;
+  phase phase_ = phase::registering;
+  phase resume_phase_ = phase::registering;
   bool transferring_ = false;
+  std::chrono::milliseconds reconnect_delay_{100};
   clock_type::time_point started_;
   clock_type::time_point round_started_;
   clock_type::time_point upload_started_;
   clock_type::time_point last_progress_;
+  clock_type::time_point lost_at_;
 };
 
 caf::behavior client_actor(caf::event_based_actor* self,
@@ -325,6 +553,7 @@ caf::behavior client_actor(caf::event_based_actor* self,
       [state](round_atom, const frame& f) { state->on_round(f); },
       [state](done_atom, const frame& f) { state->on_done(f); },
       [state](tick_atom) { state->on_tick(); },
+      [state](caf::connect_atom) { state->try_reconnect(); },
   };
 }
 

@@ -25,8 +25,17 @@ using trainer_factory = std::function<result<std::unique_ptr<trainer>>(
 
 struct client_options {
   std::string client_id = "Client1";
-  /// A transfer fails only when no chunk or credit has moved this long.
+  /// A transfer fails only when no chunk or credit has moved this long; a
+  /// lost server must be back within the same time.
   std::chrono::milliseconds idle_timeout{60000};
+  /// Sent in Hello when the server asks for tokens.
+  std::string token;
+  /// Remote runs: after losing the server, reconnect through `connector`
+  /// (network.hpp) to host:port and resume. Null: a lost server ends the
+  /// client.
+  caf::actor connector;
+  std::string host;
+  uint16_t port = 0;
 };
 
 /// Spawns a client of `server`. `report` is written by the client only and

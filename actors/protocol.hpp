@@ -12,15 +12,24 @@
 //   client -> server     (chunk_atom, frame) -> credit (via the aggregator)
 //   client -> server     (end_atom, frame)   -> stream closed (via the
 //                                               aggregator)
+//   client -> server     (credit_atom, frame) -> credit: after a resumed
+//                                               upload, one per credit owed
+//                                               (via the aggregator)
 //   server -> client     (done_atom, frame)     the run ended, no reply
 //
 //   server -> scheduler  (join_atom, id), (leave_atom, id, reason)
+//   server -> scheduler  (drop_atom, id): a lost client did not come back
 //   scheduler -> server  (start_atom, round), (stop_atom, reason)
+//   scheduler -> server  (resend_atom, ids): collect their updates again
+//   scheduler -> aggr.   (reset_atom, contributors): forget the round's
+//                        uploads; (expect_atom, contributors): fewer clients
+//                        will contribute to the open round
 //   scheduler -> aggr.   (open_atom, notify, id, round, weight, digest,
 //                         bytes, chunks) -> accept
 //   aggr. -> scheduler   (update_atom, id, round)
 //   scheduler -> aggr.   (finalize_atom, round) -> snapshot_ptr
-//   scheduler -> server  (publish_atom, round, snapshot_ptr, clients, loss)
+//   scheduler -> server  (publish_atom, round, snapshot_ptr, clients, loss,
+//                         missing ids)
 //                        -> go on (false: the server stopped the run)
 //   server -> evaluator  (eval_atom, snapshot_ptr)
 //                        -> (evaluated, loss, accuracy, failure)
@@ -50,6 +59,12 @@ using finalize_atom = caf::atom_constant<caf::atom("finalize")>;
 using publish_atom = caf::atom_constant<caf::atom("publish")>;
 using eval_atom = caf::atom_constant<caf::atom("eval")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using credit_atom = caf::atom_constant<caf::atom("credit")>;
+using drop_atom = caf::atom_constant<caf::atom("drop")>;
+using resend_atom = caf::atom_constant<caf::atom("resend")>;
+using reset_atom = caf::atom_constant<caf::atom("reset")>;
+using expect_atom = caf::atom_constant<caf::atom("expect")>;
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 
 using msg::frame;
 

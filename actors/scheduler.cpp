@@ -1,5 +1,6 @@
 #include "actors/scheduler.hpp"
 
+#include <map>
 #include <set>
 
 #include <caf/all.hpp>
@@ -11,15 +12,33 @@ namespace fedcaf {
 
 namespace {
 
+std::string join_ids(const std::set<std::string>& ids) {
+  std::string out;
+  for (const auto& id : ids)
+    out += (out.empty() ? "" : ", ") + id;
+  return out;
+}
+
 // State machine:
-//   registering -(all joined)-> collecting(r) -(all updates closed)->
-//   finalizing(r) -(published)-> collecting(r+1) ... -> stopped
-// A client that leaves fails the run: a sync round cannot complete without it.
+//   registering -(num_clients joined)-> collecting(r) -(every contributor's
+//   update closed)-> finalizing(r) -(published)-> collecting(r+1) ...
+//   -> stopped
+// The participants of round r are the clients registered when it starts;
+// one that joins later waits for r+1. A participant that is dropped (lost
+// and not back within the grace period) or that has not offered by the
+// deadline leaves the round; the round then finalizes with the others if at
+// least min_clients remain, and fails with a message naming the missing
+// clients if not. A dropped client that had already sent chunks cannot be
+// taken out of the sum: the aggregator forgets the round's uploads and the
+// other offered clients send theirs again (they still hold them).
 class scheduler_state {
 public:
   scheduler_state(caf::actor aggregator, scheduler_options options)
       : aggregator_(std::move(aggregator)), options_(std::move(options)),
-        refusals_("scheduler", options_.refusals) {}
+        refusals_("scheduler", options_.refusals) {
+    if (options_.min_clients == 0 || options_.min_clients > options_.num_clients)
+      options_.min_clients = options_.num_clients;
+  }
 
   void attach(caf::event_based_actor* self) { self_ = self; }
 
@@ -31,15 +50,26 @@ public:
       start_round(1);
   }
 
-  void leave(const std::string& id, const std::string& reason) {
-    if (stopped_)
+  void drop(const std::string& id) {
+    registered_.erase(id);
+    if (stopped_ || !participants_.erase(id))
       return;
-    stop("client " + id + " left in round " + std::to_string(round_) + " (" +
-         reason + "); a sync round needs every client");
+    missing_.insert(id);
+    if (offered_.count(id)) {
+      offered_.erase(id);
+      closed_.erase(id);
+      losses_.erase(id);
+      if (!finalizing_)
+        collect_again(id);
+    } else {
+      self_->send(aggregator_, expect_atom::value, contributors());
+    }
+    check_round();
   }
 
   /// Returns an error frame, or an empty frame after delegating the offer to
-  /// the aggregator (which then answers the client itself).
+  /// the aggregator (which then answers the client itself). A repeated
+  /// offer resumes the client's stream.
   frame offer(const frame& f) {
     auto o = msg::decode<msg::offer>(f);
     if (!o)
@@ -50,10 +80,16 @@ public:
                                   ", open round is " + std::to_string(round_)});
     if (!registered_.count(o->client_id))
       return refuse({errc::unknown_client, o->client_id});
-    if (!offered_.insert(o->client_id).second)
-      return refuse(
-          {errc::unknown_client, o->client_id + " offered twice in one round"});
-    train_loss_sum_ += o->train_loss;
+    if (!participants_.count(o->client_id))
+      return refuse({errc::not_in_round,
+                     o->client_id + " is not in round " +
+                         std::to_string(round_) +
+                         (missing_.count(o->client_id)
+                              ? " (it missed the deadline)"
+                              : " (it joined after the round started)") +
+                         "; it takes part in the next"});
+    offered_.insert(o->client_id);
+    losses_[o->client_id] = o->train_loss;
     double weight = options_.client_weights_mode == "sample_size"
                         ? static_cast<double>(o->sample_count)
                         : 1.0;
@@ -67,18 +103,79 @@ public:
     if (round != round_ || !offered_.count(id))
       return;
     closed_.insert(id);
-    if (closed_.size() == options_.num_clients)
-      finalize();
+    check_round();
+  }
+
+  void deadline(uint32_t round) {
+    if (round != round_ || finalizing_ || stopped_)
+      return;
+    std::set<std::string> late;
+    for (const auto& id : participants_)
+      if (!offered_.count(id))
+        late.insert(id);
+    if (late.empty())
+      return;
+    for (const auto& id : late) {
+      participants_.erase(id);
+      missing_.insert(id);
+    }
+    log_line("scheduler", "round " + std::to_string(round_) +
+                              ": the deadline passed without an update from " +
+                              join_ids(late));
+    self_->send(aggregator_, expect_atom::value, contributors());
+    check_round();
   }
 
 private:
+  uint32_t contributors() const {
+    return static_cast<uint32_t>(participants_.size());
+  }
+
   void start_round(uint32_t r) {
     round_ = r;
     finalizing_ = false;
     offered_.clear();
     closed_.clear();
-    train_loss_sum_ = 0;
+    missing_.clear();
+    losses_.clear();
+    participants_ = registered_;
+    if (participants_.size() < options_.min_clients)
+      return stop("round " + std::to_string(r) + " cannot start: " +
+                  std::to_string(participants_.size()) +
+                  " clients are registered, min_clients is " +
+                  std::to_string(options_.min_clients));
+    self_->send(aggregator_, expect_atom::value, contributors());
     self_->send(server_, start_atom::value, r);
+    if (options_.round_deadline.count() > 0)
+      self_->delayed_send(self_, options_.round_deadline, deadline_atom::value,
+                          r);
+  }
+
+  /// `dropped` sent chunks that are in the sum: start the collection over.
+  void collect_again(const std::string& dropped) {
+    log_line("scheduler", "round " + std::to_string(round_) + ": " + dropped +
+                              " was dropped mid-upload; collecting the " +
+                              "updates of " + join_ids(offered_) + " again");
+    self_->send(aggregator_, reset_atom::value, contributors());
+    std::vector<std::string> again(offered_.begin(), offered_.end());
+    offered_.clear();
+    closed_.clear();
+    if (!again.empty())
+      self_->send(server_, resend_atom::value, round_, std::move(again));
+  }
+
+  void check_round() {
+    if (stopped_ || finalizing_ || round_ == 0)
+      return;
+    if (participants_.size() < options_.min_clients)
+      return stop("round " + std::to_string(round_) + " failed: only " +
+                  std::to_string(participants_.size()) + " of " +
+                  std::to_string(options_.num_clients) +
+                  " clients can still deliver (missing: " +
+                  join_ids(missing_) + "), min_clients is " +
+                  std::to_string(options_.min_clients));
+    if (closed_.size() == participants_.size())
+      finalize();
   }
 
   void finalize() {
@@ -93,10 +190,14 @@ private:
 
   void publish(uint32_t r, snapshot_ptr next) {
     auto clients = static_cast<uint32_t>(closed_.size());
-    auto loss = train_loss_sum_ / std::max(1u, clients);
+    double loss = 0;
+    for (const auto& id : closed_)
+      loss += losses_[id];
+    loss /= std::max(1u, clients);
+    std::vector<std::string> missing(missing_.begin(), missing_.end());
     self_
         ->request(server_, caf::infinite, publish_atom::value, r,
-                  std::move(next), clients, loss)
+                  std::move(next), clients, loss, std::move(missing))
         .then(
             [this, r](bool go_on) {
               if (!go_on) // the server stopped the run and said why
@@ -124,13 +225,15 @@ private:
   caf::actor aggregator_;
   caf::actor server_;
   scheduler_options options_;
-  std::set<std::string> registered_;
+  std::set<std::string> registered_;   ///< joined and not dropped
+  std::set<std::string> participants_; ///< may still deliver to this round
+  std::set<std::string> missing_;      ///< left this round
   std::set<std::string> offered_;
   std::set<std::string> closed_;
+  std::map<std::string, double> losses_;
   uint32_t round_ = 0;
   bool finalizing_ = false;
   bool stopped_ = false;
-  double train_loss_sum_ = 0;
   refusal_log refusals_;
 };
 
@@ -139,9 +242,7 @@ caf::behavior scheduler_actor(caf::event_based_actor* self,
   state->attach(self);
   return {
       [state](join_atom, const std::string& id) { state->join(id); },
-      [state](leave_atom, const std::string& id, const std::string& reason) {
-        state->leave(id, reason);
-      },
+      [state](drop_atom, const std::string& id) { state->drop(id); },
       [state](offer_atom, const frame& f) -> caf::result<frame> {
         auto reply = state->offer(f);
         if (reply.empty())
@@ -151,6 +252,7 @@ caf::behavior scheduler_actor(caf::event_based_actor* self,
       [state](update_atom, const std::string& id, uint32_t round) {
         state->update_closed(id, round);
       },
+      [state](deadline_atom, uint32_t round) { state->deadline(round); },
   };
 }
 

@@ -1,10 +1,13 @@
 #pragma once
 // The scheduler decides rounds. SyncScheduler: round r starts when all
 // expected clients are registered (r = 1) or round r-1 is published; it
-// finalizes when every expected client's update has closed. Messages: see
-// actors/protocol.hpp.
+// finalizes when the update of every client that can still deliver has
+// closed, if at least min_clients did (clients are dropped after losing
+// their connection for good, or sit the round out after the deadline).
+// Messages: see actors/protocol.hpp.
 
 #include <cstdint>
+#include <chrono>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -18,6 +21,11 @@ struct scheduler_options {
   uint32_t num_clients = 2;
   uint32_t num_rounds = 3;
   std::string client_weights_mode = "equal"; ///< equal | sample_size
+  /// The fewest updates a round may finalize with (0: num_clients).
+  uint32_t min_clients = 0;
+  /// Clients that have not offered this long after a round started sit it
+  /// out; zero: no deadline.
+  std::chrono::milliseconds round_deadline{0};
   /// Counts refused offers; shared with the server for its report.
   refusal_counter refusals;
 };

@@ -1,7 +1,9 @@
 #include "actors/server.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <caf/all.hpp>
 
@@ -17,15 +19,34 @@ namespace {
 
 using clock_type = steady_clock;
 
+enum class presence { connected, lost, dropped };
+
 struct client_entry {
   caf::actor handle;
   uint32_t index = 0;
-  bool connected = true;
+  presence state = presence::connected;
+  uint64_t epoch = 0; ///< bumped on every loss; names the drop timer
+  std::string address;
 };
+
+/// Compares secrets in time independent of where they differ.
+bool same_secret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size())
+    return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
 
 // State machine: registering -> (start r: announce, serve, route) ->
 // (publish r: evaluate, report) -> ... -> stopping (done sent; waiting for
 // clients to leave) -> quit.
+// Per client: connected -(connection lost)-> lost -(hello again within the
+// grace period)-> connected (it resumes) | -(grace over)-> dropped (the
+// scheduler's rule applies; a later hello joins it again as new).
+// Only frames from a registered client's current connection are served or
+// routed; anyone else is refused before a byte of model data moves.
 class server_state {
 public:
   server_state(snapshot_ptr initial, server_peers peers, server_options options,
@@ -40,45 +61,88 @@ public:
     self_->set_down_handler([this](caf::down_msg& m) { on_down(m); });
   }
 
-  frame hello(const frame& f) {
+  caf::result<frame> hello(const frame& f) {
     auto h = msg::decode<msg::hello>(f);
     if (!h)
       return refuse(h.err());
-    if (clients_.count(h->client_id))
-      return refuse(
-          {errc::unknown_client, h->client_id + " is already registered"});
-    if (clients_.size() >= options_.num_clients || stopping_)
-      return refuse(
-          {errc::unknown_client, h->client_id + ": all " +
-                                     std::to_string(options_.num_clients) +
-                                     " client places are taken"});
-    auto handle = caf::actor_cast<caf::actor>(self_->current_sender());
-    auto index = static_cast<uint32_t>(clients_.size());
-    clients_[h->client_id] = {handle, index, true};
-    self_->monitor(handle);
-    log_line("server", "registered " + h->client_id);
-    self_->send(peers_.scheduler, join_atom::value, h->client_id);
-    return msg::encode(msg::welcome{index, options_.num_clients,
-                                    options_.client_configs_yaml});
+    auto sender = caf::actor_cast<caf::actor>(self_->current_sender());
+    if (!options_.middleman || sender.node() == self_->node())
+      return admit(*h, sender, "", 0);
+    // A remote client: learn its address for the log and the TLS check.
+    auto rp = self_->make_response_promise<frame>();
+    self_
+        ->request(options_.middleman, std::chrono::seconds{10},
+                  caf::get_atom::value, sender.node())
+        .then(
+            [this, rp, h = *h, sender](const caf::node_id&,
+                                       const std::string& host,
+                                       uint16_t port) mutable {
+              rp.deliver(admit(h, sender, host, port));
+            },
+            [this, rp, h = *h, sender](caf::error&) mutable {
+              rp.deliver(admit(h, sender, "", 0));
+            });
+    return rp;
   }
 
   void start_round(uint32_t round) {
     round_ = round;
+    round_open_ = true;
+    resend_pending_.clear();
     round_started_ = clock_type::now();
     bytes_up_ = bytes_down_ = 0;
-    msg::round_start rs{round,
-                        snapshot_->version,
-                        snapshot_->layout,
-                        options_.chunk_bytes,
-                        options_.window,
-                        last_metrics_};
-    auto f = msg::encode(rs);
+    round_frame_ = msg::encode(announcement(false));
     for (auto& [id, c] : clients_)
-      if (c.connected)
-        self_->send(c.handle, round_atom::value, f);
+      if (c.state == presence::connected)
+        self_->send(c.handle, round_atom::value, round_frame_);
+  }
+
+  /// The scheduler collects these clients' updates again.
+  void resend(uint32_t round, const std::vector<std::string>& ids) {
+    if (round != round_ || !round_open_)
+      return;
+    auto f = msg::encode(announcement(true));
+    for (const auto& id : ids) {
+      auto it = clients_.find(id);
+      if (it == clients_.end())
+        continue;
+      if (it->second.state == presence::connected)
+        self_->send(it->second.handle, round_atom::value, f);
+      else
+        resend_pending_.insert(id);
+    }
+  }
+
+  /// Returns the id of the registered client that sent the current message,
+  /// or null.
+  const std::string* sender_id() const {
+    auto it = senders_.find(
+        caf::actor_cast<caf::actor_addr>(self_->current_sender()));
+    return it == senders_.end() ? nullptr : &it->second;
+  }
+
+  frame not_registered() const {
+    return refuse({errc::not_authorized,
+                   "a frame from a peer that is not a registered client"});
+  }
+
+  /// Returns an error frame, or an empty frame if the offer may be routed.
+  frame check_offer(const frame& f) {
+    const auto* id = sender_id();
+    if (!id)
+      return not_registered();
+    auto o = msg::decode<msg::offer>(f);
+    if (!o)
+      return refuse(o.err());
+    if (o->client_id != *id)
+      return refuse({errc::not_authorized, *id + " offered an update as " +
+                                               o->client_id});
+    return {};
   }
 
   frame serve(const frame& f) {
+    if (!sender_id())
+      return not_registered();
     auto req = msg::decode<msg::fetch>(f);
     if (!req)
       return refuse(req.err());
@@ -93,6 +157,7 @@ public:
                          std::to_string(plan_->chunk_count())});
     const auto& e = plan_->extent(req->sequence);
     bytes_down_ += e.bytes;
+    report_->bytes_sent += e.bytes;
     msg::chunk_header h{0, req->round, req->sequence, e.tensor_index,
                         e.tensor_offset};
     auto reply = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
@@ -102,11 +167,16 @@ public:
     return reply;
   }
 
-  void count_upload(const frame& f) { bytes_up_ += f.size(); }
+  void count_upload(const frame& f) {
+    bytes_up_ += f.size();
+    report_->bytes_received += f.size();
+  }
 
   caf::response_promise publish(uint32_t round, snapshot_ptr next,
-                                uint32_t clients, double train_loss) {
+                                uint32_t clients, double train_loss,
+                                std::vector<std::string> missing) {
     install(std::move(next));
+    round_open_ = false;
     auto rp = self_->make_response_promise();
     auto record = round_record{};
     record.round = round;
@@ -114,6 +184,7 @@ public:
     record.bytes_down = bytes_down_;
     record.train_loss = train_loss;
     record.clients = clients;
+    record.missing_clients = std::move(missing);
     self_->request(peers_.evaluator, caf::infinite, eval_atom::value, snapshot_)
         .then(
             [this, rp, record](bool evaluated, double loss, double accuracy,
@@ -139,11 +210,12 @@ public:
     if (stopping_)
       return;
     stopping_ = true;
+    round_open_ = false;
     report_->failure = reason;
     msg::done d{round_, last_metrics_, reason};
     auto f = msg::encode(d);
     for (auto& [id, c] : clients_)
-      if (c.connected)
+      if (c.state == presence::connected)
         self_->send(c.handle, done_atom::value, f);
     if (connected_count() == 0)
       return quit();
@@ -158,7 +230,114 @@ public:
     self_->quit();
   }
 
+  /// The grace period of a lost client is over.
+  void drop(const std::string& id, uint64_t epoch) {
+    auto it = clients_.find(id);
+    if (it == clients_.end() || it->second.state != presence::lost ||
+        it->second.epoch != epoch || stopping_)
+      return;
+    it->second.state = presence::dropped;
+    log_line("server", "dropped " + id + ": it did not come back within " +
+                           std::to_string(options_.reconnect_grace.count()) +
+                           " ms");
+    self_->send(peers_.scheduler, drop_atom::value, id);
+  }
+
+  /// Sends the open round's announcement to a client that came back.
+  void announce_to(const std::string& id) {
+    auto it = clients_.find(id);
+    if (!round_open_ || it == clients_.end() ||
+        it->second.state != presence::connected)
+      return;
+    auto resend = resend_pending_.erase(id) > 0;
+    self_->send(it->second.handle, round_atom::value,
+                resend ? msg::encode(announcement(true)) : round_frame_);
+  }
+
 private:
+  msg::round_start announcement(bool resend) const {
+    return msg::round_start{round_,
+                            snapshot_->version,
+                            snapshot_->layout,
+                            options_.chunk_bytes,
+                            options_.window,
+                            last_metrics_,
+                            resend};
+  }
+
+  /// Decides a hello from `sender`, seen at host:port (empty: in this
+  /// process).
+  frame admit(const msg::hello& h, const caf::actor& sender,
+              const std::string& host, uint16_t port) {
+    auto from = host.empty() ? std::string{"this process"}
+                             : host + ":" + std::to_string(port);
+    auto deny = [&](errc code, const std::string& why) {
+      return refuse({code, h.client_id + " from " + from + ": " + why});
+    };
+    bool authenticated = false;
+    if (!options_.tokens.empty()) {
+      auto t = std::find_if(
+          options_.tokens.begin(), options_.tokens.end(),
+          [&](const auto& kv) { return kv.first == h.client_id; });
+      if (t == options_.tokens.end())
+        return deny(errc::not_authorized, "unknown client id");
+      if (!same_secret(t->second, h.token))
+        return deny(errc::not_authorized, "wrong token");
+      authenticated = true;
+    }
+    if (options_.tls_name && !host.empty()) {
+      auto name = options_.tls_name(host, port);
+      if (name != h.client_id)
+        return deny(errc::not_authorized,
+                    "its client certificate is for '" + name + "'");
+      authenticated = true;
+    }
+    auto it = clients_.find(h.client_id);
+    if (it != clients_.end() && it->second.state != presence::dropped) {
+      auto& c = it->second;
+      if (c.handle == sender ||
+          (c.state == presence::connected && !authenticated))
+        return deny(errc::unknown_client, "already registered");
+      return rebind(h.client_id, c, sender, from);
+    }
+    if (stopping_)
+      return deny(errc::unknown_client, "the run has ended");
+    if (active_count() >= options_.num_clients)
+      return deny(errc::unknown_client,
+                  "all " + std::to_string(options_.num_clients) +
+                      " client places are taken");
+    auto index = it != clients_.end() ? it->second.index
+                                      : static_cast<uint32_t>(clients_.size());
+    auto& c = clients_[h.client_id];
+    c = {sender, index, presence::connected, c.epoch + 1, from};
+    senders_[sender.address()] = h.client_id;
+    self_->monitor(sender);
+    log_line("server", "registered " + h.client_id + " from " + from);
+    self_->send(peers_.scheduler, join_atom::value, h.client_id);
+    return welcome(index);
+  }
+
+  frame rebind(const std::string& id, client_entry& c, const caf::actor& sender,
+               const std::string& from) {
+    senders_.erase(c.handle.address());
+    c.handle = sender;
+    c.state = presence::connected;
+    c.address = from;
+    ++c.epoch;
+    senders_[sender.address()] = id;
+    self_->monitor(sender);
+    ++report_->resumes;
+    log_line("server", id + " is back from " + from + "; it resumes");
+    // After the Welcome, which this handler's reply carries.
+    self_->send(self_, round_atom::value, id);
+    return welcome(c.index);
+  }
+
+  frame welcome(uint32_t index) const {
+    return msg::encode(msg::welcome{index, options_.num_clients,
+                                    options_.client_configs_yaml});
+  }
+
   void install(snapshot_ptr s) {
     snapshot_ = std::move(s);
     view_ = snapshot_->view();
@@ -176,24 +355,38 @@ private:
 
   void on_down(const caf::down_msg& m) {
     for (auto& [id, c] : clients_) {
-      if (c.handle.address() != m.source || !c.connected)
+      if (c.handle.address() != m.source || c.state != presence::connected)
         continue;
-      c.connected = false;
+      senders_.erase(c.handle.address());
+      c.state = presence::lost;
+      ++c.epoch;
       if (stopping_) {
         if (connected_count() == 0)
           quit();
         return;
       }
-      auto reason = self_->system().render(m.reason);
-      log_line("server", id + " disconnected: " + reason);
-      self_->send(peers_.scheduler, leave_atom::value, id, reason);
+      log_line("server", id + " lost its connection (" +
+                             self_->system().render(m.reason) +
+                             "); waiting " +
+                             std::to_string(options_.reconnect_grace.count()) +
+                             " ms for it to resume");
+      self_->delayed_send(self_, options_.reconnect_grace, drop_atom::value,
+                          id, c.epoch);
+      return;
     }
   }
 
   size_t connected_count() const {
     size_t n = 0;
     for (const auto& kv : clients_)
-      n += kv.second.connected ? 1 : 0;
+      n += kv.second.state == presence::connected ? 1 : 0;
+    return n;
+  }
+
+  size_t active_count() const {
+    size_t n = 0;
+    for (const auto& kv : clients_)
+      n += kv.second.state != presence::dropped ? 1 : 0;
     return n;
   }
 
@@ -207,6 +400,10 @@ private:
   std::optional<chunk_plan> plan_;
   const_model_view view_; ///< of snapshot_, for serving chunks
   std::map<std::string, client_entry> clients_;
+  std::map<caf::actor_addr, std::string> senders_; ///< current connections
+  std::set<std::string> resend_pending_; ///< lost while asked to resend
+  frame round_frame_;                    ///< the open round's announcement
+  bool round_open_ = false;
   uint32_t round_ = 0;
   clock_type::time_point started_;
   clock_type::time_point round_started_;
@@ -224,21 +421,45 @@ caf::behavior server_actor(caf::event_based_actor* self,
   return {
       [state](hello_atom, const frame& f) { return state->hello(f); },
       [state](fetch_atom, const frame& f) { return state->serve(f); },
-      [self, peers](offer_atom, const frame& f) {
-        return self->delegate(peers.scheduler, offer_atom::value, f);
+      [self, state, peers](offer_atom, const frame& f) -> caf::result<frame> {
+        if (auto refused = state->check_offer(f); !refused.empty())
+          return refused;
+        self->delegate(peers.scheduler, offer_atom::value, f);
+        return caf::delegated<frame>{};
       },
-      [self, state, peers](chunk_atom, frame& f) {
+      [self, state, peers](chunk_atom, frame& f) -> caf::result<frame> {
+        if (!state->sender_id())
+          return state->not_registered();
         state->count_upload(f);
-        return self->delegate(peers.aggregator, chunk_atom::value,
+        self->delegate(peers.aggregator, chunk_atom::value,
                               std::move(f));
+        return caf::delegated<frame>{};
       },
-      [self, peers](end_atom, const frame& f) {
-        return self->delegate(peers.aggregator, end_atom::value, f);
+      [self, state, peers](end_atom, const frame& f) -> caf::result<frame> {
+        if (!state->sender_id())
+          return state->not_registered();
+        self->delegate(peers.aggregator, end_atom::value, f);
+        return caf::delegated<frame>{};
+      },
+      [self, state, peers](credit_atom, const frame& f) -> caf::result<frame> {
+        if (!state->sender_id())
+          return state->not_registered();
+        self->delegate(peers.aggregator, credit_atom::value, f);
+        return caf::delegated<frame>{};
       },
       [state](start_atom, uint32_t round) { state->start_round(round); },
+      [state](resend_atom, uint32_t round,
+              const std::vector<std::string>& ids) {
+        state->resend(round, ids);
+      },
+      [state](round_atom, const std::string& id) { state->announce_to(id); },
+      [state](drop_atom, const std::string& id, uint64_t epoch) {
+        state->drop(id, epoch);
+      },
       [state](publish_atom, uint32_t round, snapshot_ptr next, uint32_t clients,
-              double loss) {
-        return state->publish(round, std::move(next), clients, loss);
+              double loss, std::vector<std::string>& missing) {
+        return state->publish(round, std::move(next), clients, loss,
+                              std::move(missing));
       },
       [state](stop_atom, const std::string& reason) { state->stop(reason); },
       [state](tick_atom) { state->quit(); },

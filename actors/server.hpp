@@ -6,7 +6,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
@@ -25,6 +28,18 @@ struct server_options {
   std::string client_configs_yaml; ///< handed to every client in Welcome
   /// After the run, how long to wait for clients to disconnect.
   std::chrono::milliseconds linger{5000};
+  /// How long a client that lost its connection may take to come back and
+  /// resume before it is dropped from the run.
+  std::chrono::milliseconds reconnect_grace{30000};
+  /// Client id -> token; empty: no token is asked for.
+  std::vector<std::pair<std::string, std::string>> tokens;
+  /// Remote deployments: the middleman actor (see network.hpp's connector),
+  /// asked for each client's address; null in one process.
+  caf::actor middleman;
+  /// With TLS: returns the name in the client certificate verified on the
+  /// connection from host:port, which must equal the client id; null
+  /// without TLS.
+  std::function<std::string(const std::string&, uint16_t)> tls_name;
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
 };

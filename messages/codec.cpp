@@ -224,6 +224,7 @@ frame encode(const round_start& x) {
     b.setChunkBytes(x.chunk_bytes);
     b.setWindow(x.window);
     put(b.initPrevious(), x.previous);
+    b.setResend(x.resend);
   });
 }
 
@@ -242,10 +243,12 @@ frame encode(const offer& x) {
 }
 
 frame encode(const accept& x) {
-  return build(8, [&](auto body) {
+  return build(12, [&](auto body) {
     auto b = body.initAccept();
     b.setStreamId(x.stream_id);
     b.setWindow(x.window);
+    b.setNextSequence(x.next_sequence);
+    b.setFirstUnacknowledged(x.first_unacknowledged);
   });
 }
 
@@ -348,7 +351,8 @@ template <> result<round_start> decode<round_start>(const frame& f) {
       return m.err();
     return round_start{b.getRound(),  b.getModelVersion(),
                        std::move(*m), b.getChunkBytes(),
-                       b.getWindow(), get(b.getPrevious())};
+                       b.getWindow(), get(b.getPrevious()),
+                       b.getResend()};
   });
 }
 
@@ -369,7 +373,11 @@ template <> result<accept> decode<accept>(const frame& f) {
     if (!body.isAccept())
       return wrong_kind("accept");
     auto b = body.getAccept();
-    return accept{b.getStreamId(), b.getWindow()};
+    if (b.getFirstUnacknowledged() > b.getNextSequence())
+      return error{errc::bad_sequence, "accept owes credits for chunks "
+                                       "not sent"};
+    return accept{b.getStreamId(), b.getWindow(), b.getNextSequence(),
+                  b.getFirstUnacknowledged()};
   });
 }
 

@@ -65,6 +65,9 @@ struct RoundStart {
   # At most this many chunks unacknowledged per stream, both directions.
   previous @5 :Metrics;
   # Evaluation of the model being distributed.
+  resend @6 :Bool;
+  # The round's updates are collected again: a client that holds this
+  # round's model already offers its update once more.
 }
 
 struct Offer {
@@ -82,6 +85,11 @@ struct Accept {
   streamId @0 :UInt64;
   window @1 :UInt32;
   # Initial credits granted to the stream.
+  nextSequence @2 :UInt64;
+  firstUnacknowledged @3 :UInt64;
+  # A repeated offer (after a reconnect) resumes its stream: the next chunk
+  # to send, and the first chunk whose credit is still owed. Both 0 for a
+  # new stream.
 }
 
 struct Chunk {

@@ -49,6 +49,7 @@ struct round_start {
   uint64_t chunk_bytes = 0;
   uint32_t window = 0;
   metrics previous;
+  bool resend = false; ///< collect the round's updates again: re-offer
 };
 
 struct offer {
@@ -65,6 +66,8 @@ struct offer {
 struct accept {
   uint64_t stream_id = 0;
   uint32_t window = 0;
+  uint64_t next_sequence = 0;        ///< resumed stream: next chunk to send
+  uint64_t first_unacknowledged = 0; ///< resumed stream: first credit owed
 };
 
 /// The fields of a chunk other than its bytes.

@@ -107,6 +107,28 @@ public:
     }
   }
 
+  /// A mapping of string to string, e.g. client id -> token.
+  void get_map(const char* key,
+               std::vector<std::pair<std::string, std::string>>& out) {
+    if (!has(key))
+      return;
+    auto n = node_[key];
+    if (!n.IsMap())
+      return fail(key, "expected a mapping of names to strings");
+    read_pairs(n, out, key);
+  }
+
+  void read_pairs(const YAML::Node& n,
+                  std::vector<std::pair<std::string, std::string>>& out,
+                  const std::string& key) {
+    for (const auto& kv : n) {
+      if (!kv.second.IsScalar() || kv.second.Scalar().empty())
+        return fail(key, "the value of '" + kv.first.as<std::string>("") +
+                             "' must be a non-empty string");
+      out.emplace_back(kv.first.as<std::string>(""), kv.second.Scalar());
+    }
+  }
+
   void one_of(const char* key, std::string& out,
               std::initializer_list<const char*> allowed) {
     get(key, out);
@@ -234,21 +256,88 @@ void read(section s, data_config& d, bool needs_partition) {
   s.ignore({"dataset_path_py"});
 }
 
-void read(section s, comm_config& c) {
+/// Reads a path key that must name a readable file when `needed`.
+void get_file(section& s, const char* key, std::string& out, bool needed,
+              const char* why) {
+  s.get(key, out);
+  if (!needed)
+    return;
+  if (out.empty())
+    s.fail(key, std::string{"is required "} + why);
+  else if (!std::filesystem::is_regular_file(out))
+    s.fail(key, "'" + out + "' is not a file");
+}
+
+/// Reads the first line of a file holding a secret.
+std::string read_secret(const std::string& path) {
+  std::ifstream in{path};
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+void read_tls(section& grpc, comm_config& c, bool server_side) {
+  grpc.get("use_ssl", c.use_ssl);
+  const char* why = "with use_ssl: true (fedcaf never falls back to "
+                    "unauthenticated TLS); make one with deploy/make-certs.sh";
+  const char* cert = server_side ? "server_certificate" : "client_certificate";
+  const char* key =
+      server_side ? "server_certificate_key" : "client_certificate_key";
+  get_file(grpc, cert, c.tls.certificate, c.use_ssl, why);
+  get_file(grpc, key, c.tls.certificate_key, c.use_ssl, why);
+  get_file(grpc, "root_certificate", c.tls.root_certificate, c.use_ssl, why);
+}
+
+void read_auth(section& grpc, comm_config& c, bool server_side) {
+  grpc.get("use_authenticator", c.auth.enabled);
+  std::string name = "NaiveAuthenticator";
+  grpc.one_of("authenticator", name, {"NaiveAuthenticator"});
+  auto args = grpc.child("authenticator_args");
+  if (server_side) {
+    args.get_map("tokens", c.auth.tokens);
+    std::string file;
+    args.get("tokens_file", file);
+    if (!file.empty()) {
+      if (!std::filesystem::is_regular_file(file))
+        return args.fail("tokens_file", "'" + file + "' is not a file");
+      args.read_pairs(YAML::LoadFile(file), c.auth.tokens, "tokens_file");
+    }
+    if (c.auth.enabled && c.auth.tokens.empty())
+      args.fail("tokens", "use_authenticator needs a token per client "
+                          "(tokens or tokens_file)");
+    return;
+  }
+  args.get("auth_token", c.auth.token);
+  std::string file;
+  args.get("auth_token_file", file);
+  if (!file.empty()) {
+    if (!std::filesystem::is_regular_file(file))
+      return args.fail("auth_token_file", "'" + file + "' is not a file");
+    c.auth.token = read_secret(file);
+  }
+  if (c.auth.enabled && c.auth.token.empty())
+    args.fail("auth_token", "use_authenticator needs auth_token or "
+                            "auth_token_file");
+}
+
+void read(section s, comm_config& c, bool server_side) {
   auto grpc = s.child("grpc_configs");
   grpc.get("server_uri", c.server_uri);
   if (c.server_uri.rfind(':') == std::string::npos)
     grpc.fail("server_uri", "expected host:port, got '" + c.server_uri + "'");
   grpc.get("max_message_size", c.max_message_size, 1024);
   grpc.get("use_model_chunking", c.use_model_chunking);
-  grpc.get("use_ssl", c.use_ssl);
-  if (c.use_ssl)
-    grpc.fail("use_ssl", "TLS is not available in this version");
-  grpc.ignore({"use_authenticator", "authenticator", "authenticator_args"});
+  read_tls(grpc, c, server_side);
+  read_auth(grpc, c, server_side);
   auto stream = s.child("stream_configs");
   stream.get("chunk_bytes", c.stream.chunk_bytes, 64);
   stream.get("window", c.stream.window, 1);
   stream.positive("idle_timeout_s", c.stream.idle_timeout_s);
+  stream.positive("heartbeat_s", c.stream.heartbeat_s);
+  stream.positive("connection_timeout_s", c.stream.connection_timeout_s);
+  if (c.stream.connection_timeout_s <= c.stream.heartbeat_s)
+    stream.fail("connection_timeout_s", "must exceed heartbeat_s");
+  stream.positive("reconnect_grace_s", c.stream.reconnect_grace_s);
   if (c.use_model_chunking && c.stream.chunk_bytes + 1024 > c.max_message_size)
     stream.fail("chunk_bytes",
                 "a chunk of " + std::to_string(c.stream.chunk_bytes) +
@@ -266,6 +355,14 @@ void read(section s, server_config& sc) {
     kw.get("num_clients", n, 1);
     if (n != sc.num_clients)
       kw.fail("num_clients", "differs from server_configs.num_clients");
+    sc.min_clients = sc.num_clients;
+    kw.get("min_clients", sc.min_clients, 1);
+    if (sc.min_clients > sc.num_clients)
+      kw.fail("min_clients", "must not exceed num_clients (" +
+                                 std::to_string(sc.num_clients) + ")");
+    kw.get("round_deadline_s", sc.round_deadline_s);
+    if (sc.round_deadline_s < 0)
+      kw.fail("round_deadline_s", "must be 0 (none) or positive");
     bool same_init = true;
     kw.get("same_init_model", same_init);
     if (!same_init)
@@ -290,7 +387,7 @@ void read(section s, server_config& sc) {
   }
   std::string device = "cpu";
   s.one_of("device", device, {"cpu"});
-  read(s.child("comm_configs"), sc.comm);
+  read(s.child("comm_configs"), sc.comm, true);
   s.ignore({"logging_output_dirname", "logging_output_filename"});
 }
 
@@ -303,7 +400,7 @@ void read_client_file(section& root, config& c) {
   train.get("num_threads", c.client.num_threads);
   train.ignore({"logging_output_dirname", "logging_output_filename"});
   read(root.child("data_configs"), c.client.data, true);
-  read(root.child("comm_configs"), c.client.comm);
+  read(root.child("comm_configs"), c.client.comm, false);
 }
 
 void read_server_file(section& root, config& c) {
@@ -354,6 +451,20 @@ result<void> apply_override(YAML::Node& root, const std::string& item) {
     root = YAML::Node{YAML::NodeType::Map};
   set_path(root, path, 0, YAML::Load(item.substr(eq + 1)));
   return {};
+}
+
+/// Replaces every secret (auth_token, tokens) below `node` by a marker, so
+/// that reports never carry one.
+void redact(YAML::Node node) {
+  if (!node.IsMap())
+    return;
+  for (auto kv : node) {
+    auto key = kv.first.as<std::string>("");
+    if (key == "auth_token" || key == "tokens")
+      kv.second = "<redacted>";
+    else
+      redact(kv.second);
+  }
 }
 
 std::string join_errors(const std::string& source,
@@ -409,7 +520,9 @@ result<config> load_config(std::string_view yaml_text, std::string source,
         read_server_file(top, c);
     }
     YAML::Emitter out;
-    out << root;
+    auto shown = YAML::Clone(root);
+    redact(shown);
+    out << shown;
     c.effective_yaml = out.c_str();
     YAML::Emitter clients;
     if (root.IsMap() && root["client_configs"])

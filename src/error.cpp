@@ -26,6 +26,12 @@ const char* to_string(errc code) {
     return "manifest_mismatch";
   case errc::unsupported_dtype:
     return "unsupported_dtype";
+  case errc::not_authorized:
+    return "not_authorized";
+  case errc::not_in_round:
+    return "not_in_round";
+  case errc::stream_reset:
+    return "stream_reset";
   case errc::bad_config:
     return "bad_config";
   case errc::io_error:

@@ -67,7 +67,8 @@ std::string to_json(const run_report& r) {
                       {"download_seconds", x.download_seconds},
                       {"train_seconds", x.train_seconds},
                       {"upload_seconds", x.upload_seconds},
-                      {"ended_unix_s", x.ended_unix_s}});
+                      {"ended_unix_s", x.ended_unix_s},
+                      {"missing_clients", x.missing_clients}});
   json config = nullptr;
   try {
     if (!r.config_yaml.empty())
@@ -81,6 +82,11 @@ std::string to_json(const run_report& r) {
               {"peak_rss_bytes", r.peak_rss_bytes},
               {"refusals", r.refusals},
               {"peak_in_flight", r.peak_in_flight},
+              {"bytes_sent", r.bytes_sent},
+              {"bytes_received", r.bytes_received},
+              {"retries", r.retries},
+              {"resumes", r.resumes},
+              {"bytes_resent", r.bytes_resent},
               {"total_seconds", r.total_seconds},
               {"ok", r.failure.empty()},
               {"failure", r.failure},

@@ -77,4 +77,12 @@ bool window_accumulator::finish_round() {
   return true;
 }
 
+void window_accumulator::restart(uint32_t contributors) {
+  assert(contributors > 0);
+  low_ = 0;
+  weight_sum_ = 0;
+  contributors_ = contributors;
+  std::fill(counts_.begin(), counts_.end(), 0);
+}
+
 } // namespace fedcaf

@@ -72,6 +72,31 @@ struct stream_config {
   uint64_t chunk_bytes = 1 << 20; ///< payload bytes per chunk
   uint32_t window = 4;            ///< chunks unacknowledged per stream
   double idle_timeout_s = 60;     ///< fail a stream idle this long
+  /// Between processes: each side sends a heartbeat this often, and drops a
+  /// connection on which nothing arrived for connection_timeout_s.
+  double heartbeat_s = 5;
+  double connection_timeout_s = 30;
+  /// Server: how long a lost client may take to reconnect and resume before
+  /// it is dropped from the run (the scheduler's rule then applies).
+  double reconnect_grace_s = 30;
+};
+
+/// grpc_configs TLS keys. With use_ssl both sides present a certificate and
+/// verify the peer's against root_certificate (mutual TLS).
+struct tls_config {
+  std::string certificate;      ///< server_certificate | client_certificate
+  std::string certificate_key;  ///< server_certificate_key | client_...
+  std::string root_certificate; ///< the CA that signed the peer
+};
+
+/// grpc_configs authenticator keys (APPFL's NaiveAuthenticator): a client
+/// sends its token in Hello; the server holds one token per client id.
+struct auth_config {
+  bool enabled = false; ///< use_authenticator
+  std::string token;    ///< client: authenticator_args.auth_token(_file)
+  /// server: authenticator_args.tokens (client id -> token), or tokens_file
+  /// (a YAML mapping of the same).
+  std::vector<std::pair<std::string, std::string>> tokens;
 };
 
 /// comm_configs (grpc_configs keep APPFL's meaning).
@@ -80,6 +105,8 @@ struct comm_config {
   uint64_t max_message_size = 16 << 20;
   bool use_model_chunking = true;
   bool use_ssl = false;
+  tls_config tls;
+  auth_config auth;
   stream_config stream;
 
   /// Returns the chunk size for a model of `model_bytes`: the configured
@@ -93,6 +120,13 @@ struct server_config {
   uint32_t num_clients = 2;
   uint32_t num_global_epochs = 3;
   std::string scheduler = "SyncScheduler";
+  /// scheduler_kwargs.min_clients: a round may finalize with this many
+  /// updates when clients were dropped or missed the deadline (default:
+  /// num_clients, i.e. every client).
+  uint32_t min_clients = 0;
+  /// scheduler_kwargs.round_deadline_s: clients that have not offered their
+  /// update this long after the round started sit the round out; 0: none.
+  double round_deadline_s = 0;
   std::string aggregator = "FedAvgAggregator";
   std::string client_weights_mode = "equal"; ///< equal | sample_size
   bool evaluate = true; ///< evaluate each global model on the test set

@@ -27,12 +27,24 @@ public:
   /// error iff `seq` is not the oldest chunk in flight.
   result<void> ack(uint64_t seq);
 
+  /// After a lost connection: the chunks in flight are sent again.
+  void rewind() { next_ = acked_; }
+
+  /// After a resumed upload: chunks below `first_unacknowledged` are
+  /// acknowledged, those up to `next` are in flight, and sending goes on at
+  /// `next`. REQUIRES: first_unacknowledged <= next <= total.
+  void resume(uint64_t first_unacknowledged, uint64_t next) {
+    acked_ = first_unacknowledged;
+    next_ = next;
+  }
+
   /// Returns true iff every chunk has been acknowledged.
   bool complete() const { return acked_ == total_; }
 
   uint32_t in_flight() const { return static_cast<uint32_t>(next_ - acked_); }
   uint32_t peak_in_flight() const { return peak_; }
   uint64_t acked() const { return acked_; }
+  uint64_t next() const { return next_; }
   uint64_t total() const { return total_; }
 
 private:

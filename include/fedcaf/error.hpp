@@ -25,6 +25,10 @@ enum class errc : uint16_t {
   unknown_client,      ///< client not registered, or registered twice
   manifest_mismatch,   ///< model layouts differ between the two ends
   unsupported_dtype,   ///< a dtype this operation cannot handle
+  not_authorized,      ///< unknown client id, wrong token or certificate
+  not_in_round,        ///< the client sits this round out (late, or joined
+                       ///< after it started); it waits for the next one
+  stream_reset,        ///< the round's updates are collected again
   bad_config = 40,     ///< invalid user configuration
   io_error,            ///< a file could not be read or written
   // Our bug: an invariant broke.

@@ -46,6 +46,13 @@ public:
   /// not needed or of another size.
   void recycle(byte_buffer&& buffer);
 
+  /// Forgets every contribution of the round (their weights too): the next
+  /// chunk folded at each position writes, as in a fresh accumulator.
+  void discard() {
+    weight_sum_ = 0;
+    written_.clear();
+  }
+
   /// Divides the sum by the weight sum in place and hands its storage out as
   /// the new model bytes; the accumulator starts over. Chunks nobody folded
   /// are 0. Returns an error iff no weight was added.

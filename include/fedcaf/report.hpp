@@ -24,6 +24,9 @@ struct round_record {
   double train_seconds = 0;    ///< client: local training
   double upload_seconds = 0;   ///< client: offer to stream closed
   double ended_unix_s = 0;     ///< wall-clock time the round ended here
+  /// server: clients of the round whose update is not in it (dropped after
+  /// losing their connection, or late for the round deadline).
+  std::vector<std::string> missing_clients;
 };
 
 struct run_report {
@@ -33,6 +36,15 @@ struct run_report {
   uint64_t peak_rss_bytes = 0;
   uint64_t refusals = 0;       ///< frames refused as bad input
   uint32_t peak_in_flight = 0; ///< most chunks unacknowledged on a stream
+  uint64_t bytes_sent = 0;     ///< model and update payload bytes sent
+  uint64_t bytes_received = 0; ///< model and update payload bytes received
+  /// client: failed connection attempts; server: uploads collected again
+  /// because a client was dropped mid-round.
+  uint64_t retries = 0;
+  uint64_t resumes = 0; ///< reconnections that resumed where they stopped
+  /// Payload bytes sent (client) or served (server) a second time after a
+  /// reconnect or a collection started again.
+  uint64_t bytes_resent = 0;
   double total_seconds = 0;
   std::string failure;     ///< empty on success
   std::string config_yaml; ///< effective config, written as JSON

@@ -57,6 +57,18 @@ public:
   /// starts the next round.
   bool finish_round();
 
+  /// Forgets the round's contributions and weights and starts it again at
+  /// position 0 with `contributors` clients. REQUIRES: contributors > 0.
+  void restart(uint32_t contributors);
+
+  /// Changes how many contributions complete a position (clients left the
+  /// round before sending anything). REQUIRES: contributors > 0 and no open
+  /// position holds more than that many.
+  void set_contributors(uint32_t contributors) {
+    contributors_ = contributors;
+  }
+  uint32_t contributors() const { return contributors_; }
+
 private:
   window_accumulator(dtype type, chunk_plan plan, uint32_t window,
                      uint32_t contributors);

@@ -16,6 +16,7 @@
 
 #include "actors/client.hpp"
 #include "actors/federation.hpp"
+#include "actors/network.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/fashion_mnist.hpp"
@@ -118,8 +119,13 @@ result<dataset_ptr> test_set_for(const config& cfg) {
   return load_images(cfg.data, "t10k");
 }
 
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000)};
+}
+
 result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
-                                      dataset_ptr test, run_report* report) {
+                                      dataset_ptr test, run_report* report,
+                                      bool remote) {
   std::string storage_file;
   if (cfg.server.memory_mode == "disk")
     storage_file = cfg.server.storage_dir + "/fedcaf-global-" +
@@ -140,10 +146,19 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
     eval = std::move(*e);
   }
   server_side_options so;
-  so.scheduler = {cfg.server.num_clients,
-                  cfg.server.num_global_epochs,
-                  cfg.server.client_weights_mode,
-                  {}};
+  so.scheduler.num_clients = cfg.server.num_clients;
+  so.scheduler.num_rounds = cfg.server.num_global_epochs;
+  so.scheduler.client_weights_mode = cfg.server.client_weights_mode;
+  so.scheduler.min_clients = cfg.server.min_clients;
+  so.scheduler.round_deadline = millis(cfg.server.round_deadline_s);
+  so.server.reconnect_grace = millis(comm.stream.reconnect_grace_s);
+  if (comm.auth.enabled)
+    so.server.tokens = comm.auth.tokens;
+  if (remote) {
+    so.server.middleman = connector(sys, comm.use_ssl);
+    if (comm.use_ssl)
+      so.server.tls_name = tls_peer_name;
+  }
   so.server.num_clients = cfg.server.num_clients;
   so.server.num_rounds = cfg.server.num_global_epochs;
   so.server.chunk_bytes = *chunk_bytes;
@@ -180,28 +195,13 @@ int conclude(const options& opts, run_report& report, const config& cfg) {
   return 0;
 }
 
-caf::actor_system_config make_system_config(size_t threads, bool network) {
+caf::actor_system_config make_system_config(size_t threads,
+                                            const comm_config* network) {
   caf::actor_system_config sc;
   sc.set("scheduler.max-threads", threads);
   if (network)
-    sc.load<caf::io::middleman>();
+    configure_network(sc, *network);
   return sc;
-}
-
-struct endpoint {
-  std::string host;
-  uint16_t port = 0;
-};
-
-result<endpoint> parse_uri(const std::string& uri) {
-  auto colon = uri.rfind(':');
-  try {
-    auto port = std::stoul(uri.substr(colon + 1));
-    FEDCAF_REQUIRE(port > 0 && port < 65536, errc::bad_config, uri);
-    return endpoint{uri.substr(0, colon), static_cast<uint16_t>(port)};
-  } catch (const std::exception&) {
-    return error{errc::bad_config, "server_uri '" + uri + "': bad port"};
-  }
 }
 
 } // namespace
@@ -220,16 +220,16 @@ int run_simulate(const options& opts) {
   report.role = "simulate";
   std::vector<run_report> client_reports(n);
   {
-    auto sc = make_system_config(n + 3, false);
+    auto sc = make_system_config(n + 3, nullptr);
     caf::actor_system sys{sc};
-    auto side = spawn_from_config(sys, *cfg, *test, &report);
+    auto side = spawn_from_config(sys, *cfg, *test, &report, false);
     if (!side)
       return failed(to_string(side.err()));
     std::vector<caf::actor> clients;
     for (uint32_t i = 0; i < n; ++i) {
-      client_options co{"Client" + std::to_string(i + 1),
-                        std::chrono::milliseconds{static_cast<int64_t>(
-                            cfg->server.comm.stream.idle_timeout_s * 1000)}};
+      client_options co;
+      co.client_id = "Client" + std::to_string(i + 1);
+      co.idle_timeout = millis(cfg->server.comm.stream.idle_timeout_s);
       clients.push_back(
           spawn_client(sys, side->server, co,
                        local_trainer(train, cfg->data, i, threads_per_client),
@@ -253,7 +253,8 @@ int run_server(const options& opts) {
   auto cfg = load(opts, config_role::server);
   if (!cfg)
     return failed(to_string(cfg.err()));
-  auto at = parse_uri(cfg->server.comm.server_uri);
+  const auto& comm = cfg->server.comm;
+  auto at = parse_endpoint(comm.server_uri);
   if (!at)
     return failed(to_string(at.err()));
   auto test = test_set_for(*cfg);
@@ -262,23 +263,24 @@ int run_server(const options& opts) {
   run_report report;
   report.role = "server";
   {
-    auto sc = make_system_config(4, true);
+    auto sc = make_system_config(4, &comm);
     caf::actor_system sys{sc};
-    auto side = spawn_from_config(sys, *cfg, *test, &report);
+    auto side = spawn_from_config(sys, *cfg, *test, &report, true);
     if (!side)
       return failed(to_string(side.err()));
-    auto port =
-        sys.middleman().publish(side->server, at->port, at->host.c_str(), true);
+    auto port = publish_server(sys, side->server, *at, comm.use_ssl);
     if (!port) {
       side->shut_down(sys);
       caf::anon_send_exit(side->server, caf::exit_reason::user_shutdown);
-      return failed("cannot listen on " + cfg->server.comm.server_uri + ": " +
-                    sys.render(port.error()));
+      return failed(to_string(port.err()));
     }
-    log_line("server", "listening on " + at->host + ":" +
-                           std::to_string(*port) + ", waiting for " +
-                           std::to_string(cfg->server.num_clients) +
-                           " clients");
+    log_line("server",
+             "listening on " + at->host + ":" + std::to_string(*port) +
+                 (comm.use_ssl ? " (TLS, client certificates required)"
+                               : " (plain TCP)") +
+                 (comm.auth.enabled ? ", tokens required" : "") +
+                 ", waiting for " + std::to_string(cfg->server.num_clients) +
+                 " clients");
     await_all(sys, {side->server});
     side->shut_down(sys);
     sys.middleman().close(*port);
@@ -291,30 +293,29 @@ int run_client(const options& opts) {
   if (!cfg)
     return failed(to_string(cfg.err()));
   const auto& cc = cfg->client;
-  auto at = parse_uri(cc.comm.server_uri);
+  auto at = parse_endpoint(cc.comm.server_uri);
   if (!at)
     return failed(to_string(at.err()));
   auto train = std::make_shared<lazy_train_set>(cc.data);
   run_report report;
   report.role = "client";
   {
-    auto sc = make_system_config(2, true);
+    auto sc = make_system_config(2, &cc.comm);
     caf::actor_system sys{sc};
-    caf::expected<caf::actor> server = caf::sec::cannot_connect_to_node;
-    auto delay = std::chrono::milliseconds{100};
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds{static_cast<int64_t>(
-                        cc.comm.stream.idle_timeout_s * 1000)};
-    while (!(server = sys.middleman().remote_actor(at->host, at->port))) {
-      if (std::chrono::steady_clock::now() > deadline)
-        return failed("cannot reach the server at " + cc.comm.server_uri +
-                      ": " + sys.render(server.error()));
-      std::this_thread::sleep_for(delay);
-      delay = std::min(delay * 2, std::chrono::milliseconds{2000});
+    auto idle = millis(cc.comm.stream.idle_timeout_s);
+    auto server =
+        connect_with_retry(sys, *at, cc.comm.use_ssl, idle, report.retries);
+    if (!server) {
+      report.failure = to_string(server.err());
+      return conclude(opts, report, *cfg);
     }
-    client_options co{cc.client_id,
-                      std::chrono::milliseconds{static_cast<int64_t>(
-                          cc.comm.stream.idle_timeout_s * 1000)}};
+    client_options co;
+    co.client_id = cc.client_id;
+    co.idle_timeout = idle;
+    co.token = cc.comm.auth.enabled ? cc.comm.auth.token : "";
+    co.connector = connector(sys, cc.comm.use_ssl);
+    co.host = at->host;
+    co.port = at->port;
     auto client = spawn_client(
         sys, *server, co,
         local_trainer(train, cc.data, cc.data.client_index, cc.num_threads),
