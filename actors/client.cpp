@@ -205,11 +205,11 @@ private:
 
   void retry_later(const std::string& why) {
     ++report_->retries;
-    if (clock_type::now() - lost_at_ > options_.idle_timeout)
+    if (clock_type::now() - lost_at_ > options_.reconnect_for)
       return fail({errc::disconnected,
                    "the server at " + options_.host + ":" +
                        std::to_string(options_.port) + " was not back within " +
-                       std::to_string(options_.idle_timeout.count()) +
+                       std::to_string(options_.reconnect_for.count()) +
                        " ms: " + why});
     self_->delayed_send(self_, reconnect_delay_, caf::connect_atom::value);
     reconnect_delay_ =

@@ -24,10 +24,15 @@ using trainer_factory = std::function<result<std::unique_ptr<trainer>>(
     const client_configs&, const msg::welcome&)>;
 
 struct client_options {
-  std::string client_id = "Client1";
-  /// A transfer fails only when no chunk or credit has moved this long; a
-  /// lost server must be back within the same time.
-  std::chrono::milliseconds idle_timeout{60000};
+  client_options(std::string id = "Client1",
+                 std::chrono::milliseconds idle = std::chrono::seconds{60})
+      : client_id(std::move(id)), idle_timeout(idle) {}
+
+  std::string client_id;
+  /// A transfer fails only when no chunk or credit has moved this long.
+  std::chrono::milliseconds idle_timeout;
+  /// How long to keep trying to get back to a lost server.
+  std::chrono::milliseconds reconnect_for{30000};
   /// Sent in Hello when the server asks for tokens.
   std::string token;
   /// Remote runs: after losing the server, reconnect through `connector`

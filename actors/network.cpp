@@ -117,8 +117,12 @@ extern "C" int SSL_accept(SSL* ssl) {
     std::lock_guard<std::mutex> guard{names_mtx};
     verified_names[peer_address(ssl)] = name;
   } else if (failed_for_good(ssl, rc)) {
-    log_line("tls", "refused a connection from " + peer_address(ssl) + ": " +
-                        handshake_failure(ssl));
+    // caf_openssl may try a failed handshake once more: log it once.
+    thread_local const SSL* last_refused = nullptr;
+    if (ssl != last_refused)
+      log_line("tls", "refused a connection from " + peer_address(ssl) +
+                          ": " + handshake_failure(ssl));
+    last_refused = ssl;
   }
   return rc;
 }

@@ -186,6 +186,7 @@ void read(section s, optim_config& o) {
 void read(section s, train_config& t) {
   s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy"});
   s.get("add", t.add);
+  s.get("add_by_index", t.add_by_index);
   s.one_of("storage", t.storage, {"ram", "disk"});
   s.get("storage_dir", t.storage_dir);
   s.one_of("mode", t.mode, {"epoch", "step"});

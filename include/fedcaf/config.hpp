@@ -24,6 +24,9 @@ struct optim_config {
 struct train_config {
   std::string trainer = "VanillaTrainer"; ///< VanillaTrainer | dummy
   double add = 0;             ///< dummy: added to every element (0: no change)
+  /// dummy: client i (its data partition index, from 0) adds add * (i + 1),
+  /// so that updates differ between clients.
+  bool add_by_index = false;
   std::string mode = "epoch"; ///< epoch | step
   uint32_t num_local_epochs = 1;
   uint32_t num_local_steps = 100;
@@ -78,6 +81,7 @@ struct stream_config {
   double connection_timeout_s = 30;
   /// Server: how long a lost client may take to reconnect and resume before
   /// it is dropped from the run (the scheduler's rule then applies).
+  /// Client: how long it keeps trying to get back to a lost server.
   double reconnect_grace_s = 30;
 };
 

@@ -98,8 +98,9 @@ trainer_factory local_trainer(std::shared_ptr<lazy_train_set> train,
         storage.file = cc.train.storage_dir + "/fedcaf-client" +
                        std::to_string(index) + "-" +
                        std::to_string(::getpid()) + ".bin";
-      return make_dummy_trainer(std::move(*layout),
-                                static_cast<float>(cc.train.add), 1, storage);
+      auto add = cc.train.add * (cc.train.add_by_index ? index + 1 : 1);
+      return make_dummy_trainer(std::move(*layout), static_cast<float>(add), 1,
+                                storage);
     }
     auto set = train->get();
     if (!set)
@@ -307,11 +308,15 @@ int run_client(const options& opts) {
         connect_with_retry(sys, *at, cc.comm.use_ssl, idle, report.retries);
     if (!server) {
       report.failure = to_string(server.err());
+      if (cc.comm.use_ssl)
+        report.failure += " (with TLS, a server that refuses this client's "
+                          "certificate looks the same: see the server's log)";
       return conclude(opts, report, *cfg);
     }
     client_options co;
     co.client_id = cc.client_id;
     co.idle_timeout = idle;
+    co.reconnect_for = millis(cc.comm.stream.reconnect_grace_s);
     co.token = cc.comm.auth.enabled ? cc.comm.auth.token : "";
     co.connector = connector(sys, cc.comm.use_ssl);
     co.host = at->host;

@@ -194,7 +194,9 @@ caf::actor_system_config test_system_config() {
 
 server_side_options side_options(const run_options& o) {
   server_side_options so;
-  so.scheduler = {o.clients, o.rounds, o.weights, {}};
+  so.scheduler.num_clients = o.clients;
+  so.scheduler.num_rounds = o.rounds;
+  so.scheduler.client_weights_mode = o.weights;
   so.server.num_clients = o.clients;
   so.server.num_rounds = o.rounds;
   so.server.chunk_bytes = o.chunk_bytes;

@@ -2,8 +2,11 @@
 // over CAF's middleman on 127.0.0.1) and prints the download and upload
 // rates as ratios of a raw TCP loopback copy measured in the same run, plus
 // chunks in flight and peak RSS of both processes as multiples of the model.
+// Then the same over TLS (certificates from deploy/make-certs.sh), printed
+// as a ratio of the plain rates of the same run.
 //
 //   stream_bench [--mib 256] [--chunk-kib 1024] [--window 4] [--rounds 2]
+//                [--tls 1]
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +28,7 @@
 
 #include "actors/client.hpp"
 #include "actors/federation.hpp"
+#include "actors/network.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/memory_probe.hpp"
 
@@ -37,6 +42,7 @@ struct bench_options {
   uint64_t chunk_bytes = 1 << 20;
   uint32_t window = 4;
   uint32_t rounds = 2;
+  bool tls = true; ///< also measure over TLS
 };
 
 bench_options parse(int argc, char** argv) {
@@ -52,6 +58,8 @@ bench_options parse(int argc, char** argv) {
       o.window = static_cast<uint32_t>(v);
     else if (k == "--rounds")
       o.rounds = static_cast<uint32_t>(v);
+    else if (k == "--tls")
+      o.tls = v != 0;
   }
   return o;
 }
@@ -123,23 +131,25 @@ double raw_tcp_rate(uint64_t bytes) {
   return static_cast<double>(bytes) / took.count();
 }
 
-caf::actor_system_config network_config() {
+caf::actor_system_config network_config(const comm_config& comm) {
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", 2);
-  cfg.load<caf::io::middleman>();
+  configure_network(cfg, comm);
   return cfg;
 }
 
 /// The client process: connects, runs the rounds, writes its report to `fd`.
-[[noreturn]] void client_process(int port_fd, int report_fd,
-                                 const manifest& m) {
+[[noreturn]] void client_process(int port_fd, int report_fd, const manifest& m,
+                                 comm_config comm) {
   uint16_t port;
   read_all(port_fd, &port, sizeof port);
   run_report report;
   {
-    auto cfg = network_config();
+    auto cfg = network_config(comm);
     caf::actor_system sys{cfg};
-    auto server = sys.middleman().remote_actor("127.0.0.1", port);
+    uint64_t retries = 0;
+    auto server = connect_with_retry(sys, {"127.0.0.1", port}, comm.use_ssl,
+                                     std::chrono::seconds{10}, retries);
     if (!server)
       ::_exit(4);
     auto factory =
@@ -168,6 +178,92 @@ std::string read_to_end(int fd) {
   return out;
 }
 
+struct measured {
+  double down = 0; ///< bytes/s, best round
+  double up = 0;
+  uint32_t in_flight = 0;
+  double server_rss = 0; ///< bytes
+  double client_rss = 0;
+};
+
+/// Runs the server here and one client in a child process over `comm`.
+std::optional<measured> run_fedcaf(const bench_options& o, const manifest& m,
+                                   const comm_config& comm,
+                                   const comm_config& client_comm) {
+  int port_pipe[2], report_pipe[2];
+  if (::pipe(port_pipe) != 0 || ::pipe(report_pipe) != 0)
+    return std::nullopt;
+  auto child = ::fork();
+  if (child == 0) {
+    ::close(report_pipe[0]);
+    client_process(port_pipe[0], report_pipe[1], m, client_comm);
+  }
+  ::close(report_pipe[1]);
+  run_report server_report;
+  {
+    auto cfg = network_config(comm);
+    caf::actor_system sys{cfg};
+    server_side_options so;
+    so.scheduler.num_clients = 1;
+    so.scheduler.num_rounds = o.rounds;
+    so.server.num_clients = 1;
+    so.server.num_rounds = o.rounds;
+    so.server.chunk_bytes = o.chunk_bytes;
+    so.server.window = o.window;
+    so.server.client_configs_yaml = "{}";
+    auto side = spawn_server_side(sys, synthetic_model(m, 1), so, nullptr,
+                                  &server_report);
+    if (!side)
+      return std::nullopt;
+    auto port =
+        publish_server(sys, side->server, {"127.0.0.1", 0}, comm.use_ssl);
+    if (!port)
+      return std::nullopt;
+    uint16_t p = *port;
+    write_all(port_pipe[1], &p, sizeof p);
+    caf::scoped_actor self{sys};
+    self->monitor(side->server);
+    int status = 0;
+    for (bool running = true; running;)
+      self->receive([&](const caf::down_msg&) { running = false; },
+                    caf::after(std::chrono::seconds{1}) >> [&] {
+                      // A client that failed never finishes the run.
+                      if (::waitpid(child, &status, WNOHANG) == child &&
+                          status != 0) {
+                        self->send_exit(side->server,
+                                        caf::exit_reason::user_shutdown);
+                        server_report.failure = "the client failed";
+                        child = -1;
+                      }
+                    });
+    side->shut_down(sys);
+    sys.middleman().close(p);
+  }
+  ::close(port_pipe[0]);
+  ::close(port_pipe[1]);
+  auto client_json = read_to_end(report_pipe[0]);
+  ::close(report_pipe[0]);
+  int status = 0;
+  if (child > 0)
+    ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+      !server_report.failure.empty()) {
+    std::fprintf(stderr, "run failed: %s\n", server_report.failure.c_str());
+    return std::nullopt;
+  }
+  auto client = nlohmann::json::parse(client_json);
+  auto model = static_cast<double>(m.total_bytes());
+  measured out;
+  for (const auto& r : client["rounds"]) {
+    out.down = std::max(out.down, model / r["download_seconds"].get<double>());
+    out.up = std::max(out.up, model / r["upload_seconds"].get<double>());
+  }
+  out.in_flight = client["peak_in_flight"].get<uint32_t>();
+  out.server_rss = static_cast<double>(server_report.peak_rss_bytes);
+  out.client_rss = client["peak_rss_bytes"].get<double>();
+  return out;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -181,69 +277,46 @@ int main(int argc, char** argv) {
               o.rounds);
   auto raw = raw_tcp_rate(o.model_bytes);
   std::printf("raw TCP copy of the model:    %6.2f GB/s\n", raw / 1e9);
-
-  int port_pipe[2], report_pipe[2];
-  if (::pipe(port_pipe) != 0 || ::pipe(report_pipe) != 0)
+  comm_config plain;
+  auto r = run_fedcaf(o, m, plain, plain);
+  if (!r)
     return 1;
-  auto child = ::fork();
-  if (child == 0) {
-    ::close(report_pipe[0]);
-    client_process(port_pipe[0], report_pipe[1], m);
-  }
-  ::close(report_pipe[1]);
-  run_report server_report;
-  {
-    auto cfg = network_config();
-    caf::actor_system sys{cfg};
-    server_side_options so;
-    so.scheduler = {1, o.rounds, "equal", {}};
-    so.server.num_clients = 1;
-    so.server.num_rounds = o.rounds;
-    so.server.chunk_bytes = o.chunk_bytes;
-    so.server.window = o.window;
-    so.server.client_configs_yaml = "{}";
-    auto side = spawn_server_side(sys, synthetic_model(m, 1), so, nullptr,
-                                  &server_report);
-    if (!side)
-      return 1;
-    auto port = sys.middleman().publish(side->server, 0, "127.0.0.1", true);
-    if (!port)
-      return 1;
-    uint16_t p = *port;
-    write_all(port_pipe[1], &p, sizeof p);
-    caf::scoped_actor self{sys};
-    self->monitor(side->server);
-    self->receive([](const caf::down_msg&) {});
-    side->shut_down(sys);
-    sys.middleman().close(p);
-  }
-  auto client_json = read_to_end(report_pipe[0]);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-      !server_report.failure.empty()) {
-    std::fprintf(stderr, "run failed: %s\n", server_report.failure.c_str());
-    return 1;
-  }
-  auto client = nlohmann::json::parse(client_json);
-  double down = 0, up = 0;
-  for (const auto& r : client["rounds"]) {
-    down = std::max(down, model / r["download_seconds"].get<double>());
-    up = std::max(up, model / r["upload_seconds"].get<double>());
-  }
-  auto in_flight = client["peak_in_flight"].get<uint32_t>();
   std::printf("fedcaf download, best round: %6.2f GB/s   ratio to raw TCP "
               "%.2f\n",
-              down / 1e9, down / raw);
+              r->down / 1e9, r->down / raw);
   std::printf("fedcaf upload, best round:   %6.2f GB/s   ratio to raw TCP "
               "%.2f\n",
-              up / 1e9, up / raw);
+              r->up / 1e9, r->up / raw);
   std::printf("peak chunks in flight: %u (window %u): at most %.1f MiB of "
               "payload in flight per stream\n",
-              in_flight, o.window,
-              static_cast<double>(in_flight * o.chunk_bytes) / (1 << 20));
+              r->in_flight, o.window,
+              static_cast<double>(r->in_flight * o.chunk_bytes) / (1 << 20));
   std::printf("peak RSS: server %.2f x model, client %.2f x model\n",
-              static_cast<double>(server_report.peak_rss_bytes) / model,
-              client["peak_rss_bytes"].get<double>() / model);
+              r->server_rss / model, r->client_rss / model);
+  if (!o.tls)
+    return 0;
+  char dir[] = "/tmp/fedcaf-bench-certsXXXXXX";
+  if (!::mkdtemp(dir))
+    return 1;
+  auto make = std::string{FEDCAF_SOURCE_DIR} + "/deploy/make-certs.sh " + dir +
+              " 127.0.0.1 bench > /dev/null";
+  if (std::system(make.c_str()) != 0)
+    return 1;
+  std::string d = dir;
+  comm_config server_tls;
+  server_tls.use_ssl = true;
+  server_tls.tls = {d + "/server.pem", d + "/server.key", d + "/ca.pem"};
+  auto client_tls = server_tls;
+  client_tls.tls = {d + "/bench.pem", d + "/bench.key", d + "/ca.pem"};
+  auto t = run_fedcaf(o, m, server_tls, client_tls);
+  std::system((std::string{"rm -rf "} + dir).c_str());
+  if (!t)
+    return 1;
+  std::printf("TLS download, best round:    %6.2f GB/s   ratio to plain "
+              "%.2f\n",
+              t->down / 1e9, t->down / r->down);
+  std::printf("TLS upload, best round:      %6.2f GB/s   ratio to plain "
+              "%.2f\n",
+              t->up / 1e9, t->up / r->up);
   return 0;
 }
