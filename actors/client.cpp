@@ -117,11 +117,15 @@ public:
     if (!transferring_)
       return;
     auto idle = clock_type::now() - last_progress_;
-    if (idle > options_.idle_timeout)
-      return fail({errc::timeout,
-                   "no chunk or credit moved for " +
-                       std::to_string(options_.idle_timeout.count()) + " ms"});
-    arm_timer();
+    if (idle <= options_.idle_timeout)
+      return arm_timer();
+    auto why = "no chunk or credit moved for " +
+               std::to_string(options_.idle_timeout.count()) + " ms";
+    if (!options_.connector)
+      return fail({errc::timeout, why});
+    // Remote: the link may be dead without either end knowing yet. Register
+    // again (over a new connection once the old one is gone) and resume.
+    lost_server(why);
   }
 
   void try_reconnect() {

@@ -295,8 +295,12 @@ private:
     auto it = clients_.find(h.client_id);
     if (it != clients_.end() && it->second.state != presence::dropped) {
       auto& c = it->second;
-      if (c.handle == sender ||
-          (c.state == presence::connected && !authenticated))
+      // A remote client registers again on its connection when its
+      // transfer stalled; over another one after losing its connection
+      // (only when authenticated, if the old one still looks alive).
+      bool same = c.handle == sender;
+      if ((same && host.empty()) ||
+          (!same && c.state == presence::connected && !authenticated))
         return deny(errc::unknown_client, "already registered");
       return rebind(h.client_id, c, sender, from);
     }
@@ -320,12 +324,13 @@ private:
   frame rebind(const std::string& id, client_entry& c, const caf::actor& sender,
                const std::string& from) {
     senders_.erase(c.handle.address());
+    if (c.handle != sender)
+      self_->monitor(sender);
     c.handle = sender;
     c.state = presence::connected;
     c.address = from;
     ++c.epoch;
     senders_[sender.address()] = id;
-    self_->monitor(sender);
     ++report_->resumes;
     log_line("server", id + " is back from " + from + "; it resumes");
     // After the Welcome, which this handler's reply carries.

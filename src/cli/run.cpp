@@ -153,9 +153,9 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.scheduler.min_clients = cfg.server.min_clients;
   so.scheduler.round_deadline = millis(cfg.server.round_deadline_s);
   so.server.reconnect_grace = millis(comm.stream.reconnect_grace_s);
-  if (comm.auth.enabled)
-    so.server.tokens = comm.auth.tokens;
   if (remote) {
+    if (comm.auth.enabled)
+      so.server.tokens = comm.auth.tokens;
     so.server.middleman = connector(sys, comm.use_ssl);
     if (comm.use_ssl)
       so.server.tls_name = tls_peer_name;
