@@ -25,7 +25,7 @@ struct upload_stream {
   double weight = 0;
   uint64_t next_sequence = 0;
   uint64_t bytes = 0;
-  caf::actor notify; ///< told (update_atom, id, round) when the stream closes
+  caf::actor notify;   ///< told (update_atom, id, round) when the stream closes
   bool closed = false; ///< kept until finalize: a repeated end is answered
 };
 
@@ -110,9 +110,8 @@ public:
     if (it == streams_.end() || it->second.closed ||
         c->sequence >= it->second.next_sequence)
       return refuse({errc::unknown_stream,
-                     "no credit owed for chunk " +
-                         std::to_string(c->sequence) + " of stream " +
-                         std::to_string(c->stream_id)});
+                     "no credit owed for chunk " + std::to_string(c->sequence) +
+                         " of stream " + std::to_string(c->stream_id)});
     if (ram_ || c->sequence < window_->low())
       return msg::encode(msg::credit{c->stream_id, c->sequence});
     auto rp = self_->make_response_promise<frame>();
@@ -172,8 +171,8 @@ public:
     auto open = std::count_if(streams_.begin(), streams_.end(),
                               [](const auto& kv) { return !kv.second.closed; });
     if (open > 0)
-      return error{errc::internal, std::to_string(open) +
-                                       " streams still open at finalize"};
+      return error{errc::internal,
+                   std::to_string(open) + " streams still open at finalize"};
     streams_.clear();
     auto next = std::make_shared<model_snapshot>();
     if (ram_) {
@@ -289,7 +288,9 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
       [state](chunk_atom, const frame& f) { return state->consume(f); },
       [state](end_atom, const frame& f) { return state->close(f); },
       [state](credit_atom, const frame& f) { return state->owed_credit(f); },
-      [state](reset_atom, uint32_t contributors) { state->reset(contributors); },
+      [state](reset_atom, uint32_t contributors) {
+        state->reset(contributors);
+      },
       [state](expect_atom, uint32_t contributors) {
         state->expect(contributors);
       },

@@ -120,8 +120,8 @@ extern "C" int SSL_accept(SSL* ssl) {
     // caf_openssl may try a failed handshake once more: log it once.
     thread_local const SSL* last_refused = nullptr;
     if (ssl != last_refused)
-      log_line("tls", "refused a connection from " + peer_address(ssl) +
-                          ": " + handshake_failure(ssl));
+      log_line("tls", "refused a connection from " + peer_address(ssl) + ": " +
+                          handshake_failure(ssl));
     last_refused = ssl;
   }
   return rc;
@@ -148,8 +148,9 @@ std::string tls_peer_name(const std::string& host, uint16_t port) {
 result<endpoint> parse_endpoint(const std::string& uri) {
   auto colon = uri.rfind(':');
   if (colon == std::string::npos || colon == 0)
-    return error{errc::bad_config, "server_uri '" + uri + "': expected "
-                                   "host:port"};
+    return error{errc::bad_config, "server_uri '" + uri +
+                                       "': expected "
+                                       "host:port"};
   try {
     size_t used = 0;
     auto port = std::stoul(uri.substr(colon + 1), &used);
@@ -195,16 +196,14 @@ result<caf::actor> connect_with_retry(caf::actor_system& sys,
   auto delay = std::chrono::milliseconds{100};
   auto deadline = std::chrono::steady_clock::now() + give_up_after;
   for (;;) {
-    auto server =
-        tls ? caf::openssl::remote_actor(sys, at.host, at.port)
-            : sys.middleman().remote_actor(at.host, at.port);
+    auto server = tls ? caf::openssl::remote_actor(sys, at.host, at.port)
+                      : sys.middleman().remote_actor(at.host, at.port);
     if (server)
       return *server;
     if (std::chrono::steady_clock::now() + delay > deadline)
-      return error{errc::disconnected,
-                   "cannot reach the server at " + at.host + ":" +
-                       std::to_string(at.port) + ": " +
-                       sys.render(server.error())};
+      return error{errc::disconnected, "cannot reach the server at " + at.host +
+                                           ":" + std::to_string(at.port) +
+                                           ": " + sys.render(server.error())};
     ++retries;
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds{2000});

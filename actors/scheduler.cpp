@@ -36,7 +36,8 @@ public:
   scheduler_state(caf::actor aggregator, scheduler_options options)
       : aggregator_(std::move(aggregator)), options_(std::move(options)),
         refusals_("scheduler", options_.refusals) {
-    if (options_.min_clients == 0 || options_.min_clients > options_.num_clients)
+    if (options_.min_clients == 0 ||
+        options_.min_clients > options_.num_clients)
       options_.min_clients = options_.num_clients;
   }
 
@@ -46,6 +47,7 @@ public:
     if (!server_)
       server_ = caf::actor_cast<caf::actor>(self_->current_sender());
     registered_.insert(id);
+    known_.insert(id);
     if (round_ == 0 && registered_.size() == options_.num_clients)
       start_round(1);
   }
@@ -140,8 +142,8 @@ private:
     losses_.clear();
     participants_ = registered_;
     if (participants_.size() < options_.min_clients)
-      return stop("round " + std::to_string(r) + " cannot start: " +
-                  std::to_string(participants_.size()) +
+      return stop("round " + std::to_string(r) +
+                  " cannot start: " + std::to_string(participants_.size()) +
                   " clients are registered, min_clients is " +
                   std::to_string(options_.min_clients));
     self_->send(aggregator_, expect_atom::value, contributors());
@@ -171,9 +173,8 @@ private:
       return stop("round " + std::to_string(round_) + " failed: only " +
                   std::to_string(participants_.size()) + " of " +
                   std::to_string(options_.num_clients) +
-                  " clients can still deliver (missing: " +
-                  join_ids(missing_) + "), min_clients is " +
-                  std::to_string(options_.min_clients));
+                  " clients can still deliver (missing: " + join_ids(missing_) +
+                  "), min_clients is " + std::to_string(options_.min_clients));
     if (closed_.size() == participants_.size())
       finalize();
   }
@@ -194,7 +195,11 @@ private:
     for (const auto& id : closed_)
       loss += losses_[id];
     loss /= std::max(1u, clients);
-    std::vector<std::string> missing(missing_.begin(), missing_.end());
+    // Every client the run has known that is not in this round's model.
+    std::vector<std::string> missing;
+    for (const auto& id : known_)
+      if (!closed_.count(id))
+        missing.push_back(id);
     self_
         ->request(server_, caf::infinite, publish_atom::value, r,
                   std::move(next), clients, loss, std::move(missing))
@@ -225,6 +230,7 @@ private:
   caf::actor aggregator_;
   caf::actor server_;
   scheduler_options options_;
+  std::set<std::string> known_;        ///< every client that ever joined
   std::set<std::string> registered_;   ///< joined and not dropped
   std::set<std::string> participants_; ///< may still deliver to this round
   std::set<std::string> missing_;      ///< left this round

@@ -6,8 +6,8 @@
 // their connection for good, or sit the round out after the deadline).
 // Messages: see actors/protocol.hpp.
 
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include <caf/actor.hpp>

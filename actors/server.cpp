@@ -135,8 +135,8 @@ public:
     if (!o)
       return refuse(o.err());
     if (o->client_id != *id)
-      return refuse({errc::not_authorized, *id + " offered an update as " +
-                                               o->client_id});
+      return refuse({errc::not_authorized,
+                     *id + " offered an update as " + o->client_id});
     return {};
   }
 
@@ -276,9 +276,9 @@ private:
     };
     bool authenticated = false;
     if (!options_.tokens.empty()) {
-      auto t = std::find_if(
-          options_.tokens.begin(), options_.tokens.end(),
-          [&](const auto& kv) { return kv.first == h.client_id; });
+      auto t =
+          std::find_if(options_.tokens.begin(), options_.tokens.end(),
+                       [&](const auto& kv) { return kv.first == h.client_id; });
       if (t == options_.tokens.end())
         return deny(errc::not_authorized, "unknown client id");
       if (!same_secret(t->second, h.token))
@@ -371,12 +371,11 @@ private:
         return;
       }
       log_line("server", id + " lost its connection (" +
-                             self_->system().render(m.reason) +
-                             "); waiting " +
+                             self_->system().render(m.reason) + "); waiting " +
                              std::to_string(options_.reconnect_grace.count()) +
                              " ms for it to resume");
-      self_->delayed_send(self_, options_.reconnect_grace, drop_atom::value,
-                          id, c.epoch);
+      self_->delayed_send(self_, options_.reconnect_grace, drop_atom::value, id,
+                          c.epoch);
       return;
     }
   }
@@ -436,8 +435,7 @@ caf::behavior server_actor(caf::event_based_actor* self,
         if (!state->sender_id())
           return state->not_registered();
         state->count_upload(f);
-        self->delegate(peers.aggregator, chunk_atom::value,
-                              std::move(f));
+        self->delegate(peers.aggregator, chunk_atom::value, std::move(f));
         return caf::delegated<frame>{};
       },
       [self, state, peers](end_atom, const frame& f) -> caf::result<frame> {

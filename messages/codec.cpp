@@ -349,10 +349,9 @@ template <> result<round_start> decode<round_start>(const frame& f) {
     auto m = get(b.getManifest());
     if (!m)
       return m.err();
-    return round_start{b.getRound(),  b.getModelVersion(),
-                       std::move(*m), b.getChunkBytes(),
-                       b.getWindow(), get(b.getPrevious()),
-                       b.getResend()};
+    return round_start{
+        b.getRound(),  b.getModelVersion(),  std::move(*m), b.getChunkBytes(),
+        b.getWindow(), get(b.getPrevious()), b.getResend()};
   });
 }
 

@@ -23,7 +23,7 @@ struct optim_config {
 /// client_configs.train_configs.
 struct train_config {
   std::string trainer = "VanillaTrainer"; ///< VanillaTrainer | dummy
-  double add = 0;             ///< dummy: added to every element (0: no change)
+  double add = 0; ///< dummy: added to every element (0: no change)
   /// dummy: client i (its data partition index, from 0) adds add * (i + 1),
   /// so that updates differ between clients.
   bool add_by_index = false;

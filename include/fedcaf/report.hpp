@@ -24,8 +24,9 @@ struct round_record {
   double train_seconds = 0;    ///< client: local training
   double upload_seconds = 0;   ///< client: offer to stream closed
   double ended_unix_s = 0;     ///< wall-clock time the round ended here
-  /// server: clients of the round whose update is not in it (dropped after
-  /// losing their connection, or late for the round deadline).
+  /// server: clients the run has registered whose update is not in this
+  /// round (dropped after losing their connection, late for the deadline,
+  /// or joined after the round started).
   std::vector<std::string> missing_clients;
 };
 

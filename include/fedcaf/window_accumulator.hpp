@@ -64,9 +64,7 @@ public:
   /// Changes how many contributions complete a position (clients left the
   /// round before sending anything). REQUIRES: contributors > 0 and no open
   /// position holds more than that many.
-  void set_contributors(uint32_t contributors) {
-    contributors_ = contributors;
-  }
+  void set_contributors(uint32_t contributors) { contributors_ = contributors; }
   uint32_t contributors() const { return contributors_; }
 
 private:

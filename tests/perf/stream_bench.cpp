@@ -226,16 +226,17 @@ std::optional<measured> run_fedcaf(const bench_options& o, const manifest& m,
     int status = 0;
     for (bool running = true; running;)
       self->receive([&](const caf::down_msg&) { running = false; },
-                    caf::after(std::chrono::seconds{1}) >> [&] {
-                      // A client that failed never finishes the run.
-                      if (::waitpid(child, &status, WNOHANG) == child &&
-                          status != 0) {
-                        self->send_exit(side->server,
-                                        caf::exit_reason::user_shutdown);
-                        server_report.failure = "the client failed";
-                        child = -1;
-                      }
-                    });
+                    caf::after(std::chrono::seconds{1}) >>
+                        [&] {
+                          // A client that failed never finishes the run.
+                          if (::waitpid(child, &status, WNOHANG) == child &&
+                              status != 0) {
+                            self->send_exit(side->server,
+                                            caf::exit_reason::user_shutdown);
+                            server_report.failure = "the client failed";
+                            child = -1;
+                          }
+                        });
     side->shut_down(sys);
     sys.middleman().close(p);
   }

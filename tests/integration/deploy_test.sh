@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The deploy/ launchers, each running a real server and 3 clients on this
+# host: run-local.sh (one client config as a template), rank-exec.sh under
+# the environment Slurm's srun gives each task (rank 0 server, ranks 1..3
+# clients), and run-hosts.sh with a remote shell that runs on this host.
+#   deploy_test.sh FEDCAF SOURCE_DIR
+set -u
+fedcaf=$1; src=$2
+out=$(mktemp -d); pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done; rm -rf "$out"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in $(find "$out" -name '*.log'); do echo "== $f"; tail -8 "$f"; done; exit 1; }
+port=$(( 20000 + RANDOM % 20000 ))
+
+cat > "$out/server.yaml" <<YAML
+server_configs:
+  num_clients: 3
+  num_global_epochs: 2
+  comm_configs:
+    grpc_configs: {server_uri: 127.0.0.1:$port}
+    stream_configs: {chunk_bytes: 65536, idle_timeout_s: 30}
+client_configs:
+  train_configs: {trainer: dummy, add: 0.5}
+  model_configs: {name: synthetic, num_tensors: 4, total_bytes: 1048576}
+data_configs:
+  dataset_kwargs: {num_clients: 3}
+YAML
+cat > "$out/client.yaml" <<YAML
+client_id: ClientX
+data_configs:
+  dataset_kwargs: {num_clients: 3, client_id: 0}
+comm_configs:
+  grpc_configs: {server_uri: 127.0.0.1:$port}
+YAML
+
+# check DIR NAMES...: every report exists and says ok.
+check() {
+  local dir=$1; shift
+  /usr/bin/python3 - "$dir" "$@" <<'PY' || fail "reports in $dir"
+import json, sys
+d = sys.argv[1]
+for name in sys.argv[2:]:
+    r = json.load(open(f"{d}/{name}.json"))
+    assert r["ok"], (name, r["failure"])
+    assert len(r["rounds"]) == 2, (name, r["rounds"])
+    if r["role"] == "client":
+        assert r["bytes_sent"] > 0 and r["bytes_received"] > 0, name
+PY
+}
+
+FEDCAF=$fedcaf LOG_DIR=$out/local timeout 120 "$src/deploy/run-local.sh" 3 \
+  "$out/server.yaml" "$out/client.yaml" > "$out/local.log" 2>&1 ||
+  fail "run-local.sh"
+check "$out/local" server client1 client2 client3
+grep -q "Client3" "$out/local/server.log" || fail "run-local.sh did not name Client3"
+echo "run-local.sh: a server and 3 clients from one client template"
+
+for rank in 0 1 2 3; do
+  SLURM_PROCID=$rank SLURM_NTASKS=4 FEDCAF_SERVER=127.0.0.1:$port FEDCAF=$fedcaf \
+    LOG_DIR=$out/slurm timeout 120 "$src/deploy/rank-exec.sh" \
+    "$out/server.yaml" "$out/client.yaml" &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || fail "rank-exec.sh"; done
+pids=()
+check "$out/slurm" server client1 client2 client3
+echo "rank-exec.sh: ranks 0..3 as srun starts them: a server and 3 clients"
+
+# A remote shell that runs the command here: `fake_ssh HOST CMD...`.
+printf '#!/bin/sh\nshift\nexec "$@"\n' > "$out/fake_ssh"
+chmod +x "$out/fake_ssh"
+{
+  echo "# role host config args"
+  echo "server hostA $out/server.yaml"
+  for i in 1 2 3; do
+    echo "client host$i $out/client.yaml --set client_id=Client$i --set data_configs.dataset_kwargs.client_id=$((i - 1))"
+  done
+} > "$out/hosts"
+SSH=$out/fake_ssh FEDCAF=$fedcaf LOG_DIR=$out/hosts_run timeout 120 \
+  "$src/deploy/run-hosts.sh" "$out/hosts" > "$out/hosts.log" 2>&1 ||
+  fail "run-hosts.sh"
+check "$out/hosts_run" server client1 client2 client3
+echo "run-hosts.sh: 4 processes through a remote shell, logs and reports fetched"
+echo "passed"
