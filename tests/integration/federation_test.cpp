@@ -175,6 +175,10 @@ struct run_options {
   std::string weights = "equal";
   std::chrono::microseconds fold_delay{0};
   std::string memory_mode = "ram";
+  /// Extra clients that register and then never answer.
+  uint32_t silent = 0;
+  uint32_t min_clients = 0;
+  std::chrono::milliseconds deadline{0};
 };
 
 void await_down(caf::actor_system& sys, const std::vector<caf::actor>& xs) {
@@ -197,7 +201,10 @@ server_side_options side_options(const run_options& o) {
   so.scheduler.num_clients = o.clients;
   so.scheduler.num_rounds = o.rounds;
   so.scheduler.client_weights_mode = o.weights;
-  so.server.num_clients = o.clients;
+  so.scheduler.num_clients = o.clients + o.silent;
+  so.scheduler.min_clients = o.min_clients;
+  so.scheduler.round_deadline = o.deadline;
+  so.server.num_clients = o.clients + o.silent;
   so.server.num_rounds = o.rounds;
   so.server.chunk_bytes = o.chunk_bytes;
   so.server.window = o.window;
@@ -230,6 +237,16 @@ federation_run run_federation(const run_options& o) {
       clients.push_back(spawn_client(sys, side->server,
                                      {"C" + std::to_string(k), 10000ms},
                                      factory, &out.clients[k]));
+    }
+    // Silent clients: registered, then deaf to every round.
+    std::vector<std::unique_ptr<caf::scoped_actor>> silent;
+    for (uint32_t k = 0; k < o.silent; ++k) {
+      silent.push_back(std::make_unique<caf::scoped_actor>(sys));
+      (*silent.back())
+          ->request(side->server, 10s, hello_atom::value,
+                    msg::encode(msg::hello{"Silent" + std::to_string(k), ""}))
+          .receive([](const frame&) {},
+                   [](caf::error&) { FAIL("a silent client was refused"); });
     }
     await_down(sys, {side->server});
     await_down(sys, clients);
@@ -285,6 +302,39 @@ TEST_CASE("incremental FedAvg equals whole-model FedAvg for any chunk size") {
               o.clients * layout.total_bytes());
       }
     }
+  }
+}
+
+TEST_CASE("a client that never answers sits out after the round deadline") {
+  for (const char* mode : {"ram", "window"}) {
+    CAPTURE(mode);
+    run_options o;
+    o.memory_mode = mode;
+    o.clients = 2;
+    o.silent = 1;
+    o.min_clients = 2;
+    o.deadline = 700ms;
+    o.rounds = 2;
+    auto run = run_federation(o);
+    CHECK(run.server.failure == "");
+    REQUIRE(run.server.rounds.size() == 2);
+    for (const auto& r : run.server.rounds) {
+      CHECK(r.clients == 2);
+      CHECK(r.missing_clients == std::vector<std::string>{"Silent0"});
+      CHECK(r.wall_seconds >= 0.6); // it waited for the deadline
+    }
+    check_close(run.final_model, reference_fedavg(test_layout(), 2, 2, false));
+  }
+  SUBCASE("with fewer than min_clients the run fails and names the missing") {
+    run_options o;
+    o.clients = 1;
+    o.silent = 1;
+    o.min_clients = 2;
+    o.deadline = 300ms;
+    o.rounds = 1;
+    auto run = run_federation(o);
+    CHECK(run.server.failure.find("Silent0") != std::string::npos);
+    CHECK(run.server.failure.find("min_clients is 2") != std::string::npos);
   }
 }
 
