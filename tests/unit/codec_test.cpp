@@ -40,7 +40,7 @@ TEST_CASE("every small message survives a round trip") {
   manifest m;
   m.tensors.push_back(make_tensor_info("conv.weight", dtype::float32, {2, 3}));
   m.tensors.push_back(make_tensor_info("bias", dtype::bfloat16, {5}));
-  round_start rs{4, 9, m, 4096, 3, {3, 0.81, 0.52, true}};
+  round_start rs{4, 9, m, 4096, 3, {3, 0.81, 0.52, true}, true};
   auto r = decode<round_start>(encode(rs));
   REQUIRE(r);
   CHECK(r->round == 4);
@@ -49,6 +49,7 @@ TEST_CASE("every small message survives a round trip") {
   CHECK(r->chunk_bytes == 4096);
   CHECK(r->window == 3);
   CHECK(r->previous.test_accuracy == doctest::Approx(0.81));
+  CHECK(r->resend);
 
   offer o{2, "Client1", 30000, 0xabcdef, 1 << 20, 16, 0.4, 1.5};
   auto od = decode<offer>(encode(o));
@@ -61,6 +62,15 @@ TEST_CASE("every small message survives a round trip") {
   auto a = decode<accept>(encode(accept{5, 4}));
   REQUIRE(a);
   CHECK(a->stream_id == 5);
+  CHECK(a->next_sequence == 0);
+  auto resumed = decode<accept>(encode(accept{5, 4, 12, 9}));
+  REQUIRE(resumed);
+  CHECK(resumed->next_sequence == 12);
+  CHECK(resumed->first_unacknowledged == 9);
+  // Credits owed for chunks never sent are a peer's error.
+  auto bogus = decode<accept>(encode(accept{5, 4, 3, 9}));
+  REQUIRE_FALSE(bogus);
+  CHECK(bogus.err().code == errc::bad_sequence);
   auto c = decode<credit>(encode(credit{5, 11}));
   REQUIRE(c);
   CHECK(c->sequence == 11);

@@ -164,3 +164,60 @@ TEST_CASE(
                              {"client_configs.model_configs.dtype=int8"})),
       "dtype: must be one of float32, bfloat16, float16"));
 }
+
+TEST_CASE("use_ssl without certificates stops the command") {
+  auto msg = message_of(
+      load_config(embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+                  {"server_configs.comm_configs.grpc_configs.use_ssl=true"}));
+  CHECK(contains(msg, "grpc_configs.server_certificate: is required with "
+                      "use_ssl: true"));
+  CHECK(contains(msg, "never falls back"));
+  std::string dir = FEDCAF_SOURCE_DIR "/configs/";
+  auto client = load_config_file(
+      dir + "client_1.yaml", config_role::client,
+      {"comm_configs.grpc_configs.use_ssl=true",
+       "comm_configs.grpc_configs.client_certificate=/nonexistent.pem"});
+  CHECK(contains(message_of(client), "'/nonexistent.pem' is not a file"));
+}
+
+TEST_CASE("tokens are read per client, required when on, and redacted") {
+  const std::string prefix = "server_configs.comm_configs.grpc_configs.";
+  auto missing =
+      load_config(embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+                  {prefix + "use_authenticator=true"});
+  CHECK(contains(message_of(missing), "needs a token per client"));
+  auto c = load_config(
+      embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+      {prefix + "use_authenticator=true",
+       prefix + "authenticator_args={tokens: {Client1: s3cret-1, Client2: "
+                "s3cret-2}}"});
+  REQUIRE(c);
+  REQUIRE(c->server.comm.auth.tokens.size() == 2);
+  CHECK(c->server.comm.auth.tokens[1].second == "s3cret-2");
+  CHECK_FALSE(contains(c->effective_yaml, "s3cret"));
+  CHECK(contains(c->effective_yaml, "<redacted>"));
+  std::string dir = FEDCAF_SOURCE_DIR "/configs/";
+  auto client = load_config_file(dir + "client_1.yaml", config_role::client,
+                                 {"comm_configs.grpc_configs.use_authenticator="
+                                  "true"});
+  CHECK(contains(message_of(client), "needs auth_token or auth_token_file"));
+}
+
+TEST_CASE("min_clients and the round deadline are checked") {
+  auto c = load_config(
+      embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+      {"server_configs.scheduler_kwargs={min_clients: 1, round_deadline_s: "
+       "2.5}"});
+  REQUIRE(c);
+  CHECK(c->server.min_clients == 1);
+  CHECK(c->server.round_deadline_s == doctest::Approx(2.5));
+  auto too_many =
+      load_config(embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+                  {"server_configs.scheduler_kwargs.min_clients=9"});
+  CHECK(contains(message_of(too_many), "must not exceed num_clients"));
+  auto heartbeat = load_config(
+      embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+      {"server_configs.comm_configs.stream_configs.connection_timeout_s=1",
+       "server_configs.comm_configs.stream_configs.heartbeat_s=2"});
+  CHECK(contains(message_of(heartbeat), "must exceed heartbeat_s"));
+}
