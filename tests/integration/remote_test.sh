@@ -177,9 +177,13 @@ echo "1. TLS + tokens, 3 clients on 3 hosts: 3 rounds, global models identical t
 fi
 
 # -- 2. kill -9 mid-upload -------------------------------------------------
+# In both memory modes: ram (a model-sized sum) and window (positions
+# averaged into the global model in place).
+for mode in ram window; do
 if [[ $scenarios == *2* ]]; then
+rm -f "$out"/kill*
 server_config "$out/kill.yaml" kill
-start_server kill "$out/kill.yaml"
+start_server kill "$out/kill.yaml" --set server_configs.memory_mode=$mode
 [ "$netns" = 1 ] && netns_rate "$prefix" 3 64mbit # an upload of about 2 s
 for i in 1 2 3; do start_client kill_c$i c$i "$out/client$i.yaml"; done
 victim=$last_pid
@@ -198,7 +202,7 @@ if grep -q "dropped mid-upload" "$out/kill.log"; then
 elif [ "$netns" = 1 ]; then
   fail "client 3 was not killed mid-upload"
 fi
-$py - "$out" <<'PY' || fail "the model after the kill is not the survivors' average"
+$py - "$out" "$mode" <<'PY' || fail "$mode: the model after the kill is not the survivors' average"
 import json, struct, sys
 import numpy as np
 out = sys.argv[1]
@@ -224,10 +228,12 @@ for r in (1, 2):
     for name in g[r]:
         d = g[r][name].astype(np.float64) - g[r - 1][name]
         assert np.all(d == want), (r + 1, name, want, d.min(), d.max())
-print("2. kill -9 of Client3 in round 2: the rounds without it are exactly "
-      "the average of Client1 and Client2; the report names Client3 missing")
+print(f"2. {sys.argv[2]} mode: kill -9 of Client3 in round 2: the rounds "
+      "without it are exactly the average of Client1 and Client2; the report "
+      "names Client3 missing")
 PY
 fi
+done
 
 # -- 3. slow links and a pulled cable (namespaces only) ------------------------
 if [[ $scenarios != *3* ]]; then
