@@ -128,10 +128,9 @@ public:
     lost_server(why);
   }
 
-  void try_reconnect() {
-    if (phase_ != phase::reconnecting)
+  void try_reconnect(uint64_t gen) {
+    if (phase_ != phase::reconnecting || gen != generation_)
       return;
-    auto gen = generation_;
     self_
         ->request(options_.connector, std::chrono::seconds{10},
                   caf::connect_atom::value, options_.host, options_.port)
@@ -174,8 +173,11 @@ private:
     auto w = msg::decode<msg::welcome>(f);
     if (!w)
       return fail(w.err());
-    if (trainer_)
-      return resume();
+    if (trainer_) {
+      if (phase_ == phase::reconnecting)
+        resume();
+      return; // a second Welcome of one reconnection changes nothing
+    }
     auto cfg = parse_client_configs(w->client_configs);
     if (!cfg)
       return fail(cfg.err());
@@ -204,7 +206,7 @@ private:
     log_line(options_.client_id, "lost the server (" + why +
                                      "); reconnecting to " + options_.host +
                                      ":" + std::to_string(options_.port));
-    try_reconnect();
+    try_reconnect(generation_);
   }
 
   void retry_later(const std::string& why) {
@@ -215,7 +217,10 @@ private:
                        std::to_string(options_.port) + " was not back within " +
                        std::to_string(options_.reconnect_for.count()) +
                        " ms: " + why});
-    self_->delayed_send(self_, reconnect_delay_, caf::connect_atom::value);
+    // Tagged with the generation: a later loss schedules its own attempt,
+    // and only the newest one runs.
+    self_->delayed_send(self_, reconnect_delay_, caf::connect_atom::value,
+                        generation_);
     reconnect_delay_ =
         std::min(reconnect_delay_ * 2, std::chrono::milliseconds{2000});
   }
@@ -557,7 +562,7 @@ caf::behavior client_actor(caf::event_based_actor* self,
       [state](round_atom, const frame& f) { state->on_round(f); },
       [state](done_atom, const frame& f) { state->on_done(f); },
       [state](tick_atom) { state->on_tick(); },
-      [state](caf::connect_atom) { state->try_reconnect(); },
+      [state](caf::connect_atom, uint64_t gen) { state->try_reconnect(gen); },
   };
 }
 

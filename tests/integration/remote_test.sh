@@ -11,9 +11,10 @@
 #     every later global model equals the average of the clients that
 #     completed (no trace of the killed client's partial update).
 #  3. (namespaces only) every link shaped to 20 MB/s with a model that takes
-#     longer than idle_timeout to cross, and one client's cable pulled for
-#     4 s mid-download: the run completes, no timeout fires, the client
-#     resumes and resends far less than the model.
+#     longer than idle_timeout to cross, one client's cable pulled for 4 s
+#     mid-download and another's mid-upload: the run completes, no timeout
+#     fires on the slow links, the cut clients resume and resend far less
+#     than the model.
 #
 #   remote_test.sh FEDCAF SOURCE_DIR [SCENARIOS, default 123]
 set -u
@@ -258,6 +259,12 @@ sleep 1
 netns_link "$prefix" 2 down
 sleep 4
 netns_link "$prefix" 2 up
+# And client 3's cable mid-upload in round 3.
+wait_for "$out/slow_c3.log" "round 3: trained" 120 || fail "client 3 never trained round 3"
+sleep 0.5
+netns_link "$prefix" 3 down
+sleep 4
+netns_link "$prefix" 3 up
 wait $server_pid || fail "the slow-link run failed"
 for p in "${pids[@]}"; do wait "$p" || fail "a client of the slow-link run failed"; done
 pids=()
@@ -270,14 +277,18 @@ c2 = json.load(open(f"{out}/slow_c2.json"))
 assert server["ok"] and [r["clients"] for r in server["rounds"]] == [3, 3, 3], server["rounds"]
 assert c2["ok"] and c2["resumes"] >= 1, (c2["failure"], c2["resumes"])
 assert c2["bytes_resent"] < model / 10, c2["bytes_resent"]
-for i in (1, 3):  # on links that only were slow, no timeout fired
-    c = json.load(open(f"{out}/slow_c{i}.json"))
-    assert c["ok"] and c["resumes"] == 0 and c["retries"] == 0, (i, c["resumes"])
+c1 = json.load(open(f"{out}/slow_c1.json"))  # a link that only was slow
+assert c1["ok"] and c1["resumes"] == 0 and c1["retries"] == 0, c1["resumes"]
+c3 = json.load(open(f"{out}/slow_c3.json"))  # cut mid-upload
+assert c3["ok"] and c3["resumes"] >= 1, (c3["failure"], c3["resumes"])
+assert c3["bytes_resent"] < model / 10, c3["bytes_resent"]
 slowest = max(r["download_seconds"] for r in c2["rounds"])
 assert slowest > 1.5, f"a download took {slowest:.1f} s, not longer than idle_timeout"
 print(f"3. 48 MiB over 20 MB/s links, idle_timeout 1.5 s: longest download "
       f"{slowest:.1f} s, no timeout; Client2's cable pulled for 4 s: "
-      f"{c2['resumes']} resume(s), {c2['bytes_resent'] / 2**20:.2f} MiB resent "
-      f"of a {model / 2**20:.0f} MiB model")
+      f"{c2['resumes']} resume(s), {c2['bytes_resent'] / 2**20:.2f} MiB fetched "
+      f"again; Client3's cable pulled mid-upload: {c3['resumes']} resume(s), "
+      f"{c3['bytes_resent'] / 2**20:.2f} MiB sent again, of a "
+      f"{model / 2**20:.0f} MiB model")
 PY
 echo "passed"
