@@ -22,6 +22,16 @@ expect_error "server_configs.num_global_epochs: expected a whole number, got 'x'
 expect_error "data_configs.dataset_path" "$fedcaf" simulate --set data_configs.dataset_path=/nope
 expect_error "cannot open the config file" "$fedcaf" server -c "$tmp/missing.yaml"
 expect_error "this command needs -c CONFIG" "$fedcaf" client
+src=$(cd "$(dirname "$0")/../.." && pwd)
+expect_error "grpc_configs.server_certificate: is required with use_ssl: true" \
+  "$fedcaf" server -c "$src/configs/server.yaml" \
+  --set server_configs.comm_configs.grpc_configs.use_ssl=true
+expect_error "authenticator_args.auth_token: use_authenticator needs" \
+  "$fedcaf" client -c "$src/configs/client_1.yaml" \
+  --set comm_configs.grpc_configs.use_authenticator=true
+expect_error "server_uri '127.0.0.1:99999': bad port" \
+  "$fedcaf" server -c "$src/configs/server.yaml" \
+  --set server_configs.comm_configs.grpc_configs.server_uri=127.0.0.1:99999
 expect_error "unknown option '--bogus'" "$fedcaf" simulate --bogus
 expect_error "unknown command 'train'" "$fedcaf" train
 "$fedcaf" --help | grep -q "usage: fedcaf" || { echo "FAIL: --help"; fails=$((fails + 1)); }
