@@ -248,8 +248,9 @@ void read(section s, data_config& d, bool needs_partition) {
   kwargs.get("num_clients", d.num_clients, 1);
   kwargs.get("client_id", d.client_index);
   kwargs.one_of("partition_strategy", d.partition_strategy,
-                {"iid", "class_noniid"});
+                {"iid", "class_noniid", "dirichlet_noniid"});
   kwargs.get("classes_per_client", d.classes_per_client, 1);
+  kwargs.positive("dirichlet_alpha", d.dirichlet_alpha);
   kwargs.get("seed", d.seed);
   if (needs_partition && d.client_index >= d.num_clients)
     kwargs.fail("client_id", "must be below num_clients (" +

@@ -148,13 +148,62 @@ std::vector<uint32_t> class_part(const std::vector<uint8_t>& labels,
   return mine;
 }
 
+/// Splits every class among all clients in Dirichlet(alpha) proportions.
+/// Returns the parts of every client, none empty (draws again, at most 100
+/// times; after that some may be empty).
+std::vector<std::vector<uint32_t>>
+dirichlet_parts(const std::vector<uint8_t>& labels, uint32_t num_clients,
+                double alpha, std::mt19937_64& rng) {
+  uint32_t num_classes = *std::max_element(labels.begin(), labels.end()) + 1;
+  std::vector<std::vector<uint32_t>> members(num_classes);
+  for (uint32_t i = 0; i < labels.size(); ++i)
+    members[labels[i]].push_back(i);
+  for (auto& m : members)
+    seeded_shuffle(m, rng);
+  std::vector<std::vector<uint32_t>> parts;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    parts.assign(num_clients, {});
+    std::gamma_distribution<double> gamma{alpha, 1.0};
+    std::vector<double> share(num_clients);
+    for (const auto& m : members) {
+      double total = 0;
+      for (auto& x : share)
+        total += (x = gamma(rng));
+      // Client c takes [floor(n * S_c / total), floor(n * S_{c+1} / total)).
+      double cumulative = 0;
+      size_t begin = 0;
+      for (uint32_t c = 0; c < num_clients; ++c) {
+        cumulative += share[c];
+        auto end = c + 1 == num_clients
+                       ? m.size()
+                       : static_cast<size_t>(static_cast<double>(m.size()) *
+                                             cumulative / total);
+        end = std::max(end, begin);
+        parts[c].insert(parts[c].end(), m.begin() + static_cast<long>(begin),
+                        m.begin() + static_cast<long>(end));
+        begin = end;
+      }
+    }
+    if (std::none_of(parts.begin(), parts.end(),
+                     [](const auto& p) { return p.empty(); }))
+      break;
+  }
+  for (auto& p : parts)
+    std::sort(p.begin(), p.end());
+  return parts;
+}
+
 } // namespace
 
 std::vector<uint32_t> partition(const std::vector<uint8_t>& labels,
                                 uint32_t num_clients, uint32_t client_index,
                                 const std::string& strategy,
-                                uint32_t classes_per_client, uint64_t seed) {
+                                uint32_t classes_per_client, uint64_t seed,
+                                double alpha) {
   std::mt19937_64 rng{seed};
+  if (strategy == "dirichlet_noniid")
+    return std::move(
+        dirichlet_parts(labels, num_clients, alpha, rng)[client_index]);
   if (strategy == "class_noniid")
     return class_part(labels, num_clients, client_index, classes_per_client,
                       rng);

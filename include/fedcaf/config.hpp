@@ -65,8 +65,10 @@ struct data_config {
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
   uint32_t num_clients = 0;  ///< dataset_kwargs.num_clients
   uint32_t client_index = 0; ///< dataset_kwargs.client_id: the partition
-  std::string partition_strategy = "iid"; ///< iid | class_noniid
+  std::string partition_strategy =
+      "iid"; ///< iid | class_noniid | dirichlet_noniid
   uint32_t classes_per_client = 2;
+  double dirichlet_alpha = 0.5; ///< dirichlet_noniid: smaller, more skew
   uint64_t seed = 42;
 };
 

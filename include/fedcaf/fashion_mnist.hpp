@@ -30,10 +30,14 @@ result<image_set> read_fashion_mnist(const std::string& dir,
 /// "iid" deals a seeded shuffle of all samples in equal parts;
 /// "class_noniid" gives each client `classes_per_client` classes (seeded,
 /// covering all classes round-robin) and splits each class evenly among the
-/// clients that hold it. Every client gets the same split on every host.
+/// clients that hold it; "dirichlet_noniid" splits each class among all
+/// clients in proportions drawn from Dirichlet(alpha) (Hsu et al. 2019;
+/// smaller alpha: more skew), drawing again until no client is empty.
+/// Every client gets the same split on every host with the same build.
 std::vector<uint32_t> partition(const std::vector<uint8_t>& labels,
                                 uint32_t num_clients, uint32_t client_index,
                                 const std::string& strategy,
-                                uint32_t classes_per_client, uint64_t seed);
+                                uint32_t classes_per_client, uint64_t seed,
+                                double alpha = 0.5);
 
 } // namespace fedcaf

@@ -105,9 +105,9 @@ trainer_factory local_trainer(std::shared_ptr<lazy_train_set> train,
     auto set = train->get();
     if (!set)
       return set.err();
-    auto idx =
-        partition((*set)->labels, data.num_clients, index,
-                  data.partition_strategy, data.classes_per_client, data.seed);
+    auto idx = partition((*set)->labels, data.num_clients, index,
+                         data.partition_strategy, data.classes_per_client,
+                         data.seed, data.dirichlet_alpha);
     return make_trainer(cc, *set, std::move(idx), data.seed + index,
                         num_threads);
   };

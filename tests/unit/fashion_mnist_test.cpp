@@ -61,3 +61,33 @@ TEST_CASE("class_noniid gives each client its classes only") {
   }
   CHECK(seen.size() == labels.size());
 }
+
+TEST_CASE("dirichlet_noniid covers every sample once, skewed by alpha") {
+  std::vector<uint8_t> labels(6000);
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<uint8_t>(i % 10);
+  // Mean over clients of the share of a client's largest class.
+  auto skew = [&](double alpha) {
+    std::set<uint32_t> seen;
+    double top = 0;
+    for (uint32_t c = 0; c < 20; ++c) {
+      auto p = partition(labels, 20, c, "dirichlet_noniid", 2, 3, alpha);
+      REQUIRE_FALSE(p.empty());
+      CHECK(p == partition(labels, 20, c, "dirichlet_noniid", 2, 3, alpha));
+      std::vector<size_t> per_class(10);
+      for (auto i : p) {
+        CHECK(seen.insert(i).second);
+        ++per_class[labels[i]];
+      }
+      top += static_cast<double>(
+                 *std::max_element(per_class.begin(), per_class.end())) /
+             static_cast<double>(p.size());
+    }
+    CHECK(seen.size() == labels.size());
+    return top / 20;
+  };
+  auto skewed = skew(0.1);
+  auto even = skew(100.0);
+  CHECK(skewed > 0.5);
+  CHECK(even < 0.2);
+}
