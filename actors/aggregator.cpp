@@ -10,6 +10,7 @@
 
 #include "actors/protocol.hpp"
 #include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/element.hpp"
 #include "fedcaf/fedavg_accumulator.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/window_accumulator.hpp"
@@ -53,10 +54,12 @@ public:
   aggregator_state(std::shared_ptr<model_snapshot> initial,
                    aggregator_options options,
                    std::optional<fedavg_accumulator> ram,
-                   std::optional<window_accumulator> window)
+                   std::optional<window_accumulator> window,
+                   std::unique_ptr<server_optimizer> optimizer)
       : layout_(initial->layout), digest_(digest(initial->layout)),
-        version_(initial->version), options_(options), ram_(std::move(ram)),
-        window_(std::move(window)),
+        version_(initial->version), options_(std::move(options)),
+        ram_(std::move(ram)), window_(std::move(window)),
+        optimizer_(std::move(optimizer)),
         plan_(ram_ ? ram_->plan() : window_->plan()),
         current_(std::move(initial)),
         refusals_("aggregator", options_.refusals) {}
@@ -78,10 +81,6 @@ public:
     recycle_previous();
     auto stream_id = next_stream_id_++;
     streams_[stream_id] = {id, round, weight, 0, 0, notify, false};
-    if (ram_)
-      ram_->add_weight(weight);
-    else
-      window_->add_weight(weight);
     return msg::encode(msg::accept{stream_id, options_.window});
   }
 
@@ -135,6 +134,22 @@ public:
       window_->restart(std::max(1u, contributors));
   }
 
+  /// Keeps what client `id` delivered to `round` and awaits no more of it
+  /// (partial_updates: keep). Returns the chunks it delivered.
+  uint64_t abandon(const std::string& id, uint32_t round) {
+    for (auto& [sid, s] : streams_) {
+      if (s.client_id != id || s.round != round || s.closed)
+        continue;
+      s.closed = true;
+      if (window_) {
+        window_->cut(s.next_sequence);
+        advance_window();
+      }
+      return s.next_sequence;
+    }
+    return 0;
+  }
+
   /// Fewer clients than expected will contribute to the open round.
   void expect(uint32_t contributors) {
     if (!window_ || contributors == 0)
@@ -176,7 +191,7 @@ public:
     streams_.clear();
     auto next = std::make_shared<model_snapshot>();
     if (ram_) {
-      auto bytes = ram_->finalize();
+      auto bytes = ram_->finalize(current_->bytes.bytes(), optimizer_.get());
       if (!bytes)
         return bytes.err();
       next->bytes = std::move(*bytes);
@@ -184,6 +199,8 @@ public:
       if (!window_->finish_round())
         return error{errc::internal, "finalize before every position was "
                                      "averaged"};
+      if (optimizer_)
+        optimizer_->finish_round();
       // The model was averaged in place; it moves on to the new snapshot
       // (nobody reads the old one any more, see above).
       next->bytes = std::move(current_->bytes);
@@ -246,7 +263,7 @@ private:
   void advance_window() {
     while (window_->ready()) {
       auto seq = window_->low();
-      window_->finalize_next(current_->bytes.bytes());
+      window_->finalize_next(current_->bytes.bytes(), optimizer_.get());
       const auto& e = plan_.extent(seq);
       current_->bytes.release(e.model_offset, e.bytes); // file-backed only
       for (auto& [rp, stream] : held_[seq])
@@ -264,6 +281,7 @@ private:
   aggregator_options options_;
   std::optional<fedavg_accumulator> ram_;
   std::optional<window_accumulator> window_;
+  std::unique_ptr<server_optimizer> optimizer_; ///< null: FedAvg
   /// window mode: credits held until their position is averaged.
   std::map<uint64_t,
            std::vector<std::pair<caf::typed_response_promise<frame>, uint64_t>>>
@@ -290,6 +308,9 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
       [state](credit_atom, const frame& f) { return state->owed_credit(f); },
       [state](reset_atom, uint32_t contributors) {
         state->reset(contributors);
+      },
+      [state](abandon_atom, const std::string& id, uint32_t round) {
+        return state->abandon(id, round);
       },
       [state](expect_atom, uint32_t contributors) {
         state->expect(contributors);
@@ -328,8 +349,21 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
       return acc.err();
     window.emplace(std::move(*acc));
   }
+  std::unique_ptr<server_optimizer> optimizer;
+  if (options.rule != server_rule::fedavg) {
+    auto type = common_floating_dtype(initial->layout);
+    if (!type)
+      return type.err();
+    auto made = server_optimizer::make(
+        options.rule, options.rule_cfg, *type,
+        initial->layout.total_bytes() / dtype_bytes(*type), options.state_dir);
+    if (!made)
+      return made.err();
+    optimizer = std::move(*made);
+  }
   auto state = std::make_shared<aggregator_state>(
-      std::move(initial), options, std::move(ram), std::move(window));
+      std::move(initial), options, std::move(ram), std::move(window),
+      std::move(optimizer));
   return sys.spawn(aggregator_actor, std::move(state));
 }
 

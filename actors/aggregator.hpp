@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
@@ -13,6 +14,7 @@
 #include "actors/refusal_log.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/model_snapshot.hpp"
+#include "fedcaf/server_optimizer.hpp"
 
 namespace fedcaf {
 
@@ -22,6 +24,12 @@ struct aggregator_options {
   /// 0: ram mode (a model-sized sum). N > 0: window mode for a sync round of
   /// exactly N clients: `window` open positions, averaged in place.
   uint32_t window_contributors = 0;
+  /// The server optimizer applied per chunk at finalization (FedAvg: none)
+  /// and its aggregator_kwargs.
+  server_rule rule = server_rule::fedavg;
+  rule_config rule_cfg;
+  /// Non-empty: the optimizer's state lives in files there (disk mode).
+  std::string state_dir;
   /// Test seam: time spent on every chunk before it is consumed (a slow
   /// aggregator). Zero in production.
   std::chrono::microseconds fold_delay{0};

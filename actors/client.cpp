@@ -71,7 +71,7 @@ public:
     auto rs = msg::decode<msg::round_start>(f);
     if (!rs)
       return fail(rs.err());
-    if (!trainer_)
+    if (!configs_)
       return fail({errc::unexpected_message, "round before welcome"});
     if (plan_ && rs->round == round_.round &&
         rs->model_version == round_.model_version) {
@@ -79,6 +79,8 @@ public:
         send_again();
       return; // announced again after a reconnect: already under way
     }
+    if (auto made = make_trainer(); !made)
+      return fail(made.err());
     if (digest(rs->model) != digest(trainer_->layout()))
       return fail({errc::manifest_mismatch,
                    "the server's model layout differs from this client's"});
@@ -111,6 +113,16 @@ public:
       return fail(
           {errc::disconnected, "the server ended the run: " + d->reason});
     finish();
+  }
+
+  /// The server published round `round`: a client that does not hold its
+  /// model between rounds gives it up now.
+  void on_round_over(uint32_t round) {
+    if (options_.hold_model || phase_ != phase::idle || round != round_.round)
+      return;
+    params_ = {};
+    const_params_ = {};
+    trainer_.reset();
   }
 
   void on_tick() {
@@ -173,7 +185,7 @@ private:
     auto w = msg::decode<msg::welcome>(f);
     if (!w)
       return fail(w.err());
-    if (trainer_) {
+    if (configs_) {
       if (phase_ == phase::reconnecting)
         resume();
       return; // a second Welcome of one reconnection changes nothing
@@ -181,15 +193,32 @@ private:
     auto cfg = parse_client_configs(w->client_configs);
     if (!cfg)
       return fail(cfg.err());
-    auto t = factory_(*cfg, *w);
-    if (!t)
-      return fail(t.err());
-    trainer_ = std::move(*t);
+    configs_ = std::move(*cfg);
+    welcome_ = *w;
     phase_ = phase::idle;
+    if (!options_.hold_model) {
+      log_line(options_.client_id,
+               "registered as client " + std::to_string(w->client_index) +
+                   " of " + std::to_string(w->num_clients) +
+                   "; builds its model when chosen for a round");
+      return;
+    }
+    if (auto made = make_trainer(); !made)
+      return fail(made.err());
     log_line(options_.client_id,
              "registered as client " + std::to_string(w->client_index) +
                  " of " + std::to_string(w->num_clients) + ", " +
                  std::to_string(trainer_->sample_count()) + " samples");
+  }
+
+  result<void> make_trainer() {
+    if (trainer_)
+      return {};
+    auto t = factory_(*configs_, *welcome_);
+    if (!t)
+      return t.err();
+    trainer_ = std::move(*t);
+    return {};
   }
 
   void lost_server(const std::string& why) {
@@ -532,7 +561,9 @@ private:
   client_options options_;
   trainer_factory factory_;
   run_report* report_;
-  std::unique_ptr<trainer> trainer_;
+  std::optional<client_configs> configs_; ///< from the Welcome
+  std::optional<msg::welcome> welcome_;
+  std::unique_ptr<trainer> trainer_; ///< null between rounds if !hold_model
   model_view params_;
   const_model_view const_params_; ///< the same memory, for uploads
   std::optional<chunk_plan> plan_;
@@ -561,6 +592,7 @@ caf::behavior client_actor(caf::event_based_actor* self,
   return {
       [state](round_atom, const frame& f) { state->on_round(f); },
       [state](done_atom, const frame& f) { state->on_done(f); },
+      [state](idle_atom, uint32_t round) { state->on_round_over(round); },
       [state](tick_atom) { state->on_tick(); },
       [state](caf::connect_atom, uint64_t gen) { state->try_reconnect(gen); },
   };

@@ -33,6 +33,10 @@ struct client_options {
   std::chrono::milliseconds idle_timeout;
   /// How long to keep trying to get back to a lost server.
   std::chrono::milliseconds reconnect_for{30000};
+  /// false: build the trainer (and its model) when chosen for a round and
+  /// give it up once that round is published, so that a client waiting to be
+  /// sampled holds no model (simulations of many clients).
+  bool hold_model = true;
   /// Sent in Hello when the server asks for tokens.
   std::string token;
   /// Remote runs: after losing the server, reconnect through `connector`

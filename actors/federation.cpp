@@ -28,6 +28,10 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   ao.window = options.server.window;
   ao.window_contributors =
       options.memory_mode == "ram" ? 0 : options.scheduler.num_clients;
+  ao.rule = rule_of(options.aggregator);
+  ao.rule_cfg = options.rule;
+  if (options.memory_mode == "disk")
+    ao.state_dir = options.storage_dir;
   ao.fold_delay = options.fold_delay;
   ao.refusals = refusals;
   auto aggregator = spawn_aggregator(sys, snapshot, ao);

@@ -36,6 +36,11 @@ struct server_side_options {
   /// window; the caller puts the initial model in a file mapping, and every
   /// actor gives its pages back after use.
   std::string memory_mode = "ram";
+  /// server_configs.aggregator and aggregator_kwargs.
+  std::string aggregator = "FedAvgAggregator";
+  rule_config rule;
+  /// disk mode: where the server optimizer's state files live.
+  std::string storage_dir = "/tmp";
   /// Where each global model is written (see spawn_evaluator); empty: none.
   std::string save_global_model;
   /// Test seam: a slow consumer (see aggregator_options).

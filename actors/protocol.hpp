@@ -16,14 +16,18 @@
 //                                               upload, one per credit owed
 //                                               (via the aggregator)
 //   server -> client     (done_atom, frame)     the run ended, no reply
+//   server -> client     (idle_atom, round)     round published, no reply
 //
 //   server -> scheduler  (join_atom, id), (leave_atom, id, reason)
 //   server -> scheduler  (drop_atom, id): a lost client did not come back
-//   scheduler -> server  (start_atom, round), (stop_atom, reason)
+//   scheduler -> server  (start_atom, round, ids): open the round for them;
+//                        (stop_atom, reason)
 //   scheduler -> server  (resend_atom, ids): collect their updates again
 //   scheduler -> aggr.   (reset_atom, contributors): forget the round's
 //                        uploads; (expect_atom, contributors): fewer clients
-//                        will contribute to the open round
+//                        will contribute to the open round;
+//                        (abandon_atom, id, round) -> chunks: keep what a
+//                        dropped client delivered, await no more of it
 //   scheduler -> aggr.   (open_atom, notify, id, round, weight, digest,
 //                         bytes, chunks) -> accept
 //   aggr. -> scheduler   (update_atom, id, round)
@@ -64,6 +68,8 @@ using drop_atom = caf::atom_constant<caf::atom("drop")>;
 using resend_atom = caf::atom_constant<caf::atom("resend")>;
 using reset_atom = caf::atom_constant<caf::atom("reset")>;
 using expect_atom = caf::atom_constant<caf::atom("expect")>;
+using idle_atom = caf::atom_constant<caf::atom("idle")>;
+using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 
 using msg::frame;

@@ -1,7 +1,9 @@
 #include "actors/scheduler.hpp"
 
 #include <map>
+#include <random>
 #include <set>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -36,9 +38,10 @@ public:
   scheduler_state(caf::actor aggregator, scheduler_options options)
       : aggregator_(std::move(aggregator)), options_(std::move(options)),
         refusals_("scheduler", options_.refusals) {
-    if (options_.min_clients == 0 ||
-        options_.min_clients > options_.num_clients)
-      options_.min_clients = options_.num_clients;
+    auto per_round = options_.clients_per_round ? options_.clients_per_round
+                                                : options_.num_clients;
+    if (options_.min_clients == 0 || options_.min_clients > per_round)
+      options_.min_clients = per_round;
   }
 
   void attach(caf::event_based_actor* self) { self_ = self; }
@@ -57,7 +60,11 @@ public:
     if (stopped_ || !participants_.erase(id))
       return;
     missing_.insert(id);
-    if (offered_.count(id)) {
+    if (offered_.count(id) && !closed_.count(id) && options_.keep_partial) {
+      offered_.erase(id);
+      losses_.erase(id);
+      keep_partial(id);
+    } else if (offered_.count(id)) {
       offered_.erase(id);
       closed_.erase(id);
       losses_.erase(id);
@@ -133,6 +140,22 @@ private:
     return static_cast<uint32_t>(participants_.size());
   }
 
+  /// The clients of round `r`: every registered one, or clients_per_round
+  /// of them drawn with the seed and the round number (reproducible).
+  std::set<std::string> sample(uint32_t r) const {
+    auto k = options_.clients_per_round;
+    if (k == 0 || k >= registered_.size())
+      return registered_;
+    std::vector<std::string> ids(registered_.begin(), registered_.end());
+    std::mt19937_64 rng{options_.sampling_seed * 1000003ull + r};
+    // A partial Fisher-Yates shuffle: the first k are a uniform sample.
+    for (uint32_t i = 0; i < k; ++i) {
+      std::uniform_int_distribution<size_t> pick{i, ids.size() - 1};
+      std::swap(ids[i], ids[pick(rng)]);
+    }
+    return {ids.begin(), ids.begin() + k};
+  }
+
   void start_round(uint32_t r) {
     round_ = r;
     finalizing_ = false;
@@ -140,17 +163,31 @@ private:
     closed_.clear();
     missing_.clear();
     losses_.clear();
-    participants_ = registered_;
+    participants_ = sample(r);
     if (participants_.size() < options_.min_clients)
       return stop("round " + std::to_string(r) +
                   " cannot start: " + std::to_string(participants_.size()) +
                   " clients are registered, min_clients is " +
                   std::to_string(options_.min_clients));
     self_->send(aggregator_, expect_atom::value, contributors());
-    self_->send(server_, start_atom::value, r);
+    self_->send(
+        server_, start_atom::value, r,
+        std::vector<std::string>(participants_.begin(), participants_.end()));
     if (options_.round_deadline.count() > 0)
       self_->delayed_send(self_, options_.round_deadline, deadline_atom::value,
                           r);
+  }
+
+  /// partial_updates: keep. What `dropped` delivered stays in the round.
+  void keep_partial(const std::string& dropped) {
+    auto r = round_;
+    self_->request(aggregator_, caf::infinite, abandon_atom::value, dropped, r)
+        .then([dropped, r](uint64_t chunks) {
+          log_line("scheduler", "round " + std::to_string(r) + ": " + dropped +
+                                    " was dropped mid-upload; its " +
+                                    std::to_string(chunks) +
+                                    " delivered chunks are kept");
+        });
   }
 
   /// `dropped` sent chunks that are in the sum: start the collection over.

@@ -26,6 +26,13 @@ struct scheduler_options {
   /// Clients that have not offered this long after a round started sit it
   /// out; zero: no deadline.
   std::chrono::milliseconds round_deadline{0};
+  /// Clients sampled per round (0: every registered client), drawn with
+  /// sampling_seed.
+  uint32_t clients_per_round = 0;
+  uint64_t sampling_seed = 42;
+  /// A client dropped mid-upload: keep what it delivered (true) or collect
+  /// the round's updates again without it (false).
+  bool keep_partial = false;
   /// Counts refused offers; shared with the server for its report.
   refusal_counter refusals;
 };

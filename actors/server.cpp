@@ -85,15 +85,17 @@ public:
     return rp;
   }
 
-  void start_round(uint32_t round) {
+  /// Opens round `round` for the clients the scheduler chose.
+  void start_round(uint32_t round, const std::vector<std::string>& chosen) {
     round_ = round;
     round_open_ = true;
+    chosen_ = std::set<std::string>(chosen.begin(), chosen.end());
     resend_pending_.clear();
     round_started_ = clock_type::now();
     bytes_up_ = bytes_down_ = 0;
     round_frame_ = msg::encode(announcement(false));
     for (auto& [id, c] : clients_)
-      if (c.state == presence::connected)
+      if (c.state == presence::connected && chosen_.count(id))
         self_->send(c.handle, round_atom::value, round_frame_);
   }
 
@@ -177,6 +179,10 @@ public:
                                 std::vector<std::string> missing) {
     install(std::move(next));
     round_open_ = false;
+    for (const auto& id : chosen_)
+      if (auto it = clients_.find(id);
+          it != clients_.end() && it->second.state == presence::connected)
+        self_->send(it->second.handle, idle_atom::value, round);
     auto rp = self_->make_response_promise();
     auto record = round_record{};
     record.round = round;
@@ -246,7 +252,7 @@ public:
   /// Sends the open round's announcement to a client that came back.
   void announce_to(const std::string& id) {
     auto it = clients_.find(id);
-    if (!round_open_ || it == clients_.end() ||
+    if (!round_open_ || it == clients_.end() || !chosen_.count(id) ||
         it->second.state != presence::connected)
       return;
     auto resend = resend_pending_.erase(id) > 0;
@@ -408,6 +414,7 @@ private:
   std::set<std::string> resend_pending_; ///< lost while asked to resend
   frame round_frame_;                    ///< the open round's announcement
   bool round_open_ = false;
+  std::set<std::string> chosen_; ///< the open round's clients
   uint32_t round_ = 0;
   clock_type::time_point started_;
   clock_type::time_point round_started_;
@@ -450,7 +457,10 @@ caf::behavior server_actor(caf::event_based_actor* self,
         self->delegate(peers.aggregator, credit_atom::value, f);
         return caf::delegated<frame>{};
       },
-      [state](start_atom, uint32_t round) { state->start_round(round); },
+      [state](start_atom, uint32_t round,
+              const std::vector<std::string>& chosen) {
+        state->start_round(round, chosen);
+      },
       [state](resend_atom, uint32_t round,
               const std::vector<std::string>& ids) {
         state->resend(round, ids);

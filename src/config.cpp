@@ -347,21 +347,74 @@ void read(section s, comm_config& c, bool server_side) {
                     std::to_string(c.max_message_size) + ")");
 }
 
+void read(section s, rule_config& r, const std::string& aggregator) {
+  s.one_of("client_weights_mode", r.client_weights_mode,
+           {"equal", "sample_size"});
+  if (aggregator == "FedAvgMAggregator" || aggregator == "FedBuffAggregator")
+    r.server_learning_rate = 1.0;
+  s.positive("server_learning_rate", r.server_learning_rate);
+  s.positive("server_adapt_param", r.server_adapt_param);
+  s.get("server_momentum_param_1", r.server_momentum_param_1);
+  s.get("server_momentum_param_2", r.server_momentum_param_2);
+  for (auto [key, value] :
+       {std::pair{"server_momentum_param_1", r.server_momentum_param_1},
+        std::pair{"server_momentum_param_2", r.server_momentum_param_2}})
+    if (!(value >= 0 && value < 1))
+      s.fail(key, "must be in [0, 1)");
+  s.get("alpha", r.alpha);
+  if (!(r.alpha > 0 && r.alpha <= 1))
+    s.fail("alpha", "must be in (0, 1]");
+  s.one_of("staleness_fn", r.staleness_fn, {"constant", "polynomial", "hinge"});
+  auto kw = s.child("staleness_fn_kwargs");
+  kw.get("a", r.staleness_a);
+  kw.get("b", r.staleness_b);
+  if (r.staleness_fn != "constant" && !(r.staleness_a > 0))
+    kw.fail("a", "must be greater than 0");
+  if (r.staleness_fn == "hinge" && !(r.staleness_b >= 0))
+    kw.fail("b", "must be 0 or more");
+  s.get("K", r.buffer_k, 1);
+  s.one_of("partial_updates", r.partial_updates, {"discard", "keep"});
+  s.ignore({"optimize_memory", "gradient_based"});
+}
+
+void read_sampling(section& kw, server_config& sc) {
+  kw.get("clients_per_round", sc.clients_per_round, 1);
+  if (kw.has("client_fraction")) {
+    double fraction = 0;
+    kw.get("client_fraction", fraction);
+    if (!(fraction > 0 && fraction <= 1))
+      kw.fail("client_fraction", "must be in (0, 1]");
+    else if (kw.has("clients_per_round"))
+      kw.fail("client_fraction", "give clients_per_round or client_fraction, "
+                                 "not both");
+    else
+      sc.clients_per_round = std::max<uint32_t>(
+          1, static_cast<uint32_t>(fraction * sc.num_clients + 0.5));
+  }
+  if (sc.clients_per_round > sc.num_clients)
+    kw.fail("clients_per_round", "must not exceed num_clients (" +
+                                     std::to_string(sc.num_clients) + ")");
+  kw.get("seed", sc.sampling_seed);
+}
+
 void read(section s, server_config& sc) {
   s.get("num_clients", sc.num_clients, 1);
   s.get("num_global_epochs", sc.num_global_epochs, 1);
-  s.one_of("scheduler", sc.scheduler, {"SyncScheduler"});
+  s.one_of("scheduler", sc.scheduler, {"SyncScheduler", "AsyncScheduler"});
   {
     auto kw = s.child("scheduler_kwargs");
     uint32_t n = sc.num_clients;
     kw.get("num_clients", n, 1);
     if (n != sc.num_clients)
       kw.fail("num_clients", "differs from server_configs.num_clients");
-    sc.min_clients = sc.num_clients;
+    read_sampling(kw, sc);
+    auto per_round =
+        sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
+    sc.min_clients = per_round;
     kw.get("min_clients", sc.min_clients, 1);
-    if (sc.min_clients > sc.num_clients)
-      kw.fail("min_clients", "must not exceed num_clients (" +
-                                 std::to_string(sc.num_clients) + ")");
+    if (sc.min_clients > per_round)
+      kw.fail("min_clients", "must not exceed the clients of a round (" +
+                                 std::to_string(per_round) + ")");
     kw.get("round_deadline_s", sc.round_deadline_s);
     if (sc.round_deadline_s < 0)
       kw.fail("round_deadline_s", "must be 0 (none) or positive");
@@ -370,12 +423,22 @@ void read(section s, server_config& sc) {
     if (!same_init)
       kw.fail("same_init_model", "only true is supported");
   }
-  s.one_of("aggregator", sc.aggregator, {"FedAvgAggregator"});
-  s.child("aggregator_kwargs")
-      .one_of("client_weights_mode", sc.client_weights_mode,
-              {"equal", "sample_size"});
+  s.one_of("aggregator", sc.aggregator,
+           {"FedAvgAggregator", "FedAvgMAggregator", "FedAdamAggregator",
+            "FedYogiAggregator", "FedAdagradAggregator", "FedAsyncAggregator",
+            "FedBuffAggregator"});
+  read(s.child("aggregator_kwargs"), sc.rule, sc.aggregator);
+  bool async_rule = sc.aggregator == "FedAsyncAggregator" ||
+                    sc.aggregator == "FedBuffAggregator";
+  if (async_rule != (sc.scheduler == "AsyncScheduler"))
+    s.fail("aggregator", sc.aggregator + " needs " +
+                             (async_rule ? "AsyncScheduler" : "SyncScheduler") +
+                             ", the scheduler is " + sc.scheduler);
   s.get("evaluate", sc.evaluate);
   s.one_of("memory_mode", sc.memory_mode, {"ram", "window", "disk"});
+  if (sc.scheduler == "AsyncScheduler" && sc.memory_mode != "ram")
+    s.fail("memory_mode", "AsyncScheduler runs in ram mode only (window and "
+                          "disk modes average sync rounds in place)");
   s.get("storage_dir", sc.storage_dir);
   if (sc.memory_mode == "disk" &&
       !std::filesystem::is_directory(sc.storage_dir))

@@ -54,29 +54,29 @@ result<void> fedavg_accumulator::fold(uint64_t seq,
                  plan_.chunk_count());
   const auto& e = plan_.extent(seq);
   FEDCAF_REQUIRE(x.size() == e.bytes, errc::out_of_range, x.size(), e.bytes);
+  FEDCAF_REQUIRE(weight > 0, errc::internal, weight);
   if (sum_.size() == 0)
     sum_ = byte_buffer::uninitialized(sum_bytes());
-  if (written_.empty())
-    written_.assign(plan_.chunk_count(), false);
+  if (weights_.empty())
+    weights_.assign(plan_.chunk_count(), 0.0);
   auto element = dtype_bytes(type_);
   auto* acc = reinterpret_cast<float*>(sum_.data()) + e.model_offset / element;
   auto n = x.size() / element;
   auto w = static_cast<float>(weight);
-  if (written_[seq]) {
+  if (weights_[seq] > 0)
     scale_into<false>(acc, type_, x.data(), n, w);
-  } else {
+  else
     scale_into<true>(acc, type_, x.data(), n, w);
-    written_[seq] = true;
-  }
+  weights_[seq] += weight;
   return {};
 }
 
-result<byte_buffer> fedavg_accumulator::finalize() {
-  FEDCAF_REQUIRE(weight_sum_ > 0, errc::internal, weight_sum_);
-  if (sum_.size() == 0)
-    sum_ = byte_buffer::uninitialized(sum_bytes());
-  written_.resize(plan_.chunk_count(), false);
-  auto inv = static_cast<float>(1.0 / weight_sum_);
+result<byte_buffer>
+fedavg_accumulator::finalize(std::span<const std::byte> global,
+                             server_optimizer* opt) {
+  FEDCAF_REQUIRE(!weights_.empty(), errc::internal, "no update was folded");
+  FEDCAF_REQUIRE(global.size() == total_bytes_, errc::internal, global.size(),
+                 total_bytes_);
   auto element = dtype_bytes(type_);
   auto* acc = reinterpret_cast<float*>(sum_.data());
   byte_buffer out;
@@ -87,16 +87,24 @@ result<byte_buffer> fedavg_accumulator::finalize() {
     const auto& e = plan_.extent(seq);
     auto first = e.model_offset / element;
     auto n = e.bytes / element;
-    for (size_t i = first; i < first + n; ++i) {
-      auto v = written_[seq] ? acc[i] * inv : 0.0f;
-      if (type_ == dtype::float32)
-        acc[i] = v;
-      else
-        store_element(type_, out.data(), i, v);
+    const auto* old = global.data() + e.model_offset;
+    if (weights_[seq] > 0) {
+      auto inv = static_cast<float>(1.0 / weights_[seq]);
+      for (size_t i = first; i < first + n; ++i)
+        acc[i] *= inv;
+    } else {
+      for (size_t i = 0; i < n; ++i)
+        acc[first + i] = load_element(type_, old, i);
     }
+    if (opt)
+      opt->step(first, {acc + first, n}, {old, e.bytes});
+    if (type_ != dtype::float32)
+      for (size_t i = first; i < first + n; ++i)
+        store_element(type_, out.data(), i, acc[i]);
   }
-  weight_sum_ = 0;
-  written_.clear();
+  if (opt)
+    opt->finish_round();
+  weights_.clear();
   if (type_ == dtype::float32)
     return std::move(sum_);
   return out;

@@ -25,7 +25,7 @@ window_accumulator::window_accumulator(dtype type, chunk_plan plan,
       contributors_(contributors),
       slot_floats_(plan_.chunk_bytes() / dtype_bytes(type) + 1),
       slots_(byte_buffer::uninitialized(window * slot_floats_ * sizeof(float))),
-      counts_(window, 0) {}
+      counts_(window, 0), weights_(window, 0.0) {}
 
 float* window_accumulator::slot(uint64_t seq) {
   return reinterpret_cast<float*>(slots_.data()) +
@@ -39,7 +39,7 @@ result<void> window_accumulator::fold(uint64_t seq,
   const auto& e = plan_.extent(seq);
   FEDCAF_REQUIRE(x.size() == e.bytes, errc::out_of_range, x.size(), e.bytes);
   auto& count = counts_[seq % window_];
-  FEDCAF_REQUIRE(count < contributors_, errc::bad_sequence, seq, count);
+  FEDCAF_REQUIRE(count < needed(seq), errc::bad_sequence, seq, count);
   auto* acc = slot(seq);
   auto n = e.bytes / dtype_bytes(type_);
   auto w = static_cast<float>(weight);
@@ -48,23 +48,43 @@ result<void> window_accumulator::fold(uint64_t seq,
     acc[i] = count == 0 ? v : acc[i] + v;
   }
   ++count;
+  weights_[seq % window_] += weight;
   return {};
 }
 
-bool window_accumulator::ready() const {
-  return low_ < plan_.chunk_count() && counts_[low_ % window_] == contributors_;
+uint32_t window_accumulator::needed(uint64_t seq) const {
+  auto gone = std::count_if(cuts_.begin(), cuts_.end(),
+                            [seq](uint64_t at) { return at <= seq; });
+  return contributors_ - std::min<uint32_t>(contributors_, gone);
 }
 
-void window_accumulator::finalize_next(std::span<std::byte> model) {
+bool window_accumulator::ready() const {
+  return low_ < plan_.chunk_count() && counts_[low_ % window_] >= needed(low_);
+}
+
+void window_accumulator::finalize_next(std::span<std::byte> model,
+                                       server_optimizer* opt) {
   assert(ready() && model.size() == plan_.total_bytes());
   const auto& e = plan_.extent(low_);
   auto* acc = slot(low_);
   auto element = dtype_bytes(type_);
+  auto n = e.bytes / element;
   auto* out = model.data() + e.model_offset;
-  auto inv = static_cast<float>(1.0 / weight_sum_);
-  for (size_t i = 0; i < e.bytes / element; ++i)
-    store_element(type_, out, i, acc[i] * inv);
+  auto& weight = weights_[low_ % window_];
+  if (counts_[low_ % window_] > 0) {
+    auto inv = static_cast<float>(1.0 / weight);
+    for (size_t i = 0; i < n; ++i)
+      acc[i] *= inv;
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      acc[i] = load_element(type_, out, i);
+  }
+  if (opt)
+    opt->step(e.model_offset / element, {acc, n}, {out, e.bytes});
+  for (size_t i = 0; i < n; ++i)
+    store_element(type_, out, i, acc[i]);
   counts_[low_ % window_] = 0;
+  weight = 0;
   ++low_;
 }
 
@@ -72,17 +92,19 @@ bool window_accumulator::finish_round() {
   if (low_ != plan_.chunk_count())
     return false;
   low_ = 0;
-  weight_sum_ = 0;
+  cuts_.clear();
   std::fill(counts_.begin(), counts_.end(), 0);
+  std::fill(weights_.begin(), weights_.end(), 0.0);
   return true;
 }
 
 void window_accumulator::restart(uint32_t contributors) {
   assert(contributors > 0);
   low_ = 0;
-  weight_sum_ = 0;
   contributors_ = contributors;
+  cuts_.clear();
   std::fill(counts_.begin(), counts_.end(), 0);
+  std::fill(weights_.begin(), weights_.end(), 0.0);
 }
 
 } // namespace fedcaf

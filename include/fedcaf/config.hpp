@@ -121,6 +121,28 @@ struct comm_config {
   result<uint64_t> chunk_bytes_for(uint64_t model_bytes) const;
 };
 
+/// server_configs.aggregator_kwargs: what the named aggregator does with the
+/// updates. Keys and meanings as APPFL names them.
+struct rule_config {
+  std::string client_weights_mode = "equal"; ///< equal | sample_size
+  /// eta: FedAvgM and FedBuff default 1, the adaptive rules 0.01.
+  double server_learning_rate = 0.01;
+  double server_adapt_param = 1e-3;      ///< tau (adaptive rules)
+  double server_momentum_param_1 = 0.9;  ///< beta1 (FedAvgM: beta)
+  double server_momentum_param_2 = 0.99; ///< beta2 (FedAdam, FedYogi)
+  double alpha = 0.9;                    ///< FedAsync, FedBuff: mixing weight
+  /// staleness_fn (FedAsync, FedBuff): constant | polynomial | hinge, with
+  /// staleness_fn_kwargs a (and b for hinge), as in Xie et al. 2019.
+  std::string staleness_fn = "constant";
+  double staleness_a = 0.5;
+  double staleness_b = 4;
+  uint32_t buffer_k = 3; ///< FedBuff: K, updates per server step
+  /// An update that was cut off (its client dropped mid-upload): keep its
+  /// delivered chunks (every position averages the updates that reached it),
+  /// or discard it whole (the others send theirs again).
+  std::string partial_updates = "discard"; ///< discard | keep
+};
+
 /// server_configs.
 struct server_config {
   uint32_t num_clients = 2;
@@ -133,8 +155,16 @@ struct server_config {
   /// scheduler_kwargs.round_deadline_s: clients that have not offered their
   /// update this long after the round started sit the round out; 0: none.
   double round_deadline_s = 0;
+  /// scheduler_kwargs.clients_per_round (or client_fraction of num_clients):
+  /// the clients sampled for each round, drawn with scheduler_kwargs.seed;
+  /// 0: every registered client.
+  uint32_t clients_per_round = 0;
+  uint64_t sampling_seed = 42;
+  /// FedAvgAggregator | FedAvgMAggregator | FedAdamAggregator |
+  /// FedYogiAggregator | FedAdagradAggregator | FedAsyncAggregator |
+  /// FedBuffAggregator
   std::string aggregator = "FedAvgAggregator";
-  std::string client_weights_mode = "equal"; ///< equal | sample_size
+  rule_config rule;     ///< aggregator_kwargs
   bool evaluate = true; ///< evaluate each global model on the test set
   /// ram: global model + a model-sized sum (about 2 x model). window: only
   /// stream_configs.window chunk positions open, each averaged into the

@@ -1,7 +1,9 @@
 #pragma once
 // Incremental FedAvg: every arriving chunk is folded as weight * chunk into a
-// running sum and released; finalize() divides by the weight sum. Exact up to
-// float rounding regardless of chunk size or the order of streams.
+// running sum and released; finalize() divides each chunk by the sum of the
+// weights folded into it (so an update that was cut off counts exactly where
+// it arrived), then applies the server optimizer, if any, per chunk. Exact up
+// to float rounding regardless of chunk size or the order of streams.
 //
 // The sum is float32 whatever the model's dtype (F32, BF16 or F16). It is
 // never zeroed: the first chunk folded at a position writes weight * x, later
@@ -19,6 +21,7 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
+#include "fedcaf/server_optimizer.hpp"
 
 namespace fedcaf {
 
@@ -31,15 +34,15 @@ public:
   /// The plan that chunk sequence numbers refer to.
   const chunk_plan& plan() const { return plan_; }
 
-  /// Counts one contribution of weight `w` into the divisor.
-  void add_weight(double w) { weight_sum_ += w; }
-
   /// Adds weight * x to the sum over chunk `seq` of the plan. Returns an
   /// error, leaving the sum unchanged, iff seq is outside the plan or x is
   /// not exactly that chunk's size.
   result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight);
 
-  double weight_sum() const { return weight_sum_; }
+  /// The weights folded into chunk `seq` so far. REQUIRES: seq < chunks.
+  double weight_sum(uint64_t seq) const {
+    return weights_.empty() ? 0.0 : weights_[seq];
+  }
 
   /// Hands in a model-sized buffer nobody reads any more (an old global
   /// model): it holds the next F32 sum, or the next 16-bit result. Ignored if
@@ -48,15 +51,15 @@ public:
 
   /// Forgets every contribution of the round (their weights too): the next
   /// chunk folded at each position writes, as in a fresh accumulator.
-  void discard() {
-    weight_sum_ = 0;
-    written_.clear();
-  }
+  void discard() { weights_.clear(); }
 
-  /// Divides the sum by the weight sum in place and hands its storage out as
-  /// the new model bytes; the accumulator starts over. Chunks nobody folded
-  /// are 0. Returns an error iff no weight was added.
-  result<byte_buffer> finalize();
+  /// Divides every chunk of the sum by its weight sum in place, applies
+  /// `opt` (null: FedAvg) against `global` (the current model's bytes), and
+  /// hands the storage out as the new model; the accumulator starts over. A
+  /// chunk nobody folded keeps its value in `global`. Returns an error iff
+  /// no chunk was folded or `global` is not model-sized.
+  result<byte_buffer> finalize(std::span<const std::byte> global,
+                               server_optimizer* opt);
 
 private:
   fedavg_accumulator(uint64_t total_bytes, dtype type, chunk_plan plan)
@@ -69,10 +72,10 @@ private:
   uint64_t total_bytes_ = 0;
   dtype type_;
   chunk_plan plan_;
-  double weight_sum_ = 0;
-  byte_buffer sum_;           ///< float32 sums
-  byte_buffer spare_;         ///< 16-bit models: where the next result goes
-  std::vector<bool> written_; ///< per chunk: holds a sum already
+  byte_buffer sum_;   ///< float32 sums
+  byte_buffer spare_; ///< 16-bit models: where the next result goes
+  /// Per chunk: the weights folded (0: holds no sum yet; empty: none).
+  std::vector<double> weights_;
 };
 
 } // namespace fedcaf

@@ -14,6 +14,7 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
+#include "fedcaf/server_optimizer.hpp"
 
 namespace fedcaf {
 
@@ -27,9 +28,6 @@ public:
                                          uint32_t contributors);
 
   const chunk_plan& plan() const { return plan_; }
-
-  /// Counts one contributor's weight into the divisor.
-  void add_weight(double w) { weight_sum_ += w; }
 
   /// The lowest position not yet averaged into the model.
   uint64_t low() const { return low_; }
@@ -48,13 +46,19 @@ public:
   /// Returns true iff position low() has every contribution.
   bool ready() const;
 
-  /// Writes the average at position low() into `model` (the global model's
-  /// bytes, in manifest order) and moves the window on.
+  /// Writes the average at position low() (divided by the weights folded
+  /// there), after `opt` if not null, into `model` (the global model's bytes,
+  /// in manifest order, read as the current model) and moves the window on.
+  /// A position nobody delivered keeps its value (the optimizer still steps).
   /// REQUIRES: ready(), model.size() == plan().total_bytes().
-  void finalize_next(std::span<std::byte> model);
+  void finalize_next(std::span<std::byte> model, server_optimizer* opt);
+
+  /// One contributor's update was cut off before chunk `next_sequence`: it
+  /// counts at the positions below, and is no longer awaited from there on.
+  void cut(uint64_t next_sequence) { cuts_.push_back(next_sequence); }
 
   /// Returns true iff every position of the round has been averaged; then
-  /// starts the next round.
+  /// starts the next round (the cuts are forgotten).
   bool finish_round();
 
   /// Forgets the round's contributions and weights and starts it again at
@@ -72,16 +76,19 @@ private:
                      uint32_t contributors);
 
   float* slot(uint64_t seq);
+  /// Contributions that complete position `seq`.
+  uint32_t needed(uint64_t seq) const;
 
   dtype type_;
   chunk_plan plan_;
   uint32_t window_;
   uint32_t contributors_;
   uint64_t slot_floats_;
-  double weight_sum_ = 0;
   uint64_t low_ = 0;
   byte_buffer slots_;            ///< window x slot_floats_ floats
   std::vector<uint32_t> counts_; ///< per slot: contributions folded
+  std::vector<double> weights_;  ///< per slot: their weights
+  std::vector<uint64_t> cuts_;   ///< where cut-off updates stopped
 };
 
 } // namespace fedcaf

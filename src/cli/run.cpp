@@ -149,7 +149,13 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   server_side_options so;
   so.scheduler.num_clients = cfg.server.num_clients;
   so.scheduler.num_rounds = cfg.server.num_global_epochs;
-  so.scheduler.client_weights_mode = cfg.server.client_weights_mode;
+  so.scheduler.client_weights_mode = cfg.server.rule.client_weights_mode;
+  so.scheduler.clients_per_round = cfg.server.clients_per_round;
+  so.scheduler.sampling_seed = cfg.server.sampling_seed;
+  so.scheduler.keep_partial = cfg.server.rule.partial_updates == "keep";
+  so.aggregator = cfg.server.aggregator;
+  so.rule = cfg.server.rule;
+  so.storage_dir = cfg.server.storage_dir;
   so.scheduler.min_clients = cfg.server.min_clients;
   so.scheduler.round_deadline = millis(cfg.server.round_deadline_s);
   so.server.reconnect_grace = millis(comm.stream.reconnect_grace_s);
@@ -216,12 +222,15 @@ int run_simulate(const options& opts) {
     return failed(to_string(test.err()));
   auto train = std::make_shared<lazy_train_set>(cfg->data);
   auto n = cfg->server.num_clients;
-  auto threads_per_client = std::max(1u, cores() / n);
+  auto per_round = cfg->server.clients_per_round
+                       ? std::min(n, cfg->server.clients_per_round)
+                       : n;
+  auto threads_per_client = std::max(1u, cores() / per_round);
   run_report report;
   report.role = "simulate";
   std::vector<run_report> client_reports(n);
   {
-    auto sc = make_system_config(n + 3, nullptr);
+    auto sc = make_system_config(per_round + 3, nullptr);
     caf::actor_system sys{sc};
     auto side = spawn_from_config(sys, *cfg, *test, &report, false);
     if (!side)
@@ -231,6 +240,7 @@ int run_simulate(const options& opts) {
       client_options co;
       co.client_id = "Client" + std::to_string(i + 1);
       co.idle_timeout = millis(cfg->server.comm.stream.idle_timeout_s);
+      co.hold_model = per_round == n; // sampled: no model between rounds
       clients.push_back(
           spawn_client(sys, side->server, co,
                        local_trainer(train, cfg->data, i, threads_per_client),

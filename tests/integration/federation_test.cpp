@@ -2,10 +2,12 @@
 // `fedcaf simulate` wires it, clients with a synthetic trainer whose update
 // is known, and a rogue client that sends bad frames by hand.
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <set>
 
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
@@ -165,6 +167,7 @@ struct federation_run {
   std::vector<run_report> clients;
   model_floats final_model;
   int evaluations = 0;
+  int trainers_built = 0;
 };
 
 struct run_options {
@@ -179,6 +182,8 @@ struct run_options {
   uint32_t silent = 0;
   uint32_t min_clients = 0;
   std::chrono::milliseconds deadline{0};
+  uint32_t clients_per_round = 0;
+  bool hold_model = true;
 };
 
 void await_down(caf::actor_system& sys, const std::vector<caf::actor>& xs) {
@@ -204,6 +209,7 @@ server_side_options side_options(const run_options& o) {
   so.scheduler.num_clients = o.clients + o.silent;
   so.scheduler.min_clients = o.min_clients;
   so.scheduler.round_deadline = o.deadline;
+  so.scheduler.clients_per_round = o.clients_per_round;
   so.server.num_clients = o.clients + o.silent;
   so.server.num_rounds = o.rounds;
   so.server.chunk_bytes = o.chunk_bytes;
@@ -228,15 +234,19 @@ federation_run run_federation(const run_options& o) {
                           side_options(o), eval, &out.server);
     REQUIRE(side);
     std::vector<caf::actor> clients;
+    auto built = std::make_shared<std::atomic<int>>(0);
     for (uint32_t k = 0; k < o.clients; ++k) {
       auto factory =
-          [layout, k](const client_configs&,
-                      const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+          [layout, k,
+           built](const client_configs&,
+                  const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+        ++*built;
         return std::make_unique<synthetic_trainer>(layout, k, samples_of(k));
       };
-      clients.push_back(spawn_client(sys, side->server,
-                                     {"C" + std::to_string(k), 10000ms},
-                                     factory, &out.clients[k]));
+      client_options co{"C" + std::to_string(k), 10000ms};
+      co.hold_model = o.hold_model;
+      clients.push_back(
+          spawn_client(sys, side->server, co, factory, &out.clients[k]));
     }
     // Silent clients: registered, then deaf to every round.
     std::vector<std::unique_ptr<caf::scoped_actor>> silent;
@@ -251,6 +261,7 @@ federation_run run_federation(const run_options& o) {
     await_down(sys, {side->server});
     await_down(sys, clients);
     side->shut_down(sys);
+    out.trainers_built = *built;
   }
   out.final_model = eval->last();
   out.evaluations = eval->count();
@@ -599,4 +610,137 @@ TEST_CASE("dummy clients adding 0.5 move the model by exactly 0.5 a round") {
       std::filesystem::remove(path);
     }
   }
+}
+
+TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
+  // Two synthetic clients and a hand-driven one that offers, sends its
+  // first three chunks and vanishes; it is dropped after the grace period.
+  auto layout = test_layout();
+  const uint64_t cut = 3;
+  auto start = initial_floats(layout);
+  std::vector<float> rogue_update(layout.total_bytes() / sizeof(float), 9.0f);
+  auto rogue_bytes = std::as_bytes(std::span{rogue_update});
+  for (std::string policy : {"keep", "discard"}) {
+    for (std::string mode : {"ram", "window"}) {
+      CAPTURE(policy);
+      CAPTURE(mode);
+      run_options o;
+      o.clients = 2;
+      o.silent = 1; // the hand-driven client's place
+      o.min_clients = 2;
+      o.rounds = 1;
+      o.memory_mode = mode;
+      auto so = side_options(o);
+      so.server.reconnect_grace = 300ms;
+      so.scheduler.keep_partial = policy == "keep";
+      auto eval = std::make_shared<capturing_evaluator>();
+      run_report report;
+      std::vector<run_report> client_reports(2);
+      uint64_t cut_offset = 0;
+      {
+        auto cfg = test_system_config();
+        caf::actor_system sys{cfg};
+        auto side = spawn_server_side(sys, snapshot_of(layout, start), so, eval,
+                                      &report);
+        REQUIRE(side);
+        auto rogue = std::make_unique<rogue_client>(sys, side->server);
+        REQUIRE(msg::decode<msg::welcome>(
+            rogue->ask(hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
+        std::vector<caf::actor> clients;
+        for (uint32_t k = 0; k < 2; ++k) {
+          auto factory = [layout, k](const client_configs&, const msg::welcome&)
+              -> result<std::unique_ptr<trainer>> {
+            return std::make_unique<synthetic_trainer>(layout, k, 1);
+          };
+          clients.push_back(spawn_client(sys, side->server,
+                                         {"C" + std::to_string(k), 10000ms},
+                                         factory, &client_reports[k]));
+        }
+        auto rs = rogue->expect<msg::round_start>(round_atom::value);
+        auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+        REQUIRE(plan);
+        cut_offset = plan->extent(cut).model_offset;
+        auto acc = msg::decode<msg::accept>(rogue->ask(
+            offer_atom::value,
+            msg::encode(msg::offer{rs.round, "Cut", 1, digest(layout),
+                                   layout.total_bytes(), plan->chunk_count(), 0,
+                                   0})));
+        REQUIRE(acc);
+        for (uint64_t s = 0; s < cut; ++s) {
+          const auto& e = plan->extent(s);
+          msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
+                              e.tensor_offset};
+          REQUIRE(msg::decode<msg::credit>(rogue->ask(
+              chunk_atom::value,
+              chunk_with(h, rogue_bytes.subspan(e.model_offset, e.bytes)))));
+        }
+        rogue.reset(); // gone for good
+        await_down(sys, {side->server});
+        await_down(sys, clients);
+        side->shut_down(sys);
+      }
+      CHECK(report.failure == "");
+      REQUIRE(report.rounds.size() == 1);
+      CHECK(report.rounds[0].clients == 2);
+      CHECK(report.rounds[0].missing_clients ==
+            std::vector<std::string>{"Cut"});
+      // Expected: the two clients' mean, and where the cut-off update
+      // arrived (kept), the mean of all three.
+      auto want = reference_fedavg(layout, 2, 1, false);
+      if (policy == "keep") {
+        uint64_t at = 0;
+        for (size_t t = 0; t < want.size(); ++t)
+          for (size_t j = 0; j < want[t].size(); ++j, at += sizeof(float))
+            if (at < cut_offset)
+              want[t][j] = static_cast<float>(
+                  (2.0 * want[t][j] + rogue_update[at / sizeof(float)]) / 3);
+      }
+      check_close(eval->last(), want);
+      for (const auto& c : client_reports)
+        CHECK(c.failure == "");
+    }
+  }
+}
+
+TEST_CASE(
+    "clients sampled per round: only they train, the rest hold no model") {
+  run_options o;
+  o.clients = 6;
+  o.clients_per_round = 2;
+  o.rounds = 4;
+  o.hold_model = false;
+  auto run = run_federation(o);
+  CHECK(run.server.failure == "");
+  REQUIRE(run.server.rounds.size() == 4);
+  // Replays the rounds with the clients the server reports for each.
+  auto layout = test_layout();
+  auto global = initial_floats(layout);
+  std::set<std::set<uint32_t>> draws;
+  for (const auto& r : run.server.rounds) {
+    CHECK(r.clients == 2);
+    std::set<uint32_t> chosen{0, 1, 2, 3, 4, 5};
+    for (const auto& id : r.missing_clients)
+      chosen.erase(static_cast<uint32_t>(std::stoul(id.substr(1))));
+    REQUIRE(chosen.size() == 2);
+    draws.insert(chosen);
+    auto next = global;
+    for (size_t t = 0; t < global.size(); ++t)
+      for (size_t j = 0; j < global[t].size(); ++j) {
+        double sum = 0;
+        for (auto k : chosen)
+          sum += local_update(k, t, j, global[t][j]);
+        next[t][j] = static_cast<float>(sum / 2);
+      }
+    global = std::move(next);
+  }
+  check_close(run.final_model, global);
+  CHECK(draws.size() > 1); // the draw changes from round to round
+  // A trainer exists only for a round its client was chosen for.
+  CHECK(run.trainers_built == 8);
+  size_t trained = 0;
+  for (const auto& c : run.clients) {
+    CHECK(c.failure == "");
+    trained += c.rounds.size();
+  }
+  CHECK(trained == 8);
 }

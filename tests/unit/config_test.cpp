@@ -214,7 +214,8 @@ TEST_CASE("min_clients and the round deadline are checked") {
   auto too_many =
       load_config(embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
                   {"server_configs.scheduler_kwargs.min_clients=9"});
-  CHECK(contains(message_of(too_many), "must not exceed num_clients"));
+  CHECK(
+      contains(message_of(too_many), "must not exceed the clients of a round"));
   auto heartbeat = load_config(
       embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
       {"server_configs.comm_configs.stream_configs.connection_timeout_s=1",

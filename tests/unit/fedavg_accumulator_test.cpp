@@ -29,6 +29,14 @@ std::span<const std::byte> bytes_of(const std::vector<float>& v, size_t from,
   return std::as_bytes(std::span{v}.subspan(from, count));
 }
 
+/// A current global model of `n` floats: 100, 101, ...
+std::vector<std::byte> model_of(size_t n) {
+  std::vector<std::byte> out(n * 4);
+  for (size_t i = 0; i < n; ++i)
+    store_element(dtype::float32, out.data(), i, 100.0f + i);
+  return out;
+}
+
 std::vector<float> floats_of(const byte_buffer& b) {
   std::vector<float> v(b.size() / sizeof(float));
   std::memcpy(v.data(), b.data(), b.size());
@@ -39,18 +47,17 @@ std::vector<float> floats_of(const byte_buffer& b) {
 
 TEST_CASE("weighted chunks average to the weighted mean, in any order") {
   auto acc = make_acc(32, 16);
+  auto global = model_of(32);
   std::vector<float> x(32), y(32);
   for (size_t i = 0; i < 32; ++i) {
     x[i] = static_cast<float>(i);
     y[i] = static_cast<float>(i) + 4;
   }
-  acc.add_weight(1);
-  acc.add_weight(3);
   CHECK(acc.fold(1, bytes_of(y, 16, 16), 3)); // y's second chunk first
   CHECK(acc.fold(0, bytes_of(x, 0, 16), 1));
   CHECK(acc.fold(1, bytes_of(x, 16, 16), 1));
   CHECK(acc.fold(0, bytes_of(y, 0, 16), 3));
-  auto out = acc.finalize();
+  auto out = acc.finalize(global, nullptr);
   REQUIRE(out);
   auto v = floats_of(*out);
   for (size_t i = 0; i < 32; ++i)
@@ -62,36 +69,59 @@ TEST_CASE("a recycled buffer's old content never leaks into the sum") {
   auto old = byte_buffer::uninitialized(128);
   std::memset(old.data(), 0x7f, old.size()); // garbage
   acc.recycle(std::move(old));
+  auto global = model_of(32);
   std::vector<float> x(32, 2.0f);
-  acc.add_weight(2);
   CHECK(acc.fold(0, bytes_of(x, 0, 16), 2));
   CHECK(acc.fold(1, bytes_of(x, 16, 16), 2));
-  auto out = acc.finalize();
+  auto out = acc.finalize(global, nullptr);
   REQUIRE(out);
   CHECK(floats_of(*out) == std::vector<float>(32, 2.0f));
   // The next round starts over.
-  acc.add_weight(1);
   std::vector<float> z(32, 5.0f);
   CHECK(acc.fold(0, bytes_of(z, 0, 16), 1));
-  auto second = acc.finalize();
+  auto second = acc.finalize(global, nullptr);
   REQUIRE(second);
   auto v = floats_of(*second);
   CHECK(v[0] == 5.0f);
-  CHECK(v[31] == 0.0f); // chunk 1 was never folded this round
+  CHECK(v[31] == 131.0f); // chunk 1 was never folded: the global's value
+}
+
+TEST_CASE("each chunk is divided by the weights that reached it") {
+  // A client cut off after its first chunk counts there and nowhere else
+  // (partial_updates: keep).
+  auto acc = make_acc(48, 16);
+  auto global = model_of(48);
+  std::vector<float> x(48, 1.0f), y(48, 4.0f), z(48, 10.0f);
+  for (uint64_t s = 0; s < 3; ++s) {
+    CHECK(acc.fold(s, bytes_of(x, s * 16, 16), 1));
+    CHECK(acc.fold(s, bytes_of(y, s * 16, 16), 2));
+  }
+  CHECK(acc.fold(0, bytes_of(z, 0, 16), 3)); // z stops after chunk 0
+  CHECK(acc.weight_sum(0) == 6);
+  CHECK(acc.weight_sum(2) == 3);
+  auto out = acc.finalize(global, nullptr);
+  REQUIRE(out);
+  auto v = floats_of(*out);
+  CHECK(v[0] == doctest::Approx((1.0 + 8 + 30) / 6));
+  CHECK(v[16] == 3.0f);
+  CHECK(v[47] == 3.0f);
 }
 
 TEST_CASE("a chunk outside the plan or of the wrong size changes nothing") {
   auto acc = make_acc(32, 16);
+  auto global = model_of(32);
   std::vector<float> x(32, 1.0f);
-  acc.add_weight(1);
+  CHECK(acc.fold(1, bytes_of(x, 16, 16), 1));
   auto outside = acc.fold(2, bytes_of(x, 0, 16), 1);
   REQUIRE_FALSE(outside);
   CHECK(outside.err().code == errc::out_of_range);
   CHECK_FALSE(acc.fold(0, bytes_of(x, 0, 15), 1));
   CHECK_FALSE(acc.fold(0, bytes_of(x, 0, 17), 1));
-  auto out = acc.finalize();
+  auto out = acc.finalize(global, nullptr);
   REQUIRE(out);
-  CHECK(floats_of(*out) == std::vector<float>(32, 0.0f));
+  auto v = floats_of(*out);
+  CHECK(v[0] == 100.0f); // nothing folded at chunk 0
+  CHECK(v[16] == 1.0f);
 }
 
 TEST_CASE("integer or mixed-dtype models are refused with the tensor's name") {
@@ -114,19 +144,19 @@ TEST_CASE("16-bit models are summed in float and rounded once at the end") {
     m.tensors.push_back(make_tensor_info("w", type, {64}));
     auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, 64));
     REQUIRE(acc);
+    std::vector<std::byte> global(128);
     // Three clients: 1 + 1/256 is not representable in bf16, the mean of
     // three such values is; summing in 16 bits would lose it.
     std::vector<std::byte> x(128);
     for (size_t i = 0; i < 64; ++i)
       store_element(type, x.data(), i, 1.0f + static_cast<float>(i) / 64);
     for (int k = 0; k < 3; ++k) {
-      acc->add_weight(1);
       for (uint64_t s = 0; s < acc->plan().chunk_count(); ++s) {
         const auto& e = acc->plan().extent(s);
         REQUIRE(acc->fold(s, std::span{x}.subspan(e.model_offset, e.bytes), 1));
       }
     }
-    auto out = acc->finalize();
+    auto out = acc->finalize(global, nullptr);
     REQUIRE(out);
     REQUIRE(out->size() == 128);
     for (size_t i = 0; i < 64; ++i)
@@ -137,7 +167,8 @@ TEST_CASE("16-bit models are summed in float and rounded once at the end") {
 
 TEST_CASE("finalize without any weight is our bug, reported as internal") {
   auto acc = make_acc(16, 16);
-  auto out = acc.finalize();
+  auto global = model_of(16);
+  auto out = acc.finalize(global, nullptr);
   REQUIRE_FALSE(out);
   CHECK(out.err().code == errc::internal);
 }

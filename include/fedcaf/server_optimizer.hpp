@@ -1,0 +1,78 @@
+#pragma once
+// Server optimizers on the pseudo-gradient, element by element, so that they
+// run per chunk as the round's average of each position becomes known:
+//
+//   delta_t = avg_t - x_t   (the mean client update; APPFL's "step")
+//
+//   FedAvgM   (Hsu et al. 2019, "Measuring the effects of non-identical data
+//             distribution..."): v_t = beta1 v_{t-1} + delta_t,
+//             x_{t+1} = x_t + eta v_t
+//   FedAdagrad, FedAdam, FedYogi (Reddi et al. 2021, "Adaptive Federated
+//             Optimization", Algorithm 2):
+//             m_t = beta1 m_{t-1} + (1 - beta1) delta_t
+//             Adagrad: v_t = v_{t-1} + delta_t^2
+//             Adam:    v_t = beta2 v_{t-1} + (1 - beta2) delta_t^2
+//             Yogi:    v_t = v_{t-1} - (1 - beta2) delta_t^2
+//                                      sign(v_{t-1} - delta_t^2)
+//             x_{t+1} = x_t + eta m_t / (sqrt(v_t) + tau)
+//             with m_{-1} = 0 and v_{-1} = tau^2 (the paper's v_{-1} >= tau^2,
+//             as APPFL sets it).
+//
+// The state (v, or m and v) is one float per model element, on the heap or
+// in a file whose pages are given back after each chunk (disk memory mode),
+// like the model it belongs to. Thread-safety: none; owned by the aggregator.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "fedcaf/byte_buffer.hpp"
+#include "fedcaf/config.hpp"
+#include "fedcaf/error.hpp"
+#include "fedcaf/manifest.hpp"
+
+namespace fedcaf {
+
+enum class server_rule { fedavg, fedavgm, fedadagrad, fedadam, fedyogi };
+
+/// Returns the rule named by server_configs.aggregator; FedAvg for the rules
+/// that are not server optimizers.
+server_rule rule_of(const std::string& aggregator);
+
+class server_optimizer {
+public:
+  /// Returns an optimizer of `rule` (not fedavg) for models of `elements`
+  /// floating elements of dtype `type`. With `state_dir` non-empty its state
+  /// lives in files there (removed at once, held open by their mappings).
+  /// Returns an error iff a state file cannot be created.
+  static result<std::unique_ptr<server_optimizer>>
+  make(server_rule rule, const rule_config& cfg, dtype type, uint64_t elements,
+       const std::string& state_dir);
+
+  /// Computes the new global value of elements [first, first + avg.size()):
+  /// `avg` holds this round's average there and receives the new values;
+  /// `global` holds the current model's bytes of those elements (dtype as
+  /// made). Advances the optimizer state of those elements.
+  void step(uint64_t first, std::span<float> avg,
+            std::span<const std::byte> global);
+
+  /// Ends a round: the next step() of every element is that round's.
+  void finish_round() { ++rounds_; }
+
+  /// Bytes of optimizer state (for reports).
+  uint64_t state_bytes() const { return m_.size() + v_.size(); }
+
+private:
+  server_optimizer(server_rule rule, const rule_config& cfg, dtype type)
+      : rule_(rule), cfg_(cfg), type_(type) {}
+
+  server_rule rule_;
+  rule_config cfg_;
+  dtype type_;
+  uint64_t rounds_ = 0;
+  byte_buffer m_; ///< first moment (FedAvgM: the momentum v)
+  byte_buffer v_; ///< second moment (adaptive rules only)
+};
+
+} // namespace fedcaf

@@ -1,0 +1,101 @@
+#include "fedcaf/server_optimizer.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+
+#include "fedcaf/dummy_trainer.hpp"
+#include "fedcaf/element.hpp"
+
+namespace fedcaf {
+
+server_rule rule_of(const std::string& aggregator) {
+  if (aggregator == "FedAvgMAggregator")
+    return server_rule::fedavgm;
+  if (aggregator == "FedAdagradAggregator")
+    return server_rule::fedadagrad;
+  if (aggregator == "FedAdamAggregator")
+    return server_rule::fedadam;
+  if (aggregator == "FedYogiAggregator")
+    return server_rule::fedyogi;
+  return server_rule::fedavg;
+}
+
+namespace {
+
+result<byte_buffer> state_buffer(const std::string& dir, const char* name,
+                                 uint64_t bytes) {
+  if (dir.empty())
+    return byte_buffer::uninitialized(bytes);
+  return anonymous_file_buffer(dir + "/fedcaf-" + name + "-" +
+                                   std::to_string(::getpid()) + ".bin",
+                               bytes);
+}
+
+} // namespace
+
+result<std::unique_ptr<server_optimizer>>
+server_optimizer::make(server_rule rule, const rule_config& cfg, dtype type,
+                       uint64_t elements, const std::string& state_dir) {
+  FEDCAF_REQUIRE(rule != server_rule::fedavg, errc::internal, "FedAvg");
+  std::unique_ptr<server_optimizer> opt{new server_optimizer(rule, cfg, type)};
+  auto bytes = elements * sizeof(float);
+  auto m = state_buffer(state_dir, "optimizer-m", bytes);
+  if (!m)
+    return m.err();
+  opt->m_ = std::move(*m);
+  if (rule != server_rule::fedavgm) {
+    auto v = state_buffer(state_dir, "optimizer-v", bytes);
+    if (!v)
+      return v.err();
+    opt->v_ = std::move(*v);
+  }
+  return opt;
+}
+
+void server_optimizer::step(uint64_t first, std::span<float> avg,
+                            std::span<const std::byte> global) {
+  auto* m = reinterpret_cast<float*>(m_.data()) + first;
+  auto* v = v_.size() ? reinterpret_cast<float*>(v_.data()) + first : nullptr;
+  const double eta = cfg_.server_learning_rate;
+  const double tau = cfg_.server_adapt_param;
+  const double b1 = cfg_.server_momentum_param_1;
+  const double b2 = cfg_.server_momentum_param_2;
+  const bool fresh = rounds_ == 0; // m_{-1} = 0, v_{-1} = tau^2
+  for (size_t i = 0; i < avg.size(); ++i) {
+    const double x = load_element(type_, global.data(), i);
+    const double d = avg[i] - x;
+    const double m_prev = fresh ? 0.0 : m[i];
+    if (rule_ == server_rule::fedavgm) {
+      const double mv = b1 * m_prev + d;
+      m[i] = static_cast<float>(mv);
+      avg[i] = static_cast<float>(x + eta * mv);
+      continue;
+    }
+    const double v_prev = fresh ? tau * tau : v[i];
+    const double d2 = d * d;
+    const double mv = b1 * m_prev + (1 - b1) * d;
+    double vv = 0;
+    switch (rule_) {
+    case server_rule::fedadagrad:
+      vv = v_prev + d2;
+      break;
+    case server_rule::fedadam:
+      vv = b2 * v_prev + (1 - b2) * d2;
+      break;
+    default: // fedyogi
+      vv = v_prev - (1 - b2) * d2 * (v_prev > d2 ? 1.0 : v_prev < d2 ? -1 : 0);
+      break;
+    }
+    m[i] = static_cast<float>(mv);
+    v[i] = static_cast<float>(vv);
+    avg[i] = static_cast<float>(x + eta * mv / (std::sqrt(vv) + tau));
+  }
+  auto off = first * sizeof(float);
+  auto len = avg.size() * sizeof(float);
+  m_.release(off, len);
+  if (v)
+    v_.release(off, len);
+}
+
+} // namespace fedcaf
