@@ -188,6 +188,8 @@ public:
     if (open > 0)
       return error{errc::internal,
                    std::to_string(open) + " streams still open at finalize"};
+    if (optimizer_) // FedBuff: the updates of this step, cut-off ones too
+      optimizer_->set_updates(streams_.size());
     streams_.clear();
     auto next = std::make_shared<model_snapshot>();
     if (ram_) {

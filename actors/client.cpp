@@ -73,6 +73,14 @@ public:
       return fail(rs.err());
     if (!configs_)
       return fail({errc::unexpected_message, "round before welcome"});
+    if (!rs->resend && rs->round != round_.round &&
+        (phase_ == phase::offering || phase_ == phase::uploading ||
+         phase_ == phase::closing)) {
+      // AsyncScheduler: the next task may overtake the answer that closes
+      // this upload; it starts once the upload has closed.
+      next_task_ = f;
+      return;
+    }
     if (plan_ && rs->round == round_.round &&
         rs->model_version == round_.model_version) {
       if (rs->resend && phase_ != phase::downloading)
@@ -503,6 +511,11 @@ private:
       report_->rounds.back() = record_; // sent again
     else
       report_->rounds.push_back(record_);
+    if (next_task_) {
+      auto f = std::move(*next_task_);
+      next_task_.reset();
+      on_round(f);
+    }
   }
 
   // -- bookkeeping -----------------------------------------------------------
@@ -563,6 +576,7 @@ private:
   run_report* report_;
   std::optional<client_configs> configs_; ///< from the Welcome
   std::optional<msg::welcome> welcome_;
+  std::optional<frame> next_task_;   ///< arrived while uploading
   std::unique_ptr<trainer> trainer_; ///< null between rounds if !hold_model
   model_view params_;
   const_model_view const_params_; ///< the same memory, for uploads

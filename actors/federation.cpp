@@ -40,7 +40,15 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   side.aggregator = *aggregator;
   side.evaluator = spawn_evaluator(sys, std::move(eval),
                                    std::move(options.save_global_model));
-  side.scheduler = spawn_scheduler(sys, side.aggregator, options.scheduler);
+  if (is_async(ao.rule)) {
+    options.scheduler.rule = ao.rule;
+    options.scheduler.rule_cfg = options.rule;
+    options.server.async = true;
+    side.scheduler =
+        spawn_async_scheduler(sys, side.aggregator, options.scheduler);
+  } else {
+    side.scheduler = spawn_scheduler(sys, side.aggregator, options.scheduler);
+  }
   side.server = spawn_server(sys, std::move(snapshot),
                              {side.scheduler, side.aggregator, side.evaluator},
                              std::move(options.server), report);

@@ -32,8 +32,10 @@
 //                         bytes, chunks) -> accept
 //   aggr. -> scheduler   (update_atom, id, round)
 //   scheduler -> aggr.   (finalize_atom, round) -> snapshot_ptr
+//   scheduler -> server  (task_atom, id, round): AsyncScheduler, the client's
+//                        next task on the current model
 //   scheduler -> server  (publish_atom, round, snapshot_ptr, clients, loss,
-//                         missing ids)
+//                         missing ids, contributor ids, their staleness)
 //                        -> go on (false: the server stopped the run)
 //   server -> evaluator  (eval_atom, snapshot_ptr)
 //                        -> (evaluated, loss, accuracy, failure)
@@ -68,6 +70,7 @@ using drop_atom = caf::atom_constant<caf::atom("drop")>;
 using resend_atom = caf::atom_constant<caf::atom("resend")>;
 using reset_atom = caf::atom_constant<caf::atom("reset")>;
 using expect_atom = caf::atom_constant<caf::atom("expect")>;
+using task_atom = caf::atom_constant<caf::atom("task")>;
 using idle_atom = caf::atom_constant<caf::atom("idle")>;
 using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;

@@ -237,9 +237,12 @@ private:
     for (const auto& id : known_)
       if (!closed_.count(id))
         missing.push_back(id);
+    std::vector<std::string> in(closed_.begin(), closed_.end());
+    std::vector<uint32_t> staleness(in.size(), 0);
     self_
         ->request(server_, caf::infinite, publish_atom::value, r,
-                  std::move(next), clients, loss, std::move(missing))
+                  std::move(next), clients, loss, std::move(missing),
+                  std::move(in), std::move(staleness))
         .then(
             [this, r](bool go_on) {
               if (!go_on) // the server stopped the run and said why

@@ -14,6 +14,8 @@
 #include <caf/fwd.hpp>
 
 #include "actors/refusal_log.hpp"
+#include "fedcaf/config.hpp"
+#include "fedcaf/server_optimizer.hpp"
 
 namespace fedcaf {
 
@@ -33,9 +35,19 @@ struct scheduler_options {
   /// A client dropped mid-upload: keep what it delivered (true) or collect
   /// the round's updates again without it (false).
   bool keep_partial = false;
+  /// AsyncScheduler: FedAsync (one update per step, weighted alpha s(u)) or
+  /// FedBuff (K updates per step, each weighted s(u)); see
+  /// server_optimizer.hpp.
+  server_rule rule = server_rule::fedavg;
+  rule_config rule_cfg;
   /// Counts refused offers; shared with the server for its report.
   refusal_counter refusals;
 };
+
+/// Spawns an AsyncScheduler (see actors/async_scheduler.cpp) that opens
+/// streams on `aggregator`; num_rounds counts server steps.
+caf::actor spawn_async_scheduler(caf::actor_system& sys, caf::actor aggregator,
+                                 scheduler_options options);
 
 /// Spawns a sync scheduler that opens streams on `aggregator`. It learns the
 /// server from the first join message.

@@ -27,6 +27,11 @@ struct client_entry {
   presence state = presence::connected;
   uint64_t epoch = 0; ///< bumped on every loss; names the drop timer
   std::string address;
+  /// AsyncScheduler: the client's task and the model it downloads (held
+  /// until it offers its update, so that a newer version does not pull the
+  /// model away mid-download).
+  frame task;
+  snapshot_ptr model;
 };
 
 /// Compares secrets in time independent of where they differ.
@@ -99,6 +104,22 @@ public:
         self_->send(c.handle, round_atom::value, round_frame_);
   }
 
+  /// AsyncScheduler: client `id`'s next task, on the current model.
+  void task(const std::string& id, uint32_t round) {
+    auto it = clients_.find(id);
+    if (it == clients_.end() || stopping_)
+      return;
+    if (!round_open_)
+      round_started_ = clock_type::now();
+    round_open_ = true;
+    auto rs = announcement(false);
+    rs.round = round;
+    it->second.task = msg::encode(rs);
+    it->second.model = snapshot_;
+    if (it->second.state == presence::connected)
+      self_->send(it->second.handle, round_atom::value, it->second.task);
+  }
+
   /// The scheduler collects these clients' updates again.
   void resend(uint32_t round, const std::vector<std::string>& ids) {
     if (round != round_ || !round_open_)
@@ -139,6 +160,7 @@ public:
     if (o->client_id != *id)
       return refuse({errc::not_authorized,
                      *id + " offered an update as " + o->client_id});
+    clients_[*id].model.reset(); // its download is complete
     return {};
   }
 
@@ -148,11 +170,13 @@ public:
     auto req = msg::decode<msg::fetch>(f);
     if (!req)
       return refuse(req.err());
-    if (req->model_version != snapshot_->version)
-      return refuse({errc::wrong_round,
-                     "model version " + std::to_string(req->model_version) +
-                         " is not served; current is " +
-                         std::to_string(snapshot_->version)});
+    const auto& entry = clients_[*sender_id()];
+    const auto& model = entry.model ? entry.model : snapshot_;
+    if (req->model_version != model->version)
+      return refuse({errc::wrong_round, "model version " +
+                                            std::to_string(req->model_version) +
+                                            " is not served; current is " +
+                                            std::to_string(model->version)});
     if (req->sequence >= plan_->chunk_count())
       return refuse({errc::out_of_range,
                      "chunk " + std::to_string(req->sequence) + " of " +
@@ -162,10 +186,11 @@ public:
     report_->bytes_sent += e.bytes;
     msg::chunk_header h{0, req->round, req->sequence, e.tensor_index,
                         e.tensor_offset};
+    auto view = model == snapshot_ ? view_ : model->view();
     auto reply = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
-      plan_->copy_out(req->sequence, view_, dst);
+      plan_->copy_out(req->sequence, view, dst);
     });
-    snapshot_->bytes.release(e.model_offset, e.bytes); // file-backed only
+    model->bytes.release(e.model_offset, e.bytes); // file-backed only
     return reply;
   }
 
@@ -176,10 +201,12 @@ public:
 
   caf::response_promise publish(uint32_t round, snapshot_ptr next,
                                 uint32_t clients, double train_loss,
-                                std::vector<std::string> missing) {
+                                std::vector<std::string> missing,
+                                std::vector<std::string> contributors,
+                                std::vector<uint32_t> staleness) {
     install(std::move(next));
-    round_open_ = false;
-    for (const auto& id : chosen_)
+    round_open_ = options_.async; // async: tasks go on
+    for (const auto& id : options_.async ? std::set<std::string>{} : chosen_)
       if (auto it = clients_.find(id);
           it != clients_.end() && it->second.state == presence::connected)
         self_->send(it->second.handle, idle_atom::value, round);
@@ -191,22 +218,30 @@ public:
     record.train_loss = train_loss;
     record.clients = clients;
     record.missing_clients = std::move(missing);
+    record.contributors = std::move(contributors);
+    record.staleness = std::move(staleness);
+    auto started = round_started_;
+    if (options_.async) { // the next version's figures start now
+      round_started_ = clock_type::now();
+      bytes_up_ = bytes_down_ = 0;
+    }
     self_->request(peers_.evaluator, caf::infinite, eval_atom::value, snapshot_)
         .then(
-            [this, rp, record](bool evaluated, double loss, double accuracy,
-                               const std::string& failure) mutable {
+            [this, rp, record, started](bool evaluated, double loss,
+                                        double accuracy,
+                                        const std::string& failure) mutable {
               if (evaluated) {
                 record.test_accuracy = accuracy;
                 record.test_loss = loss;
                 last_metrics_ = {record.round, accuracy, loss, true};
               }
-              finish_round(record);
+              finish_round(record, started);
               if (!failure.empty())
                 stop(failure);
               rp.deliver(failure.empty());
             },
-            [this, rp, record](caf::error&) mutable {
-              finish_round(record);
+            [this, rp, record, started](caf::error&) mutable {
+              finish_round(record, started);
               rp.deliver(true);
             });
     return rp;
@@ -252,6 +287,11 @@ public:
   /// Sends the open round's announcement to a client that came back.
   void announce_to(const std::string& id) {
     auto it = clients_.find(id);
+    if (options_.async && it != clients_.end() && !it->second.task.empty() &&
+        it->second.state == presence::connected) {
+      self_->send(it->second.handle, round_atom::value, it->second.task);
+      return;
+    }
     if (!round_open_ || it == clients_.end() || !chosen_.count(id) ||
         it->second.state != presence::connected)
       return;
@@ -319,7 +359,7 @@ private:
     auto index = it != clients_.end() ? it->second.index
                                       : static_cast<uint32_t>(clients_.size());
     auto& c = clients_[h.client_id];
-    c = {sender, index, presence::connected, c.epoch + 1, from};
+    c = {sender, index, presence::connected, c.epoch + 1, from, {}, nullptr};
     senders_[sender.address()] = h.client_id;
     self_->monitor(sender);
     log_line("server", "registered " + h.client_id + " from " + from);
@@ -356,8 +396,8 @@ private:
     plan_.emplace(std::move(*p)); // the aggregator checked the same plan
   }
 
-  void finish_round(round_record record) {
-    record.wall_seconds = seconds_since(round_started_);
+  void finish_round(round_record record, clock_type::time_point started) {
+    record.wall_seconds = seconds_since(started);
     record.ended_unix_s = unix_seconds();
     std::printf("%s\n", progress_line(record, options_.num_rounds).c_str());
     std::fflush(stdout);
@@ -470,9 +510,15 @@ caf::behavior server_actor(caf::event_based_actor* self,
         state->drop(id, epoch);
       },
       [state](publish_atom, uint32_t round, snapshot_ptr next, uint32_t clients,
-              double loss, std::vector<std::string>& missing) {
+              double loss, std::vector<std::string>& missing,
+              std::vector<std::string>& contributors,
+              std::vector<uint32_t>& staleness) {
         return state->publish(round, std::move(next), clients, loss,
-                              std::move(missing));
+                              std::move(missing), std::move(contributors),
+                              std::move(staleness));
+      },
+      [state](task_atom, const std::string& id, uint32_t round) {
+        state->task(id, round);
       },
       [state](stop_atom, const std::string& reason) { state->stop(reason); },
       [state](tick_atom) { state->quit(); },

@@ -40,6 +40,9 @@ struct server_options {
   /// connection from host:port, which must equal the client id; null
   /// without TLS.
   std::function<std::string(const std::string&, uint16_t)> tls_name;
+  /// AsyncScheduler: clients get tasks one by one (task_atom) and may
+  /// download different model versions at once.
+  bool async = false;
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
 };

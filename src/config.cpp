@@ -373,7 +373,15 @@ void read(section s, rule_config& r, const std::string& aggregator) {
   if (r.staleness_fn == "hinge" && !(r.staleness_b >= 0))
     kw.fail("b", "must be 0 or more");
   s.get("K", r.buffer_k, 1);
+  bool async =
+      aggregator == "FedAsyncAggregator" || aggregator == "FedBuffAggregator";
+  if (async)
+    r.partial_updates = "keep";
   s.one_of("partial_updates", r.partial_updates, {"discard", "keep"});
+  if (async && r.partial_updates == "discard")
+    s.fail("partial_updates",
+           aggregator + " keeps what a cut-off update delivered: its chunks "
+                        "share a sum with updates whose clients have moved on");
   s.ignore({"optimize_memory", "gradient_based"});
 }
 

@@ -97,7 +97,7 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
         acc[first + i] = load_element(type_, old, i);
     }
     if (opt)
-      opt->step(first, {acc + first, n}, {old, e.bytes});
+      opt->step(first, {acc + first, n}, {old, e.bytes}, weights_[seq]);
     if (type_ != dtype::float32)
       for (size_t i = first; i < first + n; ++i)
         store_element(type_, out.data(), i, acc[i]);

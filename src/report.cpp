@@ -68,7 +68,9 @@ std::string to_json(const run_report& r) {
                       {"train_seconds", x.train_seconds},
                       {"upload_seconds", x.upload_seconds},
                       {"ended_unix_s", x.ended_unix_s},
-                      {"missing_clients", x.missing_clients}});
+                      {"missing_clients", x.missing_clients},
+                      {"contributors", x.contributors},
+                      {"staleness", x.staleness}});
   json config = nullptr;
   try {
     if (!r.config_yaml.empty())

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "fedcaf/dummy_trainer.hpp"
@@ -18,7 +19,22 @@ server_rule rule_of(const std::string& aggregator) {
     return server_rule::fedadam;
   if (aggregator == "FedYogiAggregator")
     return server_rule::fedyogi;
+  if (aggregator == "FedAsyncAggregator")
+    return server_rule::fedasync;
+  if (aggregator == "FedBuffAggregator")
+    return server_rule::fedbuff;
   return server_rule::fedavg;
+}
+
+double staleness_weight(const rule_config& cfg, uint64_t staleness) {
+  auto u = static_cast<double>(staleness);
+  if (cfg.staleness_fn == "polynomial")
+    return std::pow(u + 1, -cfg.staleness_a);
+  if (cfg.staleness_fn == "hinge")
+    return u <= cfg.staleness_b
+               ? 1.0
+               : 1.0 / (cfg.staleness_a * (u - cfg.staleness_b) + 1.0);
+  return 1.0;
 }
 
 namespace {
@@ -39,6 +55,8 @@ server_optimizer::make(server_rule rule, const rule_config& cfg, dtype type,
                        uint64_t elements, const std::string& state_dir) {
   FEDCAF_REQUIRE(rule != server_rule::fedavg, errc::internal, "FedAvg");
   std::unique_ptr<server_optimizer> opt{new server_optimizer(rule, cfg, type)};
+  if (is_async(rule))
+    return opt; // no state
   auto bytes = elements * sizeof(float);
   auto m = state_buffer(state_dir, "optimizer-m", bytes);
   if (!m)
@@ -54,7 +72,20 @@ server_optimizer::make(server_rule rule, const rule_config& cfg, dtype type,
 }
 
 void server_optimizer::step(uint64_t first, std::span<float> avg,
-                            std::span<const std::byte> global) {
+                            std::span<const std::byte> global,
+                            double weight_sum) {
+  if (is_async(rule_)) {
+    const double c =
+        rule_ == server_rule::fedbuff
+            ? cfg_.server_learning_rate /
+                  static_cast<double>(std::max<uint64_t>(1, updates_))
+            : 1.0;
+    for (size_t i = 0; i < avg.size(); ++i) {
+      const double x = load_element(type_, global.data(), i);
+      avg[i] = static_cast<float>(x + c * weight_sum * (avg[i] - x));
+    }
+    return;
+  }
   auto* m = reinterpret_cast<float*>(m_.data()) + first;
   auto* v = v_.size() ? reinterpret_cast<float*>(v_.data()) + first : nullptr;
   const double eta = cfg_.server_learning_rate;

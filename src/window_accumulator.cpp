@@ -80,7 +80,7 @@ void window_accumulator::finalize_next(std::span<std::byte> model,
       acc[i] = load_element(type_, out, i);
   }
   if (opt)
-    opt->step(e.model_offset / element, {acc, n}, {out, e.bytes});
+    opt->step(e.model_offset / element, {acc, n}, {out, e.bytes}, weight);
   for (size_t i = 0; i < n; ++i)
     store_element(type_, out, i, acc[i]);
   counts_[low_ % window_] = 0;

@@ -28,6 +28,10 @@ struct round_record {
   /// round (dropped after losing their connection, late for the deadline,
   /// or joined after the round started).
   std::vector<std::string> missing_clients;
+  /// server: the clients whose update is in this model, and (AsyncScheduler)
+  /// how many versions old the model each trained on was.
+  std::vector<std::string> contributors;
+  std::vector<uint32_t> staleness;
 };
 
 struct run_report {

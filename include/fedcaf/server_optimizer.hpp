@@ -18,6 +18,17 @@
 //             with m_{-1} = 0 and v_{-1} = tau^2 (the paper's v_{-1} >= tau^2,
 //             as APPFL sets it).
 //
+//   FedAsync  (Xie et al. 2019, "Asynchronous Federated Optimization"): one
+//             update per step, x_{t+1} = (1 - a_t) x_t + a_t x_new with
+//             a_t = alpha s(t - tau); the update is folded with weight a_t.
+//   FedBuff   (Nguyen et al. 2022, "Federated Learning with Buffered
+//             Asynchronous Aggregation"): K updates per step,
+//             x_{t+1} = x_t + eta / K sum_i s(t - tau_i) (x_i - x_t); each
+//             update is folded with weight s(t - tau_i).
+//             Both: x_{t+1} = x_t + c W (avg - x_t) per element, W the
+//             weights folded there (so a cut-off update counts exactly where
+//             it arrived), c = 1 (FedAsync) or eta / K (FedBuff).
+//
 // The state (v, or m and v) is one float per model element, on the heap or
 // in a file whose pages are given back after each chunk (disk memory mode),
 // like the model it belongs to. Thread-safety: none; owned by the aggregator.
@@ -34,7 +45,25 @@
 
 namespace fedcaf {
 
-enum class server_rule { fedavg, fedavgm, fedadagrad, fedadam, fedyogi };
+enum class server_rule {
+  fedavg,
+  fedavgm,
+  fedadagrad,
+  fedadam,
+  fedyogi,
+  fedasync,
+  fedbuff
+};
+
+/// Returns true iff `rule` runs under the AsyncScheduler.
+inline bool is_async(server_rule rule) {
+  return rule == server_rule::fedasync || rule == server_rule::fedbuff;
+}
+
+/// The staleness weight s(u) of an update trained on a model u versions old
+/// (Xie et al. 2019): constant 1; polynomial (u + 1)^-a; hinge 1 if u <= b,
+/// else 1 / (a (u - b) + 1).
+double staleness_weight(const rule_config& cfg, uint64_t staleness);
 
 /// Returns the rule named by server_configs.aggregator; FedAvg for the rules
 /// that are not server optimizers.
@@ -53,9 +82,13 @@ public:
   /// Computes the new global value of elements [first, first + avg.size()):
   /// `avg` holds this round's average there and receives the new values;
   /// `global` holds the current model's bytes of those elements (dtype as
-  /// made). Advances the optimizer state of those elements.
+  /// made); `weight_sum` the weights folded there. Advances the optimizer
+  /// state of those elements.
   void step(uint64_t first, std::span<float> avg,
-            std::span<const std::byte> global);
+            std::span<const std::byte> global, double weight_sum);
+
+  /// FedBuff: the step about to be finalized holds `n` updates.
+  void set_updates(uint64_t n) { updates_ = n; }
 
   /// Ends a round: the next step() of every element is that round's.
   void finish_round() { ++rounds_; }
@@ -71,6 +104,7 @@ private:
   rule_config cfg_;
   dtype type_;
   uint64_t rounds_ = 0;
+  uint64_t updates_ = 1;
   byte_buffer m_; ///< first moment (FedAvgM: the momentum v)
   byte_buffer v_; ///< second moment (adaptive rules only)
 };

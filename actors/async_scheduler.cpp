@@ -1,0 +1,275 @@
+#include <deque>
+#include <map>
+#include <set>
+
+#include <caf/all.hpp>
+
+#include "actors/protocol.hpp"
+#include "actors/scheduler.hpp"
+#include "fedcaf/log.hpp"
+
+namespace fedcaf {
+
+namespace {
+
+/// A client's current task: the round number it carries and the model
+/// version it trains on.
+struct task_info {
+  uint32_t round = 0;
+  uint64_t base_version = 0;
+};
+
+/// An offer waiting for a place in the server's next step.
+struct queued_offer {
+  caf::typed_response_promise<frame> reply;
+  msg::offer offer;
+};
+
+// AsyncScheduler (no rounds): every client gets a task as soon as it has
+// registered (once num_clients have) and a new one as soon as its update has
+// closed, always on the newest model. Updates are admitted `slots` at a time
+// into the server's next step (FedAsync: 1, applied alone, so updates apply
+// one after another in the order they were admitted; FedBuff: K, summed);
+// further offers wait in order. When every admitted update has closed, the
+// aggregator finalizes the step and the server publishes version v + 1.
+// The run ends after num_rounds steps (num_global_epochs, as APPFL counts
+// them).
+//   waiting -(num_clients joined)-> running -(step complete)-> stepping
+//   -(published)-> running ... -> stopped
+// A client dropped mid-upload leaves what it delivered in the step (its
+// chunks cannot be taken out of a sum other clients' updates share); one
+// dropped before offering is forgotten.
+class async_scheduler_state {
+public:
+  async_scheduler_state(caf::actor aggregator, scheduler_options options)
+      : aggregator_(std::move(aggregator)), options_(std::move(options)),
+        slots_(options_.rule == server_rule::fedbuff
+                   ? options_.rule_cfg.buffer_k
+                   : 1),
+        refusals_("scheduler", options_.refusals) {}
+
+  void attach(caf::event_based_actor* self) { self_ = self; }
+
+  void join(const std::string& id) {
+    if (!server_)
+      server_ = caf::actor_cast<caf::actor>(self_->current_sender());
+    registered_.insert(id);
+    if (running_)
+      return assign(id);
+    if (registered_.size() < options_.num_clients)
+      return;
+    running_ = true;
+    for (const auto& c : registered_)
+      assign(c);
+  }
+
+  void drop(const std::string& id) {
+    registered_.erase(id);
+    tasks_.erase(id);
+    for (auto it = queue_.begin(); it != queue_.end(); ++it)
+      if (it->offer.client_id == id) {
+        it->reply.deliver(refuse({errc::not_in_round, id + " was dropped"}));
+        queue_.erase(it);
+        break;
+      }
+    if (!admitted_.count(id) || closed_.count(id))
+      return;
+    // Mid-upload: what arrived stays in the step.
+    auto r = admitted_[id].round;
+    closed_.insert(id);
+    self_->request(aggregator_, caf::infinite, abandon_atom::value, id, r)
+        .then([this, id](uint64_t chunks) {
+          log_line("scheduler", id + " was dropped mid-upload; its " +
+                                    std::to_string(chunks) +
+                                    " delivered chunks stay in the step");
+          check_step();
+        });
+  }
+
+  caf::result<frame> offer(const frame& f) {
+    auto o = msg::decode<msg::offer>(f);
+    if (!o)
+      return refuse(o.err());
+    auto it = tasks_.find(o->client_id);
+    if (stopped_ || it == tasks_.end() || it->second.round != o->round)
+      return refuse({errc::wrong_round,
+                     "offer of " + o->client_id + " for task " +
+                         std::to_string(o->round) + " it does not hold"});
+    if (admitted_.count(o->client_id) &&
+        admitted_[o->client_id].round == o->round) {
+      // Repeated after a reconnect: the aggregator resumes the stream.
+      self_->delegate(aggregator_, open_atom::value,
+                      caf::actor_cast<caf::actor>(self_), o->client_id,
+                      o->round, weights_[o->client_id], o->manifest_digest,
+                      o->total_bytes, o->chunk_count);
+      return caf::delegated<frame>{};
+    }
+    auto rp = self_->make_response_promise<frame>();
+    queue_.push_back({rp, *o});
+    admit();
+    return rp;
+  }
+
+  void update_closed(const std::string& id, uint32_t round) {
+    auto it = admitted_.find(id);
+    if (it == admitted_.end() || it->second.round != round)
+      return;
+    closed_.insert(id);
+    losses_[id] = loss_of_.count(id) ? loss_of_[id] : 0;
+    tasks_.erase(id);
+    waiting_.push_back(id); // its next task comes with the next model
+    check_step();
+  }
+
+private:
+  void assign(const std::string& id) {
+    if (stopped_)
+      return;
+    auto round = ++next_round_;
+    tasks_[id] = {round, version_};
+    self_->send(server_, task_atom::value, id, round);
+  }
+
+  /// Admits waiting offers while the step has room.
+  void admit() {
+    while (!stepping_ && !stopped_ && admitted_.size() < slots_ &&
+           !queue_.empty()) {
+      auto q = std::move(queue_.front());
+      queue_.pop_front();
+      auto t = tasks_.find(q.offer.client_id);
+      if (t == tasks_.end() || t->second.round != q.offer.round) {
+        q.reply.deliver(refuse({errc::wrong_round, "stale offer"}));
+        continue;
+      }
+      auto staleness = version_ - t->second.base_version;
+      auto s = staleness_weight(options_.rule_cfg, staleness);
+      auto weight = options_.rule == server_rule::fedasync
+                        ? options_.rule_cfg.alpha * s
+                        : s;
+      const auto& id = q.offer.client_id;
+      admitted_[id] = t->second;
+      staleness_[id] = static_cast<uint32_t>(staleness);
+      weights_[id] = weight;
+      loss_of_[id] = q.offer.train_loss;
+      q.reply.delegate(aggregator_, open_atom::value,
+                       caf::actor_cast<caf::actor>(self_), id, q.offer.round,
+                       weight, q.offer.manifest_digest, q.offer.total_bytes,
+                       q.offer.chunk_count);
+    }
+  }
+
+  void check_step() {
+    if (stepping_ || stopped_ || admitted_.empty() ||
+        closed_.size() < admitted_.size())
+      return;
+    // FedBuff steps with K updates, or with fewer once every registered
+    // client's update is in (nobody else could fill the buffer).
+    if (admitted_.size() < slots_ && admitted_.size() < registered_.size())
+      return;
+    stepping_ = true;
+    auto v = static_cast<uint32_t>(version_ + 1);
+    self_->request(aggregator_, caf::infinite, finalize_atom::value, v)
+        .then([this, v](snapshot_ptr next) { publish(v, std::move(next)); },
+              [this](caf::error& e) {
+                stop("aggregation failed: " + self_->system().render(e));
+              });
+  }
+
+  void publish(uint32_t v, snapshot_ptr next) {
+    std::vector<std::string> in;
+    std::vector<uint32_t> staleness;
+    double loss = 0;
+    for (const auto& [id, t] : admitted_) {
+      in.push_back(id);
+      staleness.push_back(staleness_[id]);
+      loss += losses_[id];
+    }
+    loss /= std::max<size_t>(1, in.size());
+    auto clients = static_cast<uint32_t>(in.size());
+    self_
+        ->request(server_, caf::infinite, publish_atom::value, v,
+                  std::move(next), clients, loss, std::vector<std::string>{},
+                  std::move(in), std::move(staleness))
+        .then(
+            [this, v](bool go_on) {
+              version_ = v;
+              admitted_.clear();
+              closed_.clear();
+              stepping_ = false;
+              if (!go_on)
+                stopped_ = true;
+              else if (version_ >= options_.num_rounds)
+                stop("");
+              if (stopped_)
+                return;
+              auto waiting = std::move(waiting_);
+              waiting_.clear();
+              for (const auto& id : waiting)
+                if (registered_.count(id))
+                  assign(id);
+              admit();
+            },
+            [this](caf::error& e) {
+              stop("publishing failed: " + self_->system().render(e));
+            });
+  }
+
+  void stop(const std::string& reason) {
+    stopped_ = true;
+    if (!reason.empty())
+      log_line("scheduler", reason);
+    for (auto& q : queue_)
+      q.reply.deliver(refuse({errc::not_in_round, "the run has ended"}));
+    queue_.clear();
+    self_->send(server_, stop_atom::value, reason);
+  }
+
+  frame refuse(const error& e) const { return refusals_.refuse(e); }
+
+  caf::event_based_actor* self_ = nullptr;
+  caf::actor aggregator_;
+  caf::actor server_;
+  scheduler_options options_;
+  size_t slots_;
+  std::set<std::string> registered_;
+  std::map<std::string, task_info> tasks_;    ///< current task per client
+  std::map<std::string, task_info> admitted_; ///< in the coming step
+  std::set<std::string> closed_;              ///< admitted and closed
+  std::map<std::string, uint32_t> staleness_;
+  std::map<std::string, double> weights_;
+  std::map<std::string, double> loss_of_;
+  std::map<std::string, double> losses_;
+  std::deque<queued_offer> queue_;
+  std::vector<std::string> waiting_; ///< get a task after the next publish
+  uint64_t version_ = 0;
+  uint32_t next_round_ = 0;
+  bool running_ = false;
+  bool stepping_ = false;
+  bool stopped_ = false;
+  refusal_log refusals_;
+};
+
+caf::behavior
+async_scheduler_actor(caf::event_based_actor* self,
+                      std::shared_ptr<async_scheduler_state> state) {
+  state->attach(self);
+  return {
+      [state](join_atom, const std::string& id) { state->join(id); },
+      [state](drop_atom, const std::string& id) { state->drop(id); },
+      [state](offer_atom, const frame& f) { return state->offer(f); },
+      [state](update_atom, const std::string& id, uint32_t round) {
+        state->update_closed(id, round);
+      },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_async_scheduler(caf::actor_system& sys, caf::actor aggregator,
+                                 scheduler_options options) {
+  auto state = std::make_shared<async_scheduler_state>(std::move(aggregator),
+                                                       std::move(options));
+  return sys.spawn(async_scheduler_actor, std::move(state));
+}
+
+} // namespace fedcaf
