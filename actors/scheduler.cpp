@@ -105,6 +105,8 @@ public:
     self_->delegate(aggregator_, open_atom::value,
                     caf::actor_cast<caf::actor>(self_), o->client_id, o->round,
                     weight, o->manifest_digest, o->total_bytes, o->chunk_count);
+    if (overdue_ && offered_.size() >= options_.min_clients)
+      self_->send(self_, deadline_atom::value, round_); // enough now
     return {};
   }
 
@@ -124,6 +126,19 @@ public:
         late.insert(id);
     if (late.empty())
       return;
+    if (options_.wait_after_deadline &&
+        participants_.size() - late.size() < options_.min_clients) {
+      if (!overdue_)
+        log_line("scheduler", "round " + std::to_string(round_) +
+                                  ": the deadline passed with " +
+                                  std::to_string(offered_.size()) +
+                                  " updates offered, " + "min_clients is " +
+                                  std::to_string(options_.min_clients) +
+                                  "; waiting for " + join_ids(late));
+      overdue_ = true;
+      return;
+    }
+    overdue_ = false;
     for (const auto& id : late) {
       participants_.erase(id);
       missing_.insert(id);
@@ -159,6 +174,7 @@ private:
   void start_round(uint32_t r) {
     round_ = r;
     finalizing_ = false;
+    overdue_ = false;
     offered_.clear();
     closed_.clear();
     missing_.clear();
@@ -279,6 +295,7 @@ private:
   std::map<std::string, double> losses_;
   uint32_t round_ = 0;
   bool finalizing_ = false;
+  bool overdue_ = false; ///< deadline passed, waiting for min_clients offers
   bool stopped_ = false;
   refusal_log refusals_;
 };

@@ -28,6 +28,10 @@ struct scheduler_options {
   /// Clients that have not offered this long after a round started sit it
   /// out; zero: no deadline.
   std::chrono::milliseconds round_deadline{0};
+  /// When the deadline passes with fewer than min_clients offers: false,
+  /// the round fails naming the missing clients; true, it waits until
+  /// min_clients have offered, then goes on without the rest.
+  bool wait_after_deadline = false;
   /// Clients sampled per round (0: every registered client), drawn with
   /// sampling_seed.
   uint32_t clients_per_round = 0;

@@ -426,6 +426,7 @@ void read(section s, server_config& sc) {
     kw.get("round_deadline_s", sc.round_deadline_s);
     if (sc.round_deadline_s < 0)
       kw.fail("round_deadline_s", "must be 0 (none) or positive");
+    kw.one_of("on_deadline", sc.on_deadline, {"fail", "wait"});
     bool same_init = true;
     kw.get("same_init_model", same_init);
     if (!same_init)

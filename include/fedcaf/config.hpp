@@ -155,6 +155,9 @@ struct server_config {
   /// scheduler_kwargs.round_deadline_s: clients that have not offered their
   /// update this long after the round started sit the round out; 0: none.
   double round_deadline_s = 0;
+  /// scheduler_kwargs.on_deadline: fail | wait, when the deadline passes
+  /// with fewer than min_clients updates offered.
+  std::string on_deadline = "fail";
   /// scheduler_kwargs.clients_per_round (or client_fraction of num_clients):
   /// the clients sampled for each round, drawn with scheduler_kwargs.seed;
   /// 0: every registered client.

@@ -152,6 +152,7 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.scheduler.client_weights_mode = cfg.server.rule.client_weights_mode;
   so.scheduler.clients_per_round = cfg.server.clients_per_round;
   so.scheduler.sampling_seed = cfg.server.sampling_seed;
+  so.scheduler.wait_after_deadline = cfg.server.on_deadline == "wait";
   so.scheduler.keep_partial = cfg.server.rule.partial_updates == "keep";
   so.aggregator = cfg.server.aggregator;
   so.rule = cfg.server.rule;

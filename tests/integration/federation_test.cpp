@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <doctest/doctest.h>
@@ -78,8 +79,9 @@ model_floats floats_of(const const_model_view& v) {
 /// local_update to every element.
 class synthetic_trainer final : public trainer {
 public:
-  synthetic_trainer(manifest layout, uint32_t k, uint64_t samples)
-      : layout_(std::move(layout)), k_(k), samples_(samples) {
+  synthetic_trainer(manifest layout, uint32_t k, uint64_t samples,
+                    std::chrono::milliseconds delay = {})
+      : layout_(std::move(layout)), k_(k), samples_(samples), delay_(delay) {
     for (const auto& t : layout_.tensors)
       params_.emplace_back(t.byte_size / sizeof(float));
   }
@@ -91,6 +93,7 @@ public:
     return v;
   }
   result<train_metrics> train() override {
+    std::this_thread::sleep_for(delay_);
     for (size_t t = 0; t < params_.size(); ++t)
       for (size_t j = 0; j < params_[t].size(); ++j)
         params_[t][j] = local_update(k_, t, j, params_[t][j]);
@@ -102,6 +105,7 @@ private:
   manifest layout_;
   uint32_t k_;
   uint64_t samples_;
+  std::chrono::milliseconds delay_;
   model_floats params_;
 };
 
@@ -186,6 +190,9 @@ struct run_options {
   bool hold_model = true;
   std::string aggregator = "FedAvgAggregator";
   rule_config rule;
+  /// The last client trains this long each round.
+  std::chrono::milliseconds last_client_delay{0};
+  bool wait_after_deadline = false;
 };
 
 void await_down(caf::actor_system& sys, const std::vector<caf::actor>& xs) {
@@ -212,6 +219,7 @@ server_side_options side_options(const run_options& o) {
   so.scheduler.min_clients = o.min_clients;
   so.scheduler.round_deadline = o.deadline;
   so.scheduler.clients_per_round = o.clients_per_round;
+  so.scheduler.wait_after_deadline = o.wait_after_deadline;
   so.server.num_clients = o.clients + o.silent;
   so.server.num_rounds = o.rounds;
   so.server.chunk_bytes = o.chunk_bytes;
@@ -240,12 +248,14 @@ federation_run run_federation(const run_options& o) {
     std::vector<caf::actor> clients;
     auto built = std::make_shared<std::atomic<int>>(0);
     for (uint32_t k = 0; k < o.clients; ++k) {
+      auto delay = k + 1 == o.clients ? o.last_client_delay : 0ms;
       auto factory =
-          [layout, k,
-           built](const client_configs&,
+          [layout, k, built,
+           delay](const client_configs&,
                   const msg::welcome&) -> result<std::unique_ptr<trainer>> {
         ++*built;
-        return std::make_unique<synthetic_trainer>(layout, k, samples_of(k));
+        return std::make_unique<synthetic_trainer>(layout, k, samples_of(k),
+                                                   delay);
       };
       client_options co{"C" + std::to_string(k), 10000ms};
       co.hold_model = o.hold_model;
@@ -350,6 +360,29 @@ TEST_CASE("a client that never answers sits out after the round deadline") {
     auto run = run_federation(o);
     CHECK(run.server.failure.find("Silent0") != std::string::npos);
     CHECK(run.server.failure.find("min_clients is 2") != std::string::npos);
+  }
+  SUBCASE("on_deadline: wait goes on once min_clients have offered") {
+    for (bool wait : {true, false}) {
+      CAPTURE(wait);
+      run_options o;
+      o.clients = 2;
+      o.min_clients = 2;
+      o.deadline = 200ms;
+      o.last_client_delay = 700ms;
+      o.wait_after_deadline = wait;
+      o.rounds = 1;
+      auto run = run_federation(o);
+      if (wait) {
+        CHECK(run.server.failure == "");
+        REQUIRE(run.server.rounds.size() == 1);
+        CHECK(run.server.rounds[0].clients == 2);
+        CHECK(run.server.rounds[0].wall_seconds >= 0.6);
+        check_close(run.final_model,
+                    reference_fedavg(test_layout(), 2, 1, false));
+      } else {
+        CHECK(run.server.failure.find("C1") != std::string::npos);
+      }
+    }
   }
 }
 

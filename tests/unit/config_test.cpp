@@ -222,3 +222,56 @@ TEST_CASE("min_clients and the round deadline are checked") {
        "server_configs.comm_configs.stream_configs.heartbeat_s=2"});
   CHECK(contains(message_of(heartbeat), "must exceed heartbeat_s"));
 }
+
+TEST_CASE("aggregators, schedulers and sampling keys are read and checked") {
+  auto sim = [](std::vector<std::string> sets) {
+    return load_config(embedded_simulate_yaml(), "sim.yaml",
+                       config_role::simulate, sets);
+  };
+  auto adam = sim({"server_configs.aggregator=FedAdamAggregator",
+                   "server_configs.aggregator_kwargs={server_learning_rate: "
+                   "0.02, server_adapt_param: 0.01, server_momentum_param_2: "
+                   "0.9}"});
+  REQUIRE(adam);
+  CHECK(adam->server.rule.server_learning_rate == doctest::Approx(0.02));
+  CHECK(adam->server.rule.server_adapt_param == doctest::Approx(0.01));
+  CHECK(adam->server.rule.server_momentum_param_2 == doctest::Approx(0.9));
+  CHECK(adam->server.rule.partial_updates == "discard");
+  // FedAvgM's step defaults to 1 (the plain momentum of Hsu et al.).
+  auto avgm = sim({"server_configs.aggregator=FedAvgMAggregator"});
+  REQUIRE(avgm);
+  CHECK(avgm->server.rule.server_learning_rate == 1.0);
+  auto buff = sim({"server_configs.scheduler=AsyncScheduler",
+                   "server_configs.aggregator=FedBuffAggregator",
+                   "server_configs.aggregator_kwargs={K: 5, staleness_fn: "
+                   "hinge, staleness_fn_kwargs: {a: 10, b: 4}}"});
+  REQUIRE(buff);
+  CHECK(buff->server.rule.buffer_k == 5);
+  CHECK(buff->server.rule.staleness_fn == "hinge");
+  CHECK(buff->server.rule.partial_updates == "keep");
+  CHECK(contains(
+      message_of(sim({"server_configs.aggregator=FedAsyncAggregator"})),
+      "FedAsyncAggregator needs AsyncScheduler"));
+  CHECK(contains(message_of(sim({"server_configs.scheduler=AsyncScheduler"})),
+                 "FedAvgAggregator needs SyncScheduler"));
+  CHECK(contains(
+      message_of(sim({"server_configs.scheduler=AsyncScheduler",
+                      "server_configs.aggregator=FedAsyncAggregator",
+                      "server_configs.aggregator_kwargs.partial_updates="
+                      "discard"})),
+      "partial_updates: FedAsyncAggregator keeps"));
+  CHECK(contains(message_of(sim({"server_configs.aggregator=FedProx"})),
+                 "aggregator: must be one of FedAvgAggregator"));
+  CHECK(
+      contains(message_of(sim({"server_configs.aggregator_kwargs.alpha=1.5"})),
+               "alpha: must be in (0, 1]"));
+  auto sampled =
+      sim({"server_configs.scheduler_kwargs={client_fraction: 0.5, seed: 3}"});
+  REQUIRE(sampled);
+  CHECK(sampled->server.clients_per_round == 1);
+  CHECK(sampled->server.sampling_seed == 3);
+  CHECK(sampled->server.min_clients == 1);
+  CHECK(contains(message_of(sim({"server_configs.scheduler_kwargs."
+                                 "clients_per_round=3"})),
+                 "clients_per_round: must not exceed num_clients (2)"));
+}
