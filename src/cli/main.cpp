@@ -22,6 +22,11 @@ constexpr const char* usage_text =
     "  profile    -c MATRIX -o DIR: run a matrix of server + client processes\n"
     "             (model size x clients x chunking x memory mode), sample\n"
     "             their memory, write JSON, CSV, a report and figures\n"
+    "  dp-epsilon --noise-multiplier S --sample-rate Q --steps N --delta D\n"
+    "             epsilon of DP-SGD (RDP accountant); last line epsilon=...\n"
+    "  dp-sigma   --epsilon E --sample-rate Q --steps N --delta D\n"
+    "             the noise multiplier for a target epsilon; last line\n"
+    "             noise_multiplier=...\n"
     "\n"
     "options:\n"
     "  -c, --config FILE      YAML config (APPFL layout)\n"
@@ -71,6 +76,11 @@ int main(int argc, char** argv) {
       if (!(v = value()))
         return usage_error(arg + " needs a directory");
       opts.out_dir = v;
+    } else if (arg == "--noise-multiplier" || arg == "--epsilon" ||
+               arg == "--sample-rate" || arg == "--steps" || arg == "--delta") {
+      if (!(v = value()))
+        return usage_error(arg + " needs a number");
+      opts.numbers.emplace_back(arg.substr(2), v);
     } else if (arg == "--report") {
       if (!(v = value()))
         return usage_error("--report needs a file");
@@ -87,5 +97,9 @@ int main(int argc, char** argv) {
     return fedcaf::cli::run_client(opts);
   if (command == "profile")
     return fedcaf::cli::run_profile(opts);
+  if (command == "dp-epsilon")
+    return fedcaf::cli::run_dp_epsilon(opts);
+  if (command == "dp-sigma")
+    return fedcaf::cli::run_dp_sigma(opts);
   return usage_error("unknown command '" + command + "'");
 }

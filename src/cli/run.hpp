@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fedcaf::cli {
@@ -14,11 +15,16 @@ struct options {
   std::vector<std::string> overrides;     ///< --set key.path=value
   std::optional<std::string> report_path; ///< --report FILE
   std::optional<std::string> out_dir;     ///< -o DIR (profile)
+  /// dp-epsilon / dp-sigma: --noise-multiplier, --epsilon, --sample-rate,
+  /// --steps, --delta, as given (checked by the command).
+  std::vector<std::pair<std::string, std::string>> numbers;
 };
 
 int run_simulate(const options& opts);
 int run_server(const options& opts);
 int run_client(const options& opts);
 int run_profile(const options& opts);
+int run_dp_epsilon(const options& opts);
+int run_dp_sigma(const options& opts);
 
 } // namespace fedcaf::cli

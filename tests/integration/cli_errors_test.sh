@@ -36,4 +36,17 @@ expect_error "unknown option '--bogus'" "$fedcaf" simulate --bogus
 expect_error "unknown command 'train'" "$fedcaf" train
 "$fedcaf" --help | grep -q "usage: fedcaf" || { echo "FAIL: --help"; fails=$((fails + 1)); }
 "$fedcaf" simulate --help | grep -q -- "--set" || { echo "FAIL: simulate --help"; fails=$((fails + 1)); }
+expect_error "--sample-rate must be in (0, 1]" "$fedcaf" dp-epsilon \
+  --noise-multiplier 1 --sample-rate 2 --steps 10 --delta 1e-5
+expect_error "--delta is required" "$fedcaf" dp-sigma --epsilon 8 \
+  --sample-rate 0.04 --steps 10
+expect_error "--steps: 'ten' is not a number" "$fedcaf" dp-epsilon \
+  --noise-multiplier 1 --sample-rate 0.1 --steps ten --delta 1e-5
+# The accountant's commands print their answer on the last line.
+last=$("$fedcaf" dp-epsilon --noise-multiplier 1.5 --sample-rate 0.04 \
+  --steps 2250 --delta 1e-5 | tail -1)
+[ "$last" = "epsilon=7.3291111714" ] || { echo "FAIL: dp-epsilon: $last"; fails=$((fails + 1)); }
+last=$("$fedcaf" dp-sigma --epsilon 8 --sample-rate 0.04 --steps 2000 \
+  --delta 1e-5 | tail -1)
+[[ "$last" == noise_multiplier=1.3561* ]] || { echo "FAIL: dp-sigma: $last"; fails=$((fails + 1)); }
 exit $fails
