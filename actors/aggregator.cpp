@@ -352,7 +352,8 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
     window.emplace(std::move(*acc));
   }
   std::unique_ptr<server_optimizer> optimizer;
-  if (options.rule != server_rule::fedavg) {
+  auto noisy = options.rule_cfg.dp_noise_multiplier > 0;
+  if (options.rule != server_rule::fedavg || noisy) {
     auto type = common_floating_dtype(initial->layout);
     if (!type)
       return type.err();
@@ -362,6 +363,10 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
     if (!made)
       return made.err();
     optimizer = std::move(*made);
+    if (noisy)
+      optimizer->set_noise(options.rule_cfg.dp_noise_multiplier,
+                           options.rule_cfg.dp_clip_norm,
+                           options.rule_cfg.dp_seed);
   }
   auto state = std::make_shared<aggregator_state>(
       std::move(initial), options, std::move(ram), std::move(window),

@@ -10,6 +10,7 @@
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/stopwatch.hpp"
+#include "fedcaf/update_clip.hpp"
 
 namespace fedcaf {
 
@@ -337,9 +338,18 @@ private:
   void train_and_offer() {
     transferring_ = false;
     record_.download_seconds = seconds_since(round_started_);
+    auto clip = configs_->train.update_clip_norm;
+    if (clip > 0) // DP-FedAvg: keep the model received to clip against
+      copy_model(const_params_, received_);
     auto m = trainer_->train();
     if (!m)
       return fail(m.err());
+    if (clip > 0) {
+      auto norm = clip_update(trainer_->layout(), params_, received_, clip);
+      log_line(options_.client_id, "update norm " + std::to_string(norm) +
+                                       ", clipped to " +
+                                       std::to_string(std::min(norm, clip)));
+    }
     record_.train_loss = m->loss;
     record_.train_seconds = m->seconds;
     upload_started_ = clock_type::now();
@@ -577,6 +587,7 @@ private:
   std::optional<client_configs> configs_; ///< from the Welcome
   std::optional<msg::welcome> welcome_;
   std::optional<frame> next_task_;   ///< arrived while uploading
+  std::vector<std::byte> received_;  ///< DP-FedAvg: the model trained from
   std::unique_ptr<trainer> trainer_; ///< null between rounds if !hold_model
   model_view params_;
   const_model_view const_params_; ///< the same memory, for uploads

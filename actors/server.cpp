@@ -11,6 +11,7 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
+#include "fedcaf/rdp_accountant.hpp"
 #include "fedcaf/stopwatch.hpp"
 
 namespace fedcaf {
@@ -218,6 +219,11 @@ public:
     record.train_loss = train_loss;
     record.clients = clients;
     record.missing_clients = std::move(missing);
+    if (options_.dp_noise_multiplier > 0)
+      record.dp_epsilon =
+          epsilon_for(options_.dp_sample_rate, options_.dp_noise_multiplier,
+                      round, options_.dp_delta)
+              .epsilon;
     record.contributors = std::move(contributors);
     record.staleness = std::move(staleness);
     auto started = round_started_;

@@ -43,6 +43,11 @@ struct server_options {
   /// AsyncScheduler: clients get tasks one by one (task_atom) and may
   /// download different model versions at once.
   bool async = false;
+  /// DP-FedAvg: the noise multiplier (0: off), the chance a client is in a
+  /// round and delta, for the epsilon each round's report gives.
+  double dp_noise_multiplier = 0;
+  double dp_sample_rate = 1;
+  double dp_delta = 1e-5;
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
 };

@@ -187,6 +187,9 @@ void read(section s, train_config& t) {
   s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy"});
   s.get("add", t.add);
   s.get("add_by_index", t.add_by_index);
+  s.get("update_clip_norm", t.update_clip_norm);
+  if (t.update_clip_norm < 0)
+    s.fail("update_clip_norm", "must be 0 (none) or positive");
   s.one_of("storage", t.storage, {"ram", "disk"});
   s.get("storage_dir", t.storage_dir);
   s.one_of("mode", t.mode, {"epoch", "step"});
@@ -383,6 +386,21 @@ void read(section s, rule_config& r, const std::string& aggregator) {
            aggregator + " keeps what a cut-off update delivered: its chunks "
                         "share a sum with updates whose clients have moved on");
   s.ignore({"optimize_memory", "gradient_based"});
+  if (s.has("dp_fedavg")) {
+    auto dp = s.child("dp_fedavg");
+    dp.positive("clip_norm", r.dp_clip_norm);
+    dp.get("noise_multiplier", r.dp_noise_multiplier);
+    if (!(r.dp_noise_multiplier >= 0))
+      dp.fail("noise_multiplier", "must be 0 or more");
+    dp.get("delta", r.dp_delta);
+    if (!(r.dp_delta > 0 && r.dp_delta < 1))
+      dp.fail("delta", "must be in (0, 1)");
+    dp.get("seed", r.dp_seed);
+    if (aggregator != "FedAvgAggregator")
+      dp.fail("", "DP-FedAvg needs FedAvgAggregator");
+    if (r.client_weights_mode != "equal")
+      dp.fail("", "DP-FedAvg needs client_weights_mode: equal");
+  }
 }
 
 void read_sampling(section& kw, server_config& sc) {
@@ -598,6 +616,9 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     redact(shown);
     out << shown;
     c.effective_yaml = out.c_str();
+    if (c.server.rule.dp_clip_norm > 0) // clients clip for DP-FedAvg
+      root["client_configs"]["train_configs"]["update_clip_norm"] =
+          c.server.rule.dp_clip_norm;
     YAML::Emitter clients;
     if (root.IsMap() && root["client_configs"])
       clients << root["client_configs"];

@@ -70,7 +70,8 @@ std::string to_json(const run_report& r) {
                       {"ended_unix_s", x.ended_unix_s},
                       {"missing_clients", x.missing_clients},
                       {"contributors", x.contributors},
-                      {"staleness", x.staleness}});
+                      {"staleness", x.staleness},
+                      {"dp_epsilon", optional_number(x.dp_epsilon)}});
   json config = nullptr;
   try {
     if (!r.config_yaml.empty())
@@ -121,7 +122,12 @@ std::string progress_line(const round_record& r, uint32_t num_rounds) {
                   "%.1f MiB",
                   r.round, num_rounds, r.train_loss, r.wall_seconds,
                   mib(r.bytes_up), mib(r.bytes_down));
-  return line;
+  std::string out = line;
+  if (r.dp_epsilon) {
+    std::snprintf(line, sizeof line, "  epsilon %.3f", *r.dp_epsilon);
+    out += line;
+  }
+  return out;
 }
 
 } // namespace fedcaf

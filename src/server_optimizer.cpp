@@ -53,9 +53,8 @@ result<byte_buffer> state_buffer(const std::string& dir, const char* name,
 result<std::unique_ptr<server_optimizer>>
 server_optimizer::make(server_rule rule, const rule_config& cfg, dtype type,
                        uint64_t elements, const std::string& state_dir) {
-  FEDCAF_REQUIRE(rule != server_rule::fedavg, errc::internal, "FedAvg");
   std::unique_ptr<server_optimizer> opt{new server_optimizer(rule, cfg, type)};
-  if (is_async(rule))
+  if (is_async(rule) || rule == server_rule::fedavg)
     return opt; // no state
   auto bytes = elements * sizeof(float);
   auto m = state_buffer(state_dir, "optimizer-m", bytes);
@@ -74,6 +73,19 @@ server_optimizer::make(server_rule rule, const rule_config& cfg, dtype type,
 void server_optimizer::step(uint64_t first, std::span<float> avg,
                             std::span<const std::byte> global,
                             double weight_sum) {
+  step_rule(first, avg, global, weight_sum);
+  if (noise_scale_ > 0 && weight_sum > 0) {
+    std::normal_distribution<double> noise{0.0, noise_scale_ / weight_sum};
+    for (auto& x : avg)
+      x = static_cast<float>(x + noise(rng_));
+  }
+}
+
+void server_optimizer::step_rule(uint64_t first, std::span<float> avg,
+                                 std::span<const std::byte> global,
+                                 double weight_sum) {
+  if (rule_ == server_rule::fedavg)
+    return;
   if (is_async(rule_)) {
     const double c =
         rule_ == server_rule::fedbuff

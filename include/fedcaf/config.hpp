@@ -24,6 +24,9 @@ struct optim_config {
 struct train_config {
   std::string trainer = "VanillaTrainer"; ///< VanillaTrainer | dummy
   double add = 0; ///< dummy: added to every element (0: no change)
+  /// Clip the update (trained minus received model) to this L2 norm before
+  /// sending it; 0: no clipping. Set by the server's dp_fedavg.clip_norm.
+  double update_clip_norm = 0;
   /// dummy: client i (its data partition index, from 0) adds add * (i + 1),
   /// so that updates differ between clients.
   bool add_by_index = false;
@@ -141,6 +144,14 @@ struct rule_config {
   /// delivered chunks (every position averages the updates that reached it),
   /// or discard it whole (the others send theirs again).
   std::string partial_updates = "discard"; ///< discard | keep
+  /// dp_fedavg (user-level DP-FedAvg, McMahan et al. 2018): clients clip
+  /// their update to L2 norm clip_norm; the server adds Gaussian noise of
+  /// std noise_multiplier * clip_norm / m to each averaged element (m: the
+  /// updates averaged there). 0: off.
+  double dp_clip_norm = 0;
+  double dp_noise_multiplier = 0;
+  double dp_delta = 1e-5;
+  uint64_t dp_seed = 0;
 };
 
 /// server_configs.

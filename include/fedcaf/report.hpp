@@ -32,6 +32,9 @@ struct round_record {
   /// how many versions old the model each trained on was.
   std::vector<std::string> contributors;
   std::vector<uint32_t> staleness;
+  /// server, DP-FedAvg: epsilon spent after this round (RDP accountant,
+  /// sample rate = clients per round / clients, at dp_fedavg.delta).
+  std::optional<double> dp_epsilon;
 };
 
 struct run_report {

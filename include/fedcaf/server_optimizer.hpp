@@ -29,12 +29,17 @@
 //             weights folded there (so a cut-off update counts exactly where
 //             it arrived), c = 1 (FedAsync) or eta / K (FedBuff).
 //
+// DP-FedAvg (McMahan et al. 2018, "Learning Differentially Private Recurrent
+// Language Models"): after the rule, every element gets Gaussian noise of std
+// z S / W (W: the equal weights, that is the updates, averaged there).
+//
 // The state (v, or m and v) is one float per model element, on the heap or
 // in a file whose pages are given back after each chunk (disk memory mode),
 // like the model it belongs to. Thread-safety: none; owned by the aggregator.
 
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <span>
 #include <string>
 
@@ -71,7 +76,8 @@ server_rule rule_of(const std::string& aggregator);
 
 class server_optimizer {
 public:
-  /// Returns an optimizer of `rule` (not fedavg) for models of `elements`
+  /// Returns an optimizer of `rule` (fedavg only with DP-FedAvg noise) for
+  /// models of `elements`
   /// floating elements of dtype `type`. With `state_dir` non-empty its state
   /// lives in files there (removed at once, held open by their mappings).
   /// Returns an error iff a state file cannot be created.
@@ -93,6 +99,13 @@ public:
   /// Ends a round: the next step() of every element is that round's.
   void finish_round() { ++rounds_; }
 
+  /// DP-FedAvg: from now on every element stepped gets N(0, (z S / W)^2),
+  /// drawn from `seed` in element order.
+  void set_noise(double multiplier, double clip_norm, uint64_t seed) {
+    noise_scale_ = multiplier * clip_norm;
+    rng_.seed(seed);
+  }
+
   /// Bytes of optimizer state (for reports).
   uint64_t state_bytes() const { return m_.size() + v_.size(); }
 
@@ -100,11 +113,16 @@ private:
   server_optimizer(server_rule rule, const rule_config& cfg, dtype type)
       : rule_(rule), cfg_(cfg), type_(type) {}
 
+  void step_rule(uint64_t first, std::span<float> avg,
+                 std::span<const std::byte> global, double weight_sum);
+
   server_rule rule_;
   rule_config cfg_;
   dtype type_;
   uint64_t rounds_ = 0;
   uint64_t updates_ = 1;
+  double noise_scale_ = 0; ///< z S; 0: no noise
+  std::mt19937_64 rng_;
   byte_buffer m_; ///< first moment (FedAvgM: the momentum v)
   byte_buffer v_; ///< second moment (adaptive rules only)
 };

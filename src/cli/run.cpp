@@ -155,6 +155,12 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.scheduler.wait_after_deadline = cfg.server.on_deadline == "wait";
   so.scheduler.keep_partial = cfg.server.rule.partial_updates == "keep";
   so.aggregator = cfg.server.aggregator;
+  so.server.dp_noise_multiplier = cfg.server.rule.dp_noise_multiplier;
+  so.server.dp_delta = cfg.server.rule.dp_delta;
+  if (cfg.server.clients_per_round > 0)
+    so.server.dp_sample_rate =
+        static_cast<double>(cfg.server.clients_per_round) /
+        cfg.server.num_clients;
   so.rule = cfg.server.rule;
   so.storage_dir = cfg.server.storage_dir;
   so.scheduler.min_clients = cfg.server.min_clients;

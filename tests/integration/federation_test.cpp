@@ -19,6 +19,7 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/element.hpp"
+#include "fedcaf/rdp_accountant.hpp"
 #include "fedcaf/safetensors.hpp"
 
 using namespace fedcaf;
@@ -230,6 +231,10 @@ server_side_options side_options(const run_options& o) {
   so.memory_mode = o.memory_mode;
   so.aggregator = o.aggregator;
   so.rule = o.rule;
+  if (o.rule.dp_clip_norm > 0)
+    so.server.client_configs_yaml = "{train_configs: {update_clip_norm: " +
+                                    std::to_string(o.rule.dp_clip_norm) + "}}";
+  so.server.dp_noise_multiplier = o.rule.dp_noise_multiplier;
   return so;
 }
 
@@ -833,6 +838,68 @@ TEST_CASE(
       }
       check_close(run.final_model, versions.back());
       CHECK(stale); // some update was trained on an older model
+    }
+  }
+}
+
+TEST_CASE("DP-FedAvg: clients clip their update, the server adds the noise") {
+  auto layout = test_layout();
+  const double clip = 1.0;
+  // Noiseless reference: the mean of the clipped updates (McMahan et al.
+  // 2018), in double.
+  auto x = initial_floats(layout);
+  auto want = x;
+  std::vector<double> norms(3, 0);
+  for (uint32_t k = 0; k < 3; ++k)
+    for (size_t t = 0; t < x.size(); ++t)
+      for (size_t j = 0; j < x[t].size(); ++j) {
+        double d = double{local_update(k, t, j, x[t][j])} - x[t][j];
+        norms[k] += d * d;
+      }
+  for (size_t t = 0; t < x.size(); ++t)
+    for (size_t j = 0; j < x[t].size(); ++j) {
+      double sum = 0;
+      for (uint32_t k = 0; k < 3; ++k) {
+        double d = double{local_update(k, t, j, x[t][j])} - x[t][j];
+        sum += d * std::min(1.0, clip / std::sqrt(norms[k]));
+      }
+      want[t][j] = static_cast<float>(x[t][j] + sum / 3);
+    }
+  for (double z : {0.0, 2.0}) {
+    for (std::string mode : {"ram", "window"}) {
+      CAPTURE(z);
+      CAPTURE(mode);
+      run_options o;
+      o.clients = 3;
+      o.rounds = 1;
+      o.memory_mode = mode;
+      o.rule.dp_clip_norm = clip;
+      o.rule.dp_noise_multiplier = z;
+      o.rule.dp_seed = 11;
+      auto run = run_federation(o);
+      CHECK(run.server.failure == "");
+      REQUIRE(run.server.rounds.size() == 1);
+      if (z == 0) {
+        check_close(run.final_model, want);
+        CHECK_FALSE(run.server.rounds[0].dp_epsilon);
+        continue;
+      }
+      // The noise: mean 0, std z S / m with m = 3 updates everywhere.
+      double n = 0, sum = 0, squares = 0;
+      for (size_t t = 0; t < want.size(); ++t)
+        for (size_t j = 0; j < want[t].size(); ++j) {
+          double e = double{run.final_model[t][j]} - want[t][j];
+          ++n;
+          sum += e;
+          squares += e * e;
+        }
+      auto mean = sum / n;
+      auto std = std::sqrt(squares / n - mean * mean);
+      CHECK(std::fabs(mean) < 0.02);
+      CHECK(std == doctest::Approx(z * clip / 3).epsilon(0.03));
+      REQUIRE(run.server.rounds[0].dp_epsilon);
+      CHECK(*run.server.rounds[0].dp_epsilon ==
+            doctest::Approx(epsilon_for(1.0, z, 1, 1e-5).epsilon));
     }
   }
 }

@@ -275,3 +275,31 @@ TEST_CASE("aggregators, schedulers and sampling keys are read and checked") {
                                  "clients_per_round=3"})),
                  "clients_per_round: must not exceed num_clients (2)"));
 }
+
+TEST_CASE("dp_fedavg is read, checked, and hands clients the clip norm") {
+  auto sim = [](std::vector<std::string> sets) {
+    return load_config(embedded_simulate_yaml(), "sim.yaml",
+                       config_role::simulate, sets);
+  };
+  auto dp = sim({"server_configs.aggregator_kwargs.dp_fedavg={clip_norm: 0.5, "
+                 "noise_multiplier: 1.2, delta: 1e-6, seed: 3}"});
+  REQUIRE(dp);
+  CHECK(dp->server.rule.dp_clip_norm == 0.5);
+  CHECK(dp->server.rule.dp_noise_multiplier == 1.2);
+  CHECK(dp->server.rule.dp_delta == 1e-6);
+  auto cc = parse_client_configs(client_configs_yaml(*dp));
+  REQUIRE(cc);
+  CHECK(cc->train.update_clip_norm == 0.5);
+  CHECK(contains(
+      message_of(sim({"server_configs.aggregator=FedAdamAggregator",
+                      "server_configs.aggregator_kwargs.dp_fedavg={clip_norm: "
+                      "1}"})),
+      "dp_fedavg: DP-FedAvg needs FedAvgAggregator"));
+  CHECK(contains(
+      message_of(sim({"server_configs.aggregator_kwargs={client_weights_mode: "
+                      "sample_size, dp_fedavg: {clip_norm: 1}}"})),
+      "needs client_weights_mode: equal"));
+  CHECK(contains(message_of(sim({"server_configs.aggregator_kwargs.dp_fedavg="
+                                 "{noise_multiplier: 1}"})),
+                 "dp_fedavg.clip_norm: must be greater than 0"));
+}
