@@ -19,6 +19,14 @@ struct task_info {
   uint64_t base_version = 0;
 };
 
+/// An update admitted into the coming step.
+struct admitted_update {
+  task_info task;
+  uint32_t staleness = 0; ///< versions between its model and the step's
+  double weight = 0;      ///< alpha s(staleness) or s(staleness)
+  double train_loss = 0;
+};
+
 /// An offer waiting for a place in the server's next step.
 struct queued_offer {
   caf::typed_response_promise<frame> reply;
@@ -75,7 +83,7 @@ public:
     if (!admitted_.count(id) || closed_.count(id))
       return;
     // Mid-upload: what arrived stays in the step.
-    auto r = admitted_[id].round;
+    auto r = admitted_[id].task.round;
     closed_.insert(id);
     self_->request(aggregator_, caf::infinite, abandon_atom::value, id, r)
         .then([this, id](uint64_t chunks) {
@@ -95,12 +103,12 @@ public:
       return refuse({errc::wrong_round,
                      "offer of " + o->client_id + " for task " +
                          std::to_string(o->round) + " it does not hold"});
-    if (admitted_.count(o->client_id) &&
-        admitted_[o->client_id].round == o->round) {
+    auto a = admitted_.find(o->client_id);
+    if (a != admitted_.end() && a->second.task.round == o->round) {
       // Repeated after a reconnect: the aggregator resumes the stream.
       self_->delegate(aggregator_, open_atom::value,
                       caf::actor_cast<caf::actor>(self_), o->client_id,
-                      o->round, weights_[o->client_id], o->manifest_digest,
+                      o->round, a->second.weight, o->manifest_digest,
                       o->total_bytes, o->chunk_count);
       return caf::delegated<frame>{};
     }
@@ -112,10 +120,9 @@ public:
 
   void update_closed(const std::string& id, uint32_t round) {
     auto it = admitted_.find(id);
-    if (it == admitted_.end() || it->second.round != round)
+    if (it == admitted_.end() || it->second.task.round != round)
       return;
     closed_.insert(id);
-    losses_[id] = loss_of_.count(id) ? loss_of_[id] : 0;
     tasks_.erase(id);
     waiting_.push_back(id); // its next task comes with the next model
     check_step();
@@ -147,10 +154,8 @@ private:
                         ? options_.rule_cfg.alpha * s
                         : s;
       const auto& id = q.offer.client_id;
-      admitted_[id] = t->second;
-      staleness_[id] = static_cast<uint32_t>(staleness);
-      weights_[id] = weight;
-      loss_of_[id] = q.offer.train_loss;
+      admitted_[id] = {t->second, static_cast<uint32_t>(staleness), weight,
+                       q.offer.train_loss};
       q.reply.delegate(aggregator_, open_atom::value,
                        caf::actor_cast<caf::actor>(self_), id, q.offer.round,
                        weight, q.offer.manifest_digest, q.offer.total_bytes,
@@ -179,10 +184,10 @@ private:
     std::vector<std::string> in;
     std::vector<uint32_t> staleness;
     double loss = 0;
-    for (const auto& [id, t] : admitted_) {
+    for (const auto& [id, a] : admitted_) {
       in.push_back(id);
-      staleness.push_back(staleness_[id]);
-      loss += losses_[id];
+      staleness.push_back(a.staleness);
+      loss += a.train_loss;
     }
     loss /= std::max<size_t>(1, in.size());
     auto clients = static_cast<uint32_t>(in.size());
@@ -232,13 +237,9 @@ private:
   scheduler_options options_;
   size_t slots_;
   std::set<std::string> registered_;
-  std::map<std::string, task_info> tasks_;    ///< current task per client
-  std::map<std::string, task_info> admitted_; ///< in the coming step
-  std::set<std::string> closed_;              ///< admitted and closed
-  std::map<std::string, uint32_t> staleness_;
-  std::map<std::string, double> weights_;
-  std::map<std::string, double> loss_of_;
-  std::map<std::string, double> losses_;
+  std::map<std::string, task_info> tasks_;          ///< current task per client
+  std::map<std::string, admitted_update> admitted_; ///< in the coming step
+  std::set<std::string> closed_;                    ///< admitted and closed
   std::deque<queued_offer> queue_;
   std::vector<std::string> waiting_; ///< get a task after the next publish
   uint64_t version_ = 0;

@@ -207,10 +207,11 @@ public:
                                 std::vector<uint32_t> staleness) {
     install(std::move(next));
     round_open_ = options_.async; // async: tasks go on
-    for (const auto& id : options_.async ? std::set<std::string>{} : chosen_)
-      if (auto it = clients_.find(id);
-          it != clients_.end() && it->second.state == presence::connected)
-        self_->send(it->second.handle, idle_atom::value, round);
+    if (!options_.async) // the round's clients may give up their models
+      for (const auto& id : chosen_)
+        if (auto it = clients_.find(id);
+            it != clients_.end() && it->second.state == presence::connected)
+          self_->send(it->second.handle, idle_atom::value, round);
     auto rp = self_->make_response_promise();
     auto record = round_record{};
     record.round = round;

@@ -2,6 +2,7 @@
 // error naming the file and the key path.
 
 #include "fedcaf/config.hpp"
+#include "fedcaf/server_optimizer.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -455,8 +456,7 @@ void read(section s, server_config& sc) {
             "FedYogiAggregator", "FedAdagradAggregator", "FedAsyncAggregator",
             "FedBuffAggregator"});
   read(s.child("aggregator_kwargs"), sc.rule, sc.aggregator);
-  bool async_rule = sc.aggregator == "FedAsyncAggregator" ||
-                    sc.aggregator == "FedBuffAggregator";
+  bool async_rule = is_async(rule_of(sc.aggregator));
   if (async_rule != (sc.scheduler == "AsyncScheduler"))
     s.fail("aggregator", sc.aggregator + " needs " +
                              (async_rule ? "AsyncScheduler" : "SyncScheduler") +
