@@ -25,6 +25,7 @@ struct admitted_update {
   uint32_t staleness = 0; ///< versions between its model and the step's
   double weight = 0;      ///< alpha s(staleness) or s(staleness)
   double train_loss = 0;
+  double dp_epsilon = 0;
 };
 
 /// An offer waiting for a place in the server's next step.
@@ -155,7 +156,7 @@ private:
                         : s;
       const auto& id = q.offer.client_id;
       admitted_[id] = {t->second, static_cast<uint32_t>(staleness), weight,
-                       q.offer.train_loss};
+                       q.offer.train_loss, q.offer.dp_epsilon};
       q.reply.delegate(aggregator_, open_atom::value,
                        caf::actor_cast<caf::actor>(self_), id, q.offer.round,
                        weight, q.offer.manifest_digest, q.offer.total_bytes,
@@ -183,18 +184,20 @@ private:
   void publish(uint32_t v, snapshot_ptr next) {
     std::vector<std::string> in;
     std::vector<uint32_t> staleness;
-    double loss = 0;
+    double loss = 0, epsilon = 0;
     for (const auto& [id, a] : admitted_) {
       in.push_back(id);
       staleness.push_back(a.staleness);
       loss += a.train_loss;
+      epsilon = std::max(epsilon, a.dp_epsilon);
     }
     loss /= std::max<size_t>(1, in.size());
     auto clients = static_cast<uint32_t>(in.size());
     self_
         ->request(server_, caf::infinite, publish_atom::value, v,
-                  std::move(next), clients, loss, std::vector<std::string>{},
-                  std::move(in), std::move(staleness))
+                  std::move(next), clients, loss, epsilon,
+                  std::vector<std::string>{}, std::move(in),
+                  std::move(staleness))
         .then(
             [this, v](bool go_on) {
               version_ = v;

@@ -9,6 +9,7 @@
 #include "fedcaf/credit_window.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
+#include "fedcaf/rdp_accountant.hpp"
 #include "fedcaf/stopwatch.hpp"
 #include "fedcaf/update_clip.hpp"
 
@@ -352,6 +353,7 @@ private:
     }
     record_.train_loss = m->loss;
     record_.train_seconds = m->seconds;
+    double epsilon = account_dp_sgd(*m);
     upload_started_ = clock_type::now();
     log_line(options_.client_id,
              "round " + std::to_string(round_.round) + ": trained on " +
@@ -365,8 +367,28 @@ private:
                         plan_->total_bytes(),
                         plan_->chunk_count(),
                         m->loss,
-                        m->seconds};
+                        m->seconds,
+                        epsilon};
     send_offer();
+  }
+
+  /// DP-SGD: adds this training's noisy steps to those the client's data has
+  /// been through (over every trainer it has built) and returns the epsilon
+  /// spent so far; 0 without DP-SGD.
+  double account_dp_sgd(const train_metrics& m) {
+    if (m.dp_steps == 0)
+      return 0;
+    dp_steps_ += m.dp_steps;
+    const auto& dp = configs_->train.dp;
+    auto spent =
+        epsilon_for(m.dp_sample_rate, dp.noise_multiplier, dp_steps_, dp.delta);
+    record_.dp_sgd_epsilon = spent.epsilon;
+    log_line(options_.client_id,
+             "DP-SGD: " + std::to_string(dp_steps_) + " steps at rate " +
+                 std::to_string(m.dp_sample_rate) + ", epsilon " +
+                 std::to_string(spent.epsilon) + " (delta " +
+                 std::to_string(dp.delta) + ")");
+    return spent.epsilon;
   }
 
   void send_offer() {
@@ -585,6 +607,7 @@ private:
   trainer_factory factory_;
   run_report* report_;
   std::optional<client_configs> configs_; ///< from the Welcome
+  uint64_t dp_steps_ = 0; ///< DP-SGD steps taken on this client's data
   std::optional<msg::welcome> welcome_;
   std::optional<frame> next_task_;   ///< arrived while uploading
   std::vector<std::byte> received_;  ///< DP-FedAvg: the model trained from

@@ -35,6 +35,7 @@
 //   scheduler -> server  (task_atom, id, round): AsyncScheduler, the client's
 //                        next task on the current model
 //   scheduler -> server  (publish_atom, round, snapshot_ptr, clients, loss,
+//                         DP-SGD epsilon (largest of the clients, 0: none),
 //                         missing ids, contributor ids, their staleness)
 //                        -> go on (false: the server stopped the run)
 //   server -> evaluator  (eval_atom, snapshot_ptr)

@@ -62,12 +62,13 @@ public:
     missing_.insert(id);
     if (offered_.count(id) && !closed_.count(id) && options_.keep_partial) {
       offered_.erase(id);
-      losses_.erase(id);
+      losses_.erase(id); // its epsilon stays: its data is in the model
       keep_partial(id);
     } else if (offered_.count(id)) {
       offered_.erase(id);
       closed_.erase(id);
       losses_.erase(id);
+      epsilons_.erase(id);
       if (!finalizing_)
         collect_again(id);
     } else {
@@ -99,6 +100,7 @@ public:
                          "; it takes part in the next"});
     offered_.insert(o->client_id);
     losses_[o->client_id] = o->train_loss;
+    epsilons_[o->client_id] = o->dp_epsilon;
     double weight = options_.client_weights_mode == "sample_size"
                         ? static_cast<double>(o->sample_count)
                         : 1.0;
@@ -179,6 +181,7 @@ private:
     closed_.clear();
     missing_.clear();
     losses_.clear();
+    epsilons_.clear();
     participants_ = sample(r);
     if (participants_.size() < options_.min_clients)
       return stop("round " + std::to_string(r) +
@@ -244,9 +247,11 @@ private:
 
   void publish(uint32_t r, snapshot_ptr next) {
     auto clients = static_cast<uint32_t>(closed_.size());
-    double loss = 0;
-    for (const auto& id : closed_)
+    double loss = 0, epsilon = 0;
+    for (const auto& id : closed_) {
       loss += losses_[id];
+      epsilon = std::max(epsilon, epsilons_[id]);
+    }
     loss /= std::max(1u, clients);
     // Every client the run has known that is not in this round's model.
     std::vector<std::string> missing;
@@ -257,7 +262,7 @@ private:
     std::vector<uint32_t> staleness(in.size(), 0);
     self_
         ->request(server_, caf::infinite, publish_atom::value, r,
-                  std::move(next), clients, loss, std::move(missing),
+                  std::move(next), clients, loss, epsilon, std::move(missing),
                   std::move(in), std::move(staleness))
         .then(
             [this, r](bool go_on) {
@@ -293,6 +298,7 @@ private:
   std::set<std::string> offered_;
   std::set<std::string> closed_;
   std::map<std::string, double> losses_;
+  std::map<std::string, double> epsilons_; ///< DP-SGD, from the offers
   uint32_t round_ = 0;
   bool finalizing_ = false;
   bool overdue_ = false; ///< deadline passed, waiting for min_clients offers

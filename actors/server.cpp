@@ -202,6 +202,7 @@ public:
 
   caf::response_promise publish(uint32_t round, snapshot_ptr next,
                                 uint32_t clients, double train_loss,
+                                double dp_sgd_epsilon,
                                 std::vector<std::string> missing,
                                 std::vector<std::string> contributors,
                                 std::vector<uint32_t> staleness) {
@@ -225,6 +226,8 @@ public:
           epsilon_for(options_.dp_sample_rate, options_.dp_noise_multiplier,
                       round, options_.dp_delta)
               .epsilon;
+    if (dp_sgd_epsilon > 0)
+      record.dp_sgd_epsilon = dp_sgd_epsilon;
     record.contributors = std::move(contributors);
     record.staleness = std::move(staleness);
     auto started = round_started_;
@@ -517,12 +520,13 @@ caf::behavior server_actor(caf::event_based_actor* self,
         state->drop(id, epoch);
       },
       [state](publish_atom, uint32_t round, snapshot_ptr next, uint32_t clients,
-              double loss, std::vector<std::string>& missing,
+              double loss, double dp_sgd_epsilon,
+              std::vector<std::string>& missing,
               std::vector<std::string>& contributors,
               std::vector<uint32_t>& staleness) {
         return state->publish(round, std::move(next), clients, loss,
-                              std::move(missing), std::move(contributors),
-                              std::move(staleness));
+                              dp_sgd_epsilon, std::move(missing),
+                              std::move(contributors), std::move(staleness));
       },
       [state](task_atom, const std::string& id, uint32_t round) {
         state->task(id, round);

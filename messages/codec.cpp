@@ -239,6 +239,7 @@ frame encode(const offer& x) {
     b.setChunkCount(x.chunk_count);
     b.setTrainLoss(x.train_loss);
     b.setTrainSeconds(x.train_seconds);
+    b.setDpEpsilon(x.dp_epsilon);
   });
 }
 
@@ -360,10 +361,10 @@ template <> result<offer> decode<offer>(const frame& f) {
     if (!body.isOffer())
       return wrong_kind("offer");
     auto b = body.getOffer();
-    return offer{b.getRound(),       b.getClientId().cStr(),
-                 b.getSampleCount(), b.getManifestDigest(),
-                 b.getTotalBytes(),  b.getChunkCount(),
-                 b.getTrainLoss(),   b.getTrainSeconds()};
+    return offer{
+        b.getRound(),          b.getClientId().cStr(), b.getSampleCount(),
+        b.getManifestDigest(), b.getTotalBytes(),      b.getChunkCount(),
+        b.getTrainLoss(),      b.getTrainSeconds(),    b.getDpEpsilon()};
   });
 }
 

@@ -79,6 +79,9 @@ struct Offer {
   chunkCount @5 :UInt64;
   trainLoss @6 :Float64;
   trainSeconds @7 :Float64;
+  dpEpsilon @8 :Float64;
+  # DP-SGD: epsilon the client has spent on its own samples so far
+  # (record-level, at its train_configs.dp.delta); 0 without DP-SGD.
 }
 
 struct Accept {

@@ -61,6 +61,7 @@ struct offer {
   uint64_t chunk_count = 0;
   double train_loss = 0;
   double train_seconds = 0;
+  double dp_epsilon = 0; ///< DP-SGD: spent on the client's data; 0: none
 };
 
 struct accept {

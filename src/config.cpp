@@ -184,6 +184,18 @@ void read(section s, optim_config& o) {
     s.fail("lr", "must be greater than 0");
 }
 
+void read(section s, dp_sgd_config& d) {
+  s.one_of("mode", d.mode, {"none", "per_sample", "ghost", "fused"});
+  s.get("noise_multiplier", d.noise_multiplier);
+  if (!(d.noise_multiplier >= 0))
+    s.fail("noise_multiplier", "must be 0 (no noise) or positive");
+  s.positive("max_grad_norm", d.max_grad_norm);
+  s.get("poisson_sampling", d.poisson_sampling);
+  s.get("delta", d.delta);
+  if (!(d.delta > 0 && d.delta < 1))
+    s.fail("delta", "must lie strictly between 0 and 1");
+}
+
 void read(section s, train_config& t) {
   s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy"});
   s.get("add", t.add);
@@ -202,6 +214,7 @@ void read(section s, train_config& t) {
   s.get("val_batch_size", t.val_batch_size, 1);
   s.one_of("device", t.device, {"cpu"});
   s.get("num_threads", t.num_threads);
+  read(s.child("dp"), t.dp);
   s.ignore({"logging_output_dirname", "logging_output_filename",
             "do_validation", "loss_fn", "loss_fn_path"});
 }
@@ -233,6 +246,9 @@ void read(section s, client_configs& c) {
   read(s.child("model_configs"), c.model);
   if (c.train.storage == "disk" && c.train.trainer != "dummy")
     s.fail("train_configs.storage", "disk storage needs trainer: dummy");
+  if (c.train.dp.mode != "none" && c.train.trainer != "VanillaTrainer")
+    s.fail("train_configs.dp.mode",
+           "DP-SGD needs the LibTorch trainer (VanillaTrainer)");
   if (c.model.model_name != "CNN" && c.train.trainer != "dummy")
     s.fail("train_configs.trainer", "a " + c.model.model_name +
                                         " model has no data to train on "
@@ -643,33 +659,90 @@ result<config> load_config_file(const std::string& path, config_role role,
   return load_config(text.str(), path, role, overrides);
 }
 
-result<profile_matrix> load_profile_matrix(const std::string& path) {
-  profile_matrix m;
+namespace {
+
+/// Reads the YAML file `path` as one section into a T with `read`; errors
+/// name the file and the key path.
+template <class T, class Read>
+result<T> load_file(const std::string& path, Read read) {
+  T out;
   std::vector<std::string> errors;
   try {
     section s{YAML::LoadFile(path), "", errors};
-    s.get("base", m.base);
-    if (!std::filesystem::is_regular_file(m.base))
-      s.fail("base", "'" + m.base + "' is not a file");
-    s.get_list("sizes_mib", m.sizes_mib);
-    s.get_list("clients", m.clients);
-    s.get_list("chunking", m.chunking);
-    s.get_list("memory_modes", m.memory_modes);
-    for (const auto& mode : m.memory_modes)
-      if (mode != "ram" && mode != "window" && mode != "disk")
-        s.fail("memory_modes", "'" + mode + "' is not ram, window or disk");
-    for (auto n : m.clients)
-      if (n == 0)
-        s.fail("clients", "counts must be at least 1");
-    s.get("rounds", m.rounds, 1);
-    s.get("sample_ms", m.sample_ms, 1);
-    s.get("timeout_s", m.timeout_s, 1);
+    read(s, out);
   } catch (const YAML::Exception& e) {
     return error{errc::bad_config, path + ": " + e.what()};
   }
   if (!errors.empty())
     return error{errc::bad_config, join_errors(path, errors)};
-  return m;
+  return out;
+}
+
+void read(section& s, profile_matrix& m) {
+  s.get("base", m.base);
+  if (!std::filesystem::is_regular_file(m.base))
+    s.fail("base", "'" + m.base + "' is not a file");
+  s.get_list("sizes_mib", m.sizes_mib);
+  s.get_list("clients", m.clients);
+  s.get_list("chunking", m.chunking);
+  s.get_list("memory_modes", m.memory_modes);
+  for (const auto& mode : m.memory_modes)
+    if (mode != "ram" && mode != "window" && mode != "disk")
+      s.fail("memory_modes", "'" + mode + "' is not ram, window or disk");
+  for (auto n : m.clients)
+    if (n == 0)
+      s.fail("clients", "counts must be at least 1");
+  s.get("rounds", m.rounds, 1);
+  s.get("sample_ms", m.sample_ms, 1);
+  s.get("timeout_s", m.timeout_s, 1);
+}
+
+void read(section& s, dp_profile_config& d) {
+  {
+    auto m = s.child("model");
+    m.get("vocab_size", d.vocab_size, 2);
+    m.get("d_model", d.d_model, 1);
+    m.get("num_heads", d.num_heads, 1);
+    m.get("num_layers", d.num_layers, 1);
+    m.get("d_ff", d.d_ff, 1);
+    m.get("num_labels", d.num_labels, 2);
+    if (d.d_model % d.num_heads != 0)
+      m.fail("num_heads",
+             "must divide d_model (" + std::to_string(d.d_model) + ")");
+  }
+  s.get("batch_size", d.batch_size, 1);
+  s.get_list("seq_lengths", d.seq_lengths);
+  for (auto t : d.seq_lengths)
+    if (t == 0)
+      s.fail("seq_lengths", "lengths must be at least 1");
+  s.get_list("modes", d.modes);
+  for (const auto& mode : d.modes)
+    if (mode != "none" && mode != "per_sample" && mode != "ghost" &&
+        mode != "fused")
+      s.fail("modes", "'" + mode + "' is not none, per_sample, ghost or fused");
+  s.get("warmup_iter", d.warmup_iter);
+  s.get("num_iter", d.num_iter, 1);
+  s.get("repeats", d.repeats, 1);
+  s.get("noise_multiplier", d.noise_multiplier);
+  if (!(d.noise_multiplier >= 0))
+    s.fail("noise_multiplier", "must be 0 (no noise) or positive");
+  s.positive("max_grad_norm", d.max_grad_norm);
+  s.positive("learning_rate", d.learning_rate);
+  s.get("num_threads", d.num_threads);
+  s.get("seed", d.seed);
+  s.get("timeout_s", d.timeout_s, 1);
+}
+
+} // namespace
+
+result<profile_matrix> load_profile_matrix(const std::string& path) {
+  return load_file<profile_matrix>(
+      path, [](section& s, profile_matrix& m) { read(s, m); });
+}
+
+result<dp_profile_config> load_dp_profile_config(const std::string& path) {
+  return load_file<dp_profile_config>(
+      path, [](section& s, dp_profile_config& d) { read(s, d); });
 }
 
 std::string client_configs_yaml(const config& c) {

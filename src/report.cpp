@@ -71,7 +71,8 @@ std::string to_json(const run_report& r) {
                       {"missing_clients", x.missing_clients},
                       {"contributors", x.contributors},
                       {"staleness", x.staleness},
-                      {"dp_epsilon", optional_number(x.dp_epsilon)}});
+                      {"dp_epsilon", optional_number(x.dp_epsilon)},
+                      {"dp_sgd_epsilon", optional_number(x.dp_sgd_epsilon)}});
   json config = nullptr;
   try {
     if (!r.config_yaml.empty())
@@ -125,6 +126,11 @@ std::string progress_line(const round_record& r, uint32_t num_rounds) {
   std::string out = line;
   if (r.dp_epsilon) {
     std::snprintf(line, sizeof line, "  epsilon %.3f", *r.dp_epsilon);
+    out += line;
+  }
+  if (r.dp_sgd_epsilon) {
+    std::snprintf(line, sizeof line, "  sample epsilon %.3f",
+                  *r.dp_sgd_epsilon);
     out += line;
   }
   return out;

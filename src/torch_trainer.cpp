@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "dp_sgd.hpp"
 #include "fedcaf/trainer.hpp"
 
 namespace fedcaf {
@@ -13,12 +14,14 @@ namespace fedcaf {
 namespace {
 
 /// A small CNN for 28 x 28 images: two 3 x 3 convolutions with pooling, then
-/// two fully connected layers.
+/// two fully connected layers. Its layers are DP-aware: with a tape they
+/// record what DP-SGD's clipping needs; without one they are plain layers.
 struct cnn_impl : torch::nn::Module {
-  explicit cnn_impl(const model_config& cfg)
-      : conv1(torch::nn::Conv2dOptions(cfg.num_channel, 16, 3).padding(1)),
-        conv2(torch::nn::Conv2dOptions(16, 32, 3).padding(1)),
-        fc1(32 * 7 * 7, 64), fc2(64, cfg.num_classes) {
+  explicit cnn_impl(const model_config& cfg, dp::tape* tape = nullptr)
+      : conv1(torch::nn::Conv2dOptions(cfg.num_channel, 16, 3).padding(1),
+              tape),
+        conv2(torch::nn::Conv2dOptions(16, 32, 3).padding(1), tape),
+        fc1(32 * 7 * 7, 64, tape), fc2(64, cfg.num_classes, tape) {
     register_module("conv1", conv1);
     register_module("conv2", conv2);
     register_module("fc1", fc1);
@@ -32,10 +35,10 @@ struct cnn_impl : torch::nn::Module {
     return fc2->forward(x);
   }
 
-  torch::nn::Conv2d conv1;
-  torch::nn::Conv2d conv2;
-  torch::nn::Linear fc1;
-  torch::nn::Linear fc2;
+  dp::conv2d conv1;
+  dp::conv2d conv2;
+  dp::linear fc1;
+  dp::linear fc2;
 };
 TORCH_MODULE_IMPL(cnn, cnn_impl);
 
@@ -93,14 +96,22 @@ public:
                 std::shared_ptr<const image_set> data,
                 std::vector<uint32_t> indices, uint64_t seed,
                 uint32_t num_threads)
-      : cfg_(cfg.train), net_(cfg.model), data_(std::move(data)),
-        images_(images_tensor(*data_)), labels_(labels_tensor(*data_)),
+      : cfg_(cfg.train),
+        net_(cfg.model, cfg.train.dp.mode == "none" ? nullptr : &tape_),
+        data_(std::move(data)), images_(images_tensor(*data_)),
+        labels_(labels_tensor(*data_)),
         generator_(at::detail::createCPUGenerator(seed)),
         num_threads_(
             threads_or_all(num_threads ? num_threads : cfg.train.num_threads)) {
     std::vector<int64_t> idx(indices.begin(), indices.end());
     indices_ = torch::tensor(idx, torch::kInt64);
     layout_ = layout_of(net_);
+    if (cfg_.dp.mode != "none")
+      if (auto name = dp::uncovered_parameter(*net_); !name.empty())
+        throw std::invalid_argument{
+            "DP-SGD: parameter '" + name +
+            "' belongs to no DP-aware layer, so its per-sample gradients "
+            "cannot be clipped"};
   }
 
   const manifest& layout() const override { return layout_; }
@@ -128,6 +139,53 @@ private:
                                 .weight_decay(o.weight_decay));
   }
 
+  bool dp_on() const { return cfg_.dp.mode != "none"; }
+
+  dp::clip_mode clip_mode() const {
+    if (cfg_.dp.mode == "per_sample")
+      return dp::clip_mode::per_sample;
+    return cfg_.dp.mode == "ghost" ? dp::clip_mode::ghost
+                                   : dp::clip_mode::fused;
+  }
+
+  /// The samples of step `step`: a Poisson sample of rate `rate` (DP-SGD
+  /// with poisson_sampling), else the next slice of a shuffled epoch.
+  torch::Tensor draw_batch(int64_t step, int64_t batches_per_epoch,
+                           double rate) {
+    const int64_t n = indices_.numel();
+    const int64_t batch = cfg_.train_batch_size;
+    if (dp_on() && cfg_.dp.poisson_sampling)
+      return indices_.masked_select(
+          torch::rand({n}, generator_, torch::kFloat64) < rate);
+    auto b = step % batches_per_epoch;
+    if (b == 0)
+      order_ = indices_.index_select(
+          0, torch::randperm(n, generator_, torch::kInt64));
+    return order_.slice(0, b * batch, std::min(n, (b + 1) * batch));
+  }
+
+  /// One DP-SGD gradient: the sum of per-sample gradients clipped to C,
+  /// plus N(0, (sigma C)^2) per element, over the expected batch size.
+  /// Returns the batch's summed loss.
+  double private_gradient(const torch::Tensor& x, const torch::Tensor& y,
+                          double expected_batch) {
+    double loss_sum = 0;
+    if (y.numel() > 0) { // a Poisson sample may be empty: noise only
+      tape_.clear();
+      auto losses = torch::nn::functional::cross_entropy(
+          net_->forward(x), y,
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(
+              torch::kNone));
+      loss_sum = losses.sum().item<double>();
+      dp::clip_and_accumulate(tape_, losses, cfg_.dp.max_grad_norm,
+                              clip_mode());
+    }
+    dp::add_noise_and_average(net_->parameters(),
+                              cfg_.dp.noise_multiplier * cfg_.dp.max_grad_norm,
+                              expected_batch, generator_);
+    return loss_sum;
+  }
+
   train_metrics run_training() {
     auto start = std::chrono::steady_clock::now();
     at::set_num_threads(static_cast<int>(num_threads_));
@@ -139,36 +197,45 @@ private:
     const int64_t steps = cfg_.mode == "step"
                               ? cfg_.num_local_steps
                               : batches_per_epoch * cfg_.num_local_epochs;
+    const double expected_batch =
+        static_cast<double>(std::min<int64_t>(batch, n));
+    const double rate = expected_batch / static_cast<double>(n);
     double loss_sum = 0;
     uint64_t seen = 0;
-    torch::Tensor order;
     for (int64_t step = 0; step < steps; ++step) {
-      auto b = step % batches_per_epoch;
-      if (b == 0)
-        order = indices_.index_select(
-            0, torch::randperm(n, generator_, torch::kInt64));
-      auto idx = order.slice(0, b * batch, std::min(n, (b + 1) * batch));
+      auto idx = draw_batch(step, batches_per_epoch, rate);
       auto x = batch_images(images_, idx);
       auto y = labels_.index_select(0, idx);
       optimizer->zero_grad();
-      auto loss = torch::nn::functional::cross_entropy(net_->forward(x), y);
-      loss.backward();
+      if (dp_on()) {
+        loss_sum += private_gradient(x, y, expected_batch);
+      } else {
+        auto loss = torch::nn::functional::cross_entropy(net_->forward(x), y);
+        loss.backward();
+        loss_sum += loss.item<double>() * static_cast<double>(idx.numel());
+      }
       optimizer->step();
-      loss_sum += loss.item<double>() * static_cast<double>(idx.numel());
       seen += idx.numel();
     }
     std::chrono::duration<double> took =
         std::chrono::steady_clock::now() - start;
-    return {seen ? loss_sum / static_cast<double>(seen) : 0, seen,
-            took.count()};
+    train_metrics m{seen ? loss_sum / static_cast<double>(seen) : 0, seen,
+                    took.count()};
+    if (dp_on()) {
+      m.dp_steps = static_cast<uint64_t>(steps);
+      m.dp_sample_rate = rate;
+    }
+    return m;
   }
 
   train_config cfg_;
+  dp::tape tape_; // before net_, whose layers record on it
   cnn net_;
   std::shared_ptr<const image_set> data_;
   torch::Tensor images_;
   torch::Tensor labels_;
   torch::Tensor indices_;
+  torch::Tensor order_; // this epoch's shuffled samples
   at::Generator generator_;
   uint32_t num_threads_;
   manifest layout_;

@@ -20,6 +20,21 @@ struct optim_config {
   double weight_decay = 0;
 };
 
+/// client_configs.train_configs.dp: DP-SGD in the LibTorch trainer (see
+/// src/dp_sgd.hpp). Each step draws a Poisson sample of rate
+/// q = train_batch_size / local samples, clips every per-sample gradient to
+/// max_grad_norm, adds N(0, (noise_multiplier max_grad_norm)^2) per element
+/// to their sum and divides by the expected batch size.
+struct dp_sgd_config {
+  std::string mode = "none"; ///< none | per_sample | ghost | fused
+  double noise_multiplier = 1.0;
+  double max_grad_norm = 1.0;
+  /// false: shuffled batches of train_batch_size (epsilon is then computed
+  /// as if they were Poisson samples, as Opacus does).
+  bool poisson_sampling = true;
+  double delta = 1e-5; ///< for the epsilon the reports give
+};
+
 /// client_configs.train_configs.
 struct train_config {
   std::string trainer = "VanillaTrainer"; ///< VanillaTrainer | dummy
@@ -42,6 +57,7 @@ struct train_config {
   /// storage_dir whose pages are given back after use.
   std::string storage = "ram";
   std::string storage_dir = "/tmp";
+  dp_sgd_config dp;
 };
 
 /// client_configs.model_configs.
@@ -255,6 +271,40 @@ struct profile_matrix {
 
 /// Reads and validates a profile matrix file (unknown keys, types, values).
 result<profile_matrix> load_profile_matrix(const std::string& path);
+
+/// What `fedcaf dp-profile` measures: DP-SGD's memory and time on a small
+/// transformer sequence classifier over synthetic tokens, for every mode and
+/// sequence length, each run in a process of its own.
+struct dp_profile_config {
+  // The model: token and position embeddings, num_layers pre-LayerNorm
+  // blocks (multi-head self-attention, a GELU feed-forward of d_ff), a final
+  // LayerNorm, the mean over tokens, a linear head of num_labels.
+  uint32_t vocab_size = 8192;
+  uint32_t d_model = 256;
+  uint32_t num_heads = 4;
+  uint32_t num_layers = 2;
+  uint32_t d_ff = 1024;
+  uint32_t num_labels = 3;
+  uint32_t batch_size = 4;
+  std::vector<uint32_t> seq_lengths{128, 256, 512, 1024};
+  /// none | per_sample | ghost | fused; none is the baseline of overheads.
+  std::vector<std::string> modes{"none", "ghost", "fused", "per_sample"};
+  uint32_t warmup_iter = 1;
+  uint32_t num_iter = 3;
+  /// Each (mode, length) is measured this often, the modes of a length
+  /// taking turns; its time is the median of the repeats' means (shared
+  /// machines drift).
+  uint32_t repeats = 1;
+  double noise_multiplier = 1.0;
+  double max_grad_norm = 1.0;
+  double learning_rate = 1e-3; ///< SGD
+  uint32_t num_threads = 0;    ///< LibTorch threads; 0: all cores
+  uint64_t seed = 0;
+  uint32_t timeout_s = 600; ///< per run; a run past it is recorded as failed
+};
+
+/// Reads and validates a dp-profile file (unknown keys, types, values).
+result<dp_profile_config> load_dp_profile_config(const std::string& path);
 
 /// The default configuration that `fedcaf simulate` runs without -c.
 std::string_view embedded_simulate_yaml();

@@ -35,6 +35,10 @@ struct round_record {
   /// server, DP-FedAvg: epsilon spent after this round (RDP accountant,
   /// sample rate = clients per round / clients, at dp_fedavg.delta).
   std::optional<double> dp_epsilon;
+  /// DP-SGD (train_configs.dp): epsilon spent on a client's own samples
+  /// (record-level, at train_configs.dp.delta, over every local step it has
+  /// taken); client: its own; server: the largest of this round's clients.
+  std::optional<double> dp_sgd_epsilon;
 };
 
 struct run_report {

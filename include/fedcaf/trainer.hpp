@@ -19,6 +19,10 @@ struct train_metrics {
   double loss = 0;      ///< mean training loss over the samples seen
   uint64_t samples = 0; ///< samples seen (with repeats over epochs)
   double seconds = 0;
+  /// DP-SGD (train_configs.dp): noisy steps taken and their sample rate, for
+  /// the accountant; 0 without DP.
+  uint64_t dp_steps = 0;
+  double dp_sample_rate = 0;
 };
 
 struct eval_metrics {

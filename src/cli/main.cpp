@@ -27,13 +27,16 @@ constexpr const char* usage_text =
     "  dp-sigma   --epsilon E --sample-rate Q --steps N --delta D\n"
     "             the noise multiplier for a target epsilon; last line\n"
     "             noise_multiplier=...\n"
+    "  dp-profile -c CONFIG -o DIR: DP-SGD memory and time (modes none,\n"
+    "             per_sample, ghost, fused x sequence lengths) on a small\n"
+    "             transformer; JSON per run, summary.txt, figures\n"
     "\n"
     "options:\n"
     "  -c, --config FILE      YAML config (APPFL layout)\n"
     "  --set KEY.PATH=VALUE   override one config key, e.g.\n"
     "                         --set server_configs.num_global_epochs=2\n"
     "  --report FILE          write the run report as JSON\n"
-    "  -o, --out DIR          profile: where results go\n"
+    "  -o, --out DIR          profile, dp-profile: where results go\n"
     "  -h, --help             this text\n";
 
 int usage_error(const std::string& why) {
@@ -81,6 +84,10 @@ int main(int argc, char** argv) {
       if (!(v = value()))
         return usage_error(arg + " needs a number");
       opts.numbers.emplace_back(arg.substr(2), v);
+    } else if (arg == "--run") {
+      if (!(v = value()))
+        return usage_error("--run needs MODE:LENGTH");
+      opts.dp_run = v;
     } else if (arg == "--report") {
       if (!(v = value()))
         return usage_error("--report needs a file");
@@ -101,5 +108,7 @@ int main(int argc, char** argv) {
     return fedcaf::cli::run_dp_epsilon(opts);
   if (command == "dp-sigma")
     return fedcaf::cli::run_dp_sigma(opts);
+  if (command == "dp-profile")
+    return fedcaf::cli::run_dp_profile(opts);
   return usage_error("unknown command '" + command + "'");
 }

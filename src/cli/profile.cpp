@@ -19,6 +19,7 @@
 #include "fedcaf/config.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/stopwatch.hpp"
+#include "process.hpp"
 #include "run.hpp"
 
 namespace fedcaf::cli {
@@ -50,22 +51,6 @@ struct process {
   json t = json::array(), rss = json::array(), anon = json::array(),
        file = json::array();
 };
-
-pid_t launch(const std::vector<std::string>& args, const std::string& log) {
-  auto pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    for (const auto& a : args)
-      argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    auto* out = std::freopen(log.c_str(), "w", stdout);
-    if (out != nullptr)
-      ::dup2(::fileno(stdout), STDERR_FILENO);
-    ::execv("/proc/self/exe", argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
 
 /// The config overrides of one case, for the server.
 std::vector<std::string> server_args(const profile_matrix& m, const run_case& c,
@@ -117,12 +102,13 @@ std::vector<process> run_one(const profile_matrix& m, const run_case& c,
       (::getpid() * 7 + c.clients * 131 + (c.model_bytes >> 20)) % 20000);
   std::vector<process> procs;
   started = unix_seconds();
-  procs.push_back(
-      {"server", launch(server_args(m, c, port, dir), dir + "/server.log")});
+  procs.push_back({"server", launch_self(server_args(m, c, port, dir),
+                                         dir + "/server.log")});
   for (uint32_t k = 1; k <= c.clients; ++k)
-    procs.push_back({"client_" + std::to_string(k),
-                     launch(client_args(c, k, port, dir),
-                            dir + "/client_" + std::to_string(k) + ".log")});
+    procs.push_back(
+        {"client_" + std::to_string(k),
+         launch_self(client_args(c, k, port, dir),
+                     dir + "/client_" + std::to_string(k) + ".log")});
   auto deadline = steady_clock::now() + std::chrono::seconds{m.timeout_s};
   size_t running = procs.size();
   while (running > 0) {
@@ -150,17 +136,6 @@ std::vector<process> run_one(const profile_matrix& m, const run_case& c,
     std::this_thread::sleep_for(std::chrono::milliseconds{m.sample_ms});
   }
   return procs;
-}
-
-json read_json(const std::string& path) {
-  std::ifstream in{path};
-  if (!in)
-    return nullptr;
-  try {
-    return json::parse(in);
-  } catch (const json::exception&) {
-    return nullptr;
-  }
 }
 
 /// Writes the run's JSON and returns its summary row.
@@ -248,39 +223,18 @@ void write_outputs(const std::string& out, const json& rows) {
   std::printf("%s", text.str().c_str());
 }
 
-/// Draws the figures with tools/plot_profile.py next to the binary's source,
-/// if python3 and matplotlib are there.
-void draw(const std::string& out) {
-  auto script = fs::path{FEDCAF_SOURCE_DIR} / "tools" / "plot_profile.py";
-  // Debian's interpreter, where python3-matplotlib installs, even when
-  // another python3 comes first on PATH.
-  std::string python =
-      fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  auto cmd = python + " '" + script.string() + "' '" + out + "'";
-  if (std::system(cmd.c_str()) != 0)
-    std::printf("figures skipped: python3 with matplotlib is needed "
-                "(Debian: python3-matplotlib)\n");
-}
-
 } // namespace
 
 int run_profile(const options& opts) {
-  if (!opts.config_path || !opts.out_dir) {
-    std::fprintf(stderr, "fedcaf: profile needs -c MATRIX and -o DIR\n");
-    return 2;
-  }
+  if (auto rc =
+          prepare_output(opts, "profile", "MATRIX", opts.out_dir.value_or("")))
+    return rc;
   auto m = load_profile_matrix(*opts.config_path);
   if (!m) {
     std::fprintf(stderr, "fedcaf: %s\n", to_string(m.err()).c_str());
     return 1;
   }
   const auto& out = *opts.out_dir;
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) {
-    std::fprintf(stderr, "fedcaf: %s: %s\n", out.c_str(), ec.message().c_str());
-    return 1;
-  }
   json rows = json::array();
   for (auto mode : m->memory_modes)
     for (auto mib : m->sizes_mib)
@@ -301,7 +255,7 @@ int run_profile(const options& opts) {
           rows.push_back(summarize(c, procs, dir, started));
         }
   write_outputs(out, rows);
-  draw(out);
+  draw_figures("plot_profile.py", out);
   bool all_ok = true;
   for (const auto& r : rows)
     all_ok = all_ok && r["ok"].get<bool>();

@@ -18,6 +18,8 @@ struct options {
   /// dp-epsilon / dp-sigma: --noise-multiplier, --epsilon, --sample-rate,
   /// --steps, --delta, as given (checked by the command).
   std::vector<std::pair<std::string, std::string>> numbers;
+  /// dp-profile: --run MODE:LENGTH, the one measurement of a child process.
+  std::optional<std::string> dp_run;
 };
 
 int run_simulate(const options& opts);
@@ -26,5 +28,6 @@ int run_client(const options& opts);
 int run_profile(const options& opts);
 int run_dp_epsilon(const options& opts);
 int run_dp_sigma(const options& opts);
+int run_dp_profile(const options& opts);
 
 } // namespace fedcaf::cli

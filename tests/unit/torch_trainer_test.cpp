@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstring>
 
 #include <doctest/doctest.h>
@@ -86,4 +87,147 @@ TEST_CASE("an evaluator refuses a model of another layout") {
   auto r = (*eval)->evaluate(wrong);
   REQUIRE_FALSE(r);
   CHECK(r.err().code == errc::manifest_mismatch);
+}
+
+namespace {
+
+std::vector<uint32_t> first(uint32_t n) {
+  std::vector<uint32_t> v(n);
+  for (uint32_t i = 0; i < n; ++i)
+    v[i] = i;
+  return v;
+}
+
+/// The model's parameters as one flat vector of floats.
+std::vector<double> flat(trainer& t) {
+  std::vector<double> out;
+  for (auto s : t.parameters().tensors) {
+    const auto* f = reinterpret_cast<const float*>(s.data());
+    out.insert(out.end(), f, f + s.size() / sizeof(float));
+  }
+  return out;
+}
+
+/// Copies the initial CNN into `t`.
+void load_initial(trainer& t, const model_config& m) {
+  auto initial = make_initial_model(m);
+  REQUIRE(initial);
+  auto params = t.parameters();
+  auto from = initial->view();
+  for (size_t i = 0; i < params.tensors.size(); ++i)
+    std::memcpy(params.tensors[i].data(), from.tensors[i].data(),
+                from.tensors[i].size());
+}
+
+/// One SGD step (lr 1, no momentum) on sample `i` alone, without DP:
+/// returns the sample's gradient, initial minus trained.
+std::vector<double> sample_gradient(uint32_t i) {
+  auto cfg = small_configs();
+  cfg.train.num_local_steps = 1;
+  cfg.train.train_batch_size = 1;
+  cfg.train.optim = {"SGD", 1.0, 0, 0};
+  auto t = make_trainer(cfg, test_set(), {i}, 1, 1);
+  REQUIRE(t);
+  load_initial(**t, cfg.model);
+  auto before = flat(**t);
+  REQUIRE((*t)->train());
+  auto after = flat(**t);
+  for (size_t k = 0; k < before.size(); ++k)
+    before[k] -= after[k];
+  return before;
+}
+
+double norm_of(const std::vector<double>& v) {
+  double s = 0;
+  for (auto x : v)
+    s += x * x;
+  return std::sqrt(s);
+}
+
+/// One DP-SGD step of lr 1 over samples 0..n-1 as one batch; returns the
+/// parameter change (initial minus trained).
+std::vector<double> dp_step(const std::string& mode, uint32_t n, double clip,
+                            double sigma) {
+  auto cfg = small_configs();
+  cfg.train.num_local_steps = 1;
+  cfg.train.train_batch_size = n;
+  cfg.train.optim = {"SGD", 1.0, 0, 0};
+  cfg.train.dp = {mode, sigma, clip, /*poisson_sampling=*/false, 1e-5};
+  auto t = make_trainer(cfg, test_set(), first(n), 7, 1);
+  REQUIRE(t);
+  load_initial(**t, cfg.model);
+  auto before = flat(**t);
+  auto m = (*t)->train();
+  REQUIRE(m);
+  CHECK(m->dp_steps == 1);
+  CHECK(m->dp_sample_rate == doctest::Approx(1.0));
+  auto after = flat(**t);
+  for (size_t k = 0; k < before.size(); ++k)
+    before[k] -= after[k];
+  return before;
+}
+
+} // namespace
+
+TEST_CASE("a DP-SGD step of the CNN is the mean of the clipped per-sample "
+          "gradients, plus noise of std sigma C over the batch") {
+  constexpr uint32_t n = 12;
+  constexpr double clip = 0.5;
+  // Explicit per-sample gradients, clipped, summed, over the batch size.
+  std::vector<double> want;
+  int clipped = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto g = sample_gradient(i);
+    auto norm = norm_of(g);
+    clipped += norm > clip;
+    auto c = std::min(1.0, clip / (norm + 1e-6));
+    want.resize(g.size());
+    for (size_t k = 0; k < g.size(); ++k)
+      want[k] += c * g[k] / n;
+  }
+  CHECK(clipped > 0); // the clip bites for some samples
+  auto scale = norm_of(want);
+  for (const auto* mode : {"per_sample", "ghost", "fused"}) {
+    CAPTURE(mode);
+    auto got = dp_step(mode, n, clip, 0.0);
+    REQUIRE(got.size() == want.size());
+    double err = 0;
+    for (size_t k = 0; k < got.size(); ++k)
+      err = std::max(err, std::abs(got[k] - want[k]));
+    CHECK(err < 1e-4 * scale);
+  }
+  // With noise: the difference from the noiseless step is N(0, (sigma C /
+  // n)^2) per element.
+  constexpr double sigma = 2.0;
+  auto noisy = dp_step("fused", n, clip, sigma);
+  double sum = 0, squares = 0;
+  for (size_t k = 0; k < noisy.size(); ++k) {
+    auto d = noisy[k] - want[k];
+    sum += d;
+    squares += d * d;
+  }
+  auto count = static_cast<double>(noisy.size());
+  auto mean = sum / count;
+  auto stddev = std::sqrt(squares / count - mean * mean);
+  auto expected = sigma * clip / n;
+  CHECK(std::abs(mean) < 0.02 * expected);
+  CHECK(stddev == doctest::Approx(expected).epsilon(0.02));
+}
+
+TEST_CASE("DP-SGD draws Poisson samples of rate batch / samples") {
+  auto cfg = small_configs();
+  cfg.train.mode = "epoch";
+  cfg.train.num_local_epochs = 2;
+  cfg.train.train_batch_size = 40;
+  cfg.train.dp.mode = "fused";
+  auto t = make_trainer(cfg, test_set(), first(1000), 3, 2);
+  REQUIRE(t);
+  auto m = (*t)->train();
+  REQUIRE(m);
+  CHECK(m->dp_steps == 50); // 2 epochs of 1000 / 40
+  CHECK(m->dp_sample_rate == doctest::Approx(0.04));
+  // 50 steps x 1000 Bernoulli(0.04) draws: mean 2000, std about 43.8; a
+  // fixed batch would give exactly 2000.
+  CHECK(m->samples != 2000);
+  CHECK(std::abs(static_cast<double>(m->samples) - 2000.0) < 5 * 43.8);
 }
