@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
       return usage_error("unknown option '" + arg + "'");
     }
   }
+  if (opts.dp_run && command != "dp-profile")
+    return usage_error("--run applies to dp-profile only");
   if (command == "simulate")
     return fedcaf::cli::run_simulate(opts);
   if (command == "server")
