@@ -61,14 +61,12 @@ public:
       return;
     missing_.insert(id);
     if (offered_.count(id) && !closed_.count(id) && options_.keep_partial) {
-      offered_.erase(id);
-      losses_.erase(id); // its epsilon stays: its data is in the model
+      offered_.erase(id); // its figures stay: its data is in the model
       keep_partial(id);
     } else if (offered_.count(id)) {
       offered_.erase(id);
       closed_.erase(id);
-      losses_.erase(id);
-      epsilons_.erase(id);
+      figures_.erase(id);
       if (!finalizing_)
         collect_again(id);
     } else {
@@ -99,8 +97,7 @@ public:
                               : " (it joined after the round started)") +
                          "; it takes part in the next"});
     offered_.insert(o->client_id);
-    losses_[o->client_id] = o->train_loss;
-    epsilons_[o->client_id] = o->dp_epsilon;
+    figures_[o->client_id] = {o->train_loss, o->dp_epsilon};
     double weight = options_.client_weights_mode == "sample_size"
                         ? static_cast<double>(o->sample_count)
                         : 1.0;
@@ -180,8 +177,7 @@ private:
     offered_.clear();
     closed_.clear();
     missing_.clear();
-    losses_.clear();
-    epsilons_.clear();
+    figures_.clear();
     participants_ = sample(r);
     if (participants_.size() < options_.min_clients)
       return stop("round " + std::to_string(r) +
@@ -248,10 +244,11 @@ private:
   void publish(uint32_t r, snapshot_ptr next) {
     auto clients = static_cast<uint32_t>(closed_.size());
     double loss = 0, epsilon = 0;
-    for (const auto& id : closed_) {
-      loss += losses_[id];
-      epsilon = std::max(epsilon, epsilons_[id]);
-    }
+    for (const auto& id : closed_)
+      loss += figures_[id].train_loss;
+    // Epsilon also counts a kept partial update's client.
+    for (const auto& [id, f] : figures_)
+      epsilon = std::max(epsilon, f.dp_epsilon);
     loss /= std::max(1u, clients);
     // Every client the run has known that is not in this round's model.
     std::vector<std::string> missing;
@@ -297,8 +294,12 @@ private:
   std::set<std::string> missing_;      ///< left this round
   std::set<std::string> offered_;
   std::set<std::string> closed_;
-  std::map<std::string, double> losses_;
-  std::map<std::string, double> epsilons_; ///< DP-SGD, from the offers
+  /// What each offer of the round reported: its loss and DP-SGD epsilon.
+  struct offered_figures {
+    double train_loss = 0;
+    double dp_epsilon = 0;
+  };
+  std::map<std::string, offered_figures> figures_;
   uint32_t round_ = 0;
   bool finalizing_ = false;
   bool overdue_ = false; ///< deadline passed, waiting for min_clients offers
