@@ -8,7 +8,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/element.hpp"
 #include "fedcaf/fedavg_accumulator.hpp"

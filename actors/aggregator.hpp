@@ -1,7 +1,7 @@
 #pragma once
 // The aggregator: owns the FedAvg accumulator, consumes upload streams chunk
 // by chunk and grants one credit per consumed chunk, and publishes each new
-// global model as an immutable snapshot. Messages: see actors/protocol.hpp.
+// global model as an immutable snapshot. Messages: see actors/messages.hpp.
 
 #include <chrono>
 #include <cstdint>

@@ -4,7 +4,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 #include "actors/scheduler.hpp"
 #include "fedcaf/log.hpp"
 

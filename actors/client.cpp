@@ -4,7 +4,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/credit_window.hpp"
 #include "fedcaf/log.hpp"
@@ -153,17 +153,13 @@ public:
   void try_reconnect(uint64_t gen) {
     if (phase_ != phase::reconnecting || gen != generation_)
       return;
-    self_
-        ->request(options_.connector, std::chrono::seconds{10},
-                  caf::connect_atom::value, options_.host, options_.port)
+    self_->request(options_.connector, std::chrono::seconds{30},
+                   caf::connect_atom::value)
         .then(
-            [this, gen](const caf::node_id&, caf::strong_actor_ptr& server,
-                        const std::set<std::string>&) {
+            [this, gen](caf::actor& gateway) {
               if (gen != generation_)
                 return;
-              if (!server)
-                return retry_later("no server actor published there");
-              server_ = caf::actor_cast<caf::actor>(std::move(server));
+              server_ = std::move(gateway);
               self_->monitor(server_);
               register_with_server();
             },
@@ -238,6 +234,9 @@ private:
     }
     resume_phase_ = phase_;
     phase_ = phase::reconnecting;
+    // The old connection's gateway, if it still lives, goes with it.
+    self_->demonitor(server_);
+    self_->send_exit(server_, caf::exit_reason::user_shutdown);
     transferring_ = false;
     ++generation_;
     lost_at_ = clock_type::now();

@@ -1,7 +1,7 @@
 #pragma once
 // The client: registers with the server, and each round receives the global
 // model straight into its parameters, trains, and streams its update under
-// the credit window. Messages: see actors/protocol.hpp.
+// the credit window. Messages: see actors/messages.hpp.
 
 #include <chrono>
 #include <functional>
@@ -14,7 +14,7 @@
 #include "fedcaf/config.hpp"
 #include "fedcaf/report.hpp"
 #include "fedcaf/trainer.hpp"
-#include "messages/protocol.hpp"
+#include "messages/codec.hpp"
 
 namespace fedcaf {
 
@@ -39,9 +39,9 @@ struct client_options {
   bool hold_model = true;
   /// Sent in Hello when the server asks for tokens.
   std::string token;
-  /// Remote runs: after losing the server, reconnect through `connector`
-  /// (network.hpp) to host:port and resume. Null: a lost server ends the
-  /// client.
+  /// Remote runs: after losing the server, ask `connector` (a dialer, see
+  /// gateway.hpp) for a new gateway to host:port and resume. Null: a lost
+  /// server ends the client.
   caf::actor connector;
   std::string host;
   uint16_t port = 0;

@@ -11,7 +11,7 @@
 
 #include "fedcaf/error.hpp"
 #include "fedcaf/log.hpp"
-#include "messages/protocol.hpp"
+#include "messages/codec.hpp"
 
 namespace fedcaf {
 

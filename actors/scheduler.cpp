@@ -7,7 +7,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 #include "fedcaf/log.hpp"
 
 namespace fedcaf {

@@ -4,7 +4,7 @@
 // finalizes when the update of every client that can still deliver has
 // closed, if at least min_clients did (clients are dropped after losing
 // their connection for good, or sit the round out after the deadline).
-// Messages: see actors/protocol.hpp.
+// Messages: see actors/messages.hpp.
 
 #include <chrono>
 #include <cstdint>

@@ -7,7 +7,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/protocol.hpp"
+#include "actors/messages.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
@@ -67,28 +67,16 @@ public:
     self_->set_down_handler([this](caf::down_msg& m) { on_down(m); });
   }
 
-  caf::result<frame> hello(const frame& f) {
+  /// A Hello from a client in this process (`address` empty) or from a
+  /// gateway, with the peer's address and the name in its verified client
+  /// certificate.
+  frame hello(const frame& f, const std::string& address,
+              const std::string& certificate_name) {
     auto h = msg::decode<msg::hello>(f);
     if (!h)
       return refuse(h.err());
     auto sender = caf::actor_cast<caf::actor>(self_->current_sender());
-    if (!options_.middleman || sender.node() == self_->node())
-      return admit(*h, sender, "", 0);
-    // A remote client: learn its address for the log and the TLS check.
-    auto rp = self_->make_response_promise<frame>();
-    self_
-        ->request(options_.middleman, std::chrono::seconds{10},
-                  caf::get_atom::value, sender.node())
-        .then(
-            [this, rp, h = *h, sender](const caf::node_id&,
-                                       const std::string& host,
-                                       uint16_t port) mutable {
-              rp.deliver(admit(h, sender, host, port));
-            },
-            [this, rp, h = *h, sender](caf::error&) mutable {
-              rp.deliver(admit(h, sender, "", 0));
-            });
-    return rp;
+    return admit(*h, sender, address, certificate_name);
   }
 
   /// Opens round `round` for the clients the scheduler chose.
@@ -321,12 +309,12 @@ private:
                             resend};
   }
 
-  /// Decides a hello from `sender`, seen at host:port (empty: in this
-  /// process).
+  /// Decides a hello from `sender`, seen at `address` (empty: in this
+  /// process), whose verified certificate names `certificate_name`.
   frame admit(const msg::hello& h, const caf::actor& sender,
-              const std::string& host, uint16_t port) {
-    auto from = host.empty() ? std::string{"this process"}
-                             : host + ":" + std::to_string(port);
+              const std::string& address, const std::string& certificate_name) {
+    bool remote = !address.empty();
+    auto from = remote ? address : std::string{"this process"};
     auto deny = [&](errc code, const std::string& why) {
       return refuse({code, h.client_id + " from " + from + ": " + why});
     };
@@ -341,11 +329,10 @@ private:
         return deny(errc::not_authorized, "wrong token");
       authenticated = true;
     }
-    if (options_.tls_name && !host.empty()) {
-      auto name = options_.tls_name(host, port);
-      if (name != h.client_id)
+    if (options_.require_certificate_name && remote) {
+      if (certificate_name != h.client_id)
         return deny(errc::not_authorized,
-                    "its client certificate is for '" + name + "'");
+                    "its client certificate is for '" + certificate_name + "'");
       authenticated = true;
     }
     auto it = clients_.find(h.client_id);
@@ -355,7 +342,7 @@ private:
       // transfer stalled; over another one after losing its connection
       // (only when authenticated, if the old one still looks alive).
       bool same = c.handle == sender;
-      if ((same && host.empty()) ||
+      if ((same && !remote) ||
           (!same && c.state == presence::connected && !authenticated))
         return deny(errc::unknown_client, "already registered");
       return rebind(h.client_id, c, sender, from);
@@ -480,7 +467,11 @@ caf::behavior server_actor(caf::event_based_actor* self,
                            server_peers peers) {
   state->attach(self);
   return {
-      [state](hello_atom, const frame& f) { return state->hello(f); },
+      [state](hello_atom, const frame& f) { return state->hello(f, "", ""); },
+      [state](hello_atom, const frame& f, const std::string& address,
+              const std::string& certificate_name) {
+        return state->hello(f, address, certificate_name);
+      },
       [state](fetch_atom, const frame& f) { return state->serve(f); },
       [self, state, peers](offer_atom, const frame& f) -> caf::result<frame> {
         if (auto refused = state->check_offer(f); !refused.empty())
@@ -492,19 +483,22 @@ caf::behavior server_actor(caf::event_based_actor* self,
         if (!state->sender_id())
           return state->not_registered();
         state->count_upload(f);
-        self->delegate(peers.aggregator, chunk_atom::value, std::move(f));
+        self->delegate(peers.aggregator, chunk_atom::value,
+                       *state->sender_id(), std::move(f));
         return caf::delegated<frame>{};
       },
       [self, state, peers](end_atom, const frame& f) -> caf::result<frame> {
         if (!state->sender_id())
           return state->not_registered();
-        self->delegate(peers.aggregator, end_atom::value, f);
+        self->delegate(peers.aggregator, end_atom::value, *state->sender_id(),
+                       f);
         return caf::delegated<frame>{};
       },
       [self, state, peers](credit_atom, const frame& f) -> caf::result<frame> {
         if (!state->sender_id())
           return state->not_registered();
-        self->delegate(peers.aggregator, credit_atom::value, f);
+        self->delegate(peers.aggregator, credit_atom::value, *state->sender_id(),
+                       f);
         return caf::delegated<frame>{};
       },
       [state](start_atom, uint32_t round,

@@ -2,11 +2,10 @@
 // The server: the front door. Registers clients, announces rounds, serves the
 // global model to every client from one read-only snapshot, routes offers to
 // the scheduler and chunks to the aggregator, reports each round, and ends the
-// run. Messages: see actors/protocol.hpp.
+// run. Messages: see actors/messages.hpp.
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,13 +32,9 @@ struct server_options {
   std::chrono::milliseconds reconnect_grace{30000};
   /// Client id -> token; empty: no token is asked for.
   std::vector<std::pair<std::string, std::string>> tokens;
-  /// Remote deployments: the middleman actor (see network.hpp's connector),
-  /// asked for each client's address; null in one process.
-  caf::actor middleman;
-  /// With TLS: returns the name in the client certificate verified on the
-  /// connection from host:port, which must equal the client id; null
-  /// without TLS.
-  std::function<std::string(const std::string&, uint16_t)> tls_name;
+  /// With TLS: a remote client's verified certificate must name the client
+  /// id it registers as.
+  bool require_certificate_name = false;
   /// AsyncScheduler: clients get tasks one by one (task_atom) and may
   /// download different model versions at once.
   bool async = false;

@@ -1,5 +1,7 @@
 @0xea9609fafddd8937;
-# The fedcaf wire format: every message between nodes is one Frame.
+# The fedcaf wire format: every message between nodes is one Frame, sent as
+# an 8-byte envelope (request id, flags) and this schema's Frame in Cap'n
+# Proto's standard stream framing with exactly one segment (docs/protocol.md).
 # Ordinals are append-only. Doc comments follow the field they describe.
 
 using Cxx = import "/capnp/c++.capnp";
@@ -144,6 +146,18 @@ struct Error {
   message @1 :Text;
 }
 
+struct Heartbeat {
+  # Either end sends one every stream_configs.heartbeat_s; it is never
+  # answered. A connection on which nothing arrives for
+  # connection_timeout_s is closed.
+}
+
+struct RoundOver {
+  round @0 :UInt32;
+  # The server published this round's model: a client that does not hold
+  # its model between rounds may give it up.
+}
+
 struct Frame {
   version @0 :UInt16;
   body :union {
@@ -159,5 +173,7 @@ struct Frame {
     streamClosed @10 :StreamClosed;
     done @11 :Done;
     error @12 :Error;
+    heartbeat @13 :Heartbeat;
+    roundOver @14 :RoundOver;
   }
 }

@@ -4,17 +4,144 @@
 #include "fedcaf/config.hpp"
 #include "fedcaf/server_optimizer.hpp"
 
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 namespace fedcaf {
 
 namespace {
+
+/// A YAML text larger than this is refused before it is parsed.
+constexpr size_t max_yaml_bytes = 16 << 20;
+/// Cap'n Proto's Data field holds under 512 MiB: the largest chunk, and the
+/// largest model that travels as one message.
+constexpr uint64_t capnp_data_limit = (1ull << 29) - 1;
+/// Sane upper bounds for keys whose type allows far more than makes sense.
+constexpr uint64_t max_clients = 1 << 20;
+constexpr uint64_t max_threads = 1024;
+constexpr uint64_t max_model_bytes = 1ull << 48;
+constexpr uint64_t max_message_bytes = (1ull << 32) - 1;
+constexpr uint64_t max_window = 1024;
+/// About 31 years: every duration converts to 64-bit milliseconds.
+constexpr double max_seconds = 1e9;
+
+/// Throws on the first anchor or alias of a YAML event stream. yaml-cpp
+/// shares the node an alias names, so a few lines of nested aliases ("billion
+/// laughs") become more nodes than any memory holds once walked or emitted.
+class alias_refuser : public YAML::EventHandler {
+public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& at, YAML::anchor_t anchor) override {
+    check(at, anchor);
+  }
+  void OnAlias(const YAML::Mark& at, YAML::anchor_t) override { refuse(at); }
+  void OnScalar(const YAML::Mark& at, const std::string&, YAML::anchor_t anchor,
+                const std::string&) override {
+    check(at, anchor);
+  }
+  void OnSequenceStart(const YAML::Mark& at, const std::string&,
+                       YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    check(at, anchor);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& at, const std::string&,
+                  YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
+    check(at, anchor);
+  }
+  void OnMapEnd() override {}
+  void OnAnchor(const YAML::Mark& at, const std::string&) override {
+    refuse(at);
+  }
+
+private:
+  static void check(const YAML::Mark& at, YAML::anchor_t anchor) {
+    if (anchor != YAML::NullAnchor)
+      refuse(at);
+  }
+  [[noreturn]] static void refuse(const YAML::Mark& at) {
+    throw YAML::ParserException(
+        at, "YAML anchors and aliases (&name, *name, <<: *name) are not "
+            "allowed in fedcaf configs: write the values out");
+  }
+};
+
+/// Parses the first document of `text`. Throws YAML::Exception iff it is not
+/// YAML, is larger than max_yaml_bytes, or uses an anchor or an alias (those
+/// are refused from the event stream, before any node is built).
+YAML::Node load_yaml(const std::string& text) {
+  if (text.size() > max_yaml_bytes)
+    throw YAML::Exception(YAML::Mark::null_mark(),
+                          "larger than " + std::to_string(max_yaml_bytes) +
+                              " bytes (" + std::to_string(text.size()) + ")");
+  std::istringstream in{text};
+  YAML::Parser parser{in};
+  alias_refuser refuser;
+  parser.HandleNextDocument(refuser);
+  return YAML::Load(text);
+}
+
+/// Returns the text of the file `path` (a `what`, e.g. "config file"), or an
+/// error naming it iff it cannot be opened or holds more than max_yaml_bytes.
+/// Reads at most max_yaml_bytes + 64 KiB, whatever the file's size.
+result<std::string> read_yaml_file(const std::string& path, const char* what) {
+  std::ifstream in{path, std::ios::binary};
+  if (!in)
+    return error{errc::bad_config, path + ": cannot open the " + what};
+  std::string text;
+  std::array<char, 64 << 10> block;
+  while (in.read(block.data(), block.size()) || in.gcount() > 0) {
+    text.append(block.data(), static_cast<size_t>(in.gcount()));
+    if (text.size() > max_yaml_bytes)
+      return error{errc::bad_config,
+                   path + ": the " + what + " is larger than " +
+                       std::to_string(max_yaml_bytes) + " bytes"};
+  }
+  return text;
+}
+
+/// How a scalar reads as a whole number.
+enum class whole_number { ok, not_whole, out_of_range };
+
+/// Parses "[-+]?[0-9]+" (or "0x" and hex digits) into `out`, in 64 bits:
+/// a negative number, or one past 2^64 - 1, is out_of_range.
+whole_number parse_whole(std::string_view s, uint64_t& out) {
+  bool negative = !s.empty() && s.front() == '-';
+  if (!s.empty() && (s.front() == '-' || s.front() == '+'))
+    s.remove_prefix(1);
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    base = 16;
+    s.remove_prefix(2);
+  }
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
+  if (s.empty() ||
+      (ec != std::errc{} && ec != std::errc::result_out_of_range) ||
+      end != s.data() + s.size())
+    return whole_number::not_whole;
+  if (ec == std::errc::result_out_of_range || (negative && out != 0))
+    return whole_number::out_of_range;
+  return whole_number::ok;
+}
+
+/// Returns "'value'" for a scalar, "a collection" otherwise.
+std::string shown(const YAML::Node& n) {
+  return n.IsScalar() ? "'" + n.Scalar() + "'" : std::string{"a collection"};
+}
 
 /// Reads one YAML mapping, records what was read, and reports unknown keys,
 /// wrong types and bad values as "path.to.key: what is wrong".
@@ -68,31 +195,36 @@ public:
     }
   }
 
+  /// Reads a finite number (.inf and .nan are refused).
   void get(const char* key, double& out) {
     if (!has(key))
       return;
+    double value = 0;
     try {
-      out = node_[key].as<double>();
+      value = node_[key].as<double>();
     } catch (const YAML::Exception&) {
-      fail(key, "expected a number, got " + text(key));
+      return fail(key, "expected a number, got " + text(key));
     }
+    if (!std::isfinite(value))
+      return fail(key, "expected a finite number, got " + text(key));
+    out = value;
   }
 
+  /// Reads a whole number in [min, max] (max at most what Unsigned holds).
+  /// The text is read into 64 bits and range-checked before it is narrowed,
+  /// so no value wraps.
   template <class Unsigned>
-  void get(const char* key, Unsigned& out, uint64_t min = 0) {
+  void get(const char* key, Unsigned& out, uint64_t min = 0,
+           uint64_t max = std::numeric_limits<Unsigned>::max()) {
+    static_assert(std::is_unsigned_v<Unsigned>);
     if (!has(key))
       return;
-    try {
-      auto value = node_[key].as<long long>();
-      if (value < static_cast<long long>(min))
-        return fail(key, "must be at least " + std::to_string(min) + ", got " +
-                             text(key));
-      out = static_cast<Unsigned>(value);
-    } catch (const YAML::Exception&) {
-      fail(key, "expected a whole number, got " + text(key));
-    }
+    max = std::min<uint64_t>(max, std::numeric_limits<Unsigned>::max());
+    if (auto value = whole(key, node_[key], min, max))
+      out = static_cast<Unsigned>(*value);
   }
 
+  /// Reads a non-empty list of strings or booleans.
   template <class T> void get_list(const char* key, std::vector<T>& out) {
     if (!has(key))
       return;
@@ -106,6 +238,29 @@ public:
     } catch (const YAML::Exception&) {
       fail(key, "a list element has the wrong type");
     }
+  }
+
+  /// Reads a non-empty list of whole numbers, each in [min, max].
+  template <class Unsigned>
+  void get_whole_list(const char* key, std::vector<Unsigned>& out,
+                      uint64_t min = 0,
+                      uint64_t max = std::numeric_limits<Unsigned>::max()) {
+    static_assert(std::is_unsigned_v<Unsigned>);
+    if (!has(key))
+      return;
+    auto n = node_[key];
+    if (!n.IsSequence() || n.size() == 0)
+      return fail(key, "expected a non-empty list");
+    max = std::min<uint64_t>(max, std::numeric_limits<Unsigned>::max());
+    std::vector<Unsigned> values;
+    for (size_t i = 0; i < n.size(); ++i) {
+      auto name = std::string{key} + "[" + std::to_string(i) + "]";
+      auto value = whole(name, n[i], min, max);
+      if (!value)
+        return;
+      values.push_back(static_cast<Unsigned>(*value));
+    }
+    out = std::move(values);
   }
 
   /// A mapping of string to string, e.g. client id -> token.
@@ -148,6 +303,17 @@ public:
       fail(key, "must be greater than 0");
   }
 
+  /// Reads a duration in seconds: above 0 (or 0 too when `zero_ok`) and at
+  /// most max_seconds.
+  void seconds(const char* key, double& out, bool zero_ok = false) {
+    get(key, out);
+    if (zero_ok ? !(out >= 0) : !(out > 0))
+      fail(key,
+           zero_ok ? "must be 0 (none) or positive" : "must be greater than 0");
+    else if (out > max_seconds)
+      fail(key, "must be at most 1e9 seconds");
+  }
+
   /// Marks keys accepted for compatibility with APPFL configs but unused.
   void ignore(std::initializer_list<const char*> keys) {
     for (const auto* k : keys)
@@ -165,9 +331,23 @@ private:
     return path_.empty() ? key : path_ + "." + key;
   }
 
-  std::string text(const char* key) const {
-    const auto n = node_[key];
-    return n.IsScalar() ? "'" + n.Scalar() + "'" : std::string{"a collection"};
+  std::string text(const char* key) const { return shown(node_[key]); }
+
+  /// Returns the whole number `n` holds iff it lies in [min, max]; records
+  /// an error naming `key` and the range otherwise.
+  std::optional<uint64_t> whole(const std::string& key, const YAML::Node& n,
+                                uint64_t min, uint64_t max) {
+    uint64_t value = 0;
+    auto parsed =
+        n.IsScalar() ? parse_whole(n.Scalar(), value) : whole_number::not_whole;
+    auto range = std::to_string(min) + " to " + std::to_string(max);
+    if (parsed == whole_number::not_whole)
+      fail(key, "expected a whole number from " + range + ", got " + shown(n));
+    else if (parsed == whole_number::out_of_range || value < min || value > max)
+      fail(key, "must be from " + range + ", got " + shown(n));
+    else
+      return value;
+    return std::nullopt;
   }
 
   YAML::Node node_;
@@ -213,7 +393,7 @@ void read(section s, train_config& t) {
   s.get("train_batch_size", t.train_batch_size, 1);
   s.get("val_batch_size", t.val_batch_size, 1);
   s.one_of("device", t.device, {"cpu"});
-  s.get("num_threads", t.num_threads);
+  s.get("num_threads", t.num_threads, 0, max_threads);
   read(s.child("dp"), t.dp);
   s.ignore({"logging_output_dirname", "logging_output_filename",
             "do_validation", "loss_fn", "loss_fn_path"});
@@ -228,13 +408,13 @@ void read(section s, model_config& m) {
     s.fail("path", "'" + m.path + "' is not a file");
   s.get("seed", m.seed);
   s.get("num_tensors", m.num_tensors, 1);
-  s.get("total_bytes", m.total_bytes, 64);
+  s.get("total_bytes", m.total_bytes, 64, max_model_bytes);
   s.one_of("dtype", m.dtype, {"float32", "bfloat16", "float16"});
   if (m.total_bytes / 4 < m.num_tensors)
     s.fail("total_bytes", "too small for num_tensors tensors");
   auto kwargs = s.child("model_kwargs");
-  kwargs.get("num_channel", m.num_channel, 1);
-  kwargs.get("num_classes", m.num_classes, 2);
+  kwargs.get("num_channel", m.num_channel, 1, 1024);
+  kwargs.get("num_classes", m.num_classes, 2, 1 << 16);
   kwargs.get("num_pixel", m.num_pixel, 28);
   if (m.num_pixel != 28)
     kwargs.fail("num_pixel", "the CNN is built for 28 x 28 images");
@@ -265,11 +445,11 @@ void read(section s, data_config& d, bool needs_partition) {
                                "' holds no Fashion-MNIST IDX files (install "
                                "dataset-fashion-mnist or point it elsewhere)");
   auto kwargs = s.child("dataset_kwargs");
-  kwargs.get("num_clients", d.num_clients, 1);
-  kwargs.get("client_id", d.client_index);
+  kwargs.get("num_clients", d.num_clients, 1, max_clients);
+  kwargs.get("client_id", d.client_index, 0, max_clients - 1);
   kwargs.one_of("partition_strategy", d.partition_strategy,
                 {"iid", "class_noniid", "dirichlet_noniid"});
-  kwargs.get("classes_per_client", d.classes_per_client, 1);
+  kwargs.get("classes_per_client", d.classes_per_client, 1, 256); // uint8
   kwargs.positive("dirichlet_alpha", d.dirichlet_alpha);
   kwargs.get("seed", d.seed);
   if (needs_partition && d.client_index >= d.num_clients)
@@ -310,6 +490,25 @@ void read_tls(section& grpc, comm_config& c, bool server_side) {
   get_file(grpc, "root_certificate", c.tls.root_certificate, c.use_ssl, why);
 }
 
+/// Reads a YAML mapping of client id to token from `file`; errors name it.
+void read_tokens_file(section& args, const std::string& file,
+                      std::vector<std::pair<std::string, std::string>>& out) {
+  if (!std::filesystem::is_regular_file(file))
+    return args.fail("tokens_file", "'" + file + "' is not a file");
+  auto text = read_yaml_file(file, "tokens file");
+  if (!text)
+    return args.fail("tokens_file", text.err().message);
+  try {
+    auto tokens = load_yaml(*text);
+    if (!tokens.IsMap())
+      return args.fail("tokens_file",
+                       file + ": expected a mapping of client ids to tokens");
+    args.read_pairs(tokens, out, "tokens_file");
+  } catch (const YAML::Exception& e) {
+    args.fail("tokens_file", file + ": " + e.what());
+  }
+}
+
 void read_auth(section& grpc, comm_config& c, bool server_side) {
   grpc.get("use_authenticator", c.auth.enabled);
   std::string name = "NaiveAuthenticator";
@@ -319,11 +518,8 @@ void read_auth(section& grpc, comm_config& c, bool server_side) {
     args.get_map("tokens", c.auth.tokens);
     std::string file;
     args.get("tokens_file", file);
-    if (!file.empty()) {
-      if (!std::filesystem::is_regular_file(file))
-        return args.fail("tokens_file", "'" + file + "' is not a file");
-      args.read_pairs(YAML::LoadFile(file), c.auth.tokens, "tokens_file");
-    }
+    if (!file.empty())
+      read_tokens_file(args, file, c.auth.tokens);
     if (c.auth.enabled && c.auth.tokens.empty())
       args.fail("tokens", "use_authenticator needs a token per client "
                           "(tokens or tokens_file)");
@@ -347,19 +543,21 @@ void read(section s, comm_config& c, bool server_side) {
   grpc.get("server_uri", c.server_uri);
   if (c.server_uri.rfind(':') == std::string::npos)
     grpc.fail("server_uri", "expected host:port, got '" + c.server_uri + "'");
-  grpc.get("max_message_size", c.max_message_size, 1024);
+  grpc.get("max_message_size", c.max_message_size, 1024, max_message_bytes);
   grpc.get("use_model_chunking", c.use_model_chunking);
   read_tls(grpc, c, server_side);
   read_auth(grpc, c, server_side);
   auto stream = s.child("stream_configs");
-  stream.get("chunk_bytes", c.stream.chunk_bytes, 64);
-  stream.get("window", c.stream.window, 1);
-  stream.positive("idle_timeout_s", c.stream.idle_timeout_s);
-  stream.positive("heartbeat_s", c.stream.heartbeat_s);
-  stream.positive("connection_timeout_s", c.stream.connection_timeout_s);
+  stream.get("chunk_bytes", c.stream.chunk_bytes, 64, capnp_data_limit);
+  stream.get("window", c.stream.window, 1, max_window);
+  stream.seconds("idle_timeout_s", c.stream.idle_timeout_s);
+  stream.seconds("heartbeat_s", c.stream.heartbeat_s);
+  stream.seconds("connection_timeout_s", c.stream.connection_timeout_s);
   if (c.stream.connection_timeout_s <= c.stream.heartbeat_s)
     stream.fail("connection_timeout_s", "must exceed heartbeat_s");
-  stream.positive("reconnect_grace_s", c.stream.reconnect_grace_s);
+  stream.seconds("reconnect_grace_s", c.stream.reconnect_grace_s);
+  stream.seconds("handshake_timeout_s", c.stream.handshake_timeout_s);
+  stream.get("max_unauthenticated", c.stream.max_unauthenticated, 1, 65535);
   if (c.use_model_chunking && c.stream.chunk_bytes + 1024 > c.max_message_size)
     stream.fail("chunk_bytes",
                 "a chunk of " + std::to_string(c.stream.chunk_bytes) +
@@ -392,7 +590,7 @@ void read(section s, rule_config& r, const std::string& aggregator) {
     kw.fail("a", "must be greater than 0");
   if (r.staleness_fn == "hinge" && !(r.staleness_b >= 0))
     kw.fail("b", "must be 0 or more");
-  s.get("K", r.buffer_k, 1);
+  s.get("K", r.buffer_k, 1, max_clients);
   bool async =
       aggregator == "FedAsyncAggregator" || aggregator == "FedBuffAggregator";
   if (async)
@@ -402,6 +600,10 @@ void read(section s, rule_config& r, const std::string& aggregator) {
     s.fail("partial_updates",
            aggregator + " keeps what a cut-off update delivered: its chunks "
                         "share a sum with updates whose clients have moved on");
+  s.get("max_update_norm", r.max_update_norm);
+  if (!(r.max_update_norm >= 0))
+    s.fail("max_update_norm", "must be 0 (off) or positive");
+  s.get("max_sample_size", r.max_sample_size);
   s.ignore({"optimize_memory", "gradient_based"});
   if (s.has("dp_fedavg")) {
     auto dp = s.child("dp_fedavg");
@@ -421,7 +623,7 @@ void read(section s, rule_config& r, const std::string& aggregator) {
 }
 
 void read_sampling(section& kw, server_config& sc) {
-  kw.get("clients_per_round", sc.clients_per_round, 1);
+  kw.get("clients_per_round", sc.clients_per_round, 1, max_clients);
   if (kw.has("client_fraction")) {
     double fraction = 0;
     kw.get("client_fraction", fraction);
@@ -441,26 +643,24 @@ void read_sampling(section& kw, server_config& sc) {
 }
 
 void read(section s, server_config& sc) {
-  s.get("num_clients", sc.num_clients, 1);
+  s.get("num_clients", sc.num_clients, 1, max_clients);
   s.get("num_global_epochs", sc.num_global_epochs, 1);
   s.one_of("scheduler", sc.scheduler, {"SyncScheduler", "AsyncScheduler"});
   {
     auto kw = s.child("scheduler_kwargs");
     uint32_t n = sc.num_clients;
-    kw.get("num_clients", n, 1);
+    kw.get("num_clients", n, 1, max_clients);
     if (n != sc.num_clients)
       kw.fail("num_clients", "differs from server_configs.num_clients");
     read_sampling(kw, sc);
     auto per_round =
         sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
     sc.min_clients = per_round;
-    kw.get("min_clients", sc.min_clients, 1);
+    kw.get("min_clients", sc.min_clients, 1, max_clients);
     if (sc.min_clients > per_round)
       kw.fail("min_clients", "must not exceed the clients of a round (" +
                                  std::to_string(per_round) + ")");
-    kw.get("round_deadline_s", sc.round_deadline_s);
-    if (sc.round_deadline_s < 0)
-      kw.fail("round_deadline_s", "must be 0 (none) or positive");
+    kw.seconds("round_deadline_s", sc.round_deadline_s, true);
     kw.one_of("on_deadline", sc.on_deadline, {"fail", "wait"});
     bool same_init = true;
     kw.get("same_init_model", same_init);
@@ -505,7 +705,7 @@ void read_client_file(section& root, config& c) {
     root.fail("client_id", "is required");
   auto train = root.child("train_configs");
   train.one_of("device", c.client.device, {"cpu"});
-  train.get("num_threads", c.client.num_threads);
+  train.get("num_threads", c.client.num_threads, 0, max_threads);
   train.ignore({"logging_output_dirname", "logging_output_filename"});
   read(root.child("data_configs"), c.client.data, true);
   read(root.child("comm_configs"), c.client.comm, false);
@@ -557,7 +757,7 @@ result<void> apply_override(YAML::Node& root, const std::string& item) {
       return error{errc::bad_config, "--set " + item + ": empty key in path"};
   if (!root.IsMap())
     root = YAML::Node{YAML::NodeType::Map};
-  set_path(root, path, 0, YAML::Load(item.substr(eq + 1)));
+  set_path(root, path, 0, load_yaml(item.substr(eq + 1)));
   return {};
 }
 
@@ -590,7 +790,6 @@ result<uint64_t> comm_config::chunk_bytes_for(uint64_t model_bytes) const {
   if (use_model_chunking)
     return stream.chunk_bytes;
   // The whole model travels as one message, as peers without chunking do.
-  constexpr uint64_t capnp_data_limit = (1ull << 29) - 1;
   if (model_bytes + 1024 > max_message_size)
     return error{errc::bad_config,
                  "with use_model_chunking off the model of " +
@@ -616,7 +815,7 @@ result<config> load_config(std::string_view yaml_text, std::string source,
   c.source = std::move(source);
   std::vector<std::string> errors;
   try {
-    YAML::Node root = YAML::Load(std::string{yaml_text});
+    YAML::Node root = load_yaml(std::string{yaml_text});
     for (const auto& item : overrides)
       if (auto ok = apply_override(root, item); !ok)
         return ok.err();
@@ -651,12 +850,10 @@ result<config> load_config(std::string_view yaml_text, std::string source,
 
 result<config> load_config_file(const std::string& path, config_role role,
                                 const std::vector<std::string>& overrides) {
-  std::ifstream in{path};
-  if (!in)
-    return error{errc::bad_config, path + ": cannot open the config file"};
-  std::stringstream text;
-  text << in.rdbuf();
-  return load_config(text.str(), path, role, overrides);
+  auto text = read_yaml_file(path, "config file");
+  if (!text)
+    return text.err();
+  return load_config(*text, path, role, overrides);
 }
 
 namespace {
@@ -667,8 +864,11 @@ template <class T, class Read>
 result<T> load_file(const std::string& path, Read read) {
   T out;
   std::vector<std::string> errors;
+  auto text = read_yaml_file(path, "config file");
+  if (!text)
+    return text.err();
   try {
-    section s{YAML::LoadFile(path), "", errors};
+    section s{load_yaml(*text), "", errors};
     read(s, out);
   } catch (const YAML::Exception& e) {
     return error{errc::bad_config, path + ": " + e.what()};
@@ -682,16 +882,13 @@ void read(section& s, profile_matrix& m) {
   s.get("base", m.base);
   if (!std::filesystem::is_regular_file(m.base))
     s.fail("base", "'" + m.base + "' is not a file");
-  s.get_list("sizes_mib", m.sizes_mib);
-  s.get_list("clients", m.clients);
+  s.get_whole_list("sizes_mib", m.sizes_mib, 1, max_model_bytes >> 20);
+  s.get_whole_list("clients", m.clients, 1, max_clients);
   s.get_list("chunking", m.chunking);
   s.get_list("memory_modes", m.memory_modes);
   for (const auto& mode : m.memory_modes)
     if (mode != "ram" && mode != "window" && mode != "disk")
       s.fail("memory_modes", "'" + mode + "' is not ram, window or disk");
-  for (auto n : m.clients)
-    if (n == 0)
-      s.fail("clients", "counts must be at least 1");
   s.get("rounds", m.rounds, 1);
   s.get("sample_ms", m.sample_ms, 1);
   s.get("timeout_s", m.timeout_s, 1);
@@ -711,10 +908,7 @@ void read(section& s, dp_profile_config& d) {
              "must divide d_model (" + std::to_string(d.d_model) + ")");
   }
   s.get("batch_size", d.batch_size, 1);
-  s.get_list("seq_lengths", d.seq_lengths);
-  for (auto t : d.seq_lengths)
-    if (t == 0)
-      s.fail("seq_lengths", "lengths must be at least 1");
+  s.get_whole_list("seq_lengths", d.seq_lengths, 1);
   s.get_list("modes", d.modes);
   for (const auto& mode : d.modes)
     if (mode != "none" && mode != "per_sample" && mode != "ghost" &&
@@ -728,7 +922,7 @@ void read(section& s, dp_profile_config& d) {
     s.fail("noise_multiplier", "must be 0 (no noise) or positive");
   s.positive("max_grad_norm", d.max_grad_norm);
   s.positive("learning_rate", d.learning_rate);
-  s.get("num_threads", d.num_threads);
+  s.get("num_threads", d.num_threads, 0, max_threads);
   s.get("seed", d.seed);
   s.get("timeout_s", d.timeout_s, 1);
 }
@@ -753,7 +947,7 @@ result<client_configs> parse_client_configs(std::string_view yaml_text) {
   client_configs c;
   std::vector<std::string> errors;
   try {
-    read(section{YAML::Load(std::string{yaml_text}), "client_configs", errors},
+    read(section{load_yaml(std::string{yaml_text}), "client_configs", errors},
          c);
   } catch (const YAML::Exception& e) {
     return error{errc::bad_config,

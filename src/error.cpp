@@ -32,6 +32,16 @@ const char* to_string(errc code) {
     return "not_in_round";
   case errc::stream_reset:
     return "stream_reset";
+  case errc::frame_too_large:
+    return "frame_too_large";
+  case errc::poisoned_update:
+    return "poisoned_update";
+  case errc::not_authenticated:
+    return "not_authenticated";
+  case errc::too_many_requests:
+    return "too_many_requests";
+  case errc::out_of_memory:
+    return "out_of_memory";
   case errc::bad_config:
     return "bad_config";
   case errc::io_error:

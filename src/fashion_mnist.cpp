@@ -11,27 +11,44 @@ namespace fedcaf {
 
 namespace {
 
-/// Reads a whole file, inflating it if it is gzip (zlib reads both).
-result<std::vector<uint8_t>> read_maybe_gzip(const std::string& path) {
-  gzFile in = gzopen(path.c_str(), "rb");
-  if (in == nullptr)
-    return error{errc::io_error, path + ": cannot open"};
-  std::vector<uint8_t> out;
-  std::vector<uint8_t> block(1 << 20);
-  int n;
-  while ((n = gzread(in, block.data(), static_cast<unsigned>(block.size()))) >
-         0)
-    out.insert(out.end(), block.begin(), block.begin() + n);
-  bool failed = n < 0;
-  gzclose(in);
-  if (failed)
-    return error{errc::io_error, path + ": corrupt gzip data"};
-  return out;
+/// IDX files larger than this are refused from their header (Fashion-MNIST's
+/// training images take 47 MB).
+constexpr uint64_t max_idx_bytes = 1ull << 34;
+/// Rows and columns of an image at most.
+constexpr uint32_t max_image_side = 1 << 14;
+
+/// An open IDX file, plain or gzip (zlib reads both); closes on destruction.
+struct gz_file {
+  gzFile in;
+  explicit gz_file(gzFile f) : in(f) {}
+  gz_file(const gz_file&) = delete;
+  gz_file& operator=(const gz_file&) = delete;
+  ~gz_file() {
+    if (in != nullptr)
+      gzclose(in);
+  }
+};
+
+/// Reads up to `n` bytes into `out`. Returns the bytes read, fewer only at
+/// the end of the data; an error naming `path` iff the gzip data is corrupt.
+result<uint64_t> read_some(gzFile in, uint8_t* out, uint64_t n,
+                           const std::string& path) {
+  uint64_t done = 0;
+  while (done < n) {
+    auto want = static_cast<unsigned>(std::min<uint64_t>(n - done, 1u << 30));
+    int got = gzread(in, out + done, want);
+    if (got < 0)
+      return error{errc::io_error, path + ": corrupt gzip data"};
+    if (got == 0)
+      break;
+    done += static_cast<uint64_t>(got);
+  }
+  return done;
 }
 
-uint32_t big_endian(const std::vector<uint8_t>& b, size_t at) {
-  return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) |
-         (uint32_t{b[at + 2]} << 8) | uint32_t{b[at + 3]};
+uint32_t big_endian(const uint8_t* b) {
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) |
+         (uint32_t{b[2]} << 8) | uint32_t{b[3]};
 }
 
 std::string find_file(const std::string& dir, const std::string& name) {
@@ -41,22 +58,93 @@ std::string find_file(const std::string& dir, const std::string& name) {
   return std::filesystem::exists(gz) ? gz.string() : plain.string();
 }
 
-/// Checks an IDX header: magic 0x0000 08 <dims>, then the dimensions.
-result<std::vector<uint32_t>> idx_dims(const std::vector<uint8_t>& b,
-                                       const std::string& path, uint8_t rank) {
-  if (b.size() < 4u + 4u * rank || big_endian(b, 0) != (0x0800u | rank))
+/// The dimensions and the bytes of an IDX file of unsigned bytes.
+struct idx_data {
+  std::vector<uint32_t> dims;
+  std::vector<uint8_t> body;
+};
+
+/// Checks the dimensions of an IDX header: each at least 1, images at most
+/// max_image_side on a side, and max_idx_bytes in all. Returns the body's
+/// size in bytes.
+result<uint64_t> idx_body_bytes(const std::vector<uint32_t>& dims,
+                                const std::string& path) {
+  uint64_t bytes = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0 || (i > 0 && dims[i] > max_image_side))
+      return error{errc::io_error,
+                   path + ": IDX dimension " + std::to_string(i) + " of " +
+                       std::to_string(dims[i]) + " is out of range"};
+    bytes *= dims[i]; // < 2^32 * 2^14 * 2^14: no overflow
+  }
+  if (bytes > max_idx_bytes)
+    return error{errc::io_error, path + ": its IDX header declares " +
+                                     std::to_string(bytes) +
+                                     " bytes, more than the limit of " +
+                                     std::to_string(max_idx_bytes)};
+  return bytes;
+}
+
+/// Reads the body of an IDX file that declares `bytes` into `out`, growing
+/// it as data arrives (never by what the header declares alone), and at most
+/// to `bytes` + 1: one more byte tells whether the data ends there. Returns
+/// the bytes read.
+result<uint64_t> read_body(gzFile in, uint64_t bytes, std::vector<uint8_t>& out,
+                           const std::string& path) {
+  constexpr uint64_t step = 4 << 20;
+  uint64_t have = 0;
+  try {
+    out.reserve(std::min<uint64_t>(bytes + 1, 64 << 20));
+    while (have <= bytes) {
+      auto n = std::min<uint64_t>(step, bytes + 1 - have);
+      out.resize(have + n);
+      auto got = read_some(in, out.data() + have, n, path);
+      if (!got)
+        return got.err();
+      have += *got;
+      if (*got < n)
+        break;
+    }
+  } catch (const std::bad_alloc&) {
+    return error{errc::out_of_memory,
+                 path + " (" + std::to_string(have) + " bytes)"};
+  }
+  out.resize(have);
+  return have;
+}
+
+/// Reads an IDX file of rank `rank` (magic 0x0000 08 <rank>, the dimensions,
+/// then the bytes). Inflates no more than the header declares plus one byte:
+/// a file that holds more is refused, so a gzip bomb is never inflated.
+result<idx_data> read_idx(const std::string& path, uint8_t rank) {
+  gz_file file{gzopen(path.c_str(), "rb")};
+  if (file.in == nullptr)
+    return error{errc::io_error, path + ": cannot open"};
+  std::vector<uint8_t> header(4u + 4u * rank);
+  auto got = read_some(file.in, header.data(), header.size(), path);
+  if (!got)
+    return got.err();
+  if (*got != header.size() || big_endian(header.data()) != (0x0800u | rank))
     return error{errc::io_error,
                  path + ": not an IDX file of rank " + std::to_string(rank)};
-  std::vector<uint32_t> dims;
-  uint64_t elements = 1;
-  for (uint8_t i = 0; i < rank; ++i) {
-    dims.push_back(big_endian(b, 4 + 4 * i));
-    elements *= dims.back();
-  }
-  if (b.size() != 4u + 4u * rank + elements)
-    return error{errc::io_error,
-                 path + ": truncated (" + std::to_string(b.size()) + " bytes)"};
-  return dims;
+  idx_data out;
+  for (uint8_t i = 0; i < rank; ++i)
+    out.dims.push_back(big_endian(header.data() + 4 + 4 * i));
+  auto bytes = idx_body_bytes(out.dims, path);
+  if (!bytes)
+    return bytes.err();
+  got = read_body(file.in, *bytes, out.body, path);
+  if (!got)
+    return got.err();
+  if (*got > *bytes)
+    return error{errc::io_error, path + ": holds more than the " +
+                                     std::to_string(*bytes) +
+                                     " bytes its IDX header declares"};
+  if (*got < *bytes)
+    return error{errc::io_error, path + ": truncated (" + std::to_string(*got) +
+                                     " of " + std::to_string(*bytes) +
+                                     " bytes)"};
+  return out;
 }
 
 } // namespace
@@ -65,29 +153,21 @@ result<image_set> read_fashion_mnist(const std::string& dir,
                                      const std::string& prefix) {
   auto images_path = find_file(dir, prefix + "-images-idx3-ubyte");
   auto labels_path = find_file(dir, prefix + "-labels-idx1-ubyte");
-  auto images = read_maybe_gzip(images_path);
+  auto images = read_idx(images_path, 3);
   if (!images)
     return images.err();
-  auto labels = read_maybe_gzip(labels_path);
+  auto labels = read_idx(labels_path, 1);
   if (!labels)
     return labels.err();
-  auto image_dims = idx_dims(*images, images_path, 3);
-  if (!image_dims)
-    return image_dims.err();
-  auto label_dims = idx_dims(*labels, labels_path, 1);
-  if (!label_dims)
-    return label_dims.err();
-  if ((*image_dims)[0] != (*label_dims)[0])
+  if (images->dims[0] != labels->dims[0])
     return error{errc::io_error, images_path + " and " + labels_path +
                                      " hold different sample counts"};
   image_set set;
-  set.count = (*image_dims)[0];
-  set.rows = (*image_dims)[1];
-  set.cols = (*image_dims)[2];
-  images->erase(images->begin(), images->begin() + 16); // IDX headers
-  labels->erase(labels->begin(), labels->begin() + 8);
-  set.pixels = std::move(*images);
-  set.labels = std::move(*labels);
+  set.count = images->dims[0];
+  set.rows = images->dims[1];
+  set.cols = images->dims[2];
+  set.pixels = std::move(images->body);
+  set.labels = std::move(labels->body);
   return set;
 }
 

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -41,6 +42,33 @@ struct parsed_header {
   std::map<std::string, std::string> metadata;
 };
 
+/// Returns the elements of a JSON array of non-negative integers; nothing
+/// iff `j` is not one (a negative or fractional number included).
+std::optional<std::vector<uint64_t>> unsigned_list(const json& j) {
+  if (!j.is_array())
+    return std::nullopt;
+  std::vector<uint64_t> out;
+  for (const auto& x : j) {
+    if (!x.is_number_unsigned())
+      return std::nullopt;
+    out.push_back(x.get<uint64_t>());
+  }
+  return out;
+}
+
+/// Returns the bytes of a tensor of `shape` with elements of `element_bytes`;
+/// nothing iff that overflows 64 bits.
+std::optional<uint64_t> shape_bytes(const std::vector<uint64_t>& shape,
+                                    uint64_t element_bytes) {
+  if (std::find(shape.begin(), shape.end(), uint64_t{0}) != shape.end())
+    return 0;
+  uint64_t bytes = element_bytes;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      return std::nullopt;
+  return bytes;
+}
+
 result<parsed_header> parse_header(const std::string& path,
                                    std::string_view text, uint64_t data_bytes) {
   json header;
@@ -48,6 +76,10 @@ result<parsed_header> parse_header(const std::string& path,
     header = json::parse(text);
   } catch (const json::exception& e) {
     return file_error(path, std::string{"header is not JSON: "} + e.what());
+  } catch (const std::bad_alloc&) {
+    return error{errc::out_of_memory, path + ": parsing its header (" +
+                                          std::to_string(text.size()) +
+                                          " bytes)"};
   }
   if (!header.is_object())
     return file_error(path, "header is not a JSON object");
@@ -67,20 +99,36 @@ result<parsed_header> parse_header(const std::string& path,
       auto type = dtype_from_name(value.at("dtype").get<std::string>());
       if (!type)
         return file_error(path, "tensor '" + name + "': " + type.err().message);
-      auto shape = value.at("shape").get<std::vector<uint64_t>>();
-      auto offsets = value.at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2 || offsets[0] > offsets[1])
+      auto shape = unsigned_list(value.at("shape"));
+      auto offsets = unsigned_list(value.at("data_offsets"));
+      if (!shape)
+        return file_error(path, "tensor '" + name +
+                                    "': shape is not a list of whole numbers");
+      if (!offsets || offsets->size() != 2 || (*offsets)[0] > (*offsets)[1])
         return file_error(path, "tensor '" + name + "': bad data_offsets");
-      auto info = make_tensor_info(name, *type, shape);
-      if (info.byte_size != offsets[1] - offsets[0])
-        return file_error(path, "tensor '" + name + "': " +
-                                    std::to_string(offsets[1] - offsets[0]) +
-                                    " bytes for a shape of " +
-                                    std::to_string(info.byte_size));
-      entries.push_back({offsets[0], offsets[1], std::move(info)});
+      if ((*offsets)[1] > data_bytes)
+        return file_error(path, "tensor '" + name + "': data_offsets end at " +
+                                    std::to_string((*offsets)[1]) +
+                                    ", past the " + std::to_string(data_bytes) +
+                                    " data bytes of the file");
+      auto bytes = shape_bytes(*shape, dtype_bytes(*type));
+      if (!bytes)
+        return file_error(path, "tensor '" + name +
+                                    "': its shape overflows 64 bits of bytes");
+      if (*bytes != (*offsets)[1] - (*offsets)[0])
+        return file_error(
+            path, "tensor '" + name +
+                      "': " + std::to_string((*offsets)[1] - (*offsets)[0]) +
+                      " bytes for a shape of " + std::to_string(*bytes));
+      entries.push_back({(*offsets)[0], (*offsets)[1],
+                         make_tensor_info(name, *type, std::move(*shape))});
     }
   } catch (const json::exception& e) {
     return file_error(path, std::string{"malformed header: "} + e.what());
+  } catch (const std::bad_alloc&) {
+    return error{errc::out_of_memory, path + ": reading its header (" +
+                                          std::to_string(text.size()) +
+                                          " bytes)"};
   }
   std::sort(entries.begin(), entries.end(),
             [](const entry& a, const entry& b) { return a.begin < b.begin; });

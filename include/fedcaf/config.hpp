@@ -104,6 +104,12 @@ struct stream_config {
   /// it is dropped from the run (the scheduler's rule then applies).
   /// Client: how long it keeps trying to get back to a lost server.
   double reconnect_grace_s = 30;
+  /// Server: a connection must finish its TLS handshake and its Hello within
+  /// this time, or it is closed.
+  double handshake_timeout_s = 10;
+  /// Server: connections that have not yet been welcomed, at once; further
+  /// ones are closed as soon as they are accepted.
+  uint32_t max_unauthenticated = 64;
 };
 
 /// grpc_configs TLS keys. With use_ssl both sides present a certificate and
@@ -168,6 +174,12 @@ struct rule_config {
   double dp_noise_multiplier = 0;
   double dp_delta = 1e-5;
   uint64_t dp_seed = 0;
+  /// Refuse an update whose L2 distance from the global model exceeds this;
+  /// 0: no bound.
+  double max_update_norm = 0;
+  /// client_weights_mode sample_size: a client's claimed sample count is
+  /// capped at this; 0: no cap.
+  uint64_t max_sample_size = 0;
 };
 
 /// server_configs.

@@ -31,14 +31,22 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// clang before 15 has no _Float16 on x86 (the fuzz build); its __fp16
+// converts with the same IEEE rounding.
+#if defined(__clang__) && __clang_major__ < 15
+using half_float = __fp16;
+#else
+using half_float = _Float16;
+#endif
+
 inline float f16_to_float(uint16_t x) {
-  _Float16 h;
+  half_float h;
   std::memcpy(&h, &x, sizeof h);
   return static_cast<float>(h);
 }
 
 inline uint16_t float_to_f16(float f) {
-  auto h = static_cast<_Float16>(f);
+  auto h = static_cast<half_float>(f);
   uint16_t x;
   std::memcpy(&x, &h, sizeof x);
   return x;

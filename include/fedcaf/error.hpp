@@ -29,12 +29,19 @@ enum class errc : uint16_t {
   not_in_round,        ///< the client sits this round out (late, or joined
                        ///< after it started); it waits for the next one
   stream_reset,        ///< the round's updates are collected again
+  frame_too_large,     ///< a frame header announces more than the limit
+  poisoned_update,     ///< non-finite values, or an update too far from the
+                       ///< global model (aggregator_kwargs.max_update_norm)
+  not_authenticated,   ///< a frame before the peer proved who it is
   bad_config = 40,     ///< invalid user configuration
   io_error,            ///< a file could not be read or written
   // Our bug: an invariant broke.
   internal = 80,
   // Overloaded: retry later.
   busy = 100,
+  too_many_requests, ///< past a per-connection limit (fetches, chunks in
+                     ///< flight, unauthenticated connections)
+  out_of_memory,     ///< an allocation failed
   // Disconnected: reconnect or give up.
   disconnected = 120,
   timeout,

@@ -22,7 +22,11 @@ struct image_set {
 
 /// Reads "<dir>/<prefix>-images-idx3-ubyte[.gz]" and the matching labels,
 /// where prefix is "train" or "t10k". Returns an error naming the file iff it
-/// is missing, truncated, or not an IDX file of the expected kind.
+/// is missing, truncated, not an IDX file of the expected kind, declares a
+/// dimension of 0, an image side past 16384 or more than 16 GiB, or holds
+/// more bytes than its header declares (a gzip file is inflated no further
+/// than that, so a gzip bomb costs no memory); errc::out_of_memory iff the
+/// declared bytes cannot be allocated.
 result<image_set> read_fashion_mnist(const std::string& dir,
                                      const std::string& prefix);
 

@@ -19,9 +19,12 @@ namespace fedcaf {
 /// destruction, which invalidates every view it handed out.
 class safetensors_file {
 public:
-  /// Maps `path` and validates its header: JSON, known dtypes, offsets that
-  /// tile the data region exactly, sizes that match shapes. Returns an error
-  /// naming the file and the problem otherwise.
+  /// Maps `path` and validates its header: at most 100 MiB and within the
+  /// file, JSON, known dtypes, shapes and offsets of non-negative whole
+  /// numbers, shapes whose byte size fits 64 bits and matches their offsets,
+  /// offsets within the file that tile the data region exactly. Returns an
+  /// error naming the file and the problem otherwise (errc::out_of_memory iff
+  /// the header could not be held in memory).
   static result<safetensors_file> open(const std::string& path);
 
   safetensors_file(safetensors_file&& other) noexcept;

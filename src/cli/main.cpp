@@ -2,8 +2,11 @@
 
 #include <cstdio>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 #include <string>
 
+#include "fedcaf/error.hpp"
 #include "run.hpp"
 
 namespace {
@@ -44,9 +47,15 @@ int usage_error(const std::string& why) {
   return 2;
 }
 
-} // namespace
+/// Prints "fedcaf: out_of_memory: ..." for an allocation that failed in
+/// `command` and returns the exit code. Allocates nothing.
+int out_of_memory(const char* command, const char* what) {
+  std::fprintf(stderr, "fedcaf: %s: running 'fedcaf %s' (%s)\n",
+               fedcaf::to_string(fedcaf::errc::out_of_memory), command, what);
+  return 1;
+}
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   if (argc < 2)
     return usage_error("missing command");
   std::string command = argv[1];
@@ -113,4 +122,20 @@ int main(int argc, char** argv) {
   if (command == "dp-profile")
     return fedcaf::cli::run_dp_profile(opts);
   return usage_error("unknown command '" + command + "'");
+}
+
+} // namespace
+
+/// Runs the command. An allocation that fails in it (std::bad_alloc, or
+/// std::length_error from a container asked to grow past its limit) ends it
+/// with "fedcaf: out_of_memory: ..." and exit code 1, not an abort.
+int main(int argc, char** argv) {
+  const char* command = argc >= 2 ? argv[1] : "";
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc& e) {
+    return out_of_memory(command, e.what());
+  } catch (const std::length_error& e) {
+    return out_of_memory(command, e.what());
+  }
 }

@@ -15,14 +15,16 @@
 #include <caf/io/all.hpp>
 
 #include "actors/client.hpp"
-#include "actors/federation.hpp"
+#include "actors/gateway.hpp"
 #include "actors/network.hpp"
+#include "actors/server_side.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/fashion_mnist.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/models.hpp"
+#include "fedcaf/tls.hpp"
 #include "fedcaf/trainer.hpp"
 
 namespace fedcaf::cli {
@@ -169,9 +171,7 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   if (remote) {
     if (comm.auth.enabled)
       so.server.tokens = comm.auth.tokens;
-    so.server.middleman = connector(sys, comm.use_ssl);
-    if (comm.use_ssl)
-      so.server.tls_name = tls_peer_name;
+    so.server.require_certificate_name = comm.use_ssl;
   }
   so.server.num_clients = cfg.server.num_clients;
   so.server.num_rounds = cfg.server.num_global_epochs;
@@ -209,13 +209,60 @@ int conclude(const options& opts, run_report& report, const config& cfg) {
   return 0;
 }
 
-caf::actor_system_config make_system_config(size_t threads,
-                                            const comm_config* network) {
+caf::actor_system_config make_system_config(size_t threads, bool network) {
   caf::actor_system_config sc;
   sc.set("scheduler.max-threads", threads);
-  if (network)
-    configure_network(sc, *network);
+  if (network) // the multiplexer for the gateways; BASP listens nowhere
+    sc.load<caf::io::middleman>();
   return sc;
+}
+
+/// The gateways' limits from comm_configs.
+gateway_limits limits_of(const comm_config& comm) {
+  gateway_limits l;
+  l.max_frame_bytes = comm.max_message_size;
+  l.window = comm.stream.window;
+  l.handshake_timeout = millis(comm.stream.handshake_timeout_s);
+  l.heartbeat = millis(comm.stream.heartbeat_s);
+  l.connection_timeout = millis(comm.stream.connection_timeout_s);
+  l.max_unauthenticated = comm.stream.max_unauthenticated;
+  return l;
+}
+
+/// The TLS context of one end, or null without use_ssl.
+result<std::shared_ptr<tls_context>> tls_of(const comm_config& comm,
+                                            bool server) {
+  if (!comm.use_ssl)
+    return std::shared_ptr<tls_context>{};
+  return tls_context::make(comm.tls, server);
+}
+
+/// Connects to the server, retrying with exponential backoff (100 ms
+/// doubling to 2 s) until `give_up_after` has passed; counts the retries.
+result<caf::actor> dial_with_retry(caf::actor_system& sys, const endpoint& at,
+                                   const gateway_limits& limits,
+                                   std::shared_ptr<tls_context> tls,
+                                   std::chrono::milliseconds give_up_after,
+                                   uint64_t& retries) {
+  auto delay = std::chrono::milliseconds{100};
+  auto deadline = std::chrono::steady_clock::now() + give_up_after;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    auto g = dial(sys, at, limits, tls,
+                  std::clamp(left, std::chrono::milliseconds{100},
+                             std::chrono::milliseconds{5000}));
+    if (g)
+      return g;
+    if (std::chrono::steady_clock::now() + delay > deadline)
+      return error{errc::disconnected,
+                   g.err().message + " after " +
+                       std::to_string(give_up_after.count() / 1000) +
+                       " s: is it running, and is the port right?"};
+    ++retries;
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds{2000});
+  }
 }
 
 } // namespace
@@ -237,7 +284,7 @@ int run_simulate(const options& opts) {
   report.role = "simulate";
   std::vector<run_report> client_reports(n);
   {
-    auto sc = make_system_config(per_round + 3, nullptr);
+    auto sc = make_system_config(per_round + 3, false);
     caf::actor_system sys{sc};
     auto side = spawn_from_config(sys, *cfg, *test, &report, false);
     if (!side)
@@ -278,30 +325,34 @@ int run_server(const options& opts) {
   auto test = test_set_for(*cfg);
   if (!test)
     return failed(to_string(test.err()));
+  auto tls = tls_of(comm, true);
+  if (!tls)
+    return failed(to_string(tls.err()));
   run_report report;
   report.role = "server";
   {
-    auto sc = make_system_config(4, &comm);
+    auto sc = make_system_config(4, true);
     caf::actor_system sys{sc};
     auto side = spawn_from_config(sys, *cfg, *test, &report, true);
     if (!side)
       return failed(to_string(side.err()));
-    auto port = publish_server(sys, side->server, *at, comm.use_ssl);
-    if (!port) {
+    auto gate = listen(sys, side->server, *at, limits_of(comm), *tls,
+                       side->refusals);
+    if (!gate) {
       side->shut_down(sys);
       caf::anon_send_exit(side->server, caf::exit_reason::user_shutdown);
-      return failed(to_string(port.err()));
+      return failed(to_string(gate.err()));
     }
     log_line("server",
-             "listening on " + at->host + ":" + std::to_string(*port) +
+             "listening on " + at->host + ":" + std::to_string(gate->port) +
                  (comm.use_ssl ? " (TLS, client certificates required)"
                                : " (plain TCP)") +
                  (comm.auth.enabled ? ", tokens required" : "") +
                  ", waiting for " + std::to_string(cfg->server.num_clients) +
                  " clients");
     await_all(sys, {side->server});
+    caf::anon_send_exit(gate->acceptor, caf::exit_reason::user_shutdown);
     side->shut_down(sys);
-    sys.middleman().close(*port);
   }
   return conclude(opts, report, *cfg);
 }
@@ -315,19 +366,19 @@ int run_client(const options& opts) {
   if (!at)
     return failed(to_string(at.err()));
   auto train = std::make_shared<lazy_train_set>(cc.data);
+  auto tls = tls_of(cc.comm, false);
+  if (!tls)
+    return failed(to_string(tls.err()));
   run_report report;
   report.role = "client";
   {
-    auto sc = make_system_config(2, &cc.comm);
+    auto sc = make_system_config(2, true);
     caf::actor_system sys{sc};
     auto idle = millis(cc.comm.stream.idle_timeout_s);
-    auto server =
-        connect_with_retry(sys, *at, cc.comm.use_ssl, idle, report.retries);
+    auto limits = limits_of(cc.comm);
+    auto server = dial_with_retry(sys, *at, limits, *tls, idle, report.retries);
     if (!server) {
       report.failure = to_string(server.err());
-      if (cc.comm.use_ssl)
-        report.failure += " (with TLS, a server that refuses this client's "
-                          "certificate looks the same: see the server's log)";
       return conclude(opts, report, *cfg);
     }
     client_options co;
@@ -335,7 +386,7 @@ int run_client(const options& opts) {
     co.idle_timeout = idle;
     co.reconnect_for = millis(cc.comm.stream.reconnect_grace_s);
     co.token = cc.comm.auth.enabled ? cc.comm.auth.token : "";
-    co.connector = connector(sys, cc.comm.use_ssl);
+    co.connector = spawn_dialer(sys, *at, limits, *tls);
     co.host = at->host;
     co.port = at->port;
     auto client = spawn_client(
@@ -343,6 +394,7 @@ int run_client(const options& opts) {
         local_trainer(train, cc.data, cc.data.client_index, cc.num_threads),
         &report);
     await_all(sys, {client});
+    caf::anon_send_exit(co.connector, caf::exit_reason::user_shutdown);
   }
   return conclude(opts, report, *cfg);
 }

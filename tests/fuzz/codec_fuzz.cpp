@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "messages/protocol.hpp"
+#include "messages/codec.hpp"
 
 using namespace fedcaf;
 using namespace fedcaf::msg;

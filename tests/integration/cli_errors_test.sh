@@ -17,8 +17,13 @@ expect_error() { # expected-text, then the command
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 printf 'server_configs:\n  num_clients: 2\n  bogus: 1\n' > "$tmp/bad.yaml"
 expect_error "$tmp/bad.yaml: server_configs.bogus: unknown key" "$fedcaf" simulate -c "$tmp/bad.yaml"
-expect_error "server_configs.num_global_epochs: expected a whole number, got 'x'" \
+expect_error "server_configs.num_global_epochs: expected a whole number from 1 to 4294967295, got 'x'" \
   "$fedcaf" simulate --set server_configs.num_global_epochs=x
+# 2^32 + 1 would wrap to a window of 1 in 32 bits.
+expect_error "stream_configs.window: must be from 1 to 1024, got '4294967297'" \
+  "$fedcaf" simulate --set server_configs.comm_configs.stream_configs.window=4294967297
+printf 'a: &a {x: 1}\nserver_configs: *a\n' > "$tmp/alias.yaml"
+expect_error "anchors and aliases" "$fedcaf" server -c "$tmp/alias.yaml"
 expect_error "data_configs.dataset_path" "$fedcaf" simulate --set data_configs.dataset_path=/nope
 expect_error "cannot open the config file" "$fedcaf" server -c "$tmp/missing.yaml"
 expect_error "this command needs -c CONFIG" "$fedcaf" client
@@ -33,6 +38,10 @@ expect_error "server_uri '127.0.0.1:99999': bad port" \
   "$fedcaf" server -c "$src/configs/server.yaml" \
   --set server_configs.comm_configs.grpc_configs.server_uri=127.0.0.1:99999
 expect_error "unknown option '--bogus'" "$fedcaf" simulate --bogus
+# A 256 TiB model outgrows the address space: a failed allocation, not an abort.
+expect_error "fedcaf: out_of_memory: running 'fedcaf simulate'" "$fedcaf" simulate \
+  --set "client_configs.model_configs={name: synthetic, num_tensors: 1, total_bytes: 281474976710656}" \
+  --set client_configs.train_configs.trainer=dummy
 expect_error "unknown command 'train'" "$fedcaf" train
 "$fedcaf" --help | grep -q "usage: fedcaf" || { echo "FAIL: --help"; fails=$((fails + 1)); }
 "$fedcaf" simulate --help | grep -q -- "--set" || { echo "FAIL: simulate --help"; fails=$((fails + 1)); }

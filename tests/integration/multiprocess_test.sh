@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The shipped three-process run: `fedcaf server` and two `fedcaf client` over
-# CAF's middleman on 127.0.0.1, against the in-process run of the same config.
+# fedcaf's wire (a gateway per connection) on 127.0.0.1, against the in-process run of the same config.
 # Shortened (FEDCAF_MP_ROUNDS rounds of FEDCAF_MP_STEPS local steps) to keep
 # CI fast; the README gives the full-length command.
 set -u

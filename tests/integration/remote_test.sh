@@ -161,7 +161,7 @@ for p in "${pids[@]}"; do wait "$p" 2> /dev/null; done
 pids=()
 grep -q "refused: not_authorized: Client3 from .*: wrong token" "$out/tls.log" ||
   fail "no log line for the wrong token"
-[ "$(grep -c "tls: refused a connection from [0-9]" "$out/tls.log")" -ge 2 ] ||
+[ "$(grep -c "refused: not_authorized: TLS handshake failed.*(peer [0-9]" "$out/tls.log")" -ge 2 ] ||
   fail "no log lines for the refused TLS handshakes"
 grep -q "certificate verify failed" "$out/tls.log" || fail "the foreign CA was not named"
 grep -q "wrong version number" "$out/tls.log" || fail "the plain client was not named"

@@ -1,11 +1,11 @@
-// Streams a synthetic model between two processes (a server and one client
-// over CAF's middleman on 127.0.0.1) and prints the download and upload
+// Streams a synthetic model between two processes (a server and one client,
+// each behind its gateway, on 127.0.0.1) and prints the download and upload
 // rates as ratios of a raw TCP loopback copy measured in the same run, plus
 // chunks in flight and peak RSS of both processes as multiples of the model.
 // Then the same over TLS (certificates from deploy/make-certs.sh), printed
 // as a ratio of the plain rates of the same run.
 //
-//   stream_bench [--mib 256] [--chunk-kib 1024] [--window 4] [--rounds 2]
+//   stream_bench [--mib 256] [--chunk-kib 1024] [--window 4] [--rounds 4]
 //                [--tls 1]
 
 #include <arpa/inet.h>
@@ -27,10 +27,11 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/client.hpp"
-#include "actors/federation.hpp"
-#include "actors/network.hpp"
+#include "actors/gateway.hpp"
+#include "actors/server_side.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/memory_probe.hpp"
+#include "fedcaf/tls.hpp"
 
 using namespace fedcaf;
 using clock_type = std::chrono::steady_clock;
@@ -41,7 +42,7 @@ struct bench_options {
   uint64_t model_bytes = 256ull << 20;
   uint64_t chunk_bytes = 1 << 20;
   uint32_t window = 4;
-  uint32_t rounds = 2;
+  uint32_t rounds = 4;
   bool tls = true; ///< also measure over TLS
 };
 
@@ -131,11 +132,22 @@ double raw_tcp_rate(uint64_t bytes) {
   return static_cast<double>(bytes) / took.count();
 }
 
-caf::actor_system_config network_config(const comm_config& comm) {
+caf::actor_system_config network_config() {
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", 2);
-  configure_network(cfg, comm);
+  cfg.load<caf::io::middleman>();
   return cfg;
+}
+
+std::shared_ptr<tls_context> tls_for(const comm_config& comm, bool server) {
+  if (!comm.use_ssl)
+    return nullptr;
+  auto t = tls_context::make(comm.tls, server);
+  if (!t) {
+    std::fprintf(stderr, "%s\n", to_string(t.err()).c_str());
+    std::exit(6);
+  }
+  return *t;
 }
 
 /// The client process: connects, runs the rounds, writes its report to `fd`.
@@ -145,11 +157,10 @@ caf::actor_system_config network_config(const comm_config& comm) {
   read_all(port_fd, &port, sizeof port);
   run_report report;
   {
-    auto cfg = network_config(comm);
+    auto cfg = network_config();
     caf::actor_system sys{cfg};
-    uint64_t retries = 0;
-    auto server = connect_with_retry(sys, {"127.0.0.1", port}, comm.use_ssl,
-                                     std::chrono::seconds{10}, retries);
+    auto server = dial(sys, {"127.0.0.1", port}, gateway_limits{},
+                       tls_for(comm, false), std::chrono::seconds{10});
     if (!server)
       ::_exit(4);
     auto factory =
@@ -201,9 +212,10 @@ std::optional<measured> run_fedcaf(const bench_options& o, const manifest& m,
   ::close(report_pipe[1]);
   run_report server_report;
   {
-    auto cfg = network_config(comm);
+    auto cfg = network_config();
     caf::actor_system sys{cfg};
     server_side_options so;
+    so.server.require_certificate_name = comm.use_ssl;
     so.scheduler.num_clients = 1;
     so.scheduler.num_rounds = o.rounds;
     so.server.num_clients = 1;
@@ -215,11 +227,13 @@ std::optional<measured> run_fedcaf(const bench_options& o, const manifest& m,
                                   &server_report);
     if (!side)
       return std::nullopt;
-    auto port =
-        publish_server(sys, side->server, {"127.0.0.1", 0}, comm.use_ssl);
-    if (!port)
+    gateway_limits limits;
+    limits.window = o.window;
+    auto gate = listen(sys, side->server, {"127.0.0.1", 0}, limits,
+                       tls_for(comm, true), side->refusals);
+    if (!gate)
       return std::nullopt;
-    uint16_t p = *port;
+    uint16_t p = gate->port;
     write_all(port_pipe[1], &p, sizeof p);
     caf::scoped_actor self{sys};
     self->monitor(side->server);
@@ -237,8 +251,8 @@ std::optional<measured> run_fedcaf(const bench_options& o, const manifest& m,
                             child = -1;
                           }
                         });
+    self->send_exit(gate->acceptor, caf::exit_reason::user_shutdown);
     side->shut_down(sys);
-    sys.middleman().close(p);
   }
   ::close(port_pipe[0]);
   ::close(port_pipe[1]);
@@ -276,8 +290,13 @@ int main(int argc, char** argv) {
               model / (1 << 20), m.tensors.size(),
               static_cast<unsigned long long>(o.chunk_bytes >> 10), o.window,
               o.rounds);
-  auto raw = raw_tcp_rate(o.model_bytes);
-  std::printf("raw TCP copy of the model:    %6.2f GB/s\n", raw / 1e9);
+  // The machine is shared: the best of three raw copies, like the best of
+  // the rounds below.
+  double raw = 0;
+  for (int i = 0; i < 3; ++i)
+    raw = std::max(raw, raw_tcp_rate(o.model_bytes));
+  std::printf("raw TCP copy of the model:    %6.2f GB/s (best of 3)\n",
+              raw / 1e9);
   comm_config plain;
   auto r = run_fedcaf(o, m, plain, plain);
   if (!r)

@@ -3,7 +3,7 @@
 
 #include <doctest/doctest.h>
 
-#include "messages/protocol.hpp"
+#include "messages/codec.hpp"
 
 using namespace fedcaf;
 using namespace fedcaf::msg;
@@ -150,10 +150,10 @@ TEST_CASE("random bytes are refused as malformed") {
 
 TEST_CASE("another protocol version is refused") {
   auto f = encode(credit{1, 2});
-  // Root struct data starts after the segment table and the root pointer;
-  // its first two bytes are the version.
+  // Root struct data starts after the envelope, the segment table and the
+  // root pointer; its first two bytes are the version.
   uint16_t v = protocol_version() + 1;
-  std::memcpy(f.data() + 16, &v, 2);
+  std::memcpy(f.data() + envelope_bytes + 16, &v, 2);
   auto c = decode<credit>(f);
   REQUIRE_FALSE(c);
   CHECK(c.err().code == errc::unsupported_version);

@@ -1,10 +1,39 @@
 #include "fedcaf/config.hpp"
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 using namespace fedcaf;
 
 namespace {
+
+/// Writes `text` to a fresh file under the temporary directory.
+std::string temp_file(const std::string& name, const std::string& text) {
+  auto path =
+      (std::filesystem::temp_directory_path() /
+       ("fedcaf_config_test_" + std::to_string(::getpid()) + "_" + name))
+          .string();
+  std::ofstream{path} << text;
+  return path;
+}
+
+/// A "billion laughs": nine levels of mappings of ten aliases each, 10^9
+/// leaves when walked, in under a kilobyte, placed at `key`.
+std::string billion_laughs(const std::string& key) {
+  std::string doc = "l0: &l0 {a: lol}\n";
+  for (int level = 1; level <= 9; ++level) {
+    auto prev = "*l" + std::to_string(level - 1);
+    doc += "l" + std::to_string(level) + ": &l" + std::to_string(level) + " {";
+    for (int i = 0; i < 10; ++i)
+      doc += (i ? ", k" : "k") + std::to_string(i) + ": " + prev;
+    doc += "}\n";
+  }
+  return doc + key + ": *l9\n";
+}
 
 std::string message_of(const result<config>& c) {
   REQUIRE_FALSE(c);
@@ -68,7 +97,7 @@ TEST_CASE("a wrong type names the key path and the value") {
   auto neg = message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
                                     config_role::simulate,
                                     {"server_configs.num_clients=0"}));
-  CHECK(contains(neg, "server_configs.num_clients: must be at least 1"));
+  CHECK(contains(neg, "server_configs.num_clients: must be from 1 to"));
 }
 
 TEST_CASE("a value outside its choices lists the choices") {
@@ -302,4 +331,130 @@ TEST_CASE("dp_fedavg is read, checked, and hands clients the clip norm") {
   CHECK(contains(message_of(sim({"server_configs.aggregator_kwargs.dp_fedavg="
                                  "{noise_multiplier: 1}"})),
                  "dp_fedavg.clip_norm: must be greater than 0"));
+}
+
+TEST_CASE(
+    "the connection and update bounds are read with defaults and ranges") {
+  auto sim = [](std::vector<std::string> sets) {
+    return load_config(embedded_simulate_yaml(), "sim.yaml",
+                       config_role::simulate, sets);
+  };
+  auto defaults = sim({});
+  REQUIRE(defaults);
+  CHECK(defaults->server.comm.stream.handshake_timeout_s == 10);
+  CHECK(defaults->server.comm.stream.max_unauthenticated == 64);
+  CHECK(defaults->server.rule.max_update_norm == 0);
+  CHECK(defaults->server.rule.max_sample_size == 0);
+  const std::string stream = "server_configs.comm_configs.stream_configs.";
+  const std::string rule = "server_configs.aggregator_kwargs.";
+  auto set = sim({stream + "handshake_timeout_s=2.5",
+                  stream + "max_unauthenticated=65535",
+                  rule + "max_update_norm=12.5", rule + "max_sample_size=600"});
+  REQUIRE(set);
+  CHECK(set->server.comm.stream.handshake_timeout_s == 2.5);
+  CHECK(set->server.comm.stream.max_unauthenticated == 65535);
+  CHECK(set->server.rule.max_update_norm == 12.5);
+  CHECK(set->server.rule.max_sample_size == 600);
+  CHECK(contains(message_of(sim({stream + "handshake_timeout_s=0"})),
+                 "handshake_timeout_s: must be greater than 0"));
+  CHECK(contains(message_of(sim({stream + "max_unauthenticated=0"})),
+                 "max_unauthenticated: must be from 1 to 65535, got '0'"));
+  CHECK(contains(message_of(sim({stream + "max_unauthenticated=65536"})),
+                 "max_unauthenticated: must be from 1 to 65535, got '65536'"));
+  CHECK(contains(message_of(sim({rule + "max_update_norm=-1"})),
+                 "max_update_norm: must be 0 (off) or positive"));
+  CHECK(contains(message_of(sim({rule + "max_sample_size=-1"})),
+                 "max_sample_size: must be from 0 to"));
+  auto client = load_config_file(
+      FEDCAF_SOURCE_DIR "/configs/client_1.yaml", config_role::client,
+      {"comm_configs.stream_configs.handshake_timeout_s=3"});
+  REQUIRE(client);
+  CHECK(client->client.comm.stream.handshake_timeout_s == 3);
+}
+
+TEST_CASE("integer keys are range-checked before they are narrowed") {
+  auto msg = [](const std::string& set) {
+    return message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
+                                  config_role::simulate, {set}));
+  };
+  const std::string stream = "server_configs.comm_configs.stream_configs.";
+  // 2^32 + 1 would be 1 as a uint32_t.
+  CHECK(contains(msg(stream + "window=4294967297"),
+                 "stream_configs.window: must be from 1 to 1024, got "
+                 "'4294967297'"));
+  CHECK(contains(msg("server_configs.num_clients=-1"),
+                 "server_configs.num_clients: must be from 1 to 1048576, got "
+                 "'-1'"));
+  CHECK(contains(msg(stream + "chunk_bytes=1e30"),
+                 "stream_configs.chunk_bytes: expected a whole number from 64 "
+                 "to 536870911, got '1e30'"));
+  CHECK(contains(msg("server_configs.num_global_epochs=99999999999"),
+                 "num_global_epochs: must be from 1 to 4294967295"));
+  CHECK(contains(msg("server_configs.num_global_epochs=4294967296"),
+                 "num_global_epochs: must be from 1 to 4294967295"));
+  CHECK(contains(msg("client_configs.train_configs.num_threads=4294967295"),
+                 "num_threads: must be from 0 to 1024"));
+  CHECK(contains(msg("client_configs.model_configs.seed=18446744073709551616"),
+                 "model_configs.seed: must be from 0 to 18446744073709551615"));
+  CHECK(contains(msg("data_configs.dataset_kwargs.classes_per_client=257"),
+                 "classes_per_client: must be from 1 to 256"));
+  CHECK(contains(msg(stream + "idle_timeout_s=.inf"),
+                 "idle_timeout_s: expected a finite number, got '.inf'"));
+  CHECK(contains(msg(stream + "reconnect_grace_s=1e300"),
+                 "reconnect_grace_s: must be at most 1e9 seconds"));
+  auto wide =
+      load_config(embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+                  {"client_configs.model_configs.seed="
+                   "18446744073709551615",
+                   "server_configs.num_global_epochs=+4294967295"});
+  REQUIRE(wide);
+  CHECK(wide->clients.model.seed == 18446744073709551615ull);
+  CHECK(wide->server.num_global_epochs == 4294967295u);
+}
+
+TEST_CASE("list elements are range-checked one by one") {
+  auto path = temp_file("matrix.yaml", "base: " FEDCAF_SOURCE_DIR
+                                       "/configs/synthetic_dummy.yaml\n"
+                                       "clients: [2, 0]\n");
+  auto m = load_profile_matrix(path);
+  REQUIRE_FALSE(m);
+  CHECK(contains(m.err().message, "clients[1]: must be from 1 to 1048576"));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("YAML anchors and aliases are refused before anything expands") {
+  auto start = std::chrono::steady_clock::now();
+  auto msg = message_of(load_config(billion_laughs("server_configs"),
+                                    "laughs.yaml", config_role::server));
+  CHECK(contains(msg, "laughs.yaml"));
+  CHECK(contains(msg, "anchors and aliases"));
+  auto clients = parse_client_configs(billion_laughs("train_configs"));
+  REQUIRE_FALSE(clients);
+  CHECK(contains(clients.err().message, "anchors and aliases"));
+  // One anchor and one alias, in a --set value.
+  auto set = message_of(load_config(
+      embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+      {"server_configs.scheduler_kwargs={min_clients: &n 1, seed: *n}"}));
+  CHECK(contains(set, "anchors and aliases"));
+  auto tokens = temp_file("tokens.yaml", billion_laughs("Client1"));
+  const std::string grpc = "server_configs.comm_configs.grpc_configs.";
+  auto from_file = message_of(
+      load_config(embedded_simulate_yaml(), "sim.yaml", config_role::simulate,
+                  {grpc + "use_authenticator=true",
+                   grpc + "authenticator_args.tokens_file=" + tokens}));
+  CHECK(contains(from_file, "tokens_file: " + tokens));
+  CHECK(contains(from_file, "anchors and aliases"));
+  auto file = temp_file("laughs.yaml", billion_laughs("server_configs"));
+  CHECK(contains(message_of(load_config_file(file, config_role::server)),
+                 "anchors and aliases"));
+  std::filesystem::remove(tokens);
+  std::filesystem::remove(file);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds{2});
+}
+
+TEST_CASE("a config file past 16 MiB is refused unread") {
+  auto path = temp_file("huge.yaml", "# " + std::string(17 << 20, 'x') + "\n");
+  auto msg = message_of(load_config_file(path, config_role::server));
+  CHECK(contains(msg, "larger than 16777216 bytes"));
+  std::filesystem::remove(path);
 }

@@ -1,9 +1,14 @@
 #include "fedcaf/fashion_mnist.hpp"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include <doctest/doctest.h>
+#include <zlib.h>
 
 using namespace fedcaf;
 
@@ -90,4 +95,90 @@ TEST_CASE("dirichlet_noniid covers every sample once, skewed by alpha") {
   auto even = skew(100.0);
   CHECK(skewed > 0.5);
   CHECK(even < 0.2);
+}
+
+namespace {
+
+/// A directory of IDX files made by a test; removed on destruction.
+struct idx_dir {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("fedcaf_idx_test_" + std::to_string(::getpid())))
+                         .string();
+  idx_dir() { std::filesystem::create_directories(path); }
+  idx_dir(const idx_dir&) = delete;
+  ~idx_dir() { std::filesystem::remove_all(path); }
+};
+
+std::vector<uint8_t> idx_header(uint8_t rank, std::vector<uint32_t> dims) {
+  std::vector<uint8_t> h{0, 0, 8, rank};
+  for (auto d : dims)
+    for (int shift = 24; shift >= 0; shift -= 8)
+      h.push_back(static_cast<uint8_t>(d >> shift));
+  return h;
+}
+
+/// Writes `header` and then `zeros` zero bytes, gzip-compressed, to `path`.
+void write_gz(const std::string& path, const std::vector<uint8_t>& header,
+              uint64_t zeros) {
+  gzFile out = gzopen(path.c_str(), "wb1");
+  REQUIRE(out != nullptr);
+  gzwrite(out, header.data(), static_cast<unsigned>(header.size()));
+  std::vector<uint8_t> block(1 << 20);
+  for (uint64_t left = zeros; left > 0;) {
+    auto n = std::min<uint64_t>(left, block.size());
+    gzwrite(out, block.data(), static_cast<unsigned>(n));
+    left -= n;
+  }
+  gzclose(out);
+}
+
+long peak_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+} // namespace
+
+TEST_CASE("a gzip bomb is refused before it inflates past its header") {
+  idx_dir dir;
+  // 10 images declared, 256 MiB of zeros behind them: about 256 KiB on disk.
+  write_gz(dir.path + "/bomb-images-idx3-ubyte.gz", idx_header(3, {10, 28, 28}),
+           10 * 28 * 28 + (256ull << 20));
+  write_gz(dir.path + "/bomb-labels-idx1-ubyte.gz", idx_header(1, {10}), 10);
+  auto before_kib = peak_rss_kib();
+  auto t = read_fashion_mnist(dir.path, "bomb");
+  REQUIRE_FALSE(t);
+  CHECK(t.err().code == errc::io_error);
+  CHECK(t.err().message.find("bomb-images-idx3-ubyte.gz: holds more than the "
+                             "7840 bytes its IDX header declares") !=
+        std::string::npos);
+  // Inflating it all would have raised the peak by 256 MiB or more.
+  CHECK(peak_rss_kib() - before_kib < 64 * 1024);
+  // The same files, as declared, read.
+  write_gz(dir.path + "/ok-images-idx3-ubyte.gz", idx_header(3, {10, 28, 28}),
+           10 * 28 * 28);
+  write_gz(dir.path + "/ok-labels-idx1-ubyte.gz", idx_header(1, {10}), 10);
+  auto ok = read_fashion_mnist(dir.path, "ok");
+  REQUIRE(ok);
+  CHECK(ok->pixels.size() == 7840);
+  CHECK(ok->labels.size() == 10);
+}
+
+TEST_CASE("IDX dimensions out of range are refused from the header") {
+  idx_dir dir;
+  write_gz(dir.path + "/t10k-labels-idx1-ubyte.gz", idx_header(1, {10}), 10);
+  auto images = dir.path + "/t10k-images-idx3-ubyte.gz";
+  auto refused = [&](std::vector<uint32_t> dims, const std::string& part) {
+    write_gz(images, idx_header(3, dims), 100);
+    auto t = read_fashion_mnist(dir.path, "t10k");
+    REQUIRE_FALSE(t);
+    CHECK(t.err().message.find(images) != std::string::npos);
+    CHECK(t.err().message.find(part) != std::string::npos);
+  };
+  // 2^32 - 1 images of 16384 x 16384: 2^60 bytes, more than the limit.
+  refused({0xffffffffu, 16384, 16384}, "more than the limit");
+  refused({10, 0xffffffffu, 28}, "IDX dimension 1 of 4294967295");
+  refused({0, 28, 28}, "IDX dimension 0 of 0");
+  refused({10, 28, 28}, "truncated (100 of 7840 bytes)");
 }

@@ -65,8 +65,8 @@ TEST_CASE("malformed files are refused with the file and the problem") {
   write_raw(path, "{not json", 0);
   CHECK(open_error(path).find("not JSON") != std::string::npos);
   write_raw(path, R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
-            4);
-  CHECK(open_error(path).find("cover 8 of 4") != std::string::npos);
+            12);
+  CHECK(open_error(path).find("cover 8 of 12") != std::string::npos);
   write_raw(path, R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
             8);
   CHECK(open_error(path).find("'a'") != std::string::npos);
@@ -81,6 +81,42 @@ TEST_CASE("malformed files are refused with the file and the problem") {
   write_raw(path, "{}", 0, 1u << 30);
   CHECK(open_error(path).find("does not fit") != std::string::npos);
   CHECK(open_error(path + ".missing").find(".missing") != std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("shapes that overflow, negative numbers and far offsets are "
+          "refused") {
+  auto path = temp_path("overflow.safetensors");
+  // 2^32 x 2^32 floats: 2^66 bytes, which wraps to 0 in 64 bits and would
+  // match data_offsets [0, 0].
+  write_raw(path,
+            R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],)"
+            R"("data_offsets":[0,0]}})",
+            0);
+  CHECK(open_error(path).find("'a': its shape overflows 64 bits") !=
+        std::string::npos);
+  write_raw(path, R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
+            4);
+  CHECK(open_error(path).find("'a': shape is not a list of whole numbers") !=
+        std::string::npos);
+  write_raw(path, R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})",
+            4);
+  CHECK(open_error(path).find("shape is not a list") != std::string::npos);
+  write_raw(path, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})",
+            4);
+  CHECK(open_error(path).find("bad data_offsets") != std::string::npos);
+  write_raw(path,
+            R"({"a":{"dtype":"F32","shape":[1],)"
+            R"("data_offsets":[18446744073709551612,18446744073709551615]}})",
+            4);
+  CHECK(open_error(path).find("past the 4 data bytes") != std::string::npos);
+  // An empty dimension makes an empty tensor, however large the others.
+  write_raw(path,
+            R"({"a":{"dtype":"F32","shape":[0,18446744073709551615],)"
+            R"("data_offsets":[4,4]},)"
+            R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+            4);
+  CHECK(safetensors_file::open(path));
   std::filesystem::remove(path);
 }
 

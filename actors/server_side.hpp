@@ -23,6 +23,8 @@ struct server_side {
   caf::actor scheduler;
   caf::actor aggregator;
   caf::actor evaluator;
+  /// Counts refused frames of the whole server side (gateways too).
+  refusal_counter refusals;
 
   /// Ends the helpers; call after the server has terminated.
   void shut_down(caf::actor_system& sys) const;

@@ -1,4 +1,4 @@
-#include "actors/federation.hpp"
+#include "actors/server_side.hpp"
 
 #include <caf/all.hpp>
 
@@ -20,6 +20,7 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
                                       run_report* report) {
   server_side side;
   auto refusals = make_refusal_counter();
+  side.refusals = refusals;
   options.scheduler.refusals = refusals;
   options.server.refusals = refusals;
   auto snapshot = std::make_shared<model_snapshot>(std::move(initial));

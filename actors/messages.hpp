@@ -1,6 +1,6 @@
 #pragma once
 // The messages between fedcaf's actors. Peer-facing messages are an atom
-// plus one frame (messages/protocol.hpp), and every reply to them is one
+// plus one frame (messages/codec.hpp), and every reply to them is one
 // frame, possibly an error frame. Messages inside the server process may
 // carry a snapshot_ptr, which never crosses a process boundary.
 //
@@ -45,7 +45,7 @@
 #include <caf/atom.hpp>
 
 #include "fedcaf/model_snapshot.hpp"
-#include "messages/protocol.hpp"
+#include "messages/codec.hpp"
 
 namespace fedcaf {
 

@@ -16,9 +16,46 @@
 
 namespace fedcaf::msg {
 
-/// One encoded message: a single-segment Cap'n Proto message in the standard
-/// flat-array framing. CAF carries it as a built-in type (one memcpy).
+/// One encoded message exactly as it travels on the wire: an 8-byte envelope
+/// (request id, flags; little-endian u32 each), then a single-segment Cap'n
+/// Proto message in the standard stream framing (docs/protocol.md). In one
+/// process CAF carries it as a built-in type (a moved vector: no copy).
 using frame = std::vector<char>;
+
+/// Bytes of the envelope before the Cap'n Proto message.
+constexpr size_t envelope_bytes = 8;
+/// Bytes a reader needs to know a frame's size: envelope and segment table.
+constexpr size_t frame_header_bytes = 16;
+
+/// Returns the request id in `f`'s envelope (0: unsolicited).
+/// REQUIRES: f.size() >= envelope_bytes.
+uint32_t request_id(const frame& f);
+/// Sets the request id in `f`'s envelope. REQUIRES: f.size() >=
+/// envelope_bytes.
+void set_request_id(frame& f, uint32_t id);
+
+/// The kinds of frame. Peers may send the server only hello, fetch, offer,
+/// chunk, end_of_stream, credit and heartbeat.
+enum class frame_kind : uint8_t {
+  hello,
+  welcome,
+  round_start,
+  offer,
+  accept,
+  chunk,
+  credit,
+  fetch,
+  end_of_stream,
+  stream_closed,
+  done,
+  error,
+  heartbeat,
+  round_over,
+};
+
+/// Returns the kind of `f` without decoding its body, or an error iff it is
+/// malformed or of another protocol version.
+result<frame_kind> kind_of(const frame& f);
 
 /// The protocol version this build speaks.
 uint16_t protocol_version();
@@ -108,6 +145,11 @@ struct stream_closed {
   uint64_t bytes_received = 0;
 };
 
+/// The server published `round`'s model.
+struct round_over {
+  uint32_t round = 0;
+};
+
 struct done {
   uint32_t rounds = 0;
   metrics final;
@@ -124,6 +166,9 @@ frame encode(const fetch& x);
 frame encode(const end_of_stream& x);
 frame encode(const stream_closed& x);
 frame encode(const done& x);
+frame encode(const round_over& x);
+/// Returns a heartbeat frame.
+frame encode_heartbeat();
 /// Encodes a refusal; the peer's decode<T> of it returns this error.
 frame encode(const error& x);
 

@@ -14,8 +14,8 @@
 #include <doctest/doctest.h>
 
 #include "actors/client.hpp"
-#include "actors/federation.hpp"
-#include "actors/protocol.hpp"
+#include "actors/server_side.hpp"
+#include "actors/messages.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/element.hpp"

@@ -1,0 +1,800 @@
+#include "actors/gateway.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <deque>
+#include <map>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "fedcaf/log.hpp"
+#include "fedcaf/tls.hpp"
+#include "messages/frame_reader.hpp"
+
+namespace fedcaf {
+
+namespace {
+
+using beat_atom = caf::atom_constant<caf::atom("gw_beat")>;
+using clock_type = std::chrono::steady_clock;
+using caf::io::connection_handle;
+
+/// Bytes asked of the socket per read.
+constexpr size_t read_bytes = 256 << 10;
+
+/// How long a closing connection may take to send what it still holds.
+constexpr auto close_grace = std::chrono::seconds{2};
+
+const char* kind_name(msg::frame_kind k) {
+  using msg::frame_kind;
+  switch (k) {
+  case frame_kind::hello:
+    return "hello";
+  case frame_kind::welcome:
+    return "welcome";
+  case frame_kind::round_start:
+    return "round start";
+  case frame_kind::offer:
+    return "offer";
+  case frame_kind::accept:
+    return "accept";
+  case frame_kind::chunk:
+    return "chunk";
+  case frame_kind::credit:
+    return "credit";
+  case frame_kind::fetch:
+    return "fetch";
+  case frame_kind::end_of_stream:
+    return "end of stream";
+  case frame_kind::stream_closed:
+    return "stream closed";
+  case frame_kind::done:
+    return "done";
+  case frame_kind::error:
+    return "error";
+  case frame_kind::heartbeat:
+    return "heartbeat";
+  case frame_kind::round_over:
+    return "round over";
+  }
+  return "unknown";
+}
+
+/// The tick of a gateway's timers: often enough for the shortest limit.
+std::chrono::milliseconds tick_interval(const gateway_limits& l) {
+  auto t = std::min({l.heartbeat, l.connection_timeout, l.handshake_timeout}) /
+           4;
+  return std::clamp(t, std::chrono::milliseconds{20},
+                    std::chrono::milliseconds{1000});
+}
+
+// -- the byte side of one connection ----------------------------------------
+
+/// Framing, TLS and the output of one connection, for either side. Frames
+/// are read into the frame_reader's buffer (TLS decrypts straight into it)
+/// and handed on whole; a frame to send goes into the socket's write buffer
+/// without a copy when that is empty (plain TCP). Counts the bytes queued
+/// and written, for the limits on what a peer may leave unread.
+class wire_link {
+public:
+  wire_link(caf::io::broker* self, connection_handle hdl,
+            std::shared_ptr<tls_context> tls, const std::string& peer_host,
+            uint64_t max_frame_bytes)
+      : self_(self), hdl_(hdl), reader_(max_frame_bytes) {
+    if (tls) {
+      tls_ = std::make_unique<tls_session>(std::move(tls), peer_host);
+      // The scribe's write buffer stays the same object for its lifetime.
+      tls_->set_output(&self_->wr_buf(hdl_));
+    }
+    last_input_ = last_output_ = clock_type::now();
+  }
+
+  /// Starts reading; a TLS client sends its first handshake message.
+  result<void> start() {
+    self_->configure_read(hdl_, caf::io::receive_policy::at_most(read_bytes));
+    self_->ack_writes(hdl_, true);
+    return tls_ ? advance_handshake() : result<void>{};
+  }
+
+  /// Takes bytes from the socket and calls `on_frame(frame&&)` for every
+  /// complete frame. Returns an error iff the stream is broken: a bad
+  /// header, a frame past the limit, a failed TLS handshake or record.
+  template <class OnFrame>
+  result<void> take(const std::vector<char>& bytes, OnFrame&& on_frame) {
+    last_input_ = clock_type::now();
+    auto live = [this, &on_frame](frame&& f) {
+      if (!closed_) // a frame may close the connection; ignore the rest
+        on_frame(std::move(f));
+    };
+    if (!tls_)
+      return reader_.feed(bytes, live);
+    tls_->set_input(bytes);
+    auto ok = take_tls(live);
+    tls_->set_input({});
+    account_ciphertext(); // TLS 1.3 answers some records (tickets, updates)
+    return ok;
+  }
+
+  /// Queues `f` for the peer. Returns the bytes queued on this connection
+  /// so far, `f` included (TLS: ciphertext bytes).
+  uint64_t send(frame&& f) {
+    if (closed_)
+      return queued_;
+    if (tls_) {
+      if (!secure_) {
+        early_.push_back(std::move(f));
+        return queued_;
+      }
+      if (auto ok = tls_->write(f); !ok)
+        log_line("gateway", to_string(ok.err()));
+      account_ciphertext();
+      return queued_;
+    }
+    auto& buf = self_->wr_buf(hdl_);
+    auto before = buf.size();
+    if (buf.empty())
+      buf.swap(f); // no copy: the socket writes the frame's own buffer
+    else
+      buf.insert(buf.end(), f.begin(), f.end());
+    note_queued(buf.size() - before);
+    return queued_;
+  }
+
+  /// Closes the connection; nothing is read or sent after this.
+  void close() {
+    if (closed_)
+      return;
+    closed_ = true;
+    if (tls_)
+      tls_->set_output(nullptr);
+    self_->close(hdl_);
+  }
+
+  /// The socket wrote; `remaining` bytes wait in its buffers.
+  void transferred(uint64_t remaining) {
+    written_ = queued_ >= remaining ? queued_ - remaining : 0;
+    last_output_ = clock_type::now();
+  }
+
+  uint64_t written() const { return written_; }
+  bool output_pending() const { return written_ < queued_; }
+  bool secure() const { return !tls_ || secure_; }
+  msg::frame_reader& reader() { return reader_; }
+
+  /// Nothing arrived for `t`.
+  bool silent_for(clock_type::duration t) const {
+    return clock_type::now() - last_input_ > t;
+  }
+
+  /// Output is pending and none of it moved for `t`.
+  bool stalled_for(clock_type::duration t) const {
+    return output_pending() && clock_type::now() - last_output_ > t;
+  }
+
+  /// The common name of the peer's verified certificate; "" without TLS.
+  std::string peer_name() const {
+    return tls_ ? tls_->peer_common_name() : std::string{};
+  }
+
+private:
+  template <class OnFrame> result<void> take_tls(OnFrame& on_frame) {
+    if (!secure_) {
+      if (auto ok = advance_handshake(); !ok || !secure_)
+        return ok;
+    }
+    while (!closed_) { // decrypt straight into the frame under way
+      auto n = tls_->read(reader_.next());
+      if (!n)
+        return n.err();
+      if (*n == 0)
+        return {};
+      auto got = reader_.commit(*n);
+      if (!got)
+        return got.err();
+      if (*got)
+        on_frame(std::move(**got));
+    }
+    return {};
+  }
+
+  result<void> advance_handshake() {
+    auto done = tls_->handshake();
+    account_ciphertext();
+    if (!done)
+      return done.err();
+    if (!*done)
+      return {};
+    secure_ = true;
+    auto early = std::move(early_);
+    for (auto& f : early)
+      send(std::move(f));
+    return {};
+  }
+
+  /// Counts and flushes the ciphertext TLS wrote since the last call.
+  void account_ciphertext() {
+    auto out = tls_->bytes_out();
+    if (out != tls_accounted_)
+      note_queued(out - tls_accounted_);
+    tls_accounted_ = out;
+  }
+
+  void note_queued(uint64_t n) {
+    if (!output_pending())
+      last_output_ = clock_type::now(); // the stall clock starts now
+    queued_ += n;
+    self_->flush(hdl_);
+  }
+
+  caf::io::broker* self_;
+  connection_handle hdl_;
+  msg::frame_reader reader_;
+  std::unique_ptr<tls_session> tls_;
+  bool secure_ = false;
+  bool closed_ = false;
+  std::vector<frame> early_; ///< sent before the TLS handshake completed
+  uint64_t tls_accounted_ = 0;
+  uint64_t queued_ = 0;
+  uint64_t written_ = 0;
+  clock_type::time_point last_input_;
+  clock_type::time_point last_output_;
+};
+
+// -- server side --------------------------------------------------------------
+
+/// A place among the connections not yet welcomed; given back once.
+class unauthenticated_slot {
+public:
+  explicit unauthenticated_slot(std::shared_ptr<std::atomic<uint32_t>> n)
+      : count_(std::move(n)) {}
+  ~unauthenticated_slot() { release(); }
+  unauthenticated_slot(const unauthenticated_slot&) = delete;
+  unauthenticated_slot& operator=(const unauthenticated_slot&) = delete;
+
+  void release() {
+    if (count_)
+      count_->fetch_sub(1);
+    count_.reset();
+  }
+
+private:
+  std::shared_ptr<std::atomic<uint32_t>> count_;
+};
+
+// State machine of a connection:
+//   handshaking (TLS) -> awaiting hello -(hello)-> hello pending
+//   -(welcome)-> welcomed -(connection closed | limit | server gone)-> quit
+//   hello pending -(refusal)-> closing -(output written)-> quit
+// Before it is welcomed a peer may send only heartbeats and one Hello of at
+// most max_hello_bytes; every other frame, a second Hello, or the
+// handshake timeout closes the connection. Welcomed, it may send the six
+// peer frame kinds within their in-flight limits; anything else closes it.
+// Every refusal is counted, logged with the peer's address, and answered
+// with an error frame where the peer can still read one.
+class server_gateway {
+public:
+  enum class stage { awaiting_hello, hello_pending, welcomed, closing };
+
+  server_gateway(caf::io::broker* self, connection_handle hdl,
+                 server_gate server, gateway_limits limits,
+                 std::shared_ptr<tls_context> tls, refusal_counter refusals,
+                 std::shared_ptr<std::atomic<uint32_t>> unauthenticated)
+      : self_(self), hdl_(hdl), server_(std::move(server)), limits_(limits),
+        link_(self, hdl, std::move(tls), "", limits.max_hello_bytes),
+        refusals_("gateway", std::move(refusals)),
+        slot_(std::move(unauthenticated)), opened_(clock_type::now()) {
+    address_ = self->remote_addr(hdl) + ":" +
+               std::to_string(self->remote_port(hdl));
+  }
+
+  void start() {
+    self_->monitor(server_);
+    self_->set_down_handler([this](caf::down_msg&) {
+      close_now("the server ended");
+    });
+    if (auto ok = link_.start(); !ok)
+      return refuse(ok.err());
+    schedule_tick();
+  }
+
+  void on_data(const caf::io::new_data_msg& m) {
+    if (stage_ == stage::closing)
+      return;
+    auto ok = link_.take(m.buf, [this](frame&& f) { on_frame(std::move(f)); });
+    if (!ok)
+      refuse(ok.err());
+  }
+
+  void on_transferred(const caf::io::data_transferred_msg& m) {
+    link_.transferred(m.remaining);
+    while (!fetch_replies_.empty() && fetch_replies_.front() <= link_.written())
+      fetch_replies_.pop_front();
+    if (stage_ == stage::closing && !link_.output_pending())
+      close_now("");
+  }
+
+  /// A frame the server sends unasked (round start, done, round over).
+  void push(frame f) {
+    if (stage_ == stage::welcomed)
+      link_.send(std::move(f));
+  }
+
+  void on_tick() {
+    auto now = clock_type::now();
+    if (stage_ == stage::closing) {
+      if (now - closing_since_ > close_grace)
+        close_now("");
+      return schedule_tick();
+    }
+    if (stage_ != stage::welcomed && now - opened_ > limits_.handshake_timeout)
+      return refuse({errc::timeout,
+                     std::string{link_.secure() ? "no Hello" : "no TLS "
+                                                               "handshake"} +
+                         " within handshake_timeout_s (" +
+                         std::to_string(limits_.handshake_timeout.count()) +
+                         " ms)"});
+    if (link_.silent_for(limits_.connection_timeout))
+      return refuse({errc::timeout,
+                     "nothing arrived for " +
+                         std::to_string(limits_.connection_timeout.count()) +
+                         " ms (connection_timeout_s)"});
+    if (link_.stalled_for(limits_.connection_timeout))
+      return refuse({errc::timeout,
+                     "the peer read nothing for " +
+                         std::to_string(limits_.connection_timeout.count()) +
+                         " ms (connection_timeout_s)"});
+    if (stage_ == stage::welcomed && now - last_beat_ >= limits_.heartbeat) {
+      last_beat_ = now;
+      link_.send(msg::encode_heartbeat());
+    }
+    schedule_tick();
+  }
+
+  void on_closed() { close_now(""); }
+
+private:
+  void schedule_tick() {
+    self_->delayed_send(self_, tick_interval(limits_), beat_atom::value);
+  }
+
+  void on_frame(frame&& f) {
+    if (stage_ == stage::closing)
+      return;
+    auto kind = msg::kind_of(f);
+    if (!kind)
+      return refuse(kind.err());
+    if (*kind == msg::frame_kind::heartbeat)
+      return;
+    if (msg::request_id(f) == 0)
+      return refuse({errc::malformed_frame,
+                     std::string{"a "} + kind_name(*kind) +
+                         " frame without a request id"});
+    if (stage_ != stage::welcomed) {
+      if (*kind != msg::frame_kind::hello || stage_ != stage::awaiting_hello)
+        return refuse({errc::not_authenticated,
+                       std::string{"a "} + kind_name(*kind) +
+                           " frame before the peer was welcomed"});
+      return forward_hello(std::move(f));
+    }
+    route(*kind, std::move(f));
+  }
+
+  void route(msg::frame_kind kind, frame&& f) {
+    using msg::frame_kind;
+    switch (kind) {
+    case frame_kind::hello:
+      if (control_ > 0)
+        return too_many("Hello while a request is open");
+      return forward_hello(std::move(f));
+    case frame_kind::fetch:
+      if (fetches_waiting_ + fetch_replies_.size() >= limits_.window)
+        return too_many("more than window (" + std::to_string(limits_.window) +
+                        ") fetches in flight");
+      ++fetches_waiting_;
+      return forward(fetch_atom::value, std::move(f), fetches_waiting_, true);
+    case frame_kind::chunk:
+    case frame_kind::credit:
+      if (uploads_ >= limits_.window)
+        return too_many("more than window (" + std::to_string(limits_.window) +
+                        ") chunks in flight");
+      ++uploads_;
+      if (kind == frame_kind::chunk)
+        return forward(chunk_atom::value, std::move(f), uploads_, false);
+      return forward(credit_atom::value, std::move(f), uploads_, false);
+    case frame_kind::offer:
+    case frame_kind::end_of_stream:
+      if (control_ >= 2)
+        return too_many("more than 2 offers or ends in flight");
+      ++control_;
+      if (kind == frame_kind::offer)
+        return forward(offer_atom::value, std::move(f), control_, false);
+      return forward(end_atom::value, std::move(f), control_, false);
+    default:
+      return refuse({errc::unexpected_message,
+                     std::string{"a "} + kind_name(kind) +
+                         " frame is not for the server"});
+    }
+  }
+
+  void too_many(const std::string& what) {
+    refuse({errc::too_many_requests, what});
+  }
+
+  void forward_hello(frame&& f) {
+    auto id = msg::request_id(f);
+    if (stage_ == stage::awaiting_hello)
+      stage_ = stage::hello_pending;
+    ++control_;
+    self_
+        ->request(server_, caf::infinite, hello_atom::value, std::move(f),
+                  address_, link_.peer_name())
+        .then(
+            [this, id](frame& reply) {
+              --control_;
+              on_hello_reply(id, std::move(reply));
+            },
+            [this](caf::error&) { close_now("the server is gone"); });
+  }
+
+  void on_hello_reply(uint32_t id, frame&& reply) {
+    if (stage_ == stage::closing)
+      return;
+    auto kind = msg::kind_of(reply);
+    bool welcomed = kind && *kind == msg::frame_kind::welcome;
+    msg::set_request_id(reply, id);
+    if (!welcomed) { // the server logged and counted its refusal
+      link_.send(std::move(reply));
+      return start_closing();
+    }
+    if (stage_ != stage::welcomed) {
+      stage_ = stage::welcomed;
+      slot_.release();
+      link_.reader().set_max_frame_bytes(limits_.max_frame_bytes);
+      last_beat_ = clock_type::now();
+    }
+    link_.send(std::move(reply));
+  }
+
+  /// Passes a welcomed peer's request to the server; its reply goes back
+  /// with the request's id. `in_flight` counts it until the reply.
+  template <class Atom>
+  void forward(Atom atom, frame&& f, uint32_t& in_flight, bool is_fetch) {
+    auto id = msg::request_id(f);
+    self_->request(server_, caf::infinite, atom, std::move(f))
+        .then(
+            [this, id, &in_flight, is_fetch](frame& reply) {
+              --in_flight;
+              if (stage_ == stage::closing)
+                return;
+              msg::set_request_id(reply, id);
+              auto queued = link_.send(std::move(reply));
+              if (is_fetch) // in flight until the peer has it
+                fetch_replies_.push_back(queued);
+            },
+            [this](caf::error&) { close_now("the server is gone"); });
+  }
+
+  /// Counts and logs `e` with the peer's address, tells the peer if it can
+  /// still read, and closes the connection.
+  void refuse(const error& e) {
+    if (stage_ == stage::closing)
+      return;
+    auto reply =
+        refusals_.refuse({e.code, e.message + " (peer " + address_ + ")"});
+    if (link_.secure())
+      link_.send(std::move(reply));
+    start_closing();
+  }
+
+  void start_closing() {
+    stage_ = stage::closing;
+    closing_since_ = clock_type::now();
+    if (!link_.output_pending())
+      close_now("");
+  }
+
+  void close_now(const std::string& why) {
+    if (!why.empty())
+      log_line("gateway", "closing the connection of " + address_ + ": " + why);
+    link_.close();
+    self_->quit();
+  }
+
+  caf::io::broker* self_;
+  connection_handle hdl_;
+  server_gate server_;
+  gateway_limits limits_;
+  wire_link link_;
+  refusal_log refusals_;
+  unauthenticated_slot slot_;
+  std::string address_;
+  stage stage_ = stage::awaiting_hello;
+  uint32_t fetches_waiting_ = 0; ///< fetches the server has not answered
+  /// Answered fetches not yet written to the socket: the queued-byte mark
+  /// each reply ends at.
+  std::deque<uint64_t> fetch_replies_;
+  uint32_t uploads_ = 0; ///< chunks and credits the server has not answered
+  uint32_t control_ = 0; ///< hello, offer and end the server has not answered
+  clock_type::time_point opened_;
+  clock_type::time_point closing_since_;
+  clock_type::time_point last_beat_;
+};
+
+caf::behavior server_gateway_actor(
+    caf::io::broker* self, connection_handle hdl, server_gate server,
+    gateway_limits limits, std::shared_ptr<tls_context> tls,
+    refusal_counter refusals,
+    std::shared_ptr<std::atomic<uint32_t>> unauthenticated) {
+  auto st = std::make_shared<server_gateway>(
+      self, hdl, std::move(server), limits, std::move(tls),
+      std::move(refusals), std::move(unauthenticated));
+  st->start();
+  return {
+      [st](const caf::io::new_data_msg& m) { st->on_data(m); },
+      [st](const caf::io::data_transferred_msg& m) { st->on_transferred(m); },
+      [st](const caf::io::connection_closed_msg&) { st->on_closed(); },
+      [st](beat_atom) { st->on_tick(); },
+      [st](round_atom, const frame& f) { st->push(f); },
+      [st](done_atom, const frame& f) { st->push(f); },
+      [st](idle_atom, uint32_t round) {
+        st->push(msg::encode(msg::round_over{round}));
+      },
+  };
+}
+
+caf::behavior acceptor_actor(caf::io::broker* self, int fd, server_gate server,
+                             gateway_limits limits,
+                             std::shared_ptr<tls_context> tls,
+                             refusal_counter refusals) {
+  self->add_doorman(fd);
+  auto unauthenticated = std::make_shared<std::atomic<uint32_t>>(0);
+  auto log = std::make_shared<refusal_log>("gateway", refusals);
+  return {
+      [=](const caf::io::new_connection_msg& m) {
+        if (unauthenticated->load() >= limits.max_unauthenticated) {
+          log->refuse({errc::too_many_requests,
+                       "closed a connection from " +
+                           self->remote_addr(m.handle) + ":" +
+                           std::to_string(self->remote_port(m.handle)) + ": " +
+                           std::to_string(limits.max_unauthenticated) +
+                           " connections are not yet welcomed "
+                           "(max_unauthenticated)"});
+          self->close(m.handle);
+          return;
+        }
+        unauthenticated->fetch_add(1);
+        self->fork(server_gateway_actor, m.handle, server, limits, tls,
+                   refusals, unauthenticated);
+      },
+      [](const caf::io::acceptor_closed_msg&) {},
+  };
+}
+
+// -- client side --------------------------------------------------------------
+
+// State machine: connecting (TLS handshake) -> open -(connection closed,
+// silence, or exit)-> quit. Requests of the client actor leave as frames
+// with fresh request ids and are answered by the reply of the same id;
+// requests still open when the connection ends fail with a CAF error (the
+// client reconnects through a new gateway). A TLS handshake that fails
+// answers the open requests with a not_authorized error frame: the client
+// should not retry that.
+class client_gateway {
+public:
+  client_gateway(caf::io::broker* self, connection_handle hdl,
+                 gateway_limits limits, std::shared_ptr<tls_context> tls,
+                 const std::string& host, std::string where)
+      : self_(self), hdl_(hdl), limits_(limits),
+        link_(self, hdl, std::move(tls), host,
+              std::max<uint64_t>(limits.max_frame_bytes, 64 << 20)),
+        where_(std::move(where)) {}
+
+  void start() {
+    if (auto ok = link_.start(); !ok)
+      return fail(ok.err());
+    last_beat_ = clock_type::now();
+    schedule_tick();
+  }
+
+  caf::result<frame> ask(frame&& f) {
+    if (!owner_) {
+      owner_ = caf::actor_cast<caf::actor>(self_->current_sender());
+      self_->monitor(owner_);
+      self_->set_down_handler([this](caf::down_msg&) { close(""); });
+    }
+    auto id = next_id_++;
+    if (next_id_ == 0)
+      next_id_ = 1;
+    msg::set_request_id(f, id);
+    auto rp = self_->make_response_promise<frame>();
+    pending_.emplace(id, rp);
+    link_.send(std::move(f));
+    return rp;
+  }
+
+  void on_data(const caf::io::new_data_msg& m) {
+    auto ok = link_.take(m.buf, [this](frame&& f) { on_frame(std::move(f)); });
+    if (!ok)
+      fail(ok.err());
+  }
+
+  void on_transferred(const caf::io::data_transferred_msg& m) {
+    link_.transferred(m.remaining);
+  }
+
+  void on_tick() {
+    if (link_.silent_for(limits_.connection_timeout))
+      return close("nothing arrived from the server for " +
+                   std::to_string(limits_.connection_timeout.count()) + " ms");
+    if (link_.stalled_for(limits_.connection_timeout))
+      return close("the server read nothing for " +
+                   std::to_string(limits_.connection_timeout.count()) + " ms");
+    auto now = clock_type::now();
+    if (link_.secure() && now - last_beat_ >= limits_.heartbeat) {
+      last_beat_ = now;
+      link_.send(msg::encode_heartbeat());
+    }
+    schedule_tick();
+  }
+
+  void close(const std::string& why) {
+    if (!why.empty())
+      log_line("gateway", "connection to " + where_ + " closed: " + why);
+    for (auto& [id, rp] : pending_)
+      rp.deliver(caf::make_error(caf::sec::request_receiver_down));
+    pending_.clear();
+    link_.close();
+    self_->quit();
+  }
+
+private:
+  void schedule_tick() {
+    self_->delayed_send(self_, tick_interval(limits_), beat_atom::value);
+  }
+
+  void on_frame(frame&& f) {
+    auto id = msg::request_id(f);
+    if (id != 0) {
+      auto it = pending_.find(id);
+      if (it == pending_.end())
+        return fail({errc::malformed_frame,
+                     "a reply to request " + std::to_string(id) +
+                         ", which is not open"});
+      auto rp = it->second;
+      pending_.erase(it);
+      rp.deliver(std::move(f));
+      return;
+    }
+    auto kind = msg::kind_of(f);
+    if (!kind)
+      return fail(kind.err());
+    switch (*kind) {
+    case msg::frame_kind::heartbeat:
+      return;
+    case msg::frame_kind::round_start:
+      return tell(round_atom::value, std::move(f));
+    case msg::frame_kind::done:
+      return tell(done_atom::value, std::move(f));
+    case msg::frame_kind::round_over:
+      if (auto r = msg::decode<msg::round_over>(f); r && owner_)
+        self_->send(owner_, idle_atom::value, r->round);
+      return;
+    case msg::frame_kind::error: // a refusal of the connection follows
+      if (auto e = msg::decode<msg::round_over>(f); !e)
+        log_line("gateway",
+                 "the server at " + where_ + " refused: " + to_string(e.err()));
+      return;
+    default:
+      return fail({errc::unexpected_message,
+                   std::string{"the server sent an unasked "} +
+                       kind_name(*kind) + " frame"});
+    }
+  }
+
+  template <class Atom> void tell(Atom atom, frame&& f) {
+    if (owner_)
+      self_->send(owner_, atom, std::move(f));
+  }
+
+  /// The stream from the server is broken. A refused TLS handshake answers
+  /// the open requests with its reason (final: no retry helps).
+  void fail(const error& e) {
+    if (e.code == errc::not_authorized) {
+      log_line("gateway", "TLS with " + where_ + ": " + e.message);
+      for (auto& [id, rp] : pending_)
+        rp.deliver(msg::encode(e));
+      pending_.clear();
+    }
+    close(e.code == errc::not_authorized ? "" : to_string(e));
+  }
+
+  caf::io::broker* self_;
+  connection_handle hdl_;
+  gateway_limits limits_;
+  wire_link link_;
+  std::string where_;
+  caf::actor owner_; ///< the client actor, from its first request
+  std::map<uint32_t, caf::typed_response_promise<frame>> pending_;
+  uint32_t next_id_ = 1;
+  clock_type::time_point last_beat_;
+};
+
+caf::behavior client_gateway_actor(caf::io::broker* self, int fd,
+                                   gateway_limits limits,
+                                   std::shared_ptr<tls_context> tls,
+                                   std::string host, std::string where) {
+  auto hdl = self->add_scribe(fd);
+  auto st = std::make_shared<client_gateway>(self, hdl, limits, std::move(tls),
+                                             host, std::move(where));
+  st->start();
+  auto ask = [st](frame& f) { return st->ask(std::move(f)); };
+  return {
+      [ask](hello_atom, frame& f) { return ask(f); },
+      [ask](fetch_atom, frame& f) { return ask(f); },
+      [ask](offer_atom, frame& f) { return ask(f); },
+      [ask](chunk_atom, frame& f) { return ask(f); },
+      [ask](end_atom, frame& f) { return ask(f); },
+      [ask](credit_atom, frame& f) { return ask(f); },
+      [st](const caf::io::new_data_msg& m) { st->on_data(m); },
+      [st](const caf::io::data_transferred_msg& m) { st->on_transferred(m); },
+      [st](const caf::io::connection_closed_msg&) {
+        st->close("the server closed the connection");
+      },
+      [st](beat_atom) { st->on_tick(); },
+  };
+}
+
+caf::behavior dialer_actor(caf::event_based_actor* self, endpoint at,
+                           gateway_limits limits,
+                           std::shared_ptr<tls_context> tls) {
+  return {
+      [=](caf::connect_atom) -> caf::result<caf::actor> {
+        auto timeout = std::min(limits.connection_timeout,
+                                std::chrono::milliseconds{5000});
+        auto g = dial(self->system(), at, limits, tls, timeout);
+        if (!g)
+          return caf::make_error(caf::sec::cannot_connect_to_node,
+                                 to_string(g.err()));
+        return *g;
+      },
+  };
+}
+
+} // namespace
+
+result<listening> listen(caf::actor_system& sys, const caf::actor& server,
+                         const endpoint& at, gateway_limits limits,
+                         std::shared_ptr<tls_context> tls,
+                         refusal_counter refusals) {
+  auto l = listen_at(at);
+  if (!l)
+    return l.err();
+  auto gate = caf::actor_cast<server_gate>(server);
+  auto acceptor = sys.middleman().spawn_broker(
+      acceptor_actor, l->fd, std::move(gate), limits, std::move(tls),
+      std::move(refusals));
+  return listening{acceptor, l->port};
+}
+
+result<caf::actor> dial(caf::actor_system& sys, const endpoint& at,
+                        const gateway_limits& limits,
+                        std::shared_ptr<tls_context> tls,
+                        std::chrono::milliseconds timeout) {
+  auto fd = connect_to(at, timeout);
+  if (!fd)
+    return fd.err();
+  return sys.middleman().spawn_broker(
+      client_gateway_actor, *fd, limits, std::move(tls), at.host,
+      at.host + ":" + std::to_string(at.port));
+}
+
+caf::actor spawn_dialer(caf::actor_system& sys, endpoint at,
+                        gateway_limits limits,
+                        std::shared_ptr<tls_context> tls) {
+  return sys.spawn<caf::detached>(dialer_actor, std::move(at), limits,
+                                  std::move(tls));
+}
+
+} // namespace fedcaf

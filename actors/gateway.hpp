@@ -1,0 +1,98 @@
+#pragma once
+// The trust boundary. Remote peers speak only fedcaf's frames
+// (docs/protocol.md) over TCP or TLS; each connection is owned by one
+// gateway, a caf::io broker, on each side. No actor handle crosses the
+// network and nothing of CAF's cluster protocol (BASP) listens on a port.
+//
+// Server side: the acceptor hands every accepted connection to a new
+// gateway, which authenticates the peer (TLS handshake, then Hello) before
+// anything else, enforces the limits of gateway_limits, and passes only the
+// six peer frame kinds (hello, fetch, offer, chunk, end, credit) to the
+// server, as a local stand-in for that client: it holds the server only as a
+// server_gate, whose type admits nothing else.
+//
+// Client side: a gateway connects, and stands in for the server towards the
+// client actor: the client's requests become frames with request ids, the
+// replies with the same id answer them, and frames the server sends
+// unasked (round start, round over, done) reach the client as messages.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/network.hpp"
+#include "actors/refusal_log.hpp"
+#include "fedcaf/error.hpp"
+
+namespace fedcaf {
+
+class tls_context;
+
+/// What a gateway may ask of the server: the six peer frame kinds. Hello
+/// carries the peer's address and the common name of its verified client
+/// certificate ("" without TLS).
+using server_gate = caf::typed_actor<
+    caf::replies_to<hello_atom, frame, std::string, std::string>::with<frame>,
+    caf::replies_to<fetch_atom, frame>::with<frame>,
+    caf::replies_to<offer_atom, frame>::with<frame>,
+    caf::replies_to<chunk_atom, frame>::with<frame>,
+    caf::replies_to<end_atom, frame>::with<frame>,
+    caf::replies_to<credit_atom, frame>::with<frame>>;
+
+/// The limits a gateway enforces, never trusting the peer.
+struct gateway_limits {
+  /// Largest frame, envelope included (grpc_configs.max_message_size).
+  uint64_t max_frame_bytes = 16 << 20;
+  /// Largest frame before the peer is welcomed (a Hello).
+  uint64_t max_hello_bytes = 64 << 10;
+  /// Fetches in flight, and chunks or credits in flight, per connection.
+  uint32_t window = 4;
+  /// TLS handshake and Hello must be done within this.
+  std::chrono::milliseconds handshake_timeout{10000};
+  /// Each side sends a heartbeat this often ...
+  std::chrono::milliseconds heartbeat{5000};
+  /// ... and closes a connection on which nothing arrived, or whose
+  /// pending output did not move, for this long.
+  std::chrono::milliseconds connection_timeout{30000};
+  /// Connections not yet welcomed, at once (server).
+  uint32_t max_unauthenticated = 64;
+};
+
+/// A listening acceptor and the port it is bound to.
+struct listening {
+  caf::actor acceptor;
+  uint16_t port = 0;
+};
+
+/// Listens at `at` and gives every connection a gateway to `server`. `tls`
+/// null: plain TCP. Refusals are counted in `refusals` and logged with the
+/// peer's address. Returns an error iff the address cannot be bound.
+/// Sending the acceptor an exit closes the port; its gateways end with the
+/// server.
+result<listening> listen(caf::actor_system& sys, const caf::actor& server,
+                         const endpoint& at, gateway_limits limits,
+                         std::shared_ptr<tls_context> tls,
+                         refusal_counter refusals);
+
+/// Connects to the server at `at` (within `timeout`) and returns a gateway
+/// that stands in for the server: send it what you would send the server.
+/// It ends when the connection ends. `tls` null: plain TCP.
+result<caf::actor> dial(caf::actor_system& sys, const endpoint& at,
+                        const gateway_limits& limits,
+                        std::shared_ptr<tls_context> tls,
+                        std::chrono::milliseconds timeout);
+
+/// An actor on a thread of its own that answers (connect_atom) with a newly
+/// dialed gateway (caf::actor) to `at`, or an error: for clients that
+/// reconnect without blocking their own thread.
+caf::actor spawn_dialer(caf::actor_system& sys, endpoint at,
+                        gateway_limits limits,
+                        std::shared_ptr<tls_context> tls);
+
+} // namespace fedcaf

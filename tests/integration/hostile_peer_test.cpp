@@ -1,0 +1,1047 @@
+// A hostile peer for tests/integration/hostile_peer_test.sh. It connects to a
+// real `fedcaf server` on 127.0.0.1, mounts one attack, and says what the
+// server did, as seen from the wire. Frames are built and read with
+// messages/codec.hpp (it links fedcaf_messages only: no CAF, no LibTorch),
+// so what it sends is exactly the bytes it means to send.
+//
+//   hostile_peer --port P --attack NAME [--expect CODE] [--id ID --token T]
+//                [--registered] [options, see usage()]
+//
+// For every connection it prints `conn LABEL 127.0.0.1:PORT` (the driver
+// looks for the server's refusal of that address), then one line per
+// observation, and last `verdict: ok` or `verdict: unexpected: ...`.
+// Exits 0 iff the server behaved as specified, 1 iff it did not, 2 on a
+// usage or local error. Every wait is bounded in time, every loop in count.
+// Thread-safety: one thread.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/error.hpp"
+#include "fedcaf/manifest.hpp"
+#include "messages/codec.hpp"
+#include "messages/frame_reader.hpp"
+
+namespace {
+
+using namespace fedcaf;
+using clock_type = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// -- options -------------------------------------------------------------------
+
+struct options {
+  uint16_t port = 0;
+  std::string attack;
+  std::string expect;    ///< the refusal code the server must answer with
+  std::string client_id; ///< registered attacks: an identity with a token
+  std::string token;
+  bool registered = false; ///< pre-auth attacks: mount them after a Welcome
+  uint64_t frame_bytes = 1ull << 30;      ///< oversized_header: announced
+  uint32_t held = 8;                      ///< idle_flood: max_unauthenticated
+  uint32_t extra = 4;                     ///< idle_flood: beyond the bound
+  double handshake_s = 2;                 ///< the server's handshake_timeout_s
+  uint32_t trickle_ms = 100;              ///< slow_hello: one byte this often
+  double delay_s = 1.5;                   ///< hijack_stream: before the attack
+  uint32_t finite_chunks = 2;             ///< nan_update: chunks before the NaN
+  double heartbeat_s = 0.5;               ///< welcomed: send one this often
+  double timeout_s = 30;                  ///< bound on the whole attack
+  std::optional<uint64_t> target_stream;  ///< hijack_stream: else guessed
+};
+
+void usage() {
+  std::fprintf(
+      stderr,
+      "usage: hostile_peer --port P --attack NAME [--expect CODE]\n"
+      "  pre-auth (add --registered --id ID --token T to mount after a\n"
+      "  Welcome): oversized_header [--frame-bytes N], garbage, garbage_body,\n"
+      "  zero_request_id, unknown_kind, server_kind\n"
+      "  pre-auth only: slow_hello [--trickle-ms MS --handshake-s S],\n"
+      "  idle_flood [--held N --extra N --handshake-s S]\n"
+      "  registered (--id ID --token T): fetch_flood, hijack_stream\n"
+      "  [--delay-s S --target-stream ID], nan_update [--finite-chunks N],\n"
+      "  offer_silent\n"
+      "  all: [--heartbeat-s S] [--timeout-s S]\n");
+}
+
+std::optional<options> parse_options(int argc, char** argv) {
+  options o;
+  std::map<std::string, std::string> kv;
+  for (int i = 1; i < argc; ++i) {
+    std::string key = argv[i];
+    if (key == "--registered") {
+      o.registered = true;
+      continue;
+    }
+    if (key.rfind("--", 0) != 0 || i + 1 >= argc)
+      return std::nullopt;
+    kv[key.substr(2)] = argv[++i];
+  }
+  try {
+    for (const auto& [k, v] : kv) {
+      if (k == "port")
+        o.port = static_cast<uint16_t>(std::stoul(v));
+      else if (k == "attack")
+        o.attack = v;
+      else if (k == "expect")
+        o.expect = v;
+      else if (k == "id")
+        o.client_id = v;
+      else if (k == "token")
+        o.token = v;
+      else if (k == "frame-bytes")
+        o.frame_bytes = std::stoull(v);
+      else if (k == "held")
+        o.held = static_cast<uint32_t>(std::stoul(v));
+      else if (k == "extra")
+        o.extra = static_cast<uint32_t>(std::stoul(v));
+      else if (k == "handshake-s")
+        o.handshake_s = std::stod(v);
+      else if (k == "trickle-ms")
+        o.trickle_ms = static_cast<uint32_t>(std::stoul(v));
+      else if (k == "delay-s")
+        o.delay_s = std::stod(v);
+      else if (k == "finite-chunks")
+        o.finite_chunks = static_cast<uint32_t>(std::stoul(v));
+      else if (k == "heartbeat-s")
+        o.heartbeat_s = std::stod(v);
+      else if (k == "timeout-s")
+        o.timeout_s = std::stod(v);
+      else if (k == "target-stream")
+        o.target_stream = std::stoull(v);
+      else
+        return std::nullopt;
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (o.port == 0 || o.attack.empty() || o.held > 1024 || o.extra > 1024)
+    return std::nullopt;
+  return o;
+}
+
+// -- reporting ---------------------------------------------------------------
+
+/// What the attack saw, and what it expected but did not see.
+class verdict {
+public:
+  explicit verdict(std::string attack) : attack_(std::move(attack)) {}
+
+  void note(const std::string& line) const {
+    std::printf("hostile_peer: %s: %s\n", attack_.c_str(), line.c_str());
+    std::fflush(stdout);
+  }
+
+  /// Records `what` as unexpected unless `ok`.
+  void expect(bool ok, const std::string& what) {
+    if (!ok) {
+      note("UNEXPECTED: " + what);
+      problems_.push_back(what);
+    }
+  }
+
+  /// Prints the verdict line; returns the exit status.
+  int finish() const {
+    if (problems_.empty()) {
+      note("verdict: ok");
+      return 0;
+    }
+    std::string all;
+    for (const auto& p : problems_)
+      all += (all.empty() ? "" : "; ") + p;
+    note("verdict: unexpected: " + all);
+    return 1;
+  }
+
+private:
+  std::string attack_;
+  std::vector<std::string> problems_;
+};
+
+/// A local failure (not the server's): usage, socket, crafting.
+struct local_failure {
+  std::string what;
+};
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+clock_type::time_point after_s(double s) {
+  return clock_type::now() +
+         std::chrono::duration_cast<clock_type::duration>(
+             std::chrono::duration<double>(s));
+}
+
+std::string fmt_s(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
+// -- frames --------------------------------------------------------------------
+
+const char* kind_name(msg::frame_kind k) {
+  using msg::frame_kind;
+  switch (k) {
+  case frame_kind::hello: return "hello";
+  case frame_kind::welcome: return "welcome";
+  case frame_kind::round_start: return "round_start";
+  case frame_kind::offer: return "offer";
+  case frame_kind::accept: return "accept";
+  case frame_kind::chunk: return "chunk";
+  case frame_kind::credit: return "credit";
+  case frame_kind::fetch: return "fetch";
+  case frame_kind::end_of_stream: return "end_of_stream";
+  case frame_kind::stream_closed: return "stream_closed";
+  case frame_kind::done: return "done";
+  case frame_kind::error: return "error";
+  case frame_kind::heartbeat: return "heartbeat";
+  case frame_kind::round_over: return "round_over";
+  }
+  return "?";
+}
+
+/// Returns the refusal an error frame carries, or nothing iff `f` is not one.
+std::optional<error> refusal_of(const msg::frame& f) {
+  auto k = msg::kind_of(f);
+  if (!k || *k != msg::frame_kind::error)
+    return std::nullopt;
+  auto e = msg::decode<msg::round_over>(f); // an error frame decodes to it
+  if (e)
+    return std::nullopt;
+  return e.err();
+}
+
+/// One line about a frame the server sent.
+std::string describe(const msg::frame& f) {
+  auto id = " (request id " + std::to_string(msg::request_id(f)) + ")";
+  auto k = msg::kind_of(f);
+  if (!k)
+    return "an undecodable frame: " + to_string(k.err()) + id;
+  if (auto e = refusal_of(f))
+    return "error frame " + to_string(*e) + id;
+  return std::string{kind_name(*k)} + " frame of " + std::to_string(f.size()) +
+         " bytes" + id;
+}
+
+msg::frame with_id(msg::frame f, uint32_t id) {
+  msg::set_request_id(f, id);
+  return f;
+}
+
+void put_u32(msg::frame& f, size_t at, uint32_t x) {
+  x = htole32(x);
+  std::memcpy(f.data() + at, &x, sizeof x);
+}
+
+/// A frame header (envelope and segment table) that announces a frame of
+/// `total_bytes` (rounded down to whole words), followed by nothing.
+msg::frame header_announcing(uint64_t total_bytes, uint32_t request_id) {
+  msg::frame f(msg::frame_header_bytes, 0);
+  auto words = (total_bytes - msg::frame_header_bytes) / 8;
+  put_u32(f, 0, request_id);
+  put_u32(f, 12, static_cast<uint32_t>(
+                     std::min<uint64_t>(words, 0xFFFFFFFFu)));
+  return f;
+}
+
+/// Byte offset of the Frame body's union discriminant: envelope, segment
+/// table, root pointer, then the data word (version u16, discriminant u16).
+constexpr size_t discriminant_at = 8 + 8 + 8 + 2;
+
+/// Returns a frame of a kind the protocol does not have: a heartbeat whose
+/// union discriminant says 0x7fff. Throws local_failure iff the encoder's
+/// layout is not the one assumed (checked against kind_of).
+msg::frame frame_of_unknown_kind(uint32_t request_id) {
+  auto f = with_id(msg::encode_heartbeat(), request_id);
+  auto patch = [&](uint16_t which) {
+    which = htole16(which);
+    std::memcpy(f.data() + discriminant_at, &which, sizeof which);
+  };
+  patch(13); // round_over's place in the union: proves the offset
+  auto k = msg::kind_of(f);
+  if (!k || *k != msg::frame_kind::round_over)
+    throw local_failure{"the Frame layout is not the one assumed"};
+  patch(0x7fff);
+  if (msg::kind_of(f))
+    throw local_failure{"a discriminant of 0x7fff still decodes"};
+  return f;
+}
+
+/// splitmix64: reproducible bytes.
+class byte_source {
+public:
+  explicit byte_source(uint64_t seed) : state_(seed) {}
+  uint8_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<uint8_t>(z ^ (z >> 31));
+  }
+
+private:
+  uint64_t state_;
+};
+
+// -- one TCP connection ---------------------------------------------------------
+
+enum class wire_state { frame, closed, timeout, broken };
+
+struct wire_event {
+  wire_state state = wire_state::timeout;
+  msg::frame f;
+  std::string detail; ///< closed: "EOF" or "reset"; broken: why
+};
+
+/// A connection to the server, owned by one attack (RAII). Frames are cut
+/// with msg::frame_reader, so a frame the server sends is read exactly.
+class peer_socket {
+public:
+  /// Connects to 127.0.0.1:`port`. Throws local_failure iff it cannot.
+  explicit peer_socket(uint16_t port) : reader_(64u << 20) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0)
+      throw local_failure{std::string{"socket: "} + std::strerror(errno)};
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(port);
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0) {
+      auto why = std::string{"connect: "} + std::strerror(errno);
+      ::close(fd_);
+      throw local_failure{why};
+    }
+    sockaddr_in me{};
+    socklen_t n = sizeof me;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&me), &n);
+    local_port_ = ntohs(me.sin_port);
+  }
+  ~peer_socket() {
+    if (fd_ >= 0)
+      ::close(fd_);
+  }
+  peer_socket(const peer_socket&) = delete;
+  peer_socket& operator=(const peer_socket&) = delete;
+
+  int fd() const { return fd_; }
+  uint16_t local_port() const { return local_port_; }
+  std::string address() const {
+    return "127.0.0.1:" + std::to_string(local_port_);
+  }
+
+  /// Sends all of `bytes` within 5 s. Returns false iff the server closed
+  /// or reset the connection first (or it did not drain).
+  bool send_all(const char* bytes, size_t n) {
+    auto deadline = after_s(5);
+    while (n > 0 && clock_type::now() < deadline) {
+      auto sent = ::send(fd_, bytes, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent > 0) {
+        bytes += sent;
+        n -= static_cast<size_t>(sent);
+        continue;
+      }
+      if (sent < 0 && errno != EAGAIN && errno != EINTR)
+        return false;
+      pollfd p{fd_, POLLOUT, 0};
+      ::poll(&p, 1, 50);
+    }
+    return n == 0;
+  }
+  bool send_frame(const msg::frame& f) { return send_all(f.data(), f.size()); }
+
+  /// Waits until `deadline` for the next whole frame from the server.
+  wire_event read_frame(clock_type::time_point deadline) {
+    if (failed_)
+      return {wire_state::broken, {}, "the stream broke before"};
+    for (int reads = 0; reads < (1 << 20); ++reads) {
+      auto left = std::chrono::duration_cast<milliseconds>(
+          deadline - clock_type::now());
+      pollfd p{fd_, POLLIN, 0};
+      auto ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(
+                                     0, left.count())));
+      if (ready == 0)
+        return {wire_state::timeout, {}, ""};
+      auto dst = reader_.next();
+      auto got = ::recv(fd_, dst.data(), dst.size(), 0);
+      if (got == 0)
+        return {wire_state::closed, {}, "EOF"};
+      if (got < 0 && errno == ECONNRESET)
+        return {wire_state::closed, {}, "reset"};
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got < 0)
+        return {wire_state::broken, {}, std::strerror(errno)};
+      auto f = reader_.commit(static_cast<size_t>(got));
+      if (!f) {
+        failed_ = true;
+        return {wire_state::broken, {}, to_string(f.err())};
+      }
+      if (*f)
+        return {wire_state::frame, std::move(**f), ""};
+    }
+    return {wire_state::broken, {}, "too many reads for one frame"};
+  }
+
+private:
+  int fd_ = -1;
+  uint16_t local_port_ = 0;
+  msg::frame_reader reader_;
+  bool failed_ = false;
+};
+
+/// Opens a connection and announces it for the driver.
+std::unique_ptr<peer_socket> open_conn(const options& o, verdict& v,
+                                       const std::string& label) {
+  auto s = std::make_unique<peer_socket>(o.port);
+  v.note("conn " + label + " " + s->address());
+  return s;
+}
+
+// -- what the server answers ------------------------------------------------------
+
+/// How a connection ended after an attack.
+struct ending {
+  std::optional<error> refusal;        ///< the first error frame
+  std::vector<std::string> frames;     ///< every frame, described
+  std::vector<msg::frame> non_errors;  ///< frames other than error frames
+  bool closed = false;
+  std::string closed_how;
+  double seconds = 0; ///< from the start of the wait to the close
+};
+
+/// Reads until the server closes the connection or `deadline`. Sends a
+/// heartbeat every `beat_s` (0: never) so only the attack can be the cause.
+ending await_close(peer_socket& s, clock_type::time_point deadline,
+                   double beat_s = 0) {
+  ending out;
+  auto start = clock_type::now();
+  auto next_beat = beat_s > 0 ? after_s(beat_s) : deadline;
+  for (int frames = 0; frames < 100000; ++frames) {
+    auto ev = s.read_frame(std::min(deadline, next_beat));
+    if (ev.state == wire_state::timeout && clock_type::now() < deadline) {
+      s.send_frame(msg::encode_heartbeat());
+      next_beat = after_s(beat_s);
+      continue;
+    }
+    if (ev.state != wire_state::frame) {
+      out.closed = ev.state == wire_state::closed;
+      out.closed_how = ev.state == wire_state::timeout ? "still open"
+                                                        : ev.detail;
+      break;
+    }
+    out.frames.push_back(describe(ev.f));
+    auto e = refusal_of(ev.f);
+    if (e && !out.refusal)
+      out.refusal = e;
+    if (!e)
+      out.non_errors.push_back(std::move(ev.f));
+  }
+  out.seconds = seconds_since(start);
+  return out;
+}
+
+/// Checks that the server refused with `code`, then closed the connection.
+void expect_refusal(verdict& v, const ending& e, const std::string& code,
+                    const std::string& label) {
+  for (const auto& f : e.frames)
+    v.note(label + ": got " + f);
+  v.note(label + ": connection " +
+         (e.closed ? "closed by the server (" + e.closed_how + ") after " +
+                         fmt_s(e.seconds)
+                   : "still open after " + fmt_s(e.seconds)));
+  v.expect(e.refusal.has_value(),
+           label + ": no error frame before the connection ended");
+  if (e.refusal)
+    v.expect(std::string{to_string(e.refusal->code)} == code,
+             label + ": refused with " + to_string(e.refusal->code) +
+                 ", expected " + code);
+  v.expect(e.closed, label + ": the server did not close the connection");
+}
+
+// -- a welcomed connection ---------------------------------------------------------
+
+/// A connection that said Hello with valid credentials and was welcomed.
+/// Reads unasked frames (heartbeats, round start, round over) while waiting
+/// for an answer, and sends a heartbeat every heartbeat_s.
+class session {
+public:
+  session(const options& o, verdict& v, const std::string& label)
+      : o_(o), v_(v), sock_(open_conn(o, v, label)) {}
+
+  peer_socket& socket() { return *sock_; }
+  uint32_t next_id() { return next_id_++; }
+
+  /// Says Hello; returns the Welcome, or the refusal.
+  result<msg::welcome> hello(clock_type::time_point deadline) {
+    auto id = next_id();
+    sock_->send_frame(with_id(msg::encode(msg::hello{o_.client_id, o_.token}),
+                              id));
+    auto f = await_reply(id, deadline);
+    if (!f)
+      return f.err();
+    return msg::decode<msg::welcome>(*f);
+  }
+
+  /// Waits for the next round start (skipping heartbeats and round over).
+  result<msg::round_start> await_round(clock_type::time_point deadline) {
+    for (int n = 0; n < 100000; ++n) {
+      auto f = next_unasked(deadline);
+      if (!f)
+        return f.err();
+      auto k = msg::kind_of(*f);
+      if (k && *k == msg::frame_kind::round_start)
+        return msg::decode<msg::round_start>(*f);
+      v_.note("while waiting for a round: " + describe(*f));
+      if (k && *k == msg::frame_kind::done)
+        return error{errc::disconnected, "the run ended"};
+    }
+    return error{errc::internal, "too many frames"};
+  }
+
+  /// Sends `f` as request `id` and returns the server's reply to it.
+  result<msg::frame> ask(msg::frame f, clock_type::time_point deadline) {
+    auto id = next_id();
+    if (!sock_->send_frame(with_id(std::move(f), id)))
+      return error{errc::disconnected, "the server closed the connection"};
+    return await_reply(id, deadline);
+  }
+
+  /// Returns the reply to request `id`, skipping unasked frames (kept for
+  /// await_round). An error frame with another id answers it too.
+  result<msg::frame> await_reply(uint32_t id,
+                                 clock_type::time_point deadline) {
+    for (int n = 0; n < 100000; ++n) {
+      auto ev = read(deadline);
+      if (ev.state != wire_state::frame)
+        return lost(ev);
+      auto got = msg::request_id(ev.f);
+      if (got == id || refusal_of(ev.f))
+        return std::move(ev.f);
+      if (got == 0)
+        keep_unasked(std::move(ev.f));
+      else
+        v_.note("a reply to another request: " + describe(ev.f));
+    }
+    return error{errc::internal, "too many frames"};
+  }
+
+  /// Reads frames until `deadline`, sending heartbeats; returns early iff
+  /// the connection ends, and then says how.
+  std::optional<wire_event> idle_until(clock_type::time_point deadline) {
+    for (int n = 0; n < 100000; ++n) {
+      auto ev = read(deadline);
+      if (ev.state == wire_state::timeout)
+        return std::nullopt;
+      if (ev.state != wire_state::frame)
+        return ev;
+      v_.note("while idle: " + describe(ev.f));
+      keep_unasked(std::move(ev.f));
+    }
+    return std::nullopt;
+  }
+
+  /// Takes the oldest unasked frame kept, if any.
+  std::optional<msg::frame> take_unasked() {
+    if (unasked_.empty())
+      return std::nullopt;
+    auto f = std::move(unasked_.front());
+    unasked_.erase(unasked_.begin());
+    return f;
+  }
+
+private:
+  result<msg::frame> next_unasked(clock_type::time_point deadline) {
+    if (auto f = take_unasked())
+      return std::move(*f);
+    auto ev = read(deadline);
+    if (ev.state != wire_state::frame)
+      return lost(ev);
+    return std::move(ev.f);
+  }
+
+  /// The next frame other than a heartbeat, sending ours on time.
+  wire_event read(clock_type::time_point deadline) {
+    for (int n = 0; n < 1000000; ++n) {
+      if (clock_type::now() >= next_beat_) {
+        sock_->send_frame(msg::encode_heartbeat());
+        next_beat_ = after_s(o_.heartbeat_s);
+      }
+      auto ev = sock_->read_frame(std::min(deadline, next_beat_));
+      if (ev.state == wire_state::timeout && clock_type::now() < deadline)
+        continue;
+      if (ev.state == wire_state::frame) {
+        auto k = msg::kind_of(ev.f);
+        if (k && *k == msg::frame_kind::heartbeat)
+          continue;
+      }
+      return ev;
+    }
+    return {wire_state::broken, {}, "too many reads"};
+  }
+
+  void keep_unasked(msg::frame f) {
+    if (unasked_.size() < 64)
+      unasked_.push_back(std::move(f));
+  }
+
+  static error lost(const wire_event& ev) {
+    if (ev.state == wire_state::timeout)
+      return {errc::timeout, "no answer in time"};
+    return {errc::disconnected, "connection " + ev.detail};
+  }
+
+  const options& o_;
+  verdict& v_;
+  std::unique_ptr<peer_socket> sock_;
+  uint32_t next_id_ = 1;
+  clock_type::time_point next_beat_ = clock_type::now();
+  std::vector<msg::frame> unasked_;
+};
+
+/// A welcomed session that has seen its round start, and the round's plan.
+struct in_round {
+  std::unique_ptr<session> s;
+  msg::round_start round;
+  std::optional<chunk_plan> plan;
+};
+
+/// Connects, says Hello and waits for a round to start. Throws
+/// local_failure iff any of that fails (the attack was not mounted).
+in_round join_round(const options& o, verdict& v, const std::string& label,
+                    clock_type::time_point deadline) {
+  in_round r;
+  r.s = std::make_unique<session>(o, v, label);
+  auto w = r.s->hello(deadline);
+  if (!w)
+    throw local_failure{"Hello as " + o.client_id + " was refused: " +
+                        to_string(w.err())};
+  v.note("welcomed as client " + std::to_string(w->client_index) + " of " +
+         std::to_string(w->num_clients));
+  auto rs = r.s->await_round(deadline);
+  if (!rs)
+    throw local_failure{"no round started: " + to_string(rs.err())};
+  r.round = *rs;
+  auto plan = chunk_plan::make(rs->model, rs->chunk_bytes);
+  if (!plan)
+    throw local_failure{"no chunk plan: " + to_string(plan.err())};
+  r.plan.emplace(std::move(*plan));
+  v.note("round " + std::to_string(rs->round) + " started: model version " +
+         std::to_string(rs->model_version) + ", " +
+         std::to_string(r.plan->chunk_count()) + " chunks of " +
+         std::to_string(rs->chunk_bytes) + " bytes, window " +
+         std::to_string(rs->window));
+  return r;
+}
+
+/// An offer that matches the round's model exactly, as an honest client's.
+msg::offer honest_offer(const options& o, const in_round& r) {
+  msg::offer x;
+  x.round = r.round.round;
+  x.client_id = o.client_id;
+  x.sample_count = 1;
+  x.manifest_digest = digest(r.round.model);
+  x.total_bytes = r.plan->total_bytes();
+  x.chunk_count = r.plan->chunk_count();
+  return x;
+}
+
+/// Offers an update; returns the Accept. Throws local_failure iff refused.
+msg::accept offer_update(const options& o, verdict& v, in_round& r,
+                         clock_type::time_point deadline) {
+  auto reply = r.s->ask(msg::encode(honest_offer(o, r)), deadline);
+  if (!reply)
+    throw local_failure{"the offer got no answer: " + to_string(reply.err())};
+  auto a = msg::decode<msg::accept>(*reply);
+  if (!a)
+    throw local_failure{"the offer was refused: " + to_string(a.err())};
+  v.note("offer accepted: stream " + std::to_string(a->stream_id) +
+         ", window " + std::to_string(a->window));
+  return *a;
+}
+
+/// Chunk `seq` of stream `stream`, placed as the plan says (so only what
+/// the attack changes is wrong), every float32 element `value`, and
+/// `poison` at element `poison_at` if given.
+msg::frame chunk_of(const in_round& r, uint64_t stream, uint64_t seq,
+                    float value, std::optional<float> poison = std::nullopt) {
+  const auto& e = r.plan->extent(seq);
+  msg::chunk_header h{stream, r.round.round, seq, e.tensor_index,
+                      e.tensor_offset};
+  return msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
+    auto n = dst.size() / sizeof(float);
+    for (size_t i = 0; i < n; ++i) {
+      float x = poison && i == n / 2 ? *poison : value;
+      std::memcpy(dst.data() + i * sizeof x, &x, sizeof x);
+    }
+  });
+}
+
+void require_float32(const in_round& r) {
+  for (const auto& t : r.round.model.tensors)
+    if (t.type != dtype::float32)
+      throw local_failure{"the model is not float32: " + t.name};
+}
+
+// -- pre-authentication attacks (or, with --registered, after a Welcome) --------
+
+/// The bytes an attack sends, and the label of its connection.
+struct payload {
+  std::string label;
+  msg::frame bytes;
+};
+
+payload craft(const options& o) {
+  if (o.attack == "oversized_header") // a header, then a little of the body
+    return {"oversized", [&] {
+              auto f = header_announcing(o.frame_bytes, 1);
+              f.resize(f.size() + 64, 0);
+              return f;
+            }()};
+  if (o.attack == "garbage") { // random bytes; flags are not 0
+    byte_source src{0x5eed};
+    msg::frame f(4096);
+    for (auto& b : f)
+      b = static_cast<char>(src.next());
+    f[4] = static_cast<char>(f[4] | 1);
+    return {"garbage", std::move(f)};
+  }
+  if (o.attack == "garbage_body") { // a valid header, then no Cap'n Proto
+    auto f = header_announcing(msg::frame_header_bytes + 512, 1);
+    f.resize(f.size() + 512, static_cast<char>(0xff));
+    return {"garbage_body", std::move(f)};
+  }
+  if (o.attack == "zero_request_id") // requests must carry an id
+    return {"zero_id", msg::encode(msg::hello{o.client_id, o.token})};
+  if (o.attack == "unknown_kind")
+    return {"unknown_kind", frame_of_unknown_kind(7)};
+  if (o.attack == "server_kind") // a frame only the server may send
+    return {"server_kind", with_id(msg::encode(msg::accept{1, 4, 0, 0}), 7)};
+  throw local_failure{"unknown attack " + o.attack};
+}
+
+void attack_send_once(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto p = craft(o);
+  std::optional<in_round> r;
+  std::unique_ptr<peer_socket> own;
+  peer_socket* s = nullptr;
+  if (o.registered) {
+    r = join_round(o, v, p.label, deadline);
+    s = &r->s->socket();
+    while (auto f = r->s->take_unasked()) // already seen
+      v.note("before the attack: " + describe(*f));
+  } else {
+    own = open_conn(o, v, p.label);
+    s = own.get();
+  }
+  auto sent = s->send_all(p.bytes.data(), p.bytes.size());
+  v.note("sent " + std::to_string(p.bytes.size()) + " bytes" +
+         (sent ? "" : " (the server closed the connection before all)"));
+  auto e = await_close(*s, std::min(deadline, after_s(5)));
+  expect_refusal(v, e, o.expect, p.label);
+}
+
+/// Sends a valid Hello one byte at a time, slower than handshake_timeout_s
+/// allows; the server must close the connection at that timeout, before
+/// the Hello is complete.
+void attack_slow_hello(const options& o, verdict& v) {
+  auto s = open_conn(o, v, "slow_hello");
+  auto hello = with_id(
+      msg::encode(msg::hello{o.client_id.empty() ? "Slowpoke" : o.client_id,
+                             std::string(256, 't')}),
+      1);
+  auto start = clock_type::now();
+  auto deadline = after_s(std::min(o.timeout_s, o.handshake_s + 5));
+  size_t sent = 0;
+  ending e;
+  while (sent < hello.size() && clock_type::now() < deadline) {
+    if (!s->send_all(hello.data() + sent, 1))
+      break;
+    ++sent;
+    e = await_close(*s, after_s(o.trickle_ms / 1000.0));
+    if (e.closed || !e.frames.empty())
+      break;
+  }
+  if (!e.closed)
+    e = await_close(*s, deadline);
+  e.seconds = seconds_since(start);
+  v.note("sent " + std::to_string(sent) + " of the Hello's " +
+         std::to_string(hello.size()) + " bytes, one every " +
+         std::to_string(o.trickle_ms) + " ms");
+  expect_refusal(v, e, o.expect, "slow_hello");
+  v.expect(sent < hello.size(), "the whole Hello went through");
+  v.expect(e.seconds >= 0.8 * o.handshake_s &&
+               e.seconds <= o.handshake_s + 2.5,
+           "closed after " + fmt_s(e.seconds) + ", handshake_timeout_s is " +
+               fmt_s(o.handshake_s));
+}
+
+/// One connection of the idle flood.
+struct idle_conn {
+  std::unique_ptr<peer_socket> sock;
+  std::string label;
+  bool extra = false;
+  clock_type::time_point opened;
+};
+
+/// What a held connection sends: nothing, a part of a header, or a header
+/// and part of a body (half-open frames).
+void start_idle(idle_conn& c, uint32_t i) {
+  auto hello = with_id(msg::encode(msg::hello{"Idle", "t"}), 1);
+  if (i % 3 == 1) {
+    c.label = "held_partial_header";
+    c.sock->send_all(hello.data(), 10);
+  } else if (i % 3 == 2) {
+    c.label = "held_partial_body";
+    c.sock->send_all(hello.data(), msg::frame_header_bytes + 8);
+  } else {
+    c.label = "held_idle";
+  }
+}
+
+/// Opens `held` connections (max_unauthenticated) that never finish a
+/// Hello, then `extra` more. The extra ones must be closed at once, without
+/// a frame; the held ones at handshake_timeout_s with a timeout refusal.
+void attack_idle_flood(const options& o, verdict& v) {
+  std::vector<idle_conn> conns;
+  for (uint32_t i = 0; i < o.held + o.extra; ++i) {
+    if (i == o.held) // let the acceptor count the held ones first
+      std::this_thread::sleep_for(milliseconds{300});
+    idle_conn c{std::make_unique<peer_socket>(o.port), "extra", i >= o.held,
+                clock_type::now()};
+    if (!c.extra)
+      start_idle(c, i);
+    v.note("conn " + c.label + " " + c.sock->address());
+    conns.push_back(std::move(c));
+  }
+  auto deadline = after_s(std::min(o.timeout_s, o.handshake_s + 4));
+  for (auto& c : conns) {
+    auto e = await_close(*c.sock, deadline);
+    e.seconds = seconds_since(c.opened);
+    auto label = c.label + " " + c.sock->address();
+    if (c.extra) {
+      for (const auto& f : e.frames)
+        v.note(label + ": got " + f);
+      v.note(label + ": " + (e.closed ? "closed (" + e.closed_how + ")"
+                                      : "still open") +
+             " after " + fmt_s(e.seconds));
+      v.expect(e.closed && e.seconds < std::min(1.5, 0.75 * o.handshake_s),
+               label + " was not closed at once");
+      continue;
+    }
+    expect_refusal(v, e, o.expect, label);
+    v.expect(e.seconds >= 0.8 * o.handshake_s &&
+                 e.seconds <= o.handshake_s + 2.5,
+             label + " closed after " + fmt_s(e.seconds) +
+                 ", handshake_timeout_s is " + fmt_s(o.handshake_s));
+  }
+}
+
+// -- registered attacks -------------------------------------------------------------
+
+/// Sends 3 x window + 1 valid fetches in one write. The server must answer
+/// at most `window` of them, refuse with too_many_requests, and close.
+void attack_fetch_flood(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "fetch_flood", deadline);
+  auto window = std::max(1u, r.round.window);
+  auto n = 3 * window + 1;
+  msg::frame burst;
+  std::map<uint32_t, uint64_t> asked; // request id -> chunk
+  for (uint32_t i = 0; i < n; ++i) {
+    auto seq = i % r.plan->chunk_count();
+    auto id = r.s->next_id();
+    auto f = with_id(msg::encode(msg::fetch{r.round.round,
+                                            r.round.model_version, seq}),
+                     id);
+    burst.insert(burst.end(), f.begin(), f.end());
+    asked[id] = seq;
+  }
+  r.s->socket().send_all(burst.data(), burst.size());
+  v.note("sent " + std::to_string(n) + " fetches in one write of " +
+         std::to_string(burst.size()) + " bytes");
+  auto e = await_close(r.s->socket(), std::min(deadline, after_s(10)));
+  uint32_t answered = 0;
+  for (const auto& f : e.non_errors) {
+    auto c = msg::decode_chunk(f, r.plan->chunk_bytes());
+    if (!c)
+      continue;
+    ++answered;
+    auto it = asked.find(msg::request_id(f));
+    v.expect(it != asked.end() && it->second == c->header.sequence,
+             "a chunk that answers no fetch of the burst");
+  }
+  v.note(std::to_string(answered) + " fetches answered with a valid chunk");
+  expect_refusal(v, e, o.expect, "fetch_flood");
+  v.expect(answered <= window, std::to_string(answered) +
+                                   " fetches answered, window is " +
+                                   std::to_string(window));
+}
+
+/// Offers its own update (stream S), waits until the honest clients'
+/// streams are under way, then sends a chunk that would be the next one of
+/// another client's stream T (right round, sequence, place and checksum),
+/// then over new connections an end of stream T and a credit for T. Each
+/// must be refused not_authorized, and nothing of T may come back.
+void attack_hijack_stream(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "hijack_chunk", deadline);
+  require_float32(r);
+  auto own = offer_update(o, v, r, deadline);
+  // Stream ids are small integers in the order of the offers (guessable).
+  auto target = o.target_stream.value_or(own.stream_id == 1 ? 2 : 1);
+  auto seq = std::min<uint64_t>(own.window, r.plan->chunk_count() - 1);
+  if (auto ended = r.s->idle_until(after_s(o.delay_s)))
+    throw local_failure{"the connection ended before the attack: " +
+                        ended->detail};
+  r.s->socket().send_frame(
+      with_id(chunk_of(r, target, seq, 1000.0f), r.s->next_id()));
+  v.note("sent chunk " + std::to_string(seq) + " of stream " +
+         std::to_string(target) + " (own stream " +
+         std::to_string(own.stream_id) + ")");
+  auto e = await_close(r.s->socket(), std::min(deadline, after_s(5)));
+  expect_refusal(v, e, o.expect, "hijack_chunk");
+  for (const auto& f : e.non_errors)
+    v.expect(msg::kind_of(f) && *msg::kind_of(f) != msg::frame_kind::credit,
+             "a credit came back for another client's stream");
+  auto again = [&](const std::string& label, msg::frame f) {
+    session s{o, v, label};
+    auto w = s.hello(deadline);
+    if (!w) {
+      v.note(label + ": Hello again was refused (" + to_string(w.err()) +
+             "); not mounted");
+      return;
+    }
+    s.socket().send_frame(with_id(std::move(f), s.next_id()));
+    auto e2 = await_close(s.socket(), std::min(deadline, after_s(5)));
+    expect_refusal(v, e2, o.expect, label);
+    for (const auto& x : e2.non_errors) {
+      auto k = msg::kind_of(x);
+      v.expect(!k || (*k != msg::frame_kind::credit &&
+                      *k != msg::frame_kind::stream_closed),
+               label + ": the server answered for another client's stream");
+    }
+  };
+  again("hijack_end", msg::encode(msg::end_of_stream{
+                          target, r.plan->chunk_count()}));
+  again("hijack_credit", msg::encode(msg::credit{target, 0}));
+}
+
+/// Offers an update, sends finite_chunks chunks of large finite values, then
+/// one with a NaN. The whole update must be refused (poisoned_update) and
+/// the connection closed; the driver checks the model holds none of it.
+void attack_nan_update(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "nan_update", deadline);
+  require_float32(r);
+  auto own = offer_update(o, v, r, deadline);
+  auto finite = std::min<uint64_t>(
+      {o.finite_chunks, std::max(1u, own.window) - 1ull,
+       r.plan->chunk_count() - 1});
+  for (uint64_t seq = 0; seq < finite; ++seq)
+    r.s->socket().send_frame(
+        with_id(chunk_of(r, own.stream_id, seq, 1000.0f), r.s->next_id()));
+  r.s->socket().send_frame(
+      with_id(chunk_of(r, own.stream_id, finite, 1000.0f,
+                       std::numeric_limits<float>::quiet_NaN()),
+              r.s->next_id()));
+  v.note("sent " + std::to_string(finite) +
+         " chunks of 1000.0, then chunk " + std::to_string(finite) +
+         " with a NaN, on stream " + std::to_string(own.stream_id));
+  auto e = await_close(r.s->socket(), std::min(deadline, after_s(10)),
+                       o.heartbeat_s);
+  expect_refusal(v, e, o.expect, "nan_update");
+}
+
+/// In every round it is asked to: offers an update, then sends nothing but
+/// heartbeats. Ends at Done or when the server closes the connection; the
+/// driver checks that the server abandoned the upload and the run went on.
+void attack_offer_silent(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "offer_silent", deadline);
+  uint32_t offers = 0;
+  for (int rounds = 0; rounds < 1000; ++rounds) {
+    auto reply = r.s->ask(msg::encode(honest_offer(o, r)), deadline);
+    if (reply) {
+      auto a = msg::decode<msg::accept>(*reply);
+      v.note("round " + std::to_string(r.round.round) + ": offer " +
+             (a ? "accepted: stream " + std::to_string(a->stream_id)
+                : "refused: " + to_string(a.err())) +
+             "; silent from now on");
+      offers += a ? 1 : 0;
+    }
+    auto next = r.s->await_round(deadline);
+    if (!next) {
+      v.note("the session ended: " + to_string(next.err()) + " after " +
+             std::to_string(offers) + " accepted offers");
+      v.expect(next.err().code != errc::timeout,
+               "still connected after --timeout-s");
+      break;
+    }
+    r.round = *next;
+    r.plan.emplace(*chunk_plan::make(next->model, next->chunk_bytes));
+  }
+  v.expect(offers > 0, "no offer was accepted: the attack was not mounted");
+}
+
+int run(const options& o) {
+  verdict v{o.attack + (o.registered ? "(registered)" : "")};
+  using attack_fn = void (*)(const options&, verdict&);
+  const std::map<std::string, attack_fn> attacks{
+      {"oversized_header", attack_send_once},
+      {"garbage", attack_send_once},
+      {"garbage_body", attack_send_once},
+      {"zero_request_id", attack_send_once},
+      {"unknown_kind", attack_send_once},
+      {"server_kind", attack_send_once},
+      {"slow_hello", attack_slow_hello},
+      {"idle_flood", attack_idle_flood},
+      {"fetch_flood", attack_fetch_flood},
+      {"hijack_stream", attack_hijack_stream},
+      {"nan_update", attack_nan_update},
+      {"offer_silent", attack_offer_silent},
+  };
+  auto it = attacks.find(o.attack);
+  if (it == attacks.end()) {
+    usage();
+    return 2;
+  }
+  try {
+    it->second(o, v);
+  } catch (const local_failure& f) {
+    v.note("verdict: not mounted: " + f.what);
+    return 2;
+  }
+  return v.finish();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto o = parse_options(argc, argv);
+  if (!o) {
+    usage();
+    return 2;
+  }
+  return run(*o);
+}
