@@ -305,9 +305,15 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
               uint64_t chunks) {
         return state->open(notify, id, round, weight, digest, bytes, chunks);
       },
-      [state](chunk_atom, const frame& f) { return state->consume(f); },
-      [state](end_atom, const frame& f) { return state->close(f); },
-      [state](credit_atom, const frame& f) { return state->owed_credit(f); },
+      [state](chunk_atom, const std::string&, const frame& f) {
+        return state->consume(f);
+      },
+      [state](end_atom, const std::string&, const frame& f) {
+        return state->close(f);
+      },
+      [state](credit_atom, const std::string&, const frame& f) {
+        return state->owed_credit(f);
+      },
       [state](reset_atom, uint32_t contributors) {
         state->reset(contributors);
       },

@@ -424,6 +424,14 @@ private:
 
   void forward_hello(frame&& f) {
     auto id = msg::request_id(f);
+    auto h = msg::decode<msg::hello>(f);
+    if (!h)
+      return refuse(h.err());
+    if (stage_ == stage::welcomed && h->client_id != client_id_)
+      return refuse({errc::not_authorized,
+                     "welcomed as " + client_id_ + ", it said Hello as " +
+                         h->client_id});
+    client_id_ = h->client_id;
     if (stage_ == stage::awaiting_hello)
       stage_ = stage::hello_pending;
     ++control_;
@@ -481,8 +489,9 @@ private:
   void refuse(const error& e) {
     if (stage_ == stage::closing)
       return;
-    auto reply =
-        refusals_.refuse({e.code, e.message + " (peer " + address_ + ")"});
+    auto who = stage_ == stage::welcomed ? client_id_ + ": " : std::string{};
+    auto reply = refusals_.refuse(
+        {e.code, who + e.message + " (peer " + address_ + ")"});
     if (link_.secure())
       link_.send(std::move(reply));
     start_closing();
@@ -510,6 +519,7 @@ private:
   refusal_log refusals_;
   unauthenticated_slot slot_;
   std::string address_;
+  std::string client_id_; ///< of the Hello; meaningful once welcomed
   stage stage_ = stage::awaiting_hello;
   uint32_t fetches_waiting_ = 0; ///< fetches the server has not answered
   /// Answered fetches not yet written to the socket: the queued-byte mark

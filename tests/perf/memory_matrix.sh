@@ -8,6 +8,10 @@
 #   tests/perf/memory_matrix.sh build/fedcaf "1024 2048" "2 8" "ram window disk"
 # (disk: the server's global model and each client's model live in files
 # under /tmp, mapped, with pages given back after use.)
+# With two or more client counts, it ends with the growth of the server's
+# peak RSS per extra client for each mode and size, against the budget of
+# window x chunk_bytes + 1 MiB (the chunks one client may have in flight,
+# plus its connection's buffers).
 set -u
 fedcaf=${1:-build/fedcaf}
 sizes=${2:-"256 1024"}
@@ -52,6 +56,9 @@ rounds = server["rounds"][1:] or server["rounds"]
 secs = sum(r["wall_seconds"] for r in rounds) / len(rounds)
 moved = sum(r["bytes_up"] + r["bytes_down"] for r in rounds) / len(rounds)
 chunk = server["config"]["server_configs"]["comm_configs"]["stream_configs"]["chunk_bytes"]
+window = server["config"]["server_configs"]["comm_configs"]["stream_configs"]["window"]
+with open(f"{out}/peaks.txt", "a") as f:
+    f.write(f"{mode} {mib} {n} {server['peak_rss_bytes']} {chunk} {window}\n")
 print(f"{mode:>7} {mib:8d} {n:3d} {chunk >> 10:5d}K {server['peak_rss_bytes'] / s:12.3f} "
       f"{max(c['peak_rss_bytes'] for c in clients) / s:12.3f} {secs:10.2f} {moved / secs / 1e9:10.2f}")
 PY
@@ -59,3 +66,20 @@ PY
   done
 done
 done
+[ -f "$out/peaks.txt" ] && python3 - "$out/peaks.txt" <<'PY'
+import sys, collections
+runs = collections.defaultdict(dict)
+for line in open(sys.argv[1]):
+    mode, mib, n, peak, chunk, window = line.split()
+    runs[(mode, int(mib))][int(n)] = (int(peak), int(chunk), int(window))
+for (mode, mib), by_n in sorted(runs.items()):
+    if len(by_n) < 2:
+        continue
+    lo, hi = min(by_n), max(by_n)
+    (p_lo, chunk, window), (p_hi, _, _) = by_n[lo], by_n[hi]
+    per_client = (p_hi - p_lo) / (hi - lo)
+    budget = window * chunk + (1 << 20)
+    print(f"{mode} {mib} MiB: server peak grows {per_client / 2**20:.2f} MiB per extra "
+          f"client ({lo} -> {hi} clients); budget window x chunk + 1 MiB = "
+          f"{budget / 2**20:.2f} MiB: {'within' if per_client <= budget else 'OVER'}")
+PY
