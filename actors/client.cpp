@@ -153,8 +153,9 @@ public:
   void try_reconnect(uint64_t gen) {
     if (phase_ != phase::reconnecting || gen != generation_)
       return;
-    self_->request(options_.connector, std::chrono::seconds{30},
-                   caf::connect_atom::value)
+    self_
+        ->request(options_.connector, std::chrono::seconds{30},
+                  caf::connect_atom::value)
         .then(
             [this, gen](caf::actor& gateway) {
               if (gen != generation_)

@@ -24,6 +24,13 @@ using caf::io::connection_handle;
 /// Bytes asked of the socket per read.
 constexpr size_t read_bytes = 256 << 10;
 
+/// Chunks of the global model the server makes ahead for one connection:
+/// one being written, one ready behind it.
+constexpr size_t materialized_fetches = 2;
+
+/// The socket's write buffer takes further frames while it holds less.
+constexpr size_t coalesce_bytes = 256 << 10;
+
 /// How long a closing connection may take to send what it still holds.
 constexpr auto close_grace = std::chrono::seconds{2};
 
@@ -64,8 +71,8 @@ const char* kind_name(msg::frame_kind k) {
 
 /// The tick of a gateway's timers: often enough for the shortest limit.
 std::chrono::milliseconds tick_interval(const gateway_limits& l) {
-  auto t = std::min({l.heartbeat, l.connection_timeout, l.handshake_timeout}) /
-           4;
+  auto t =
+      std::min({l.heartbeat, l.connection_timeout, l.handshake_timeout}) / 4;
   return std::clamp(t, std::chrono::milliseconds{20},
                     std::chrono::milliseconds{1000});
 }
@@ -117,29 +124,17 @@ public:
     return ok;
   }
 
-  /// Queues `f` for the peer. Returns the bytes queued on this connection
-  /// so far, `f` included (TLS: ciphertext bytes).
+  /// Queues `f` for the peer. Returns its number among the frames sent on
+  /// this connection (1 for the first); frames_written() reaches it once
+  /// the socket has taken all of it.
   uint64_t send(frame&& f) {
     if (closed_)
-      return queued_;
-    if (tls_) {
-      if (!secure_) {
-        early_.push_back(std::move(f));
-        return queued_;
-      }
-      if (auto ok = tls_->write(f); !ok)
-        log_line("gateway", to_string(ok.err()));
-      account_ciphertext();
-      return queued_;
-    }
-    auto& buf = self_->wr_buf(hdl_);
-    auto before = buf.size();
-    if (buf.empty())
-      buf.swap(f); // no copy: the socket writes the frame's own buffer
-    else
-      buf.insert(buf.end(), f.begin(), f.end());
-    note_queued(buf.size() - before);
-    return queued_;
+      return frames_sent_;
+    if (pending_.empty() && !output_pending())
+      last_output_ = clock_type::now(); // the stall clock starts now
+    pending_.push_back(std::move(f));
+    pump();
+    return ++frames_sent_;
   }
 
   /// Closes the connection; nothing is read or sent after this.
@@ -156,10 +151,17 @@ public:
   void transferred(uint64_t remaining) {
     written_ = queued_ >= remaining ? queued_ - remaining : 0;
     last_output_ = clock_type::now();
+    while (!frame_ends_.empty() && frame_ends_.front() <= written_) {
+      frame_ends_.pop_front();
+      ++frames_written_;
+    }
+    pump();
   }
 
-  uint64_t written() const { return written_; }
-  bool output_pending() const { return written_ < queued_; }
+  uint64_t frames_written() const { return frames_written_; }
+  bool output_pending() const {
+    return written_ < queued_ || !pending_.empty();
+  }
   bool secure() const { return !tls_ || secure_; }
   msg::frame_reader& reader() { return reader_; }
 
@@ -204,13 +206,43 @@ private:
     account_ciphertext();
     if (!done)
       return done.err();
-    if (!*done)
-      return {};
-    secure_ = true;
-    auto early = std::move(early_);
-    for (auto& f : early)
-      send(std::move(f));
+    if (*done) {
+      secure_ = true;
+      pump();
+    }
     return {};
+  }
+
+  /// Moves frames from pending_ into the socket's write buffer while it
+  /// holds less than coalesce_bytes: a frame goes in without a copy when
+  /// the buffer is empty (plain TCP), small frames join it, and the rest
+  /// wait here, so the socket's buffers never hold copies of queued frames
+  /// (their memory would stay with the connection).
+  void pump() {
+    if (closed_ || (tls_ && !secure_))
+      return;
+    auto& buf = self_->wr_buf(hdl_);
+    while (!pending_.empty()) {
+      auto& f = pending_.front();
+      if (tls_) {
+        if (buf.size() >= coalesce_bytes)
+          break;
+        if (auto ok = tls_->write(f); !ok)
+          log_line("gateway", to_string(ok.err()));
+        account_ciphertext();
+      } else if (buf.empty()) {
+        auto n = f.size();
+        buf.swap(f); // no copy: the socket writes the frame's own buffer
+        note_queued(n);
+      } else if (buf.size() + f.size() <= coalesce_bytes) {
+        buf.insert(buf.end(), f.begin(), f.end());
+        note_queued(f.size());
+      } else {
+        break;
+      }
+      frame_ends_.push_back(queued_);
+      pending_.pop_front();
+    }
   }
 
   /// Counts and flushes the ciphertext TLS wrote since the last call.
@@ -222,8 +254,6 @@ private:
   }
 
   void note_queued(uint64_t n) {
-    if (!output_pending())
-      last_output_ = clock_type::now(); // the stall clock starts now
     queued_ += n;
     self_->flush(hdl_);
   }
@@ -234,9 +264,13 @@ private:
   std::unique_ptr<tls_session> tls_;
   bool secure_ = false;
   bool closed_ = false;
-  std::vector<frame> early_; ///< sent before the TLS handshake completed
+  std::deque<frame> pending_;       ///< not yet in the socket's write buffer
+  std::deque<uint64_t> frame_ends_; ///< where each handed frame ends, in
+                                    ///< bytes queued
+  uint64_t frames_sent_ = 0;
+  uint64_t frames_written_ = 0;
   uint64_t tls_accounted_ = 0;
-  uint64_t queued_ = 0;
+  uint64_t queued_ = 0; ///< bytes put in the socket's write buffer
   uint64_t written_ = 0;
   clock_type::time_point last_input_;
   clock_type::time_point last_output_;
@@ -285,15 +319,14 @@ public:
         link_(self, hdl, std::move(tls), "", limits.max_hello_bytes),
         refusals_("gateway", std::move(refusals)),
         slot_(std::move(unauthenticated)), opened_(clock_type::now()) {
-    address_ = self->remote_addr(hdl) + ":" +
-               std::to_string(self->remote_port(hdl));
+    address_ =
+        self->remote_addr(hdl) + ":" + std::to_string(self->remote_port(hdl));
   }
 
   void start() {
     self_->monitor(server_);
-    self_->set_down_handler([this](caf::down_msg&) {
-      close_now("the server ended");
-    });
+    self_->set_down_handler(
+        [this](caf::down_msg&) { close_now("the server ended"); });
     if (auto ok = link_.start(); !ok)
       return refuse(ok.err());
     schedule_tick();
@@ -309,8 +342,10 @@ public:
 
   void on_transferred(const caf::io::data_transferred_msg& m) {
     link_.transferred(m.remaining);
-    while (!fetch_replies_.empty() && fetch_replies_.front() <= link_.written())
+    while (!fetch_replies_.empty() &&
+           fetch_replies_.front() <= link_.frames_written())
       fetch_replies_.pop_front();
+    pass_fetches();
     if (stage_ == stage::closing && !link_.output_pending())
       close_now("");
   }
@@ -330,8 +365,9 @@ public:
     }
     if (stage_ != stage::welcomed && now - opened_ > limits_.handshake_timeout)
       return refuse({errc::timeout,
-                     std::string{link_.secure() ? "no Hello" : "no TLS "
-                                                               "handshake"} +
+                     std::string{link_.secure() ? "no Hello"
+                                                : "no TLS "
+                                                  "handshake"} +
                          " within handshake_timeout_s (" +
                          std::to_string(limits_.handshake_timeout.count()) +
                          " ms)"});
@@ -368,9 +404,9 @@ private:
     if (*kind == msg::frame_kind::heartbeat)
       return;
     if (msg::request_id(f) == 0)
-      return refuse({errc::malformed_frame,
-                     std::string{"a "} + kind_name(*kind) +
-                         " frame without a request id"});
+      return refuse({errc::malformed_frame, std::string{"a "} +
+                                                kind_name(*kind) +
+                                                " frame without a request id"});
     if (stage_ != stage::welcomed) {
       if (*kind != msg::frame_kind::hello || stage_ != stage::awaiting_hello)
         return refuse({errc::not_authenticated,
@@ -389,11 +425,11 @@ private:
         return too_many("Hello while a request is open");
       return forward_hello(std::move(f));
     case frame_kind::fetch:
-      if (fetches_waiting_ + fetch_replies_.size() >= limits_.window)
+      if (fetches_.size() + materialized() >= limits_.window)
         return too_many("more than window (" + std::to_string(limits_.window) +
                         ") fetches in flight");
-      ++fetches_waiting_;
-      return forward(fetch_atom::value, std::move(f), fetches_waiting_, true);
+      fetches_.push_back(std::move(f));
+      return pass_fetches();
     case frame_kind::chunk:
     case frame_kind::credit:
       if (uploads_ >= limits_.window)
@@ -412,9 +448,29 @@ private:
         return forward(offer_atom::value, std::move(f), control_, false);
       return forward(end_atom::value, std::move(f), control_, false);
     default:
-      return refuse({errc::unexpected_message,
-                     std::string{"a "} + kind_name(kind) +
-                         " frame is not for the server"});
+      return refuse(
+          {errc::unexpected_message, std::string{"a "} + kind_name(kind) +
+                                         " frame is not for the server"});
+    }
+  }
+
+  /// Model chunks the server has made for this peer and the socket has not
+  /// yet taken whole.
+  size_t materialized() const {
+    return fetches_waiting_ + fetch_replies_.size();
+  }
+
+  /// Passes queued fetches to the server while fewer than
+  /// materialized_fetches of its chunks are on their way out: a peer's
+  /// window of fetches costs the server that many chunks, not window, and
+  /// a peer that does not read costs it no more.
+  void pass_fetches() {
+    while (!fetches_.empty() && materialized() < materialized_fetches &&
+           stage_ == stage::welcomed) {
+      auto f = std::move(fetches_.front());
+      fetches_.pop_front();
+      ++fetches_waiting_;
+      forward(fetch_atom::value, std::move(f), fetches_waiting_, true);
     }
   }
 
@@ -428,9 +484,9 @@ private:
     if (!h)
       return refuse(h.err());
     if (stage_ == stage::welcomed && h->client_id != client_id_)
-      return refuse({errc::not_authorized,
-                     "welcomed as " + client_id_ + ", it said Hello as " +
-                         h->client_id});
+      return refuse(
+          {errc::not_authorized,
+           "welcomed as " + client_id_ + ", it said Hello as " + h->client_id});
     client_id_ = h->client_id;
     if (stage_ == stage::awaiting_hello)
       stage_ = stage::hello_pending;
@@ -521,9 +577,10 @@ private:
   std::string address_;
   std::string client_id_; ///< of the Hello; meaningful once welcomed
   stage stage_ = stage::awaiting_hello;
+  std::deque<frame> fetches_;    ///< fetches not yet passed to the server
   uint32_t fetches_waiting_ = 0; ///< fetches the server has not answered
-  /// Answered fetches not yet written to the socket: the queued-byte mark
-  /// each reply ends at.
+  /// Answered fetches not yet written to the socket: each reply's number
+  /// among the frames sent.
   std::deque<uint64_t> fetch_replies_;
   uint32_t uploads_ = 0; ///< chunks and credits the server has not answered
   uint32_t control_ = 0; ///< hello, offer and end the server has not answered
@@ -532,14 +589,14 @@ private:
   clock_type::time_point last_beat_;
 };
 
-caf::behavior server_gateway_actor(
-    caf::io::broker* self, connection_handle hdl, server_gate server,
-    gateway_limits limits, std::shared_ptr<tls_context> tls,
-    refusal_counter refusals,
-    std::shared_ptr<std::atomic<uint32_t>> unauthenticated) {
+caf::behavior
+server_gateway_actor(caf::io::broker* self, connection_handle hdl,
+                     server_gate server, gateway_limits limits,
+                     std::shared_ptr<tls_context> tls, refusal_counter refusals,
+                     std::shared_ptr<std::atomic<uint32_t>> unauthenticated) {
   auto st = std::make_shared<server_gateway>(
-      self, hdl, std::move(server), limits, std::move(tls),
-      std::move(refusals), std::move(unauthenticated));
+      self, hdl, std::move(server), limits, std::move(tls), std::move(refusals),
+      std::move(unauthenticated));
   st->start();
   return {
       [st](const caf::io::new_data_msg& m) { st->on_data(m); },
@@ -669,9 +726,9 @@ private:
     if (id != 0) {
       auto it = pending_.find(id);
       if (it == pending_.end())
-        return fail({errc::malformed_frame,
-                     "a reply to request " + std::to_string(id) +
-                         ", which is not open"});
+        return fail({errc::malformed_frame, "a reply to request " +
+                                                std::to_string(id) +
+                                                ", which is not open"});
       auto rp = it->second;
       pending_.erase(it);
       rp.deliver(std::move(f));
@@ -782,9 +839,9 @@ result<listening> listen(caf::actor_system& sys, const caf::actor& server,
   if (!l)
     return l.err();
   auto gate = caf::actor_cast<server_gate>(server);
-  auto acceptor = sys.middleman().spawn_broker(
-      acceptor_actor, l->fd, std::move(gate), limits, std::move(tls),
-      std::move(refusals));
+  auto acceptor =
+      sys.middleman().spawn_broker(acceptor_actor, l->fd, std::move(gate),
+                                   limits, std::move(tls), std::move(refusals));
   return listening{acceptor, l->port};
 }
 
@@ -795,9 +852,9 @@ result<caf::actor> dial(caf::actor_system& sys, const endpoint& at,
   auto fd = connect_to(at, timeout);
   if (!fd)
     return fd.err();
-  return sys.middleman().spawn_broker(
-      client_gateway_actor, *fd, limits, std::move(tls), at.host,
-      at.host + ":" + std::to_string(at.port));
+  return sys.middleman().spawn_broker(client_gateway_actor, *fd, limits,
+                                      std::move(tls), at.host,
+                                      at.host + ":" + std::to_string(at.port));
 }
 
 caf::actor spawn_dialer(caf::actor_system& sys, endpoint at,

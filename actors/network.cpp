@@ -32,8 +32,8 @@ result<addrinfo*> resolve(const endpoint& at, bool passive) {
   auto rc = ::getaddrinfo(at.host.empty() ? nullptr : at.host.c_str(),
                           port.c_str(), &hints, &found);
   if (rc != 0)
-    return error{errc::bad_config, "cannot resolve '" + at.host +
-                                       "': " + ::gai_strerror(rc)};
+    return error{errc::bad_config,
+                 "cannot resolve '" + at.host + "': " + ::gai_strerror(rc)};
   return found;
 }
 
@@ -60,8 +60,8 @@ result<endpoint> parse_endpoint(const std::string& uri) {
   if (digits.empty() || digits.size() > 5 ||
       digits.find_first_not_of("0123456789") != std::string::npos ||
       std::stoul(digits) > 65535)
-    return error{errc::bad_config, "server_uri '" + uri +
-                                       "': bad port (expected 0 to 65535)"};
+    return error{errc::bad_config,
+                 "server_uri '" + uri + "': bad port (expected 0 to 65535)"};
   return endpoint{host, static_cast<uint16_t>(std::stoul(digits))};
 }
 
@@ -93,7 +93,8 @@ result<listener> listen_at(const endpoint& at) {
               : std::string{std::strerror(errno)};
     ::close(fd);
   }
-  return error{errc::disconnected, "cannot listen on " + where(at) + ": " + why};
+  return error{errc::disconnected,
+               "cannot listen on " + where(at) + ": " + why};
 }
 
 result<int> connect_to(const endpoint& at, std::chrono::milliseconds timeout) {
@@ -130,8 +131,8 @@ result<int> connect_to(const endpoint& at, std::chrono::milliseconds timeout) {
     why = std::strerror(errno);
     ::close(fd);
   }
-  return error{errc::disconnected, "cannot reach the server at " + where(at) +
-                                       " (" + why + ")"};
+  return error{errc::disconnected,
+               "cannot reach the server at " + where(at) + " (" + why + ")"};
 }
 
 std::string peer_address(int fd) {

@@ -483,8 +483,8 @@ caf::behavior server_actor(caf::event_based_actor* self,
         if (!state->sender_id())
           return state->not_registered();
         state->count_upload(f);
-        self->delegate(peers.aggregator, chunk_atom::value,
-                       *state->sender_id(), std::move(f));
+        self->delegate(peers.aggregator, chunk_atom::value, *state->sender_id(),
+                       std::move(f));
         return caf::delegated<frame>{};
       },
       [self, state, peers](end_atom, const frame& f) -> caf::result<frame> {
@@ -497,8 +497,8 @@ caf::behavior server_actor(caf::event_based_actor* self,
       [self, state, peers](credit_atom, const frame& f) -> caf::result<frame> {
         if (!state->sender_id())
           return state->not_registered();
-        self->delegate(peers.aggregator, credit_atom::value, *state->sender_id(),
-                       f);
+        self->delegate(peers.aggregator, credit_atom::value,
+                       *state->sender_id(), f);
         return caf::delegated<frame>{};
       },
       [state](start_atom, uint32_t round,

@@ -11,8 +11,8 @@
 #include <kj/exception.h>
 #include <xxh_x86dispatch.h>
 
-#include "fedcaf.capnp.h"
 #include "codec.hpp"
+#include "fedcaf.capnp.h"
 
 namespace fedcaf::msg {
 
@@ -218,7 +218,8 @@ void set_request_id(frame& f, uint32_t id) {
 
 result<frame_kind> kind_of(const frame& f) {
   return read_frame<frame_kind>(
-      f, 64, [](auto body) -> result<frame_kind> {
+      f, 64,
+      [](auto body) -> result<frame_kind> {
         using which = wire::Frame::Body::Which;
         switch (body.which()) {
         case which::HELLO:

@@ -37,7 +37,7 @@ bool is_ip_literal(const std::string& host) {
 } // namespace
 
 result<std::shared_ptr<tls_context>> tls_context::make(const tls_config& tls,
-                                                        bool server) {
+                                                       bool server) {
   auto* ctx = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
   if (!ctx)
     return error{errc::internal, "TLS: " + openssl_errors()};

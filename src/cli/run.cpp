@@ -3,6 +3,7 @@
 
 #include "run.hpp"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -314,7 +315,17 @@ int run_simulate(const options& opts) {
   return conclude(opts, report, *cfg);
 }
 
+/// The server's chunk frames come and go on several threads; with one
+/// malloc arena their freed memory is reused by the next frame instead of
+/// lingering in each thread's arena: the server's memory then grows by
+/// about what its clients have in flight (tests/perf/memory_matrix.sh).
+/// Call before any thread starts.
+void one_malloc_arena() {
+  ::mallopt(M_ARENA_MAX, 1);
+}
+
 int run_server(const options& opts) {
+  one_malloc_arena();
   auto cfg = load(opts, config_role::server);
   if (!cfg)
     return failed(to_string(cfg.err()));
@@ -336,8 +347,8 @@ int run_server(const options& opts) {
     auto side = spawn_from_config(sys, *cfg, *test, &report, true);
     if (!side)
       return failed(to_string(side.err()));
-    auto gate = listen(sys, side->server, *at, limits_of(comm), *tls,
-                       side->refusals);
+    auto gate =
+        listen(sys, side->server, *at, limits_of(comm), *tls, side->refusals);
     if (!gate) {
       side->shut_down(sys);
       caf::anon_send_exit(side->server, caf::exit_reason::user_shutdown);

@@ -84,8 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   // The first two bytes choose how the rest is cut into reads.
   uint32_t cut_seed = data[0] | (data[1] << 8);
-  auto bytes = std::span<const char>{reinterpret_cast<const char*>(data) + 2,
-                                     size - 2};
+  auto bytes =
+      std::span<const char>{reinterpret_cast<const char*>(data) + 2, size - 2};
   frame_reader reader{max_frame_bytes};
   bool half = true; // alternate between the two ways a gateway reads
   while (!bytes.empty()) {

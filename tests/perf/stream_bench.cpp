@@ -9,6 +9,7 @@
 //                [--tls 1]
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -229,6 +230,7 @@ std::optional<measured> run_fedcaf(const bench_options& o, const manifest& m,
       return std::nullopt;
     gateway_limits limits;
     limits.window = o.window;
+    limits.max_frame_bytes = std::max<uint64_t>(16 << 20, o.chunk_bytes + 4096);
     auto gate = listen(sys, side->server, {"127.0.0.1", 0}, limits,
                        tls_for(comm, true), side->refusals);
     if (!gate)
@@ -282,6 +284,7 @@ std::optional<measured> run_fedcaf(const bench_options& o, const manifest& m,
 } // namespace
 
 int main(int argc, char** argv) {
+  ::mallopt(M_ARENA_MAX, 1); // as `fedcaf server` does (src/cli/run.cpp)
   auto o = parse(argc, argv);
   auto m = synthetic_layout(16, o.model_bytes);
   auto model = static_cast<double>(m.total_bytes());
