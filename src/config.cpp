@@ -787,16 +787,6 @@ std::string join_errors(const std::string& source,
 } // namespace
 
 result<uint64_t> comm_config::chunk_bytes_for(uint64_t model_bytes) const {
-  // A chunk frame carries about 100 bytes besides the payload.
-  if (use_model_chunking && stream.chunk_bytes + 1024 > max_message_size)
-    return error{errc::bad_config,
-                 "stream_configs.chunk_bytes (" +
-                     std::to_string(stream.chunk_bytes) +
-                     ") plus a chunk frame's header does not fit "
-                     "grpc_configs.max_message_size (" +
-                     std::to_string(max_message_size) +
-                     "), the largest frame a peer accepts: raise it or lower "
-                     "chunk_bytes"};
   if (use_model_chunking)
     return stream.chunk_bytes;
   // The whole model travels as one message, as peers without chunking do.

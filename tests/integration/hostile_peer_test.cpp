@@ -12,7 +12,8 @@
 // observation, and last `verdict: ok` or `verdict: unexpected: ...`.
 // Exits 0 iff the server behaved as specified, 1 iff it did not, 2 on a
 // usage or local error. Every wait is bounded in time, every loop in count.
-// Thread-safety: one thread.
+// Thread-safety: one thread, but for `keepalive`, which owns the session it
+// serves while it runs.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -30,6 +31,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -64,6 +66,8 @@ struct options {
   double heartbeat_s = 0.5;               ///< welcomed: send one this often
   double timeout_s = 30;                  ///< bound on the whole attack
   std::optional<uint64_t> target_stream;  ///< hijack_stream: else guessed
+  std::string accomplice_id; ///< hijack_stream: opens the stream attacked
+  std::string accomplice_token;
 };
 
 void usage() {
@@ -76,7 +80,8 @@ void usage() {
       "  pre-auth only: slow_hello [--trickle-ms MS --handshake-s S],\n"
       "  idle_flood [--held N --extra N --handshake-s S]\n"
       "  registered (--id ID --token T): fetch_flood, hijack_stream\n"
-      "  [--delay-s S --target-stream ID], nan_update [--finite-chunks N],\n"
+      "  --accomplice-id ID --accomplice-token T [--delay-s S]\n"
+      "  [--target-stream ID], nan_update [--finite-chunks N],\n"
       "  offer_silent\n"
       "  all: [--heartbeat-s S] [--timeout-s S]\n");
 }
@@ -126,6 +131,10 @@ std::optional<options> parse_options(int argc, char** argv) {
         o.timeout_s = std::stod(v);
       else if (k == "target-stream")
         o.target_stream = std::stoull(v);
+      else if (k == "accomplice-id")
+        o.accomplice_id = v;
+      else if (k == "accomplice-token")
+        o.accomplice_token = v;
       else
         return std::nullopt;
     }
@@ -188,6 +197,12 @@ clock_type::time_point after_s(double s) {
   return clock_type::now() +
          std::chrono::duration_cast<clock_type::duration>(
              std::chrono::duration<double>(s));
+}
+
+/// Milliseconds in `d`, rounded up, at least 0 (for poll).
+int64_t ceil_ms(clock_type::duration d) {
+  return std::max<int64_t>(
+      0, std::chrono::ceil<milliseconds>(d).count());
 }
 
 std::string fmt_s(double s) {
@@ -253,9 +268,12 @@ void put_u32(msg::frame& f, size_t at, uint32_t x) {
 }
 
 /// A frame header (envelope and segment table) that announces a frame of
-/// `total_bytes` (rounded down to whole words), followed by nothing.
-msg::frame header_announcing(uint64_t total_bytes, uint32_t request_id) {
-  msg::frame f(msg::frame_header_bytes, 0);
+/// `total_bytes` (rounded down to whole words), followed by `body_bytes`
+/// bytes of `fill`.
+msg::frame header_announcing(uint64_t total_bytes, uint32_t request_id,
+                             size_t body_bytes, char fill) {
+  msg::frame f(msg::frame_header_bytes + body_bytes, fill);
+  std::fill_n(f.begin(), msg::frame_header_bytes, 0);
   auto words = (total_bytes - msg::frame_header_bytes) / 8;
   put_u32(f, 0, request_id);
   put_u32(f, 12, static_cast<uint32_t>(
@@ -374,20 +392,18 @@ public:
     if (failed_)
       return {wire_state::broken, {}, "the stream broke before"};
     for (int reads = 0; reads < (1 << 20); ++reads) {
-      auto left = std::chrono::duration_cast<milliseconds>(
-          deadline - clock_type::now());
       pollfd p{fd_, POLLIN, 0};
-      auto ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(
-                                     0, left.count())));
+      auto ready = ::poll(
+          &p, 1, static_cast<int>(ceil_ms(deadline - clock_type::now())));
       if (ready == 0)
         return {wire_state::timeout, {}, ""};
       auto dst = reader_.next();
-      auto got = ::recv(fd_, dst.data(), dst.size(), 0);
+      auto got = ::recv(fd_, dst.data(), dst.size(), MSG_DONTWAIT);
       if (got == 0)
         return {wire_state::closed, {}, "EOF"};
       if (got < 0 && errno == ECONNRESET)
         return {wire_state::closed, {}, "reset"};
-      if (got < 0 && errno == EINTR)
+      if (got < 0 && (errno == EINTR || errno == EAGAIN))
         continue;
       if (got < 0)
         return {wire_state::broken, {}, std::strerror(errno)};
@@ -421,34 +437,30 @@ std::unique_ptr<peer_socket> open_conn(const options& o, verdict& v,
 
 /// How a connection ended after an attack.
 struct ending {
-  std::optional<error> refusal;        ///< the first error frame
-  std::vector<std::string> frames;     ///< every frame, described
-  std::vector<msg::frame> non_errors;  ///< frames other than error frames
-  bool closed = false;
-  std::string closed_how;
-  double seconds = 0; ///< from the start of the wait to the close
+  std::optional<error> refusal;       ///< the first error frame
+  std::vector<std::string> frames;    ///< every frame, described
+  std::vector<msg::frame> non_errors; ///< frames other than error frames
+  bool closed = false;                ///< by the server (EOF or reset)
+  std::string closed_how = "still open";
+  double seconds = 0; ///< from `since` (see take_arrived) to the close
 };
 
-/// Reads until the server closes the connection or `deadline`. Sends a
-/// heartbeat every `beat_s` (0: never) so only the attack can be the cause.
-ending await_close(peer_socket& s, clock_type::time_point deadline,
-                   double beat_s = 0) {
-  ending out;
-  auto start = clock_type::now();
-  auto next_beat = beat_s > 0 ? after_s(beat_s) : deadline;
+/// Takes every frame that has arrived on `s` without waiting. Returns true
+/// iff the connection has ended (the server closed it, or it broke).
+bool take_arrived(peer_socket& s, ending& out, clock_type::time_point since) {
   for (int frames = 0; frames < 100000; ++frames) {
-    auto ev = s.read_frame(std::min(deadline, next_beat));
-    if (ev.state == wire_state::timeout && clock_type::now() < deadline) {
-      s.send_frame(msg::encode_heartbeat());
-      next_beat = after_s(beat_s);
-      continue;
-    }
+    auto ev = s.read_frame(clock_type::now());
+    if (ev.state == wire_state::timeout)
+      return false;
     if (ev.state != wire_state::frame) {
       out.closed = ev.state == wire_state::closed;
-      out.closed_how = ev.state == wire_state::timeout ? "still open"
-                                                        : ev.detail;
-      break;
+      out.closed_how = ev.detail;
+      out.seconds = seconds_since(since);
+      return true;
     }
+    auto k = msg::kind_of(ev.f);
+    if (k && *k == msg::frame_kind::heartbeat)
+      continue;
     out.frames.push_back(describe(ev.f));
     auto e = refusal_of(ev.f);
     if (e && !out.refusal)
@@ -456,7 +468,37 @@ ending await_close(peer_socket& s, clock_type::time_point deadline,
     if (!e)
       out.non_errors.push_back(std::move(ev.f));
   }
-  out.seconds = seconds_since(start);
+  return false;
+}
+
+/// Reads into `out` until the server closes the connection or `deadline`.
+/// Sends a heartbeat every `beat_s` (0: never), so that only the attack can
+/// be the reason for a close. Returns true iff the connection ended.
+bool await_close(peer_socket& s, clock_type::time_point deadline, ending& out,
+                 clock_type::time_point since, double beat_s = 0) {
+  auto next_beat = beat_s > 0 ? after_s(beat_s) : deadline;
+  for (int polls = 0; polls < 1000000; ++polls) {
+    if (take_arrived(s, out, since))
+      return true;
+    auto now = clock_type::now();
+    if (now >= deadline)
+      break;
+    if (beat_s > 0 && now >= next_beat) {
+      s.send_frame(msg::encode_heartbeat());
+      next_beat = after_s(beat_s);
+    }
+    auto until = std::min(deadline, next_beat);
+    pollfd p{s.fd(), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(ceil_ms(until - now)));
+  }
+  out.seconds = seconds_since(since);
+  return false;
+}
+
+ending await_close(peer_socket& s, clock_type::time_point deadline,
+                   double beat_s = 0) {
+  ending out;
+  await_close(s, deadline, out, clock_type::now(), beat_s);
   return out;
 }
 
@@ -618,6 +660,23 @@ private:
   std::vector<msg::frame> unasked_;
 };
 
+/// Keeps a welcomed session alive on a thread of its own (heartbeats; what
+/// arrives is noted) until destroyed. REQUIRES: nobody else touches the
+/// session meanwhile, and it outlives this.
+class keepalive {
+public:
+  explicit keepalive(session& s)
+      : thread_([&s](std::stop_token stop) {
+          for (int slices = 0; slices < 100000 && !stop.stop_requested();
+               ++slices)
+            if (s.idle_until(after_s(0.2)))
+              return; // the connection ended
+        }) {}
+
+private:
+  std::jthread thread_;
+};
+
 /// A welcomed session that has seen its round start, and the round's plan.
 struct in_round {
   std::unique_ptr<session> s;
@@ -625,31 +684,58 @@ struct in_round {
   std::optional<chunk_plan> plan;
 };
 
-/// Connects, says Hello and waits for a round to start. Throws
-/// local_failure iff any of that fails (the attack was not mounted).
-in_round join_round(const options& o, verdict& v, const std::string& label,
-                    clock_type::time_point deadline) {
+/// Connects and says Hello. Throws local_failure iff refused (the attack
+/// was not mounted).
+in_round welcome(const options& o, verdict& v, const std::string& label,
+                 clock_type::time_point deadline) {
   in_round r;
   r.s = std::make_unique<session>(o, v, label);
   auto w = r.s->hello(deadline);
   if (!w)
     throw local_failure{"Hello as " + o.client_id + " was refused: " +
                         to_string(w.err())};
-  v.note("welcomed as client " + std::to_string(w->client_index) + " of " +
-         std::to_string(w->num_clients));
-  auto rs = r.s->await_round(deadline);
-  if (!rs)
-    throw local_failure{"no round started: " + to_string(rs.err())};
-  r.round = *rs;
-  auto plan = chunk_plan::make(rs->model, rs->chunk_bytes);
-  if (!plan)
-    throw local_failure{"no chunk plan: " + to_string(plan.err())};
-  r.plan.emplace(std::move(*plan));
-  v.note("round " + std::to_string(rs->round) + " started: model version " +
-         std::to_string(rs->model_version) + ", " +
-         std::to_string(r.plan->chunk_count()) + " chunks of " +
-         std::to_string(rs->chunk_bytes) + " bytes, window " +
-         std::to_string(rs->window));
+  v.note(label + ": welcomed as client " + std::to_string(w->client_index) +
+         " of " + std::to_string(w->num_clients));
+  return r;
+}
+
+/// Waits until `deadline` for the next round on every one of `sessions`,
+/// a slice at a time on each, so that all keep sending heartbeats. Throws
+/// local_failure iff a round does not start on one of them.
+void await_rounds(std::initializer_list<in_round*> sessions,
+                  clock_type::time_point deadline) {
+  for (auto* r : sessions) {
+    for (int slices = 0;; ++slices) {
+      for (auto* other : sessions) // heartbeats, frames kept for later
+        if (other != r && other->s->idle_until(clock_type::now()))
+          throw local_failure{"a connection ended before the round"};
+      auto rs = r->s->await_round(std::min(deadline, after_s(0.2)));
+      if (rs) {
+        r->round = *rs;
+        break;
+      }
+      if (rs.err().code != errc::timeout || clock_type::now() >= deadline ||
+          slices > 100000)
+        throw local_failure{"no round started: " + to_string(rs.err())};
+    }
+    auto plan = chunk_plan::make(r->round.model, r->round.chunk_bytes);
+    if (!plan)
+      throw local_failure{"no chunk plan: " + to_string(plan.err())};
+    r->plan.emplace(std::move(*plan));
+  }
+}
+
+/// Connects, says Hello and waits for a round to start. Throws
+/// local_failure iff any of that fails (the attack was not mounted).
+in_round join_round(const options& o, verdict& v, const std::string& label,
+                    clock_type::time_point deadline) {
+  auto r = welcome(o, v, label, deadline);
+  await_rounds({&r}, deadline);
+  v.note("round " + std::to_string(r.round.round) +
+         " started: model version " + std::to_string(r.round.model_version) +
+         ", " + std::to_string(r.plan->chunk_count()) + " chunks of " +
+         std::to_string(r.round.chunk_bytes) + " bytes, window " +
+         std::to_string(r.round.window));
   return r;
 }
 
@@ -712,11 +798,7 @@ struct payload {
 
 payload craft(const options& o) {
   if (o.attack == "oversized_header") // a header, then a little of the body
-    return {"oversized", [&] {
-              auto f = header_announcing(o.frame_bytes, 1);
-              f.resize(f.size() + 64, 0);
-              return f;
-            }()};
+    return {"oversized", header_announcing(o.frame_bytes, 1, 64, 0)};
   if (o.attack == "garbage") { // random bytes; flags are not 0
     byte_source src{0x5eed};
     msg::frame f(4096);
@@ -726,9 +808,9 @@ payload craft(const options& o) {
     return {"garbage", std::move(f)};
   }
   if (o.attack == "garbage_body") { // a valid header, then no Cap'n Proto
-    auto f = header_announcing(msg::frame_header_bytes + 512, 1);
-    f.resize(f.size() + 512, static_cast<char>(0xff));
-    return {"garbage_body", std::move(f)};
+    return {"garbage_body",
+            header_announcing(msg::frame_header_bytes + 512, 1, 512,
+                              static_cast<char>(0xff))};
   }
   if (o.attack == "zero_request_id") // requests must carry an id
     return {"zero_id", msg::encode(msg::hello{o.client_id, o.token})};
@@ -757,7 +839,8 @@ void attack_send_once(const options& o, verdict& v) {
   auto sent = s->send_all(p.bytes.data(), p.bytes.size());
   v.note("sent " + std::to_string(p.bytes.size()) + " bytes" +
          (sent ? "" : " (the server closed the connection before all)"));
-  auto e = await_close(*s, std::min(deadline, after_s(5)));
+  auto e = await_close(*s, std::min(deadline, after_s(5)),
+                       o.registered ? o.heartbeat_s : 0);
   expect_refusal(v, e, o.expect, p.label);
 }
 
@@ -774,17 +857,16 @@ void attack_slow_hello(const options& o, verdict& v) {
   auto deadline = after_s(std::min(o.timeout_s, o.handshake_s + 5));
   size_t sent = 0;
   ending e;
-  while (sent < hello.size() && clock_type::now() < deadline) {
+  bool ended = false;
+  while (!ended && sent < hello.size() && clock_type::now() < deadline) {
     if (!s->send_all(hello.data() + sent, 1))
       break;
     ++sent;
-    e = await_close(*s, after_s(o.trickle_ms / 1000.0));
-    if (e.closed || !e.frames.empty())
-      break;
+    ended = await_close(*s, std::min(deadline, after_s(o.trickle_ms / 1e3)),
+                        e, start);
   }
-  if (!e.closed)
-    e = await_close(*s, deadline);
-  e.seconds = seconds_since(start);
+  if (!ended)
+    await_close(*s, deadline, e, start);
   v.note("sent " + std::to_string(sent) + " of the Hello's " +
          std::to_string(hello.size()) + " bytes, one every " +
          std::to_string(o.trickle_ms) + " ms");
@@ -819,6 +901,29 @@ void start_idle(idle_conn& c, uint32_t i) {
   }
 }
 
+/// The extra ones must be closed at once and without a frame; the held ones
+/// at handshake_timeout_s, with a timeout refusal.
+void judge_idle(const options& o, verdict& v, const idle_conn& c, ending& e) {
+  auto label = c.label + " " + c.sock->address();
+  if (!e.closed)
+    e.seconds = seconds_since(c.opened);
+  if (!c.extra) {
+    expect_refusal(v, e, o.expect, label);
+    v.expect(e.seconds >= 0.8 * o.handshake_s &&
+                 e.seconds <= o.handshake_s + 2.5,
+             label + " closed after " + fmt_s(e.seconds) +
+                 ", handshake_timeout_s is " + fmt_s(o.handshake_s));
+    return;
+  }
+  for (const auto& f : e.frames)
+    v.note(label + ": got " + f);
+  v.note(label + ": " +
+         (e.closed ? "closed (" + e.closed_how + ")" : "still open") +
+         " after " + fmt_s(e.seconds));
+  v.expect(e.closed && e.seconds < std::min(1.5, 0.75 * o.handshake_s),
+           label + " was not closed at once");
+}
+
 /// Opens `held` connections (max_unauthenticated) that never finish a
 /// Hello, then `extra` more. The extra ones must be closed at once, without
 /// a frame; the held ones at handshake_timeout_s with a timeout refusal.
@@ -835,26 +940,23 @@ void attack_idle_flood(const options& o, verdict& v) {
     conns.push_back(std::move(c));
   }
   auto deadline = after_s(std::min(o.timeout_s, o.handshake_s + 4));
-  for (auto& c : conns) {
-    auto e = await_close(*c.sock, deadline);
-    e.seconds = seconds_since(c.opened);
-    auto label = c.label + " " + c.sock->address();
-    if (c.extra) {
-      for (const auto& f : e.frames)
-        v.note(label + ": got " + f);
-      v.note(label + ": " + (e.closed ? "closed (" + e.closed_how + ")"
-                                      : "still open") +
-             " after " + fmt_s(e.seconds));
-      v.expect(e.closed && e.seconds < std::min(1.5, 0.75 * o.handshake_s),
-               label + " was not closed at once");
-      continue;
-    }
-    expect_refusal(v, e, o.expect, label);
-    v.expect(e.seconds >= 0.8 * o.handshake_s &&
-                 e.seconds <= o.handshake_s + 2.5,
-             label + " closed after " + fmt_s(e.seconds) +
-                 ", handshake_timeout_s is " + fmt_s(o.handshake_s));
+  std::vector<ending> ends(conns.size());
+  std::vector<bool> ended(conns.size(), false);
+  for (int polls = 0; polls < 100000 && clock_type::now() < deadline;
+       ++polls) {
+    std::vector<pollfd> fds;
+    for (size_t i = 0; i < conns.size(); ++i)
+      if (!ended[i])
+        fds.push_back({conns[i].sock->fd(), POLLIN, 0});
+    if (fds.empty())
+      break;
+    ::poll(fds.data(), fds.size(), 50);
+    for (size_t i = 0; i < conns.size(); ++i)
+      if (!ended[i])
+        ended[i] = take_arrived(*conns[i].sock, ends[i], conns[i].opened);
   }
+  for (size_t i = 0; i < conns.size(); ++i)
+    judge_idle(o, v, conns[i], ends[i]);
 }
 
 // -- registered attacks -------------------------------------------------------------
@@ -880,7 +982,8 @@ void attack_fetch_flood(const options& o, verdict& v) {
   r.s->socket().send_all(burst.data(), burst.size());
   v.note("sent " + std::to_string(n) + " fetches in one write of " +
          std::to_string(burst.size()) + " bytes");
-  auto e = await_close(r.s->socket(), std::min(deadline, after_s(10)));
+  auto e = await_close(r.s->socket(), std::min(deadline, after_s(10)),
+                       o.heartbeat_s);
   uint32_t answered = 0;
   for (const auto& f : e.non_errors) {
     auto c = msg::decode_chunk(f, r.plan->chunk_bytes());
@@ -898,53 +1001,87 @@ void attack_fetch_flood(const options& o, verdict& v) {
                                    std::to_string(window));
 }
 
-/// Offers its own update (stream S), waits until the honest clients'
-/// streams are under way, then sends a chunk that would be the next one of
-/// another client's stream T (right round, sequence, place and checksum),
-/// then over new connections an end of stream T and a credit for T. Each
-/// must be refused not_authorized, and nothing of T may come back.
+/// Checks that a frame for another client's stream was refused with
+/// `code`, the connection closed, and nothing of that stream came back.
+void judge_hijack(const options& o, verdict& v, const ending& e,
+                  const std::string& label) {
+  expect_refusal(v, e, o.expect, label);
+  for (const auto& f : e.non_errors) {
+    auto k = msg::kind_of(f);
+    v.expect(!k || (*k != msg::frame_kind::credit &&
+                    *k != msg::frame_kind::stream_closed),
+             label + ": the server answered for another client's stream: " +
+                 describe(f));
+  }
+}
+
+/// Says Hello again as the attacker (the server closed its last
+/// connection), sends `f`, and judges the answer. Returns false iff the
+/// Hello was refused (the attempt was then not made).
+bool hijack_again(const options& o, verdict& v, const std::string& label,
+                  msg::frame f, clock_type::time_point deadline) {
+  session s{o, v, label};
+  auto w = s.hello(deadline);
+  if (!w) {
+    v.note(label + ": Hello again was refused (" + to_string(w.err()) +
+           "); not mounted");
+    return false;
+  }
+  s.socket().send_frame(with_id(std::move(f), s.next_id()));
+  judge_hijack(o, v,
+               await_close(s.socket(), std::min(deadline, after_s(5)),
+                           o.heartbeat_s),
+               label);
+  return true;
+}
+
+/// An accomplice (a second identity) offers an update and holds its stream
+/// open. Then the attacker sends the chunk that stream expects next (right
+/// round, sequence 0, in the window, on the plan, checksummed: only the
+/// sender is wrong), and over new connections the next chunk, the end and a
+/// credit of an honest client's stream T (stream ids are small integers in
+/// the order of the offers, so T is guessed). In window mode the honest
+/// streams are open and waiting: the accomplice never delivers. Each must be
+/// refused not_authorized, and nothing of the stream may come back.
 void attack_hijack_stream(const options& o, verdict& v) {
+  if (o.accomplice_id.empty())
+    throw local_failure{"hijack_stream needs --accomplice-id and "
+                        "--accomplice-token"};
   auto deadline = after_s(o.timeout_s);
-  auto r = join_round(o, v, "hijack_chunk", deadline);
-  require_float32(r);
-  auto own = offer_update(o, v, r, deadline);
-  // Stream ids are small integers in the order of the offers (guessable).
-  auto target = o.target_stream.value_or(own.stream_id == 1 ? 2 : 1);
-  auto seq = std::min<uint64_t>(own.window, r.plan->chunk_count() - 1);
+  auto ao = o;
+  ao.client_id = o.accomplice_id;
+  ao.token = o.accomplice_token;
+  auto a = welcome(ao, v, "accomplice", deadline);
+  auto r = welcome(o, v, "hijack_chunk", deadline);
+  await_rounds({&a, &r}, deadline);
+  require_float32(a);
+  auto victim = offer_update(ao, v, a, deadline);
+  keepalive alive{*a.s};
   if (auto ended = r.s->idle_until(after_s(o.delay_s)))
     throw local_failure{"the connection ended before the attack: " +
                         ended->detail};
   r.s->socket().send_frame(
-      with_id(chunk_of(r, target, seq, 1000.0f), r.s->next_id()));
-  v.note("sent chunk " + std::to_string(seq) + " of stream " +
-         std::to_string(target) + " (own stream " +
-         std::to_string(own.stream_id) + ")");
-  auto e = await_close(r.s->socket(), std::min(deadline, after_s(5)));
-  expect_refusal(v, e, o.expect, "hijack_chunk");
-  for (const auto& f : e.non_errors)
-    v.expect(msg::kind_of(f) && *msg::kind_of(f) != msg::frame_kind::credit,
-             "a credit came back for another client's stream");
-  auto again = [&](const std::string& label, msg::frame f) {
-    session s{o, v, label};
-    auto w = s.hello(deadline);
-    if (!w) {
-      v.note(label + ": Hello again was refused (" + to_string(w.err()) +
-             "); not mounted");
-      return;
-    }
-    s.socket().send_frame(with_id(std::move(f), s.next_id()));
-    auto e2 = await_close(s.socket(), std::min(deadline, after_s(5)));
-    expect_refusal(v, e2, o.expect, label);
-    for (const auto& x : e2.non_errors) {
-      auto k = msg::kind_of(x);
-      v.expect(!k || (*k != msg::frame_kind::credit &&
-                      *k != msg::frame_kind::stream_closed),
-               label + ": the server answered for another client's stream");
-    }
-  };
-  again("hijack_end", msg::encode(msg::end_of_stream{
-                          target, r.plan->chunk_count()}));
-  again("hijack_credit", msg::encode(msg::credit{target, 0}));
+      with_id(chunk_of(r, victim.stream_id, 0, 1000.0f), r.s->next_id()));
+  v.note("sent chunk 0 of the accomplice's stream " +
+         std::to_string(victim.stream_id));
+  judge_hijack(o, v,
+               await_close(r.s->socket(), std::min(deadline, after_s(5)),
+                           o.heartbeat_s),
+               "hijack_chunk");
+  r.s.reset(); // closed: each attempt has a connection of its own
+  auto honest = o.target_stream.value_or(victim.stream_id == 1 ? 2 : 1);
+  auto next = std::min<uint64_t>(victim.window, r.plan->chunk_count() - 1);
+  v.note("an honest client's stream, guessed: " + std::to_string(honest));
+  if (!hijack_again(o, v, "hijack_honest_chunk",
+                    chunk_of(r, honest, next, 1000.0f), deadline))
+    return;
+  if (!hijack_again(o, v, "hijack_end",
+                    msg::encode(msg::end_of_stream{honest,
+                                                   r.plan->chunk_count()}),
+                    deadline))
+    return;
+  hijack_again(o, v, "hijack_credit", msg::encode(msg::credit{honest, 0}),
+               deadline);
 }
 
 /// Offers an update, sends finite_chunks chunks of large finite values, then
