@@ -22,13 +22,13 @@ using clock_type = std::chrono::steady_clock;
 using caf::io::connection_handle;
 
 /// Bytes asked of the socket per read.
-constexpr size_t read_bytes = 256 << 10;
+constexpr size_t read_bytes = 128 << 10;
 
 /// Chunks of the global model the server makes ahead for one connection:
 /// one being written, one ready behind it.
 constexpr size_t materialized_fetches = 2;
 
-/// The socket's write buffer takes further frames while it holds less.
+/// The socket's write buffer takes small frames while it holds less.
 constexpr size_t coalesce_bytes = 256 << 10;
 
 /// How long a closing connection may take to send what it still holds.
@@ -214,19 +214,22 @@ private:
   }
 
   /// Moves frames from pending_ into the socket's write buffer while it
-  /// holds less than coalesce_bytes: a frame goes in without a copy when
-  /// the buffer is empty (plain TCP), small frames join it, and the rest
-  /// wait here, so the socket's buffers never hold copies of queued frames
-  /// (their memory would stay with the connection).
+  /// holds less than two of the largest frames: a frame goes in without a
+  /// copy when the buffer is empty (plain TCP), and one more is copied
+  /// behind it so that the socket goes on writing without waiting for this
+  /// broker; the rest wait here, so what stays allocated in the socket's
+  /// buffers is bounded by the frames in flight.
   void pump() {
     if (closed_ || (tls_ && !secure_))
       return;
     auto& buf = self_->wr_buf(hdl_);
     while (!pending_.empty()) {
       auto& f = pending_.front();
+      largest_frame_ = std::max<uint64_t>(largest_frame_, f.size());
+      auto room = std::max<uint64_t>(coalesce_bytes, 2 * largest_frame_);
+      if (!buf.empty() && buf.size() + f.size() > room)
+        break;
       if (tls_) {
-        if (buf.size() >= coalesce_bytes)
-          break;
         if (auto ok = tls_->write(f); !ok)
           log_line("gateway", to_string(ok.err()));
         account_ciphertext();
@@ -234,11 +237,9 @@ private:
         auto n = f.size();
         buf.swap(f); // no copy: the socket writes the frame's own buffer
         note_queued(n);
-      } else if (buf.size() + f.size() <= coalesce_bytes) {
+      } else {
         buf.insert(buf.end(), f.begin(), f.end());
         note_queued(f.size());
-      } else {
-        break;
       }
       frame_ends_.push_back(queued_);
       pending_.pop_front();
@@ -269,6 +270,7 @@ private:
                                     ///< bytes queued
   uint64_t frames_sent_ = 0;
   uint64_t frames_written_ = 0;
+  uint64_t largest_frame_ = 0;
   uint64_t tls_accounted_ = 0;
   uint64_t queued_ = 0; ///< bytes put in the socket's write buffer
   uint64_t written_ = 0;

@@ -18,27 +18,35 @@ uint32_t u32_at(const std::array<char, frame_header_bytes>& h, size_t at) {
 } // namespace
 
 std::span<char> frame_reader::next() {
-  if (have_ < frame_header_bytes)
+  if (expected_ == 0)
     return {header_.data() + have_, frame_header_bytes - have_};
-  return {body_.data() + have_, body_.size() - have_};
+  if (body_.size() < expected_)
+    body_.resize(expected_); // written in place from here on (TLS)
+  return {body_.data() + have_, expected_ - have_};
 }
 
 result<std::optional<frame>> frame_reader::commit(size_t n) {
   if (failed_)
     return error{errc::malformed_frame, "the stream failed before"};
   have_ += n;
-  if (have_ < frame_header_bytes)
-    return std::optional<frame>{};
-  if (have_ == frame_header_bytes && body_.empty()) {
+  if (expected_ == 0) {
+    if (have_ < frame_header_bytes)
+      return std::optional<frame>{};
     if (auto ok = start_body(); !ok) {
       failed_ = true;
       return ok.err();
     }
   }
-  if (have_ < body_.size())
+  if (have_ < expected_)
     return std::optional<frame>{};
+  return std::optional<frame>{take_frame()};
+}
+
+frame frame_reader::take_frame() {
+  body_.resize(expected_); // no-op: the frame is complete
   have_ = 0;
-  return std::optional<frame>{std::move(body_)};
+  expected_ = 0;
+  return std::move(body_);
 }
 
 result<void> frame_reader::start_body() {
@@ -53,12 +61,14 @@ result<void> frame_reader::start_body() {
   FEDCAF_REQUIRE(total <= max_frame_bytes_, errc::frame_too_large, total,
                  max_frame_bytes_);
   try {
-    body_.resize(total);
+    body_.clear();
+    body_.reserve(total);
   } catch (const std::bad_alloc&) {
     return error{errc::out_of_memory,
                  "a frame of " + std::to_string(total) + " bytes"};
   }
-  std::memcpy(body_.data(), header_.data(), frame_header_bytes);
+  body_.insert(body_.end(), header_.begin(), header_.end());
+  expected_ = total;
   return {};
 }
 

@@ -4,6 +4,7 @@
 // larger than the limit, with flags set, or of more than one segment is
 // refused from its first 16 bytes. Thread-safety: one owner.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -34,11 +35,21 @@ public:
   /// reader is unusable. REQUIRES: n <= next().size().
   result<std::optional<frame>> commit(size_t n);
 
-  /// Copies `bytes` through next() and commit(), calling `on_frame(frame&&)`
-  /// for each completed frame. Returns the first header error.
+  /// Copies `bytes` in, calling `on_frame(frame&&)` for each completed
+  /// frame. Returns the first header error. A body is appended to the
+  /// frame's reserved memory, which is never zero-filled first.
   template <class OnFrame>
   result<void> feed(std::span<const char> bytes, OnFrame&& on_frame) {
     while (!bytes.empty()) {
+      if (expected_ > 0 && body_.size() == have_) { // appending a body
+        auto n = std::min<uint64_t>(bytes.size(), expected_ - have_);
+        body_.insert(body_.end(), bytes.data(), bytes.data() + n);
+        bytes = bytes.subspan(n);
+        have_ += n;
+        if (have_ == expected_)
+          on_frame(take_frame());
+        continue;
+      }
       auto dst = next();
       auto n = std::min(dst.size(), bytes.size());
       std::copy_n(bytes.data(), n, dst.data());
@@ -57,11 +68,13 @@ public:
 
 private:
   result<void> start_body();
+  frame take_frame();
 
   uint64_t max_frame_bytes_;
   std::array<char, frame_header_bytes> header_{};
-  frame body_;        ///< the frame under way, once its header is known
-  uint64_t have_ = 0; ///< bytes of the current frame received
+  frame body_;            ///< the frame under way, once its header is known
+  uint64_t have_ = 0;     ///< bytes of the current frame received
+  uint64_t expected_ = 0; ///< its size, once its header is known
   bool failed_ = false;
 };
 

@@ -213,8 +213,13 @@ int conclude(const options& opts, run_report& report, const config& cfg) {
 caf::actor_system_config make_system_config(size_t threads, bool network) {
   caf::actor_system_config sc;
   sc.set("scheduler.max-threads", threads);
-  if (network) // the multiplexer for the gateways; BASP listens nowhere
+  if (network) { // the multiplexer for the gateways; BASP listens nowhere
     sc.load<caf::io::middleman>();
+    // Workers that wait on a condition variable instead of polling with
+    // sleeps: a third of the context switches of a chunk stream
+    // (tests/perf/stream_bench), and idle processes that stay idle.
+    sc.set("scheduler.policy", caf::atom("sharing"));
+  }
   return sc;
 }
 

@@ -136,6 +136,7 @@ double raw_tcp_rate(uint64_t bytes) {
 caf::actor_system_config network_config() {
   caf::actor_system_config cfg;
   cfg.set("scheduler.max-threads", 2);
+  cfg.set("scheduler.policy", caf::atom("sharing")); // as src/cli/run.cpp
   cfg.load<caf::io::middleman>();
   return cfg;
 }
