@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <deque>
 #include <map>
 
@@ -18,6 +18,10 @@ namespace fedcaf {
 namespace {
 
 using beat_atom = caf::atom_constant<caf::atom("gw_beat")>;
+/// gateway -> acceptor: this connection was welcomed.
+using welcomed_atom = caf::atom_constant<caf::atom("gw_welcome")>;
+/// acceptor -> gateway: give way to a newer connection if not welcomed.
+using evict_atom = caf::atom_constant<caf::atom("gw_evict")>;
 using clock_type = std::chrono::steady_clock;
 using caf::io::connection_handle;
 
@@ -280,25 +284,6 @@ private:
 
 // -- server side --------------------------------------------------------------
 
-/// A place among the connections not yet welcomed; given back once.
-class unauthenticated_slot {
-public:
-  explicit unauthenticated_slot(std::shared_ptr<std::atomic<uint32_t>> n)
-      : count_(std::move(n)) {}
-  ~unauthenticated_slot() { release(); }
-  unauthenticated_slot(const unauthenticated_slot&) = delete;
-  unauthenticated_slot& operator=(const unauthenticated_slot&) = delete;
-
-  void release() {
-    if (count_)
-      count_->fetch_sub(1);
-    count_.reset();
-  }
-
-private:
-  std::shared_ptr<std::atomic<uint32_t>> count_;
-};
-
 // State machine of a connection:
 //   handshaking (TLS) -> awaiting hello -(hello)-> hello pending
 //   -(welcome)-> welcomed -(connection closed | limit | server gone)-> quit
@@ -316,11 +301,11 @@ public:
   server_gateway(caf::io::broker* self, connection_handle hdl,
                  server_gate server, gateway_limits limits,
                  std::shared_ptr<tls_context> tls, refusal_counter refusals,
-                 std::shared_ptr<std::atomic<uint32_t>> unauthenticated)
+                 caf::actor acceptor)
       : self_(self), hdl_(hdl), server_(std::move(server)), limits_(limits),
         link_(self, hdl, std::move(tls), "", limits.max_hello_bytes),
         refusals_("gateway", std::move(refusals)),
-        slot_(std::move(unauthenticated)), opened_(clock_type::now()) {
+        acceptor_(std::move(acceptor)), opened_(clock_type::now()) {
     address_ =
         self->remote_addr(hdl) + ":" + std::to_string(self->remote_port(hdl));
   }
@@ -391,6 +376,15 @@ public:
   }
 
   void on_closed() { close_now(""); }
+
+  /// The acceptor needs this connection's place for a newer one.
+  void on_evict(uint32_t max_unauthenticated) {
+    if (stage_ == stage::awaiting_hello || stage_ == stage::hello_pending)
+      refuse({errc::too_many_requests,
+              "not welcomed yet when more than max_unauthenticated (" +
+                  std::to_string(max_unauthenticated) +
+                  ") newer connections arrived: the oldest gives way"});
+  }
 
 private:
   void schedule_tick() {
@@ -516,7 +510,7 @@ private:
     }
     if (stage_ != stage::welcomed) {
       stage_ = stage::welcomed;
-      slot_.release();
+      self_->send(acceptor_, welcomed_atom::value);
       link_.reader().set_max_frame_bytes(limits_.max_frame_bytes);
       last_beat_ = clock_type::now();
     }
@@ -575,7 +569,7 @@ private:
   gateway_limits limits_;
   wire_link link_;
   refusal_log refusals_;
-  unauthenticated_slot slot_;
+  caf::actor acceptor_; ///< told when this connection is welcomed
   std::string address_;
   std::string client_id_; ///< of the Hello; meaningful once welcomed
   stage stage_ = stage::awaiting_hello;
@@ -591,20 +585,21 @@ private:
   clock_type::time_point last_beat_;
 };
 
-caf::behavior
-server_gateway_actor(caf::io::broker* self, connection_handle hdl,
-                     server_gate server, gateway_limits limits,
-                     std::shared_ptr<tls_context> tls, refusal_counter refusals,
-                     std::shared_ptr<std::atomic<uint32_t>> unauthenticated) {
+caf::behavior server_gateway_actor(caf::io::broker* self, connection_handle hdl,
+                                   server_gate server, gateway_limits limits,
+                                   std::shared_ptr<tls_context> tls,
+                                   refusal_counter refusals,
+                                   caf::actor acceptor) {
   auto st = std::make_shared<server_gateway>(
       self, hdl, std::move(server), limits, std::move(tls), std::move(refusals),
-      std::move(unauthenticated));
+      std::move(acceptor));
   st->start();
   return {
       [st](const caf::io::new_data_msg& m) { st->on_data(m); },
       [st](const caf::io::data_transferred_msg& m) { st->on_transferred(m); },
       [st](const caf::io::connection_closed_msg&) { st->on_closed(); },
       [st](beat_atom) { st->on_tick(); },
+      [st, limits](evict_atom) { st->on_evict(limits.max_unauthenticated); },
       [st](round_atom, const frame& f) { st->push(f); },
       [st](done_atom, const frame& f) { st->push(f); },
       [st](idle_atom, uint32_t round) {
@@ -613,29 +608,39 @@ server_gateway_actor(caf::io::broker* self, connection_handle hdl,
   };
 }
 
+// The acceptor: every accepted connection gets a gateway. Connections not
+// yet welcomed are kept oldest first; one past max_unauthenticated makes the
+// oldest give way, so a peer that opens idle connections cannot keep a
+// client whose handshake takes milliseconds out for longer than it takes to
+// open max_unauthenticated more.
 caf::behavior acceptor_actor(caf::io::broker* self, int fd, server_gate server,
                              gateway_limits limits,
                              std::shared_ptr<tls_context> tls,
                              refusal_counter refusals) {
   self->add_doorman(fd);
-  auto unauthenticated = std::make_shared<std::atomic<uint32_t>>(0);
-  auto log = std::make_shared<refusal_log>("gateway", refusals);
+  auto unwelcomed = std::make_shared<std::deque<caf::actor>>();
+  auto forget = [unwelcomed](const caf::actor_addr& who) {
+    auto it = std::find_if(unwelcomed->begin(), unwelcomed->end(),
+                           [&](const caf::actor& a) { return a == who; });
+    if (it != unwelcomed->end())
+      unwelcomed->erase(it);
+  };
+  self->set_down_handler(
+      [forget](caf::down_msg& m) { forget(caf::actor_addr{m.source}); });
   return {
       [=](const caf::io::new_connection_msg& m) {
-        if (unauthenticated->load() >= limits.max_unauthenticated) {
-          log->refuse({errc::too_many_requests,
-                       "closed a connection from " +
-                           self->remote_addr(m.handle) + ":" +
-                           std::to_string(self->remote_port(m.handle)) + ": " +
-                           std::to_string(limits.max_unauthenticated) +
-                           " connections are not yet welcomed "
-                           "(max_unauthenticated)"});
-          self->close(m.handle);
-          return;
+        if (unwelcomed->size() >= limits.max_unauthenticated) {
+          self->send(unwelcomed->front(), evict_atom::value);
+          unwelcomed->pop_front();
         }
-        unauthenticated->fetch_add(1);
-        self->fork(server_gateway_actor, m.handle, server, limits, tls,
-                   refusals, unauthenticated);
+        auto me = caf::actor_cast<caf::actor>(self);
+        auto g = self->fork(server_gateway_actor, m.handle, server, limits, tls,
+                            refusals, me);
+        self->monitor(g);
+        unwelcomed->push_back(std::move(g));
+      },
+      [=](welcomed_atom) {
+        forget(caf::actor_cast<caf::actor_addr>(self->current_sender()));
       },
       [](const caf::io::acceptor_closed_msg&) {},
   };

@@ -60,7 +60,8 @@ struct gateway_limits {
   /// ... and closes a connection on which nothing arrived, or whose
   /// pending output did not move, for this long.
   std::chrono::milliseconds connection_timeout{30000};
-  /// Connections not yet welcomed, at once (server).
+  /// Connections not yet welcomed, at once (server); one more makes the
+  /// oldest give way.
   uint32_t max_unauthenticated = 64;
 };
 

@@ -107,8 +107,8 @@ struct stream_config {
   /// Server: a connection must finish its TLS handshake and its Hello within
   /// this time, or it is closed.
   double handshake_timeout_s = 10;
-  /// Server: connections that have not yet been welcomed, at once; further
-  /// ones are closed as soon as they are accepted.
+  /// Server: connections that have not yet been welcomed, at once; one more
+  /// makes the oldest of them give way (it is closed).
   uint32_t max_unauthenticated = 64;
 };
 
