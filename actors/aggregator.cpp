@@ -13,6 +13,8 @@
 #include "fedcaf/element.hpp"
 #include "fedcaf/fedavg_accumulator.hpp"
 #include "fedcaf/log.hpp"
+#include "fedcaf/stopwatch.hpp"
+#include "fedcaf/update_check.hpp"
 #include "fedcaf/window_accumulator.hpp"
 
 namespace fedcaf {
@@ -28,11 +30,28 @@ struct upload_stream {
   uint64_t bytes = 0;
   caf::actor notify;   ///< told (update_atom, id, round) when the stream closes
   bool closed = false; ///< kept until finalize: a repeated end is answered
+  bool rejected = false;       ///< poisoned, too far, or silent: refused
+  double distance_squared = 0; ///< from the global model, so far
+  steady_clock::time_point last_chunk = steady_clock::now();
+  uint32_t held = 0; ///< window mode: its credits held by the window
 };
 
 // State machine: collecting (streams open and close) -> finalize_atom ->
 // collecting the next round. A chunk is validated in full before it touches
 // the accumulator, so a refused chunk leaves it unchanged.
+//
+// Per stream: open -(chunks from its own client only)-> closed | rejected.
+// A chunk, end or credit from another client than the one that opened the
+// stream is refused (not_authorized) without touching it. A chunk with NaN
+// or infinite values, or one that takes the update's distance from the
+// global model past aggregator_kwargs.max_update_norm, rejects the whole
+// update (poisoned_update); so does silence: no chunk for idle_timeout_s
+// while the stream could send. The scheduler is told (reject_atom with the
+// chunks already folded) and the client leaves the round: with nothing
+// folded the round expects one update fewer; otherwise its share cannot be
+// taken out of the sum, and the round's updates are collected again from
+// the others (as for a client dropped mid-upload, whatever partial_updates
+// says: a rejected update never stays in the model).
 //
 // Resuming: a client that reconnects offers again; the offer of a client
 // whose stream of that round exists answers with where the stream stands
@@ -64,7 +83,11 @@ public:
         current_(std::move(initial)),
         refusals_("aggregator", options_.refusals) {}
 
-  void attach(caf::event_based_actor* self) { self_ = self; }
+  void attach(caf::event_based_actor* self) {
+    self_ = self;
+    if (options_.idle_timeout.count() > 0)
+      arm_silence_check();
+  }
 
   frame open(const caf::actor& notify, const std::string& id, uint32_t round,
              double weight, uint64_t manifest_digest, uint64_t total_bytes,
@@ -84,28 +107,56 @@ public:
     return msg::encode(msg::accept{stream_id, options_.window});
   }
 
-  caf::result<frame> consume(const frame& f) {
+  caf::result<frame> consume(const std::string& sender, const frame& f) {
     auto c = msg::decode_chunk(f, plan_.chunk_bytes());
     if (!c)
       return refuse(c.err());
+    const auto& h = c->header;
+    auto it = streams_.find(h.stream_id);
+    if (auto owned = owner_check(sender, it, h.stream_id); !owned)
+      return refuse(owned.err());
+    if (auto sane = inspect(it->second, *c); !sane)
+      return reject(it->first, it->second, sane.err());
     auto ok = fold(*c);
     if (!ok)
       return refuse(ok.err());
-    const auto& h = c->header;
+    it->second.last_chunk = steady_clock::now();
     if (ram_)
       return msg::encode(msg::credit{h.stream_id, h.sequence});
     auto rp = self_->make_response_promise<frame>();
     held_[h.sequence].emplace_back(rp, h.stream_id);
+    ++it->second.held;
     advance_window();
     return rp;
   }
 
+  /// Rejects streams that could send but sent nothing for idle_timeout.
+  void check_silence() {
+    auto now = steady_clock::now();
+    for (auto& [sid, s] : streams_) {
+      if (s.closed || s.held >= options_.window ||
+          now - s.last_chunk <= options_.idle_timeout)
+        continue;
+      reject(sid, s,
+             {errc::timeout, "no chunk for " +
+                                 std::to_string(options_.idle_timeout.count()) +
+                                 " ms (idle_timeout_s) after its offer"});
+    }
+    arm_silence_check();
+  }
+
+  void arm_silence_check() {
+    self_->delayed_send(self_, options_.idle_timeout / 4, tick_atom::value);
+  }
+
   /// A resumed upload asks for a credit it is owed (window mode).
-  caf::result<frame> owed_credit(const frame& f) {
+  caf::result<frame> owed_credit(const std::string& sender, const frame& f) {
     auto c = msg::decode<msg::credit>(f);
     if (!c)
       return refuse(c.err());
     auto it = streams_.find(c->stream_id);
+    if (auto owned = owner_check(sender, it, c->stream_id); !owned)
+      return refuse(owned.err());
     if (it == streams_.end() || it->second.closed ||
         c->sequence >= it->second.next_sequence)
       return refuse({errc::unknown_stream,
@@ -115,6 +166,7 @@ public:
       return msg::encode(msg::credit{c->stream_id, c->sequence});
     auto rp = self_->make_response_promise<frame>();
     held_[c->sequence].emplace_back(rp, c->stream_id);
+    ++it->second.held;
     return rp;
   }
 
@@ -158,15 +210,18 @@ public:
     advance_window();
   }
 
-  frame close(const frame& f) {
+  frame close(const std::string& sender, const frame& f) {
     auto end = msg::decode<msg::end_of_stream>(f);
     if (!end)
       return refuse(end.err());
     auto it = streams_.find(end->stream_id);
-    if (it == streams_.end())
-      return refuse(
-          {errc::unknown_stream, "stream " + std::to_string(end->stream_id)});
+    if (auto owned = owner_check(sender, it, end->stream_id); !owned)
+      return refuse(owned.err());
     auto& s = it->second;
+    if (s.rejected)
+      return refuse(
+          {errc::poisoned_update, "stream " + std::to_string(end->stream_id) +
+                                      " of " + s.client_id + " was rejected"});
     if (s.closed) // the answer was lost with a connection
       return msg::encode(msg::stream_closed{end->stream_id, s.bytes});
     if (s.next_sequence != plan_.chunk_count() ||
@@ -216,6 +271,58 @@ public:
   }
 
 private:
+  using stream_iter = std::map<uint64_t, upload_stream>::iterator;
+
+  /// Returns ok iff the stream exists and `sender` opened it.
+  result<void> owner_check(const std::string& sender, stream_iter it,
+                           uint64_t stream_id) const {
+    if (it == streams_.end())
+      return error{errc::unknown_stream,
+                   "stream " + std::to_string(stream_id) + " of " + sender};
+    if (it->second.client_id != sender)
+      return error{errc::not_authorized,
+                   sender + " wrote to stream " + std::to_string(stream_id) +
+                       ", which " + it->second.client_id + " opened"};
+    return {};
+  }
+
+  /// The checks of an update's content: finite values, and the distance
+  /// from the global model within max_update_norm.
+  result<void> inspect(upload_stream& s, const msg::chunk_view& c) {
+    const auto& h = c.header;
+    if (s.closed || h.sequence >= plan_.chunk_count() ||
+        plan_.extent(h.sequence).bytes != c.bytes.size())
+      return {}; // fold() refuses it
+    if (auto ok = check_finite(layout_, plan_, h.sequence, c.bytes); !ok)
+      return ok;
+    auto bound = options_.rule_cfg.max_update_norm;
+    if (bound <= 0)
+      return {};
+    s.distance_squared += squared_distance(layout_, plan_, h.sequence, c.bytes,
+                                           current_->bytes.bytes());
+    if (s.distance_squared > bound * bound)
+      return error{errc::poisoned_update,
+                   "its distance from the global model passed "
+                   "max_update_norm (" +
+                       std::to_string(bound) + ") at chunk " +
+                       std::to_string(h.sequence)};
+    return {};
+  }
+
+  /// Refuses the whole update of stream `sid` and tells the scheduler.
+  frame reject(uint64_t sid, upload_stream& s, const error& why) {
+    s.closed = true;
+    s.rejected = true;
+    if (why.code == errc::poisoned_update && options_.poisoned)
+      options_.poisoned->fetch_add(1, std::memory_order_relaxed);
+    log_line("aggregator", "rejected the update of " + s.client_id +
+                               " (stream " + std::to_string(sid) + ", round " +
+                               std::to_string(s.round) + "): " + why.message);
+    self_->send(s.notify, reject_atom::value, s.client_id, s.round,
+                s.next_sequence, to_string(why));
+    return refuse({why.code, s.client_id + ": " + why.message});
+  }
+
   frame resume(uint64_t stream_id, const upload_stream& s) {
     auto total = plan_.chunk_count();
     auto next = s.closed ? total : s.next_sequence;
@@ -268,8 +375,11 @@ private:
       window_->finalize_next(current_->bytes.bytes(), optimizer_.get());
       const auto& e = plan_.extent(seq);
       current_->bytes.release(e.model_offset, e.bytes); // file-backed only
-      for (auto& [rp, stream] : held_[seq])
+      for (auto& [rp, stream] : held_[seq]) {
         rp.deliver(msg::encode(msg::credit{stream, seq}));
+        if (auto it = streams_.find(stream); it != streams_.end())
+          --it->second.held;
+      }
       held_.erase(seq);
     }
   }
@@ -305,15 +415,16 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
               uint64_t chunks) {
         return state->open(notify, id, round, weight, digest, bytes, chunks);
       },
-      [state](chunk_atom, const std::string&, const frame& f) {
-        return state->consume(f);
+      [state](chunk_atom, const std::string& sender, const frame& f) {
+        return state->consume(sender, f);
       },
-      [state](end_atom, const std::string&, const frame& f) {
-        return state->close(f);
+      [state](end_atom, const std::string& sender, const frame& f) {
+        return state->close(sender, f);
       },
-      [state](credit_atom, const std::string&, const frame& f) {
-        return state->owed_credit(f);
+      [state](credit_atom, const std::string& sender, const frame& f) {
+        return state->owed_credit(sender, f);
       },
+      [state](tick_atom) { state->check_silence(); },
       [state](reset_atom, uint32_t contributors) {
         state->reset(contributors);
       },

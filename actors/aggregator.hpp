@@ -35,6 +35,12 @@ struct aggregator_options {
   std::chrono::microseconds fold_delay{0};
   /// Counts refused frames; shared with the server for its report.
   refusal_counter refusals;
+  /// Counts updates refused for their content (NaN, infinity, too far from
+  /// the global model); shared with the server for its report.
+  refusal_counter poisoned;
+  /// An open upload that could send but sent no chunk this long is
+  /// rejected (stream_configs.idle_timeout_s); zero: never.
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 /// Spawns an aggregator for models laid out as `initial`, whose version it

@@ -129,6 +129,24 @@ public:
     check_step();
   }
 
+  /// The aggregator refused `id`'s update (its content or its silence):
+  /// the step goes on without the rest of it; chunks it delivered before
+  /// stay in the step, as for a client dropped mid-upload.
+  void reject(const std::string& id, uint32_t round, uint64_t folded,
+              const std::string& why) {
+    auto it = admitted_.find(id);
+    if (it == admitted_.end() || it->second.task.round != round ||
+        closed_.count(id))
+      return;
+    log_line("scheduler", id + "'s update was rejected (" + why + "); " +
+                              std::to_string(folded) +
+                              " delivered chunks stay in the step");
+    closed_.insert(id);
+    tasks_.erase(id);
+    waiting_.push_back(id);
+    check_step();
+  }
+
 private:
   void assign(const std::string& id) {
     if (stopped_)
@@ -260,6 +278,10 @@ async_scheduler_actor(caf::event_based_actor* self,
   return {
       [state](join_atom, const std::string& id) { state->join(id); },
       [state](drop_atom, const std::string& id) { state->drop(id); },
+      [state](reject_atom, const std::string& id, uint32_t round,
+              uint64_t folded, const std::string& why) {
+        state->reject(id, round, folded, why);
+      },
       [state](offer_atom, const frame& f) { return state->offer(f); },
       [state](update_atom, const std::string& id, uint32_t round) {
         state->update_closed(id, round);

@@ -31,6 +31,11 @@
 //   scheduler -> aggr.   (open_atom, notify, id, round, weight, digest,
 //                         bytes, chunks) -> accept
 //   aggr. -> scheduler   (update_atom, id, round)
+//   aggr. -> scheduler   (reject_atom, id, round, chunks folded, reason): the
+//                        client's update was refused for its content (NaN,
+//                        too far from the global model) or its silence; it
+//                        leaves the round
+//   aggr. -> aggr.       (tick_atom): look for silent uploads
 //   scheduler -> aggr.   (finalize_atom, round) -> snapshot_ptr
 //   scheduler -> server  (task_atom, id, round): AsyncScheduler, the client's
 //                        next task on the current model
@@ -75,6 +80,7 @@ using task_atom = caf::atom_constant<caf::atom("task")>;
 using idle_atom = caf::atom_constant<caf::atom("idle")>;
 using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+using reject_atom = caf::atom_constant<caf::atom("reject")>;
 
 using msg::frame;
 

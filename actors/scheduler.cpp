@@ -98,9 +98,13 @@ public:
                          "; it takes part in the next"});
     offered_.insert(o->client_id);
     figures_[o->client_id] = {o->train_loss, o->dp_epsilon};
-    double weight = options_.client_weights_mode == "sample_size"
-                        ? static_cast<double>(o->sample_count)
-                        : 1.0;
+    double weight = 1.0;
+    if (options_.client_weights_mode == "sample_size") {
+      // A claimed sample count is capped: no client can claim the round.
+      auto cap = options_.rule_cfg.max_sample_size;
+      auto samples = cap > 0 ? std::min(o->sample_count, cap) : o->sample_count;
+      weight = static_cast<double>(samples);
+    }
     self_->delegate(aggregator_, open_atom::value,
                     caf::actor_cast<caf::actor>(self_), o->client_id, o->round,
                     weight, o->manifest_digest, o->total_bytes, o->chunk_count);
@@ -113,6 +117,26 @@ public:
     if (round != round_ || !offered_.count(id))
       return;
     closed_.insert(id);
+    check_round();
+  }
+
+  /// The aggregator refused `id`'s update of `round` (its content or its
+  /// silence): the client leaves the round, and a share of it that is in
+  /// the sum is taken out by collecting the others' updates again.
+  void reject(const std::string& id, uint32_t round, uint64_t folded,
+              const std::string& why) {
+    if (stopped_ || round != round_ || !participants_.erase(id))
+      return;
+    missing_.insert(id);
+    log_line("scheduler", "round " + std::to_string(round) + ": " + id +
+                              " leaves the round: " + why);
+    offered_.erase(id);
+    closed_.erase(id);
+    figures_.erase(id);
+    if (folded > 0 && !finalizing_)
+      collect_again(id);
+    else
+      self_->send(aggregator_, expect_atom::value, contributors());
     check_round();
   }
 
@@ -323,6 +347,10 @@ caf::behavior scheduler_actor(caf::event_based_actor* self,
         state->update_closed(id, round);
       },
       [state](deadline_atom, uint32_t round) { state->deadline(round); },
+      [state](reject_atom, const std::string& id, uint32_t round,
+              uint64_t folded, const std::string& why) {
+        state->reject(id, round, folded, why);
+      },
   };
 }
 

@@ -266,6 +266,8 @@ public:
     report_->total_seconds = seconds_since(started_);
     report_->peak_rss_bytes = sample_memory().peak_rss_bytes;
     report_->refusals = refusals_.count();
+    if (options_.poisoned)
+      report_->poisoned_updates = options_.poisoned->load();
     self_->quit();
   }
 

@@ -45,6 +45,8 @@ struct server_options {
   double dp_delta = 1e-5;
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
+  /// Counts updates the aggregator refused for their content.
+  refusal_counter poisoned;
 };
 
 /// The handles the server routes to.

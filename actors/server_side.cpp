@@ -35,6 +35,9 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
     ao.state_dir = options.storage_dir;
   ao.fold_delay = options.fold_delay;
   ao.refusals = refusals;
+  ao.poisoned = make_refusal_counter();
+  ao.idle_timeout = options.idle_timeout;
+  options.server.poisoned = ao.poisoned;
   auto aggregator = spawn_aggregator(sys, snapshot, ao);
   if (!aggregator)
     return aggregator.err();
@@ -48,6 +51,7 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
     side.scheduler =
         spawn_async_scheduler(sys, side.aggregator, options.scheduler);
   } else {
+    options.scheduler.rule_cfg = options.rule; // max_sample_size
     side.scheduler = spawn_scheduler(sys, side.aggregator, options.scheduler);
   }
   side.server = spawn_server(sys, std::move(snapshot),

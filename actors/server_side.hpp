@@ -47,6 +47,9 @@ struct server_side_options {
   std::string save_global_model;
   /// Test seam: a slow consumer (see aggregator_options).
   std::chrono::microseconds fold_delay{0};
+  /// An upload that could send but sent nothing this long is rejected
+  /// (stream_configs.idle_timeout_s); zero: never.
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 /// Spawns the server side around the initial model. Chunk size and window

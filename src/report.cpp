@@ -85,6 +85,7 @@ std::string to_json(const run_report& r) {
               {"rounds", rounds},
               {"peak_rss_bytes", r.peak_rss_bytes},
               {"refusals", r.refusals},
+              {"poisoned_updates", r.poisoned_updates},
               {"peak_in_flight", r.peak_in_flight},
               {"bytes_sent", r.bytes_sent},
               {"bytes_received", r.bytes_received},

@@ -46,7 +46,10 @@ struct run_report {
   std::string node; ///< client id, or "server"
   std::vector<round_record> rounds;
   uint64_t peak_rss_bytes = 0;
-  uint64_t refusals = 0;       ///< frames refused as bad input
+  uint64_t refusals = 0; ///< frames refused as bad input
+  /// Updates refused for their content: NaN or infinite values, or farther
+  /// from the global model than aggregator_kwargs.max_update_norm.
+  uint64_t poisoned_updates = 0;
   uint32_t peak_in_flight = 0; ///< most chunks unacknowledged on a stream
   uint64_t bytes_sent = 0;     ///< model and update payload bytes sent
   uint64_t bytes_received = 0; ///< model and update payload bytes received

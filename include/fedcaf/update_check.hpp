@@ -1,0 +1,31 @@
+#pragma once
+// Checks of an uploaded update, chunk by chunk, before a chunk touches the
+// running sum: no NaN or infinity, and (optionally) a bound on the update's
+// L2 distance from the global model. Thread-safety: free functions over
+// values; safe anywhere.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/error.hpp"
+#include "fedcaf/manifest.hpp"
+
+namespace fedcaf {
+
+/// Returns an error (poisoned_update, naming the tensor) iff the payload of
+/// chunk `seq` holds a NaN or an infinity in a floating-point tensor.
+/// REQUIRES: bytes.size() == plan.extent(seq).bytes, plan made from m.
+result<void> check_finite(const manifest& m, const chunk_plan& plan,
+                          uint64_t seq, std::span<const std::byte> bytes);
+
+/// Returns the sum of (update - global)^2 over the floating-point elements
+/// of chunk `seq`, reading the global model's bytes at the same place of
+/// `global` (all tensors back to back).
+/// REQUIRES: as check_finite; global.size() == m.total_bytes().
+double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
+                        std::span<const std::byte> update,
+                        std::span<const std::byte> global);
+
+} // namespace fedcaf

@@ -1,0 +1,120 @@
+#include "fedcaf/update_check.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "fedcaf/element.hpp"
+
+using namespace fedcaf;
+
+namespace {
+
+/// float32, bfloat16, float16, float64 and int64 tensors back to back.
+manifest every_kind() {
+  manifest m;
+  m.tensors.push_back(make_tensor_info("f32", dtype::float32, {40}));
+  m.tensors.push_back(make_tensor_info("bf16", dtype::bfloat16, {24}));
+  m.tensors.push_back(make_tensor_info("f16", dtype::float16, {24}));
+  m.tensors.push_back(make_tensor_info("f64", dtype::float64, {12}));
+  m.tensors.push_back(make_tensor_info("i64", dtype::int64, {8}));
+  return m;
+}
+
+/// A model of m where every floating element is `v`, integers all ones.
+std::vector<std::byte> filled(const manifest& m, float v) {
+  std::vector<std::byte> out(m.total_bytes());
+  uint64_t at = 0;
+  for (const auto& t : m.tensors) {
+    auto n = t.byte_size / dtype_bytes(t.type);
+    for (uint64_t i = 0; i < n; ++i) {
+      auto* p = out.data() + at;
+      if (t.type == dtype::float64) {
+        double d = v;
+        std::memcpy(p + i * 8, &d, 8);
+      } else if (t.type == dtype::int64) {
+        int64_t x = -1; // all bits set: must not look like a NaN
+        std::memcpy(p + i * 8, &x, 8);
+      } else {
+        store_element(t.type, p, i, v);
+      }
+    }
+    at += t.byte_size;
+  }
+  return out;
+}
+
+/// Returns the chunks of `plan` whose payload of `model` fails
+/// check_finite.
+std::vector<uint64_t> refused_chunks(const manifest& m, const chunk_plan& plan,
+                                     const std::vector<std::byte>& model) {
+  std::vector<uint64_t> out;
+  for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
+    const auto& e = plan.extent(seq);
+    auto bytes =
+        std::span<const std::byte>{model}.subspan(e.model_offset, e.bytes);
+    if (auto ok = check_finite(m, plan, seq, bytes); !ok) {
+      CHECK(ok.err().code == errc::poisoned_update);
+      out.push_back(seq);
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("finite updates pass, and one NaN or infinity anywhere is found") {
+  auto m = every_kind();
+  for (uint64_t chunk : {64, 96, 1000}) {
+    CAPTURE(chunk);
+    auto plan = *chunk_plan::make(m, chunk);
+    auto clean = filled(m, 1.5f);
+    CHECK(refused_chunks(m, plan, clean).empty());
+    // A non-finite value in each floating tensor, at its last element: the
+    // chunk holding it, and only that one, is refused.
+    uint64_t at = 0;
+    for (const auto& t : m.tensors) {
+      auto last = at + t.byte_size - dtype_bytes(t.type);
+      at += t.byte_size;
+      if (t.type == dtype::int64)
+        continue;
+      for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity()}) {
+        auto model = clean;
+        if (t.type == dtype::float64) {
+          double d = bad;
+          std::memcpy(model.data() + last, &d, 8);
+        } else {
+          store_element(t.type, model.data() + last, 0, bad);
+        }
+        auto refused = refused_chunks(m, plan, model);
+        REQUIRE(refused.size() == 1);
+        const auto& e = plan.extent(refused[0]);
+        CHECK(e.model_offset <= last);
+        CHECK(last < e.model_offset + e.bytes);
+      }
+    }
+  }
+}
+
+TEST_CASE("the squared distance from the global model adds up over chunks") {
+  auto m = every_kind();
+  auto global = filled(m, 1.0f);
+  auto update = filled(m, 3.0f);
+  uint64_t floats = 40 + 24 + 24 + 12; // every floating element moved by 2
+  for (uint64_t chunk : {64, 200, 4096}) {
+    auto plan = *chunk_plan::make(m, chunk);
+    double sum = 0;
+    for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
+      const auto& e = plan.extent(seq);
+      sum += squared_distance(
+          m, plan, seq,
+          std::span<const std::byte>{update}.subspan(e.model_offset, e.bytes),
+          global);
+    }
+    CHECK(sum == doctest::Approx(4.0 * static_cast<double>(floats)));
+  }
+}
