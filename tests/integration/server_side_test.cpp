@@ -14,8 +14,8 @@
 #include <doctest/doctest.h>
 
 #include "actors/client.hpp"
-#include "actors/server_side.hpp"
 #include "actors/messages.hpp"
+#include "actors/server_side.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/element.hpp"
@@ -579,6 +579,94 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
     CHECK(std::memcmp(t.data(), update.data() + at, t.size() * sizeof(float)) ==
           0);
     at += t.size();
+  }
+}
+
+TEST_CASE("another client's stream and a poisoned update are refused; the "
+          "round ends with the honest update") {
+  auto layout = test_layout();
+  for (std::string mode : {"ram", "window"}) {
+    CAPTURE(mode);
+    run_options o;
+    o.clients = 2;
+    o.rounds = 1;
+    o.min_clients = 1;
+    o.memory_mode = mode;
+    auto eval = std::make_shared<capturing_evaluator>();
+    run_report report;
+    std::vector<float> honest(layout.total_bytes() / sizeof(float));
+    for (size_t i = 0; i < honest.size(); ++i)
+      honest[i] = 0.5f * static_cast<float>(i % 997);
+    auto poisoned = honest;
+    poisoned[3] = std::nanf("");
+    {
+      auto cfg = test_system_config();
+      caf::actor_system sys{cfg};
+      auto side =
+          spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
+                            side_options(o), eval, &report);
+      REQUIRE(side);
+      rogue_client a{sys, side->server};
+      rogue_client b{sys, side->server};
+      REQUIRE(msg::decode<msg::welcome>(
+          a.ask(hello_atom::value, msg::encode(msg::hello{"A", ""}))));
+      REQUIRE(msg::decode<msg::welcome>(
+          b.ask(hello_atom::value, msg::encode(msg::hello{"B", ""}))));
+      auto rs = a.expect<msg::round_start>(round_atom::value);
+      (void)b.expect<msg::round_start>(round_atom::value);
+      auto plan = *chunk_plan::make(rs.model, rs.chunk_bytes);
+      auto open = [&](rogue_client& c, const std::string& id) {
+        msg::offer off{
+            rs.round,           id, 10, digest(layout), layout.total_bytes(),
+            plan.chunk_count(), 0,  0};
+        auto acc = msg::decode<msg::accept>(
+            c.ask(offer_atom::value, msg::encode(off)));
+        REQUIRE(acc);
+        return acc->stream_id;
+      };
+      auto sa = open(a, "A");
+      auto sb = open(b, "B");
+      auto chunk = [&](uint64_t stream, uint64_t seq,
+                       const std::vector<float>& x) {
+        const auto& e = plan.extent(seq);
+        return chunk_with(
+            {stream, rs.round, seq, e.tensor_index, e.tensor_offset},
+            std::as_bytes(std::span{x}).subspan(e.model_offset, e.bytes));
+      };
+      // B writes into A's stream, and tries to close it: refused, and A's
+      // stream is untouched (its chunk 0 is still the next one).
+      CHECK(refusal_of(b.ask(chunk_atom::value, chunk(sa, 0, honest))) ==
+            errc::not_authorized);
+      CHECK(refusal_of(b.ask(end_atom::value, msg::encode(msg::end_of_stream{
+                                                  sa, plan.chunk_count()}))) ==
+            errc::not_authorized);
+      // B's update carries a NaN in its first chunk: the whole update is
+      // rejected, and the stream takes nothing more.
+      CHECK(refusal_of(b.ask(chunk_atom::value, chunk(sb, 0, poisoned))) ==
+            errc::poisoned_update);
+      CHECK(refusal_of(b.ask(chunk_atom::value, chunk(sb, 1, honest))) ==
+            errc::unknown_stream);
+      // A uploads its whole update; the round ends with it alone.
+      for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq)
+        REQUIRE(msg::decode<msg::credit>(
+            a.ask(chunk_atom::value, chunk(sa, seq, honest))));
+      REQUIRE(msg::decode<msg::stream_closed>(
+          a.ask(end_atom::value,
+                msg::encode(msg::end_of_stream{sa, plan.chunk_count()}))));
+      await_down(sys, {side->server});
+      side->shut_down(sys);
+    }
+    CHECK(report.failure == "");
+    CHECK(report.poisoned_updates == 1);
+    REQUIRE(report.rounds.size() == 1);
+    CHECK(report.rounds[0].missing_clients == std::vector<std::string>{"B"});
+    auto got = eval->last();
+    size_t at = 0;
+    for (const auto& t : got) {
+      CHECK(std::memcmp(t.data(), honest.data() + at,
+                        t.size() * sizeof(float)) == 0);
+      at += t.size();
+    }
   }
 }
 
