@@ -138,9 +138,10 @@ public:
           now - s.last_chunk <= options_.idle_timeout)
         continue;
       reject(sid, s,
-             {errc::timeout, "no chunk for " +
-                                 std::to_string(options_.idle_timeout.count()) +
-                                 " ms (idle_timeout_s) after its offer"});
+             {errc::timeout,
+              "no chunk for " + std::to_string(options_.idle_timeout.count()) +
+                  " ms (idle_timeout_s + reconnect_grace_s) while it could "
+                  "send"});
     }
     arm_silence_check();
   }
@@ -319,7 +320,7 @@ private:
                                " (stream " + std::to_string(sid) + ", round " +
                                std::to_string(s.round) + "): " + why.message);
     self_->send(s.notify, reject_atom::value, s.client_id, s.round,
-                s.next_sequence, to_string(why));
+                s.next_sequence, static_cast<uint16_t>(why.code), why.message);
     return refuse({why.code, s.client_id + ": " + why.message});
   }
 

@@ -133,7 +133,8 @@ public:
   /// the step goes on without the rest of it; chunks it delivered before
   /// stay in the step, as for a client dropped mid-upload.
   void reject(const std::string& id, uint32_t round, uint64_t folded,
-              const std::string& why) {
+              uint16_t code, const std::string& message) {
+    auto why = to_string(error{static_cast<errc>(code), message});
     auto it = admitted_.find(id);
     if (it == admitted_.end() || it->second.task.round != round ||
         closed_.count(id))
@@ -144,6 +145,7 @@ public:
     closed_.insert(id);
     tasks_.erase(id);
     waiting_.push_back(id);
+    self_->send(server_, reject_atom::value, id, code, message);
     check_step();
   }
 
@@ -279,8 +281,8 @@ async_scheduler_actor(caf::event_based_actor* self,
       [state](join_atom, const std::string& id) { state->join(id); },
       [state](drop_atom, const std::string& id) { state->drop(id); },
       [state](reject_atom, const std::string& id, uint32_t round,
-              uint64_t folded, const std::string& why) {
-        state->reject(id, round, folded, why);
+              uint64_t folded, uint16_t code, const std::string& message) {
+        state->reject(id, round, folded, code, message);
       },
       [state](offer_atom, const frame& f) { return state->offer(f); },
       [state](update_atom, const std::string& id, uint32_t round) {

@@ -125,6 +125,12 @@ public:
     finish();
   }
 
+  /// The server rejected this client's update (its content or its silence).
+  void on_rejected(const frame& f) {
+    if (auto e = msg::error_in(f))
+      fail(*e);
+  }
+
   /// The server published round `round`: a client that does not hold its
   /// model between rounds gives it up now.
   void on_round_over(uint32_t round) {
@@ -641,6 +647,7 @@ caf::behavior client_actor(caf::event_based_actor* self,
       [state](round_atom, const frame& f) { state->on_round(f); },
       [state](done_atom, const frame& f) { state->on_done(f); },
       [state](idle_atom, uint32_t round) { state->on_round_over(round); },
+      [state](reject_atom, const frame& f) { state->on_rejected(f); },
       [state](tick_atom) { state->on_tick(); },
       [state](caf::connect_atom, uint64_t gen) { state->try_reconnect(gen); },
   };

@@ -528,14 +528,49 @@ private:
               --in_flight;
               if (stage_ == stage::closing)
                 return;
+              auto refused = msg::error_in(reply);
               msg::set_request_id(reply, id);
               auto queued = link_.send(std::move(reply));
               if (is_fetch) // in flight until the peer has it
                 fetch_replies_.push_back(queued);
+              if (refused && ends_connection(refused->code))
+                disconnect(*refused);
             },
             [this](caf::error&) { close_now("the server is gone"); });
   }
 
+  /// Refusals by the server side that mark the peer as broken or hostile:
+  /// after its answer, the connection ends. Others (a stale round, a reset
+  /// stream, sitting a round out) are part of an honest client's life.
+  static bool ends_connection(errc code) {
+    switch (code) {
+    case errc::malformed_frame:
+    case errc::unsupported_version:
+    case errc::unexpected_message:
+    case errc::bad_checksum:
+    case errc::out_of_range:
+    case errc::manifest_mismatch:
+    case errc::not_authorized:
+    case errc::poisoned_update:
+      return true;
+    default:
+      return false;
+    }
+  }
+
+public:
+  /// The server side refused this peer (already counted there): log it with
+  /// the peer's address, and close once the answer is written.
+  void disconnect(const error& e) {
+    if (stage_ == stage::closing)
+      return;
+    log_line("gateway", std::string{"refused: "} + to_string(e.code) + ": " +
+                            client_id_ + ": " + e.message + " (peer " +
+                            address_ + "); closing the connection");
+    start_closing();
+  }
+
+private:
   /// Counts and logs `e` with the peer's address, tells the peer if it can
   /// still read, and closes the connection.
   void refuse(const error& e) {
@@ -602,6 +637,11 @@ caf::behavior server_gateway_actor(caf::io::broker* self, connection_handle hdl,
       [st, limits](evict_atom) { st->on_evict(limits.max_unauthenticated); },
       [st](round_atom, const frame& f) { st->push(f); },
       [st](done_atom, const frame& f) { st->push(f); },
+      [st](reject_atom, const frame& f) { // its update was rejected
+        st->push(f);
+        if (auto e = msg::error_in(f))
+          st->disconnect(*e);
+      },
       [st](idle_atom, uint32_t round) {
         st->push(msg::encode(msg::round_over{round}));
       },

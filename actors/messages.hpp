@@ -31,10 +31,12 @@
 //   scheduler -> aggr.   (open_atom, notify, id, round, weight, digest,
 //                         bytes, chunks) -> accept
 //   aggr. -> scheduler   (update_atom, id, round)
-//   aggr. -> scheduler   (reject_atom, id, round, chunks folded, reason): the
+//   aggr. -> scheduler   (reject_atom, id, round, chunks folded, errc, why): the
 //                        client's update was refused for its content (NaN,
 //                        too far from the global model) or its silence; it
 //                        leaves the round
+//   scheduler -> server  (reject_atom, id, errc, why); server -> client
+//                        (reject_atom, error frame): told so
 //   aggr. -> aggr.       (tick_atom): look for silent uploads
 //   scheduler -> aggr.   (finalize_atom, round) -> snapshot_ptr
 //   scheduler -> server  (task_atom, id, round): AsyncScheduler, the client's

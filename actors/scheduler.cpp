@@ -124,12 +124,14 @@ public:
   /// silence): the client leaves the round, and a share of it that is in
   /// the sum is taken out by collecting the others' updates again.
   void reject(const std::string& id, uint32_t round, uint64_t folded,
-              const std::string& why) {
+              uint16_t code, const std::string& message) {
+    auto why = to_string(error{static_cast<errc>(code), message});
     if (stopped_ || round != round_ || !participants_.erase(id))
       return;
     missing_.insert(id);
     log_line("scheduler", "round " + std::to_string(round) + ": " + id +
                               " leaves the round: " + why);
+    self_->send(server_, reject_atom::value, id, code, message);
     offered_.erase(id);
     closed_.erase(id);
     figures_.erase(id);
@@ -348,8 +350,8 @@ caf::behavior scheduler_actor(caf::event_based_actor* self,
       },
       [state](deadline_atom, uint32_t round) { state->deadline(round); },
       [state](reject_atom, const std::string& id, uint32_t round,
-              uint64_t folded, const std::string& why) {
-        state->reject(id, round, folded, why);
+              uint64_t folded, uint16_t code, const std::string& message) {
+        state->reject(id, round, folded, code, message);
       },
   };
 }

@@ -271,6 +271,17 @@ public:
     self_->quit();
   }
 
+  /// The scheduler let `id` leave the round: its update was refused for its
+  /// content or its silence. Its connection is told (and a gateway ends it).
+  void tell_rejected(const std::string& id, const error& why) {
+    auto it = clients_.find(id);
+    if (it == clients_.end() || it->second.state != presence::connected)
+      return;
+    self_->send(it->second.handle, reject_atom::value,
+                msg::encode(error{why.code,
+                                  "its update was rejected: " + why.message}));
+  }
+
   /// The grace period of a lost client is over.
   void drop(const std::string& id, uint64_t epoch) {
     auto it = clients_.find(id);
@@ -528,6 +539,10 @@ caf::behavior server_actor(caf::event_based_actor* self,
         state->task(id, round);
       },
       [state](stop_atom, const std::string& reason) { state->stop(reason); },
+      [state](reject_atom, const std::string& id, uint16_t code,
+              const std::string& message) {
+        state->tell_rejected(id, {static_cast<errc>(code), message});
+      },
       [state](tick_atom) { state->quit(); },
   };
 }

@@ -48,7 +48,8 @@ struct server_side_options {
   /// Test seam: a slow consumer (see aggregator_options).
   std::chrono::microseconds fold_delay{0};
   /// An upload that could send but sent nothing this long is rejected
-  /// (stream_configs.idle_timeout_s); zero: never.
+  /// (stream_configs.idle_timeout_s + reconnect_grace_s: a client that
+  /// lost its connection may still resume); zero: never.
   std::chrono::milliseconds idle_timeout{0};
 };
 

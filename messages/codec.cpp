@@ -534,4 +534,12 @@ result<chunk_view> decode_chunk(const frame& f, uint64_t max_chunk_bytes) {
       });
 }
 
+std::optional<error> error_in(const frame& f) {
+  auto k = kind_of(f);
+  if (!k || *k != frame_kind::error)
+    return std::nullopt;
+  auto e = decode<round_over>(f); // an error frame decodes to its error
+  return e ? std::nullopt : std::optional<error>{e.err()};
+}
+
 } // namespace fedcaf::msg

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -56,6 +57,10 @@ enum class frame_kind : uint8_t {
 /// Returns the kind of `f` without decoding its body, or an error iff it is
 /// malformed or of another protocol version.
 result<frame_kind> kind_of(const frame& f);
+
+/// Returns the error an error frame carries; nothing iff `f` is not an
+/// error frame.
+std::optional<error> error_in(const frame& f);
 
 /// The protocol version this build speaks.
 uint16_t protocol_version();

@@ -169,7 +169,10 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.scheduler.min_clients = cfg.server.min_clients;
   so.scheduler.round_deadline = millis(cfg.server.round_deadline_s);
   so.server.reconnect_grace = millis(comm.stream.reconnect_grace_s);
-  so.idle_timeout = millis(comm.stream.idle_timeout_s);
+  // An upload that goes silent while its client is connected is rejected;
+  // one whose client lost its connection has reconnect_grace_s to resume.
+  so.idle_timeout =
+      millis(comm.stream.idle_timeout_s + comm.stream.reconnect_grace_s);
   if (remote) {
     if (comm.auth.enabled)
       so.server.tokens = comm.auth.tokens;

@@ -22,16 +22,21 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
-#include <string>
 #include <stop_token>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -56,33 +61,36 @@ struct options {
   std::string client_id; ///< registered attacks: an identity with a token
   std::string token;
   bool registered = false; ///< pre-auth attacks: mount them after a Welcome
-  uint64_t frame_bytes = 1ull << 30;      ///< oversized_header: announced
-  uint32_t held = 8;                      ///< idle_flood: max_unauthenticated
-  uint32_t extra = 4;                     ///< idle_flood: beyond the bound
-  double handshake_s = 2;                 ///< the server's handshake_timeout_s
-  uint32_t trickle_ms = 100;              ///< slow_hello: one byte this often
-  double delay_s = 1.5;                   ///< hijack_stream: before the attack
-  uint32_t finite_chunks = 2;             ///< nan_update: chunks before the NaN
-  double heartbeat_s = 0.5;               ///< welcomed: send one this often
-  double timeout_s = 30;                  ///< bound on the whole attack
-  std::optional<uint64_t> target_stream;  ///< hijack_stream: else guessed
+  uint64_t frame_bytes = 1ull << 30;     ///< oversized_header: announced
+  uint32_t held = 8;                     ///< idle_flood: max_unauthenticated
+  uint32_t extra = 4;                    ///< idle_flood: beyond the bound
+  double handshake_s = 2;                ///< the server's handshake_timeout_s
+  uint32_t trickle_ms = 100;             ///< slow_hello: one byte this often
+  double delay_s = 1.5;                  ///< hijack_stream: before the attack
+  uint32_t finite_chunks = 2;            ///< nan_update: the NaN's chunk
+  double heartbeat_s = 0.5;              ///< welcomed: send one this often
+  double timeout_s = 30;                 ///< bound on the whole attack
+  std::optional<uint64_t> target_stream; ///< hijack_stream: else guessed
   std::string accomplice_id; ///< hijack_stream: opens the stream attacked
   std::string accomplice_token;
+  std::string until_file; ///< hold_round: leave once this file exists
 };
 
 void usage() {
   std::fprintf(
       stderr,
-      "usage: hostile_peer --port P --attack NAME [--expect CODE]\n"
-      "  pre-auth (add --registered --id ID --token T to mount after a\n"
-      "  Welcome): oversized_header [--frame-bytes N], garbage, garbage_body,\n"
-      "  zero_request_id, unknown_kind, server_kind\n"
-      "  pre-auth only: slow_hello [--trickle-ms MS --handshake-s S],\n"
-      "  idle_flood [--held N --extra N --handshake-s S]\n"
-      "  registered (--id ID --token T): fetch_flood, hijack_stream\n"
-      "  --accomplice-id ID --accomplice-token T [--delay-s S]\n"
-      "  [--target-stream ID], nan_update [--finite-chunks N],\n"
-      "  offer_silent\n"
+      "usage: hostile_peer --port P --attack NAME [--expect CODE] [options]\n"
+      "  before a Welcome (or after one: --registered --id ID --token T):\n"
+      "    oversized_header [--frame-bytes N], garbage, garbage_body,\n"
+      "    zero_request_id, unknown_kind, server_kind\n"
+      "  before a Welcome only, each with [--handshake-s S]: slow_hello,\n"
+      "    slow_tls (to a TLS server) [--trickle-ms MS], idle_flood\n"
+      "    [--held N --extra N]\n"
+      "  registered (--id ID --token T): fetch_flood, credit_flood,\n"
+      "    nan_update [--finite-chunks N], offer_silent, hijack_stream\n"
+      "    --accomplice-id ID --accomplice-token T [--delay-s S]\n"
+      "    [--target-stream ID], hold_round --until-file F (joins a round,\n"
+      "    never offers, leaves once F exists)\n"
       "  all: [--heartbeat-s S] [--timeout-s S]\n");
 }
 
@@ -135,6 +143,8 @@ std::optional<options> parse_options(int argc, char** argv) {
         o.accomplice_id = v;
       else if (k == "accomplice-token")
         o.accomplice_token = v;
+      else if (k == "until-file")
+        o.until_file = v;
       else
         return std::nullopt;
     }
@@ -194,15 +204,13 @@ double seconds_since(clock_type::time_point t) {
 }
 
 clock_type::time_point after_s(double s) {
-  return clock_type::now() +
-         std::chrono::duration_cast<clock_type::duration>(
-             std::chrono::duration<double>(s));
+  return clock_type::now() + std::chrono::duration_cast<clock_type::duration>(
+                                 std::chrono::duration<double>(s));
 }
 
 /// Milliseconds in `d`, rounded up, at least 0 (for poll).
 int64_t ceil_ms(clock_type::duration d) {
-  return std::max<int64_t>(
-      0, std::chrono::ceil<milliseconds>(d).count());
+  return std::max<int64_t>(0, std::chrono::ceil<milliseconds>(d).count());
 }
 
 std::string fmt_s(double s) {
@@ -213,25 +221,14 @@ std::string fmt_s(double s) {
 
 // -- frames --------------------------------------------------------------------
 
+/// The kind's name, in the order of msg::frame_kind.
 const char* kind_name(msg::frame_kind k) {
-  using msg::frame_kind;
-  switch (k) {
-  case frame_kind::hello: return "hello";
-  case frame_kind::welcome: return "welcome";
-  case frame_kind::round_start: return "round_start";
-  case frame_kind::offer: return "offer";
-  case frame_kind::accept: return "accept";
-  case frame_kind::chunk: return "chunk";
-  case frame_kind::credit: return "credit";
-  case frame_kind::fetch: return "fetch";
-  case frame_kind::end_of_stream: return "end_of_stream";
-  case frame_kind::stream_closed: return "stream_closed";
-  case frame_kind::done: return "done";
-  case frame_kind::error: return "error";
-  case frame_kind::heartbeat: return "heartbeat";
-  case frame_kind::round_over: return "round_over";
-  }
-  return "?";
+  static constexpr const char* names[] = {
+      "hello", "welcome", "round_start", "offer",         "accept",
+      "chunk", "credit",  "fetch",       "end_of_stream", "stream_closed",
+      "done",  "error",   "heartbeat",   "round_over"};
+  auto i = static_cast<size_t>(k);
+  return i < std::size(names) ? names[i] : "?";
 }
 
 /// Returns the refusal an error frame carries, or nothing iff `f` is not one.
@@ -276,8 +273,7 @@ msg::frame header_announcing(uint64_t total_bytes, uint32_t request_id,
   std::fill_n(f.begin(), msg::frame_header_bytes, 0);
   auto words = (total_bytes - msg::frame_header_bytes) / 8;
   put_u32(f, 0, request_id);
-  put_u32(f, 12, static_cast<uint32_t>(
-                     std::min<uint64_t>(words, 0xFFFFFFFFu)));
+  put_u32(f, 12, static_cast<uint32_t>(std::min<uint64_t>(words, 0xFFFFFFFFu)));
   return f;
 }
 
@@ -471,16 +467,25 @@ bool take_arrived(peer_socket& s, ending& out, clock_type::time_point since) {
   return false;
 }
 
+/// How long a connection may stay open after a refusal: the server writes
+/// the error frame, then closes (it gives pending output 2 s).
+constexpr double close_after_refusal_s = 2.5;
+
 /// Reads into `out` until the server closes the connection or `deadline`.
 /// Sends a heartbeat every `beat_s` (0: never), so that only the attack can
 /// be the reason for a close. Returns true iff the connection ended.
 bool await_close(peer_socket& s, clock_type::time_point deadline, ending& out,
                  clock_type::time_point since, double beat_s = 0) {
   auto next_beat = beat_s > 0 ? after_s(beat_s) : deadline;
+  bool refused = out.refusal.has_value();
   for (int polls = 0; polls < 1000000; ++polls) {
     if (take_arrived(s, out, since))
       return true;
     auto now = clock_type::now();
+    if (out.refusal && !refused) { // the close follows at once (grace: 2 s)
+      refused = true;
+      deadline = std::min(deadline, after_s(close_after_refusal_s));
+    }
     if (now >= deadline)
       break;
     if (beat_s > 0 && now >= next_beat) {
@@ -511,13 +516,17 @@ void expect_refusal(verdict& v, const ending& e, const std::string& code,
          (e.closed ? "closed by the server (" + e.closed_how + ") after " +
                          fmt_s(e.seconds)
                    : "still open after " + fmt_s(e.seconds)));
-  v.expect(e.refusal.has_value(),
-           label + ": no error frame before the connection ended");
-  if (e.refusal)
-    v.expect(std::string{to_string(e.refusal->code)} == code,
-             label + ": refused with " + to_string(e.refusal->code) +
-                 ", expected " + code);
-  v.expect(e.closed, label + ": the server did not close the connection");
+  if (!e.refusal) {
+    v.expect(false, label + (e.closed ? ": closed without an error frame"
+                                      : ": no answer and no close within " +
+                                            fmt_s(e.seconds)));
+    return;
+  }
+  v.expect(std::string{to_string(e.refusal->code)} == code,
+           label + ": refused with " + to_string(e.refusal->code) +
+               ", expected " + code);
+  v.expect(e.closed, label + ": refused, but the connection stayed open for " +
+                         fmt_s(e.seconds));
 }
 
 // -- a welcomed connection ---------------------------------------------------------
@@ -536,8 +545,8 @@ public:
   /// Says Hello; returns the Welcome, or the refusal.
   result<msg::welcome> hello(clock_type::time_point deadline) {
     auto id = next_id();
-    sock_->send_frame(with_id(msg::encode(msg::hello{o_.client_id, o_.token}),
-                              id));
+    sock_->send_frame(
+        with_id(msg::encode(msg::hello{o_.client_id, o_.token}), id));
     auto f = await_reply(id, deadline);
     if (!f)
       return f.err();
@@ -570,8 +579,7 @@ public:
 
   /// Returns the reply to request `id`, skipping unasked frames (kept for
   /// await_round). An error frame with another id answers it too.
-  result<msg::frame> await_reply(uint32_t id,
-                                 clock_type::time_point deadline) {
+  result<msg::frame> await_reply(uint32_t id, clock_type::time_point deadline) {
     for (int n = 0; n < 100000; ++n) {
       auto ev = read(deadline);
       if (ev.state != wire_state::frame)
@@ -585,6 +593,20 @@ public:
         v_.note("a reply to another request: " + describe(ev.f));
     }
     return error{errc::internal, "too many frames"};
+  }
+
+  /// Returns the next frame that answers a request (a nonzero request id,
+  /// or an error frame), keeping unasked ones; a wire_event other than a
+  /// frame iff the connection ended or `deadline` passed.
+  wire_event next_reply(clock_type::time_point deadline) {
+    for (int n = 0; n < 100000; ++n) {
+      auto ev = read(deadline);
+      if (ev.state != wire_state::frame || msg::request_id(ev.f) != 0 ||
+          refusal_of(ev.f))
+        return ev;
+      keep_unasked(std::move(ev.f));
+    }
+    return {wire_state::broken, {}, "too many frames"};
   }
 
   /// Reads frames until `deadline`, sending heartbeats; returns early iff
@@ -692,8 +714,8 @@ in_round welcome(const options& o, verdict& v, const std::string& label,
   r.s = std::make_unique<session>(o, v, label);
   auto w = r.s->hello(deadline);
   if (!w)
-    throw local_failure{"Hello as " + o.client_id + " was refused: " +
-                        to_string(w.err())};
+    throw local_failure{"Hello as " + o.client_id +
+                        " was refused: " + to_string(w.err())};
   v.note(label + ": welcomed as client " + std::to_string(w->client_index) +
          " of " + std::to_string(w->num_clients));
   return r;
@@ -731,9 +753,9 @@ in_round join_round(const options& o, verdict& v, const std::string& label,
                     clock_type::time_point deadline) {
   auto r = welcome(o, v, label, deadline);
   await_rounds({&r}, deadline);
-  v.note("round " + std::to_string(r.round.round) +
-         " started: model version " + std::to_string(r.round.model_version) +
-         ", " + std::to_string(r.plan->chunk_count()) + " chunks of " +
+  v.note("round " + std::to_string(r.round.round) + " started: model version " +
+         std::to_string(r.round.model_version) + ", " +
+         std::to_string(r.plan->chunk_count()) + " chunks of " +
          std::to_string(r.round.chunk_bytes) + " bytes, window " +
          std::to_string(r.round.window));
   return r;
@@ -808,9 +830,8 @@ payload craft(const options& o) {
     return {"garbage", std::move(f)};
   }
   if (o.attack == "garbage_body") { // a valid header, then no Cap'n Proto
-    return {"garbage_body",
-            header_announcing(msg::frame_header_bytes + 512, 1, 512,
-                              static_cast<char>(0xff))};
+    return {"garbage_body", header_announcing(msg::frame_header_bytes + 512, 1,
+                                              512, static_cast<char>(0xff))};
   }
   if (o.attack == "zero_request_id") // requests must carry an id
     return {"zero_id", msg::encode(msg::hello{o.client_id, o.token})};
@@ -862,8 +883,8 @@ void attack_slow_hello(const options& o, verdict& v) {
     if (!s->send_all(hello.data() + sent, 1))
       break;
     ++sent;
-    ended = await_close(*s, std::min(deadline, after_s(o.trickle_ms / 1e3)),
-                        e, start);
+    ended = await_close(*s, std::min(deadline, after_s(o.trickle_ms / 1e3)), e,
+                        start);
   }
   if (!ended)
     await_close(*s, deadline, e, start);
@@ -872,9 +893,82 @@ void attack_slow_hello(const options& o, verdict& v) {
          std::to_string(o.trickle_ms) + " ms");
   expect_refusal(v, e, o.expect, "slow_hello");
   v.expect(sent < hello.size(), "the whole Hello went through");
-  v.expect(e.seconds >= 0.8 * o.handshake_s &&
-               e.seconds <= o.handshake_s + 2.5,
+  v.expect(e.seconds >= 0.8 * o.handshake_s && e.seconds <= o.handshake_s + 2.5,
            "closed after " + fmt_s(e.seconds) + ", handshake_timeout_s is " +
+               fmt_s(o.handshake_s));
+}
+
+/// Returns the first flight of a TLS client (its ClientHello), made by
+/// OpenSSL over memory buffers. Throws local_failure iff OpenSSL fails.
+std::vector<char> tls_client_hello() {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx{
+      SSL_CTX_new(TLS_client_method()), SSL_CTX_free};
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl{
+      ctx ? SSL_new(ctx.get()) : nullptr, SSL_free};
+  if (!ssl)
+    throw local_failure{"OpenSSL: no client session"};
+  auto* out = BIO_new(BIO_s_mem());
+  SSL_set_bio(ssl.get(), BIO_new(BIO_s_mem()), out); // the session owns both
+  SSL_set_connect_state(ssl.get());
+  SSL_do_handshake(ssl.get()); // wants to read: the ClientHello is out
+  char* bytes = nullptr;
+  auto n = BIO_get_mem_data(out, &bytes);
+  if (n <= 0)
+    throw local_failure{"OpenSSL wrote no ClientHello"};
+  return {bytes, bytes + n};
+}
+
+/// Reads and drops bytes until the server closes the connection or
+/// `deadline`. Returns true iff it closed; counts the bytes in `received`.
+bool await_raw_close(peer_socket& s, clock_type::time_point deadline,
+                     uint64_t& received) {
+  std::vector<char> buf(4096);
+  for (int reads = 0; reads < 100000; ++reads) {
+    pollfd p{s.fd(), POLLIN, 0};
+    if (::poll(&p, 1,
+               static_cast<int>(ceil_ms(deadline - clock_type::now()))) == 0)
+      return false;
+    auto got = ::recv(s.fd(), buf.data(), buf.size(), MSG_DONTWAIT);
+    if (got == 0 || (got < 0 && errno == ECONNRESET))
+      return true;
+    if (got > 0)
+      received += static_cast<uint64_t>(got);
+  }
+  return false;
+}
+
+/// Sends a real TLS ClientHello one byte every trickle_ms to a TLS server:
+/// it must close the connection at handshake_timeout_s, before the
+/// handshake is done, and (not yet secure) without a frame.
+void attack_slow_tls(const options& o, verdict& v) {
+  auto hello = tls_client_hello();
+  auto s = open_conn(o, v, "slow_tls");
+  auto start = clock_type::now();
+  auto deadline = after_s(std::min(o.timeout_s, o.handshake_s + 5));
+  size_t sent = 0;
+  uint64_t received = 0;
+  bool closed = false;
+  while (!closed && sent < hello.size() && clock_type::now() < deadline) {
+    if (!s->send_all(hello.data() + sent, 1))
+      break;
+    ++sent;
+    closed = await_raw_close(
+        *s, std::min(deadline, after_s(o.trickle_ms / 1e3)), received);
+  }
+  if (!closed)
+    closed = await_raw_close(*s, deadline, received);
+  auto seconds = seconds_since(start);
+  v.note("sent " + std::to_string(sent) + " of the ClientHello's " +
+         std::to_string(hello.size()) + " bytes, one every " +
+         std::to_string(o.trickle_ms) + " ms; received " +
+         std::to_string(received) + " bytes; " +
+         (closed ? "closed by the server" : "still open") + " after " +
+         fmt_s(seconds));
+  v.expect(closed, "the server did not close the connection");
+  v.expect(sent < hello.size(), "the whole ClientHello went through");
+  v.expect(received == 0, "the server answered a handshake never finished");
+  v.expect(seconds >= 0.8 * o.handshake_s && seconds <= o.handshake_s + 2.5,
+           "closed after " + fmt_s(seconds) + ", handshake_timeout_s is " +
                fmt_s(o.handshake_s));
 }
 
@@ -882,68 +976,30 @@ void attack_slow_hello(const options& o, verdict& v) {
 struct idle_conn {
   std::unique_ptr<peer_socket> sock;
   std::string label;
-  bool extra = false;
   clock_type::time_point opened;
 };
 
-/// What a held connection sends: nothing, a part of a header, or a header
-/// and part of a body (half-open frames).
-void start_idle(idle_conn& c, uint32_t i) {
+/// What the i-th connection sends: nothing, a part of a header, or a
+/// header and part of a body (half-open frames).
+std::string start_idle(peer_socket& s, uint32_t i) {
   auto hello = with_id(msg::encode(msg::hello{"Idle", "t"}), 1);
   if (i % 3 == 1) {
-    c.label = "held_partial_header";
-    c.sock->send_all(hello.data(), 10);
-  } else if (i % 3 == 2) {
-    c.label = "held_partial_body";
-    c.sock->send_all(hello.data(), msg::frame_header_bytes + 8);
-  } else {
-    c.label = "held_idle";
+    s.send_all(hello.data(), 10);
+    return "partial_header";
   }
+  if (i % 3 == 2) {
+    s.send_all(hello.data(), msg::frame_header_bytes + 8);
+    return "partial_body";
+  }
+  return "idle";
 }
 
-/// The extra ones must be closed at once and without a frame; the held ones
-/// at handshake_timeout_s, with a timeout refusal.
-void judge_idle(const options& o, verdict& v, const idle_conn& c, ending& e) {
-  auto label = c.label + " " + c.sock->address();
-  if (!e.closed)
-    e.seconds = seconds_since(c.opened);
-  if (!c.extra) {
-    expect_refusal(v, e, o.expect, label);
-    v.expect(e.seconds >= 0.8 * o.handshake_s &&
-                 e.seconds <= o.handshake_s + 2.5,
-             label + " closed after " + fmt_s(e.seconds) +
-                 ", handshake_timeout_s is " + fmt_s(o.handshake_s));
-    return;
-  }
-  for (const auto& f : e.frames)
-    v.note(label + ": got " + f);
-  v.note(label + ": " +
-         (e.closed ? "closed (" + e.closed_how + ")" : "still open") +
-         " after " + fmt_s(e.seconds));
-  v.expect(e.closed && e.seconds < std::min(1.5, 0.75 * o.handshake_s),
-           label + " was not closed at once");
-}
-
-/// Opens `held` connections (max_unauthenticated) that never finish a
-/// Hello, then `extra` more. The extra ones must be closed at once, without
-/// a frame; the held ones at handshake_timeout_s with a timeout refusal.
-void attack_idle_flood(const options& o, verdict& v) {
-  std::vector<idle_conn> conns;
-  for (uint32_t i = 0; i < o.held + o.extra; ++i) {
-    if (i == o.held) // let the acceptor count the held ones first
-      std::this_thread::sleep_for(milliseconds{300});
-    idle_conn c{std::make_unique<peer_socket>(o.port), "extra", i >= o.held,
-                clock_type::now()};
-    if (!c.extra)
-      start_idle(c, i);
-    v.note("conn " + c.label + " " + c.sock->address());
-    conns.push_back(std::move(c));
-  }
-  auto deadline = after_s(std::min(o.timeout_s, o.handshake_s + 4));
+/// Waits for every connection to end (or `deadline`).
+std::vector<ending> await_all_closed(const std::vector<idle_conn>& conns,
+                                     clock_type::time_point deadline) {
   std::vector<ending> ends(conns.size());
   std::vector<bool> ended(conns.size(), false);
-  for (int polls = 0; polls < 100000 && clock_type::now() < deadline;
-       ++polls) {
+  for (int polls = 0; polls < 100000 && clock_type::now() < deadline; ++polls) {
     std::vector<pollfd> fds;
     for (size_t i = 0; i < conns.size(); ++i)
       if (!ended[i])
@@ -956,7 +1012,51 @@ void attack_idle_flood(const options& o, verdict& v) {
         ended[i] = take_arrived(*conns[i].sock, ends[i], conns[i].opened);
   }
   for (size_t i = 0; i < conns.size(); ++i)
-    judge_idle(o, v, conns[i], ends[i]);
+    if (!ended[i])
+      ends[i].seconds = seconds_since(conns[i].opened);
+  return ends;
+}
+
+/// Opens `held` (max_unauthenticated) connections that never finish a
+/// Hello, then `extra` more. Each one past the bound must make the oldest
+/// connection not yet welcomed give way: closed at once with
+/// too_many_requests. The others must be closed at handshake_timeout_s with
+/// a timeout refusal. Prints `ended LABEL ADDRESS CODE` for each.
+void attack_idle_flood(const options& o, verdict& v) {
+  std::vector<idle_conn> conns;
+  for (uint32_t i = 0; i < o.held + o.extra; ++i) {
+    if (i == o.held) // let the server count the held ones first
+      std::this_thread::sleep_for(milliseconds{300});
+    idle_conn c{std::make_unique<peer_socket>(o.port), "", clock_type::now()};
+    c.label = i < o.held ? start_idle(*c.sock, i) : "extra";
+    v.note("conn " + c.label + " " + c.sock->address());
+    conns.push_back(std::move(c));
+    std::this_thread::sleep_for(milliseconds{20}); // accepted in this order
+  }
+  auto ends = await_all_closed(
+      conns, after_s(std::min(o.timeout_s, o.handshake_s + 4)));
+  size_t evicted = 0;
+  for (size_t i = 0; i < conns.size(); ++i) {
+    auto label = conns[i].label + " " + conns[i].sock->address();
+    auto& e = ends[i];
+    auto code = e.refusal ? std::string{to_string(e.refusal->code)} : "none";
+    v.note("ended " + label + " " + code);
+    bool gave_way = code == "too_many_requests";
+    if (gave_way) {
+      v.expect(evicted == i, label + " gave way, but an older one did not");
+      evicted += 1;
+    }
+    expect_refusal(v, e, gave_way ? code : o.expect, label);
+    auto [lo, hi] = gave_way
+                        ? std::pair{0.0, 0.8 * o.handshake_s}
+                        : std::pair{0.8 * o.handshake_s, o.handshake_s + 2.5};
+    v.expect(e.seconds >= lo && e.seconds <= hi,
+             label + " closed after " + fmt_s(e.seconds) +
+                 ", handshake_timeout_s is " + fmt_s(o.handshake_s));
+  }
+  v.note(std::to_string(evicted) + " of " + std::to_string(conns.size()) +
+         " gave way (the oldest), the others timed out");
+  v.expect(evicted >= o.extra, "fewer gave way than there were extra ones");
 }
 
 // -- registered attacks -------------------------------------------------------------
@@ -973,9 +1073,8 @@ void attack_fetch_flood(const options& o, verdict& v) {
   for (uint32_t i = 0; i < n; ++i) {
     auto seq = i % r.plan->chunk_count();
     auto id = r.s->next_id();
-    auto f = with_id(msg::encode(msg::fetch{r.round.round,
-                                            r.round.model_version, seq}),
-                     id);
+    auto f = with_id(
+        msg::encode(msg::fetch{r.round.round, r.round.model_version, seq}), id);
     burst.insert(burst.end(), f.begin(), f.end());
     asked[id] = seq;
   }
@@ -999,6 +1098,33 @@ void attack_fetch_flood(const options& o, verdict& v) {
   v.expect(answered <= window, std::to_string(answered) +
                                    " fetches answered, window is " +
                                    std::to_string(window));
+}
+
+/// Offers an update, then asks for 3 x window + 1 credits of its own
+/// stream in one write (frames small enough to arrive in one read, before
+/// any is answered). The server must answer at most `window` of them,
+/// refuse with too_many_requests, and close.
+void attack_credit_flood(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "credit_flood", deadline);
+  auto own = offer_update(o, v, r, deadline);
+  auto window = std::max(1u, own.window);
+  msg::frame burst;
+  for (uint32_t i = 0; i < 3 * window + 1; ++i) {
+    auto f =
+        with_id(msg::encode(msg::credit{own.stream_id, i}), r.s->next_id());
+    burst.insert(burst.end(), f.begin(), f.end());
+  }
+  r.s->socket().send_all(burst.data(), burst.size());
+  v.note("sent " + std::to_string(3 * window + 1) + " credits of stream " +
+         std::to_string(own.stream_id) + " in one write of " +
+         std::to_string(burst.size()) + " bytes");
+  auto e = await_close(r.s->socket(), std::min(deadline, after_s(10)),
+                       o.heartbeat_s);
+  expect_refusal(v, e, o.expect, "credit_flood");
+  v.expect(e.non_errors.size() <= window, std::to_string(e.non_errors.size()) +
+                                              " credits answered, window is " +
+                                              std::to_string(window));
 }
 
 /// Checks that a frame for another client's stream was refused with
@@ -1028,10 +1154,10 @@ bool hijack_again(const options& o, verdict& v, const std::string& label,
     return false;
   }
   s.socket().send_frame(with_id(std::move(f), s.next_id()));
-  judge_hijack(o, v,
-               await_close(s.socket(), std::min(deadline, after_s(5)),
-                           o.heartbeat_s),
-               label);
+  judge_hijack(
+      o, v,
+      await_close(s.socket(), std::min(deadline, after_s(5)), o.heartbeat_s),
+      label);
   return true;
 }
 
@@ -1064,10 +1190,10 @@ void attack_hijack_stream(const options& o, verdict& v) {
       with_id(chunk_of(r, victim.stream_id, 0, 1000.0f), r.s->next_id()));
   v.note("sent chunk 0 of the accomplice's stream " +
          std::to_string(victim.stream_id));
-  judge_hijack(o, v,
-               await_close(r.s->socket(), std::min(deadline, after_s(5)),
-                           o.heartbeat_s),
-               "hijack_chunk");
+  judge_hijack(
+      o, v,
+      await_close(r.s->socket(), std::min(deadline, after_s(5)), o.heartbeat_s),
+      "hijack_chunk");
   r.s.reset(); // closed: each attempt has a connection of its own
   auto honest = o.target_stream.value_or(victim.stream_id == 1 ? 2 : 1);
   auto next = std::min<uint64_t>(victim.window, r.plan->chunk_count() - 1);
@@ -1075,38 +1201,91 @@ void attack_hijack_stream(const options& o, verdict& v) {
   if (!hijack_again(o, v, "hijack_honest_chunk",
                     chunk_of(r, honest, next, 1000.0f), deadline))
     return;
-  if (!hijack_again(o, v, "hijack_end",
-                    msg::encode(msg::end_of_stream{honest,
-                                                   r.plan->chunk_count()}),
-                    deadline))
+  if (!hijack_again(
+          o, v, "hijack_end",
+          msg::encode(msg::end_of_stream{honest, r.plan->chunk_count()}),
+          deadline))
     return;
   hijack_again(o, v, "hijack_credit", msg::encode(msg::credit{honest, 0}),
                deadline);
 }
 
-/// Offers an update, sends finite_chunks chunks of large finite values, then
-/// one with a NaN. The whole update must be refused (poisoned_update) and
-/// the connection closed; the driver checks the model holds none of it.
+/// Uploads every chunk of stream `stream` as an honest client would (at
+/// most `window` unanswered), `make(seq)` making chunk seq, then its end.
+/// Stops at the first refusal, and then reads on until the server closes
+/// the connection. Notes where the refusal came.
+ending upload(const options& o, verdict& v, in_round& r, uint64_t stream,
+              uint32_t window, const std::function<msg::frame(uint64_t)>& make,
+              clock_type::time_point deadline) {
+  ending out;
+  auto since = clock_type::now();
+  auto count = r.plan->chunk_count();
+  uint64_t sent = 0, answered = 0;
+  auto refused_or_lost = [&](wire_event& ev, const std::string& at) {
+    if (ev.state == wire_state::frame && refusal_of(ev.f)) {
+      out.refusal = refusal_of(ev.f);
+      out.frames.push_back(describe(ev.f) + ", in answer to " + at);
+      await_close(r.s->socket(),
+                  std::min(deadline, after_s(close_after_refusal_s)), out,
+                  since, o.heartbeat_s);
+      return true;
+    }
+    if (ev.state == wire_state::frame)
+      return false;
+    out.closed = ev.state == wire_state::closed;
+    out.closed_how = ev.state == wire_state::timeout ? "still open" : ev.detail;
+    out.seconds = seconds_since(since);
+    return true;
+  };
+  while (answered < count) {
+    for (; sent < count && sent - answered < window; ++sent)
+      r.s->socket().send_frame(with_id(make(sent), r.s->next_id()));
+    auto ev = r.s->next_reply(deadline);
+    if (refused_or_lost(ev, "chunk " + std::to_string(answered)))
+      return out;
+    ++answered; // a credit
+  }
+  r.s->socket().send_frame(
+      with_id(msg::encode(msg::end_of_stream{stream, count}), r.s->next_id()));
+  auto ev = r.s->next_reply(deadline);
+  if (refused_or_lost(ev, "the end of the stream"))
+    return out;
+  v.note("the server took the whole update: " + describe(ev.f));
+  out.non_errors.push_back(std::move(ev.f));
+  await_close(r.s->socket(), std::min(deadline, after_s(5)), out, since,
+              o.heartbeat_s);
+  return out;
+}
+
+/// Offers an update and uploads it whole as an honest client would:
+/// chunks of 1000.0, but for one NaN in chunk finite_chunks, then the end.
+/// The whole update must be refused (poisoned_update, at that chunk or at
+/// the end) and the connection closed; the driver checks that the global
+/// model holds none of it.
 void attack_nan_update(const options& o, verdict& v) {
   auto deadline = after_s(o.timeout_s);
   auto r = join_round(o, v, "nan_update", deadline);
   require_float32(r);
   auto own = offer_update(o, v, r, deadline);
-  auto finite = std::min<uint64_t>(
-      {o.finite_chunks, std::max(1u, own.window) - 1ull,
-       r.plan->chunk_count() - 1});
-  for (uint64_t seq = 0; seq < finite; ++seq)
-    r.s->socket().send_frame(
-        with_id(chunk_of(r, own.stream_id, seq, 1000.0f), r.s->next_id()));
-  r.s->socket().send_frame(
-      with_id(chunk_of(r, own.stream_id, finite, 1000.0f,
-                       std::numeric_limits<float>::quiet_NaN()),
-              r.s->next_id()));
-  v.note("sent " + std::to_string(finite) +
-         " chunks of 1000.0, then chunk " + std::to_string(finite) +
-         " with a NaN, on stream " + std::to_string(own.stream_id));
-  auto e = await_close(r.s->socket(), std::min(deadline, after_s(10)),
-                       o.heartbeat_s);
+  auto poisoned =
+      std::min<uint64_t>(o.finite_chunks, r.plan->chunk_count() - 1);
+  v.note("uploading stream " + std::to_string(own.stream_id) +
+         ": chunks of 1000.0, chunk " + std::to_string(poisoned) +
+         " with a NaN");
+  auto e = upload(
+      o, v, r, own.stream_id, std::max(1u, own.window),
+      [&](uint64_t seq) {
+        if (seq != poisoned)
+          return chunk_of(r, own.stream_id, seq, 1000.0f);
+        return chunk_of(r, own.stream_id, seq, 1000.0f,
+                        std::numeric_limits<float>::quiet_NaN());
+      },
+      std::min(deadline, after_s(15)));
+  for (const auto& f : e.non_errors) {
+    auto k = msg::kind_of(f);
+    v.expect(!k || *k != msg::frame_kind::stream_closed,
+             "the update with a NaN was taken whole (stream closed)");
+  }
   expect_refusal(v, e, o.expect, "nan_update");
 }
 
@@ -1132,13 +1311,41 @@ void attack_offer_silent(const options& o, verdict& v) {
       v.note("the session ended: " + to_string(next.err()) + " after " +
              std::to_string(offers) + " accepted offers");
       v.expect(next.err().code != errc::timeout,
-               "still connected after --timeout-s");
+               "still waiting after " + fmt_s(o.timeout_s) +
+                   ": no round started and the connection was not closed "
+                   "(the silent upload was not abandoned)");
       break;
     }
     r.round = *next;
     r.plan.emplace(*chunk_plan::make(next->model, next->chunk_bytes));
   }
   v.expect(offers > 0, "no offer was accepted: the attack was not mounted");
+}
+
+/// Not an attack but a test device: joins a round, never offers (so the
+/// round stays open while other attacks run), sends heartbeats, and leaves
+/// once --until-file exists. The server then drops it after
+/// reconnect_grace_s and the round goes on with min_clients.
+void attack_hold_round(const options& o, verdict& v) {
+  if (o.until_file.empty())
+    throw local_failure{"hold_round needs --until-file"};
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "hold_round", deadline);
+  auto start = clock_type::now();
+  for (int slices = 0; slices < 100000; ++slices) {
+    if (std::filesystem::exists(o.until_file))
+      break;
+    if (clock_type::now() >= deadline)
+      throw local_failure{"--until-file did not appear in time"};
+    if (auto ended = r.s->idle_until(after_s(0.1))) {
+      v.expect(false, "the server closed the connection of a client that "
+                      "only waited: " +
+                          ended->detail);
+      return;
+    }
+  }
+  v.note("held round " + std::to_string(r.round.round) + " open for " +
+         fmt_s(seconds_since(start)) + "; leaving");
 }
 
 int run(const options& o) {
@@ -1152,11 +1359,14 @@ int run(const options& o) {
       {"unknown_kind", attack_send_once},
       {"server_kind", attack_send_once},
       {"slow_hello", attack_slow_hello},
+      {"slow_tls", attack_slow_tls},
       {"idle_flood", attack_idle_flood},
       {"fetch_flood", attack_fetch_flood},
+      {"credit_flood", attack_credit_flood},
       {"hijack_stream", attack_hijack_stream},
       {"nan_update", attack_nan_update},
       {"offer_silent", attack_offer_silent},
+      {"hold_round", attack_hold_round},
   };
   auto it = attacks.find(o.attack);
   if (it == attacks.end()) {

@@ -1,0 +1,594 @@
+#!/usr/bin/env bash
+# Hostile peers against real `fedcaf server` processes on 127.0.0.1, while
+# two honest `fedcaf client` processes train a synthetic 8 MiB model with the
+# dummy trainer (client i adds 0.5 (i + 1) per round: exact, reproducible).
+# The attacker is tests/integration/hostile_peer_test.cpp (hostile_peer): one
+# attack per process, exit 0 iff the server answered as specified on the
+# wire. Runs:
+#
+#   ref  only the honest clients, ram and window memory modes: the reference
+#        global models.
+#   A    before authentication, while round 1 is open: max_unauthenticated
+#        (8) idle or half-open connections (nothing, half a header, a header
+#        and half a body), 4 more (each must make the oldest give way), then
+#        a registered client's Hello, which must get in at once; it joins
+#        round 1 and never offers until the attacks are over (then it leaves
+#        and is dropped; min_clients 2). Meanwhile: a Hello sent one byte per
+#        100 ms and, one connection each, a 1 GiB header, a header just over
+#        the 64 KiB Hello limit, random bytes, a valid header over garbage, a
+#        Hello without request id, a frame of a kind the protocol does not
+#        have, and an Accept (only the server sends those).
+#   T    mutual TLS: a real ClientHello sent one byte per 100 ms while a
+#        welcomed client waits for the second.
+#   B1   registered attackers (own tokens; num_clients = 2 honest + 5,
+#        min_clients 2), in ram mode: a fetch flood and a credit flood of
+#        3 x window + 1 each, a frame of an unknown kind, an Accept, a
+#        header over max_message_size.
+#   B2   (window mode, num_clients 4) an accomplice offers and holds its
+#        stream open (so the honest streams wait, open, for its chunks);
+#        the attacker sends chunk 0 of the accomplice's stream (valid in all
+#        but its sender), then over new connections the next chunk, the end
+#        and a credit of an honest client's stream (ids are guessable).
+#   B3   (window mode) an attacker that offers in every round, then sends
+#        nothing but heartbeats.
+#   B4   (ram mode) an attacker that uploads its whole update as an honest
+#        client would, chunks of 1000.0 but one NaN in the third; if the
+#        server took it, it would be in the model.
+#
+# For every run: each attack's verdict, each refusal in the server's log with
+# its code and the attacker's address, the server exits 0 after all rounds,
+# the honest clients exit 0, the server's peak RSS stays under the bound
+# (the reference run's peak in the same memory mode + 2 x model + 16 MiB),
+# and every saved global model is byte-identical to the reference's.
+#
+#   hostile_peer_test.sh FEDCAF HOSTILE_PEER SOURCE_DIR
+# (HOSTILE_KEEP_LOGS=1 keeps the logs and models for a look afterwards;
+# HOSTILE_RUNS="A B2" runs only those, after the references.)
+set -u
+fedcaf=${1:-}; hostile=${2:-}; src=${3:-}
+[ -x "$fedcaf" ] && [ -x "$hostile" ] && [ -d "$src" ] || {
+  echo "usage: $0 FEDCAF HOSTILE_PEER SOURCE_DIR"; exit 2; }
+out=$(mktemp -d)
+pids=()
+started=$SECONDS
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
+  if [ -n "${HOSTILE_KEEP_LOGS:-}" ]; then echo "logs kept in $out"; else rm -rf "$out"; fi
+}
+trap cleanup EXIT
+
+model_bytes=$(( 8 << 20 ))
+max_message_bytes=$(( 1 << 20 ))
+handshake_s=2
+max_unauth=8
+rounds=3
+log_limit_kib=20480 # every process's output is cut at 20 MiB (ulimit -f)
+
+passed=0; failed=0
+pass() { echo "PASS: $*"; passed=$(( passed + 1 )); }
+fail() { echo "FAIL: $*"; failed=$(( failed + 1 )); }
+
+# wait_count FILE PATTERN N SECONDS: returns 0 once FILE holds N lines
+# with PATTERN.
+wait_count() {
+  local i n
+  for (( i = 0; i < $4 * 10; i++ )); do
+    n=$(grep -c -- "$2" "$1" 2> /dev/null)
+    [ "${n:-0}" -ge "$3" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# excerpt FILE LINES: the last LINES lines of a log, each cut to 300 bytes.
+excerpt() { tail -n "$2" "$1" 2> /dev/null | cut -c1-300 | sed 's/^/      /'; }
+
+# wait_for FILE PATTERN SECONDS: returns 0 once FILE holds PATTERN.
+wait_for() {
+  local i
+  for (( i = 0; i < $3 * 10; i++ )); do
+    grep -q -- "$2" "$1" 2> /dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+# -- configs -------------------------------------------------------------------
+
+tokens="{Client1: honest-one, Client2: honest-two"
+for i in 1 2 3 4 5 6; do tokens+=", Mallory$i: evil-$i"; done
+tokens+="}"
+
+# server_config FILE NAME NUM_CLIENTS MEMORY_MODE ROUNDS
+server_config() {
+  cat > "$1" <<EOF
+server_configs:
+  num_clients: $3
+  num_global_epochs: $5
+  scheduler: SyncScheduler
+  scheduler_kwargs: {min_clients: 2}
+  aggregator: FedAvgAggregator
+  aggregator_kwargs: {client_weights_mode: equal}
+  memory_mode: $4
+  save_global_model: $out/$2_{round}.safetensors
+  comm_configs:
+    grpc_configs:
+      server_uri: 127.0.0.1:0
+      max_message_size: $max_message_bytes
+      use_authenticator: true
+      authenticator_args:
+        tokens: $tokens
+    stream_configs:
+      chunk_bytes: 262144
+      window: 4
+      idle_timeout_s: 2
+      heartbeat_s: 0.5
+      connection_timeout_s: 3
+      reconnect_grace_s: 1
+      handshake_timeout_s: $handshake_s
+      max_unauthenticated: $max_unauth
+client_configs:
+  train_configs: {trainer: dummy, add: 0.5, add_by_index: true}
+  model_configs: {name: synthetic, num_tensors: 8, total_bytes: $model_bytes, seed: 7}
+data_configs:
+  dataset_kwargs: {num_clients: $3}
+EOF
+}
+
+# client_config FILE I TOKEN: honest Client<I>, patient enough to outwait
+# every attack (its own idle timeout and reconnect grace are 20 s).
+client_config() {
+  cat > "$1" <<EOF
+client_id: Client$2
+data_configs:
+  dataset_kwargs: {num_clients: 2, client_id: $(( $2 - 1 ))}
+comm_configs:
+  grpc_configs:
+    server_uri: 127.0.0.1:1
+    use_authenticator: true
+    authenticator_args: {auth_token: $3}
+  stream_configs: {idle_timeout_s: 20, heartbeat_s: 0.5, connection_timeout_s: 3, reconnect_grace_s: 20}
+EOF
+}
+client_config "$out/client1.yaml" 1 honest-one
+client_config "$out/client2.yaml" 2 honest-two
+
+# -- processes -----------------------------------------------------------------
+
+# start_server RUN CONFIG [ARGS...]: sets server_pid and port (the server
+# binds port 0).
+start_server() {
+  local run=$1 cfg=$2; shift 2
+  ( ulimit -f $log_limit_kib
+    exec timeout 40 "$fedcaf" server -c "$cfg" "$@" --report "$out/$run.json" ) \
+    > "$out/$run.log" 2>&1 &
+  server_pid=$!; pids+=($server_pid)
+  port=
+  wait_for "$out/$run.log" "listening on" 30 &&
+    port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' \
+             "$out/$run.log" | head -1)
+  [ -n "$port" ] && return 0
+  fail "$run: the server did not start"
+  excerpt "$out/$run.log" 10
+  kill "$server_pid" 2> /dev/null; wait "$server_pid" 2> /dev/null
+  return 1
+}
+
+# start_client RUN I [ARGS...]: honest Client<I>; adds to client_pids.
+start_client() {
+  local run=$1 i=$2; shift 2
+  ( ulimit -f $log_limit_kib
+    exec timeout 40 "$fedcaf" client -c "$out/client$i.yaml" \
+      --set comm_configs.grpc_configs.server_uri=127.0.0.1:$port "$@" \
+      --report "$out/${run}_client$i.json" ) > "$out/${run}_client$i.log" 2>&1 &
+  client_pids+=($!); pids+=($!)
+}
+
+# start_clients RUN: both honest clients; sets client_pids.
+start_clients() {
+  client_pids=()
+  start_client "$1" 1
+  start_client "$1" 2
+}
+
+declare -A attack_pid attack_rc
+attack_names=()
+# attack RUN NAME ARGS...: one hostile_peer process in the background; its
+# output goes to $out/RUN_NAME.out.
+attack() {
+  local run=$1 name=$2; shift 2
+  timeout 35 "$hostile" --port "$port" --handshake-s $handshake_s "$@" \
+    > "$out/${run}_$name.out" 2>&1 &
+  attack_pid[$run/$name]=$!; pids+=($!)
+  attack_names+=("$run/$name")
+}
+
+# finish_attacks: waits for every attacker started so far.
+finish_attacks() {
+  local k
+  for k in "${attack_names[@]}"; do
+    [ -n "${attack_rc[$k]:-}" ] && continue
+    wait "${attack_pid[$k]}"; attack_rc[$k]=$?
+  done
+}
+
+# finish_run RUN: waits for the server and the honest clients.
+finish_run() {
+  wait "$server_pid"; server_rc=$?
+  client_rcs=()
+  local p
+  for p in "${client_pids[@]}"; do wait "$p"; client_rcs+=($?); done
+}
+
+# -- checks --------------------------------------------------------------------
+
+# check_verdict RUN NAME: the attacker saw the server behave as specified.
+check_verdict() {
+  local f="$out/$1_$2.out" rc=${attack_rc[$1/$2]}
+  local line; line=$(grep "verdict:" "$f" | tail -1)
+  if [ "$rc" = 0 ]; then
+    pass "$1 $2: ${line#*verdict: }"
+  else
+    fail "$1 $2 (exit $rc): ${line:-no verdict}"
+    grep -v "verdict:" "$f" > "$f.rest"; excerpt "$f.rest" 12
+  fi
+}
+
+# check_refused RUN NAME CODE [LABEL_PREFIX]: for every connection the
+# attacker opened (whose label starts with LABEL_PREFIX), the server logged
+# "refused: CODE: ..." with that connection's address.
+check_refused() {
+  local run=$1 name=$2 code=$3 prefix=${4:-} label addr n=0 missing=()
+  while read -r label addr; do
+    [[ $label == "$prefix"* ]] || continue
+    n=$(( n + 1 ))
+    grep -Eq "refused: $code: .*${addr//./\\.}([^0-9]|\$)" "$out/$run.log" ||
+      missing+=("$label $addr")
+  done < <(sed -n 's/.*: conn \([^ ]*\) \(127\.0\.0\.1:[0-9]*\)$/\1 \2/p' \
+             "$out/${run}_$name.out")
+  if [ $n -gt 0 ] && [ ${#missing[@]} = 0 ]; then
+    pass "$run $name: $n refusal(s) '$code' logged with the peer address"
+    return
+  fi
+  fail "$run $name: no 'refused: $code' line for ${missing[*]:-any connection}"
+  local m
+  for m in "${missing[@]}"; do # what the log says about that address
+    addr=${m#* }
+    if grep -Eq "${addr//./\\.}([^0-9]|\$)" "$out/$run.log"; then
+      grep -E "${addr//./\\.}([^0-9]|\$)" "$out/$run.log" > "$out/$run.about"
+      excerpt "$out/$run.about" 3
+    else
+      echo "      (the log never names $addr)"
+    fi
+  done
+}
+
+# rss_of RUN: the server's peak RSS in bytes, from its report.
+rss_of() {
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_rss_bytes"])' \
+    "$out/$1.json" 2> /dev/null || echo 0
+}
+
+# check_run RUN ROUNDS MODE: exit statuses, rounds, RSS bound, models.
+check_run() {
+  local run=$1 rounds=$2 mode=$3
+  local got; got=$(python3 - "$out/$run.json" <<'PY' 2>&1
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except OSError:
+    sys.exit(print("no report"))
+print(f'{len(r["rounds"])} rounds, failure: {r.get("failure") or "none"}')
+PY
+)
+  if [ "$server_rc" = 0 ] && [ "$got" = "$rounds rounds, failure: none" ]; then
+    pass "$run: the server exited 0 after all $rounds rounds"
+  else
+    fail "$run: server exit $server_rc; its report: $got"
+    excerpt "$out/$run.log" 15
+  fi
+  if [ "${client_rcs[*]}" = "0 0" ]; then
+    pass "$run: both honest clients exited 0"
+  else
+    fail "$run: honest clients exited ${client_rcs[*]}"
+    excerpt "$out/${run}_client1.log" 5; excerpt "$out/${run}_client2.log" 5
+  fi
+  local peak base bound
+  peak=$(rss_of "$run"); base=$(rss_of "ref_$mode")
+  bound=$(( base + 2 * model_bytes + (16 << 20) ))
+  if [ "$peak" -gt 0 ] && [ "$base" -gt 0 ] && [ "$peak" -le "$bound" ]; then
+    pass "$run: peak RSS $(( peak >> 20 )) MiB <= bound $(( bound >> 20 )) MiB (reference $(( base >> 20 )) MiB + 2 x model + 16 MiB)"
+  else
+    fail "$run: peak RSS $(( peak >> 20 )) MiB, bound $(( bound >> 20 )) MiB (reference $(( base >> 20 )) MiB)"
+  fi
+  local r differ=()
+  for (( r = 1; r <= rounds; r++ )); do
+    cmp -s "$out/${run}_$r.safetensors" "$out/ref_${mode}_$r.safetensors" ||
+      differ+=($r)
+  done
+  if [ ${#differ[@]} = 0 ]; then
+    pass "$run: the global models of rounds 1-$rounds equal the honest reference byte for byte"
+  else
+    fail "$run: the global models of rounds ${differ[*]} differ from the honest reference"
+    [ -f "$out/${run}_${differ[0]}.safetensors" ] ||
+      { echo "      (round ${differ[0]} was not saved)"; return; }
+    python3 - "$out/${run}_${differ[0]}.safetensors" \
+      "$out/ref_${mode}_${differ[0]}.safetensors" <<'PY' 2>&1 | sed 's/^/      /'
+import json, struct, sys
+def load(p):
+    with open(p, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n)); d = f.read()
+    h.pop("__metadata__", None)
+    return {k: d[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items()}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+for k in sorted(b):
+    x = struct.unpack(f"<{len(a[k]) // 4}f", a[k]) if k in a else ()
+    y = struct.unpack(f"<{len(b[k]) // 4}f", b[k])
+    bad = [i for i in range(min(len(x), len(y))) if x[i] != y[i]]
+    if bad or len(x) != len(y):
+        i = bad[0] if bad else 0
+        print(f"{k}: {len(bad)} elements differ, e.g. [{i}] {x[i] if x else None} vs {y[i]}")
+        break
+PY
+  fi
+}
+
+# -- the reference: only the honest clients ----------------------------------------
+
+# run_reference MODE: the honest clients alone; exits the test iff it fails.
+run_reference() {
+  server_config "$out/ref_$1.yaml" "ref_$1" 2 "$1" $rounds
+  start_server "ref_$1" "$out/ref_$1.yaml" || exit 1
+  start_clients "ref_$1"
+  finish_run
+  if [ "$server_rc" = 0 ] && [ -f "$out/ref_$1_$rounds.safetensors" ]; then
+    echo "reference ($1 mode): $rounds rounds, peak RSS $(( $(rss_of ref_$1) >> 20 )) MiB"
+    return
+  fi
+  fail "the $1 reference run failed (exit $server_rc)"
+  excerpt "$out/ref_$1.log" 15
+  echo "$passed passed, $failed failed"
+  exit 1
+}
+
+# -- A: before authentication, while the honest clients train ---------------------
+
+run_a() {
+  server_config "$out/A.yaml" A 3 ram $rounds
+  start_server A "$out/A.yaml" || return
+  start_clients A
+  wait_count "$out/A.log" "registered Client" 2 30
+  # 8 idle or half-open connections take every place for connections not
+  # yet welcomed, 4 more arrive (each makes the oldest give way). Then a
+  # third registered client says Hello: it must get in at once (making the
+  # oldest give way, too). Round 1 starts; that client never offers, so the
+  # round stays open until the attacks are over; then it leaves, is dropped
+  # after reconnect_grace_s, and the rounds go on with the honest clients.
+  attack A idle_flood --attack idle_flood --held $max_unauth --extra 4 \
+    --expect timeout
+  wait_count "$out/A_idle_flood.out" "conn extra" 4 10
+  sleep 0.3
+  attack A hold_round --attack hold_round $(creds 1) \
+    --until-file "$out/A.attacks_done"
+  wait "${attack_pid[A/idle_flood]}"; attack_rc[A/idle_flood]=$?
+  # A Hello one byte per 100 ms, meanwhile the others one after another,
+  # each to be refused on its first frame.
+  attack A slow_hello --attack slow_hello --trickle-ms 100 --expect timeout
+  run_one oversized_1GiB --attack oversized_header \
+    --frame-bytes $(( 1 << 30 )) --expect frame_too_large
+  run_one oversized_hello --attack oversized_header \
+    --frame-bytes $(( (64 << 10) + 8 )) --expect frame_too_large
+  run_one garbage --attack garbage --expect malformed_frame
+  run_one garbage_body --attack garbage_body --expect malformed_frame
+  run_one zero_request_id --attack zero_request_id --id Client1 \
+    --token honest-one --expect malformed_frame
+  run_one unknown_kind --attack unknown_kind --expect unexpected_message
+  run_one server_kind --attack server_kind --expect not_authenticated
+  wait "${attack_pid[A/slow_hello]}"; attack_rc[A/slow_hello]=$?
+  touch "$out/A.attacks_done"
+  finish_attacks
+  finish_run
+  echo "-- A: before authentication, in an open round 1 (port $port)"
+  local k
+  for k in hold_round idle_flood slow_hello oversized_1GiB oversized_hello \
+           garbage garbage_body zero_request_id unknown_kind server_kind; do
+    check_verdict A $k
+  done
+  check_ended A idle_flood
+  check_let_in A
+  check_refused A slow_hello timeout
+  check_refused A oversized_1GiB frame_too_large
+  check_refused A oversized_hello frame_too_large
+  check_refused A garbage malformed_frame
+  check_refused A garbage_body malformed_frame
+  check_refused A zero_request_id malformed_frame
+  check_refused A unknown_kind unexpected_message
+  check_refused A server_kind not_authenticated
+  check_run A $rounds ram
+}
+
+# check_ended RUN NAME: every connection the attacker reported as
+# "ended LABEL ADDRESS CODE" has a "refused: CODE" line with its address.
+check_ended() {
+  local run=$1 name=$2 label addr code n=0 missing=()
+  while read -r label addr code; do
+    n=$(( n + 1 ))
+    grep -Eq "refused: $code: .*${addr//./\\.}([^0-9]|\$)" "$out/$run.log" ||
+      missing+=("$label $addr ($code)")
+  done < <(sed -n 's/.*: ended \([^ ]*\) \(127\.0\.0\.1:[0-9]*\) \([a-z_]*\)$/\1 \2 \3/p' \
+             "$out/${run}_$name.out")
+  if [ $n -gt 0 ] && [ ${#missing[@]} = 0 ]; then
+    pass "$run $name: $n refusals logged, each with its code and the peer address"
+  else
+    fail "$run $name: no refusal line for ${missing[*]:-any connection}"
+  fi
+}
+
+# check_let_in RUN: with every place for unwelcomed connections taken, the
+# 4 extra ones and then Mallory1's Hello each made the oldest give way, and
+# Mallory1 was welcomed before any of the held ones timed out.
+check_let_in() {
+  local run=$1 gave_way reg first_timeout
+  gave_way=$(grep -c ": ended .* too_many_requests\$" "$out/${run}_idle_flood.out")
+  reg=$(grep -n "registered Mallory1" "$out/$run.log" | head -1 | cut -d: -f1)
+  first_timeout=$(grep -n "refused: timeout: no Hello" "$out/$run.log" |
+                    head -1 | cut -d: -f1)
+  if [ "$gave_way" = 5 ] && [ -n "$reg" ] && [ -n "$first_timeout" ] &&
+     [ "$reg" -lt "$first_timeout" ]; then
+    pass "$run: with all $max_unauth places taken, a valid Hello got in at once (5 oldest gave way)"
+  else
+    fail "$run: $gave_way connections gave way (expected 5); Mallory1 registered at log line ${reg:-never}, the first handshake timeout at line ${first_timeout:-never}"
+  fi
+}
+
+# run_one NAME ARGS...: an attack of run A, waited for.
+run_one() {
+  attack A "$1" "${@:2}"
+  wait "${attack_pid[A/$1]}"; attack_rc[A/$1]=$?
+}
+
+# creds I: the registered identity Mallory<I>.
+creds() { echo --registered --id "Mallory$1" --token "evil-$1"; }
+
+# -- T: a slow TLS handshake ----------------------------------------------------------
+
+# tls_args SIDE [NAME]: --set arguments for mutual TLS with the test CA.
+tls_args() {
+  local g=comm_configs.grpc_configs c=$out/certs
+  if [ "$1" = server ]; then
+    g=server_configs.$g
+    echo --set $g.use_ssl=true --set $g.server_certificate=$c/server.pem \
+      --set $g.server_certificate_key=$c/server.key --set $g.root_certificate=$c/ca.pem
+  else
+    echo --set $g.use_ssl=true --set $g.client_certificate=$c/$2.pem \
+      --set $g.client_certificate_key=$c/$2.key --set $g.root_certificate=$c/ca.pem
+  fi
+}
+
+run_t() {
+  "$src/deploy/make-certs.sh" "$out/certs" 127.0.0.1 Client1 Client2 \
+    > "$out/certs.log" 2>&1 || { fail "T: deploy/make-certs.sh failed"; return; }
+  server_config "$out/T.yaml" T 2 ram $rounds
+  start_server T "$out/T.yaml" $(tls_args server) || return
+  # Client1 is welcomed and waits for Client2; meanwhile a ClientHello
+  # arrives one byte per 100 ms; Client2 comes after.
+  client_pids=()
+  start_client T 1 $(tls_args client Client1)
+  wait_for "$out/T.log" "registered Client1" 30
+  attack T slow_tls --attack slow_tls --trickle-ms 100
+  wait "${attack_pid[T/slow_tls]}"; attack_rc[T/slow_tls]=$?
+  start_client T 2 $(tls_args client Client2)
+  finish_run
+  echo "-- T: TLS (port $port)"
+  check_verdict T slow_tls
+  check_refused T slow_tls timeout
+  check_run T $rounds ram
+}
+
+# -- B1: registered attackers, ram mode ----------------------------------------------
+
+run_b1() {
+  server_config "$out/B1.yaml" B1 7 ram $rounds
+  start_server B1 "$out/B1.yaml" || return
+  attack B1 fetch_flood --attack fetch_flood $(creds 1) \
+    --expect too_many_requests
+  attack B1 unknown_kind --attack unknown_kind $(creds 3) \
+    --expect unexpected_message
+  attack B1 server_kind --attack server_kind $(creds 4) \
+    --expect unexpected_message
+  attack B1 oversized --attack oversized_header $(creds 5) \
+    --frame-bytes $(( max_message_bytes + 8 )) --expect frame_too_large
+  attack B1 credit_flood --attack credit_flood $(creds 6) \
+    --expect too_many_requests
+  start_clients B1
+  finish_attacks
+  finish_run
+  echo "-- B1: registered attackers, ram mode (port $port)"
+  local k
+  for k in fetch_flood credit_flood unknown_kind server_kind oversized; do
+    check_verdict B1 $k
+  done
+  check_refused B1 fetch_flood too_many_requests
+  check_refused B1 credit_flood too_many_requests
+  check_refused B1 unknown_kind unexpected_message
+  check_refused B1 server_kind unexpected_message
+  check_refused B1 oversized frame_too_large
+  check_run B1 $rounds ram
+}
+
+# -- B2: another client's stream, window mode ------------------------------------------
+
+run_b2() {
+  server_config "$out/B2.yaml" B2 4 window $rounds
+  # The accomplice's stream must stay open through the attack (1.5 s).
+  start_server B2 "$out/B2.yaml" \
+    --set server_configs.comm_configs.stream_configs.idle_timeout_s=5 || return
+  attack B2 hijack_stream --attack hijack_stream $(creds 1) \
+    --accomplice-id Mallory2 --accomplice-token evil-2 --delay-s 1.5 \
+    --expect not_authorized
+  start_clients B2
+  finish_attacks
+  finish_run
+  echo "-- B2: another client's stream, window mode (port $port)"
+  check_verdict B2 hijack_stream
+  check_refused B2 hijack_stream not_authorized hijack
+  check_run B2 $rounds window
+}
+
+# -- B3: offer, then silence, window mode --------------------------------------------------
+
+run_b3() {
+  server_config "$out/B3.yaml" B3 3 window $rounds
+  start_server B3 "$out/B3.yaml" || return
+  # Three rounds of idle_timeout_s (2 s) each, and some: the attacker gives
+  # up (and the server then drops it) after 20 s.
+  attack B3 offer_silent --attack offer_silent $(creds 1) --timeout-s 20
+  start_clients B3
+  finish_attacks
+  finish_run
+  echo "-- B3: offer, then silence, window mode (port $port)"
+  check_verdict B3 offer_silent
+  # A refusal for the silence: a timeout, or the update refused (for a
+  # timeout).
+  check_refused B3 offer_silent "(timeout|poisoned_update: .*timeout)"
+  local abandoned
+  abandoned=$(grep -E -m1 "aggregator: .*(Mallory1|abandon)" "$out/B3.log")
+  if [ -n "$abandoned" ]; then
+    pass "B3 offer_silent: the aggregator logged the abandoned upload: ${abandoned:0:160}"
+  else
+    fail "B3 offer_silent: no aggregator line names Mallory1 or an abandoned upload"
+    grep -E "aggregator|scheduler|Mallory1" "$out/B3.log" > "$out/B3.why"
+    excerpt "$out/B3.why" 8
+  fi
+  check_run B3 $rounds window
+}
+
+# -- B4: a NaN update, ram mode ----------------------------------------------------
+
+run_b4() {
+  server_config "$out/B4.yaml" B4 3 ram $rounds
+  start_server B4 "$out/B4.yaml" || return
+  attack B4 nan_update --attack nan_update $(creds 2) --finite-chunks 2 \
+    --expect poisoned_update
+  start_clients B4
+  finish_attacks
+  finish_run
+  echo "-- B4: a NaN update, ram mode (port $port)"
+  check_verdict B4 nan_update
+  check_refused B4 nan_update poisoned_update
+  check_run B4 $rounds ram
+}
+
+run_reference ram
+run_reference window
+for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4}; do
+  case $r in
+    A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;;
+    B4) run_b4 ;;
+    *) fail "no run named $r" ;;
+  esac
+done
+echo "runtime $(( SECONDS - started )) s"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
