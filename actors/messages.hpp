@@ -22,7 +22,8 @@
 //   server -> scheduler  (drop_atom, id): a lost client did not come back
 //   scheduler -> server  (start_atom, round, ids): open the round for them;
 //                        (stop_atom, reason)
-//   scheduler -> server  (resend_atom, ids): collect their updates again
+//   scheduler -> server  (resend_atom, round, ids): collect their updates
+//                        again
 //   scheduler -> aggr.   (reset_atom, contributors): forget the round's
 //                        uploads; (expect_atom, contributors): fewer clients
 //                        will contribute to the open round;

@@ -99,6 +99,10 @@ public:
     offered_.insert(o->client_id);
     figures_[o->client_id] = {o->train_loss, o->dp_epsilon};
     double weight = 1.0;
+    if (options_.client_weights_mode == "sample_size" && o->sample_count == 0)
+      return refuse({errc::out_of_range,
+                     o->client_id + " offered an update of 0 samples, which "
+                                    "sample_size weights cannot average"});
     if (options_.client_weights_mode == "sample_size") {
       // A claimed sample count is capped: no client can claim the round.
       auto cap = options_.rule_cfg.max_sample_size;

@@ -39,10 +39,10 @@ private:
   bool server_;
 };
 
-/// One TLS connection over the gateway's own buffers: OpenSSL reads
-/// ciphertext straight from the bytes the socket delivered (set_input) and
-/// writes ciphertext straight into the socket's write buffer (set_output),
-/// through a BIO of this class, so no ciphertext is copied on the way.
+/// One TLS connection over the gateway's own buffers: through a BIO of this
+/// class OpenSSL takes ciphertext from the bytes the socket delivered
+/// (set_input) and puts ciphertext into the socket's write buffer
+/// (set_output), with no memory BIO in between.
 class tls_session {
 public:
   /// A session of `ctx`'s end. A client verifies that the server's
