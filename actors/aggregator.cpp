@@ -32,26 +32,68 @@ struct upload_stream {
   bool closed = false; ///< kept until finalize: a repeated end is answered
   bool rejected = false;       ///< poisoned, too far, or silent: refused
   double distance_squared = 0; ///< from the global model, so far
-  steady_clock::time_point last_chunk = steady_clock::now();
+  /// The last chunk that arrived or credit that went out: the stream could
+  /// send from then on.
+  steady_clock::time_point last_progress = steady_clock::now();
   uint32_t held = 0; ///< window mode: its credits held by the window
 };
 
+/// What a chunk of a client's update showed when it was checked against
+/// the global model (window mode with max_update_norm).
+struct chunk_record {
+  uint64_t checksum = 0;
+  double distance_squared = 0;
+};
+
+/// A chunk that passed the content checks: its distance from the global
+/// model, and its checksum where it must be recorded.
+struct checked_chunk {
+  double distance_squared = 0;
+  uint64_t checksum = 0;
+};
+
 // State machine: collecting (streams open and close) -> finalize_atom ->
-// collecting the next round. A chunk is validated in full before it touches
-// the accumulator, so a refused chunk leaves it unchanged.
+// collecting the next round. A chunk is validated in full (its place in the
+// stream, then its content) before it touches the accumulator, so a refused
+// chunk leaves it unchanged, and only a chunk that is folded counts towards
+// the update's distance.
 //
 // Per stream: open -(chunks from its own client only)-> closed | rejected.
 // A chunk, end or credit from another client than the one that opened the
 // stream is refused (not_authorized) without touching it. A chunk with NaN
 // or infinite values, or one that takes the update's distance from the
 // global model past aggregator_kwargs.max_update_norm, rejects the whole
-// update (poisoned_update); so does silence: no chunk for idle_timeout_s
-// while the stream could send. The scheduler is told (reject_atom with the
-// chunks already folded) and the client leaves the round: with nothing
-// folded the round expects one update fewer; otherwise its share cannot be
-// taken out of the sum, and the round's updates are collected again from
-// the others (as for a client dropped mid-upload, whatever partial_updates
-// says: a rejected update never stays in the model).
+// update (poisoned_update); so does silence: nothing for idle_timeout
+// (idle_timeout_s + reconnect_grace_s) while the stream could send (it
+// holds a credit: for its next chunk, or all of them for its end), counted
+// from its last chunk or the last credit the window returned to it. A
+// stream waiting for the window (for slower clients) is never silent. The
+// stream is
+// closed for good (later frames: unknown_stream; its end: poisoned_update),
+// the scheduler is told (reject_atom with the chunks already folded), and
+// the client leaves the round: with nothing folded the round expects one
+// update fewer; otherwise its share cannot be taken out of the sum, and the
+// round's updates are collected again from the others (as for a client
+// dropped mid-upload, whatever partial_updates says: a rejected update never
+// stays in the model). Under the AsyncScheduler see async_scheduler.cpp.
+//
+// The distance is measured against the global model's bytes at the chunk's
+// place. ram mode: the global model changes only at finalize, so they are
+// the round's old model. window mode: position k is averaged into the model
+// in place only once every expected client folded chunk k, so a chunk that
+// arrives finds the old model at its place; except after a reset, when the
+// positions below averaged_high_ already hold that first average. Their
+// distance is then the one recorded when the client first sent them
+// (first_pass_), and the client must send the same bytes again (same
+// checksum; otherwise its update is refused): a resend re-checks nothing it
+// cannot check, and cannot change an update that passed.
+//
+// A reset in window mode re-averages the positions below averaged_high_ from
+// the chunks sent again: exact for FedAvg (with or without DP noise: the
+// position is overwritten with the new average). A stateful server
+// optimizer (FedAvgM, FedAdagrad, FedAdam, FedYogi) steps those positions a
+// second time (from the once-stepped model, its moments advanced twice):
+// ram mode has no such error.
 //
 // Resuming: a client that reconnects offers again; the offer of a client
 // whose stream of that round exists answers with where the stream stands
@@ -115,17 +157,22 @@ public:
     auto it = streams_.find(h.stream_id);
     if (auto owned = owner_check(sender, it, h.stream_id); !owned)
       return refuse(owned.err());
-    if (auto sane = inspect(it->second, *c); !sane)
-      return reject(it->first, it->second, sane.err());
-    auto ok = fold(*c);
-    if (!ok)
+    auto& s = it->second;
+    if (auto placed = admissible(s, *c); !placed)
+      return refuse(placed.err());
+    auto checked = inspect(s, *c);
+    if (!checked)
+      return checked.err().code == errc::internal
+                 ? refuse(checked.err())
+                 : reject(it->first, s, checked.err());
+    if (auto ok = fold(s, *c); !ok)
       return refuse(ok.err());
-    it->second.last_chunk = steady_clock::now();
+    commit(s, h.sequence, *checked);
     if (ram_)
       return msg::encode(msg::credit{h.stream_id, h.sequence});
     auto rp = self_->make_response_promise<frame>();
     held_[h.sequence].emplace_back(rp, h.stream_id);
-    ++it->second.held;
+    ++s.held;
     advance_window();
     return rp;
   }
@@ -134,8 +181,7 @@ public:
   void check_silence() {
     auto now = steady_clock::now();
     for (auto& [sid, s] : streams_) {
-      if (s.closed || s.held >= options_.window ||
-          now - s.last_chunk <= options_.idle_timeout)
+      if (!could_send(s) || now - s.last_progress <= options_.idle_timeout)
         continue;
       reject(sid, s,
              {errc::timeout,
@@ -163,6 +209,7 @@ public:
       return refuse({errc::unknown_stream,
                      "no credit owed for chunk " + std::to_string(c->sequence) +
                          " of stream " + std::to_string(c->stream_id)});
+    it->second.last_progress = steady_clock::now();
     if (ram_ || c->sequence < window_->low())
       return msg::encode(msg::credit{c->stream_id, c->sequence});
     auto rp = self_->make_response_promise<frame>();
@@ -244,9 +291,14 @@ public:
     if (open > 0)
       return error{errc::internal,
                    std::to_string(open) + " streams still open at finalize"};
-    if (optimizer_) // FedBuff: the updates of this step, cut-off ones too
-      optimizer_->set_updates(streams_.size());
+    if (optimizer_) // FedBuff: the updates in this step, cut-off ones too
+      optimizer_->set_updates(
+          std::count_if(streams_.begin(), streams_.end(), [](const auto& kv) {
+            return !kv.second.rejected || kv.second.next_sequence > 0;
+          }));
     streams_.clear();
+    first_pass_.clear();
+    averaged_high_ = 0;
     auto next = std::make_shared<model_snapshot>();
     if (ram_) {
       auto bytes = ram_->finalize(current_->bytes.bytes(), optimizer_.get());
@@ -274,6 +326,16 @@ public:
 private:
   using stream_iter = std::map<uint64_t, upload_stream>::iterator;
 
+  /// Returns true iff open stream `s` is not waiting for the window: it
+  /// holds a credit for its next chunk, or (every chunk sent) all its
+  /// credits, so that its end may come.
+  bool could_send(const upload_stream& s) const {
+    if (s.closed)
+      return false;
+    return s.next_sequence < plan_.chunk_count() ? s.held < options_.window
+                                                 : s.held == 0;
+  }
+
   /// Returns ok iff the stream exists and `sender` opened it.
   result<void> owner_check(const std::string& sender, stream_iter it,
                            uint64_t stream_id) const {
@@ -287,27 +349,86 @@ private:
     return {};
   }
 
-  /// The checks of an update's content: finite values, and the distance
-  /// from the global model within max_update_norm.
-  result<void> inspect(upload_stream& s, const msg::chunk_view& c) {
+  /// Returns ok iff chunk `c` is the next one of open stream `s`, of its
+  /// round, in its plan slot, and (window mode) inside the open window.
+  result<void> admissible(const upload_stream& s,
+                          const msg::chunk_view& c) const {
     const auto& h = c.header;
-    if (s.closed || h.sequence >= plan_.chunk_count() ||
-        plan_.extent(h.sequence).bytes != c.bytes.size())
-      return {}; // fold() refuses it
-    if (auto ok = check_finite(layout_, plan_, h.sequence, c.bytes); !ok)
+    FEDCAF_REQUIRE(!s.closed, errc::unknown_stream, h.stream_id, "closed");
+    FEDCAF_REQUIRE(h.round == s.round, errc::wrong_round, h.round, s.round);
+    FEDCAF_REQUIRE(h.sequence == s.next_sequence, errc::bad_sequence,
+                   h.sequence, s.next_sequence);
+    if (auto ok = plan_.check(h.sequence, h.tensor_index, h.byte_offset,
+                              c.bytes.size());
+        !ok)
       return ok;
+    FEDCAF_REQUIRE(ram_ || window_->open(h.sequence), errc::out_of_range,
+                   h.sequence, window_->low(), options_.window);
+    return {};
+  }
+
+  /// The checks of an update's content: finite values, and the distance
+  /// from the global model within max_update_norm (poisoned_update).
+  /// Returns the chunk's distance. REQUIRES: admissible(s, c).
+  result<checked_chunk> inspect(const upload_stream& s,
+                                const msg::chunk_view& c) const {
+    auto seq = c.header.sequence;
+    if (auto ok = check_finite(layout_, plan_, seq, c.bytes); !ok)
+      return ok.err();
     auto bound = options_.rule_cfg.max_update_norm;
     if (bound <= 0)
-      return {};
-    s.distance_squared += squared_distance(layout_, plan_, h.sequence, c.bytes,
-                                           current_->bytes.bytes());
-    if (s.distance_squared > bound * bound)
+      return checked_chunk{};
+    auto checked = distance(s.client_id, seq, c.bytes);
+    if (!checked)
+      return checked;
+    if (s.distance_squared + checked->distance_squared > bound * bound)
       return error{errc::poisoned_update,
                    "its distance from the global model passed "
                    "max_update_norm (" +
                        std::to_string(bound) + ") at chunk " +
-                       std::to_string(h.sequence)};
-    return {};
+                       std::to_string(seq)};
+    return checked;
+  }
+
+  /// The distance of chunk `seq` of `id`'s update from the global model:
+  /// measured (where the global model holds the old one), or recorded (see
+  /// above).
+  result<checked_chunk> distance(const std::string& id, uint64_t seq,
+                                 std::span<const std::byte> bytes) const {
+    checked_chunk out;
+    if (window_)
+      out.checksum = msg::checksum(bytes);
+    if (seq >= averaged_high_) {
+      out.distance_squared =
+          squared_distance(layout_, plan_, seq, bytes, current_->bytes.bytes());
+      return out;
+    }
+    auto it = first_pass_.find(id);
+    if (it == first_pass_.end() || seq >= it->second.size())
+      return error{errc::internal, "no record of chunk " + std::to_string(seq) +
+                                       " of " + id +
+                                       ", whose position was averaged"};
+    const auto& first = it->second[seq];
+    if (first.checksum != out.checksum)
+      return error{errc::poisoned_update,
+                   "chunk " + std::to_string(seq) +
+                       " differs from the one it sent before the round's "
+                       "updates were collected again"};
+    out.distance_squared = first.distance_squared;
+    return out;
+  }
+
+  /// Chunk `seq` of `s` was folded: its distance counts, and the stream
+  /// could send again.
+  void commit(upload_stream& s, uint64_t seq, const checked_chunk& c) {
+    s.distance_squared += c.distance_squared;
+    s.last_progress = steady_clock::now();
+    if (!window_ || options_.rule_cfg.max_update_norm <= 0)
+      return;
+    auto& record = first_pass_[s.client_id];
+    if (record.size() <= seq)
+      record.resize(seq + 1);
+    record[seq] = {c.checksum, c.distance_squared};
   }
 
   /// Refuses the whole update of stream `sid` and tells the scheduler.
@@ -324,7 +445,10 @@ private:
     return refuse({why.code, s.client_id + ": " + why.message});
   }
 
-  frame resume(uint64_t stream_id, const upload_stream& s) {
+  /// Answers a repeated offer with where stream `stream_id` stands; the
+  /// offer counts as progress (the client is back).
+  frame resume(uint64_t stream_id, upload_stream& s) {
+    s.last_progress = steady_clock::now();
     auto total = plan_.chunk_count();
     auto next = s.closed ? total : s.next_sequence;
     auto owed = ram_ || s.closed ? next : std::min(next, window_->low());
@@ -344,19 +468,10 @@ private:
     }
   }
 
-  result<void> fold(const msg::chunk_view& c) {
+  /// Folds chunk `c` of stream `s` into the accumulator. REQUIRES:
+  /// admissible(s, c).
+  result<void> fold(upload_stream& s, const msg::chunk_view& c) {
     const auto& h = c.header;
-    auto it = streams_.find(h.stream_id);
-    FEDCAF_REQUIRE(it != streams_.end(), errc::unknown_stream, h.stream_id);
-    auto& s = it->second;
-    FEDCAF_REQUIRE(!s.closed, errc::unknown_stream, h.stream_id, "closed");
-    FEDCAF_REQUIRE(h.round == s.round, errc::wrong_round, h.round, s.round);
-    FEDCAF_REQUIRE(h.sequence == s.next_sequence, errc::bad_sequence,
-                   h.sequence, s.next_sequence);
-    if (auto ok = plan_.check(h.sequence, h.tensor_index, h.byte_offset,
-                              c.bytes.size());
-        !ok)
-      return ok;
     if (options_.fold_delay.count() > 0)
       std::this_thread::sleep_for(options_.fold_delay);
     auto ok = ram_ ? ram_->fold(h.sequence, c.bytes, s.weight)
@@ -376,10 +491,14 @@ private:
       window_->finalize_next(current_->bytes.bytes(), optimizer_.get());
       const auto& e = plan_.extent(seq);
       current_->bytes.release(e.model_offset, e.bytes); // file-backed only
+      averaged_high_ = std::max(averaged_high_, window_->low());
+      auto now = steady_clock::now();
       for (auto& [rp, stream] : held_[seq]) {
         rp.deliver(msg::encode(msg::credit{stream, seq}));
-        if (auto it = streams_.find(stream); it != streams_.end())
+        if (auto it = streams_.find(stream); it != streams_.end()) {
           --it->second.held;
+          it->second.last_progress = now;
+        }
       }
       held_.erase(seq);
     }
@@ -403,6 +522,12 @@ private:
   std::shared_ptr<model_snapshot> current_;  ///< last published
   std::shared_ptr<model_snapshot> previous_; ///< published before that
   std::map<uint64_t, upload_stream> streams_;
+  /// window mode: positions below were averaged into current_ this round
+  /// (a reset does not lower it).
+  uint64_t averaged_high_ = 0;
+  /// window mode with max_update_norm: per client, its chunks of this round
+  /// as first checked (kept across a reset, forgotten at finalize).
+  std::map<std::string, std::vector<chunk_record>> first_pass_;
   uint64_t next_stream_id_ = 1; // 0 names downloads
   refusal_log refusals_;
 };

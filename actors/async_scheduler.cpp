@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
@@ -48,6 +49,15 @@ struct queued_offer {
 // A client dropped mid-upload leaves what it delivered in the step (its
 // chunks cannot be taken out of a sum other clients' updates share); one
 // dropped before offering is forgotten.
+// An update the aggregator rejects (NaN or infinity, too far from the
+// global model, or silent) is not applied: with nothing of it folded, or
+// when it is the step's only update (FedAsync: always), it leaves the step
+// (the aggregator forgets the step's sum in the second case) and its slot
+// goes to the next offer. FedBuff, when other updates of the step share the
+// sum with chunks of it: those chunks stay, as for a drop (taking them out
+// would need the others to send again, which tasks cannot ask for yet). The
+// rejected client gets its next task with the next model, or at once when
+// nobody else holds a task that could make one.
 class async_scheduler_state {
 public:
   async_scheduler_state(caf::actor aggregator, scheduler_options options)
@@ -100,7 +110,9 @@ public:
     if (!o)
       return refuse(o.err());
     auto it = tasks_.find(o->client_id);
-    if (stopped_ || it == tasks_.end() || it->second.round != o->round)
+    if (stopped_) // a task finished as the run ended: no error of the client
+      return run_ended();
+    if (it == tasks_.end() || it->second.round != o->round)
       return refuse({errc::wrong_round,
                      "offer of " + o->client_id + " for task " +
                          std::to_string(o->round) + " it does not hold"});
@@ -130,8 +142,7 @@ public:
   }
 
   /// The aggregator refused `id`'s update (its content or its silence):
-  /// the step goes on without the rest of it; chunks it delivered before
-  /// stay in the step, as for a client dropped mid-upload.
+  /// it is not applied where it can be taken out (see above).
   void reject(const std::string& id, uint32_t round, uint64_t folded,
               uint16_t code, const std::string& message) {
     auto why = to_string(error{static_cast<errc>(code), message});
@@ -139,13 +150,25 @@ public:
     if (it == admitted_.end() || it->second.task.round != round ||
         closed_.count(id))
       return;
-    log_line("scheduler", id + "'s update was rejected (" + why + "); " +
-                              std::to_string(folded) +
-                              " delivered chunks stay in the step");
-    closed_.insert(id);
+    self_->send(server_, reject_atom::value, id, code, message);
     tasks_.erase(id);
     waiting_.push_back(id);
-    self_->send(server_, reject_atom::value, id, code, message);
+    if (folded > 0 && admitted_.size() > 1) {
+      log_line("scheduler", id + "'s update was rejected (" + why + "); " +
+                                std::to_string(folded) +
+                                " delivered chunks stay in the step, which "
+                                "other updates share");
+      closed_.insert(id);
+      return check_step();
+    }
+    log_line("scheduler",
+             id + "'s update was rejected (" + why + "); it leaves the step");
+    if (folded > 0) // the sum holds nothing else
+      self_->send(aggregator_, reset_atom::value, uint32_t{1});
+    admitted_.erase(it);
+    if (admitted_.empty() && tasks_.empty())
+      assign_waiting(); // nobody else could make the next model
+    admit();
     check_step();
   }
 
@@ -184,13 +207,31 @@ private:
     }
   }
 
+  /// Returns true iff a client outside the step holds a task, so that its
+  /// update could still join the step.
+  bool others_could_offer() const {
+    return std::any_of(tasks_.begin(), tasks_.end(), [this](const auto& kv) {
+      return !admitted_.count(kv.first);
+    });
+  }
+
+  /// Gives the clients waiting for the next model a task on the current one.
+  void assign_waiting() {
+    auto waiting = std::move(waiting_);
+    waiting_.clear();
+    for (const auto& id : waiting)
+      if (registered_.count(id))
+        assign(id);
+  }
+
   void check_step() {
     if (stepping_ || stopped_ || admitted_.empty() ||
         closed_.size() < admitted_.size())
       return;
-    // FedBuff steps with K updates, or with fewer once every registered
-    // client's update is in (nobody else could fill the buffer).
-    if (admitted_.size() < slots_ && admitted_.size() < registered_.size())
+    // FedBuff steps with K updates, or with fewer once no other client
+    // holds a task (nobody else could fill the buffer: the others wait for
+    // the next model, or were rejected).
+    if (admitted_.size() < slots_ && others_could_offer())
       return;
     stepping_ = true;
     auto v = static_cast<uint32_t>(version_ + 1);
@@ -230,11 +271,7 @@ private:
                 stop("");
               if (stopped_)
                 return;
-              auto waiting = std::move(waiting_);
-              waiting_.clear();
-              for (const auto& id : waiting)
-                if (registered_.count(id))
-                  assign(id);
+              assign_waiting();
               admit();
             },
             [this](caf::error& e) {
@@ -247,12 +284,19 @@ private:
     if (!reason.empty())
       log_line("scheduler", reason);
     for (auto& q : queue_)
-      q.reply.deliver(refuse({errc::not_in_round, "the run has ended"}));
+      q.reply.deliver(run_ended());
     queue_.clear();
     self_->send(server_, stop_atom::value, reason);
   }
 
   frame refuse(const error& e) const { return refusals_.refuse(e); }
+
+  /// The answer to an offer that comes after the last step: the client
+  /// sits it out (not_in_round) until the server's done arrives. Not a
+  /// refusal of bad input.
+  static frame run_ended() {
+    return msg::encode(error{errc::not_in_round, "the run has ended"});
+  }
 
   caf::event_based_actor* self_ = nullptr;
   caf::actor aggregator_;

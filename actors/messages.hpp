@@ -24,6 +24,10 @@
 //                        (stop_atom, reason)
 //   scheduler -> server  (resend_atom, round, ids): collect their updates
 //                        again
+//   server -> aggr.      (chunk_atom | end_atom | credit_atom, client id,
+//                        frame): the client's frame, delegated with the
+//                        registered id of its sender; a stream takes them
+//                        only from the client that opened it
 //   scheduler -> aggr.   (reset_atom, contributors): forget the round's
 //                        uploads; (expect_atom, contributors): fewer clients
 //                        will contribute to the open round;
@@ -34,8 +38,10 @@
 //   aggr. -> scheduler   (update_atom, id, round)
 //   aggr. -> scheduler   (reject_atom, id, round, chunks folded, errc, why): the
 //                        client's update was refused for its content (NaN,
-//                        too far from the global model) or its silence; it
-//                        leaves the round
+//                        too far from the global model, changed when sent
+//                        again) or its silence; it leaves the round
+//   AsyncScheduler -> aggr. (reset_atom, 1): forget the step's sum (its only
+//                        update was rejected)
 //   scheduler -> server  (reject_atom, id, errc, why); server -> client
 //                        (reject_atom, error frame): told so
 //   aggr. -> aggr.       (tick_atom): look for silent uploads

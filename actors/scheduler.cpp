@@ -33,6 +33,16 @@ std::string join_ids(const std::set<std::string>& ids) {
 // clients if not. A dropped client that had already sent chunks cannot be
 // taken out of the sum: the aggregator forgets the round's uploads and the
 // other offered clients send theirs again (they still hold them).
+// A participant whose update the aggregator rejects (NaN or infinity, too
+// far from the global model, another chunk than it sent before, or silent
+// for the idle timeout) leaves the round the same way, except that its
+// chunks never stay: partial_updates: keep applies to drops only.
+//
+// The round deadline bounds the wait for offers, not how long an upload
+// takes: a large model over a slow link may take longer than the deadline,
+// and an upload that progresses is never cut off. An upload that stops
+// progressing is the aggregator's to reject (idle timeout), whatever the
+// deadline.
 class scheduler_state {
 public:
   scheduler_state(caf::actor aggregator, scheduler_options options)
@@ -68,7 +78,7 @@ public:
       closed_.erase(id);
       figures_.erase(id);
       if (!finalizing_)
-        collect_again(id);
+        collect_again(id, "it was dropped mid-upload");
     } else {
       self_->send(aggregator_, expect_atom::value, contributors());
     }
@@ -140,7 +150,8 @@ public:
     closed_.erase(id);
     figures_.erase(id);
     if (folded > 0 && !finalizing_)
-      collect_again(id);
+      collect_again(id, "its rejected update had " + std::to_string(folded) +
+                            " chunks in the sum");
     else
       self_->send(aggregator_, expect_atom::value, contributors());
     check_round();
@@ -235,10 +246,10 @@ private:
         });
   }
 
-  /// `dropped` sent chunks that are in the sum: start the collection over.
-  void collect_again(const std::string& dropped) {
-    log_line("scheduler", "round " + std::to_string(round_) + ": " + dropped +
-                              " was dropped mid-upload; collecting the " +
+  /// `gone` sent chunks that are in the sum: start the collection over.
+  void collect_again(const std::string& gone, const std::string& why) {
+    log_line("scheduler", "round " + std::to_string(round_) + ": " + gone +
+                              " left: " + why + "; collecting the " +
                               "updates of " + join_ids(offered_) + " again");
     self_->send(aggregator_, reset_atom::value, contributors());
     std::vector<std::string> again(offered_.begin(), offered_.end());

@@ -3,7 +3,8 @@
 // expected clients are registered (r = 1) or round r-1 is published; it
 // finalizes when the update of every client that can still deliver has
 // closed, if at least min_clients did (clients are dropped after losing
-// their connection for good, or sit the round out after the deadline).
+// their connection for good, sit the round out when they have not offered
+// by the deadline, or leave it when the aggregator rejects their update).
 // Messages: see actors/messages.hpp.
 
 #include <chrono>
@@ -26,7 +27,8 @@ struct scheduler_options {
   /// The fewest updates a round may finalize with (0: num_clients).
   uint32_t min_clients = 0;
   /// Clients that have not offered this long after a round started sit it
-  /// out; zero: no deadline.
+  /// out; zero: no deadline. An upload under way is not bound by it (only
+  /// by the aggregator's idle timeout).
   std::chrono::milliseconds round_deadline{0};
   /// When the deadline passes with fewer than min_clients offers: false,
   /// the round fails naming the missing clients; true, it waits until
@@ -43,6 +45,8 @@ struct scheduler_options {
   /// FedBuff (K updates per step, each weighted s(u)); see
   /// server_optimizer.hpp.
   server_rule rule = server_rule::fedavg;
+  /// aggregator_kwargs: the AsyncScheduler's rule; max_sample_size (sync,
+  /// sample_size weights: a claimed sample count is capped at it).
   rule_config rule_cfg;
   /// Counts refused offers; shared with the server for its report.
   refusal_counter refusals;

@@ -54,27 +54,47 @@ bool non_finite(dtype t, const std::byte* p, uint64_t bytes) {
   }
 }
 
-double distance_of(dtype t, const std::byte* u, const std::byte* g,
-                   uint64_t bytes) {
+/// The sum of (load(u, i) - load(g, i))^2 over n elements: one pass, the
+/// loader inlined (no call per element).
+template <class Load>
+double squares_loaded(const std::byte* u, const std::byte* g, uint64_t n,
+                      Load load) {
   double sum = 0;
-  if (t == dtype::float64) {
-    for (uint64_t i = 0; i < bytes / 8; ++i) {
-      double a, b;
-      std::memcpy(&a, u + i * 8, 8);
-      std::memcpy(&b, g + i * 8, 8);
-      sum += (a - b) * (a - b);
-    }
-    return sum;
-  }
-  if (!is_floating(t))
-    return 0;
-  auto n = bytes / dtype_bytes(t);
   for (uint64_t i = 0; i < n; ++i) {
-    double d = static_cast<double>(load_element(t, u, i)) -
-               static_cast<double>(load_element(t, g, i));
+    double d = load(u, i) - load(g, i);
     sum += d * d;
   }
   return sum;
+}
+
+/// As squares_loaded, the elements stored as Bits and made a value by
+/// `convert`.
+template <class Bits, class Convert>
+double sum_of_squares(const std::byte* u, const std::byte* g, uint64_t n,
+                      Convert convert) {
+  return squares_loaded(u, g, n, [convert](const std::byte* p, uint64_t i) {
+    Bits x;
+    std::memcpy(&x, p + i * sizeof(Bits), sizeof(Bits));
+    return static_cast<double>(convert(x));
+  });
+}
+
+double distance_of(dtype t, const std::byte* u, const std::byte* g,
+                   uint64_t bytes) {
+  switch (t) {
+  case dtype::float64:
+    return sum_of_squares<double>(u, g, bytes / 8, [](double x) { return x; });
+  case dtype::float32:
+    return sum_of_squares<float>(u, g, bytes / 4, [](float x) { return x; });
+  case dtype::bfloat16:
+    return sum_of_squares<uint16_t>(
+        u, g, bytes / 2, [](uint16_t x) { return bf16_to_float(x); });
+  case dtype::float16:
+    return sum_of_squares<uint16_t>(u, g, bytes / 2,
+                                    [](uint16_t x) { return f16_to_float(x); });
+  default:
+    return 0; // integers are not part of the update's norm
+  }
 }
 
 } // namespace

@@ -2,11 +2,15 @@
 // `fedcaf simulate` wires it, clients with a synthetic trainer whose update
 // is known, and a rogue client that sends bad frames by hand.
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <limits>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -146,9 +150,11 @@ uint64_t samples_of(uint32_t k) {
   return 100 * (k + 1) + 7;
 }
 
-/// Whole-model FedAvg in double, written independently of the accumulator.
+/// Whole-model FedAvg in double, written independently of the accumulator;
+/// sample counts capped at `max_samples` (0: no cap).
 model_floats reference_fedavg(const manifest& m, uint32_t clients,
-                              uint32_t rounds, bool by_samples) {
+                              uint32_t rounds, bool by_samples,
+                              uint64_t max_samples = 0) {
   auto global = initial_floats(m);
   for (uint32_t r = 0; r < rounds; ++r) {
     model_floats next = global;
@@ -156,7 +162,9 @@ model_floats reference_fedavg(const manifest& m, uint32_t clients,
       for (size_t j = 0; j < global[t].size(); ++j) {
         double sum = 0, weights = 0;
         for (uint32_t k = 0; k < clients; ++k) {
-          double w = by_samples ? static_cast<double>(samples_of(k)) : 1.0;
+          auto samples = max_samples > 0 ? std::min(samples_of(k), max_samples)
+                                         : samples_of(k);
+          double w = by_samples ? static_cast<double>(samples) : 1.0;
           sum += w * local_update(k, t, j, global[t][j]);
           weights += w;
         }
@@ -194,6 +202,8 @@ struct run_options {
   /// The last client trains this long each round.
   std::chrono::milliseconds last_client_delay{0};
   bool wait_after_deadline = false;
+  /// An upload that could send but sent nothing this long is rejected.
+  std::chrono::milliseconds idle_timeout{0};
 };
 
 void await_down(caf::actor_system& sys, const std::vector<caf::actor>& xs) {
@@ -228,6 +238,7 @@ server_side_options side_options(const run_options& o) {
   so.server.client_configs_yaml = "{}";
   so.server.linger = 2000ms;
   so.fold_delay = o.fold_delay;
+  so.idle_timeout = o.idle_timeout;
   so.memory_mode = o.memory_mode;
   so.aggregator = o.aggregator;
   so.rule = o.rule;
@@ -431,6 +442,23 @@ public:
                    FAIL("transport error: " << self_->system().render(e));
                  });
     return reply;
+  }
+
+  /// Waits for the next round (or task) announcement; skips other unasked
+  /// messages (a rejection of its update).
+  msg::round_start next_round() {
+    std::optional<msg::round_start> out;
+    while (!out)
+      self_->receive(
+          [&](caf::atom_value a, const frame& f) {
+            if (a != round_atom::value)
+              return;
+            auto x = msg::decode<msg::round_start>(f);
+            REQUIRE(x);
+            out = *x;
+          },
+          caf::after(20s) >> [] { FAIL("no round arrived"); });
+    return *out;
   }
 
   template <class T> T expect(caf::atom_value expected_atom) {
@@ -875,57 +903,76 @@ TEST_CASE(
   CHECK(trained == 8);
 }
 
+namespace {
+
+/// Replays an AsyncScheduler run from the server's report (which clients'
+/// updates each version holds, how stale the model each trained on was)
+/// with the rule's whole-model formula (Xie et al. 2019; Nguyen et al.
+/// 2022), and checks the final model. Returns true iff some update was
+/// trained on an older model.
+bool check_async_replay(const federation_run& run, const std::string& rule,
+                        double alpha, double learning_rate) {
+  auto layout = test_layout();
+  std::vector<model_floats> versions{initial_floats(layout)};
+  bool stale = false;
+  for (const auto& r : run.server.rounds) {
+    REQUIRE(r.contributors.size() == r.staleness.size());
+    const auto& x = versions.back();
+    auto next = x;
+    auto n = static_cast<double>(r.contributors.size());
+    for (size_t c = 0; c < r.contributors.size(); ++c) {
+      REQUIRE(r.contributors[c].substr(0, 1) == "C");
+      auto k = static_cast<uint32_t>(std::stoul(r.contributors[c].substr(1)));
+      auto tau = r.staleness[c];
+      stale = stale || tau > 0;
+      REQUIRE(tau < versions.size());
+      const auto& base = versions[versions.size() - 1 - tau];
+      double s = std::pow(tau + 1.0, -0.5);
+      double w =
+          rule == "FedAsyncAggregator" ? alpha * s : learning_rate / n * s;
+      for (size_t t = 0; t < x.size(); ++t)
+        for (size_t j = 0; j < x[t].size(); ++j)
+          next[t][j] = static_cast<float>(
+              next[t][j] + w * (local_update(k, t, j, base[t][j]) - x[t][j]));
+    }
+    versions.push_back(std::move(next));
+  }
+  check_close(run.final_model, versions.back());
+  return stale;
+}
+
+/// The async rules as the tests run them: polynomial staleness, a = 0.5.
+run_options async_options(const std::string& rule) {
+  run_options o;
+  o.clients = 3;
+  o.rounds = 6;
+  o.aggregator = rule;
+  o.rule.alpha = 0.6;
+  o.rule.staleness_fn = "polynomial";
+  o.rule.staleness_a = 0.5;
+  o.rule.buffer_k = 2;
+  o.rule.server_learning_rate = 0.8;
+  o.rule.partial_updates = "keep";
+  return o;
+}
+
+} // namespace
+
 TEST_CASE(
     "FedAsync and FedBuff chunk by chunk equal their whole-model replay") {
-  // The replay follows the server's report: which clients' updates each
-  // version holds and how stale the model each trained on was (Xie et al.
-  // 2019; Nguyen et al. 2022).
   for (std::string rule : {"FedAsyncAggregator", "FedBuffAggregator"}) {
     for (uint64_t chunk : {200u, 4096u}) {
       CAPTURE(rule);
       CAPTURE(chunk);
-      run_options o;
-      o.clients = 3;
-      o.rounds = 6;
+      auto o = async_options(rule);
       o.chunk_bytes = chunk;
-      o.aggregator = rule;
-      o.rule.alpha = 0.6;
-      o.rule.staleness_fn = "polynomial";
-      o.rule.staleness_a = 0.5;
-      o.rule.buffer_k = 2;
-      o.rule.server_learning_rate = 0.8;
-      o.rule.partial_updates = "keep";
       auto run = run_federation(o);
       CHECK(run.server.failure == "");
       REQUIRE(run.server.rounds.size() == 6);
-      auto layout = test_layout();
-      std::vector<model_floats> versions{initial_floats(layout)};
-      bool stale = false;
-      for (const auto& r : run.server.rounds) {
-        REQUIRE(r.contributors.size() == r.staleness.size());
+      for (const auto& r : run.server.rounds)
         CHECK(r.contributors.size() == (rule == "FedBuffAggregator" ? 2 : 1));
-        const auto& x = versions.back();
-        auto next = x;
-        auto n = static_cast<double>(r.contributors.size());
-        for (size_t c = 0; c < r.contributors.size(); ++c) {
-          auto k =
-              static_cast<uint32_t>(std::stoul(r.contributors[c].substr(1)));
-          auto tau = r.staleness[c];
-          stale = stale || tau > 0;
-          REQUIRE(tau < versions.size());
-          const auto& base = versions[versions.size() - 1 - tau];
-          double s = std::pow(tau + 1.0, -0.5);
-          double w = rule == "FedAsyncAggregator" ? 0.6 * s : 0.8 / n * s;
-          for (size_t t = 0; t < x.size(); ++t)
-            for (size_t j = 0; j < x[t].size(); ++j)
-              next[t][j] = static_cast<float>(
-                  next[t][j] +
-                  w * (local_update(k, t, j, base[t][j]) - x[t][j]));
-        }
-        versions.push_back(std::move(next));
-      }
-      check_close(run.final_model, versions.back());
-      CHECK(stale); // some update was trained on an older model
+      // Some update was trained on an older model.
+      CHECK(check_async_replay(run, rule, 0.6, 0.8));
     }
   }
 }
@@ -988,6 +1035,461 @@ TEST_CASE("DP-FedAvg: clients clip their update, the server adds the noise") {
       REQUIRE(run.server.rounds[0].dp_epsilon);
       CHECK(*run.server.rounds[0].dp_epsilon ==
             doctest::Approx(epsilon_for(1.0, z, 1, 1e-5).epsilon));
+    }
+  }
+}
+
+namespace {
+
+/// Ends every actor of a test when a failed REQUIRE leaves the test's scope
+/// early, so that the actor system can shut down: the failure is reported
+/// instead of hanging the test binary.
+class teardown_on_failure {
+public:
+  teardown_on_failure(caf::actor_system& sys, const server_side& side,
+                      const std::vector<caf::actor>& clients)
+      : sys_(sys), side_(side), clients_(clients) {}
+  teardown_on_failure(const teardown_on_failure&) = delete;
+  teardown_on_failure& operator=(const teardown_on_failure&) = delete;
+  ~teardown_on_failure() {
+    if (std::uncaught_exceptions() == 0)
+      return;
+    caf::scoped_actor self{sys_};
+    self->send_exit(side_.server, caf::exit_reason::user_shutdown);
+    for (const auto& c : clients_)
+      self->send_exit(c, caf::exit_reason::user_shutdown);
+    side_.shut_down(sys_);
+  }
+
+private:
+  caf::actor_system& sys_;
+  const server_side& side_;
+  const std::vector<caf::actor>& clients_;
+};
+
+/// All tensors of x back to back.
+std::vector<float> flat(const model_floats& x) {
+  std::vector<float> out;
+  for (const auto& t : x)
+    out.insert(out.end(), t.begin(), t.end());
+  return out;
+}
+
+/// Client k's update of the initial model, flat.
+std::vector<float> honest_update(const manifest& m, uint32_t k) {
+  auto g = initial_floats(m);
+  for (size_t t = 0; t < g.size(); ++t)
+    for (size_t j = 0; j < g[t].size(); ++j)
+      g[t][j] = local_update(k, t, j, g[t][j]);
+  return flat(g);
+}
+
+/// The squared L2 distance of elements [from, to) of a and b, as the
+/// aggregator measures it (float elements, double sums).
+double squared_distance_of(const std::vector<float>& a,
+                           const std::vector<float>& b, size_t from,
+                           size_t to) {
+  double sum = 0;
+  for (size_t i = from; i < to; ++i) {
+    double d = double{a[i]} - double{b[i]};
+    sum += d * d;
+  }
+  return sum;
+}
+
+/// Offers `id`'s update for round (or task) rs; returns the stream's id.
+uint64_t offer_as(rogue_client& r, const std::string& id,
+                  const msg::round_start& rs, const chunk_plan& plan) {
+  const auto& m = rs.model;
+  auto acc = msg::decode<msg::accept>(
+      r.ask(offer_atom::value,
+            msg::encode(msg::offer{rs.round, id, 1, digest(m), m.total_bytes(),
+                                   plan.chunk_count(), 0, 0})));
+  REQUIRE(acc);
+  return acc->stream_id;
+}
+
+/// Chunk `seq` of `update` (the whole model, flat) on `stream`.
+frame chunk_of(const chunk_plan& plan, uint64_t stream, uint32_t round,
+               uint64_t seq, const std::vector<float>& update) {
+  const auto& e = plan.extent(seq);
+  return chunk_with(
+      {stream, round, seq, e.tensor_index, e.tensor_offset},
+      std::as_bytes(std::span{update}).subspan(e.model_offset, e.bytes));
+}
+
+/// One sync round of `honest` synthetic clients C0... and a hand-driven
+/// Mallory whose update is `mallory`: its chunks before `refused_at` are
+/// taken, that one is refused (poisoned_update), and the stream takes
+/// nothing more. partial_updates is keep, so nothing but the rejection can
+/// take Mallory's chunks out of the sum. The round must end with the honest
+/// clients' average, exactly, and count one poisoned update.
+void check_rejected_round(const std::string& mode, uint32_t honest,
+                          const std::vector<float>& mallory,
+                          uint64_t refused_at, double max_update_norm) {
+  CAPTURE(mode);
+  CAPTURE(refused_at);
+  auto layout = test_layout();
+  run_options o;
+  o.clients = honest;
+  o.silent = 1; // Mallory's place
+  o.min_clients = honest;
+  o.rounds = 1;
+  o.memory_mode = mode;
+  o.rule.max_update_norm = max_update_norm;
+  auto so = side_options(o);
+  so.scheduler.keep_partial = true;
+  auto eval = std::make_shared<capturing_evaluator>();
+  run_report report;
+  std::vector<run_report> client_reports(honest);
+  {
+    auto cfg = test_system_config();
+    caf::actor_system sys{cfg};
+    auto side = spawn_server_side(
+        sys, snapshot_of(layout, initial_floats(layout)), so, eval, &report);
+    REQUIRE(side);
+    std::vector<caf::actor> clients;
+    teardown_on_failure guard{sys, *side, clients};
+    rogue_client rogue{sys, side->server};
+    REQUIRE(msg::decode<msg::welcome>(
+        rogue.ask(hello_atom::value, msg::encode(msg::hello{"Mallory", ""}))));
+    for (uint32_t k = 0; k < honest; ++k) {
+      auto factory =
+          [layout, k](const client_configs&,
+                      const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+        return std::make_unique<synthetic_trainer>(layout, k, 1);
+      };
+      clients.push_back(spawn_client(sys, side->server,
+                                     {"C" + std::to_string(k), 10000ms},
+                                     factory, &client_reports[k]));
+    }
+    auto rs = rogue.expect<msg::round_start>(round_atom::value);
+    auto plan = *chunk_plan::make(rs.model, rs.chunk_bytes);
+    REQUIRE(refused_at + 1 < plan.chunk_count());
+    auto stream = offer_as(rogue, "Mallory", rs, plan);
+    // Window mode: each credit comes once the honest clients delivered the
+    // same chunk, so these positions are averaged before the refusal.
+    for (uint64_t seq = 0; seq < refused_at; ++seq)
+      REQUIRE(msg::decode<msg::credit>(rogue.ask(
+          chunk_atom::value, chunk_of(plan, stream, rs.round, seq, mallory))));
+    CHECK(refusal_of(rogue.ask(chunk_atom::value,
+                               chunk_of(plan, stream, rs.round, refused_at,
+                                        mallory))) == errc::poisoned_update);
+    CHECK(refusal_of(rogue.ask(chunk_atom::value,
+                               chunk_of(plan, stream, rs.round, refused_at + 1,
+                                        mallory))) == errc::unknown_stream);
+    await_down(sys, {side->server});
+    await_down(sys, clients);
+    side->shut_down(sys);
+  }
+  CHECK(report.failure == "");
+  CHECK(report.poisoned_updates == 1);
+  REQUIRE(report.rounds.size() == 1);
+  CHECK(report.rounds[0].clients == honest);
+  CHECK(report.rounds[0].missing_clients ==
+        std::vector<std::string>{"Mallory"});
+  check_close(eval->last(), reference_fedavg(layout, honest, 1, false));
+  for (const auto& c : client_reports)
+    CHECK(c.failure == "");
+}
+
+} // namespace
+
+TEST_CASE("a NaN after chunks were folded: the update leaves the model, in "
+          "ram and window modes") {
+  auto layout = test_layout();
+  auto g = flat(initial_floats(layout));
+  // Finite and far from the model in its first chunks, a NaN in chunk 3.
+  auto mallory = g;
+  for (auto& x : mallory)
+    x += 5.0f;
+  auto plan = *chunk_plan::make(layout, 4096);
+  mallory[plan.extent(3).model_offset / sizeof(float) + 10] = std::nanf("");
+  for (std::string mode : {"ram", "window"})
+    check_rejected_round(mode, 2, mallory, 3, 0);
+}
+
+TEST_CASE("max_update_norm refuses an update too far from the global model") {
+  auto layout = test_layout();
+  auto g = flat(initial_floats(layout));
+  auto n = g.size();
+  auto d0 = std::sqrt(squared_distance_of(honest_update(layout, 0), g, 0, n));
+  auto d1 = std::sqrt(squared_distance_of(honest_update(layout, 1), g, 0, n));
+  SUBCASE("far from its first chunk on") {
+    auto mallory = g;
+    for (auto& x : mallory)
+      x += 1000.0f;
+    for (std::string mode : {"ram", "window"})
+      check_rejected_round(mode, 2, mallory, 0, 1.5 * std::max(d0, d1));
+  }
+  SUBCASE("within the bound for a third of the model, then far; the honest "
+          "client sends again") {
+    // Mallory's first third pulls opposite to C0's update, as far as the
+    // bound lets it. In window mode those positions are averaged in place
+    // (C0 and Mallory) before Mallory's refusal: measured against them,
+    // C0's update sent again would pass the bound (checked below); it must
+    // be measured as it was the first time.
+    auto h = honest_update(layout, 0);
+    auto bound = 1.05 * d0;
+    auto plan = *chunk_plan::make(layout, 4096);
+    uint64_t m = plan.chunk_count() / 3;
+    auto cut = plan.extent(m).model_offset / sizeof(float);
+    auto prefix = std::sqrt(squared_distance_of(h, g, 0, cut));
+    auto s = 0.98 * bound / prefix;
+    auto mallory = g;
+    for (size_t i = 0; i < n; ++i)
+      mallory[i] = i < cut ? g[i] - static_cast<float>(s) * (h[i] - g[i])
+                           : g[i] + 1000.0f;
+    auto first_average = g;
+    for (size_t i = 0; i < cut; ++i)
+      first_average[i] = (h[i] + mallory[i]) / 2;
+    REQUIRE(squared_distance_of(h, first_average, 0, n) > bound * bound);
+    for (std::string mode : {"ram", "window"})
+      check_rejected_round(mode, 1, mallory, m, bound);
+  }
+}
+
+TEST_CASE("max_sample_size caps the weight a client claims") {
+  for (std::string mode : {"ram", "window"}) {
+    CAPTURE(mode);
+    run_options o;
+    o.memory_mode = mode;
+    o.weights = "sample_size";
+    o.rule.max_sample_size = 150; // claims: 107, 207, 307
+    o.rounds = 2;
+    auto run = run_federation(o);
+    CHECK(run.server.failure == "");
+    REQUIRE(run.server.rounds.size() == 2);
+    check_close(run.final_model,
+                reference_fedavg(test_layout(), 3, 2, true, 150));
+  }
+}
+
+TEST_CASE("an offer followed by silence does not stall the round") {
+  auto layout = test_layout();
+  for (std::string mode : {"ram", "window"}) {
+    CAPTURE(mode);
+    run_options o;
+    o.clients = 2;
+    o.silent = 1; // Quiet's place
+    o.min_clients = 2;
+    o.rounds = 2;
+    o.memory_mode = mode;
+    auto so = side_options(o);
+    so.idle_timeout = 400ms;
+    auto eval = std::make_shared<capturing_evaluator>();
+    run_report report;
+    std::vector<run_report> client_reports(2);
+    {
+      auto cfg = test_system_config();
+      caf::actor_system sys{cfg};
+      auto side = spawn_server_side(
+          sys, snapshot_of(layout, initial_floats(layout)), so, eval, &report);
+      REQUIRE(side);
+      std::vector<caf::actor> clients;
+      teardown_on_failure guard{sys, *side, clients};
+      rogue_client quiet{sys, side->server};
+      REQUIRE(msg::decode<msg::welcome>(
+          quiet.ask(hello_atom::value, msg::encode(msg::hello{"Quiet", ""}))));
+      for (uint32_t k = 0; k < 2; ++k) {
+        auto factory = [layout, k](const client_configs&, const msg::welcome&)
+            -> result<std::unique_ptr<trainer>> {
+          return std::make_unique<synthetic_trainer>(layout, k, 1);
+        };
+        clients.push_back(spawn_client(sys, side->server,
+                                       {"C" + std::to_string(k), 10000ms},
+                                       factory, &client_reports[k]));
+      }
+      for (uint32_t r = 0; r < o.rounds; ++r) { // offer, then nothing
+        auto start = quiet.next_round();
+        offer_as(quiet, "Quiet", start,
+                 *chunk_plan::make(start.model, start.chunk_bytes));
+      }
+      await_down(sys, {side->server});
+      await_down(sys, clients);
+      side->shut_down(sys);
+    }
+    CHECK(report.failure == "");
+    CHECK(report.poisoned_updates == 0); // silence is no poison
+    REQUIRE(report.rounds.size() == 2);
+    for (const auto& r : report.rounds) {
+      CHECK(r.clients == 2);
+      CHECK(r.missing_clients == std::vector<std::string>{"Quiet"});
+      CHECK(r.wall_seconds >= 0.4); // it waited for the timeout
+    }
+    check_close(eval->last(), reference_fedavg(layout, 2, 2, false));
+    for (const auto& c : client_reports)
+      CHECK(c.failure == "");
+  }
+}
+
+TEST_CASE("a stream that waits for its credits is not silent") {
+  SUBCASE("every chunk sent, the last credits wait for a slow trainer") {
+    // One chunk a model, window 4: C0's chunk waits in the window while C1
+    // trains for 1 s, past the 400 ms idle timeout.
+    for (std::string mode : {"ram", "window"}) {
+      CAPTURE(mode);
+      run_options o;
+      o.clients = 2;
+      o.rounds = 1;
+      o.memory_mode = mode;
+      o.chunk_bytes = 1 << 20;
+      o.last_client_delay = 1000ms;
+      o.idle_timeout = 400ms;
+      auto run = run_federation(o);
+      CHECK(run.server.failure == "");
+      REQUIRE(run.server.rounds.size() == 1);
+      CHECK(run.server.rounds[0].clients == 2);
+      CHECK(run.server.rounds[0].missing_clients.empty());
+      check_close(run.final_model,
+                  reference_fedavg(test_layout(), 2, 1, false));
+    }
+  }
+
+  SUBCASE("a pause after a credit that came late") {
+    // Window mode, window 1: Patient's first credit comes only once C0 has
+    // trained (1 s, past the 400 ms idle timeout); Patient then takes
+    // 150 ms before each of its next two chunks. Silence counts from the
+    // credit, not from its last chunk.
+    auto layout = test_layout();
+    auto g = flat(initial_floats(layout));
+    auto patient = g;
+    for (auto& x : patient)
+      x += 1.0f;
+    for (std::string mode : {"ram", "window"}) {
+      CAPTURE(mode);
+      run_options o;
+      o.clients = 1;
+      o.silent = 1; // Patient's place
+      o.rounds = 1;
+      o.window = 1;
+      o.memory_mode = mode;
+      auto so = side_options(o);
+      so.idle_timeout = 400ms;
+      auto eval = std::make_shared<capturing_evaluator>();
+      run_report report;
+      run_report client_report;
+      {
+        auto cfg = test_system_config();
+        caf::actor_system sys{cfg};
+        auto side =
+            spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
+                              so, eval, &report);
+        REQUIRE(side);
+        std::vector<caf::actor> clients;
+        teardown_on_failure guard{sys, *side, clients};
+        rogue_client rogue{sys, side->server};
+        REQUIRE(msg::decode<msg::welcome>(rogue.ask(
+            hello_atom::value, msg::encode(msg::hello{"Patient", ""}))));
+        auto factory =
+            [layout](const client_configs&,
+                     const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+          return std::make_unique<synthetic_trainer>(layout, 0, 1, 1000ms);
+        };
+        clients.push_back(spawn_client(sys, side->server, {"C0", 10000ms},
+                                       factory, &client_report));
+        auto rs = rogue.next_round();
+        auto plan = *chunk_plan::make(rs.model, rs.chunk_bytes);
+        auto stream = offer_as(rogue, "Patient", rs, plan);
+        for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
+          if (seq == 1 || seq == 2)
+            std::this_thread::sleep_for(150ms);
+          REQUIRE(msg::decode<msg::credit>(
+              rogue.ask(chunk_atom::value,
+                        chunk_of(plan, stream, rs.round, seq, patient))));
+        }
+        REQUIRE(msg::decode<msg::stream_closed>(rogue.ask(
+            end_atom::value,
+            msg::encode(msg::end_of_stream{stream, plan.chunk_count()}))));
+        await_down(sys, {side->server});
+        await_down(sys, clients);
+        side->shut_down(sys);
+      }
+      CHECK(report.failure == "");
+      REQUIRE(report.rounds.size() == 1);
+      CHECK(report.rounds[0].clients == 2);
+      CHECK(report.rounds[0].missing_clients.empty());
+      CHECK(client_report.failure == "");
+      auto want = initial_floats(layout);
+      size_t at = 0;
+      for (size_t t = 0; t < want.size(); ++t)
+        for (size_t j = 0; j < want[t].size(); ++j, ++at)
+          want[t][j] = static_cast<float>(
+              (double{local_update(0, t, j, want[t][j])} + patient[at]) / 2);
+      check_close(eval->last(), want);
+    }
+  }
+}
+
+TEST_CASE("AsyncScheduler: a poisoned update is not applied") {
+  // FedAsync: Mallory's first three chunks are folded before its NaN; its
+  // step holds nothing else, so the step's sum is forgotten. FedBuff: its
+  // first chunk holds the NaN, so nothing of it is in the step (not even
+  // in the count of updates that eta / K divides by).
+  auto layout = test_layout();
+  auto mallory = flat(initial_floats(layout));
+  for (auto& x : mallory)
+    x += 5.0f;
+  for (std::string rule : {"FedAsyncAggregator", "FedBuffAggregator"}) {
+    CAPTURE(rule);
+    uint64_t refused_at = rule == "FedAsyncAggregator" ? 3 : 0;
+    auto poisoned = mallory;
+    auto plan = *chunk_plan::make(layout, 4096);
+    poisoned[plan.extent(refused_at).model_offset / sizeof(float)] =
+        std::numeric_limits<float>::infinity();
+    auto o = async_options(rule);
+    o.silent = 1; // Mallory's place
+    auto eval = std::make_shared<capturing_evaluator>();
+    federation_run run;
+    {
+      auto cfg = test_system_config();
+      caf::actor_system sys{cfg};
+      auto side =
+          spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
+                            side_options(o), eval, &run.server);
+      REQUIRE(side);
+      std::vector<caf::actor> clients;
+      teardown_on_failure guard{sys, *side, clients};
+      rogue_client rogue{sys, side->server};
+      REQUIRE(msg::decode<msg::welcome>(rogue.ask(
+          hello_atom::value, msg::encode(msg::hello{"Mallory", ""}))));
+      run.clients.resize(o.clients);
+      for (uint32_t k = 0; k < o.clients; ++k) {
+        auto factory = [layout, k](const client_configs&, const msg::welcome&)
+            -> result<std::unique_ptr<trainer>> {
+          // Slower than Mallory, which offers at once: its update comes
+          // before the run ends.
+          return std::make_unique<synthetic_trainer>(layout, k, samples_of(k),
+                                                     50ms);
+        };
+        clients.push_back(spawn_client(sys, side->server,
+                                       {"C" + std::to_string(k), 10000ms},
+                                       factory, &run.clients[k]));
+      }
+      auto task = rogue.next_round();
+      auto stream = offer_as(rogue, "Mallory", task, plan);
+      for (uint64_t seq = 0; seq < refused_at; ++seq)
+        REQUIRE(msg::decode<msg::credit>(
+            rogue.ask(chunk_atom::value,
+                      chunk_of(plan, stream, task.round, seq, poisoned))));
+      CHECK(refusal_of(rogue.ask(chunk_atom::value,
+                                 chunk_of(plan, stream, task.round, refused_at,
+                                          poisoned))) == errc::poisoned_update);
+      await_down(sys, {side->server});
+      await_down(sys, clients);
+      side->shut_down(sys);
+    }
+    run.final_model = eval->last();
+    CHECK(run.server.failure == "");
+    CHECK(run.server.poisoned_updates == 1);
+    REQUIRE(run.server.rounds.size() == 6);
+    for (const auto& r : run.server.rounds)
+      CHECK(std::find(r.contributors.begin(), r.contributors.end(),
+                      "Mallory") == r.contributors.end());
+    check_async_replay(run, rule, 0.6, 0.8);
+    for (const auto& c : run.clients) {
+      CAPTURE(c.node);
+      CHECK(c.failure == "");
     }
   }
 }
