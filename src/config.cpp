@@ -376,6 +376,20 @@ void read(section s, dp_sgd_config& d) {
     s.fail("delta", "must lie strictly between 0 and 1");
 }
 
+constexpr const char* python_file_refusal =
+    "names a Python file, which fedcaf's trainer does not run: it trains "
+    "the built-in models (model_configs.name) on the built-in datasets; a "
+    "model's initial weights may come from a safetensors file "
+    "(model_configs.path)";
+
+/// APPFL's keys that name Python files (a model, a loss, a dataset loader):
+/// fedcaf's trainer runs no Python, so each is refused rather than ignored.
+void refuse_python_file(section& s, const char* key) {
+  if (!s.has(key))
+    return;
+  s.fail(key, python_file_refusal);
+}
+
 void read(section s, train_config& t) {
   s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy"});
   s.get("add", t.add);
@@ -395,8 +409,9 @@ void read(section s, train_config& t) {
   s.one_of("device", t.device, {"cpu"});
   s.get("num_threads", t.num_threads, 0, max_threads);
   read(s.child("dp"), t.dp);
+  refuse_python_file(s, "loss_fn_path");
   s.ignore({"logging_output_dirname", "logging_output_filename",
-            "do_validation", "loss_fn", "loss_fn_path"});
+            "do_validation", "loss_fn"});
 }
 
 void read(section s, model_config& m) {
@@ -418,7 +433,7 @@ void read(section s, model_config& m) {
   kwargs.get("num_pixel", m.num_pixel, 28);
   if (m.num_pixel != 28)
     kwargs.fail("num_pixel", "the CNN is built for 28 x 28 images");
-  s.ignore({"model_path"});
+  refuse_python_file(s, "model_path");
 }
 
 void read(section s, client_configs& c) {
@@ -439,8 +454,11 @@ void read(section s, data_config& d, bool needs_partition) {
   s.one_of("dataset_name", d.dataset_name, {"FashionMNIST"});
   s.get("dataset_path", d.dataset_path);
   namespace fs = std::filesystem;
-  if (!fs::exists(fs::path{d.dataset_path} / "t10k-images-idx3-ubyte.gz") &&
-      !fs::exists(fs::path{d.dataset_path} / "t10k-images-idx3-ubyte"))
+  if (d.dataset_path.ends_with(".py"))
+    s.fail("dataset_path", python_file_refusal);
+  else if (!fs::exists(fs::path{d.dataset_path} /
+                       "t10k-images-idx3-ubyte.gz") &&
+           !fs::exists(fs::path{d.dataset_path} / "t10k-images-idx3-ubyte"))
     s.fail("dataset_path", "'" + d.dataset_path +
                                "' holds no Fashion-MNIST IDX files (install "
                                "dataset-fashion-mnist or point it elsewhere)");
@@ -455,7 +473,7 @@ void read(section s, data_config& d, bool needs_partition) {
   if (needs_partition && d.client_index >= d.num_clients)
     kwargs.fail("client_id", "must be below num_clients (" +
                                  std::to_string(d.num_clients) + ")");
-  s.ignore({"dataset_path_py"});
+  refuse_python_file(s, "dataset_path_py");
 }
 
 /// Reads a path key that must name a readable file when `needed`.

@@ -1,5 +1,7 @@
 #include "fedcaf/memory_probe.hpp"
 
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -31,6 +33,12 @@ std::optional<memory_sample> sample_memory(int pid) {
   }
   std::fclose(f);
   return s;
+}
+
+void tune_malloc_for_streams() {
+  ::mallopt(M_ARENA_MAX, 1);
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
 } // namespace fedcaf

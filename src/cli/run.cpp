@@ -3,7 +3,6 @@
 
 #include "run.hpp"
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -324,17 +323,8 @@ int run_simulate(const options& opts) {
   return conclude(opts, report, *cfg);
 }
 
-/// The server's chunk frames come and go on several threads; with one
-/// malloc arena their freed memory is reused by the next frame instead of
-/// lingering in each thread's arena: the server's memory then grows by
-/// about what its clients have in flight (tests/perf/memory_matrix.sh).
-/// Call before any thread starts.
-void one_malloc_arena() {
-  ::mallopt(M_ARENA_MAX, 1);
-}
-
 int run_server(const options& opts) {
-  one_malloc_arena();
+  tune_malloc_for_streams();
   auto cfg = load(opts, config_role::server);
   if (!cfg)
     return failed(to_string(cfg.err()));
@@ -378,6 +368,7 @@ int run_server(const options& opts) {
 }
 
 int run_client(const options& opts) {
+  tune_malloc_for_streams();
   auto cfg = load(opts, config_role::client);
   if (!cfg)
     return failed(to_string(cfg.err()));

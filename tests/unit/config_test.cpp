@@ -458,3 +458,17 @@ TEST_CASE("a config file past 16 MiB is refused unread") {
   CHECK(contains(msg, "larger than 16777216 bytes"));
   std::filesystem::remove(path);
 }
+
+TEST_CASE("APPFL's keys naming Python files are refused, not ignored") {
+  for (std::string set :
+       {"client_configs.model_configs.model_path=resources/model/cnn.py",
+        "client_configs.train_configs.loss_fn_path=resources/loss/celoss.py",
+        "data_configs.dataset_path=resources/dataset/mnist_dataset.py"}) {
+    CAPTURE(set);
+    auto c = load_config(embedded_simulate_yaml(), "embedded",
+                         config_role::simulate, {set});
+    auto message = message_of(c);
+    CHECK(contains(message, set.substr(0, set.find('='))));
+    CHECK(contains(message, "Python file"));
+  }
+}
