@@ -341,6 +341,14 @@ run_reference() {
   server_config "$out/ref_$1.yaml" "ref_$1" 2 "$1" $rounds
   start_server "ref_$1" "$out/ref_$1.yaml" || exit 1
   start_clients "ref_$1"
+  # A server whose model it does not run never loads the LibTorch plugin
+  # (src/torch_plugin.hpp): none of LibTorch is mapped.
+  local srv; srv=$(pgrep -P "$server_pid" | head -1)
+  if [ -n "$srv" ] && [ -r "/proc/$srv/maps" ] && ! grep -q libtorch "/proc/$srv/maps"; then
+    pass "ref_$1: the server of a synthetic model maps no LibTorch"
+  else
+    fail "ref_$1: LibTorch is mapped in the server (pid ${srv:-?})"
+  fi
   finish_run
   if [ "$server_rc" = 0 ] && [ -f "$out/ref_$1_$rounds.safetensors" ]; then
     echo "reference ($1 mode): $rounds rounds, peak RSS $(( $(rss_of ref_$1) >> 20 )) MiB"
