@@ -1,6 +1,7 @@
 #include "actors/aggregator.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -209,11 +210,18 @@ public:
       return refuse({errc::unknown_stream,
                      "no credit owed for chunk " + std::to_string(c->sequence) +
                          " of stream " + std::to_string(c->stream_id)});
-    it->second.last_progress = steady_clock::now();
+    // Not progress: asking again for a credit moves no chunk (else a
+    // client could keep its stream, and the round, open for ever).
     if (ram_ || c->sequence < window_->low())
       return msg::encode(msg::credit{c->stream_id, c->sequence});
     auto rp = self_->make_response_promise<frame>();
-    held_[c->sequence].emplace_back(rp, c->stream_id);
+    auto& waiting = held_[c->sequence];
+    for (auto& [held_rp, stream] : waiting)
+      if (stream == c->stream_id) { // asked again (a new connection): the
+        held_rp = rp;               // answer goes to the latest request
+        return rp;
+      }
+    waiting.emplace_back(rp, c->stream_id);
     ++it->second.held;
     return rp;
   }
@@ -349,6 +357,17 @@ private:
     return {};
   }
 
+  /// The largest magnitude an element of `s`'s update may have: with every
+  /// term of the weighted sum at most FLT_MAX / (max_contributors + 1), the
+  /// sum of a position's max_contributors terms cannot overflow float32,
+  /// whatever the weights (a finite but huge update would otherwise turn
+  /// the sum, the published model and every later update into infinities).
+  double max_abs(const upload_stream& s) const {
+    auto terms = static_cast<double>(options_.max_contributors) + 1;
+    return static_cast<double>(std::numeric_limits<float>::max()) /
+           (terms * std::max(s.weight, 1.0));
+  }
+
   /// Returns ok iff chunk `c` is the next one of open stream `s`, of its
   /// round, in its plan slot, and (window mode) inside the open window.
   result<void> admissible(const upload_stream& s,
@@ -373,7 +392,7 @@ private:
   result<checked_chunk> inspect(const upload_stream& s,
                                 const msg::chunk_view& c) const {
     auto seq = c.header.sequence;
-    if (auto ok = check_finite(layout_, plan_, seq, c.bytes); !ok)
+    if (auto ok = check_finite(layout_, plan_, seq, c.bytes, max_abs(s)); !ok)
       return ok.err();
     auto bound = options_.rule_cfg.max_update_norm;
     if (bound <= 0)
@@ -445,10 +464,11 @@ private:
     return refuse({why.code, s.client_id + ": " + why.message});
   }
 
-  /// Answers a repeated offer with where stream `stream_id` stands; the
-  /// offer counts as progress (the client is back).
-  frame resume(uint64_t stream_id, upload_stream& s) {
-    s.last_progress = steady_clock::now();
+  /// Answers a repeated offer with where stream `stream_id` stands. Not
+  /// progress: the idle timeout (idle_timeout_s + reconnect_grace_s)
+  /// already leaves a reconnecting client its grace, and an offer repeated
+  /// without chunks must not keep the round open.
+  frame resume(uint64_t stream_id, const upload_stream& s) {
     auto total = plan_.chunk_count();
     auto next = s.closed ? total : s.next_sequence;
     auto owed = ram_ || s.closed ? next : std::min(next, window_->low());

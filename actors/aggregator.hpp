@@ -24,6 +24,10 @@ struct aggregator_options {
   /// 0: ram mode (a model-sized sum). N > 0: window mode for a sync round of
   /// exactly N clients: `window` open positions, averaged in place.
   uint32_t window_contributors = 0;
+  /// The most updates folded into one chunk position in a round (the
+  /// server's num_clients): bounds every element an update may carry, so
+  /// that the weighted sum stays finite (see aggregator.cpp).
+  uint32_t max_contributors = 1;
   /// The server optimizer applied per chunk at finalization (FedAvg: none)
   /// and its aggregator_kwargs.
   server_rule rule = server_rule::fedavg;

@@ -35,6 +35,13 @@ constexpr size_t materialized_fetches = 2;
 /// The socket's write buffer takes small frames while it holds less.
 constexpr size_t coalesce_bytes = 256 << 10;
 
+/// A welcomed peer may be refused (without being disconnected: a stale
+/// round, a reset stream) or say Hello again at most this often within
+/// refusal_period; one more closes its connection (too_many_requests).
+/// An honest client is refused a few times per round at most.
+constexpr uint32_t max_refusals = 64;
+constexpr auto refusal_period = std::chrono::seconds{10};
+
 /// How long a closing connection may take to send what it still holds.
 constexpr auto close_grace = std::chrono::seconds{2};
 
@@ -483,6 +490,10 @@ private:
       return refuse(
           {errc::not_authorized,
            "welcomed as " + client_id_ + ", it said Hello as " + h->client_id});
+    if (stage_ == stage::welcomed && !count_against_limit())
+      return too_many("more than " + std::to_string(max_refusals) +
+                      " refused requests or repeated Hellos in " +
+                      std::to_string(refusal_period.count()) + " s");
     client_id_ = h->client_id;
     if (stage_ == stage::awaiting_hello)
       stage_ = stage::hello_pending;
@@ -535,8 +546,34 @@ private:
                 fetch_replies_.push_back(queued);
               if (refused && ends_connection(refused->code))
                 disconnect(*refused);
+              else if (refused)
+                note_refusal(*refused);
             },
             [this](caf::error&) { close_now("the server is gone"); });
+  }
+
+  /// Logs a refusal that leaves the connection open, with the peer's
+  /// address; past max_refusals within refusal_period (a peer that keeps
+  /// asking for what it cannot have), closes the connection.
+  void note_refusal(const error& e) {
+    if (stage_ == stage::closing)
+      return;
+    log_line("gateway", std::string{"refused: "} + to_string(e.code) + ": " +
+                            client_id_ + " (peer " + address_ + ")");
+    if (!count_against_limit())
+      too_many("more than " + std::to_string(max_refusals) +
+               " refused requests or repeated Hellos in " +
+               std::to_string(refusal_period.count()) + " s");
+  }
+
+  /// Counts one refusal or repeated Hello; returns false iff past the limit.
+  bool count_against_limit() {
+    auto now = clock_type::now();
+    if (now - refusal_window_start_ > refusal_period) {
+      refusal_window_start_ = now;
+      refusals_in_window_ = 0;
+    }
+    return ++refusals_in_window_ <= max_refusals;
   }
 
   /// Refusals by the server side that mark the peer as broken or hostile:
@@ -618,6 +655,8 @@ private:
   clock_type::time_point opened_;
   clock_type::time_point closing_since_;
   clock_type::time_point last_beat_;
+  clock_type::time_point refusal_window_start_ = clock_type::now();
+  uint32_t refusals_in_window_ = 0;
 };
 
 caf::behavior server_gateway_actor(caf::io::broker* self, connection_handle hdl,

@@ -106,15 +106,17 @@ public:
                               ? " (it missed the deadline)"
                               : " (it joined after the round started)") +
                          "; it takes part in the next"});
-    offered_.insert(o->client_id);
-    figures_[o->client_id] = {o->train_loss, o->dp_epsilon};
-    double weight = 1.0;
     if (options_.client_weights_mode == "sample_size" && o->sample_count == 0)
       return refuse({errc::out_of_range,
                      o->client_id + " offered an update of 0 samples, which "
                                     "sample_size weights cannot average"});
+    offered_.insert(o->client_id);
+    figures_[o->client_id] = {o->train_loss, o->dp_epsilon};
+    double weight = 1.0;
     if (options_.client_weights_mode == "sample_size") {
-      // A claimed sample count is capped: no client can claim the round.
+      // A claimed sample count is capped at max_sample_size (if set: with
+      // no cap, a client claiming 2^64 samples outweighs all the others;
+      // `fedcaf server` warns of that).
       auto cap = options_.rule_cfg.max_sample_size;
       auto samples = cap > 0 ? std::min(o->sample_count, cap) : o->sample_count;
       weight = static_cast<double>(samples);

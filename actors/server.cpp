@@ -380,8 +380,16 @@ private:
   frame rebind(const std::string& id, client_entry& c, const caf::actor& sender,
                const std::string& from) {
     senders_.erase(c.handle.address());
-    if (c.handle != sender)
+    if (c.handle != sender) {
       self_->monitor(sender);
+      // The connection taken over is closed (its gateway sends the refusal,
+      // then disconnects): one session per client, whatever its peer does.
+      if (!c.address.empty() && c.address != "this process")
+        self_->send(
+            c.handle, reject_atom::value,
+            msg::encode(error{errc::not_authorized,
+                              "another connection took over as " + id}));
+    }
     c.handle = sender;
     c.state = presence::connected;
     c.address = from;

@@ -29,6 +29,7 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   ao.window = options.server.window;
   ao.window_contributors =
       options.memory_mode == "ram" ? 0 : options.scheduler.num_clients;
+  ao.max_contributors = std::max<uint32_t>(options.scheduler.num_clients, 1);
   ao.rule = rule_of(options.aggregator);
   ao.rule_cfg = options.rule;
   if (options.memory_mode == "disk")

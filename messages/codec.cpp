@@ -3,6 +3,7 @@
 
 #include <endian.h>
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 
@@ -87,6 +88,12 @@ template <class Fill> frame build(size_t capacity_words, Fill&& fill) {
       return std::move(*f);
     capacity_words = std::max(builder.used_words(), capacity_words * 2);
   }
+}
+
+/// `s` whole, as Cap'n Proto text (a NUL inside is kept, for the reader
+/// to refuse, rather than cutting the text there).
+capnp::Text::Reader text(const std::string& s) {
+  return {s.data(), s.size()};
 }
 
 size_t text_words(const std::string& s) {
@@ -191,6 +198,26 @@ result<T> read_frame(const frame& f, uint64_t limit_words, Read&& read,
   }
 }
 
+/// A peer's text as a string; an error iff it holds a NUL byte (which
+/// would cut it short where C strings are used: "Client1\0junk" must not
+/// pass as Client1).
+result<std::string> peer_text(capnp::Text::Reader t, const char* what) {
+  std::string out{t.begin(), t.size()};
+  if (out.find('\0') != std::string::npos)
+    return error{errc::malformed_frame,
+                 std::string{what} + " holds a NUL byte"};
+  return out;
+}
+
+/// An error iff figure `x` of an offer is not finite, or negative where
+/// `non_negative`.
+result<void> check_figure(double x, const char* what, bool non_negative) {
+  if (!std::isfinite(x) || (non_negative && x < 0))
+    return error{errc::malformed_frame,
+                 std::string{"offer: "} + what + " is " + std::to_string(x)};
+  return {};
+}
+
 error wrong_kind(const char* expected) {
   return {errc::unexpected_message,
           std::string{"expected a "} + expected + " frame"};
@@ -272,8 +299,8 @@ frame encode(const hello& x) {
   return build(8 + text_words(x.client_id) + text_words(x.token),
                [&](auto body) {
                  auto b = body.initHello();
-                 b.setClientId(x.client_id);
-                 b.setToken(x.token);
+                 b.setClientId(text(x.client_id));
+                 b.setToken(text(x.token));
                });
 }
 
@@ -303,7 +330,7 @@ frame encode(const offer& x) {
   return build(16 + text_words(x.client_id), [&](auto body) {
     auto b = body.initOffer();
     b.setRound(x.round);
-    b.setClientId(x.client_id);
+    b.setClientId(text(x.client_id));
     b.setSampleCount(x.sample_count);
     b.setManifestDigest(x.manifest_digest);
     b.setTotalBytes(x.total_bytes);
@@ -407,7 +434,13 @@ template <> result<hello> decode<hello>(const frame& f) {
     if (!body.isHello())
       return wrong_kind("hello");
     auto b = body.getHello();
-    return hello{b.getClientId().cStr(), b.getToken().cStr()};
+    auto id = peer_text(b.getClientId(), "hello: client id");
+    if (!id)
+      return id.err();
+    auto token = peer_text(b.getToken(), "hello: token");
+    if (!token)
+      return token.err();
+    return hello{std::move(*id), std::move(*token)};
   });
 }
 
@@ -440,10 +473,17 @@ template <> result<offer> decode<offer>(const frame& f) {
     if (!body.isOffer())
       return wrong_kind("offer");
     auto b = body.getOffer();
-    return offer{
-        b.getRound(),          b.getClientId().cStr(), b.getSampleCount(),
-        b.getManifestDigest(), b.getTotalBytes(),      b.getChunkCount(),
-        b.getTrainLoss(),      b.getTrainSeconds(),    b.getDpEpsilon()};
+    auto id = peer_text(b.getClientId(), "offer: client id");
+    if (!id)
+      return id.err();
+    for (auto ok : {check_figure(b.getTrainLoss(), "train loss", false),
+                    check_figure(b.getTrainSeconds(), "train seconds", true),
+                    check_figure(b.getDpEpsilon(), "DP epsilon", true)})
+      if (!ok)
+        return ok.err();
+    return offer{b.getRound(),          std::move(*id),      b.getSampleCount(),
+                 b.getManifestDigest(), b.getTotalBytes(),   b.getChunkCount(),
+                 b.getTrainLoss(),      b.getTrainSeconds(), b.getDpEpsilon()};
   });
 }
 

@@ -1,6 +1,10 @@
 #include "fedcaf/update_check.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "fedcaf/element.hpp"
 
@@ -26,29 +30,54 @@ void for_each_piece(const manifest& m, const chunk_plan& plan, uint64_t seq,
   }
 }
 
-/// True iff any element of `n` elements of width W at p has all exponent
-/// bits set (NaN or infinity): one branch-free pass the compiler vectorizes.
+/// True iff any element of `n` elements of width W at p has a magnitude
+/// (its bits without the sign) above `limit`: NaN and infinity lie above
+/// every finite limit. One branch-free pass the compiler vectorizes.
 template <class Bits>
-bool any_non_finite(const std::byte* p, size_t n, Bits exponent) {
+bool any_above(const std::byte* p, size_t n, Bits magnitude, Bits limit) {
   Bits hit = 0;
   for (size_t i = 0; i < n; ++i) {
     Bits x;
     std::memcpy(&x, p + i * sizeof(Bits), sizeof(Bits));
-    hit |= static_cast<Bits>((x & exponent) == exponent);
+    hit |= static_cast<Bits>((x & magnitude) > limit);
   }
   return hit != 0;
 }
 
-bool non_finite(dtype t, const std::byte* p, uint64_t bytes) {
+template <class Bits, class Value> Bits bits_of(Value v) {
+  Bits b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+/// True iff an element is NaN, infinite, or of a magnitude above max_abs.
+bool out_of_bounds(dtype t, const std::byte* p, uint64_t bytes,
+                   double max_abs) {
   switch (t) {
-  case dtype::float32:
-    return any_non_finite<uint32_t>(p, bytes / 4, 0x7f800000u);
-  case dtype::float16:
-    return any_non_finite<uint16_t>(p, bytes / 2, 0x7c00u);
-  case dtype::bfloat16:
-    return any_non_finite<uint16_t>(p, bytes / 2, 0x7f80u);
+  case dtype::float32: {
+    auto limit = static_cast<float>(
+        std::min<double>(max_abs, std::numeric_limits<float>::max()));
+    return any_above<uint32_t>(p, bytes / 4, 0x7fffffffu,
+                               bits_of<uint32_t>(limit));
+  }
+  case dtype::float16: {
+    uint16_t limit = max_abs >= 65504.0
+                         ? uint16_t{0x7bff} // the largest finite half
+                         : float_to_f16(static_cast<float>(max_abs));
+    return any_above<uint16_t>(p, bytes / 2, 0x7fffu, limit);
+  }
+  case dtype::bfloat16: {
+    auto limit = static_cast<float>(
+        std::min<double>(max_abs, std::numeric_limits<float>::max()));
+    // Truncated: the largest bfloat16 at most the limit.
+    auto bits = static_cast<uint16_t>(bits_of<uint32_t>(limit) >> 16);
+    return any_above<uint16_t>(p, bytes / 2, 0x7fffu, bits);
+  }
   case dtype::float64:
-    return any_non_finite<uint64_t>(p, bytes / 8, 0x7ff0000000000000ull);
+    return any_above<uint64_t>(
+        p, bytes / 8, 0x7fffffffffffffffull,
+        bits_of<uint64_t>(
+            std::min(max_abs, std::numeric_limits<double>::max())));
   default:
     return false; // integers are always finite
   }
@@ -100,18 +129,26 @@ double distance_of(dtype t, const std::byte* u, const std::byte* g,
 } // namespace
 
 result<void> check_finite(const manifest& m, const chunk_plan& plan,
-                          uint64_t seq, std::span<const std::byte> bytes) {
+                          uint64_t seq, std::span<const std::byte> bytes,
+                          double max_abs) {
   std::string bad;
   for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
-    if (bad.empty() && non_finite(m.tensors[tensor].type, bytes.data() + at, n))
+    if (bad.empty() &&
+        out_of_bounds(m.tensors[tensor].type, bytes.data() + at, n, max_abs))
       bad = m.tensors[tensor].name;
   });
-  if (!bad.empty())
-    return error{errc::poisoned_update, "chunk " + std::to_string(seq) +
-                                            " holds NaN or infinite values "
-                                            "(tensor '" +
-                                            bad + "')"};
-  return {};
+  if (bad.empty())
+    return {};
+  char bound[32];
+  std::snprintf(bound, sizeof bound, "%.4g", max_abs);
+  auto what = std::isinf(max_abs)
+                  ? std::string{"NaN or infinite values"}
+                  : std::string{"NaN, infinite values or values beyond +-"} +
+                        bound +
+                        " (the sum of the round's updates would overflow)";
+  return error{errc::poisoned_update, "chunk " + std::to_string(seq) +
+                                          " holds " + what + " (tensor '" +
+                                          bad + "')"};
 }
 
 double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "fedcaf/chunk_plan.hpp"
@@ -15,10 +16,14 @@
 namespace fedcaf {
 
 /// Returns an error (poisoned_update, naming the tensor) iff the payload of
-/// chunk `seq` holds a NaN or an infinity in a floating-point tensor.
+/// chunk `seq` holds a NaN, an infinity, or a value of magnitude above
+/// `max_abs` in a floating-point tensor. The aggregator's bound keeps the
+/// weighted sum of a round's updates finite (see aggregator.cpp).
 /// REQUIRES: bytes.size() == plan.extent(seq).bytes, plan made from m.
-result<void> check_finite(const manifest& m, const chunk_plan& plan,
-                          uint64_t seq, std::span<const std::byte> bytes);
+result<void>
+check_finite(const manifest& m, const chunk_plan& plan, uint64_t seq,
+             std::span<const std::byte> bytes,
+             double max_abs = std::numeric_limits<double>::infinity());
 
 /// Returns the sum of (update - global)^2 over the floating-point elements
 /// of chunk `seq`, reading the global model's bytes at the same place of

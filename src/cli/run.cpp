@@ -328,6 +328,13 @@ int run_server(const options& opts) {
   auto cfg = load(opts, config_role::server);
   if (!cfg)
     return failed(to_string(cfg.err()));
+  if (cfg->server.rule.client_weights_mode == "sample_size" &&
+      cfg->server.rule.max_sample_size == 0)
+    log_line("server",
+             "warning: client_weights_mode sample_size without "
+             "aggregator_kwargs.max_sample_size: each client's claimed sample "
+             "count is its weight, uncapped, so one client can outweigh all "
+             "the others");
   const auto& comm = cfg->server.comm;
   auto at = parse_endpoint(comm.server_uri);
   if (!at)

@@ -82,12 +82,13 @@ void usage() {
       "usage: hostile_peer --port P --attack NAME [--expect CODE] [options]\n"
       "  before a Welcome (or after one: --registered --id ID --token T):\n"
       "    oversized_header [--frame-bytes N], garbage, garbage_body,\n"
-      "    zero_request_id, unknown_kind, server_kind\n"
+      "    zero_request_id, unknown_kind, server_kind, log_injection\n"
       "  before a Welcome only, each with [--handshake-s S]: slow_hello,\n"
       "    slow_tls (to a TLS server) [--trickle-ms MS], idle_flood\n"
       "    [--held N --extra N]\n"
       "  registered (--id ID --token T): fetch_flood, credit_flood,\n"
-      "    nan_update [--finite-chunks N], offer_silent, hijack_stream\n"
+      "    nan_update [--finite-chunks N], huge_update, offer_silent,\n"
+      "    reoffer_keepalive, takeover_flood, refusal_flood, hijack_stream\n"
       "    --accomplice-id ID --accomplice-token T [--delay-s S]\n"
       "    [--target-stream ID], hold_round --until-file F (joins a round,\n"
       "    never offers, leaves once F exists)\n"
@@ -839,6 +840,13 @@ payload craft(const options& o) {
     return {"unknown_kind", frame_of_unknown_kind(7)};
   if (o.attack == "server_kind") // a frame only the server may send
     return {"server_kind", with_id(msg::encode(msg::accept{1, 4, 0, 0}), 7)};
+  if (o.attack == "log_injection") // a forged log line, a terminal escape
+    return {"log_injection",
+            with_id(msg::encode(msg::hello{
+                        "evil\n07:00:00.000 server: registered Client1 from "
+                        "10.9.9.9\n\x1b[2J",
+                        "t"}),
+                    1)};
   throw local_failure{"unknown attack " + o.attack};
 }
 
@@ -1262,31 +1270,160 @@ ending upload(const options& o, verdict& v, in_round& r, uint64_t stream,
 /// The whole update must be refused (poisoned_update, at that chunk or at
 /// the end) and the connection closed; the driver checks that the global
 /// model holds none of it.
-void attack_nan_update(const options& o, verdict& v) {
+/// Joins a round, offers, uploads the chunks `make(r, stream)` returns a
+/// maker of, and expects the refusal --expect names (the update not taken
+/// whole).
+template <class Make>
+void upload_poisoned(const options& o, verdict& v, const std::string& label,
+                     Make&& make) {
   auto deadline = after_s(o.timeout_s);
-  auto r = join_round(o, v, "nan_update", deadline);
+  auto r = join_round(o, v, label, deadline);
   require_float32(r);
   auto own = offer_update(o, v, r, deadline);
-  auto poisoned =
-      std::min<uint64_t>(o.finite_chunks, r.plan->chunk_count() - 1);
-  v.note("uploading stream " + std::to_string(own.stream_id) +
-         ": chunks of 1000.0, chunk " + std::to_string(poisoned) +
-         " with a NaN");
-  auto e = upload(
-      o, v, r, own.stream_id, std::max(1u, own.window),
-      [&](uint64_t seq) {
-        if (seq != poisoned)
-          return chunk_of(r, own.stream_id, seq, 1000.0f);
-        return chunk_of(r, own.stream_id, seq, 1000.0f,
-                        std::numeric_limits<float>::quiet_NaN());
-      },
-      std::min(deadline, after_s(15)));
+  auto chunk = make(r, own.stream_id);
+  auto e = upload(o, v, r, own.stream_id, std::max(1u, own.window), chunk,
+                  std::min(deadline, after_s(15)));
   for (const auto& f : e.non_errors) {
     auto k = msg::kind_of(f);
     v.expect(!k || *k != msg::frame_kind::stream_closed,
-             "the update with a NaN was taken whole (stream closed)");
+             "the " + label + " was taken whole (stream closed)");
   }
-  expect_refusal(v, e, o.expect, "nan_update");
+  expect_refusal(v, e, o.expect, label);
+}
+
+void attack_nan_update(const options& o, verdict& v) {
+  upload_poisoned(o, v, "nan_update", [&](const in_round& r, uint64_t sid) {
+    auto poisoned =
+        std::min<uint64_t>(o.finite_chunks, r.plan->chunk_count() - 1);
+    v.note("uploading stream " + std::to_string(sid) +
+           ": chunks of 1000.0, chunk " + std::to_string(poisoned) +
+           " with a NaN");
+    return [&r, sid, poisoned](uint64_t seq) {
+      if (seq != poisoned)
+        return chunk_of(r, sid, seq, 1000.0f);
+      return chunk_of(r, sid, seq, 1000.0f,
+                      std::numeric_limits<float>::quiet_NaN());
+    };
+  });
+}
+
+/// Uploads an update of finite values as large as float32 holds (3e38):
+/// folded, the round's sum would overflow to infinity and take the
+/// published model, then every honest update, with it. It must be refused
+/// as poisoned_update.
+void attack_huge_update(const options& o, verdict& v) {
+  upload_poisoned(o, v, "huge_update", [&](const in_round& r, uint64_t sid) {
+    v.note("uploading stream " + std::to_string(sid) +
+           ": every value 3e38 (finite)");
+    return [&r, sid](uint64_t seq) { return chunk_of(r, sid, seq, 3e38f); };
+  });
+}
+
+/// Offers an update, then offers it again every 300 ms without sending a
+/// chunk: a repeated offer is not progress, so the server must reject the
+/// upload for its silence (the refusal --expect names) after
+/// idle_timeout_s + reconnect_grace_s, not keep the round open.
+void attack_reoffer_keepalive(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "reoffer_keepalive", deadline);
+  auto start = clock_type::now();
+  for (int offers = 0; offers < 1000 && clock_type::now() < deadline;
+       ++offers) {
+    auto reply = r.s->ask(msg::encode(honest_offer(o, r)), deadline);
+    if (!reply) {
+      v.note("after " + std::to_string(offers) +
+             " offers: " + to_string(reply.err()));
+      v.expect(false, "the connection ended with no refusal of the upload");
+      return;
+    }
+    if (auto e = refusal_of(*reply)) {
+      v.note("after " + std::to_string(offers) + " offers and " +
+             fmt_s(std::chrono::duration<double>(clock_type::now() - start)
+                       .count()) +
+             ": " + to_string(*e));
+      std::string code = to_string(e->code);
+      v.expect(code == o.expect, "refused with " + code + ", not " + o.expect);
+      return;
+    }
+    auto ended = r.s->idle_until(after_s(0.3));
+    while (auto f = r.s->take_unasked()) // the rejection comes unasked
+      if (auto e = refusal_of(*f)) {
+        std::string code = to_string(e->code);
+        v.note("after " + std::to_string(offers + 1) +
+               " offers: " + to_string(*e));
+        v.expect(code == o.expect,
+                 "refused with " + code + ", not " + o.expect);
+        return;
+      }
+    if (ended) {
+      v.note("the connection ended: " + ended->detail);
+      v.expect(false, "the connection ended with no refusal of the upload");
+      return;
+    }
+  }
+  v.expect(false, "the upload was still open after " + fmt_s(o.timeout_s) +
+                      " of offers without chunks");
+}
+
+/// Says Hello as its own (registered) id over 20 connections, one after
+/// another, each taking the session over from the one before (as a client
+/// back from a lost connection may). The server must close every
+/// connection taken over, with not_authorized, within a few seconds:
+/// one session per client, whatever the peer does with the old ones.
+void attack_takeover_flood(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  std::vector<in_round> sessions;
+  for (int i = 0; i < 20; ++i) // taken_0 .. taken_18 are taken over
+    sessions.push_back(welcome(
+        o, v, i < 19 ? "taken_" + std::to_string(i) : std::string{"last"},
+        std::min(deadline, after_s(5))));
+  auto wait_until = std::min(deadline, after_s(close_after_refusal_s + 3));
+  int closed = 0;
+  for (size_t i = 0; i + 1 < sessions.size(); ++i) {
+    ending e;
+    await_close(sessions[i].s->socket(), wait_until, e, clock_type::now(),
+                o.heartbeat_s);
+    if (e.closed && e.refusal && e.refusal->code == errc::not_authorized)
+      ++closed;
+    else
+      v.note("taken_" + std::to_string(i) + ": " +
+             (e.closed ? "closed, " : "still open, ") +
+             (e.refusal ? to_string(*e.refusal) : std::string{"no refusal"}));
+  }
+  v.note(std::to_string(closed) + " of 19 connections taken over were "
+                                  "closed with not_authorized");
+  v.expect(closed == 19, "connections taken over were left open");
+}
+
+/// Asks, one request at a time, for what a welcomed client cannot have
+/// (an offer for round 77: wrong_round, which leaves the connection open)
+/// 200 times. Past max_refusals the server must close the connection with
+/// too_many_requests (the refusal --expect names).
+void attack_refusal_flood(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = welcome(o, v, "refusal_flood", deadline);
+  msg::offer x;
+  x.round = 77;
+  x.client_id = o.client_id;
+  for (int i = 0; i < 200; ++i) {
+    auto reply = r.s->ask(msg::encode(x), deadline);
+    if (!reply) {
+      v.note("after " + std::to_string(i) +
+             " requests: " + to_string(reply.err()));
+      v.expect(false, "the connection ended without a refusal");
+      return;
+    }
+    auto e = refusal_of(*reply);
+    if (e && e->code != errc::wrong_round) {
+      std::string code = to_string(e->code);
+      v.note("request " + std::to_string(i + 1) + ": " + to_string(*e));
+      v.expect(code == o.expect, "refused with " + code + ", not " + o.expect);
+      auto end = await_close(r.s->socket(), std::min(deadline, after_s(5)));
+      v.expect(end.closed, "refused, but the connection stayed open");
+      return;
+    }
+  }
+  v.expect(false, "200 refused requests and the connection is still open");
 }
 
 /// In every round it is asked to: offers an update, then sends nothing but
@@ -1358,6 +1495,7 @@ int run(const options& o) {
       {"zero_request_id", attack_send_once},
       {"unknown_kind", attack_send_once},
       {"server_kind", attack_send_once},
+      {"log_injection", attack_send_once},
       {"slow_hello", attack_slow_hello},
       {"slow_tls", attack_slow_tls},
       {"idle_flood", attack_idle_flood},
@@ -1365,6 +1503,10 @@ int run(const options& o) {
       {"credit_flood", attack_credit_flood},
       {"hijack_stream", attack_hijack_stream},
       {"nan_update", attack_nan_update},
+      {"huge_update", attack_huge_update},
+      {"reoffer_keepalive", attack_reoffer_keepalive},
+      {"takeover_flood", attack_takeover_flood},
+      {"refusal_flood", attack_refusal_flood},
       {"offer_silent", attack_offer_silent},
       {"hold_round", attack_hold_round},
   };

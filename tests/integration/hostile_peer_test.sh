@@ -17,7 +17,8 @@
 #        100 ms and, one connection each, a 1 GiB header, a header just over
 #        the 64 KiB Hello limit, random bytes, a valid header over garbage, a
 #        Hello without request id, a frame of a kind the protocol does not
-#        have, and an Accept (only the server sends those).
+#        have, an Accept (only the server sends those), and a Hello whose
+#        client id forges a log line and clears the terminal.
 #   T    mutual TLS: a real ClientHello sent one byte per 100 ms while a
 #        welcomed client waits for the second.
 #   B1   registered attackers (own tokens; num_clients = 2 honest + 5,
@@ -34,6 +35,11 @@
 #   B4   (ram mode) an attacker that uploads its whole update as an honest
 #        client would, chunks of 1000.0 but one NaN in the third; if the
 #        server took it, it would be in the model.
+#   B5   (ram mode) an update of finite values that would overflow the
+#        round's float32 sum (3e38), and an attacker that offers every
+#        300 ms but never sends a chunk (it must not keep the round open);
+#        20 connections that take the same session over one after another;
+#        200 requests refused one at a time (wrong_round).
 #
 # For every run: each attack's verdict, each refusal in the server's log with
 # its code and the attacker's address, the server exits 0 after all rounds,
@@ -393,6 +399,7 @@ run_a() {
     --token honest-one --expect malformed_frame
   run_one unknown_kind --attack unknown_kind --expect unexpected_message
   run_one server_kind --attack server_kind --expect not_authenticated
+  run_one log_injection --attack log_injection --expect not_authorized
   wait "${attack_pid[A/slow_hello]}"; attack_rc[A/slow_hello]=$?
   touch "$out/A.attacks_done"
   finish_attacks
@@ -400,9 +407,19 @@ run_a() {
   echo "-- A: before authentication, in an open round 1 (port $port)"
   local k
   for k in hold_round idle_flood slow_hello oversized_1GiB oversized_hello \
-           garbage garbage_body zero_request_id unknown_kind server_kind; do
+           garbage garbage_body zero_request_id unknown_kind server_kind \
+           log_injection; do
     check_verdict A $k
   done
+  # A client id with newlines and a terminal escape: logged on one line,
+  # its control bytes escaped; no line of the log is the forged one.
+  check_refused A log_injection not_authorized
+  if grep -q "^07:00:00.000 server: registered Client1" "$out/A.log" ||
+     grep -q $'\x1b' "$out/A.log"; then
+    fail "A log_injection: a forged line or a raw escape is in the server log"
+  else
+    pass "A log_injection: no forged line and no raw escape in the server log"
+  fi
   check_ended A idle_flood
   check_let_in A
   check_refused A slow_hello timeout
@@ -588,12 +605,48 @@ run_b4() {
   check_run B4 $rounds ram
 }
 
+# -- B5: a huge update, and offers without chunks, ram mode --------------------------
+# (Apart from B4: a rejected update with chunks in the sum makes the round
+# collect every update again, which would reset these attackers' streams.)
+
+run_b5() {
+  server_config "$out/B5.yaml" B5 6 ram $rounds
+  start_server B5 "$out/B5.yaml" || return
+  # Finite values that would overflow the round's float32 sum.
+  attack B5 huge_update --attack huge_update $(creds 3) \
+    --expect poisoned_update
+  # Offers again and again, never a chunk: rejected for silence after
+  # idle_timeout_s + reconnect_grace_s (3 s), not kept open.
+  attack B5 reoffer_keepalive --attack reoffer_keepalive $(creds 4) \
+    --timeout-s 15 --expect timeout
+  # 20 connections, each taking its session over from the one before: the
+  # server closes each one taken over.
+  attack B5 takeover_flood --attack takeover_flood $(creds 5)
+  # 200 requests refused without closing (an offer for round 77), one at
+  # a time: past 64 in 10 s the connection is closed.
+  attack B5 refusal_flood --attack refusal_flood $(creds 6) \
+    --expect too_many_requests
+  start_clients B5
+  finish_attacks
+  finish_run
+  echo "-- B5: a huge update, and offers without chunks, ram mode (port $port)"
+  local k
+  for k in huge_update reoffer_keepalive takeover_flood refusal_flood; do
+    check_verdict B5 $k
+  done
+  check_refused B5 takeover_flood not_authorized taken_
+  check_refused B5 refusal_flood too_many_requests
+  check_refused B5 huge_update poisoned_update
+  check_refused B5 reoffer_keepalive timeout
+  check_run B5 $rounds ram
+}
+
 run_reference ram
 run_reference window
-for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4}; do
+for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5}; do
   case $r in
     A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;;
-    B4) run_b4 ;;
+    B4) run_b4 ;; B5) run_b5 ;;
     *) fail "no run named $r" ;;
   esac
 done

@@ -1,4 +1,5 @@
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include <doctest/doctest.h>
@@ -187,4 +188,35 @@ TEST_CASE("a manifest with an unknown dtype or inconsistent size is refused") {
   auto r = decode<round_start>(encode(round_start{1, 1, m, 64, 2, {}}));
   REQUIRE_FALSE(r);
   CHECK(r.err().code == errc::manifest_mismatch);
+}
+
+TEST_CASE("a NUL in a peer's id or token, and offer figures that are not "
+          "finite, are malformed") {
+  using namespace std::string_literals;
+  auto h = decode<hello>(encode(hello{"Client1\0junk"s, "t"}));
+  REQUIRE_FALSE(h);
+  CHECK(h.err().code == errc::malformed_frame);
+  CHECK_FALSE(decode<hello>(encode(hello{"Client1", "evil\0x"s})));
+  CHECK(decode<hello>(encode(hello{"Client1", "t"})));
+  offer o;
+  o.client_id = "Client1";
+  CHECK(decode<offer>(encode(o)));
+  for (auto field :
+       {&offer::train_loss, &offer::train_seconds, &offer::dp_epsilon}) {
+    auto bad = o;
+    bad.*field = std::numeric_limits<double>::quiet_NaN();
+    auto d = decode<offer>(encode(bad));
+    REQUIRE_FALSE(d);
+    CHECK(d.err().code == errc::malformed_frame);
+    bad.*field = std::numeric_limits<double>::infinity();
+    CHECK_FALSE(decode<offer>(encode(bad)));
+  }
+  auto negative = o;
+  negative.train_loss = -1.5; // a loss may be negative
+  CHECK(decode<offer>(encode(negative)));
+  negative.train_seconds = -1;
+  CHECK_FALSE(decode<offer>(encode(negative)));
+  auto with_nul = o;
+  with_nul.client_id = "Client1\0x"s;
+  CHECK_FALSE(decode<offer>(encode(with_nul)));
 }

@@ -49,14 +49,16 @@ std::vector<std::byte> filled(const manifest& m, float v) {
 
 /// Returns the chunks of `plan` whose payload of `model` fails
 /// check_finite.
-std::vector<uint64_t> refused_chunks(const manifest& m, const chunk_plan& plan,
-                                     const std::vector<std::byte>& model) {
+std::vector<uint64_t>
+refused_chunks(const manifest& m, const chunk_plan& plan,
+               const std::vector<std::byte>& model,
+               double max_abs = std::numeric_limits<double>::infinity()) {
   std::vector<uint64_t> out;
   for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
     const auto& e = plan.extent(seq);
     auto bytes =
         std::span<const std::byte>{model}.subspan(e.model_offset, e.bytes);
-    if (auto ok = check_finite(m, plan, seq, bytes); !ok) {
+    if (auto ok = check_finite(m, plan, seq, bytes, max_abs); !ok) {
       CHECK(ok.err().code == errc::poisoned_update);
       out.push_back(seq);
     }
@@ -116,5 +118,35 @@ TEST_CASE("the squared distance from the global model adds up over chunks") {
           global);
     }
     CHECK(sum == doctest::Approx(4.0 * static_cast<double>(floats)));
+  }
+}
+
+TEST_CASE("a finite value beyond the bound is refused in every float type") {
+  // The aggregator's bound keeps a round's weighted float32 sum finite: a
+  // finite 3e38 from one client would otherwise overflow it.
+  auto m = every_kind();
+  auto plan = *chunk_plan::make(m, 1 << 20); // one chunk
+  CHECK(refused_chunks(m, plan, filled(m, 1000.0f), 1000.0).empty());
+  CHECK(refused_chunks(m, plan, filled(m, -1000.0f), 1000.0).empty());
+  CHECK(refused_chunks(m, plan, filled(m, 60000.0f)).empty()); // no bound
+  uint64_t at = 0;
+  for (const auto& t : m.tensors) {
+    CAPTURE(t.name);
+    auto model = filled(m, 10.0f);
+    auto* p = model.data() + at;
+    if (t.type == dtype::float64) {
+      double d = -1500.0;
+      std::memcpy(p, &d, 8);
+    } else if (t.type != dtype::int64) {
+      store_element(t.type, p, 0, -1500.0f);
+    }
+    auto refused = refused_chunks(m, plan, model, 1000.0).size();
+    CHECK(refused == (t.type == dtype::int64 ? 0u : 1u));
+    // The largest finite half is within any bound from 65504 up.
+    if (t.type == dtype::float16) {
+      store_element(t.type, p, 0, 65504.0f);
+      CHECK(refused_chunks(m, plan, model, 1e30).empty());
+    }
+    at += t.byte_size;
   }
 }
