@@ -124,7 +124,16 @@ public:
         optimizer_(std::move(optimizer)),
         plan_(ram_ ? ram_->plan() : window_->plan()),
         current_(std::move(initial)),
-        refusals_("aggregator", options_.refusals) {}
+        refusals_("aggregator", options_.refusals) {
+    // The published model stays within half of what one client's update
+    // may carry (max_abs at weight 1), so that honest updates near it pass,
+    // whatever a server optimizer or a client at the bound made of it.
+    auto limit = static_cast<float>(max_abs_at(1.0) / 2);
+    if (ram_)
+      ram_->set_value_limit(limit);
+    if (window_)
+      window_->set_value_limit(limit);
+  }
 
   void attach(caf::event_based_actor* self) {
     self_ = self;
@@ -362,10 +371,12 @@ private:
   /// sum of a position's max_contributors terms cannot overflow float32,
   /// whatever the weights (a finite but huge update would otherwise turn
   /// the sum, the published model and every later update into infinities).
-  double max_abs(const upload_stream& s) const {
+  double max_abs(const upload_stream& s) const { return max_abs_at(s.weight); }
+
+  double max_abs_at(double weight) const {
     auto terms = static_cast<double>(options_.max_contributors) + 1;
     return static_cast<double>(std::numeric_limits<float>::max()) /
-           (terms * std::max(s.weight, 1.0));
+           (terms * std::max(weight, 1.0));
   }
 
   /// Returns ok iff chunk `c` is the next one of open stream `s`, of its

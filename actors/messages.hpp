@@ -31,8 +31,10 @@
 //   scheduler -> aggr.   (reset_atom, contributors): forget the round's
 //                        uploads; (expect_atom, contributors): fewer clients
 //                        will contribute to the open round;
-//                        (abandon_atom, id, round) -> chunks: keep what a
-//                        dropped client delivered, await no more of it
+//                        (abandon_atom, id, round) -> chunks: close a
+//                        dropped client's stream, keeping what it delivered
+//                        (partial_updates: keep) or learning whether it
+//                        delivered anything (discard); await no more of it
 //   scheduler -> aggr.   (open_atom, notify, id, round, weight, digest,
 //                         bytes, chunks) -> accept
 //   aggr. -> scheduler   (update_atom, id, round)

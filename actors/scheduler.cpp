@@ -73,6 +73,10 @@ public:
     if (offered_.count(id) && !closed_.count(id) && options_.keep_partial) {
       offered_.erase(id); // its figures stay: its data is in the model
       keep_partial(id);
+    } else if (offered_.count(id) && !closed_.count(id) && !finalizing_) {
+      offered_.erase(id);
+      figures_.erase(id);
+      discard_partial(id);
     } else if (offered_.count(id)) {
       offered_.erase(id);
       closed_.erase(id);
@@ -248,6 +252,29 @@ private:
         });
   }
 
+  /// partial_updates: discard, `dropped` offered and had not finished its
+  /// upload: the aggregator closes its stream and says how many chunks it
+  /// folded. None: the round goes on without it (an offer and a vanishing
+  /// act must not make every other client upload again); some: the round's
+  /// updates are collected again. The round waits for the answer.
+  void discard_partial(const std::string& dropped) {
+    auto r = round_;
+    ++abandoning_;
+    self_->request(aggregator_, caf::infinite, abandon_atom::value, dropped, r)
+        .then([this, dropped, r](uint64_t chunks) {
+          --abandoning_;
+          if (r != round_ || stopped_ || finalizing_)
+            return;
+          if (chunks > 0)
+            collect_again(dropped, "it was dropped mid-upload");
+          else
+            log_line("scheduler", "round " + std::to_string(r) + ": " +
+                                      dropped +
+                                      " was dropped before sending a chunk");
+          check_round();
+        });
+  }
+
   /// `gone` sent chunks that are in the sum: start the collection over.
   void collect_again(const std::string& gone, const std::string& why) {
     log_line("scheduler", "round " + std::to_string(round_) + ": " + gone +
@@ -262,7 +289,7 @@ private:
   }
 
   void check_round() {
-    if (stopped_ || finalizing_ || round_ == 0)
+    if (stopped_ || finalizing_ || round_ == 0 || abandoning_ > 0)
       return;
     if (participants_.size() < options_.min_clients)
       return stop("round " + std::to_string(round_) + " failed: only " +
@@ -345,7 +372,8 @@ private:
   std::map<std::string, offered_figures> figures_;
   uint32_t round_ = 0;
   bool finalizing_ = false;
-  bool overdue_ = false; ///< deadline passed, waiting for min_clients offers
+  uint32_t abandoning_ = 0; ///< drops whose folded chunks are being asked
+  bool overdue_ = false;    ///< deadline passed, waiting for min_clients offers
   bool stopped_ = false;
   refusal_log refusals_;
 };

@@ -1,6 +1,7 @@
 #include "actors/server.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -28,6 +29,10 @@ struct client_entry {
   presence state = presence::connected;
   uint64_t epoch = 0; ///< bumped on every loss; names the drop timer
   std::string address;
+  /// Takeovers of this client's session (a Hello over a new connection)
+  /// in the current period; see max_takeovers.
+  uint32_t takeovers = 0;
+  std::chrono::steady_clock::time_point takeover_period;
   /// AsyncScheduler: the client's task and the model it downloads (held
   /// until it offers its update, so that a newer version does not pull the
   /// model away mid-download).
@@ -358,6 +363,11 @@ private:
       if ((same && !remote) ||
           (!same && c.state == presence::connected && !authenticated))
         return deny(errc::unknown_client, "already registered");
+      if (!same && !count_takeover(c))
+        return deny(errc::too_many_requests,
+                    "more than " + std::to_string(max_takeovers) +
+                        " new connections in " +
+                        std::to_string(takeover_period.count()) + " s");
       return rebind(h.client_id, c, sender, from);
     }
     if (stopping_)
@@ -369,7 +379,8 @@ private:
     auto index = it != clients_.end() ? it->second.index
                                       : static_cast<uint32_t>(clients_.size());
     auto& c = clients_[h.client_id];
-    c = {sender, index, presence::connected, c.epoch + 1, from, {}, nullptr};
+    c = {sender, index,  presence::connected, c.epoch + 1, from, 0, {},
+         {},     nullptr};
     senders_[sender.address()] = h.client_id;
     self_->monitor(sender);
     log_line("server", "registered " + h.client_id + " from " + from);
@@ -385,10 +396,10 @@ private:
       // The connection taken over is closed (its gateway sends the refusal,
       // then disconnects): one session per client, whatever its peer does.
       if (!c.address.empty() && c.address != "this process")
-        self_->send(
-            c.handle, reject_atom::value,
-            msg::encode(error{errc::not_authorized,
-                              "another connection took over as " + id}));
+        self_->send(c.handle, reject_atom::value,
+                    refuse({errc::not_authorized,
+                            "another connection took over as " + id +
+                                " (old connection from " + c.address + ")"}));
     }
     c.handle = sender;
     c.state = presence::connected;
@@ -400,6 +411,21 @@ private:
     // After the Welcome, which this handler's reply carries.
     self_->send(self_, round_atom::value, id);
     return welcome(c.index);
+  }
+
+  /// At most max_takeovers new connections per takeover_period for one
+  /// client: a lost client comes back once, not forty times a second.
+  static constexpr uint32_t max_takeovers = 8;
+  static constexpr std::chrono::seconds takeover_period{10};
+
+  /// Counts a takeover of `c`'s session; returns false iff past the limit.
+  static bool count_takeover(client_entry& c) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - c.takeover_period > takeover_period) {
+      c.takeover_period = now;
+      c.takeovers = 0;
+    }
+    return ++c.takeovers <= max_takeovers;
   }
 
   frame welcome(uint32_t index) const {

@@ -27,12 +27,13 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   aggregator_options ao;
   ao.chunk_bytes = options.server.chunk_bytes;
   ao.window = options.server.window;
-  ao.window_contributors =
-      options.memory_mode == "ram" ? 0 : options.scheduler.num_clients;
+  ao.window_contributors = options.memory_mode == memory_mode::ram
+                               ? 0
+                               : options.scheduler.num_clients;
   ao.max_contributors = std::max<uint32_t>(options.scheduler.num_clients, 1);
   ao.rule = rule_of(options.aggregator);
   ao.rule_cfg = options.rule;
-  if (options.memory_mode == "disk")
+  if (options.memory_mode == memory_mode::disk)
     ao.state_dir = options.storage_dir;
   ao.fold_delay = options.fold_delay;
   ao.refusals = refusals;

@@ -37,7 +37,7 @@ struct server_side_options {
   /// place (sync rounds of exactly scheduler.num_clients clients). disk: as
   /// window; the caller puts the initial model in a file mapping, and every
   /// actor gives its pages back after use.
-  std::string memory_mode = "ram";
+  fedcaf::memory_mode memory_mode = fedcaf::memory_mode::ram;
   /// server_configs.aggregator and aggregator_kwargs.
   std::string aggregator = "FedAvgAggregator";
   rule_config rule;

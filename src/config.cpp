@@ -696,12 +696,14 @@ void read(section s, server_config& sc) {
                              (async_rule ? "AsyncScheduler" : "SyncScheduler") +
                              ", the scheduler is " + sc.scheduler);
   s.get("evaluate", sc.evaluate);
-  s.one_of("memory_mode", sc.memory_mode, {"ram", "window", "disk"});
-  if (sc.scheduler == "AsyncScheduler" && sc.memory_mode != "ram")
+  std::string mode = to_string(sc.memory_mode);
+  s.one_of("memory_mode", mode, {"ram", "window", "disk"});
+  sc.memory_mode = parse_memory_mode(mode).value_or(memory_mode::ram);
+  if (sc.scheduler == "AsyncScheduler" && sc.memory_mode != memory_mode::ram)
     s.fail("memory_mode", "AsyncScheduler runs in ram mode only (window and "
                           "disk modes average sync rounds in place)");
   s.get("storage_dir", sc.storage_dir);
-  if (sc.memory_mode == "disk" &&
+  if (sc.memory_mode == memory_mode::disk &&
       !std::filesystem::is_directory(sc.storage_dir))
     s.fail("storage_dir", "'" + sc.storage_dir + "' is not a directory");
   s.get("save_global_model", sc.save_global_model);
@@ -975,6 +977,25 @@ result<client_configs> parse_client_configs(std::string_view yaml_text) {
     return error{errc::bad_config,
                  join_errors("client_configs from the server", errors)};
   return c;
+}
+
+const char* to_string(memory_mode m) {
+  switch (m) {
+  case memory_mode::ram:
+    return "ram";
+  case memory_mode::window:
+    return "window";
+  case memory_mode::disk:
+    return "disk";
+  }
+  return "?";
+}
+
+std::optional<memory_mode> parse_memory_mode(std::string_view name) {
+  for (auto m : {memory_mode::ram, memory_mode::window, memory_mode::disk})
+    if (name == to_string(m))
+      return m;
+  return std::nullopt;
 }
 
 } // namespace fedcaf

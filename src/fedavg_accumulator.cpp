@@ -98,6 +98,7 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
     }
     if (opt)
       opt->step(first, {acc + first, n}, {old, e.bytes}, weights_[seq]);
+    saturate(acc + first, n, std::min(limit_, finite_limit(type_)));
     if (type_ != dtype::float32)
       for (size_t i = first; i < first + n; ++i)
         store_element(type_, out.data(), i, acc[i]);

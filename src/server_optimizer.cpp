@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/element.hpp"
@@ -38,6 +39,14 @@ double staleness_weight(const rule_config& cfg, uint64_t staleness) {
 }
 
 namespace {
+
+/// `x` as a float, saturated at +-FLT_MAX rather than made infinite: a
+/// client at the update bound must not leave an infinity in a moment or
+/// the model.
+float to_float(double x) {
+  constexpr double max = std::numeric_limits<float>::max();
+  return static_cast<float>(std::clamp(x, -max, max));
+}
 
 result<byte_buffer> state_buffer(const std::string& dir, const char* name,
                                  uint64_t bytes) {
@@ -111,8 +120,8 @@ void server_optimizer::step_rule(uint64_t first, std::span<float> avg,
     const double m_prev = fresh ? 0.0 : m[i];
     if (rule_ == server_rule::fedavgm) {
       const double mv = b1 * m_prev + d;
-      m[i] = static_cast<float>(mv);
-      avg[i] = static_cast<float>(x + eta * mv);
+      m[i] = to_float(mv);
+      avg[i] = to_float(x + eta * mv);
       continue;
     }
     const double v_prev = fresh ? tau * tau : v[i];
@@ -130,9 +139,9 @@ void server_optimizer::step_rule(uint64_t first, std::span<float> avg,
       vv = v_prev - (1 - b2) * d2 * (v_prev > d2 ? 1.0 : v_prev < d2 ? -1 : 0);
       break;
     }
-    m[i] = static_cast<float>(mv);
-    v[i] = static_cast<float>(vv);
-    avg[i] = static_cast<float>(x + eta * mv / (std::sqrt(vv) + tau));
+    m[i] = to_float(mv);
+    v[i] = to_float(vv); // an infinite v would freeze the element for good
+    avg[i] = to_float(x + eta * mv / (std::sqrt(vv) + tau));
   }
   auto off = first * sizeof(float);
   auto len = avg.size() * sizeof(float);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "fedcaf/element.hpp"
 
@@ -131,16 +132,18 @@ double distance_of(dtype t, const std::byte* u, const std::byte* g,
 result<void> check_finite(const manifest& m, const chunk_plan& plan,
                           uint64_t seq, std::span<const std::byte> bytes,
                           double max_abs) {
-  std::string bad;
+  std::optional<uint32_t> bad;
   for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
-    if (bad.empty() &&
+    if (!bad &&
         out_of_bounds(m.tensors[tensor].type, bytes.data() + at, n, max_abs))
-      bad = m.tensors[tensor].name;
+      bad = tensor;
   });
-  if (bad.empty())
+  if (!bad)
     return {};
+  const auto& t = m.tensors[*bad];
+  auto limit = std::min<double>(max_abs, finite_limit(t.type));
   char bound[32];
-  std::snprintf(bound, sizeof bound, "%.4g", max_abs);
+  std::snprintf(bound, sizeof bound, "%.4g", limit);
   auto what = std::isinf(max_abs)
                   ? std::string{"NaN or infinite values"}
                   : std::string{"NaN, infinite values or values beyond +-"} +
@@ -148,7 +151,7 @@ result<void> check_finite(const manifest& m, const chunk_plan& plan,
                         " (the sum of the round's updates would overflow)";
   return error{errc::poisoned_update, "chunk " + std::to_string(seq) +
                                           " holds " + what + " (tensor '" +
-                                          bad + "')"};
+                                          t.name + "')"};
 }
 
 double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,

@@ -81,6 +81,7 @@ void window_accumulator::finalize_next(std::span<std::byte> model,
   }
   if (opt)
     opt->step(e.model_offset / element, {acc, n}, {out, e.bytes}, weight);
+  saturate(acc, n, std::min(limit_, finite_limit(type_)));
   for (size_t i = 0; i < n; ++i)
     store_element(type_, out, i, acc[i]);
   counts_[low_ % window_] = 0;

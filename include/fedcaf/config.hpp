@@ -4,6 +4,7 @@
 // and validated before anything starts. Value types only.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -182,6 +183,19 @@ struct rule_config {
   uint64_t max_sample_size = 0;
 };
 
+/// server_configs.memory_mode, parsed once here. ram: the global model and
+/// a model-sized sum (about 2 x model). window: only stream_configs.window
+/// chunk positions open, each averaged into the global model as soon as
+/// every client delivered it (about 1 x model). disk: as window, the global
+/// model in a file mapping whose pages are given back after use.
+enum class memory_mode { ram, window, disk };
+
+/// "ram", "window" or "disk".
+const char* to_string(memory_mode m);
+
+/// The mode named `name` ("ram", "window", "disk"); nullopt for another.
+std::optional<memory_mode> parse_memory_mode(std::string_view name);
+
 /// server_configs.
 struct server_config {
   uint32_t num_clients = 2;
@@ -208,10 +222,8 @@ struct server_config {
   std::string aggregator = "FedAvgAggregator";
   rule_config rule;     ///< aggregator_kwargs
   bool evaluate = true; ///< evaluate each global model on the test set
-  /// ram: global model + a model-sized sum (about 2 x model). window: only
-  /// stream_configs.window chunk positions open, each averaged into the
-  /// global model as soon as every client delivered it (about 1 x model).
-  std::string memory_mode = "ram";
+  /// See memory_mode above.
+  fedcaf::memory_mode memory_mode = fedcaf::memory_mode::ram;
   /// disk mode: where the global model's file lives (removed at exit).
   std::string storage_dir = "/tmp";
   /// Write each new global model to this safetensors file ("{round}" is

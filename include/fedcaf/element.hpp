@@ -2,12 +2,33 @@
 // Conversions between the floating dtypes a model may have on the wire and
 // float, the type every accumulator sums in. Thread-safety: pure functions.
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "fedcaf/manifest.hpp"
 
 namespace fedcaf {
+
+/// The largest finite magnitude an element of `t` holds, as a float
+/// (float16: 65504; bfloat16: (2 - 2^-7) 2^127, since FLT_MAX rounds up to
+/// its infinity; float32: FLT_MAX).
+inline float finite_limit(dtype t) {
+  if (t == dtype::float16)
+    return 65504.0f;
+  if (t == dtype::bfloat16)
+    return std::ldexp(255.0f / 128.0f, 127);
+  return std::numeric_limits<float>::max();
+}
+
+/// Clamps every value of `xs` into [-limit, limit], so that storing it in
+/// the model's element type cannot make an infinity.
+inline void saturate(float* xs, size_t n, float limit) {
+  for (size_t i = 0; i < n; ++i)
+    xs[i] = std::clamp(xs[i], -limit, limit);
+}
 
 /// Returns true iff `t` is float32, bfloat16 or float16.
 inline bool is_floating(dtype t) {

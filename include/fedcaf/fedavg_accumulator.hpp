@@ -14,6 +14,7 @@
 // Thread-safety: none; owned by the aggregator actor.
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -61,6 +62,10 @@ public:
   result<byte_buffer> finalize(std::span<const std::byte> global,
                                server_optimizer* opt);
 
+  /// Every averaged (and optimizer-stepped) value is clamped to +-limit
+  /// before it is published (also to the element type's finite range).
+  void set_value_limit(float limit) { limit_ = limit; }
+
 private:
   fedavg_accumulator(uint64_t total_bytes, dtype type, chunk_plan plan)
       : total_bytes_(total_bytes), type_(type), plan_(std::move(plan)) {}
@@ -76,6 +81,7 @@ private:
   byte_buffer spare_; ///< 16-bit models: where the next result goes
   /// Per chunk: the weights folded (0: holds no sum yet; empty: none).
   std::vector<double> weights_;
+  float limit_ = std::numeric_limits<float>::max();
 };
 
 } // namespace fedcaf

@@ -7,6 +7,7 @@
 // Thread-safety: none; owned by the aggregator actor.
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -53,6 +54,10 @@ public:
   /// REQUIRES: ready(), model.size() == plan().total_bytes().
   void finalize_next(std::span<std::byte> model, server_optimizer* opt);
 
+  /// Every averaged (and optimizer-stepped) value is clamped to +-limit
+  /// before it is stored (also to the element type's finite range).
+  void set_value_limit(float limit) { limit_ = limit; }
+
   /// One contributor's update was cut off before chunk `next_sequence`: it
   /// counts at the positions below, and is no longer awaited from there on.
   void cut(uint64_t next_sequence) { cuts_.push_back(next_sequence); }
@@ -89,6 +94,7 @@ private:
   std::vector<uint32_t> counts_; ///< per slot: contributions folded
   std::vector<double> weights_;  ///< per slot: their weights
   std::vector<uint64_t> cuts_;   ///< where cut-off updates stopped
+  float limit_ = std::numeric_limits<float>::max();
 };
 
 } // namespace fedcaf

@@ -130,7 +130,7 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
                                       dataset_ptr test, run_report* report,
                                       bool remote) {
   std::string storage_file;
-  if (cfg.server.memory_mode == "disk")
+  if (cfg.server.memory_mode == memory_mode::disk)
     storage_file = cfg.server.storage_dir + "/fedcaf-global-" +
                    std::to_string(::getpid()) + ".bin";
   auto initial = initial_model(cfg.clients.model, storage_file);
@@ -335,6 +335,11 @@ int run_server(const options& opts) {
              "aggregator_kwargs.max_sample_size: each client's claimed sample "
              "count is its weight, uncapped, so one client can outweigh all "
              "the others");
+  if (cfg->server.round_deadline_s == 0 &&
+      cfg->server.scheduler == "SyncScheduler")
+    log_line("server", "note: no scheduler_kwargs.round_deadline_s: a "
+                       "registered client that never offers holds each round "
+                       "open until it is dropped");
   const auto& comm = cfg->server.comm;
   auto at = parse_endpoint(comm.server_uri);
   if (!at)

@@ -38,7 +38,8 @@
 #   B5   (ram mode) an update of finite values that would overflow the
 #        round's float32 sum (3e38), and an attacker that offers every
 #        300 ms but never sends a chunk (it must not keep the round open);
-#        20 connections that take the same session over one after another;
+#        connections that take the same session over one after another
+#        (each taken over is closed; past 8 in 10 s, refused);
 #        200 requests refused one at a time (wrong_round).
 #
 # For every run: each attack's verdict, each refusal in the server's log with
@@ -619,9 +620,10 @@ run_b5() {
   # idle_timeout_s + reconnect_grace_s (3 s), not kept open.
   attack B5 reoffer_keepalive --attack reoffer_keepalive $(creds 4) \
     --timeout-s 15 --expect timeout
-  # 20 connections, each taking its session over from the one before: the
-  # server closes each one taken over.
-  attack B5 takeover_flood --attack takeover_flood $(creds 5)
+  # New connections, each taking its session over from the one before: the
+  # server closes each one taken over, and refuses past 8 in 10 s.
+  attack B5 takeover_flood --attack takeover_flood $(creds 5) \
+    --expect too_many_requests
   # 200 requests refused without closing (an offer for round 77), one at
   # a time: past 64 in 10 s the connection is closed.
   attack B5 refusal_flood --attack refusal_flood $(creds 6) \
@@ -634,7 +636,16 @@ run_b5() {
   for k in huge_update reoffer_keepalive takeover_flood refusal_flood; do
     check_verdict B5 $k
   done
-  check_refused B5 takeover_flood not_authorized taken_
+  # Each connection taken over: closed, logged with its address; then the
+  # Hello past the limit: refused, logged with its address.
+  local took
+  took=$(grep -Ec "gateway: refused: not_authorized: Mallory5: .*another connection took over.*\(peer 127\.0\.0\.1:[0-9]+\)" "$out/B5.log")
+  if [ "$took" -ge 8 ] &&
+     grep -Eq "refused: too_many_requests: Mallory5 from 127\.0\.0\.1:[0-9]+: more than 8 new connections" "$out/B5.log"; then
+    pass "B5 takeover_flood: $took connections taken over closed, then too_many_requests, each logged with the peer address"
+  else
+    fail "B5 takeover_flood: $took takeover closes logged, or no too_many_requests line"
+  fi
   check_refused B5 refusal_flood too_many_requests
   check_refused B5 huge_update poisoned_update
   check_refused B5 reoffer_keepalive timeout

@@ -239,7 +239,7 @@ server_side_options side_options(const run_options& o) {
   so.server.linger = 2000ms;
   so.fold_delay = o.fold_delay;
   so.idle_timeout = o.idle_timeout;
-  so.memory_mode = o.memory_mode;
+  so.memory_mode = parse_memory_mode(o.memory_mode).value();
   so.aggregator = o.aggregator;
   so.rule = o.rule;
   if (o.rule.dp_clip_norm > 0)
@@ -772,92 +772,101 @@ TEST_CASE("dummy clients adding 0.5 move the model by exactly 0.5 a round") {
 
 TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
   // Two synthetic clients and a hand-driven one that offers, sends its
-  // first three chunks and vanishes; it is dropped after the grace period.
+  // first `cut` chunks and vanishes; it is dropped after the grace period.
+  // With no chunk sent, it simply leaves: the others upload once.
   auto layout = test_layout();
-  const uint64_t cut = 3;
   auto start = initial_floats(layout);
   std::vector<float> rogue_update(layout.total_bytes() / sizeof(float), 9.0f);
   auto rogue_bytes = std::as_bytes(std::span{rogue_update});
-  for (std::string policy : {"keep", "discard"}) {
-    for (std::string mode : {"ram", "window"}) {
-      CAPTURE(policy);
-      CAPTURE(mode);
-      run_options o;
-      o.clients = 2;
-      o.silent = 1; // the hand-driven client's place
-      o.min_clients = 2;
-      o.rounds = 1;
-      o.memory_mode = mode;
-      auto so = side_options(o);
-      so.server.reconnect_grace = 300ms;
-      so.scheduler.keep_partial = policy == "keep";
-      auto eval = std::make_shared<capturing_evaluator>();
-      run_report report;
-      std::vector<run_report> client_reports(2);
-      uint64_t cut_offset = 0;
-      {
-        auto cfg = test_system_config();
-        caf::actor_system sys{cfg};
-        auto side = spawn_server_side(sys, snapshot_of(layout, start), so, eval,
-                                      &report);
-        REQUIRE(side);
-        auto rogue = std::make_unique<rogue_client>(sys, side->server);
-        REQUIRE(msg::decode<msg::welcome>(
-            rogue->ask(hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
-        std::vector<caf::actor> clients;
-        for (uint32_t k = 0; k < 2; ++k) {
-          auto factory = [layout, k](const client_configs&, const msg::welcome&)
-              -> result<std::unique_ptr<trainer>> {
-            return std::make_unique<synthetic_trainer>(layout, k, 1);
-          };
-          clients.push_back(spawn_client(sys, side->server,
-                                         {"C" + std::to_string(k), 10000ms},
-                                         factory, &client_reports[k]));
+  for (uint64_t cut : {3, 0})
+    for (std::string policy : {"keep", "discard"}) {
+      for (std::string mode : {"ram", "window"}) {
+        CAPTURE(cut);
+        CAPTURE(policy);
+        CAPTURE(mode);
+        run_options o;
+        o.clients = 2;
+        o.silent = 1; // the hand-driven client's place
+        o.min_clients = 2;
+        o.rounds = 1;
+        o.memory_mode = mode;
+        auto so = side_options(o);
+        so.server.reconnect_grace = 300ms;
+        so.scheduler.keep_partial = policy == "keep";
+        auto eval = std::make_shared<capturing_evaluator>();
+        run_report report;
+        std::vector<run_report> client_reports(2);
+        uint64_t cut_offset = 0;
+        {
+          auto cfg = test_system_config();
+          caf::actor_system sys{cfg};
+          auto side = spawn_server_side(sys, snapshot_of(layout, start), so,
+                                        eval, &report);
+          REQUIRE(side);
+          auto rogue = std::make_unique<rogue_client>(sys, side->server);
+          REQUIRE(msg::decode<msg::welcome>(rogue->ask(
+              hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
+          std::vector<caf::actor> clients;
+          for (uint32_t k = 0; k < 2; ++k) {
+            auto factory =
+                [layout,
+                 k](const client_configs&,
+                    const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+              return std::make_unique<synthetic_trainer>(layout, k, 1);
+            };
+            clients.push_back(spawn_client(sys, side->server,
+                                           {"C" + std::to_string(k), 10000ms},
+                                           factory, &client_reports[k]));
+          }
+          auto rs = rogue->expect<msg::round_start>(round_atom::value);
+          auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+          REQUIRE(plan);
+          cut_offset = plan->extent(cut).model_offset;
+          auto acc = msg::decode<msg::accept>(rogue->ask(
+              offer_atom::value,
+              msg::encode(msg::offer{rs.round, "Cut", 1, digest(layout),
+                                     layout.total_bytes(), plan->chunk_count(),
+                                     0, 0})));
+          REQUIRE(acc);
+          for (uint64_t s = 0; s < cut; ++s) {
+            const auto& e = plan->extent(s);
+            msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
+                                e.tensor_offset};
+            REQUIRE(msg::decode<msg::credit>(rogue->ask(
+                chunk_atom::value,
+                chunk_with(h, rogue_bytes.subspan(e.model_offset, e.bytes)))));
+          }
+          rogue.reset(); // gone for good
+          await_down(sys, {side->server});
+          await_down(sys, clients);
+          side->shut_down(sys);
         }
-        auto rs = rogue->expect<msg::round_start>(round_atom::value);
-        auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
-        REQUIRE(plan);
-        cut_offset = plan->extent(cut).model_offset;
-        auto acc = msg::decode<msg::accept>(rogue->ask(
-            offer_atom::value,
-            msg::encode(msg::offer{rs.round, "Cut", 1, digest(layout),
-                                   layout.total_bytes(), plan->chunk_count(), 0,
-                                   0})));
-        REQUIRE(acc);
-        for (uint64_t s = 0; s < cut; ++s) {
-          const auto& e = plan->extent(s);
-          msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
-                              e.tensor_offset};
-          REQUIRE(msg::decode<msg::credit>(rogue->ask(
-              chunk_atom::value,
-              chunk_with(h, rogue_bytes.subspan(e.model_offset, e.bytes)))));
+        CHECK(report.failure == "");
+        REQUIRE(report.rounds.size() == 1);
+        CHECK(report.rounds[0].clients == 2);
+        CHECK(report.rounds[0].missing_clients ==
+              std::vector<std::string>{"Cut"});
+        // Expected: the two clients' mean, and where the cut-off update
+        // arrived (kept), the mean of all three.
+        auto want = reference_fedavg(layout, 2, 1, false);
+        // With nothing of the cut-off update folded, the two clients'
+        // updates are sent once (frames: a little over 2 x model; sent
+        // again: over 4 x).
+        if (cut == 0)
+          CHECK(report.rounds[0].bytes_up < 3 * layout.total_bytes());
+        if (policy == "keep") {
+          uint64_t at = 0;
+          for (size_t t = 0; t < want.size(); ++t)
+            for (size_t j = 0; j < want[t].size(); ++j, at += sizeof(float))
+              if (at < cut_offset)
+                want[t][j] = static_cast<float>(
+                    (2.0 * want[t][j] + rogue_update[at / sizeof(float)]) / 3);
         }
-        rogue.reset(); // gone for good
-        await_down(sys, {side->server});
-        await_down(sys, clients);
-        side->shut_down(sys);
+        check_close(eval->last(), want);
+        for (const auto& c : client_reports)
+          CHECK(c.failure == "");
       }
-      CHECK(report.failure == "");
-      REQUIRE(report.rounds.size() == 1);
-      CHECK(report.rounds[0].clients == 2);
-      CHECK(report.rounds[0].missing_clients ==
-            std::vector<std::string>{"Cut"});
-      // Expected: the two clients' mean, and where the cut-off update
-      // arrived (kept), the mean of all three.
-      auto want = reference_fedavg(layout, 2, 1, false);
-      if (policy == "keep") {
-        uint64_t at = 0;
-        for (size_t t = 0; t < want.size(); ++t)
-          for (size_t j = 0; j < want[t].size(); ++j, at += sizeof(float))
-            if (at < cut_offset)
-              want[t][j] = static_cast<float>(
-                  (2.0 * want[t][j] + rogue_update[at / sizeof(float)]) / 3);
-      }
-      check_close(eval->last(), want);
-      for (const auto& c : client_reports)
-        CHECK(c.failure == "");
     }
-  }
 }
 
 TEST_CASE(

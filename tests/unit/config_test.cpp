@@ -472,3 +472,21 @@ TEST_CASE("APPFL's keys naming Python files are refused, not ignored") {
     CHECK(contains(message, "Python file"));
   }
 }
+
+TEST_CASE("memory_mode is parsed once, into its enum") {
+  for (auto mode : {memory_mode::ram, memory_mode::window, memory_mode::disk}) {
+    std::string name = to_string(mode);
+    CAPTURE(name);
+    auto c =
+        load_config(embedded_simulate_yaml(), "embedded", config_role::simulate,
+                    {"server_configs.memory_mode=" + name});
+    REQUIRE(c);
+    CHECK(c->server.memory_mode == mode);
+    CHECK(parse_memory_mode(name) == mode);
+  }
+  CHECK_FALSE(parse_memory_mode("RAM"));
+  auto bad =
+      load_config(embedded_simulate_yaml(), "embedded", config_role::simulate,
+                  {"server_configs.memory_mode=swap"});
+  CHECK(contains(message_of(bad), "must be one of ram, window, disk"));
+}

@@ -172,3 +172,32 @@ TEST_CASE("finalize without any weight is our bug, reported as internal") {
   REQUIRE_FALSE(out);
   CHECK(out.err().code == errc::internal);
 }
+
+TEST_CASE("a published value never becomes infinite: it saturates") {
+  // float16: FedAvgM at learning rate 2 from 0 towards an average of
+  // 60000 steps to 120000, past the largest half; float32: past the limit
+  // the aggregator sets. Both are clamped, not stored as infinity.
+  for (auto type : {dtype::float16, dtype::float32}) {
+    CAPTURE(dtype_name(type));
+    manifest m;
+    m.tensors.push_back(make_tensor_info("w", type, {16}));
+    auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, 1 << 10));
+    REQUIRE(acc);
+    acc->set_value_limit(1e30f);
+    rule_config cfg;
+    cfg.server_learning_rate = 2;
+    auto opt = server_optimizer::make(server_rule::fedavgm, cfg, type, 16, "");
+    REQUIRE(opt);
+    auto width = dtype_bytes(type);
+    std::vector<std::byte> global(16 * width), x(16 * width);
+    float value = type == dtype::float16 ? 60000.0f : 9e29f;
+    for (size_t i = 0; i < 16; ++i)
+      store_element(type, x.data(), i, value);
+    REQUIRE(acc->fold(0, x, 1));
+    auto out = acc->finalize(global, opt->get());
+    REQUIRE(out);
+    auto limit = type == dtype::float16 ? 65504.0f : 1e30f;
+    for (size_t i = 0; i < 16; ++i)
+      CHECK(load_element(type, out->data(), i) == limit);
+  }
+}
