@@ -39,15 +39,9 @@ struct upload_stream {
   uint32_t held = 0; ///< window mode: its credits held by the window
 };
 
-/// What a chunk of a client's update showed when it was checked against
-/// the global model (window mode with max_update_norm).
-struct chunk_record {
-  uint64_t checksum = 0;
-  double distance_squared = 0;
-};
-
-/// A chunk that passed the content checks: its distance from the global
-/// model, and its checksum where it must be recorded.
+/// A chunk of a client's update that passed the content checks: its
+/// distance from the global model, and its checksum (verified on decoding),
+/// recorded in window mode with max_update_norm.
 struct checked_chunk {
   double distance_squared = 0;
   uint64_t checksum = 0;
@@ -126,9 +120,9 @@ public:
         current_(std::move(initial)),
         refusals_("aggregator", options_.refusals) {
     // The published model stays within half of what one client's update
-    // may carry (max_abs at weight 1), so that honest updates near it pass,
+    // may carry (max_abs(1)), so that honest updates near it pass,
     // whatever a server optimizer or a client at the bound made of it.
-    auto limit = static_cast<float>(max_abs_at(1.0) / 2);
+    auto limit = static_cast<float>(max_abs(1.0) / 2);
     if (ram_)
       ram_->set_value_limit(limit);
     if (window_)
@@ -366,14 +360,13 @@ private:
     return {};
   }
 
-  /// The largest magnitude an element of `s`'s update may have: with every
-  /// term of the weighted sum at most FLT_MAX / (max_contributors + 1), the
-  /// sum of a position's max_contributors terms cannot overflow float32,
-  /// whatever the weights (a finite but huge update would otherwise turn
-  /// the sum, the published model and every later update into infinities).
-  double max_abs(const upload_stream& s) const { return max_abs_at(s.weight); }
-
-  double max_abs_at(double weight) const {
+  /// The largest magnitude an element of an update of `weight` may have:
+  /// with every term of the weighted sum at most FLT_MAX / (max_contributors
+  /// + 1), the sum of a position's max_contributors terms cannot overflow
+  /// float32, whatever the weights (a finite but huge update would otherwise
+  /// turn the sum, the published model and every later update into
+  /// infinities).
+  double max_abs(double weight) const {
     auto terms = static_cast<double>(options_.max_contributors) + 1;
     return static_cast<double>(std::numeric_limits<float>::max()) /
            (terms * std::max(weight, 1.0));
@@ -403,12 +396,13 @@ private:
   result<checked_chunk> inspect(const upload_stream& s,
                                 const msg::chunk_view& c) const {
     auto seq = c.header.sequence;
-    if (auto ok = check_finite(layout_, plan_, seq, c.bytes, max_abs(s)); !ok)
+    if (auto ok = check_finite(layout_, plan_, seq, c.bytes, max_abs(s.weight));
+        !ok)
       return ok.err();
     auto bound = options_.rule_cfg.max_update_norm;
     if (bound <= 0)
       return checked_chunk{};
-    auto checked = distance(s.client_id, seq, c.bytes);
+    auto checked = distance(s.client_id, c);
     if (!checked)
       return checked;
     if (s.distance_squared + checked->distance_squared > bound * bound)
@@ -423,14 +417,13 @@ private:
   /// The distance of chunk `seq` of `id`'s update from the global model:
   /// measured (where the global model holds the old one), or recorded (see
   /// above).
-  result<checked_chunk> distance(const std::string& id, uint64_t seq,
-                                 std::span<const std::byte> bytes) const {
-    checked_chunk out;
-    if (window_)
-      out.checksum = msg::checksum(bytes);
+  result<checked_chunk> distance(const std::string& id,
+                                 const msg::chunk_view& c) const {
+    auto seq = c.header.sequence;
+    checked_chunk out{0, c.checksum};
     if (seq >= averaged_high_) {
-      out.distance_squared =
-          squared_distance(layout_, plan_, seq, bytes, current_->bytes.bytes());
+      out.distance_squared = squared_distance(layout_, plan_, seq, c.bytes,
+                                              current_->bytes.bytes());
       return out;
     }
     auto it = first_pass_.find(id);
@@ -458,7 +451,7 @@ private:
     auto& record = first_pass_[s.client_id];
     if (record.size() <= seq)
       record.resize(seq + 1);
-    record[seq] = {c.checksum, c.distance_squared};
+    record[seq] = c;
   }
 
   /// Refuses the whole update of stream `sid` and tells the scheduler.
@@ -558,7 +551,7 @@ private:
   uint64_t averaged_high_ = 0;
   /// window mode with max_update_norm: per client, its chunks of this round
   /// as first checked (kept across a reset, forgotten at finalize).
-  std::map<std::string, std::vector<chunk_record>> first_pass_;
+  std::map<std::string, std::vector<checked_chunk>> first_pass_;
   uint64_t next_stream_id_ = 1; // 0 names downloads
   refusal_log refusals_;
 };

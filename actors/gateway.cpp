@@ -40,7 +40,7 @@ constexpr size_t coalesce_bytes = 256 << 10;
 /// refusal_period; one more closes its connection (too_many_requests).
 /// An honest client is refused a few times per round at most.
 constexpr uint32_t max_refusals = 64;
-constexpr auto refusal_period = std::chrono::seconds{10};
+constexpr std::chrono::seconds refusal_period{10};
 
 /// How long a closing connection may take to send what it still holds.
 constexpr auto close_grace = std::chrono::seconds{2};
@@ -490,10 +490,8 @@ private:
       return refuse(
           {errc::not_authorized,
            "welcomed as " + client_id_ + ", it said Hello as " + h->client_id});
-    if (stage_ == stage::welcomed && !count_against_limit())
-      return too_many("more than " + std::to_string(max_refusals) +
-                      " refused requests or repeated Hellos in " +
-                      std::to_string(refusal_period.count()) + " s");
+    if (stage_ == stage::welcomed && !refusal_limit_.allow())
+      return too_many(refusal_limit_.exceeded(limited_events));
     client_id_ = h->client_id;
     if (stage_ == stage::awaiting_hello)
       stage_ = stage::hello_pending;
@@ -560,21 +558,12 @@ private:
       return;
     log_line("gateway", std::string{"refused: "} + to_string(e.code) + ": " +
                             client_id_ + " (peer " + address_ + ")");
-    if (!count_against_limit())
-      too_many("more than " + std::to_string(max_refusals) +
-               " refused requests or repeated Hellos in " +
-               std::to_string(refusal_period.count()) + " s");
+    if (!refusal_limit_.allow())
+      too_many(refusal_limit_.exceeded(limited_events));
   }
 
-  /// Counts one refusal or repeated Hello; returns false iff past the limit.
-  bool count_against_limit() {
-    auto now = clock_type::now();
-    if (now - refusal_window_start_ > refusal_period) {
-      refusal_window_start_ = now;
-      refusals_in_window_ = 0;
-    }
-    return ++refusals_in_window_ <= max_refusals;
-  }
+  static constexpr const char* limited_events =
+      "refused requests or repeated Hellos";
 
   /// Refusals by the server side that mark the peer as broken or hostile:
   /// after its answer, the connection ends. Others (a stale round, a reset
@@ -655,8 +644,8 @@ private:
   clock_type::time_point opened_;
   clock_type::time_point closing_since_;
   clock_type::time_point last_beat_;
-  clock_type::time_point refusal_window_start_ = clock_type::now();
-  uint32_t refusals_in_window_ = 0;
+  /// Refusals that leave the connection open, and repeated Hellos.
+  event_limit refusal_limit_{max_refusals, refusal_period};
 };
 
 caf::behavior server_gateway_actor(caf::io::broker* self, connection_handle hdl,

@@ -5,6 +5,7 @@
 // counter is atomic; a refusal_log may be copied into any actor.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -21,6 +22,38 @@ using refusal_counter = std::shared_ptr<std::atomic<uint64_t>>;
 inline refusal_counter make_refusal_counter() {
   return std::make_shared<std::atomic<uint64_t>>(0);
 }
+
+/// At most `limit` events per `period`, counted in fixed periods: a peer
+/// past it is refused (too_many_requests). Thread-safety: one actor's.
+class event_limit {
+public:
+  using clock = std::chrono::steady_clock;
+
+  event_limit(uint32_t limit, std::chrono::seconds period)
+      : limit_(limit), period_(period) {}
+
+  /// Counts one event; returns false iff it is past the limit.
+  bool allow() {
+    auto now = clock::now();
+    if (now - started_ > period_) {
+      started_ = now;
+      count_ = 0;
+    }
+    return ++count_ <= limit_;
+  }
+
+  /// "more than <limit> <what> in <period> s", for the refusal.
+  std::string exceeded(const std::string& what) const {
+    return "more than " + std::to_string(limit_) + " " + what + " in " +
+           std::to_string(period_.count()) + " s";
+  }
+
+private:
+  uint32_t limit_;
+  std::chrono::seconds period_;
+  clock::time_point started_{};
+  uint32_t count_ = 0;
+};
 
 class refusal_log {
 public:

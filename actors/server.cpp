@@ -23,16 +23,18 @@ using clock_type = steady_clock;
 
 enum class presence { connected, lost, dropped };
 
+/// client_entry::address of a client in the server's own process.
+constexpr const char* in_process = "this process";
+
 struct client_entry {
   caf::actor handle;
   uint32_t index = 0;
   presence state = presence::connected;
   uint64_t epoch = 0; ///< bumped on every loss; names the drop timer
   std::string address;
-  /// Takeovers of this client's session (a Hello over a new connection)
-  /// in the current period; see max_takeovers.
-  uint32_t takeovers = 0;
-  std::chrono::steady_clock::time_point takeover_period;
+  /// Takeovers of this client's session (a Hello over a new connection):
+  /// a lost client comes back once, not forty times a second.
+  event_limit takeovers{8, std::chrono::seconds{10}};
   /// AsyncScheduler: the client's task and the model it downloads (held
   /// until it offers its update, so that a newer version does not pull the
   /// model away mid-download).
@@ -332,7 +334,7 @@ private:
   frame admit(const msg::hello& h, const caf::actor& sender,
               const std::string& address, const std::string& certificate_name) {
     bool remote = !address.empty();
-    auto from = remote ? address : std::string{"this process"};
+    auto from = remote ? address : std::string{in_process};
     auto deny = [&](errc code, const std::string& why) {
       return refuse({code, h.client_id + " from " + from + ": " + why});
     };
@@ -363,11 +365,9 @@ private:
       if ((same && !remote) ||
           (!same && c.state == presence::connected && !authenticated))
         return deny(errc::unknown_client, "already registered");
-      if (!same && !count_takeover(c))
+      if (!same && !c.takeovers.allow())
         return deny(errc::too_many_requests,
-                    "more than " + std::to_string(max_takeovers) +
-                        " new connections in " +
-                        std::to_string(takeover_period.count()) + " s");
+                    c.takeovers.exceeded("new connections"));
       return rebind(h.client_id, c, sender, from);
     }
     if (stopping_)
@@ -379,8 +379,13 @@ private:
     auto index = it != clients_.end() ? it->second.index
                                       : static_cast<uint32_t>(clients_.size());
     auto& c = clients_[h.client_id];
-    c = {sender, index,  presence::connected, c.epoch + 1, from, 0, {},
-         {},     nullptr};
+    c.handle = sender;
+    c.index = index;
+    c.state = presence::connected;
+    ++c.epoch;
+    c.address = from;
+    c.task = {};
+    c.model = nullptr; // its takeover count stays: no churn by re-registering
     senders_[sender.address()] = h.client_id;
     self_->monitor(sender);
     log_line("server", "registered " + h.client_id + " from " + from);
@@ -395,7 +400,7 @@ private:
       self_->monitor(sender);
       // The connection taken over is closed (its gateway sends the refusal,
       // then disconnects): one session per client, whatever its peer does.
-      if (!c.address.empty() && c.address != "this process")
+      if (c.address != in_process)
         self_->send(c.handle, reject_atom::value,
                     refuse({errc::not_authorized,
                             "another connection took over as " + id +
@@ -411,21 +416,6 @@ private:
     // After the Welcome, which this handler's reply carries.
     self_->send(self_, round_atom::value, id);
     return welcome(c.index);
-  }
-
-  /// At most max_takeovers new connections per takeover_period for one
-  /// client: a lost client comes back once, not forty times a second.
-  static constexpr uint32_t max_takeovers = 8;
-  static constexpr std::chrono::seconds takeover_period{10};
-
-  /// Counts a takeover of `c`'s session; returns false iff past the limit.
-  static bool count_takeover(client_entry& c) {
-    auto now = std::chrono::steady_clock::now();
-    if (now - c.takeover_period > takeover_period) {
-      c.takeover_period = now;
-      c.takeovers = 0;
-    }
-    return ++c.takeovers <= max_takeovers;
   }
 
   frame welcome(uint32_t index) const {

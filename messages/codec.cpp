@@ -570,7 +570,7 @@ result<chunk_view> decode_chunk(const frame& f, uint64_t max_chunk_bytes) {
                        b.getChecksum());
         chunk_header h{b.getStreamId(), b.getRound(), b.getSequence(),
                        b.getTensorIndex(), b.getByteOffset()};
-        return chunk_view{h, bytes};
+        return chunk_view{h, bytes, sum};
       });
 }
 

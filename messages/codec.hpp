@@ -127,6 +127,7 @@ struct chunk_header {
 struct chunk_view {
   chunk_header header;
   std::span<const std::byte> bytes;
+  uint64_t checksum = 0; ///< of `bytes`, verified by decode_chunk
 };
 
 struct credit {
