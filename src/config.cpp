@@ -394,6 +394,7 @@ void read(section s, train_config& t) {
   s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy"});
   s.get("add", t.add);
   s.get("add_by_index", t.add_by_index);
+  s.get("federated_evaluation", t.federated_evaluation);
   s.get("update_clip_norm", t.update_clip_norm);
   if (t.update_clip_norm < 0)
     s.fail("update_clip_norm", "must be 0 (none) or positive");
@@ -696,6 +697,11 @@ void read(section s, server_config& sc) {
                              (async_rule ? "AsyncScheduler" : "SyncScheduler") +
                              ", the scheduler is " + sc.scheduler);
   s.get("evaluate", sc.evaluate);
+  if (s.has("federated_evaluation")) {
+    bool on = false;
+    s.get("federated_evaluation", on);
+    sc.federated_evaluation = on;
+  }
   std::string mode = to_string(sc.memory_mode);
   s.one_of("memory_mode", mode, {"ram", "window", "disk"});
   sc.memory_mode = parse_memory_mode(mode).value_or(memory_mode::ram);
@@ -851,6 +857,15 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     redact(shown);
     out << shown;
     c.effective_yaml = out.c_str();
+    if (role != config_role::client) { // clients evaluate when asked to
+      auto& train = root["client_configs"]["train_configs"];
+      c.server.federated_evaluation =
+          c.server.federated_evaluation.value_or(
+              c.clients.train.trainer != "dummy" &&
+              c.clients.model.model_name != "CNN");
+      train["federated_evaluation"] = *c.server.federated_evaluation;
+      c.clients.train.federated_evaluation = *c.server.federated_evaluation;
+    }
     if (c.server.rule.dp_clip_norm > 0) // clients clip for DP-FedAvg
       root["client_configs"]["train_configs"]["update_clip_norm"] =
           c.server.rule.dp_clip_norm;

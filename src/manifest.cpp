@@ -1,5 +1,6 @@
 #include "fedcaf/manifest.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <set>
 
@@ -127,6 +128,40 @@ model_view split_contiguous(const manifest& m, std::span<std::byte> bytes) {
 const_model_view split_contiguous(const manifest& m,
                                   std::span<const std::byte> bytes) {
   return split<const_model_view>(m, bytes);
+}
+
+std::string shape_string(const std::vector<uint64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+result<void> compare_layouts(const manifest& ours, const manifest& theirs,
+                             std::string_view theirs_name) {
+  auto mismatch = [&](const std::string& why) {
+    return error{errc::manifest_mismatch, std::string{theirs_name} +
+                                              " model layout differs: " + why};
+  };
+  auto n = std::min(ours.tensors.size(), theirs.tensors.size());
+  for (size_t i = 0; i < n; ++i) {
+    const auto& a = ours.tensors[i];
+    const auto& b = theirs.tensors[i];
+    if (a.name != b.name)
+      return mismatch("tensor " + std::to_string(i) + " is '" + b.name +
+                      "' there and '" + a.name + "' here");
+    if (a.shape != b.shape || a.type != b.type)
+      return mismatch("tensor '" + a.name + "' is " +
+                      std::string{dtype_name(b.type)} + " " +
+                      shape_string(b.shape) + " there and " +
+                      std::string{dtype_name(a.type)} + " " +
+                      shape_string(a.shape) + " here");
+  }
+  if (ours.tensors.size() > n)
+    return mismatch("'" + ours.tensors[n].name + "' is missing there");
+  if (theirs.tensors.size() > n)
+    return mismatch("'" + theirs.tensors[n].name + "' is missing here");
+  return {};
 }
 
 } // namespace fedcaf

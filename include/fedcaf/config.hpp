@@ -40,6 +40,9 @@ struct dp_sgd_config {
 struct train_config {
   std::string trainer = "VanillaTrainer"; ///< VanillaTrainer | dummy
   double add = 0; ///< dummy: added to every element (0: no change)
+  /// Evaluate each global model received on the client's own test data and
+  /// report it to the server. Set by server_configs.federated_evaluation.
+  bool federated_evaluation = false;
   /// Clip the update (trained minus received model) to this L2 norm before
   /// sending it; 0: no clipping. Set by the server's dp_fedavg.clip_norm.
   double update_clip_norm = 0;
@@ -222,6 +225,12 @@ struct server_config {
   std::string aggregator = "FedAvgAggregator";
   rule_config rule;     ///< aggregator_kwargs
   bool evaluate = true; ///< evaluate each global model on the test set
+  /// Clients evaluate each global model on their own data and the server
+  /// averages their figures, weighted by sample count, into the round's
+  /// client_metrics (and test_accuracy where the server has no evaluator).
+  /// Unset: on iff the clients train (not the dummy trainer) a model the
+  /// server cannot evaluate (not the built-in CNN). Resolved by load_config.
+  std::optional<bool> federated_evaluation;
   /// See memory_mode above.
   fedcaf::memory_mode memory_mode = fedcaf::memory_mode::ram;
   /// disk mode: where the global model's file lives (removed at exit).

@@ -66,6 +66,16 @@ result<void> validate(const manifest& m);
 /// probability).
 uint64_t digest(const manifest& m);
 
+/// Returns ok iff `ours` and `theirs` describe the same layout; otherwise
+/// an error (manifest_mismatch) naming the first tensor that differs and
+/// both its shapes and dtypes, or the tensor one side lacks. `theirs_name`
+/// says whose `theirs` is ("the server's").
+result<void> compare_layouts(const manifest& ours, const manifest& theirs,
+                             std::string_view theirs_name);
+
+/// Returns "[2, 3]" for shape {2, 3}.
+std::string shape_string(const std::vector<uint64_t>& shape);
+
 /// Mutable memory of a model, one span per tensor in manifest order.
 struct model_view {
   std::vector<std::span<std::byte>> tensors;

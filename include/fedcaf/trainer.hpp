@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "fedcaf/config.hpp"
@@ -39,6 +40,14 @@ public:
   /// The model's layout, in the order of parameters().
   virtual const manifest& layout() const = 0;
 
+  /// Takes the layout of the model the server sends, `server_layout`.
+  /// Returns an error (manifest_mismatch) iff this trainer's model has
+  /// another layout. Default: the layouts must be equal; a trainer that
+  /// learns its layout from the server (the Python client) adopts it.
+  virtual result<void> adopt_layout(const manifest& server_layout) {
+    return compare_layouts(layout(), server_layout, "the server's");
+  }
+
   /// Views of the parameter memory itself: a received chunk is written
   /// straight into it and an upload reads straight from it.
   virtual model_view parameters() = 0;
@@ -48,6 +57,18 @@ public:
 
   /// The number of local training samples (FedAvg's sample_size weight).
   virtual uint64_t sample_count() const = 0;
+
+  /// Evaluates the model now in parameters() (the global model received)
+  /// on the client's own test data. Returns nullopt iff this trainer has
+  /// none; an error iff evaluation failed. Default: nullopt.
+  virtual result<std::optional<eval_metrics>> evaluate_local() {
+    return std::optional<eval_metrics>{};
+  }
+
+  /// Says that the server closed this round's upload: the memory that
+  /// parameters() viewed for it is no longer read (unless the server asks
+  /// for the update again). Default: nothing.
+  virtual void upload_closed() {}
 
   /// Says that model bytes [model_offset, + bytes) (in the concatenation of
   /// the tensors) are not needed for now, so a trainer that keeps its model
