@@ -858,7 +858,7 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     out << shown;
     c.effective_yaml = out.c_str();
     if (role != config_role::client) { // clients evaluate when asked to
-      auto& train = root["client_configs"]["train_configs"];
+      auto train = root["client_configs"]["train_configs"];
       c.server.federated_evaluation =
           c.server.federated_evaluation.value_or(
               c.clients.train.trainer != "dummy" &&
