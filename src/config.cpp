@@ -377,10 +377,45 @@ void read(section s, dp_sgd_config& d) {
 }
 
 constexpr const char* python_file_refusal =
-    "names a Python file, which fedcaf's trainer does not run: it trains "
-    "the built-in models (model_configs.name) on the built-in datasets; a "
-    "model's initial weights may come from a safetensors file "
-    "(model_configs.path)";
+    "names a Python file, which fedcaf's C++ trainer does not run: for a "
+    "model, loss or dataset in Python use the Python client (`import "
+    "fedcaf`, see examples/python/fashion_mnist.py); for no Python on "
+    "clients export the model with torch.jit.script "
+    "(examples/python/export_torchscript.py) and set model_configs.name: "
+    "torchscript, data_configs.dataset_name: tensors and "
+    "train_configs.loss_fn";
+
+#ifdef FEDCAF_TORCH_HAS_CUDA
+constexpr bool torch_has_cuda = true;
+#else
+constexpr bool torch_has_cuda = false;
+#endif
+
+/// Reads a device key: cpu, or cuda iff this build's LibTorch has CUDA.
+void read_device(section& s, std::string& device) {
+  s.one_of("device", device, {"cpu", "cuda"});
+  if (device == "cuda" && !torch_has_cuda)
+    s.fail("device",
+           "cuda: the LibTorch this fedcaf was built with has no CUDA "
+           "(Debian's has none); use cpu, or the Python client with a "
+           "PyTorch that has CUDA (`import fedcaf`, see "
+           "examples/python/fashion_mnist.py)");
+}
+
+/// Reads train_configs.loss_fn; APPFL's class names become fedcaf's.
+void read_loss(section& s, std::string& loss) {
+  constexpr std::pair<const char*, const char*> appfl_names[] = {
+      {"CrossEntropyLoss", "cross_entropy"},
+      {"NLLLoss", "nll"},
+      {"MSELoss", "mse"},
+      {"BCEWithLogitsLoss", "bce_with_logits"}};
+  s.one_of("loss_fn", loss,
+           {"cross_entropy", "nll", "mse", "bce_with_logits",
+            "CrossEntropyLoss", "NLLLoss", "MSELoss", "BCEWithLogitsLoss"});
+  for (auto [appfl, name] : appfl_names)
+    if (loss == appfl)
+      loss = name;
+}
 
 /// APPFL's keys that name Python files (a model, a loss, a dataset loader):
 /// fedcaf's trainer runs no Python, so each is refused rather than ignored.
@@ -407,21 +442,26 @@ void read(section s, train_config& t) {
   read(s.child("optim_args"), t.optim);
   s.get("train_batch_size", t.train_batch_size, 1);
   s.get("val_batch_size", t.val_batch_size, 1);
-  s.one_of("device", t.device, {"cpu"});
+  read_loss(s, t.loss_fn);
+  read_device(s, t.device);
   s.get("num_threads", t.num_threads, 0, max_threads);
   read(s.child("dp"), t.dp);
   refuse_python_file(s, "loss_fn_path");
-  s.ignore({"logging_output_dirname", "logging_output_filename",
-            "do_validation", "loss_fn"});
+  s.ignore(
+      {"logging_output_dirname", "logging_output_filename", "do_validation"});
 }
 
 void read(section s, model_config& m) {
   auto key = s.has("name") ? "name" : "model_name";
-  s.one_of(key, m.model_name, {"CNN", "synthetic", "llama"});
+  s.one_of(key, m.model_name, {"CNN", "torchscript", "synthetic", "llama"});
   s.one_of("preset", m.preset, {"llama-3.2-1b", "llama-3.1-8b", "llama-tiny"});
   s.get("path", m.path);
   if (!m.path.empty() && !std::filesystem::is_regular_file(m.path))
     s.fail("path", "'" + m.path + "' is not a file");
+  else if (m.model_name == "torchscript" && m.path.empty())
+    s.fail("path", "is required for a torchscript model: the file that "
+                   "torch.jit.script(model).save(path) wrote (see "
+                   "examples/python/export_torchscript.py)");
   s.get("seed", m.seed);
   s.get("num_tensors", m.num_tensors, 1);
   s.get("total_bytes", m.total_bytes, 64, max_model_bytes);
@@ -445,25 +485,74 @@ void read(section s, client_configs& c) {
   if (c.train.dp.mode != "none" && c.train.trainer != "VanillaTrainer")
     s.fail("train_configs.dp.mode",
            "DP-SGD needs the LibTorch trainer (VanillaTrainer)");
-  if (c.model.model_name != "CNN" && c.train.trainer != "dummy")
+  bool torch_model =
+      c.model.model_name == "CNN" || c.model.model_name == "torchscript";
+  if (!torch_model && c.train.trainer != "dummy")
     s.fail("train_configs.trainer", "a " + c.model.model_name +
                                         " model has no data to train on "
                                         "here; use trainer: dummy");
+  if (c.train.dp.mode != "none" && c.model.model_name != "CNN")
+    s.fail("train_configs.dp.mode", "DP-SGD needs the built-in CNN");
 }
 
-void read(section s, data_config& d, bool needs_partition) {
-  s.one_of("dataset_name", d.dataset_name, {"FashionMNIST"});
+/// The file of a tensors-dataset key: "x.safetensors:NAME" names x.safetensors.
+std::string tensor_file_of(const std::string& value) {
+  auto at = value.rfind(".safetensors:");
+  return at == std::string::npos
+             ? value
+             : value.substr(0, at + sizeof ".safetensors" - 1);
+}
+
+/// Checks a tensors-dataset file key: required iff `needed`, and its file
+/// must exist.
+void check_tensor_file(section& kwargs, const char* key,
+                       const std::string& value, bool needed) {
+  if (value.empty() && needed)
+    kwargs.fail(key, "is required with dataset_name: tensors (a .npy or "
+                     ".safetensors file)");
+  else if (!value.empty() &&
+           !std::filesystem::is_regular_file(tensor_file_of(value)))
+    kwargs.fail(key, "'" + tensor_file_of(value) + "' is not a file");
+}
+
+void read_tensor_files(section& kwargs, data_config& d) {
+  const std::pair<const char*, std::string*> keys[] = {
+      {"train_features", &d.train_features},
+      {"train_labels", &d.train_labels},
+      {"test_features", &d.test_features},
+      {"test_labels", &d.test_labels}};
+  for (auto [key, value] : keys)
+    kwargs.get(key, *value);
+  bool tensors = d.dataset_name == "tensors";
+  bool has_test = !d.test_features.empty() || !d.test_labels.empty();
+  for (auto [key, value] : keys) {
+    if (!tensors && !value->empty())
+      kwargs.fail(key, "tensor files need dataset_name: tensors");
+    else if (tensors)
+      check_tensor_file(kwargs, key, *value,
+                        std::string_view{key}.starts_with("train") || has_test);
+  }
+}
+
+void read_dataset_path(section& s, data_config& d) {
   s.get("dataset_path", d.dataset_path);
   namespace fs = std::filesystem;
   if (d.dataset_path.ends_with(".py"))
     s.fail("dataset_path", python_file_refusal);
-  else if (!fs::exists(fs::path{d.dataset_path} /
+  else if (d.dataset_name == "FashionMNIST" &&
+           !fs::exists(fs::path{d.dataset_path} /
                        "t10k-images-idx3-ubyte.gz") &&
            !fs::exists(fs::path{d.dataset_path} / "t10k-images-idx3-ubyte"))
     s.fail("dataset_path", "'" + d.dataset_path +
                                "' holds no Fashion-MNIST IDX files (install "
                                "dataset-fashion-mnist or point it elsewhere)");
+}
+
+void read(section s, data_config& d, bool needs_partition) {
+  s.one_of("dataset_name", d.dataset_name, {"FashionMNIST", "tensors"});
+  read_dataset_path(s, d);
   auto kwargs = s.child("dataset_kwargs");
+  read_tensor_files(kwargs, d);
   kwargs.get("num_clients", d.num_clients, 1, max_clients);
   kwargs.get("client_id", d.client_index, 0, max_clients - 1);
   kwargs.one_of("partition_strategy", d.partition_strategy,
@@ -730,7 +819,7 @@ void read_client_file(section& root, config& c) {
   if (!root.has("client_id"))
     root.fail("client_id", "is required");
   auto train = root.child("train_configs");
-  train.one_of("device", c.client.device, {"cpu"});
+  read_device(train, c.client.device);
   train.get("num_threads", c.client.num_threads, 0, max_threads);
   train.ignore({"logging_output_dirname", "logging_output_filename"});
   read(root.child("data_configs"), c.client.data, true);
@@ -859,10 +948,10 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     c.effective_yaml = out.c_str();
     if (role != config_role::client) { // clients evaluate when asked to
       auto train = root["client_configs"]["train_configs"];
-      c.server.federated_evaluation =
-          c.server.federated_evaluation.value_or(
-              c.clients.train.trainer != "dummy" &&
-              c.clients.model.model_name != "CNN");
+      c.server.federated_evaluation = c.server.federated_evaluation.value_or(
+          c.clients.train.trainer != "dummy" &&
+          (c.clients.model.model_name != "CNN" ||
+           c.data.dataset_name != "FashionMNIST"));
       train["federated_evaluation"] = *c.server.federated_evaluation;
       c.clients.train.federated_evaluation = *c.server.federated_evaluation;
     }

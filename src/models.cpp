@@ -12,7 +12,19 @@ namespace fedcaf {
 
 namespace {
 
-/// The layout the model's name and sizes describe (ignoring `path`).
+/// True iff LibTorch builds the model (the plugin): the CNN, or a
+/// TorchScript file (whose `path` is the model, not a safetensors file).
+bool built_by_torch(const model_config& cfg) {
+  return cfg.model_name == "CNN" || cfg.model_name == "torchscript";
+}
+
+/// True iff model_configs.path is a safetensors file of initial weights.
+bool has_weights_file(const model_config& cfg) {
+  return !cfg.path.empty() && cfg.model_name != "torchscript";
+}
+
+/// The layout the model's name and sizes describe (ignoring a weights
+/// file in `path`).
 result<manifest> named_layout(const model_config& cfg) {
   auto type = parse_dtype(cfg.dtype);
   if (cfg.model_name == "synthetic")
@@ -52,7 +64,7 @@ dtype parse_dtype(const std::string& name) {
 }
 
 result<manifest> model_layout(const model_config& cfg) {
-  if (cfg.path.empty())
+  if (!has_weights_file(cfg))
     return named_layout(cfg);
   auto file = open_model_file(cfg);
   if (!file)
@@ -80,13 +92,13 @@ result<model_snapshot> initial_model(const model_config& cfg,
   std::optional<safetensors_file> file;
   std::optional<model_snapshot> cnn;
   model_snapshot s;
-  if (!cfg.path.empty()) {
+  if (has_weights_file(cfg)) {
     auto opened = open_model_file(cfg);
     if (!opened)
       return opened.err();
     file.emplace(std::move(*opened));
     s.layout = file->layout();
-  } else if (cfg.model_name == "CNN") {
+  } else if (built_by_torch(cfg)) {
     auto built = make_initial_model(cfg);
     if (!built)
       return built.err();

@@ -38,7 +38,7 @@ result<const torch_plugin*> open_plugin() {
       continue;
     }
     auto entry = reinterpret_cast<const torch_plugin* (*)()>(
-        ::dlsym(handle, "fedcaf_torch_plugin_v1"));
+        ::dlsym(handle, "fedcaf_torch_plugin_v2"));
     if (entry == nullptr)
       return error{errc::io_error,
                    path.string() + " is not fedcaf's LibTorch plugin"};
@@ -60,15 +60,13 @@ result<const torch_plugin*> plugin() {
 
 } // namespace
 
-result<std::unique_ptr<trainer>>
-make_trainer(const client_configs& cfg, std::shared_ptr<const image_set> data,
-             std::vector<uint32_t> indices, uint64_t seed,
-             uint32_t num_threads) {
+result<std::unique_ptr<trainer>> make_trainer(const client_configs& cfg,
+                                              client_data data, uint64_t seed,
+                                              uint32_t num_threads) {
   auto p = plugin();
   if (!p)
     return p.err();
-  return (*p)->make_trainer(cfg, std::move(data), std::move(indices), seed,
-                            num_threads);
+  return (*p)->make_trainer(cfg, std::move(data), seed, num_threads);
 }
 
 result<std::unique_ptr<evaluator>>

@@ -1,4 +1,6 @@
 // The LibTorch adapter: every c10::Error is caught here and becomes an error.
+// The trainer runs a network (torch_network.hpp: the CNN or a TorchScript
+// module) on a tensor_set with train_configs.loss_fn.
 
 #include <chrono>
 #include <cstring>
@@ -8,6 +10,7 @@
 
 #include "dp_sgd.hpp"
 #include "fedcaf/trainer.hpp"
+#include "torch_network.hpp"
 
 namespace fedcaf {
 
@@ -42,71 +45,14 @@ struct cnn_impl : torch::nn::Module {
 };
 TORCH_MODULE_IMPL(cnn, cnn_impl);
 
-manifest layout_of(cnn& net) {
-  manifest m;
-  for (const auto& p : net->named_parameters()) {
-    std::vector<uint64_t> shape(p.value().sizes().begin(),
-                                p.value().sizes().end());
-    m.tensors.push_back(make_tensor_info(p.key(), dtype::float32, shape));
-  }
-  return m;
-}
-
-model_view params_of(cnn& net) {
-  model_view view;
-  for (auto& p : net->parameters())
-    view.tensors.emplace_back(static_cast<std::byte*>(p.data_ptr()),
-                              p.nbytes());
-  return view;
-}
-
-uint32_t threads_or_all(uint32_t n) {
-  return n > 0 ? n : std::max(1u, std::thread::hardware_concurrency());
-}
-
-/// Pixels of samples `idx` as a normalised float batch [n, 1, rows, cols].
-torch::Tensor batch_images(const torch::Tensor& all, const torch::Tensor& idx) {
-  constexpr double mean = 0.2860, stddev = 0.3530; // Fashion-MNIST
-  auto x = all.index_select(0, idx).to(torch::kFloat32).div_(255.0);
-  return x.sub_(mean).div_(stddev).unsqueeze(1);
-}
-
-torch::Tensor images_tensor(const image_set& d) {
-  return torch::from_blob(const_cast<uint8_t*>(d.pixels.data()),
-                          {d.count, d.rows, d.cols}, torch::kUInt8);
-}
-
-torch::Tensor labels_tensor(const image_set& d) {
-  return torch::from_blob(const_cast<uint8_t*>(d.labels.data()), {d.count},
-                          torch::kUInt8)
-      .to(torch::kInt64);
-}
-
-template <class F> auto guarded(const char* what, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::exception& e) {
-    return error{errc::internal, std::string{what} + ": " + e.what()};
-  }
-}
-
-class torch_trainer final : public trainer {
+/// The CNN as a network; its state is its parameters.
+class cnn_network final : public network {
 public:
-  torch_trainer(const client_configs& cfg,
-                std::shared_ptr<const image_set> data,
-                std::vector<uint32_t> indices, uint64_t seed,
-                uint32_t num_threads)
-      : cfg_(cfg.train),
-        net_(cfg.model, cfg.train.dp.mode == "none" ? nullptr : &tape_),
-        data_(std::move(data)), images_(images_tensor(*data_)),
-        labels_(labels_tensor(*data_)),
-        generator_(at::detail::createCPUGenerator(seed)),
-        num_threads_(
-            threads_or_all(num_threads ? num_threads : cfg.train.num_threads)) {
-    std::vector<int64_t> idx(indices.begin(), indices.end());
-    indices_ = torch::tensor(idx, torch::kInt64);
-    layout_ = layout_of(net_);
-    if (cfg_.dp.mode != "none")
+  /// With `dp`, its layers record what DP-SGD's clipping needs. Throws
+  /// std::invalid_argument iff a parameter belongs to no DP-aware layer.
+  cnn_network(const model_config& cfg, bool dp)
+      : net_(cfg, dp ? &tape_ : nullptr), dp_(dp) {
+    if (dp)
       if (auto name = dp::uncovered_parameter(*net_); !name.empty())
         throw std::invalid_argument{
             "DP-SGD: parameter '" + name +
@@ -114,16 +60,288 @@ public:
             "cannot be clipped"};
   }
 
-  const manifest& layout() const override { return layout_; }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    return net_->forward(x);
+  }
+  void set_training(bool on) override { net_->train(on); }
+  std::vector<torch::Tensor> parameters() override {
+    return net_->parameters();
+  }
+  std::vector<named_tensor> state() override {
+    std::vector<named_tensor> out;
+    for (const auto& p : net_->named_parameters())
+      out.emplace_back(p.key(), p.value());
+    return out;
+  }
+  void to(const torch::Device& device) override { net_->to(device); }
+  dp::tape* dp_tape() override { return dp_ ? &tape_ : nullptr; }
 
-  model_view parameters() override { return params_of(net_); }
+private:
+  dp::tape tape_; // before net_, whose layers record on it
+  cnn net_;
+  bool dp_;
+};
+
+/// The network model_configs names: the CNN or a TorchScript file.
+result<std::unique_ptr<network>> make_network(const client_configs& cfg) {
+  if (cfg.model.model_name == "torchscript")
+    return load_script_network(cfg.model.path);
+  return std::unique_ptr<network>{
+      std::make_unique<cnn_network>(cfg.model, cfg.train.dp.mode != "none")};
+}
+
+std::vector<torch::Tensor> tensors_of(const std::vector<named_tensor>& state) {
+  std::vector<torch::Tensor> out;
+  for (const auto& [name, t] : state)
+    out.push_back(t);
+  return out;
+}
+
+model_view view_of(const std::vector<torch::Tensor>& tensors) {
+  model_view view;
+  for (const auto& t : tensors)
+    view.tensors.emplace_back(static_cast<std::byte*>(t.data_ptr()),
+                              t.nbytes());
+  return view;
+}
+
+uint32_t threads_or_all(uint32_t n) {
+  return n > 0 ? n : std::max(1u, std::thread::hardware_concurrency());
+}
+
+torch::ScalarType scalar_type_of(dtype t) {
+  switch (t) {
+  case dtype::uint8:
+    return torch::kUInt8;
+  case dtype::int64:
+    return torch::kInt64;
+  default:
+    return torch::kFloat32;
+  }
+}
+
+torch::Tensor tensor_of(const tensor_array& a) {
+  std::vector<int64_t> shape(a.shape.begin(), a.shape.end());
+  return torch::from_blob(const_cast<uint8_t*>(a.bytes.data()), shape,
+                          scalar_type_of(a.type));
+}
+
+bool is_classification(const std::string& loss) {
+  return loss == "cross_entropy" || loss == "nll";
+}
+
+/// Samples as tensors viewing a tensor_set's memory (no copy), and the
+/// batches cut from them.
+struct torch_samples {
+  torch::Tensor features;
+  torch::Tensor labels;
+  double mean = 0;
+  double stddev = 1;
+
+  /// Features of samples `idx` as float32: uint8 scaled to [0, 1], then
+  /// (x - mean) / stddev.
+  torch::Tensor x(const torch::Tensor& idx) const {
+    auto x = features.index_select(0, idx).to(torch::kFloat32);
+    if (features.scalar_type() == torch::kUInt8)
+      x.div_(255.0);
+    if (mean != 0 || stddev != 1)
+      x.sub_(mean).div_(stddev);
+    return x;
+  }
+
+  /// Labels of samples `idx`: int64 class ids for a classification loss,
+  /// float32 otherwise.
+  torch::Tensor y(const torch::Tensor& idx, const std::string& loss) const {
+    return labels.index_select(0, idx).to(
+        is_classification(loss) ? torch::kInt64 : torch::kFloat32);
+  }
+};
+
+torch_samples samples_of(const tensor_set& s) {
+  return {tensor_of(s.features), tensor_of(s.labels), s.mean, s.stddev};
+}
+
+torch_samples samples_of(const image_set& d) {
+  auto n = static_cast<int64_t>(d.count);
+  return {torch::from_blob(const_cast<uint8_t*>(d.pixels.data()),
+                           {n, 1, int64_t{d.rows}, int64_t{d.cols}},
+                           torch::kUInt8),
+          torch::from_blob(const_cast<uint8_t*>(d.labels.data()), {n},
+                           torch::kUInt8),
+          fashion_mnist_mean, fashion_mnist_stddev};
+}
+
+/// Returns an error iff `labels` do not suit `loss`: a classification loss
+/// needs one class id (int64 or uint8) per sample.
+result<void> check_labels(const tensor_array& labels, const std::string& loss) {
+  bool ids = labels.type != dtype::float32 && labels.shape.size() == 1;
+  if (is_classification(loss) && !ids)
+    return error{errc::bad_config,
+                 "train_configs.loss_fn " + loss +
+                     " needs one class id per sample as labels (int64 or "
+                     "uint8, shape [n]); these are " +
+                     std::string{dtype_name(labels.type)} + " of " +
+                     std::to_string(labels.shape.size()) + " dimensions"};
+  return {};
+}
+
+/// The loss `name` of `out` against `y` (reduction: at::Reduction).
+torch::Tensor loss_of(const std::string& name, const torch::Tensor& out,
+                      const torch::Tensor& y,
+                      int64_t reduction = at::Reduction::Mean) {
+  if (name == "nll")
+    return torch::nll_loss(out, y, {}, reduction);
+  if (name == "mse")
+    return torch::mse_loss(out, y, reduction);
+  if (name == "bce_with_logits")
+    return torch::binary_cross_entropy_with_logits(out, y, {}, {}, reduction);
+  return torch::cross_entropy_loss(out, y, {}, reduction);
+}
+
+/// Correct predictions in a batch, as a fraction of samples times the batch
+/// size: argmax for classification, the sign of the logit against y > 0.5
+/// for bce_with_logits (per output element), none for mse.
+double correct_in(const std::string& loss, const torch::Tensor& out,
+                  const torch::Tensor& y) {
+  if (is_classification(loss))
+    return out.argmax(1).eq(y).sum().item<double>();
+  if (loss == "bce_with_logits")
+    return out.gt(0).eq(y.gt(0.5)).to(torch::kFloat64).mean().item<double>() *
+           static_cast<double>(y.size(0));
+  return 0;
+}
+
+/// Evaluates `net` on samples `idx` of `data` in batches of `batch`.
+eval_metrics evaluate_on(network& net, const torch_samples& data,
+                         const torch::Tensor& idx, int64_t batch,
+                         const std::string& loss, const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  net.set_training(false);
+  const int64_t n = idx.numel();
+  double loss_sum = 0, correct = 0;
+  for (int64_t at = 0; at < n; at += batch) {
+    auto part = idx.slice(0, at, std::min(n, at + batch));
+    auto y = data.y(part, loss).to(device);
+    auto out = net.forward(data.x(part).to(device));
+    loss_sum += loss_of(loss, out, y).item<double>() *
+                static_cast<double>(part.numel());
+    correct += correct_in(loss, out, y);
+  }
+  auto count = static_cast<double>(std::max<int64_t>(n, 1));
+  eval_metrics m;
+  m.loss = loss_sum / count;
+  m.accuracy = correct / count;
+  m.samples = static_cast<uint64_t>(n);
+  return m;
+}
+
+template <class F> auto guarded(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    return error{errc::internal,
+                 std::string{what} + ": " + why.substr(0, why.find('\n'))};
+  }
+}
+
+torch::Tensor index_tensor(const std::vector<uint32_t>& indices) {
+  std::vector<int64_t> idx(indices.begin(), indices.end());
+  return torch::tensor(idx, torch::kInt64);
+}
+
+/// cpu, or cuda iff LibTorch sees a CUDA device (config.cpp accepts cuda
+/// only when LibTorch was built with it). Throws iff none is visible.
+torch::Device device_of(const train_config& t) {
+  if (t.device != "cuda")
+    return torch::kCPU;
+  if (!torch::cuda::is_available())
+    throw std::invalid_argument{"train_configs.device cuda: LibTorch sees "
+                                "no CUDA device"};
+  return torch::kCUDA;
+}
+
+/// A network's state in host memory, what parameters() views. On the CPU
+/// it is the network's own tensors; on a GPU a host copy, loaded into the
+/// network before it runs and stored back after it trained.
+class host_state {
+public:
+  host_state(network& net, const torch::Device& device) {
+    auto state = net.state();
+    layout_ = layout_of(state);
+    host_ = tensors_of(state);
+    if (device.is_cpu())
+      return;
+    net.to(device);
+    device_ = tensors_of(net.state());
+    for (auto& t : host_)
+      t = t.clone();
+  }
+
+  const manifest& layout() const { return layout_; }
+  model_view view() const { return view_of(host_); }
+
+  void load() { copy(host_, device_); }
+  void store() { copy(device_, host_); }
+
+private:
+  /// Copies `from` into `to`; nothing on the CPU (device_ is empty).
+  void copy(const std::vector<torch::Tensor>& from,
+            std::vector<torch::Tensor>& to) {
+    torch::NoGradGuard no_grad;
+    if (device_.empty())
+      return;
+    for (size_t i = 0; i < to.size(); ++i)
+      to[i].copy_(from[i]);
+  }
+
+  manifest layout_;
+  std::vector<torch::Tensor> host_;
+  std::vector<torch::Tensor> device_; // empty on the CPU
+};
+
+class torch_trainer final : public trainer {
+public:
+  torch_trainer(const client_configs& cfg, std::unique_ptr<network> net,
+                client_data data, uint64_t seed, uint32_t num_threads)
+      : cfg_(cfg.train), net_(std::move(net)), device_(device_of(cfg.train)),
+        state_(*net_, device_), data_(std::move(data)),
+        train_(samples_of(*data_.train)),
+        indices_(index_tensor(data_.train_indices)),
+        generator_(at::detail::createCPUGenerator(seed)),
+        num_threads_(
+            threads_or_all(num_threads ? num_threads : cfg.train.num_threads)) {
+    if (data_.test && !data_.test_indices.empty()) {
+      test_ = samples_of(*data_.test);
+      test_indices_ = index_tensor(data_.test_indices);
+    }
+  }
+
+  const manifest& layout() const override { return state_.layout(); }
+
+  model_view parameters() override { return state_.view(); }
 
   uint64_t sample_count() const override { return indices_.numel(); }
 
   result<train_metrics> train() override {
     return guarded("training", [this]() -> result<train_metrics> {
-      return run_training();
+      state_.load();
+      auto m = run_training();
+      state_.store();
+      return m;
     });
+  }
+
+  result<std::optional<eval_metrics>> evaluate_local() override {
+    if (!test_)
+      return std::optional<eval_metrics>{};
+    return guarded(
+        "evaluation", [this]() -> result<std::optional<eval_metrics>> {
+          at::set_num_threads(static_cast<int>(num_threads_));
+          state_.load();
+          return evaluate_on(*net_, *test_, test_indices_, cfg_.val_batch_size,
+                             cfg_.loss_fn, device_);
+        });
   }
 
 private:
@@ -170,15 +388,15 @@ private:
   double private_gradient(const torch::Tensor& x, const torch::Tensor& y,
                           double expected_batch) {
     double loss_sum = 0;
+    auto& tape = *net_->dp_tape();
     if (y.numel() > 0) { // a Poisson sample may be empty: noise only
-      tape_.clear();
-      auto losses = torch::nn::functional::cross_entropy(
-          net_->forward(x), y,
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(
-              torch::kNone));
+      tape.clear();
+      auto losses =
+          loss_of(cfg_.loss_fn, net_->forward(x), y, at::Reduction::None);
+      if (losses.dim() > 1) // one loss per sample
+        losses = losses.flatten(1).mean(1);
       loss_sum = losses.sum().item<double>();
-      dp::clip_and_accumulate(tape_, losses, cfg_.dp.max_grad_norm,
-                              clip_mode());
+      dp::clip_and_accumulate(tape, losses, cfg_.dp.max_grad_norm, clip_mode());
     }
     dp::add_noise_and_average(net_->parameters(),
                               cfg_.dp.noise_multiplier * cfg_.dp.max_grad_norm,
@@ -186,10 +404,28 @@ private:
     return loss_sum;
   }
 
+  /// One step on samples `idx`; returns the batch's summed loss.
+  double step(torch::optim::Optimizer& optimizer, const torch::Tensor& idx,
+              double expected_batch) {
+    auto x = train_.x(idx).to(device_);
+    auto y = train_.y(idx, cfg_.loss_fn).to(device_);
+    optimizer.zero_grad();
+    double loss_sum = 0;
+    if (dp_on()) {
+      loss_sum = private_gradient(x, y, expected_batch);
+    } else {
+      auto loss = loss_of(cfg_.loss_fn, net_->forward(x), y);
+      loss.backward();
+      loss_sum = loss.item<double>() * static_cast<double>(idx.numel());
+    }
+    optimizer.step();
+    return loss_sum;
+  }
+
   train_metrics run_training() {
     auto start = std::chrono::steady_clock::now();
     at::set_num_threads(static_cast<int>(num_threads_));
-    net_->train();
+    net_->set_training(true);
     auto optimizer = make_optimizer();
     const int64_t n = indices_.numel();
     const int64_t batch = cfg_.train_batch_size;
@@ -202,25 +438,17 @@ private:
     const double rate = expected_batch / static_cast<double>(n);
     double loss_sum = 0;
     uint64_t seen = 0;
-    for (int64_t step = 0; step < steps; ++step) {
-      auto idx = draw_batch(step, batches_per_epoch, rate);
-      auto x = batch_images(images_, idx);
-      auto y = labels_.index_select(0, idx);
-      optimizer->zero_grad();
-      if (dp_on()) {
-        loss_sum += private_gradient(x, y, expected_batch);
-      } else {
-        auto loss = torch::nn::functional::cross_entropy(net_->forward(x), y);
-        loss.backward();
-        loss_sum += loss.item<double>() * static_cast<double>(idx.numel());
-      }
-      optimizer->step();
+    for (int64_t s = 0; s < steps; ++s) {
+      auto idx = draw_batch(s, batches_per_epoch, rate);
+      loss_sum += step(*optimizer, idx, expected_batch);
       seen += idx.numel();
     }
     std::chrono::duration<double> took =
         std::chrono::steady_clock::now() - start;
-    train_metrics m{seen ? loss_sum / static_cast<double>(seen) : 0, seen,
-                    took.count()};
+    train_metrics m;
+    m.loss = seen ? loss_sum / static_cast<double>(seen) : 0;
+    m.samples = seen;
+    m.seconds = took.count();
     if (dp_on()) {
       m.dp_steps = static_cast<uint64_t>(steps);
       m.dp_sample_rate = rate;
@@ -229,33 +457,33 @@ private:
   }
 
   train_config cfg_;
-  dp::tape tape_; // before net_, whose layers record on it
-  cnn net_;
-  std::shared_ptr<const image_set> data_;
-  torch::Tensor images_;
-  torch::Tensor labels_;
+  std::unique_ptr<network> net_;
+  torch::Device device_;
+  host_state state_;
+  client_data data_; // owns the memory train_ and test_ view
+  torch_samples train_;
+  std::optional<torch_samples> test_;
   torch::Tensor indices_;
+  torch::Tensor test_indices_;
   torch::Tensor order_; // this epoch's shuffled samples
   at::Generator generator_;
   uint32_t num_threads_;
-  manifest layout_;
 };
 
 class torch_evaluator final : public evaluator {
 public:
   torch_evaluator(const client_configs& cfg,
                   std::shared_ptr<const image_set> test, uint32_t num_threads)
-      : net_(cfg.model), test_(std::move(test)), images_(images_tensor(*test_)),
-        labels_(labels_tensor(*test_)), batch_(cfg.train.val_batch_size),
-        num_threads_(threads_or_all(num_threads)) {
-    layout_ = layout_of(net_);
-  }
+      : net_(cfg.model, false), state_(net_, torch::kCPU),
+        test_(std::move(test)), samples_(samples_of(*test_)),
+        batch_(cfg.train.val_batch_size),
+        num_threads_(threads_or_all(num_threads)) {}
 
   result<eval_metrics> evaluate(const const_model_view& model) override {
-    FEDCAF_REQUIRE(model.tensors.size() == layout_.tensors.size(),
+    auto params = state_.view();
+    FEDCAF_REQUIRE(model.tensors.size() == params.tensors.size(),
                    errc::manifest_mismatch, model.tensors.size(),
-                   layout_.tensors.size());
-    auto params = params_of(net_);
+                   params.tensors.size());
     for (size_t i = 0; i < params.tensors.size(); ++i) {
       FEDCAF_REQUIRE(model.tensors[i].size() == params.tensors[i].size(),
                      errc::manifest_mismatch, i, model.tensors[i].size());
@@ -263,56 +491,38 @@ public:
                   params.tensors[i].size());
     }
     return guarded("evaluation", [this]() -> result<eval_metrics> {
-      return run_evaluation();
+      at::set_num_threads(static_cast<int>(num_threads_));
+      auto all = torch::arange(int64_t{test_->count}, torch::kInt64);
+      return evaluate_on(net_, samples_, all, batch_, "cross_entropy",
+                         torch::kCPU);
     });
   }
 
 private:
-  eval_metrics run_evaluation() {
-    at::set_num_threads(static_cast<int>(num_threads_));
-    torch::NoGradGuard no_grad;
-    net_->eval();
-    const int64_t n = test_->count;
-    double loss_sum = 0;
-    int64_t correct = 0;
-    for (int64_t at = 0; at < n; at += batch_) {
-      auto idx =
-          torch::arange(at, std::min(n, at + int64_t{batch_}), torch::kInt64);
-      auto logits = net_->forward(batch_images(images_, idx));
-      auto y = labels_.index_select(0, idx);
-      loss_sum +=
-          torch::nn::functional::cross_entropy(
-              logits, y,
-              torch::nn::functional::CrossEntropyFuncOptions().reduction(
-                  torch::kSum))
-              .item<double>();
-      correct += logits.argmax(1).eq(y).sum().item<int64_t>();
-    }
-    auto count = static_cast<double>(n);
-    return {loss_sum / count, static_cast<double>(correct) / count,
-            static_cast<uint64_t>(n)};
-  }
-
-  cnn net_;
+  cnn_network net_;
+  host_state state_;
   std::shared_ptr<const image_set> test_;
-  torch::Tensor images_;
-  torch::Tensor labels_;
+  torch_samples samples_;
   uint32_t batch_;
   uint32_t num_threads_;
-  manifest layout_;
 };
 
 } // namespace
 
-result<std::unique_ptr<trainer>>
-make_trainer(const client_configs& cfg, std::shared_ptr<const image_set> data,
-             std::vector<uint32_t> indices, uint64_t seed,
-             uint32_t num_threads) {
-  FEDCAF_REQUIRE(!indices.empty(), errc::bad_config, indices.size());
+result<std::unique_ptr<trainer>> make_trainer(const client_configs& cfg,
+                                              client_data data, uint64_t seed,
+                                              uint32_t num_threads) {
+  FEDCAF_REQUIRE(data.train && !data.train_indices.empty(), errc::bad_config,
+                 data.train_indices.size());
+  if (auto ok = check_labels(data.train->labels, cfg.train.loss_fn); !ok)
+    return ok.err();
   return guarded(
       "building the trainer", [&]() -> result<std::unique_ptr<trainer>> {
+        auto net = make_network(cfg);
+        if (!net)
+          return net.err();
         return std::make_unique<torch_trainer>(
-            cfg, std::move(data), std::move(indices), seed, num_threads);
+            cfg, std::move(*net), std::move(data), seed, num_threads);
       });
 }
 
@@ -329,14 +539,19 @@ make_evaluator(const client_configs& cfg, std::shared_ptr<const image_set> test,
 result<model_snapshot> make_initial_model(const model_config& cfg) {
   return guarded("building the initial model", [&]() -> result<model_snapshot> {
     torch::manual_seed(cfg.seed);
-    cnn net{cfg};
+    client_configs cc;
+    cc.model = cfg;
+    auto net = make_network(cc);
+    if (!net)
+      return net.err();
+    auto state = (*net)->state();
     model_snapshot s;
-    s.layout = layout_of(net);
+    s.layout = layout_of(state);
     s.bytes = byte_buffer::uninitialized(s.layout.total_bytes());
     size_t at = 0;
-    for (auto& p : net->parameters()) {
-      std::memcpy(s.bytes.data() + at, p.data_ptr(), p.nbytes());
-      at += p.nbytes();
+    for (const auto& [name, t] : state) {
+      std::memcpy(s.bytes.data() + at, t.data_ptr(), t.nbytes());
+      at += t.nbytes();
     }
     return s;
   });

@@ -55,6 +55,13 @@ struct train_config {
   optim_config optim;
   uint32_t train_batch_size = 64;
   uint32_t val_batch_size = 1000;
+  /// loss_fn: cross_entropy | nll (labels are class ids) | mse |
+  /// bce_with_logits (labels are float targets shaped like the output).
+  /// APPFL's class names CrossEntropyLoss, NLLLoss, MSELoss and
+  /// BCEWithLogitsLoss are read as these.
+  std::string loss_fn = "cross_entropy";
+  /// cpu, or cuda iff the LibTorch fedcaf was built with has CUDA
+  /// (FEDCAF_TORCH_HAS_CUDA; Debian's has not).
   std::string device = "cpu";
   uint32_t num_threads = 0; ///< LibTorch intra-op threads; 0: automatic
   /// dummy trainer: ram keeps the model on the heap; disk in a file under
@@ -66,11 +73,14 @@ struct train_config {
 
 /// client_configs.model_configs.
 struct model_config {
-  /// `name` (or APPFL's `model_name`): CNN | synthetic | llama.
+  /// `name` (or APPFL's `model_name`): CNN | torchscript | synthetic |
+  /// llama.
   std::string model_name = "CNN";
   std::string preset = "llama-tiny"; ///< llama: a Hugging Face shape preset
   /// A safetensors file holding the initial model; its layout is the
   /// model's (for CNN it must match the network). Empty: drawn from seed.
+  /// torchscript: the TorchScript file (torch.jit.script(m).save(path)),
+  /// required; its weights are the initial model.
   std::string path;
   /// synthetic: float tensors of about equal size adding up to total_bytes.
   uint32_t num_tensors = 64;
@@ -84,7 +94,7 @@ struct model_config {
 
 /// data_configs.
 struct data_config {
-  std::string dataset_name = "FashionMNIST";
+  std::string dataset_name = "FashionMNIST"; ///< FashionMNIST | tensors
   std::string dataset_path = "/usr/share/datasets/fashion-mnist";
   uint32_t num_clients = 0;  ///< dataset_kwargs.num_clients
   uint32_t client_index = 0; ///< dataset_kwargs.client_id: the partition
@@ -93,6 +103,14 @@ struct data_config {
   uint32_t classes_per_client = 2;
   double dirichlet_alpha = 0.5; ///< dirichlet_noniid: smaller, more skew
   uint64_t seed = 42;
+  /// tensors: dataset_kwargs.train_features, train_labels, test_features,
+  /// test_labels, each "x.npy", "x.safetensors" (its only tensor) or
+  /// "x.safetensors:NAME" (see read_tensor_array). The test pair is
+  /// optional (without it clients have no test data).
+  std::string train_features;
+  std::string train_labels;
+  std::string test_features;
+  std::string test_labels;
 };
 
 /// comm_configs.stream_configs: this project's transfer keys.

@@ -13,6 +13,7 @@
 #include "fedcaf/fashion_mnist.hpp"
 #include "fedcaf/manifest.hpp"
 #include "fedcaf/model_snapshot.hpp"
+#include "fedcaf/tensor_data.hpp"
 
 namespace fedcaf {
 
@@ -89,20 +90,28 @@ public:
   virtual result<eval_metrics> evaluate(const const_model_view& model) = 0;
 };
 
-/// Returns a LibTorch trainer for `cfg` over samples `indices` of `data`,
-/// shuffled with `seed`. num_threads 0 uses train_configs.num_threads or,
-/// if that is 0 too, all cores.
-result<std::unique_ptr<trainer>>
-make_trainer(const client_configs& cfg, std::shared_ptr<const image_set> data,
-             std::vector<uint32_t> indices, uint64_t seed,
-             uint32_t num_threads);
+/// Returns a LibTorch trainer of model_configs' network (the CNN, or the
+/// TorchScript file model_configs.path) for `cfg` over samples
+/// data.train_indices of data.train, shuffled with `seed`, with
+/// train_configs.loss_fn. evaluate_local() uses data.test_indices of
+/// data.test (none iff data.test is null or the indices are empty).
+/// num_threads 0 uses train_configs.num_threads or, if that is 0 too, all
+/// cores. Returns an error naming the file iff the TorchScript file cannot
+/// be loaded or holds a non-float32 parameter, or the labels do not suit
+/// the loss (class ids for cross_entropy and nll).
+result<std::unique_ptr<trainer>> make_trainer(const client_configs& cfg,
+                                              client_data data, uint64_t seed,
+                                              uint32_t num_threads);
 
 /// Returns an evaluator of model_configs' network on `test`.
 result<std::unique_ptr<evaluator>>
 make_evaluator(const client_configs& cfg, std::shared_ptr<const image_set> test,
                uint32_t num_threads);
 
-/// Returns the initial global model, drawn from model_configs.seed.
+/// Returns the initial global model: the CNN drawn from model_configs.seed,
+/// or a torchscript model's weights (its parameters, then its floating-point
+/// buffers, named and ordered as in PyTorch's state_dict). Returns an error
+/// naming the file iff a TorchScript file cannot be loaded.
 result<model_snapshot> make_initial_model(const model_config& cfg);
 
 } // namespace fedcaf

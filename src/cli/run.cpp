@@ -24,6 +24,7 @@
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/models.hpp"
+#include "fedcaf/tensor_data.hpp"
 #include "fedcaf/tls.hpp"
 #include "fedcaf/trainer.hpp"
 
@@ -59,36 +60,82 @@ uint32_t cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-/// The training set, read on first use and shared by every client of the
-/// process (clients with the dummy trainer never read it).
-/// Thread-safety: get() may be called from several actors at once.
-class lazy_train_set {
-public:
-  explicit lazy_train_set(data_config data) : data_(std::move(data)) {}
+using samples_ptr = std::shared_ptr<const tensor_set>;
 
-  result<dataset_ptr> get() {
+/// A split of the data set (train, or test), read on first use and shared
+/// by every client of the process (clients with the dummy trainer never
+/// read it; the test split is read only for federated evaluation). Null
+/// for a test split the tensors dataset does not name.
+/// Thread-safety: get() may be called from several actors at once.
+class lazy_data_set {
+public:
+  lazy_data_set(data_config data, bool train)
+      : data_(std::move(data)), train_(train) {}
+
+  result<samples_ptr> get() {
     std::lock_guard<std::mutex> guard{mtx_};
-    if (!set_) {
-      auto loaded = load_images(data_, "train");
+    if (!read_ && !(data_.dataset_name == "tensors" && !train_ &&
+                    data_.test_features.empty())) {
+      auto loaded = read_data_set(data_, train_);
       if (!loaded)
         return loaded.err();
-      set_ = *loaded;
+      set_ = std::make_shared<tensor_set>(std::move(*loaded));
     }
+    read_ = true;
     return set_;
   }
 
 private:
   std::mutex mtx_;
   data_config data_;
-  dataset_ptr set_;
+  bool train_;
+  bool read_ = false;
+  samples_ptr set_;
 };
+
+/// The training and test splits a process's clients share.
+struct lazy_data {
+  explicit lazy_data(const data_config& d) : train(d, true), test(d, false) {}
+  lazy_data_set train;
+  lazy_data_set test;
+};
+
+/// Client `index`'s part of `split` (none when the split is null).
+result<void> take_part(lazy_data_set& split, const data_config& data,
+                       uint32_t index, samples_ptr& set,
+                       std::vector<uint32_t>& part) {
+  auto got = split.get();
+  if (!got)
+    return got.err();
+  if (!*got)
+    return {};
+  auto idx = partition_set(**got, data, index);
+  if (!idx)
+    return idx.err();
+  set = *got;
+  part = std::move(*idx);
+  return {};
+}
+
+/// Client `index`'s training data, and its test data iff it evaluates.
+result<client_data> data_of(lazy_data& sets, const data_config& data,
+                            uint32_t index, bool evaluates) {
+  client_data cd;
+  if (auto ok = take_part(sets.train, data, index, cd.train, cd.train_indices);
+      !ok)
+    return ok.err();
+  if (evaluates)
+    if (auto ok = take_part(sets.test, data, index, cd.test, cd.test_indices);
+        !ok)
+      return ok.err();
+  return cd;
+}
 
 /// Builds client `index`'s trainer once the server's client_configs are
 /// known: the dummy trainer, or LibTorch on its partition of the data.
-trainer_factory local_trainer(std::shared_ptr<lazy_train_set> train,
-                              data_config data, uint32_t index,
-                              uint32_t num_threads) {
-  return [train, data, index, num_threads](
+trainer_factory local_trainer(std::shared_ptr<lazy_data> sets, data_config data,
+                              uint32_t index, uint32_t num_threads) {
+  return [sets, data, index, num_threads](
              const client_configs& cc,
              const msg::welcome&) -> result<std::unique_ptr<trainer>> {
     if (cc.train.trainer == "dummy") {
@@ -104,20 +151,17 @@ trainer_factory local_trainer(std::shared_ptr<lazy_train_set> train,
       return make_dummy_trainer(std::move(*layout), static_cast<float>(add), 1,
                                 storage);
     }
-    auto set = train->get();
-    if (!set)
-      return set.err();
-    auto idx = partition((*set)->labels, data.num_clients, index,
-                         data.partition_strategy, data.classes_per_client,
-                         data.seed, data.dirichlet_alpha);
-    return make_trainer(cc, *set, std::move(idx), data.seed + index,
-                        num_threads);
+    auto cd = data_of(*sets, data, index, cc.train.federated_evaluation);
+    if (!cd)
+      return cd.err();
+    return make_trainer(cc, std::move(*cd), data.seed + index, num_threads);
   };
 }
 
 /// Returns the test set iff the server will evaluate, else null.
 result<dataset_ptr> test_set_for(const config& cfg) {
-  if (!cfg.server.evaluate || !has_evaluation(cfg.clients.model))
+  if (!cfg.server.evaluate || !has_evaluation(cfg.clients.model) ||
+      cfg.data.dataset_name != "FashionMNIST")
     return dataset_ptr{};
   return load_images(cfg.data, "t10k");
 }
@@ -283,7 +327,7 @@ int run_simulate(const options& opts) {
   auto test = test_set_for(*cfg);
   if (!test)
     return failed(to_string(test.err()));
-  auto train = std::make_shared<lazy_train_set>(cfg->data);
+  auto sets = std::make_shared<lazy_data>(cfg->data);
   auto n = cfg->server.num_clients;
   auto per_round = cfg->server.clients_per_round
                        ? std::min(n, cfg->server.clients_per_round)
@@ -306,7 +350,7 @@ int run_simulate(const options& opts) {
       co.hold_model = per_round == n; // sampled: no model between rounds
       clients.push_back(
           spawn_client(sys, side->server, co,
-                       local_trainer(train, cfg->data, i, threads_per_client),
+                       local_trainer(sets, cfg->data, i, threads_per_client),
                        &client_reports[i]));
     }
     std::printf("simulating %u clients, %u rounds\n", n,
@@ -388,7 +432,7 @@ int run_client(const options& opts) {
   auto at = parse_endpoint(cc.comm.server_uri);
   if (!at)
     return failed(to_string(at.err()));
-  auto train = std::make_shared<lazy_train_set>(cc.data);
+  auto sets = std::make_shared<lazy_data>(cc.data);
   auto tls = tls_of(cc.comm, false);
   if (!tls)
     return failed(to_string(tls.err()));
@@ -414,7 +458,7 @@ int run_client(const options& opts) {
     co.port = at->port;
     auto client = spawn_client(
         sys, *server, co,
-        local_trainer(train, cc.data, cc.data.client_index, cc.num_threads),
+        local_trainer(sets, cc.data, cc.data.client_index, cc.num_threads),
         &report);
     await_all(sys, {client});
     caf::anon_send_exit(co.connector, caf::exit_reason::user_shutdown);

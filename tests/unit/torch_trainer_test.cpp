@@ -2,6 +2,10 @@
 #include <cstring>
 
 #include <doctest/doctest.h>
+#include <torch/script.h>
+
+#include <filesystem>
+#include <unistd.h>
 
 #include "fedcaf/trainer.hpp"
 
@@ -13,6 +17,13 @@ std::shared_ptr<const image_set> test_set() {
   static auto set = std::make_shared<image_set>(
       *read_fashion_mnist("/usr/share/datasets/fashion-mnist", "t10k"));
   return set;
+}
+
+/// Samples `indices` of Fashion-MNIST's t10k set, to train on.
+client_data test_samples(std::vector<uint32_t> indices) {
+  static auto set = std::make_shared<tensor_set>(
+      *read_fashion_mnist_set("/usr/share/datasets/fashion-mnist", "t10k"));
+  return {set, std::move(indices)};
 }
 
 client_configs small_configs() {
@@ -49,7 +60,7 @@ TEST_CASE("training from the global model lowers the test loss") {
   std::vector<uint32_t> indices(2000);
   for (uint32_t i = 0; i < indices.size(); ++i)
     indices[i] = i;
-  auto t = make_trainer(cfg, test_set(), indices, 1, 2);
+  auto t = make_trainer(cfg, test_samples(indices), 1, 2);
   REQUIRE(t);
   auto& tr = **t;
   CHECK(tr.layout() == initial->layout);
@@ -126,7 +137,7 @@ std::vector<double> sample_gradient(uint32_t i) {
   cfg.train.num_local_steps = 1;
   cfg.train.train_batch_size = 1;
   cfg.train.optim = {"SGD", 1.0, 0, 0};
-  auto t = make_trainer(cfg, test_set(), {i}, 1, 1);
+  auto t = make_trainer(cfg, test_samples({i}), 1, 1);
   REQUIRE(t);
   load_initial(**t, cfg.model);
   auto before = flat(**t);
@@ -153,7 +164,7 @@ std::vector<double> dp_step(const std::string& mode, uint32_t n, double clip,
   cfg.train.train_batch_size = n;
   cfg.train.optim = {"SGD", 1.0, 0, 0};
   cfg.train.dp = {mode, sigma, clip, /*poisson_sampling=*/false, 1e-5};
-  auto t = make_trainer(cfg, test_set(), first(n), 7, 1);
+  auto t = make_trainer(cfg, test_samples(first(n)), 7, 1);
   REQUIRE(t);
   load_initial(**t, cfg.model);
   auto before = flat(**t);
@@ -220,7 +231,7 @@ TEST_CASE("DP-SGD draws Poisson samples of rate batch / samples") {
   cfg.train.num_local_epochs = 2;
   cfg.train.train_batch_size = 40;
   cfg.train.dp.mode = "fused";
-  auto t = make_trainer(cfg, test_set(), first(1000), 3, 2);
+  auto t = make_trainer(cfg, test_samples(first(1000)), 3, 2);
   REQUIRE(t);
   auto m = (*t)->train();
   REQUIRE(m);
@@ -230,4 +241,144 @@ TEST_CASE("DP-SGD draws Poisson samples of rate batch / samples") {
   // fixed batch would give exactly 2000.
   CHECK(m->samples != 2000);
   CHECK(std::abs(static_cast<double>(m->samples) - 2000.0) < 5 * 43.8);
+}
+
+namespace {
+
+/// A TorchScript module saved to a temporary file: a float buffer `scale`,
+/// an int64 buffer `steps` (not part of the model), and a linear child `fc`
+/// of 4 inputs and 2 outputs. state_dict order: scale, fc.weight, fc.bias.
+std::string save_script_model() {
+  torch::manual_seed(1);
+  torch::jit::Module fc("Linear");
+  fc.register_parameter("weight", (torch::randn({2, 4}) * 0.1).requires_grad_(),
+                        false);
+  fc.register_parameter("bias", torch::zeros({2}).requires_grad_(), false);
+  fc.define(R"(
+def forward(self, x):
+    return torch.matmul(x, self.weight.t()) + self.bias
+)");
+  torch::jit::Module m("Net");
+  m.register_buffer("scale", torch::ones({1}));
+  m.register_buffer("steps", torch::zeros({1}, torch::kInt64));
+  m.register_module("fc", fc);
+  m.define(R"(
+def forward(self, x):
+    return self.fc.forward(x * self.scale)
+)");
+  auto path = (std::filesystem::temp_directory_path() /
+               ("fedcaf_torch_test_" + std::to_string(::getpid()) + ".pt"))
+                  .string();
+  m.save(path);
+  return path;
+}
+
+tensor_array array_of(dtype type, std::vector<uint64_t> shape, const void* data,
+                      size_t bytes) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  return {type, std::move(shape), std::vector<uint8_t>(p, p + bytes)};
+}
+
+/// n samples of 4 float features; class 1 iff the first is positive.
+/// `one_hot`: labels are float32 [n, 2], else int64 class ids.
+std::shared_ptr<const tensor_set> separable(uint32_t n, bool one_hot) {
+  torch::manual_seed(2);
+  auto x = torch::randn({n, 4});
+  auto y = x.select(1, 0).gt(0).to(torch::kInt64);
+  auto s = std::make_shared<tensor_set>();
+  s->features = array_of(dtype::float32, {n, 4}, x.data_ptr(), x.nbytes());
+  auto labels = one_hot ? torch::one_hot(y, 2).to(torch::kFloat32) : y;
+  s->labels =
+      array_of(one_hot ? dtype::float32 : dtype::int64,
+               one_hot ? std::vector<uint64_t>{n, 2} : std::vector<uint64_t>{n},
+               labels.data_ptr(), labels.nbytes());
+  return s;
+}
+
+client_configs script_configs(const std::string& path,
+                              const std::string& loss) {
+  client_configs c;
+  c.model.model_name = "torchscript";
+  c.model.path = path;
+  c.train.mode = "step";
+  c.train.num_local_steps = 20;
+  c.train.optim = {"SGD", 0.5, 0, 0};
+  c.train.train_batch_size = 16;
+  c.train.val_batch_size = 50;
+  c.train.loss_fn = loss;
+  return c;
+}
+
+} // namespace
+
+TEST_CASE("a TorchScript model: its layout is its state_dict's, it trains, "
+          "and it evaluates on the client's test split") {
+  auto path = save_script_model();
+  auto cfg = script_configs(path, "cross_entropy");
+  auto initial = make_initial_model(cfg.model);
+  REQUIRE(initial);
+  std::vector<std::string> names;
+  for (const auto& t : initial->layout.tensors)
+    names.push_back(t.name);
+  CHECK(names == std::vector<std::string>{"scale", "fc.weight", "fc.bias"});
+  CHECK(initial->layout.tensors[1].shape == std::vector<uint64_t>{2, 4});
+  auto train = separable(400, false);
+  auto test = separable(100, false);
+  auto t = make_trainer(cfg, {train, first(400), test, first(60)}, 1, 1);
+  REQUIRE(t);
+  CHECK((*t)->layout() == initial->layout);
+  auto before = (*t)->evaluate_local();
+  REQUIRE(before);
+  REQUIRE(*before);
+  CHECK((*before)->samples == 60);
+  auto first_round = (*t)->train();
+  auto second_round = (*t)->train();
+  REQUIRE(first_round);
+  REQUIRE(second_round);
+  CHECK(second_round->loss < first_round->loss);
+  auto after = (*t)->evaluate_local();
+  REQUIRE(after);
+  CHECK((*after)->loss < (*before)->loss);
+  CHECK((*after)->accuracy >= 0.0);
+  CHECK((*after)->accuracy <= 1.0);
+  CHECK((*after)->accuracy > 0.8);
+  // Without test data there is nothing to evaluate.
+  auto no_test = make_trainer(cfg, {train, first(400)}, 1, 1);
+  REQUIRE(no_test);
+  auto none = (*no_test)->evaluate_local();
+  REQUIRE(none);
+  CHECK_FALSE(*none);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("every loss_fn trains; labels must suit the loss; a bad file is "
+          "named") {
+  auto path = save_script_model();
+  for (const auto* loss : {"cross_entropy", "nll", "mse", "bce_with_logits"}) {
+    CAPTURE(loss);
+    bool classes =
+        std::string{loss} == "cross_entropy" || std::string{loss} == "nll";
+    auto data = separable(200, !classes);
+    auto t = make_trainer(script_configs(path, loss),
+                          {data, first(200), data, first(200)}, 1, 1);
+    REQUIRE(t);
+    auto m = (*t)->train();
+    REQUIRE(m);
+    CHECK(std::isfinite(m->loss));
+    auto e = (*t)->evaluate_local();
+    REQUIRE(e);
+    CHECK((*e)->accuracy >= 0.0);
+    CHECK((*e)->accuracy <= 1.0);
+    if (std::string{loss} == "mse")
+      CHECK((*e)->accuracy == 0.0);
+  }
+  auto floats = separable(50, true);
+  auto wrong = make_trainer(script_configs(path, "cross_entropy"),
+                            {floats, first(50)}, 1, 1);
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.err().message.find("class id") != std::string::npos);
+  std::filesystem::remove(path);
+  auto missing = make_initial_model(script_configs(path, "mse").model);
+  REQUIRE_FALSE(missing);
+  CHECK(missing.err().message.find(path) != std::string::npos);
 }
