@@ -7,7 +7,7 @@ packages=(g++ cmake ninja-build python3 python3-matplotlib python3-numpy
           libcaf-dev libtorch-dev libcapnp-dev capnproto libyaml-cpp-dev
           nlohmann-json3-dev libxxhash-dev zlib1g-dev doctest-dev
           libopenblas0-openmp libssl-dev openssl iproute2 procps
-          dataset-fashion-mnist)
+          dataset-fashion-mnist python3-torch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -22,3 +22,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFEDCAF_WERROR=ON
 cmake --build build -j "$(nproc)"
+# configs/torchscript.yaml's model (a TorchScript CNN) and Fashion-MNIST as
+# .npy tensor files, with Debian's python3 (python3-torch, python3-numpy).
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+"$py" examples/python/export_torchscript.py -o build/examples/cnn.pt
+"$py" examples/python/export_tensors.py -o build/examples/fashion_mnist

@@ -470,6 +470,8 @@ TEST_CASE("APPFL's keys naming Python files are refused, not ignored") {
     auto message = message_of(c);
     CHECK(contains(message, set.substr(0, set.find('='))));
     CHECK(contains(message, "Python file"));
+    CHECK(contains(message, "examples/python/fashion_mnist.py"));
+    CHECK(contains(message, "model_configs.name: torchscript"));
   }
 }
 
@@ -489,4 +491,53 @@ TEST_CASE("memory_mode is parsed once, into its enum") {
       load_config(embedded_simulate_yaml(), "embedded", config_role::simulate,
                   {"server_configs.memory_mode=swap"});
   CHECK(contains(message_of(bad), "must be one of ram, window, disk"));
+}
+
+TEST_CASE("torchscript models, the tensors dataset, loss_fn and device are "
+          "read and checked") {
+  auto load = [](std::vector<std::string> sets) {
+    return load_config(embedded_simulate_yaml(), "embedded",
+                       config_role::simulate, sets);
+  };
+  auto appfl = load({"client_configs.train_configs.loss_fn=NLLLoss"});
+  REQUIRE(appfl);
+  CHECK(appfl->clients.train.loss_fn == "nll");
+  CHECK(load({"client_configs.train_configs.loss_fn=mse"}));
+  CHECK(contains(message_of(load({"client_configs.train_configs.loss_fn=l1"})),
+                 "train_configs.loss_fn: must be one of cross_entropy"));
+  // Refused unless this build's LibTorch has CUDA (Debian's has not).
+  if (auto cuda = load({"client_configs.train_configs.device=cuda"}); !cuda) {
+    CHECK(contains(cuda.err().message, "train_configs.device"));
+    CHECK(contains(cuda.err().message, "has no CUDA"));
+    CHECK(contains(cuda.err().message, "examples/python/fashion_mnist.py"));
+  }
+  CHECK(contains(
+      message_of(load({"client_configs.model_configs.model_name=torchscript"})),
+      "model_configs.path: is required for a torchscript model"));
+  auto pt = temp_file("model.pt", "not checked here");
+  auto ts = load({"client_configs.model_configs.model_name=torchscript",
+                  "client_configs.model_configs.path=" + pt});
+  REQUIRE(ts);
+  CHECK(*ts->server.federated_evaluation); // the server cannot evaluate it
+  // The tensors dataset: training files required, test files in pairs.
+  auto npy = temp_file("x.npy", "");
+  std::string kw = "data_configs.dataset_kwargs.";
+  auto no_files = message_of(load({"data_configs.dataset_name=tensors"}));
+  CHECK(contains(no_files, kw + "train_features: is required"));
+  auto missing = message_of(
+      load({"data_configs.dataset_name=tensors", kw + "train_features=" + npy,
+            kw + "train_labels=/nonexistent.npy"}));
+  CHECK(contains(missing, kw + "train_labels: '/nonexistent.npy' is not"));
+  auto half = message_of(
+      load({"data_configs.dataset_name=tensors", kw + "train_features=" + npy,
+            kw + "train_labels=" + npy, kw + "test_features=" + npy}));
+  CHECK(contains(half, kw + "test_labels: is required"));
+  CHECK(load({"data_configs.dataset_name=tensors", kw + "train_features=" + npy,
+              kw + "train_labels=" + npy + ":labels"})
+            .err()
+            .message.find("is not a file") != std::string::npos);
+  CHECK(contains(message_of(load({kw + "train_features=" + npy})),
+                 "tensor files need dataset_name: tensors"));
+  std::filesystem::remove(pt);
+  std::filesystem::remove(npy);
 }
