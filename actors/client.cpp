@@ -91,9 +91,9 @@ public:
     }
     if (auto made = make_trainer(); !made)
       return fail(made.err());
-    if (digest(rs->model) != digest(trainer_->layout()))
-      return fail({errc::manifest_mismatch,
-                   "the server's model layout differs from this client's"});
+    if (auto ok = trainer_->adopt_layout(rs->model); !ok)
+      return fail(ok.err());
+    trainer_->begin_round(rs->round, rs->evaluate_only);
     auto plan = chunk_plan::make(rs->model, rs->chunk_bytes);
     if (!plan)
       return fail(plan.err());
@@ -336,7 +336,7 @@ private:
       return fail(ok.err());
     note_in_flight(download_->peak_in_flight());
     if (download_->complete())
-      return train_and_offer();
+      return round_.evaluate_only ? evaluate_final() : train_and_offer();
     pump_download();
   }
 
@@ -345,12 +345,18 @@ private:
   void train_and_offer() {
     transferring_ = false;
     record_.download_seconds = seconds_since(round_started_);
+    // Federated evaluation of the global model received (not the initial one).
+    if (configs_->train.federated_evaluation && round_.round > 1)
+      if (auto ok = evaluate_received(); !ok)
+        return fail(ok.err());
     auto clip = configs_->train.update_clip_norm;
     if (clip > 0) // DP-FedAvg: keep the model received to clip against
       copy_model(const_params_, received_);
     auto m = trainer_->train();
     if (!m)
       return fail(m.err());
+    params_ = trainer_->parameters(); // a trainer may hand other memory
+    const_params_ = as_const(params_);
     if (clip > 0) {
       auto norm = clip_update(trainer_->layout(), params_, received_, clip);
       log_line(options_.client_id, "update norm " + std::to_string(norm) +
@@ -374,10 +380,79 @@ private:
                         plan_->chunk_count(),
                         m->loss,
                         m->seconds,
-                        epsilon};
+                        epsilon,
+                        std::move(m->figures)};
     send_offer();
   }
 
+  // -- federated evaluation --------------------------------------------------
+
+  /// Evaluates the model received with the trainer and sends the figures.
+  /// Returns an error iff evaluation failed.
+  result<void> evaluate_received() {
+    auto m = trainer_->evaluate_local();
+    if (!m)
+      return m.err();
+    if (*m)
+      send_evaluation(evaluation_of(**m));
+    return {};
+  }
+
+  static msg::evaluation evaluation_of(const eval_metrics& m) {
+    if (!m.figures.empty())
+      return {0, m.samples, m.figures};
+    return {0, m.samples, {{"accuracy", m.accuracy}, {"loss", m.loss}}};
+  }
+
+  /// The run's final model: evaluate it, answer (with no figures if this
+  /// trainer has no test data, so that the server need not wait), and wait
+  /// for the end of the run.
+  void evaluate_final() {
+    transferring_ = false;
+    phase_ = phase::idle;
+    auto m = trainer_->evaluate_local();
+    if (!m)
+      return fail(m.err());
+    if (!*m)
+      return send_evaluation(msg::evaluation{});
+    send_evaluation(evaluation_of(**m));
+    if ((*m)->figures.empty())
+      log_line(options_.client_id,
+               "final model: accuracy " + std::to_string((*m)->accuracy) +
+                   ", loss " + std::to_string((*m)->loss) + " on " +
+                   std::to_string((*m)->samples) + " test samples");
+  }
+
+  /// Sends `e` as the evaluation of the model this client received last.
+  /// A refusal is logged: the figures are lost, the run goes on.
+  void send_evaluation(msg::evaluation e) {
+    e.round = round_.round - 1;
+    if (auto ok = msg::check_named_values(e.metrics, "evaluation"); !ok)
+      return log_line(options_.client_id, to_string(ok.err()));
+    self_
+        ->request(server_, caf::infinite, evaluated_atom::value, msg::encode(e))
+        .then(
+            [this](const frame& f) {
+              if (auto refused = msg::error_in(f))
+                log_line(options_.client_id,
+                         "the server refused its evaluation: " +
+                             to_string(*refused));
+            },
+            [](caf::error&) {}); // a lost connection is handled elsewhere
+  }
+
+public:
+  /// An evaluation made outside the trainer (the Python client's).
+  void on_evaluated(const frame& f) {
+    auto e = msg::decode<msg::evaluation>(f);
+    if (!e)
+      return log_line(options_.client_id, to_string(e.err()));
+    if (round_.round == 0)
+      return log_line(options_.client_id, "an evaluation before any model");
+    send_evaluation(std::move(*e));
+  }
+
+private:
   /// DP-SGD: adds this training's noisy steps to those the client's data has
   /// been through (over every trainer it has built) and returns the epsilon
   /// spent so far; 0 without DP-SGD.
@@ -540,6 +615,7 @@ private:
     auto closed = msg::decode<msg::stream_closed>(f);
     if (!closed)
       return fail(closed.err());
+    trainer_->upload_closed();
     phase_ = phase::idle;
     record_.upload_seconds = seconds_since(upload_started_);
     record_.wall_seconds = seconds_since(round_started_);
@@ -649,6 +725,7 @@ caf::behavior client_actor(caf::event_based_actor* self,
       [state](idle_atom, uint32_t round) { state->on_round_over(round); },
       [state](reject_atom, const frame& f) { state->on_rejected(f); },
       [state](tick_atom) { state->on_tick(); },
+      [state](evaluated_atom, const frame& f) { state->on_evaluated(f); },
       [state](caf::connect_atom, uint64_t gen) { state->try_reconnect(gen); },
   };
 }

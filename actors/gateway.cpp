@@ -76,6 +76,8 @@ const char* kind_name(msg::frame_kind k) {
     return "heartbeat";
   case frame_kind::round_over:
     return "round over";
+  case frame_kind::evaluation:
+    return "evaluation";
   }
   return "unknown";
 }
@@ -297,7 +299,7 @@ private:
 //   hello pending -(refusal)-> closing -(output written)-> quit
 // Before it is welcomed a peer may send only heartbeats and one Hello of at
 // most max_hello_bytes; every other frame, a second Hello, or the
-// handshake timeout closes the connection. Welcomed, it may send the six
+// handshake timeout closes the connection. Welcomed, it may send the seven
 // peer frame kinds within their in-flight limits; anything else closes it.
 // Every refusal is counted, logged with the peer's address, and answered
 // with an error frame where the peer can still read one.
@@ -444,11 +446,14 @@ private:
       return forward(credit_atom::value, std::move(f), uploads_, false);
     case frame_kind::offer:
     case frame_kind::end_of_stream:
+    case frame_kind::evaluation:
       if (control_ >= 2)
-        return too_many("more than 2 offers or ends in flight");
+        return too_many("more than 2 offers, ends or evaluations in flight");
       ++control_;
       if (kind == frame_kind::offer)
         return forward(offer_atom::value, std::move(f), control_, false);
+      if (kind == frame_kind::evaluation)
+        return forward(evaluated_atom::value, std::move(f), control_, false);
       return forward(end_atom::value, std::move(f), control_, false);
     default:
       return refuse(
@@ -879,6 +884,7 @@ caf::behavior client_gateway_actor(caf::io::broker* self, int fd,
       [ask](chunk_atom, frame& f) { return ask(f); },
       [ask](end_atom, frame& f) { return ask(f); },
       [ask](credit_atom, frame& f) { return ask(f); },
+      [ask](evaluated_atom, frame& f) { return ask(f); },
       [st](const caf::io::new_data_msg& m) { st->on_data(m); },
       [st](const caf::io::data_transferred_msg& m) { st->on_transferred(m); },
       [st](const caf::io::connection_closed_msg&) {

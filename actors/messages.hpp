@@ -15,6 +15,12 @@
 //   client -> server     (credit_atom, frame) -> credit: after a resumed
 //                                               upload, one per credit owed
 //                                               (via the aggregator)
+//   client -> server     (evaluated_atom, frame) -> the evaluation, echoed:
+//                                               the client's figures for a
+//                                               published model
+//   local -> client      (evaluated_atom, frame): an evaluation made outside
+//                        the trainer (the Python client), for the client to
+//                        send as its evaluation of the model it holds
 //   server -> client     (done_atom, frame)     the run ended, no reply
 //   server -> client     (idle_atom, round)     round published, no reply
 //
@@ -92,6 +98,7 @@ using idle_atom = caf::atom_constant<caf::atom("idle")>;
 using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using reject_atom = caf::atom_constant<caf::atom("reject")>;
+using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
 
 using msg::frame;
 

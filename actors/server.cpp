@@ -91,6 +91,7 @@ public:
     round_ = round;
     round_open_ = true;
     chosen_ = std::set<std::string>(chosen.begin(), chosen.end());
+    expected_evaluations_ = chosen_.size();
     resend_pending_.clear();
     round_started_ = clock_type::now();
     bytes_up_ = bytes_down_ = 0;
@@ -157,7 +158,43 @@ public:
       return refuse({errc::not_authorized,
                      *id + " offered an update as " + o->client_id});
     clients_[*id].model.reset(); // its download is complete
+    if (o->round == round_)      // a repeated offer replaces its figures
+      train_figures_[*id] = {capped(o->sample_count), std::move(o->metrics)};
     return {};
+  }
+
+  /// A client's evaluation of the model served now (the last published
+  /// one): folded into that round's client_metrics, once per client.
+  frame evaluated(const frame& f) {
+    const auto* id = sender_id();
+    if (!id)
+      return not_registered();
+    auto e = msg::decode<msg::evaluation>(f);
+    if (!e)
+      return refuse(e.err());
+    if (e->round != published_round_)
+      return refuse({errc::wrong_round,
+                     *id + " evaluated the model of round " +
+                         std::to_string(e->round) + "; the model served is " +
+                         std::to_string(published_round_) + "'s"});
+    if (!evaluated_by_.insert(*id).second)
+      return refuse({errc::unexpected_message, *id + " evaluated round " +
+                                                   std::to_string(e->round) +
+                                                   "'s model a second time"});
+    evaluations_.add(capped(e->sample_count), e->metrics);
+    note_evaluations();
+    return msg::encode(msg::evaluation{e->round, e->sample_count, {}});
+  }
+
+  /// The final model's evaluation took too long: end the run with what came.
+  void evaluation_overdue() {
+    if (!final_pass_ || stopping_)
+      return;
+    log_line("server",
+             "final evaluation: " + std::to_string(evaluated_by_.size()) +
+                 " of " + std::to_string(expected_evaluations_) +
+                 " clients answered within the time limit");
+    end_run("");
   }
 
   frame serve(const frame& f) {
@@ -223,8 +260,14 @@ public:
               .epsilon;
     if (dp_sgd_epsilon > 0)
       record.dp_sgd_epsilon = dp_sgd_epsilon;
+    record.client_train_metrics = train_figures_of(contributors);
     record.contributors = std::move(contributors);
     record.staleness = std::move(staleness);
+    print_held(); // the previous round's evaluations are as complete as
+                  // they will be
+    published_round_ = round;
+    evaluated_by_.clear();
+    evaluations_ = {};
     auto started = round_started_;
     if (options_.async) { // the next version's figures start now
       round_started_ = clock_type::now();
@@ -252,9 +295,21 @@ public:
     return rp;
   }
 
+  /// Ends the run; a successful one with federated evaluation first has
+  /// the connected clients evaluate the final model.
   void stop(const std::string& reason) {
+    if (stopping_ || final_pass_)
+      return;
+    if (reason.empty() && options_.federated_evaluation &&
+        connected_count() > 0)
+      return begin_final_pass();
+    end_run(reason);
+  }
+
+  void end_run(const std::string& reason) {
     if (stopping_)
       return;
+    print_held();
     stopping_ = true;
     round_open_ = false;
     report_->failure = reason;
@@ -433,9 +488,98 @@ private:
   void finish_round(round_record record, clock_type::time_point started) {
     record.wall_seconds = seconds_since(started);
     record.ended_unix_s = unix_seconds();
+    report_->rounds.push_back(record);
+    if (options_.federated_evaluation) // printed with the clients' figures
+      held_round_ = record.round;
+    else
+      print_line(record);
+  }
+
+  void print_line(const round_record& record) const {
     std::printf("%s\n", progress_line(record, options_.num_rounds).c_str());
     std::fflush(stdout);
-    report_->rounds.push_back(record);
+  }
+
+  /// Prints the line of the round whose clients' evaluation was awaited.
+  void print_held() {
+    if (!held_round_)
+      return;
+    if (auto* r = record_of(*held_round_))
+      print_line(*r);
+    held_round_.reset();
+  }
+
+  round_record* record_of(uint32_t round) {
+    for (auto& r : report_->rounds)
+      if (r.round == round)
+        return &r;
+    return nullptr;
+  }
+
+  uint64_t capped(uint64_t samples) const {
+    return options_.max_sample_size
+               ? std::min(samples, options_.max_sample_size)
+               : samples;
+  }
+
+  std::optional<client_figures>
+  train_figures_of(const std::vector<std::string>& contributors) {
+    figures_sum sum;
+    for (const auto& id : contributors)
+      if (auto it = train_figures_.find(id);
+          it != train_figures_.end() && !it->second.second.empty())
+        sum.add(it->second.first, it->second.second);
+    train_figures_.clear();
+    if (sum.empty())
+      return std::nullopt;
+    return sum.mean();
+  }
+
+  /// Puts the evaluations so far into the published round's record; prints
+  /// its line once every client expected has answered.
+  void note_evaluations() {
+    auto* r = record_of(published_round_);
+    if (!r) // the initial model: logged, not a round of the report
+      return log_initial_evaluation();
+    r->client_metrics = evaluations_.mean();
+    if (!r->test_accuracy || evaluated_by_clients_.count(r->round)) {
+      evaluated_by_clients_.insert(r->round);
+      r->test_accuracy = r->client_metrics->find("accuracy");
+      r->test_loss = r->client_metrics->find("loss");
+    }
+    if (evaluated_by_.size() < expected_evaluations_)
+      return;
+    if (held_round_ == published_round_)
+      print_held();
+    if (final_pass_)
+      end_run("");
+  }
+
+  void log_initial_evaluation() {
+    if (evaluated_by_.size() < expected_evaluations_)
+      return;
+    auto m = evaluations_.mean();
+    std::string line = "clients' evaluation of the initial model:";
+    for (const auto& [name, value] : m.means)
+      line += " " + name + " " + std::to_string(value);
+    log_line("server", line);
+  }
+
+  void begin_final_pass() {
+    final_pass_ = true;
+    round_open_ = false;
+    auto rs = announcement(false);
+    rs.round = published_round_ + 1;
+    rs.evaluate_only = true;
+    auto f = msg::encode(rs);
+    expected_evaluations_ = connected_count();
+    for (auto& [id, c] : clients_)
+      if (c.state == presence::connected)
+        self_->send(c.handle, round_atom::value, f);
+    log_line("server", "asking " + std::to_string(expected_evaluations_) +
+                           " clients to evaluate the final model");
+    self_->delayed_send(self_, options_.evaluation_timeout,
+                        evaluated_atom::value);
   }
 
   void on_down(const caf::down_msg& m) {
@@ -497,6 +641,16 @@ private:
   refusal_log refusals_;
   msg::metrics last_metrics_;
   bool stopping_ = false;
+  // -- federated evaluation: of the model of published_round_ ---------------
+  uint32_t published_round_ = 0; ///< 0: the initial model
+  std::set<std::string> evaluated_by_;
+  figures_sum evaluations_;
+  size_t expected_evaluations_ = 0;         ///< clients the model was sent to
+  std::optional<uint32_t> held_round_;      ///< its line awaits evaluations
+  std::set<uint32_t> evaluated_by_clients_; ///< test_accuracy from clients
+  bool final_pass_ = false; ///< the final model is being evaluated
+  /// The open round's offers' training figures: samples and values.
+  std::map<std::string, std::pair<uint64_t, msg::named_values>> train_figures_;
 };
 
 caf::behavior server_actor(caf::event_based_actor* self,
@@ -567,6 +721,8 @@ caf::behavior server_actor(caf::event_based_actor* self,
               const std::string& message) {
         state->tell_rejected(id, {static_cast<errc>(code), message});
       },
+      [state](evaluated_atom, const frame& f) { return state->evaluated(f); },
+      [state](evaluated_atom) { state->evaluation_overdue(); },
       [state](tick_atom) { state->quit(); },
   };
 }

@@ -43,6 +43,15 @@ struct server_options {
   double dp_noise_multiplier = 0;
   double dp_sample_rate = 1;
   double dp_delta = 1e-5;
+  /// Federated evaluation: a round's line is printed once the clients of
+  /// the next round have evaluated its model (or that round ends), and
+  /// after the last round every connected client is asked to evaluate the
+  /// final model, for at most evaluation_timeout.
+  bool federated_evaluation = false;
+  std::chrono::milliseconds evaluation_timeout{60000};
+  /// An evaluation's (and an offer's figures') claimed samples are capped
+  /// at this; 0: no cap.
+  uint64_t max_sample_size = 0;
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
   /// Counts updates the aggregator refused for their content.

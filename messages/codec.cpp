@@ -3,9 +3,13 @@
 
 #include <endian.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <set>
+#include <string_view>
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -218,6 +222,36 @@ result<void> check_figure(double x, const char* what, bool non_negative) {
   return {};
 }
 
+size_t named_words(const named_values& values) {
+  size_t words = 1;
+  for (const auto& [name, value] : values)
+    words += 3 + text_words(name);
+  return words;
+}
+
+void put(capnp::List<wire::NamedValue>::Builder out,
+         const named_values& values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    out[i].setName(text(values[i].first));
+    out[i].setValue(values[i].second);
+  }
+}
+
+result<named_values> get(capnp::List<wire::NamedValue>::Reader in,
+                         const char* what) {
+  if (in.size() > max_named_values)
+    return error{errc::malformed_frame,
+                 std::string{what} + ": " + std::to_string(in.size()) +
+                     " figures, at most " + std::to_string(max_named_values)};
+  named_values out;
+  for (auto v : in)
+    out.emplace_back(std::string{v.getName().begin(), v.getName().size()},
+                     v.getValue());
+  if (auto ok = check_named_values(out, what); !ok)
+    return ok.err();
+  return out;
+}
+
 error wrong_kind(const char* expected) {
   return {errc::unexpected_message,
           std::string{"expected a "} + expected + " frame"};
@@ -277,10 +311,37 @@ result<frame_kind> kind_of(const frame& f) {
           return frame_kind::heartbeat;
         case which::ROUND_OVER:
           return frame_kind::round_over;
+        case which::EVALUATION:
+          return frame_kind::evaluation;
         }
         return error{errc::unexpected_message, "a frame of an unknown kind"};
       },
       false);
+}
+
+result<void> check_named_values(const named_values& values, const char* what) {
+  auto bad = [&](const std::string& why) {
+    return error{errc::malformed_frame, std::string{what} + ": " + why};
+  };
+  if (values.size() > max_named_values)
+    return bad(std::to_string(values.size()) + " figures, at most " +
+               std::to_string(max_named_values));
+  std::set<std::string_view> seen;
+  for (const auto& [name, value] : values) {
+    bool allowed = !name.empty() && name.size() <= 64 &&
+                   std::all_of(name.begin(), name.end(), [](char c) {
+                     return std::isalnum(static_cast<unsigned char>(c)) ||
+                            c == '_' || c == '.' || c == '/' || c == '-';
+                   });
+    if (!allowed)
+      return bad("a figure's name must be 1 to 64 characters of "
+                 "[A-Za-z0-9_./-]");
+    if (!seen.insert(name).second)
+      return bad("figure '" + name + "' appears twice");
+    if (!std::isfinite(value))
+      return bad("figure '" + name + "' is " + std::to_string(value));
+  }
+  return {};
 }
 
 uint16_t protocol_version() {
@@ -323,21 +384,33 @@ frame encode(const round_start& x) {
     b.setWindow(x.window);
     put(b.initPrevious(), x.previous);
     b.setResend(x.resend);
+    b.setEvaluateOnly(x.evaluate_only);
   });
 }
 
 frame encode(const offer& x) {
-  return build(16 + text_words(x.client_id), [&](auto body) {
-    auto b = body.initOffer();
+  return build(
+      16 + text_words(x.client_id) + named_words(x.metrics), [&](auto body) {
+        auto b = body.initOffer();
+        b.setRound(x.round);
+        b.setClientId(text(x.client_id));
+        b.setSampleCount(x.sample_count);
+        b.setManifestDigest(x.manifest_digest);
+        b.setTotalBytes(x.total_bytes);
+        b.setChunkCount(x.chunk_count);
+        b.setTrainLoss(x.train_loss);
+        b.setTrainSeconds(x.train_seconds);
+        b.setDpEpsilon(x.dp_epsilon);
+        put(b.initMetrics(static_cast<uint32_t>(x.metrics.size())), x.metrics);
+      });
+}
+
+frame encode(const evaluation& x) {
+  return build(8 + named_words(x.metrics), [&](auto body) {
+    auto b = body.initEvaluation();
     b.setRound(x.round);
-    b.setClientId(text(x.client_id));
     b.setSampleCount(x.sample_count);
-    b.setManifestDigest(x.manifest_digest);
-    b.setTotalBytes(x.total_bytes);
-    b.setChunkCount(x.chunk_count);
-    b.setTrainLoss(x.train_loss);
-    b.setTrainSeconds(x.train_seconds);
-    b.setDpEpsilon(x.dp_epsilon);
+    put(b.initMetrics(static_cast<uint32_t>(x.metrics.size())), x.metrics);
   });
 }
 
@@ -462,9 +535,10 @@ template <> result<round_start> decode<round_start>(const frame& f) {
     auto m = get(b.getManifest());
     if (!m)
       return m.err();
-    return round_start{
-        b.getRound(),  b.getModelVersion(),  std::move(*m), b.getChunkBytes(),
-        b.getWindow(), get(b.getPrevious()), b.getResend()};
+    return round_start{b.getRound(),  b.getModelVersion(),
+                       std::move(*m), b.getChunkBytes(),
+                       b.getWindow(), get(b.getPrevious()),
+                       b.getResend(), b.getEvaluateOnly()};
   });
 }
 
@@ -481,9 +555,13 @@ template <> result<offer> decode<offer>(const frame& f) {
                     check_figure(b.getDpEpsilon(), "DP epsilon", true)})
       if (!ok)
         return ok.err();
+    auto figures = get(b.getMetrics(), "offer");
+    if (!figures)
+      return figures.err();
     return offer{b.getRound(),          std::move(*id),      b.getSampleCount(),
                  b.getManifestDigest(), b.getTotalBytes(),   b.getChunkCount(),
-                 b.getTrainLoss(),      b.getTrainSeconds(), b.getDpEpsilon()};
+                 b.getTrainLoss(),      b.getTrainSeconds(), b.getDpEpsilon(),
+                 std::move(*figures)};
   });
 }
 
@@ -541,6 +619,21 @@ template <> result<round_over> decode<round_over>(const frame& f) {
     if (!body.isRoundOver())
       return wrong_kind("round over");
     return round_over{body.getRoundOver().getRound()};
+  });
+}
+
+template <> result<evaluation> decode<evaluation>(const frame& f) {
+  return read_small<evaluation>(f, [](auto body) -> result<evaluation> {
+    if (!body.isEvaluation())
+      return wrong_kind("evaluation");
+    auto b = body.getEvaluation();
+    FEDCAF_REQUIRE(b.getSampleCount() <= max_evaluation_samples,
+                   errc::malformed_frame, b.getSampleCount(),
+                   max_evaluation_samples);
+    auto figures = get(b.getMetrics(), "evaluation");
+    if (!figures)
+      return figures.err();
+    return evaluation{b.getRound(), b.getSampleCount(), std::move(*figures)};
   });
 }
 

@@ -36,7 +36,7 @@ uint32_t request_id(const frame& f);
 void set_request_id(frame& f, uint32_t id);
 
 /// The kinds of frame. Peers may send the server only hello, fetch, offer,
-/// chunk, end_of_stream, credit and heartbeat.
+/// chunk, end_of_stream, credit, evaluation and heartbeat.
 enum class frame_kind : uint8_t {
   hello,
   welcome,
@@ -52,6 +52,7 @@ enum class frame_kind : uint8_t {
   error,
   heartbeat,
   round_over,
+  evaluation,
 };
 
 /// Returns the kind of `f` without decoding its body, or an error iff it is
@@ -73,6 +74,25 @@ struct metrics {
   bool evaluated = false;
 };
 
+/// Figures a client reports by name (Offer.metrics, Evaluation.metrics).
+/// Decoders refuse more than max_named_values, a name that is empty, over
+/// 64 bytes, outside [A-Za-z0-9_./-] or repeated, and a value not finite.
+using named_values = std::vector<std::pair<std::string, double>>;
+constexpr size_t max_named_values = 32;
+
+/// Returns ok iff `values` may be sent (the rules above).
+result<void> check_named_values(const named_values& values, const char* what);
+
+/// A client's evaluation of the global model of `round` on its own data.
+struct evaluation {
+  uint32_t round = 0; ///< the round that published the model; 0: initial
+  uint64_t sample_count = 0;
+  named_values metrics{};
+};
+
+/// The most samples an Evaluation may claim.
+constexpr uint64_t max_evaluation_samples = uint64_t{1} << 40;
+
 struct hello {
   std::string client_id;
   std::string token;
@@ -92,6 +112,8 @@ struct round_start {
   uint32_t window = 0;
   metrics previous;
   bool resend = false; ///< collect the round's updates again: re-offer
+  /// Only evaluate the model and answer with an evaluation (no training).
+  bool evaluate_only = false;
 };
 
 struct offer {
@@ -103,7 +125,8 @@ struct offer {
   uint64_t chunk_count = 0;
   double train_loss = 0;
   double train_seconds = 0;
-  double dp_epsilon = 0; ///< DP-SGD: spent on the client's data; 0: none
+  double dp_epsilon = 0;  ///< DP-SGD: spent on the client's data; 0: none
+  named_values metrics{}; ///< the client's own training figures
 };
 
 struct accept {
@@ -173,6 +196,7 @@ frame encode(const end_of_stream& x);
 frame encode(const stream_closed& x);
 frame encode(const done& x);
 frame encode(const round_over& x);
+frame encode(const evaluation& x);
 /// Returns a heartbeat frame.
 frame encode_heartbeat();
 /// Encodes a refusal; the peer's decode<T> of it returns this error.

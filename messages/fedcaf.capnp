@@ -42,6 +42,23 @@ struct Metrics {
   # False when the server does not evaluate (no test set).
 }
 
+struct NamedValue {
+  name @0 :Text;
+  value @1 :Float64;
+}
+
+struct Evaluation {
+  round @0 :UInt32;
+  # The round whose published model was evaluated: the round a RoundStart
+  # announced minus one (0: the initial model).
+  sampleCount @1 :UInt64;
+  # Samples evaluated; the server weights the figures by it (at most 2^40).
+  metrics @2 :List(NamedValue);
+  # As Offer.metrics; "accuracy" and "loss" are the figures the server
+  # reports as the round's test_accuracy and test_loss when it does not
+  # evaluate the model itself.
+}
+
 struct Hello {
   clientId @0 :Text;
   token @1 :Text;
@@ -68,6 +85,10 @@ struct RoundStart {
   previous @5 :Metrics;
   # Evaluation of the model being distributed.
   resend @6 :Bool;
+  evaluateOnly @7 :Bool;
+  # No training this time: evaluate the model on the client's own data and
+  # answer with an Evaluation (the final model of a run with
+  # federated_evaluation). Its round is the run's last round + 1.
   # The round's updates are collected again: a client that holds this
   # round's model already offers its update once more.
 }
@@ -82,6 +103,9 @@ struct Offer {
   trainLoss @6 :Float64;
   trainSeconds @7 :Float64;
   dpEpsilon @8 :Float64;
+  metrics @9 :List(NamedValue);
+  # The client's own training figures (at most 32; names of 1 to 64
+  # characters of [A-Za-z0-9_./-], unique; values finite).
   # DP-SGD: epsilon the client has spent on its own samples so far
   # (record-level, at its train_configs.dp.delta); 0 without DP-SGD.
 }
@@ -175,5 +199,6 @@ struct Frame {
     error @12 :Error;
     heartbeat @13 :Heartbeat;
     roundOver @14 :RoundOver;
+    evaluation @15 :Evaluation;
   }
 }

@@ -426,7 +426,7 @@ void refuse_python_file(section& s, const char* key) {
 }
 
 void read(section s, train_config& t) {
-  s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy"});
+  s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy", "python"});
   s.get("add", t.add);
   s.get("add_by_index", t.add_by_index);
   s.get("federated_evaluation", t.federated_evaluation);
@@ -453,11 +453,16 @@ void read(section s, train_config& t) {
 
 void read(section s, model_config& m) {
   auto key = s.has("name") ? "name" : "model_name";
-  s.one_of(key, m.model_name, {"CNN", "torchscript", "synthetic", "llama"});
+  s.one_of(key, m.model_name,
+           {"CNN", "torchscript", "safetensors", "synthetic", "llama"});
   s.one_of("preset", m.preset, {"llama-3.2-1b", "llama-3.1-8b", "llama-tiny"});
   s.get("path", m.path);
   if (!m.path.empty() && !std::filesystem::is_regular_file(m.path))
     s.fail("path", "'" + m.path + "' is not a file");
+  else if (m.model_name == "safetensors" && m.path.empty())
+    s.fail("path", "is required for a safetensors model: the file of its "
+                   "initial weights, whose tensors are the model's layout "
+                   "(fedcaf.save_safetensors(model.state_dict(), path))");
   else if (m.model_name == "torchscript" && m.path.empty())
     s.fail("path", "is required for a torchscript model: the file that "
                    "torch.jit.script(model).save(path) wrote (see "
@@ -487,7 +492,15 @@ void read(section s, client_configs& c) {
            "DP-SGD needs the LibTorch trainer (VanillaTrainer)");
   bool torch_model =
       c.model.model_name == "CNN" || c.model.model_name == "torchscript";
-  if (!torch_model && c.train.trainer != "dummy")
+  if (c.model.model_name == "safetensors" && c.train.trainer != "python" &&
+      c.train.trainer != "dummy")
+    s.fail("train_configs.trainer",
+           "a safetensors model is trained by the clients' own Python code: "
+           "use trainer: python and the Python client (import fedcaf; see "
+           "examples/python/fashion_mnist.py), or model_configs.name: "
+           "torchscript for fedcaf's own trainer");
+  else if (!torch_model && c.train.trainer != "dummy" &&
+           c.train.trainer != "python")
     s.fail("train_configs.trainer", "a " + c.model.model_name +
                                         " model has no data to train on "
                                         "here; use trainer: dummy");
@@ -940,6 +953,11 @@ result<config> load_config(std::string_view yaml_text, std::string source,
         read_client_file(top, c);
       else
         read_server_file(top, c);
+      if (role == config_role::simulate && c.clients.train.trainer == "python")
+        top.fail("client_configs.train_configs.trainer",
+                 "python: Python clients train with their own code in their "
+                 "own processes; simulate runs fedcaf's trainers (run fedcaf "
+                 "server and the Python client, examples/python)");
     }
     YAML::Emitter out;
     auto shown = YAML::Clone(root);

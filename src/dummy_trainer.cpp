@@ -103,7 +103,10 @@ public:
       add_to_all();
     std::chrono::duration<double> took =
         std::chrono::steady_clock::now() - start;
-    return train_metrics{0, samples_, took.count()};
+    train_metrics m;
+    m.samples = samples_;
+    m.seconds = took.count();
+    return m;
   }
 
   uint64_t sample_count() const override { return samples_; }

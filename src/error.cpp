@@ -46,6 +46,8 @@ const char* to_string(errc code) {
     return "bad_config";
   case errc::io_error:
     return "io_error";
+  case errc::bad_argument:
+    return "bad_argument";
   case errc::internal:
     return "internal";
   case errc::busy:
@@ -54,6 +56,8 @@ const char* to_string(errc code) {
     return "disconnected";
   case errc::timeout:
     return "timeout";
+  case errc::cancelled:
+    return "cancelled";
   }
   return "unknown_error";
 }

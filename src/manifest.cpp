@@ -140,8 +140,8 @@ std::string shape_string(const std::vector<uint64_t>& shape) {
 result<void> compare_layouts(const manifest& ours, const manifest& theirs,
                              std::string_view theirs_name) {
   auto mismatch = [&](const std::string& why) {
-    return error{errc::manifest_mismatch, std::string{theirs_name} +
-                                              " model layout differs: " + why};
+    return error{errc::manifest_mismatch,
+                 std::string{theirs_name} + " model layout differs: " + why};
   };
   auto n = std::min(ours.tensors.size(), theirs.tensors.size());
   for (size_t i = 0; i < n; ++i) {

@@ -51,28 +51,69 @@ json optional_number(const std::optional<double>& x) {
   return x ? json(*x) : json(nullptr);
 }
 
+json figures_json(const std::optional<client_figures>& f) {
+  if (!f)
+    return nullptr;
+  json means = json::object();
+  for (const auto& [name, value] : f->means)
+    means[name] = value;
+  return {{"clients", f->clients}, {"samples", f->samples}, {"means", means}};
+}
+
 } // namespace
+
+std::optional<double> client_figures::find(const std::string& name) const {
+  for (const auto& [n, v] : means)
+    if (n == name)
+      return v;
+  return std::nullopt;
+}
+
+void figures_sum::add(
+    uint64_t samples,
+    const std::vector<std::pair<std::string, double>>& values) {
+  ++clients_;
+  samples_ += samples;
+  for (const auto& [name, value] : values) {
+    auto& w = sums_[name];
+    w.sum += static_cast<double>(samples) * value;
+    w.weight += static_cast<double>(samples);
+    w.plain_sum += value;
+    ++w.count;
+  }
+}
+
+client_figures figures_sum::mean() const {
+  client_figures out{clients_, samples_, {}};
+  for (const auto& [name, w] : sums_)
+    out.means.emplace_back(name, w.weight > 0 ? w.sum / w.weight
+                                              : w.plain_sum / w.count);
+  return out;
+}
 
 std::string to_json(const run_report& r) {
   json rounds = json::array();
   for (const auto& x : r.rounds)
-    rounds.push_back({{"round", x.round},
-                      {"test_accuracy", optional_number(x.test_accuracy)},
-                      {"test_loss", optional_number(x.test_loss)},
-                      {"wall_seconds", x.wall_seconds},
-                      {"bytes_up", x.bytes_up},
-                      {"bytes_down", x.bytes_down},
-                      {"train_loss", x.train_loss},
-                      {"clients", x.clients},
-                      {"download_seconds", x.download_seconds},
-                      {"train_seconds", x.train_seconds},
-                      {"upload_seconds", x.upload_seconds},
-                      {"ended_unix_s", x.ended_unix_s},
-                      {"missing_clients", x.missing_clients},
-                      {"contributors", x.contributors},
-                      {"staleness", x.staleness},
-                      {"dp_epsilon", optional_number(x.dp_epsilon)},
-                      {"dp_sgd_epsilon", optional_number(x.dp_sgd_epsilon)}});
+    rounds.push_back(
+        {{"round", x.round},
+         {"test_accuracy", optional_number(x.test_accuracy)},
+         {"test_loss", optional_number(x.test_loss)},
+         {"wall_seconds", x.wall_seconds},
+         {"bytes_up", x.bytes_up},
+         {"bytes_down", x.bytes_down},
+         {"train_loss", x.train_loss},
+         {"clients", x.clients},
+         {"download_seconds", x.download_seconds},
+         {"train_seconds", x.train_seconds},
+         {"upload_seconds", x.upload_seconds},
+         {"ended_unix_s", x.ended_unix_s},
+         {"missing_clients", x.missing_clients},
+         {"contributors", x.contributors},
+         {"staleness", x.staleness},
+         {"dp_epsilon", optional_number(x.dp_epsilon)},
+         {"dp_sgd_epsilon", optional_number(x.dp_sgd_epsilon)},
+         {"client_metrics", figures_json(x.client_metrics)},
+         {"client_train_metrics", figures_json(x.client_train_metrics)}});
   json config = nullptr;
   try {
     if (!r.config_yaml.empty())
@@ -116,8 +157,9 @@ std::string progress_line(const round_record& r, uint32_t num_rounds) {
     std::snprintf(line, sizeof line,
                   "round %u/%u  accuracy %.4f  loss %.4f  %.1f s  up %.1f MiB"
                   "  down %.1f MiB",
-                  r.round, num_rounds, *r.test_accuracy, *r.test_loss,
-                  r.wall_seconds, mib(r.bytes_up), mib(r.bytes_down));
+                  r.round, num_rounds, *r.test_accuracy,
+                  r.test_loss.value_or(0), r.wall_seconds, mib(r.bytes_up),
+                  mib(r.bytes_down));
   else
     std::snprintf(line, sizeof line,
                   "round %u/%u  train loss %.4f  %.1f s  up %.1f MiB  down "
@@ -133,6 +175,18 @@ std::string progress_line(const round_record& r, uint32_t num_rounds) {
     std::snprintf(line, sizeof line, "  sample epsilon %.3f",
                   *r.dp_sgd_epsilon);
     out += line;
+  }
+  if (r.client_metrics) {
+    const auto& c = *r.client_metrics;
+    std::snprintf(line, sizeof line,
+                  "  clients' eval: %u clients, %llu samples", c.clients,
+                  static_cast<unsigned long long>(c.samples));
+    out += line;
+    for (const char* name : {"accuracy", "loss"})
+      if (auto v = c.find(name)) {
+        std::snprintf(line, sizeof line, " %s %.4f", name, *v);
+        out += line;
+      }
   }
   return out;
 }

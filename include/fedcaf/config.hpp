@@ -38,7 +38,9 @@ struct dp_sgd_config {
 
 /// client_configs.train_configs.
 struct train_config {
-  std::string trainer = "VanillaTrainer"; ///< VanillaTrainer | dummy
+  /// VanillaTrainer (LibTorch) | dummy | python: the clients are fedcaf's
+  /// Python client, training with their own code (fedcaf server only).
+  std::string trainer = "VanillaTrainer";
   double add = 0; ///< dummy: added to every element (0: no change)
   /// Evaluate each global model received on the client's own test data and
   /// report it to the server. Set by server_configs.federated_evaluation.

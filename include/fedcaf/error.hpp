@@ -35,6 +35,9 @@ enum class errc : uint16_t {
   not_authenticated,   ///< a frame before the peer proved who it is
   bad_config = 40,     ///< invalid user configuration
   io_error,            ///< a file could not be read or written
+  bad_argument,        ///< the user's code called the Python client wrongly
+                       ///< (arrays that do not match the model, a task used
+                       ///< out of turn)
   // Our bug: an invariant broke.
   internal = 80,
   // Overloaded: retry later.
@@ -45,6 +48,7 @@ enum class errc : uint16_t {
   // Disconnected: reconnect or give up.
   disconnected = 120,
   timeout,
+  cancelled, ///< the user stopped the client (Ctrl-C, close())
 };
 
 /// Returns the enumerator's name, e.g. "bad_checksum".

@@ -3,13 +3,49 @@
 // Value types only.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fedcaf/error.hpp"
 
 namespace fedcaf {
+
+/// Figures clients reported by name, each a mean weighted by the samples
+/// of the clients that reported it.
+struct client_figures {
+  uint32_t clients = 0; ///< clients that reported
+  uint64_t samples = 0; ///< their samples, summed
+  std::vector<std::pair<std::string, double>> means;
+
+  /// Returns the mean of figure `name`, or nullopt iff none reported it.
+  std::optional<double> find(const std::string& name) const;
+};
+
+/// Sums clients' named figures, weighted by their sample counts (a figure
+/// that only clients of 0 samples reported: their plain mean). Value type.
+class figures_sum {
+public:
+  /// Adds one client's figures over `samples` samples.
+  void add(uint64_t samples,
+           const std::vector<std::pair<std::string, double>>& values);
+  bool empty() const { return clients_ == 0; }
+  /// Returns the weighted means so far.
+  client_figures mean() const;
+
+private:
+  struct weighted {
+    double sum = 0; ///< of samples x value
+    double weight = 0;
+    double plain_sum = 0; ///< of values
+    uint32_t count = 0;
+  };
+  std::map<std::string, weighted> sums_;
+  uint32_t clients_ = 0;
+  uint64_t samples_ = 0;
+};
 
 struct round_record {
   uint32_t round = 0;
@@ -39,6 +75,12 @@ struct round_record {
   /// (record-level, at train_configs.dp.delta, over every local step it has
   /// taken); client: its own; server: the largest of this round's clients.
   std::optional<double> dp_sgd_epsilon;
+  /// server, federated evaluation: the clients' evaluation of this round's
+  /// model on their own data. Where the server does not evaluate the model,
+  /// test_accuracy and test_loss are its "accuracy" and "loss".
+  std::optional<client_figures> client_metrics;
+  /// server: the training figures this round's contributors reported.
+  std::optional<client_figures> client_train_metrics;
 };
 
 struct run_report {

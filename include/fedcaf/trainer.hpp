@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "fedcaf/config.hpp"
@@ -25,18 +27,30 @@ struct train_metrics {
   /// the accountant; 0 without DP.
   uint64_t dp_steps = 0;
   double dp_sample_rate = 0;
+  /// Figures of the trainer's own choosing, sent with the offer (names of
+  /// [A-Za-z0-9_./-], at most 32).
+  std::vector<std::pair<std::string, double>> figures{};
 };
 
 struct eval_metrics {
   double loss = 0;
   double accuracy = 0;
   uint64_t samples = 0;
+  /// Figures by name; when set, sent instead of accuracy and loss.
+  std::vector<std::pair<std::string, double>> figures{};
 };
 
 /// A local model and the data it trains on.
 class trainer {
 public:
   virtual ~trainer() = default;
+
+  /// Says that round `round` starts (evaluate_only: the run's final model,
+  /// to evaluate, not to train). Default: nothing.
+  virtual void begin_round(uint32_t round, bool evaluate_only) {
+    (void)round;
+    (void)evaluate_only;
+  }
 
   /// The model's layout, in the order of parameters().
   virtual const manifest& layout() const = 0;

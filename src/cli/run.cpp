@@ -17,6 +17,7 @@
 #include "actors/client.hpp"
 #include "actors/gateway.hpp"
 #include "actors/network.hpp"
+#include "actors/remote.hpp"
 #include "actors/server_side.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/dummy_trainer.hpp"
@@ -166,10 +167,6 @@ result<dataset_ptr> test_set_for(const config& cfg) {
   return load_images(cfg.data, "t10k");
 }
 
-std::chrono::milliseconds millis(double seconds) {
-  return std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000)};
-}
-
 result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
                                       dataset_ptr test, run_report* report,
                                       bool remote) {
@@ -226,6 +223,10 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.server.chunk_bytes = *chunk_bytes;
   so.server.window = comm.stream.window;
   so.server.client_configs_yaml = client_configs_yaml(cfg);
+  so.server.federated_evaluation =
+      cfg.server.federated_evaluation.value_or(false);
+  so.server.evaluation_timeout = millis(comm.stream.idle_timeout_s);
+  so.server.max_sample_size = cfg.server.rule.max_sample_size;
   so.save_global_model = cfg.server.save_global_model;
   so.memory_mode = cfg.server.memory_mode;
   return spawn_server_side(sys, std::move(*initial), std::move(so),
@@ -251,71 +252,19 @@ int conclude(const options& opts, run_report& report, const config& cfg) {
       return failed(to_string(ok.err()));
   if (!report.failure.empty())
     return failed(report.failure);
-  if (!report.rounds.empty() && report.rounds.back().test_accuracy)
+  if (report.rounds.empty() || !report.rounds.back().test_accuracy)
+    return 0;
+  const auto& last = report.rounds.back();
+  if (last.client_metrics && last.client_metrics->find("accuracy") ==
+                                 last.test_accuracy) // the clients' figure
+    std::printf("final test accuracy: %.4f (the clients' evaluation, %llu "
+                "samples)\n",
+                *last.test_accuracy,
+                static_cast<unsigned long long>(last.client_metrics->samples));
+  else
     std::printf("final test accuracy: %.4f (%zu test images)\n",
-                *report.rounds.back().test_accuracy, size_t{10000});
+                *last.test_accuracy, size_t{10000});
   return 0;
-}
-
-caf::actor_system_config make_system_config(size_t threads, bool network) {
-  caf::actor_system_config sc;
-  sc.set("scheduler.max-threads", threads);
-  if (network) { // the multiplexer for the gateways; BASP listens nowhere
-    sc.load<caf::io::middleman>();
-    // Workers that wait on a condition variable instead of polling with
-    // sleeps: a third of the context switches of a chunk stream
-    // (tests/perf/stream_bench), and idle processes that stay idle.
-    sc.set("scheduler.policy", caf::atom("sharing"));
-  }
-  return sc;
-}
-
-/// The gateways' limits from comm_configs.
-gateway_limits limits_of(const comm_config& comm) {
-  gateway_limits l;
-  l.max_frame_bytes = comm.max_message_size;
-  l.window = comm.stream.window;
-  l.handshake_timeout = millis(comm.stream.handshake_timeout_s);
-  l.heartbeat = millis(comm.stream.heartbeat_s);
-  l.connection_timeout = millis(comm.stream.connection_timeout_s);
-  l.max_unauthenticated = comm.stream.max_unauthenticated;
-  return l;
-}
-
-/// The TLS context of one end, or null without use_ssl.
-result<std::shared_ptr<tls_context>> tls_of(const comm_config& comm,
-                                            bool server) {
-  if (!comm.use_ssl)
-    return std::shared_ptr<tls_context>{};
-  return tls_context::make(comm.tls, server);
-}
-
-/// Connects to the server, retrying with exponential backoff (100 ms
-/// doubling to 2 s) until `give_up_after` has passed; counts the retries.
-result<caf::actor> dial_with_retry(caf::actor_system& sys, const endpoint& at,
-                                   const gateway_limits& limits,
-                                   std::shared_ptr<tls_context> tls,
-                                   std::chrono::milliseconds give_up_after,
-                                   uint64_t& retries) {
-  auto delay = std::chrono::milliseconds{100};
-  auto deadline = std::chrono::steady_clock::now() + give_up_after;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    auto g = dial(sys, at, limits, tls,
-                  std::clamp(left, std::chrono::milliseconds{100},
-                             std::chrono::milliseconds{5000}));
-    if (g)
-      return g;
-    if (std::chrono::steady_clock::now() + delay > deadline)
-      return error{errc::disconnected,
-                   g.err().message + " after " +
-                       std::to_string(give_up_after.count() / 1000) +
-                       " s: is it running, and is the port right?"};
-    ++retries;
-    std::this_thread::sleep_for(delay);
-    delay = std::min(delay * 2, std::chrono::milliseconds{2000});
-  }
 }
 
 } // namespace
@@ -429,40 +378,11 @@ int run_client(const options& opts) {
   if (!cfg)
     return failed(to_string(cfg.err()));
   const auto& cc = cfg->client;
-  auto at = parse_endpoint(cc.comm.server_uri);
-  if (!at)
-    return failed(to_string(at.err()));
   auto sets = std::make_shared<lazy_data>(cc.data);
-  auto tls = tls_of(cc.comm, false);
-  if (!tls)
-    return failed(to_string(tls.err()));
   run_report report;
-  report.role = "client";
-  {
-    auto sc = make_system_config(2, true);
-    caf::actor_system sys{sc};
-    auto idle = millis(cc.comm.stream.idle_timeout_s);
-    auto limits = limits_of(cc.comm);
-    auto server = dial_with_retry(sys, *at, limits, *tls, idle, report.retries);
-    if (!server) {
-      report.failure = to_string(server.err());
-      return conclude(opts, report, *cfg);
-    }
-    client_options co;
-    co.client_id = cc.client_id;
-    co.idle_timeout = idle;
-    co.reconnect_for = millis(cc.comm.stream.reconnect_grace_s);
-    co.token = cc.comm.auth.enabled ? cc.comm.auth.token : "";
-    co.connector = spawn_dialer(sys, *at, limits, *tls);
-    co.host = at->host;
-    co.port = at->port;
-    auto client = spawn_client(
-        sys, *server, co,
-        local_trainer(sets, cc.data, cc.data.client_index, cc.num_threads),
-        &report);
-    await_all(sys, {client});
-    caf::anon_send_exit(co.connector, caf::exit_reason::user_shutdown);
-  }
+  run_remote_client(
+      cc, local_trainer(sets, cc.data, cc.data.client_index, cc.num_threads),
+      report);
   return conclude(opts, report, *cfg);
 }
 

@@ -41,7 +41,7 @@ TEST_CASE("every small message survives a round trip") {
   manifest m;
   m.tensors.push_back(make_tensor_info("conv.weight", dtype::float32, {2, 3}));
   m.tensors.push_back(make_tensor_info("bias", dtype::bfloat16, {5}));
-  round_start rs{4, 9, m, 4096, 3, {3, 0.81, 0.52, true}, true};
+  round_start rs{4, 9, m, 4096, 3, {3, 0.81, 0.52, true}, true, true};
   auto r = decode<round_start>(encode(rs));
   REQUIRE(r);
   CHECK(r->round == 4);
@@ -51,14 +51,23 @@ TEST_CASE("every small message survives a round trip") {
   CHECK(r->window == 3);
   CHECK(r->previous.test_accuracy == doctest::Approx(0.81));
   CHECK(r->resend);
+  CHECK(r->evaluate_only);
 
-  offer o{2, "Client1", 30000, 0xabcdef, 1 << 20, 16, 0.4, 1.5};
+  offer o{2,  "Client1", 30000, 0xabcdef, 1 << 20,
+          16, 0.4,       1.5,   0,        {{"loss", 0.4}, {"top5.acc", 0.9}}};
   auto od = decode<offer>(encode(o));
   REQUIRE(od);
   CHECK(od->client_id == "Client1");
   CHECK(od->sample_count == 30000);
   CHECK(od->manifest_digest == 0xabcdef);
   CHECK(od->chunk_count == 16);
+  CHECK(od->metrics == o.metrics);
+  auto ev =
+      decode<evaluation>(encode(evaluation{3, 5000, {{"accuracy", 0.9}}}));
+  REQUIRE(ev);
+  CHECK(ev->round == 3);
+  CHECK(ev->sample_count == 5000);
+  CHECK(ev->metrics == named_values{{"accuracy", 0.9}});
 
   auto a = decode<accept>(encode(accept{5, 4}));
   REQUIRE(a);
@@ -87,6 +96,29 @@ TEST_CASE("every small message survives a round trip") {
   auto w = decode<welcome>(encode(welcome{1, 2, "train_configs: {}"}));
   REQUIRE(w);
   CHECK(w->client_configs == "train_configs: {}");
+}
+
+TEST_CASE("figures a client reports are refused when malformed") {
+  auto refused = [](named_values v, uint64_t samples = 1) {
+    auto r = decode<evaluation>(encode(evaluation{1, samples, std::move(v)}));
+    return !r && r.err().code == errc::malformed_frame;
+  };
+  CHECK_FALSE(refused({{"accuracy", 0.5}, {"loss/val", 1.0}}));
+  CHECK(refused({{"", 1.0}}));
+  CHECK(refused({{std::string(65, 'a'), 1.0}}));
+  CHECK(refused({{"acc\nround 9", 1.0}})); // no log lines smuggled in
+  CHECK(refused({{"a", 1.0}, {"a", 2.0}}));
+  CHECK(refused({{"a", std::nan("")}}));
+  CHECK(refused({{"a", INFINITY}}));
+  named_values many;
+  for (int i = 0; i <= static_cast<int>(max_named_values); ++i)
+    many.emplace_back("m" + std::to_string(i), i);
+  CHECK(refused(many));
+  CHECK(refused({}, max_evaluation_samples + 1));
+  CHECK_FALSE(refused({}, max_evaluation_samples));
+  auto k = kind_of(encode(evaluation{}));
+  REQUIRE(k);
+  CHECK(*k == frame_kind::evaluation);
 }
 
 TEST_CASE(

@@ -1,0 +1,124 @@
+#include "actors/remote.hpp"
+
+#include <algorithm>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/network.hpp"
+
+namespace fedcaf {
+
+namespace {
+
+/// Connects to the server, retrying with exponential backoff (100 ms
+/// doubling to 2 s) until `give_up_after` has passed; counts the retries.
+result<caf::actor> dial_with_retry(caf::actor_system& sys, const endpoint& at,
+                                   const gateway_limits& limits,
+                                   std::shared_ptr<tls_context> tls,
+                                   std::chrono::milliseconds give_up_after,
+                                   uint64_t& retries) {
+  auto delay = std::chrono::milliseconds{100};
+  auto deadline = std::chrono::steady_clock::now() + give_up_after;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    auto g = dial(sys, at, limits, tls,
+                  std::clamp(left, std::chrono::milliseconds{100},
+                             std::chrono::milliseconds{5000}));
+    if (g)
+      return g;
+    if (std::chrono::steady_clock::now() + delay > deadline)
+      return error{errc::disconnected,
+                   g.err().message + " after " +
+                       std::to_string(give_up_after.count() / 1000) +
+                       " s: is it running, and is the port right?"};
+    ++retries;
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds{2000});
+  }
+}
+
+/// Blocks until `a` has terminated.
+void await(caf::actor_system& sys, const caf::actor& a) {
+  caf::scoped_actor self{sys};
+  self->monitor(a);
+  self->receive([](const caf::down_msg&) {});
+}
+
+} // namespace
+
+caf::actor_system_config make_system_config(size_t threads, bool network) {
+  caf::actor_system_config sc;
+  sc.set("scheduler.max-threads", threads);
+  if (network) { // the multiplexer for the gateways; BASP listens nowhere
+    sc.load<caf::io::middleman>();
+    // Workers that wait on a condition variable instead of polling with
+    // sleeps: a third of the context switches of a chunk stream
+    // (tests/perf/stream_bench), and idle processes that stay idle.
+    sc.set("scheduler.policy", caf::atom("sharing"));
+  }
+  return sc;
+}
+
+gateway_limits limits_of(const comm_config& comm) {
+  gateway_limits l;
+  l.max_frame_bytes = comm.max_message_size;
+  l.window = comm.stream.window;
+  l.handshake_timeout = millis(comm.stream.handshake_timeout_s);
+  l.heartbeat = millis(comm.stream.heartbeat_s);
+  l.connection_timeout = millis(comm.stream.connection_timeout_s);
+  l.max_unauthenticated = comm.stream.max_unauthenticated;
+  return l;
+}
+
+result<std::shared_ptr<tls_context>> tls_of(const comm_config& comm,
+                                            bool server) {
+  if (!comm.use_ssl)
+    return std::shared_ptr<tls_context>{};
+  return tls_context::make(comm.tls, server);
+}
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000)};
+}
+
+void run_remote_client(const client_config& cc, trainer_factory factory,
+                       run_report& report, const client_started& started) {
+  report.role = "client";
+  auto at = parse_endpoint(cc.comm.server_uri);
+  if (!at) {
+    report.failure = to_string(at.err());
+    return;
+  }
+  auto tls = tls_of(cc.comm, false);
+  if (!tls) {
+    report.failure = to_string(tls.err());
+    return;
+  }
+  auto sc = make_system_config(2, true);
+  caf::actor_system sys{sc};
+  auto idle = millis(cc.comm.stream.idle_timeout_s);
+  auto limits = limits_of(cc.comm);
+  auto server = dial_with_retry(sys, *at, limits, *tls, idle, report.retries);
+  if (!server) {
+    report.failure = to_string(server.err());
+    return;
+  }
+  client_options co;
+  co.client_id = cc.client_id;
+  co.idle_timeout = idle;
+  co.reconnect_for = millis(cc.comm.stream.reconnect_grace_s);
+  co.token = cc.comm.auth.enabled ? cc.comm.auth.token : "";
+  co.connector = spawn_dialer(sys, *at, limits, *tls);
+  co.host = at->host;
+  co.port = at->port;
+  auto client = spawn_client(sys, *server, co, std::move(factory), &report);
+  if (started)
+    started(sys, client);
+  await(sys, client);
+  caf::anon_send_exit(co.connector, caf::exit_reason::user_shutdown);
+}
+
+} // namespace fedcaf

@@ -1,0 +1,196 @@
+"""fedcaf's Python client: your model, your data, your training loop.
+
+The C++ client (the same actor, gateway, TLS and resume as `fedcaf client`)
+runs inside this process; arrays cross without copies. A round's global model
+is delivered as numpy arrays that view the memory it was received into, and an
+update is streamed chunk by chunk straight from your arrays or CPU tensors.
+
+    import fedcaf
+    client = fedcaf.Client("configs/client_1.yaml")
+    for task in client.tasks():            # blocks until the server starts a round
+        if task.evaluate_only:             # the run's final model
+            task.evaluate({"accuracy": acc, "loss": loss}, num_samples=n)
+            continue
+        model.load_state_dict(task.model_state(torch))
+        n, metrics = train(model)
+        task.send(model.state_dict(), num_samples=n, metrics=metrics)
+        task.evaluate({"accuracy": acc}, num_samples=m)  # optional
+
+No LibTorch is linked: torch (CUDA or not), JAX or NumPy code all work.
+"""
+
+import json
+import struct
+import sys
+
+import numpy as np
+
+from . import _fedcaf
+
+__all__ = ["Client", "Task", "Error", "save_safetensors"]
+
+Error = _fedcaf.Error
+Error.__doc__ = (
+    "A fedcaf failure: .code is fedcaf's error code (e.g. 'manifest_mismatch'),"
+    " .message says what happened.")
+Error.code = property(lambda self: self.args[0] if self.args else "internal")
+Error.message = property(lambda self: self.args[1] if len(self.args) > 1 else "")
+Error.__str__ = lambda self: f"{self.code}: {self.message}"
+
+# dtype names as fedcaf (and the manifest) spell them.
+_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8")
+_SAFETENSORS = {"float32": "F32", "float16": "F16", "bfloat16": "BF16",
+                "float64": "F64", "int64": "I64", "int32": "I32", "uint8": "U8"}
+
+
+def _torch_dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
+
+
+def _as_array(name, value):
+    """Returns (array, dtype name) viewing `value` without a copy where it can
+    (numpy arrays, contiguous CPU tensors); other devices are copied to the
+    CPU one tensor at a time."""
+    if isinstance(value, np.ndarray):
+        return value, str(value.dtype)
+    if hasattr(value, "detach") and hasattr(value, "dtype"):  # a torch tensor
+        t = value.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        t = t.contiguous()
+        kind = _torch_dtype_name(t)
+        if kind == "bfloat16":  # numpy has none: its bits as int16
+            torch = sys.modules[type(value).__module__.split(".")[0]]
+            t = t.view(torch.int16)
+        return t.numpy(), kind
+    a = np.asarray(value)  # JAX arrays and anything array-like
+    return a, str(a.dtype)
+
+
+class Task:
+    """One round: the global model received, and what you send back."""
+
+    def __init__(self, task):
+        self._task = task
+        self._arrays = None
+
+    @property
+    def round(self):
+        """The round's number (1 for the first)."""
+        return self._task.round
+
+    @property
+    def evaluate_only(self):
+        """True for the run's final model: evaluate it, do not train."""
+        return self._task.evaluate_only
+
+    @property
+    def layout(self):
+        """[(name, dtype, shape)] of the model, in the server's order."""
+        return self._task.layout()
+
+    @property
+    def arrays(self):
+        """dict name -> numpy array viewing the received model (no copy).
+        bfloat16 tensors are uint16 arrays of their bits. The memory is the
+        client's: the next round's model is received into it."""
+        if self._arrays is None:
+            self._arrays = self._task.arrays()
+        return self._arrays
+
+    def model_state(self, torch):
+        """The received model as a state dict of CPU tensors sharing its
+        memory (bfloat16 through torch.frombuffer, without a copy)."""
+        out = {}
+        for name, dtype, shape in self.layout:
+            a = self.arrays[name]
+            if dtype == "bfloat16":
+                t = torch.frombuffer(a, dtype=torch.bfloat16)
+                out[name] = t.reshape(shape) if len(shape) else t.reshape(())
+            else:
+                out[name] = torch.from_numpy(a)
+        return out
+
+    def send(self, state, num_samples, metrics=None):
+        """Streams the update: `state` maps every tensor name of the model to
+        an array or tensor of the same shape and dtype. Returns once the
+        server has all of it. Raises fedcaf.Error (manifest_mismatch names
+        the tensor and both shapes or dtypes)."""
+        items = state.items() if hasattr(state, "items") else state
+        tensors = [(name,) + _as_array(name, value) for name, value in items]
+        tensors = [(n, a, d) for n, a, d in tensors]
+        self._task.send(tensors, int(num_samples), _figures(metrics))
+
+    def evaluate(self, metrics, num_samples):
+        """Reports your evaluation of this task's model on your own data
+        ("accuracy" and "loss" are what the server reports as the round's
+        test_accuracy and test_loss when it cannot evaluate the model)."""
+        self._task.evaluate(int(num_samples), _figures(metrics))
+
+
+def _figures(metrics):
+    if not metrics:
+        return []
+    return [(str(k), float(v)) for k, v in metrics.items()]
+
+
+class Client:
+    """A fedcaf client driven from Python.
+
+    `config` is a client config file (configs/client_1.yaml); `set` overrides
+    keys as `--set` does ({"comm_configs.grpc_configs.server_uri":
+    "10.0.0.5:50051"})."""
+
+    def __init__(self, config, set=None):
+        overrides = [f"{k}={_yaml_scalar(v)}" for k, v in (set or {}).items()]
+        self._client = _fedcaf.Client(str(config), overrides)
+
+    def tasks(self):
+        """Yields a Task per round until the run ends. Raises fedcaf.Error if
+        the run fails for this client; Ctrl-C stops the client."""
+        while True:
+            t = self._client.next_task()
+            if t is None:
+                return
+            yield Task(t)
+
+    def report(self):
+        """The client's run report (dict), once the run has ended."""
+        return json.loads(self._client.report_json())
+
+    def close(self):
+        """Stops the client (if it still runs) and waits for it."""
+        self._client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _yaml_scalar(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def save_safetensors(state, path):
+    """Writes `state` (name -> numpy array or tensor) as a safetensors file,
+    one tensor at a time (fedcaf's server reads it as model_configs.path)."""
+    arrays = [(name,) + _as_array(name, value) for name, value in state.items()]
+    header, offset = {}, 0
+    for name, a, kind in arrays:
+        if kind not in _SAFETENSORS:
+            raise Error("unsupported_dtype", f"tensor '{name}' is {kind}")
+        n = a.size * a.itemsize
+        header[name] = {"dtype": _SAFETENSORS[kind], "shape": list(a.shape),
+                        "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for _, a, _ in arrays:
+            f.write(memoryview(np.ascontiguousarray(a)).cast("B"))

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The Python client (fedcaf package, embedded C++ client) over real sockets:
+# `fedcaf server -c configs/server_python.yaml` and two
+# examples/python/fashion_mnist.py clients, 3 rounds on Fashion-MNIST:
+# federated accuracy >= 0.85 and the server's models equal a plain-PyTorch
+# FedAvg of the recorded updates. Then a Python client whose arrays do not
+# match the model is refused, naming the tensor.
+set -u
+fedcaf=$1; src=$2; pydir=$3; python=${4:-/usr/bin/python3}
+export FEDCAF_PYTHON=$pydir PYTHONPATH=$pydir
+port=$(( 20000 + RANDOM % 20000 ))
+uri="127.0.0.1:$port"
+out=$(mktemp -d); pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"; }
+trap cleanup EXIT
+
+"$python" "$src/examples/python/fashion_mnist.py" --init "$out/init.safetensors" || exit 1
+timeout 600 "$fedcaf" server -c "$src/configs/server_python.yaml" \
+  --set server_configs.comm_configs.grpc_configs.server_uri=$uri \
+  --set client_configs.model_configs.path="$out/init.safetensors" \
+  --set server_configs.save_global_model="$out/global-{round}.safetensors" \
+  --report "$out/server.json" > "$out/server.log" 2>&1 & pids+=($!); server=$!
+clients=()
+for i in 1 2; do
+  timeout 600 "$python" "$src/examples/python/fashion_mnist.py" \
+    -c "$src/configs/client_$i.yaml" --record "$out/rec$i" \
+    --set comm_configs.grpc_configs.server_uri=$uri \
+    > "$out/client_$i.log" 2>&1 & pids+=($!); clients+=($!)
+done
+rc=0
+wait $server || rc=$?
+for c in "${clients[@]}"; do wait $c || rc=$?; done
+cat "$out/server.log"
+if [ $rc -ne 0 ]; then
+  echo "FAIL: a process exited non-zero"; cat "$out"/client_*.log; exit 1
+fi
+"$python" "$src/tests/integration/python_client_check.py" replay "$out" 3 || exit 1
+
+# A small synthetic model for the refusals: one client, one round.
+port=$(( 20000 + RANDOM % 20000 )); uri="127.0.0.1:$port"
+timeout 120 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" \
+  --set server_configs.comm_configs.grpc_configs.server_uri=$uri \
+  --set server_configs.num_clients=1 --set server_configs.num_global_epochs=1 \
+  --set client_configs.train_configs.trainer=python \
+  --set client_configs.model_configs.total_bytes=4096 \
+  --set client_configs.model_configs.num_tensors=4 \
+  --set server_configs.federated_evaluation=true \
+  --report "$out/small.json" > "$out/small.log" 2>&1 & pids+=($!); server=$!
+timeout 120 "$python" "$src/tests/integration/python_client_check.py" \
+  refusals "$src/configs/client_1.yaml" "$uri" || { cat "$out/small.log"; exit 1; }
+wait $server || { echo "FAIL: the small server failed"; cat "$out/small.log"; exit 1; }
+"$python" - "$out/small.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["ok"], r["failure"]
+m = r["rounds"][0]["client_metrics"]
+assert m and m["means"]["accuracy"] == 0.5 and m["samples"] == 10, m
+print("the final model's evaluation reached the report:", m)
+PY
