@@ -8,7 +8,7 @@ packages=(g++ cmake ninja-build python3 python3-matplotlib python3-numpy
           nlohmann-json3-dev libxxhash-dev zlib1g-dev doctest-dev
           libopenblas0-openmp libssl-dev openssl iproute2 procps
           dataset-fashion-mnist pybind11-dev python3-pybind11 python3-dev
-          python3-torch)
+          python3-torch python3-yaml)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -29,3 +29,6 @@ py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 "$py" examples/python/export_torchscript.py -o build/examples/cnn.pt
 "$py" examples/python/export_tensors.py -o build/examples/fashion_mnist
+# configs/server_python.yaml's initial model, written by the Python example.
+"$py" examples/python/fashion_mnist.py --init build/examples/fashion_mnist_cnn.safetensors
+"$py" examples/python/causal_lm_bf16.py --init build/examples/causal_lm_bf16.safetensors

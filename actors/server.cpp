@@ -178,9 +178,9 @@ public:
                          std::to_string(e->round) + "; the model served is " +
                          std::to_string(published_round_) + "'s"});
     if (!evaluated_by_.insert(*id).second)
-      return refuse({errc::unexpected_message, *id + " evaluated round " +
-                                                   std::to_string(e->round) +
-                                                   "'s model a second time"});
+      return refuse({errc::bad_sequence, *id + " evaluated round " +
+                                             std::to_string(e->round) +
+                                             "'s model a second time"});
     evaluations_.add(capped(e->sample_count), e->metrics);
     note_evaluations();
     return msg::encode(msg::evaluation{e->round, e->sample_count, {}});

@@ -139,6 +139,12 @@ trainer_factory local_trainer(std::shared_ptr<lazy_data> sets, data_config data,
   return [sets, data, index, num_threads](
              const client_configs& cc,
              const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+    if (cc.train.trainer == "python")
+      return error{errc::bad_config,
+                   "this server's clients train with their own Python code "
+                   "(train_configs.trainer: python): run the Python client "
+                   "(import fedcaf; see examples/python/fashion_mnist.py), "
+                   "not fedcaf client"};
     if (cc.train.trainer == "dummy") {
       auto layout = model_layout(cc.model);
       if (!layout)

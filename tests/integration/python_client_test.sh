@@ -45,6 +45,8 @@ timeout 120 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" \
   --set client_configs.model_configs.total_bytes=4096 \
   --set client_configs.model_configs.num_tensors=4 \
   --set server_configs.federated_evaluation=true \
+  --set server_configs.memory_mode=window \
+  --set server_configs.aggregator=FedAdamAggregator \
   --report "$out/small.json" > "$out/small.log" 2>&1 & pids+=($!); server=$!
 timeout 120 "$python" "$src/tests/integration/python_client_check.py" \
   refusals "$src/configs/client_1.yaml" "$uri" || { cat "$out/small.log"; exit 1; }
