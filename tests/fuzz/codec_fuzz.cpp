@@ -26,9 +26,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto r = decode<round_start>(f))
     if (!decode<round_start>(encode(*r)))
       __builtin_trap();
+  // Figures that decode are within the rules, and encode to the same.
+  if (auto e = decode<evaluation>(f)) {
+    if (!check_named_values(e->metrics, "fuzz"))
+      __builtin_trap();
+    auto again = decode<evaluation>(encode(*e));
+    if (!again || again->metrics != e->metrics)
+      __builtin_trap();
+  }
+  if (auto o = decode<offer>(f))
+    if (!check_named_values(o->metrics, "fuzz"))
+      __builtin_trap();
   (void)decode<hello>(f);
   (void)decode<welcome>(f);
-  (void)decode<offer>(f);
   (void)decode<accept>(f);
   (void)decode<credit>(f);
   (void)decode<fetch>(f);
