@@ -398,10 +398,13 @@ private:
     return {};
   }
 
-  static msg::evaluation evaluation_of(const eval_metrics& m) {
+  /// The figures of `m`, as the evaluation of the model this client
+  /// received last (that of the round before the one announced).
+  msg::evaluation evaluation_of(const eval_metrics& m) const {
+    auto round = round_.round - 1;
     if (!m.figures.empty())
-      return {0, m.samples, m.figures};
-    return {0, m.samples, {{"accuracy", m.accuracy}, {"loss", m.loss}}};
+      return {round, m.samples, m.figures};
+    return {round, m.samples, {{"accuracy", m.accuracy}, {"loss", m.loss}}};
   }
 
   /// The run's final model: evaluate it, answer (with no figures if this
@@ -414,7 +417,7 @@ private:
     if (!m)
       return fail(m.err());
     if (!*m)
-      return send_evaluation(msg::evaluation{});
+      return send_evaluation(msg::evaluation{round_.round - 1, 0, {}});
     send_evaluation(evaluation_of(**m));
     if ((*m)->figures.empty())
       log_line(options_.client_id,
@@ -423,10 +426,9 @@ private:
                    std::to_string((*m)->samples) + " test samples");
   }
 
-  /// Sends `e` as the evaluation of the model this client received last.
-  /// A refusal is logged: the figures are lost, the run goes on.
-  void send_evaluation(msg::evaluation e) {
-    e.round = round_.round - 1;
+  /// Sends evaluation `e` (of the model of round e.round). A refusal is
+  /// logged: the figures are lost, the run goes on.
+  void send_evaluation(const msg::evaluation& e) {
     if (auto ok = msg::check_named_values(e.metrics, "evaluation"); !ok)
       return log_line(options_.client_id, to_string(ok.err()));
     self_
@@ -442,14 +444,13 @@ private:
   }
 
 public:
-  /// An evaluation made outside the trainer (the Python client's).
+  /// An evaluation made outside the trainer (the Python client's), of the
+  /// model of the round it names.
   void on_evaluated(const frame& f) {
     auto e = msg::decode<msg::evaluation>(f);
     if (!e)
       return log_line(options_.client_id, to_string(e.err()));
-    if (round_.round == 0)
-      return log_line(options_.client_id, "an evaluation before any model");
-    send_evaluation(std::move(*e));
+    send_evaluation(*e);
   }
 
 private:

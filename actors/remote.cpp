@@ -13,15 +13,20 @@ namespace fedcaf {
 namespace {
 
 /// Connects to the server, retrying with exponential backoff (100 ms
-/// doubling to 2 s) until `give_up_after` has passed; counts the retries.
+/// doubling to 2 s) until `give_up_after` has passed or `*stop` is set;
+/// counts the retries.
 result<caf::actor> dial_with_retry(caf::actor_system& sys, const endpoint& at,
                                    const gateway_limits& limits,
                                    std::shared_ptr<tls_context> tls,
                                    std::chrono::milliseconds give_up_after,
-                                   uint64_t& retries) {
+                                   uint64_t& retries,
+                                   const std::atomic<bool>* stop) {
   auto delay = std::chrono::milliseconds{100};
   auto deadline = std::chrono::steady_clock::now() + give_up_after;
+  auto stopped = [stop] { return stop && stop->load(); };
   for (;;) {
+    if (stopped())
+      return error{errc::cancelled, "stopped while connecting"};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     auto g = dial(sys, at, limits, tls,
@@ -35,7 +40,9 @@ result<caf::actor> dial_with_retry(caf::actor_system& sys, const endpoint& at,
                        std::to_string(give_up_after.count() / 1000) +
                        " s: is it running, and is the port right?"};
     ++retries;
-    std::this_thread::sleep_for(delay);
+    for (auto slept = std::chrono::milliseconds{0}; slept < delay && !stopped();
+         slept += std::chrono::milliseconds{20})
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
     delay = std::min(delay * 2, std::chrono::milliseconds{2000});
   }
 }
@@ -85,7 +92,8 @@ std::chrono::milliseconds millis(double seconds) {
 }
 
 void run_remote_client(const client_config& cc, trainer_factory factory,
-                       run_report& report, const client_started& started) {
+                       run_report& report, const client_started& started,
+                       const std::atomic<bool>* stop) {
   report.role = "client";
   auto at = parse_endpoint(cc.comm.server_uri);
   if (!at) {
@@ -101,7 +109,8 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   caf::actor_system sys{sc};
   auto idle = millis(cc.comm.stream.idle_timeout_s);
   auto limits = limits_of(cc.comm);
-  auto server = dial_with_retry(sys, *at, limits, *tls, idle, report.retries);
+  auto server =
+      dial_with_retry(sys, *at, limits, *tls, idle, report.retries, stop);
   if (!server) {
     report.failure = to_string(server.err());
     return;

@@ -3,6 +3,7 @@
 // TLS from comm_configs, and a client of a remote server run to its end (as
 // `fedcaf client` and the Python client run it).
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -44,8 +45,11 @@ using client_started =
 /// token, resume after a lost connection, as configured) with trainers from
 /// `factory`, until the run ends or the client is stopped. Blocks. Fills
 /// `report`; its `failure` says why iff the run failed for this client
-/// (the server unreachable, a refusal, a trainer error).
+/// (the server unreachable, a refusal, a trainer error). Setting `*stop`
+/// ends the attempts to connect (a running client is stopped through the
+/// handle `started` gave).
 void run_remote_client(const client_config& cc, trainer_factory factory,
-                       run_report& report, const client_started& started = {});
+                       run_report& report, const client_started& started = {},
+                       const std::atomic<bool>* stop = nullptr);
 
 } // namespace fedcaf

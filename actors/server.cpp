@@ -42,6 +42,13 @@ struct client_entry {
   snapshot_ptr model;
 };
 
+/// The clients' evaluations of the model of one round (0: the initial).
+struct model_evaluations {
+  uint32_t round = 0;
+  std::set<std::string> by; ///< one evaluation per client
+  figures_sum sum;
+};
+
 /// Compares secrets in time independent of where they differ.
 bool same_secret(const std::string& a, const std::string& b) {
   if (a.size() != b.size())
@@ -164,7 +171,9 @@ public:
   }
 
   /// A client's evaluation of the model served now (the last published
-  /// one): folded into that round's client_metrics, once per client.
+  /// one) or of the one before it (an evaluation sent after the upload may
+  /// arrive once the round is published): folded into that round's
+  /// client_metrics, once per client.
   frame evaluated(const frame& f) {
     const auto* id = sender_id();
     if (!id)
@@ -172,17 +181,20 @@ public:
     auto e = msg::decode<msg::evaluation>(f);
     if (!e)
       return refuse(e.err());
-    if (e->round != published_round_)
+    auto* of = e->round == current_.round                  ? &current_
+               : previous_ && e->round == previous_->round ? &*previous_
+                                                           : nullptr;
+    if (!of)
       return refuse({errc::wrong_round,
                      *id + " evaluated the model of round " +
                          std::to_string(e->round) + "; the model served is " +
-                         std::to_string(published_round_) + "'s"});
-    if (!evaluated_by_.insert(*id).second)
+                         std::to_string(current_.round) + "'s"});
+    if (!of->by.insert(*id).second)
       return refuse({errc::bad_sequence, *id + " evaluated round " +
                                              std::to_string(e->round) +
                                              "'s model a second time"});
-    evaluations_.add(capped(e->sample_count), e->metrics);
-    note_evaluations();
+    of->sum.add(capped(e->sample_count), e->metrics);
+    note_evaluations(*of);
     return msg::encode(msg::evaluation{e->round, e->sample_count, {}});
   }
 
@@ -191,7 +203,7 @@ public:
     if (!final_pass_ || stopping_)
       return;
     log_line("server",
-             "final evaluation: " + std::to_string(evaluated_by_.size()) +
+             "final evaluation: " + std::to_string(current_.by.size()) +
                  " of " + std::to_string(expected_evaluations_) +
                  " clients answered within the time limit");
     end_run("");
@@ -265,9 +277,8 @@ public:
     record.staleness = std::move(staleness);
     print_held(); // the previous round's evaluations are as complete as
                   // they will be
-    published_round_ = round;
-    evaluated_by_.clear();
-    evaluations_ = {};
+    previous_ = std::move(current_);
+    current_ = model_evaluations{round, {}, {}};
     auto started = round_started_;
     if (options_.async) { // the next version's figures start now
       round_started_ = clock_type::now();
@@ -360,6 +371,11 @@ public:
   /// Sends the open round's announcement to a client that came back.
   void announce_to(const std::string& id) {
     auto it = clients_.find(id);
+    if (final_pass_ && !stopping_ && it != clients_.end() &&
+        it->second.state == presence::connected && !current_.by.count(id)) {
+      self_->send(it->second.handle, round_atom::value, round_frame_);
+      return; // back during the final evaluation: asked again
+    }
     if (options_.async && it != clients_.end() && !it->second.task.empty() &&
         it->second.state == presence::connected) {
       self_->send(it->second.handle, round_atom::value, it->second.task);
@@ -516,7 +532,10 @@ private:
     return nullptr;
   }
 
+  /// A claimed sample count as a figure's weight: at most max_sample_size
+  /// (if set) and 2^40 (so that weighted sums stay finite and exact).
   uint64_t capped(uint64_t samples) const {
+    samples = std::min(samples, msg::max_evaluation_samples);
     return options_.max_sample_size
                ? std::min(samples, options_.max_sample_size)
                : samples;
@@ -535,30 +554,30 @@ private:
     return sum.mean();
   }
 
-  /// Puts the evaluations so far into the published round's record; prints
-  /// its line once every client expected has answered.
-  void note_evaluations() {
-    auto* r = record_of(published_round_);
+  /// Puts the evaluations so far into their round's record; prints the line
+  /// of the model served now once every client expected has answered.
+  void note_evaluations(const model_evaluations& of) {
+    auto* r = record_of(of.round);
     if (!r) // the initial model: logged, not a round of the report
-      return log_initial_evaluation();
-    r->client_metrics = evaluations_.mean();
+      return log_initial_evaluation(of);
+    r->client_metrics = of.sum.mean();
     if (!r->test_accuracy || evaluated_by_clients_.count(r->round)) {
       evaluated_by_clients_.insert(r->round);
       r->test_accuracy = r->client_metrics->find("accuracy");
       r->test_loss = r->client_metrics->find("loss");
     }
-    if (evaluated_by_.size() < expected_evaluations_)
+    if (&of != &current_ || of.by.size() < expected_evaluations_)
       return;
-    if (held_round_ == published_round_)
+    if (held_round_ == of.round)
       print_held();
     if (final_pass_)
       end_run("");
   }
 
-  void log_initial_evaluation() {
-    if (evaluated_by_.size() < expected_evaluations_)
+  void log_initial_evaluation(const model_evaluations& of) {
+    if (of.by.size() < expected_evaluations_)
       return;
-    auto m = evaluations_.mean();
+    auto m = of.sum.mean();
     std::string line = "clients' evaluation of the initial model:";
     for (const auto& [name, value] : m.means)
       line += " " + name + " " + std::to_string(value);
@@ -569,13 +588,13 @@ private:
     final_pass_ = true;
     round_open_ = false;
     auto rs = announcement(false);
-    rs.round = published_round_ + 1;
+    rs.round = current_.round + 1;
     rs.evaluate_only = true;
-    auto f = msg::encode(rs);
+    round_frame_ = msg::encode(rs);
     expected_evaluations_ = connected_count();
     for (auto& [id, c] : clients_)
       if (c.state == presence::connected)
-        self_->send(c.handle, round_atom::value, f);
+        self_->send(c.handle, round_atom::value, round_frame_);
     log_line("server", "asking " + std::to_string(expected_evaluations_) +
                            " clients to evaluate the final model");
     self_->delayed_send(self_, options_.evaluation_timeout,
@@ -641,10 +660,9 @@ private:
   refusal_log refusals_;
   msg::metrics last_metrics_;
   bool stopping_ = false;
-  // -- federated evaluation: of the model of published_round_ ---------------
-  uint32_t published_round_ = 0; ///< 0: the initial model
-  std::set<std::string> evaluated_by_;
-  figures_sum evaluations_;
+  // -- federated evaluation ----------------------------------------------------
+  model_evaluations current_; ///< of the model served now
+  std::optional<model_evaluations> previous_;
   size_t expected_evaluations_ = 0;         ///< clients the model was sent to
   std::optional<uint32_t> held_round_;      ///< its line awaits evaluations
   std::set<uint32_t> evaluated_by_clients_; ///< test_accuracy from clients

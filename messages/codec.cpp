@@ -338,8 +338,9 @@ result<void> check_named_values(const named_values& values, const char* what) {
                  "[A-Za-z0-9_./-]");
     if (!seen.insert(name).second)
       return bad("figure '" + name + "' appears twice");
-    if (!std::isfinite(value))
-      return bad("figure '" + name + "' is " + std::to_string(value));
+    if (!(std::abs(value) <= max_figure_magnitude)) // NaN too
+      return bad("figure '" + name + "' is " + std::to_string(value) +
+                 ", outside [-1e12, 1e12]");
   }
   return {};
 }
@@ -627,9 +628,10 @@ template <> result<evaluation> decode<evaluation>(const frame& f) {
     if (!body.isEvaluation())
       return wrong_kind("evaluation");
     auto b = body.getEvaluation();
-    FEDCAF_REQUIRE(b.getSampleCount() <= max_evaluation_samples,
-                   errc::malformed_frame, b.getSampleCount(),
-                   max_evaluation_samples);
+    if (b.getSampleCount() > max_evaluation_samples)
+      return error{errc::malformed_frame,
+                   "evaluation: " + std::to_string(b.getSampleCount()) +
+                       " samples, at most 2^40"};
     auto figures = get(b.getMetrics(), "evaluation");
     if (!figures)
       return figures.err();

@@ -76,9 +76,11 @@ struct metrics {
 
 /// Figures a client reports by name (Offer.metrics, Evaluation.metrics).
 /// Decoders refuse more than max_named_values, a name that is empty, over
-/// 64 bytes, outside [A-Za-z0-9_./-] or repeated, and a value not finite.
+/// 64 bytes, outside [A-Za-z0-9_./-] or repeated, and a value not within
+/// +-max_figure_magnitude (so that sums weighted by samples stay finite).
 using named_values = std::vector<std::pair<std::string, double>>;
 constexpr size_t max_named_values = 32;
+constexpr double max_figure_magnitude = 1e12;
 
 /// Returns ok iff `values` may be sent (the rules above).
 result<void> check_named_values(const named_values& values, const char* what);

@@ -120,7 +120,7 @@ public:
       }
       if (r == py_task_bridge::wait_result::ready) {
         pins_.clear(); // the previous update is no longer read
-        return py::cast(task{this, std::move(info)});
+        return py::cast(task{this, std::move(info), false});
       }
       if (r == py_task_bridge::wait_result::ended)
         return finished();
@@ -130,6 +130,7 @@ public:
 
   /// Stops the client: its waits end and the run ends for it.
   void stop(const error& why) {
+    stop_requested_ = true;
     bridge_->cancel(why);
     std::lock_guard<std::mutex> guard{mtx_};
     if (client_)
@@ -155,6 +156,7 @@ public:
   struct task {
     client_handle* owner;
     task_info info;
+    bool evaluated = false; ///< a training task's model was evaluated
 
     py::dict arrays() const;
     py::list layout() const;
@@ -175,11 +177,15 @@ private:
       needs_writable->store(cc.train.update_clip_norm > 0);
       return fedcaf::bridge::make_bridge_trainer(bridge, cc);
     };
-    run_remote_client(cfg_.client, std::move(factory), report_,
-                      [this](caf::actor_system&, const caf::actor& c) {
-                        std::lock_guard<std::mutex> guard{mtx_};
-                        client_ = c;
-                      });
+    run_remote_client(
+        cfg_.client, std::move(factory), report_,
+        [this](caf::actor_system&, const caf::actor& c) {
+          std::lock_guard<std::mutex> guard{mtx_};
+          client_ = c;
+          if (stop_requested_) // stopped while it was connecting
+            caf::anon_send_exit(client_, caf::exit_reason::user_shutdown);
+        },
+        &stop_requested_);
     {
       std::lock_guard<std::mutex> guard{mtx_};
       client_ = nullptr;
@@ -212,9 +218,15 @@ private:
       caf::anon_send(client_, evaluated_atom::value, msg::encode(e));
   }
 
-  /// Checks Python's tensors against the model's layout and pins them;
-  /// returns views of their memory in layout order.
-  model_view pin_update(const task_info& info, const py::list& tensors);
+  /// Views of an update's memory in layout order, and the Python buffers
+  /// that keep it in place.
+  struct pinned_update {
+    model_view view;
+    std::vector<py::buffer_info> pins;
+  };
+
+  /// Checks Python's tensors against the model's layout and pins them.
+  pinned_update pin_update(const task_info& info, const py::list& tensors);
 
   std::shared_ptr<py_task_bridge> bridge_;
   config cfg_;
@@ -223,6 +235,7 @@ private:
   std::mutex mtx_;
   caf::actor client_; ///< while the client runs
   std::atomic<bool> writable_update_{false};
+  std::atomic<bool> stop_requested_{false};
   /// The update's buffers, held until the next task: the client may be
   /// asked to send it again.
   std::vector<py::buffer_info> pins_;
@@ -259,8 +272,8 @@ py::list client_handle::task::layout() const {
   return out;
 }
 
-model_view client_handle::pin_update(const task_info& info,
-                                     const py::list& tensors) {
+client_handle::pinned_update
+client_handle::pin_update(const task_info& info, const py::list& tensors) {
   const auto& layout = info.model->layout;
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < layout.tensors.size(); ++i)
@@ -319,8 +332,7 @@ model_view client_handle::pin_update(const task_info& info,
     if (!given[i])
       bad("tensor '" + layout.tensors[i].name +
           "' of the server's model is missing from the update");
-  pins_ = std::move(pins);
-  return view;
+  return {std::move(view), std::move(pins)};
 }
 
 void client_handle::task::send(const py::list& tensors, uint64_t samples,
@@ -332,11 +344,12 @@ void client_handle::task::send(const py::list& tensors, uint64_t samples,
     raise({errc::bad_argument,
            "task.send: the final model is only to be evaluated "
            "(task.evaluate_only); call task.evaluate(...)"});
-  auto view = owner->pin_update(info, tensors);
-  if (auto ok = owner->bridge_->send(info.id, std::move(view), samples,
+  auto update = owner->pin_update(info, tensors);
+  if (auto ok = owner->bridge_->send(info.id, std::move(update.view), samples,
                                      train_figures);
       !ok)
-    raise(ok.err());
+    raise(ok.err()); // the update sent before (if any) stays pinned
+  owner->pins_ = std::move(update.pins);
   for (;;) { // until the server has the whole update
     py_task_bridge::wait_result r;
     {
@@ -360,14 +373,21 @@ void client_handle::task::evaluate(uint64_t samples,
     raise({errc::bad_argument, ok.err().message});
   if (samples > msg::max_evaluation_samples)
     raise({errc::bad_argument, "task.evaluate: num_samples is too large"});
+  if (!info.evaluate_only) { // of this task's model, whatever came since
+    if (evaluated)
+      raise({errc::bad_argument, "task.evaluate: round " +
+                                     std::to_string(info.round) +
+                                     "'s model was evaluated already"});
+    evaluated = true;
+    owner->send_evaluation(
+        msg::evaluation{info.round - 1, samples, eval_figures});
+    return;
+  }
   eval_metrics m;
   m.samples = samples;
   m.figures = eval_figures;
-  auto final_task = owner->bridge_->evaluated(info.id, m);
-  if (!final_task)
-    raise(final_task.err());
-  if (!*final_task)
-    owner->send_evaluation(msg::evaluation{0, samples, eval_figures});
+  if (auto ok = owner->bridge_->evaluated(info.id, m); !ok)
+    raise(ok.err());
 }
 
 } // namespace fedcaf::py_client

@@ -78,6 +78,8 @@ result<std::optional<eval_metrics>> task_bridge::evaluate_final() {
   if (auto ok = offer_and_wait(lock, true, [&] { return task_->evaluated; });
       !ok)
     return ok.err();
+  if (task_->final_evaluation && task_->final_evaluation->figures.empty())
+    return std::optional<eval_metrics>{}; // nothing to report
   return task_->final_evaluation;
 }
 
@@ -153,19 +155,18 @@ task_bridge::wait_uploaded(uint64_t id, std::chrono::milliseconds slice) {
   return over() ? wait_result::ready : wait_result::ended;
 }
 
-result<bool> task_bridge::evaluated(uint64_t id, const eval_metrics& m) {
+result<void> task_bridge::evaluated(uint64_t id, const eval_metrics& m) {
   std::lock_guard<std::mutex> guard{mtx_};
-  if (!task_ || task_->info.id != id || task_->left)
+  if (!task_ || task_->info.id != id || task_->left ||
+      !task_->info.evaluate_only)
     return error{errc::bad_argument, "task.evaluate: this task is over"};
-  if (!task_->info.evaluate_only)
-    return false;
   if (task_->evaluated)
     return error{errc::bad_argument,
                  "task.evaluate: the final model was evaluated already"};
   task_->final_evaluation = m;
   task_->evaluated = true;
   changed_.notify_all();
-  return true;
+  return {};
 }
 
 void task_bridge::cancel(const error& why) {

@@ -79,9 +79,10 @@ public:
   /// Waits up to `slice` for task `id`'s upload to close: ready when it
   /// closed (or a newer task came), ended when the run ended.
   wait_result wait_uploaded(uint64_t id, std::chrono::milliseconds slice);
-  /// The evaluation of task `id`'s model. Returns true iff it goes back with
-  /// the final-model task (evaluate_only); false: the caller sends it itself.
-  result<bool> evaluated(uint64_t id, const eval_metrics& m);
+  /// The evaluation of the final model, task `id` (evaluate_only). Returns
+  /// an error iff that is not the current task or it was evaluated already.
+  /// (A training task's evaluation goes to the client actor directly.)
+  result<void> evaluated(uint64_t id, const eval_metrics& m);
   /// Stops waiting on both sides; the trainer's calls return `why`.
   void cancel(const error& why);
   /// Empty while running or after success.

@@ -153,13 +153,18 @@ result<void> write_report(const run_report& r, const std::string& path) {
 std::string progress_line(const round_record& r, uint32_t num_rounds) {
   char line[256];
   auto mib = [](uint64_t b) { return static_cast<double>(b) / (1 << 20); };
-  if (r.test_accuracy)
+  if (r.test_accuracy && r.test_loss)
     std::snprintf(line, sizeof line,
                   "round %u/%u  accuracy %.4f  loss %.4f  %.1f s  up %.1f MiB"
                   "  down %.1f MiB",
-                  r.round, num_rounds, *r.test_accuracy,
-                  r.test_loss.value_or(0), r.wall_seconds, mib(r.bytes_up),
-                  mib(r.bytes_down));
+                  r.round, num_rounds, *r.test_accuracy, *r.test_loss,
+                  r.wall_seconds, mib(r.bytes_up), mib(r.bytes_down));
+  else if (r.test_accuracy) // a figure the clients gave without a loss
+    std::snprintf(line, sizeof line,
+                  "round %u/%u  accuracy %.4f  %.1f s  up %.1f MiB  down %.1f "
+                  "MiB",
+                  r.round, num_rounds, *r.test_accuracy, r.wall_seconds,
+                  mib(r.bytes_up), mib(r.bytes_down));
   else
     std::snprintf(line, sizeof line,
                   "round %u/%u  train loss %.4f  %.1f s  up %.1f MiB  down "

@@ -12,9 +12,9 @@ update is streamed chunk by chunk straight from your arrays or CPU tensors.
             task.evaluate({"accuracy": acc, "loss": loss}, num_samples=n)
             continue
         model.load_state_dict(task.model_state(torch))
-        n, metrics = train(model)
+        task.evaluate({"accuracy": acc}, num_samples=m)  # optional: of
+        n, metrics = train(model)                        # this task's model
         task.send(model.state_dict(), num_samples=n, metrics=metrics)
-        task.evaluate({"accuracy": acc}, num_samples=m)  # optional
 
 No LibTorch is linked: torch (CUDA or not), JAX or NumPy code all work.
 """
@@ -118,14 +118,20 @@ class Task:
         the tensor and both shapes or dtypes)."""
         items = state.items() if hasattr(state, "items") else state
         tensors = [(name,) + _as_array(name, value) for name, value in items]
-        tensors = [(n, a, d) for n, a, d in tensors]
-        self._task.send(tensors, int(num_samples), _figures(metrics))
+        self._task.send(tensors, _count(num_samples), _figures(metrics))
 
     def evaluate(self, metrics, num_samples):
         """Reports your evaluation of this task's model on your own data
         ("accuracy" and "loss" are what the server reports as the round's
         test_accuracy and test_loss when it cannot evaluate the model)."""
-        self._task.evaluate(int(num_samples), _figures(metrics))
+        self._task.evaluate(_count(num_samples), _figures(metrics))
+
+
+def _count(num_samples):
+    n = int(num_samples)
+    if n < 0:
+        raise Error("bad_argument", f"num_samples is {n}: it counts samples")
+    return n
 
 
 def _figures(metrics):

@@ -4,6 +4,7 @@
   replay OUT ROUNDS          the server's global models equal a plain-PyTorch
                              FedAvg of the updates the clients recorded, and
                              the report carries the clients' evaluation
+  interrupt CONFIG URI       Ctrl-C while connecting to an absent server
   refusals CONFIG URI        a Python client's wrong arrays are refused with
                              messages naming the tensor, then a right update
                              goes through
@@ -121,6 +122,13 @@ def refusals(config, uri):
     # "sent already", or "over" once the next task (the final model) came
     expect_error("second send", "bad_argument", ["task.send"],
                  lambda: task.send(good, num_samples=1))
+    # An evaluation of this task's model after its upload still counts
+    # (the server takes the model before the one it serves), once.
+    task.evaluate({"accuracy": 0.25}, num_samples=4)
+    expect_error("second evaluation", "bad_argument", ["evaluated already"],
+                 lambda: task.evaluate({"accuracy": 0.25}, num_samples=4))
+    expect_error("negative samples", "bad_argument", ["num_samples"],
+                 lambda: task.evaluate({"accuracy": 0.25}, num_samples=-1))
     for t in client.tasks():
         if t.evaluate_only:
             t.evaluate({"accuracy": 0.5}, num_samples=10)
@@ -128,8 +136,32 @@ def refusals(config, uri):
     print("refusals: ok")
 
 
+def interrupt(config, uri):
+    """Ctrl-C while the client is still trying to reach an absent server
+    stops it at once, not after idle_timeout_s."""
+    import signal
+    import threading
+    import time
+    client = fedcaf.Client(config, set={"comm_configs.grpc_configs.server_uri": uri,
+                                        "comm_configs.stream_configs.idle_timeout_s": 60})
+    threading.Timer(1.0, lambda: signal.raise_signal(signal.SIGINT)).start()
+    start = time.time()
+    try:
+        next(client.tasks())
+        fail("a task from an absent server")
+    except KeyboardInterrupt:
+        pass
+    client.close()
+    took = time.time() - start
+    print(f"Ctrl-C while connecting: stopped in {took:.2f} s")
+    if took > 10:
+        fail(f"Ctrl-C took {took:.1f} s to stop the client")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "replay":
         replay(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "interrupt":
+        interrupt(sys.argv[2], sys.argv[3])
     else:
         refusals(sys.argv[2], sys.argv[3])

@@ -59,3 +59,7 @@ m = r["rounds"][0]["client_metrics"]
 assert m and m["means"]["accuracy"] == 0.5 and m["samples"] == 10, m
 print("the final model's evaluation reached the report:", m)
 PY
+# Nothing listens on this port: Ctrl-C must stop the client at once.
+port=$(( 20000 + RANDOM % 20000 ))
+timeout 60 "$python" "$src/tests/integration/python_client_check.py" \
+  interrupt "$src/configs/client_1.yaml" "127.0.0.1:$port" || exit 1

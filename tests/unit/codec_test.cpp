@@ -110,6 +110,8 @@ TEST_CASE("figures a client reports are refused when malformed") {
   CHECK(refused({{"a", 1.0}, {"a", 2.0}}));
   CHECK(refused({{"a", std::nan("")}}));
   CHECK(refused({{"a", INFINITY}}));
+  CHECK(refused({{"a", 1.0001e12}})); // sums weighted by samples stay finite
+  CHECK_FALSE(refused({{"a", -1e12}}));
   named_values many;
   for (int i = 0; i <= static_cast<int>(max_named_values); ++i)
     many.emplace_back("m" + std::to_string(i), i);
