@@ -309,8 +309,13 @@ public:
   /// Ends the run; a successful one with federated evaluation first has
   /// the connected clients evaluate the final model.
   void stop(const std::string& reason) {
-    if (stopping_ || final_pass_)
+    if (stopping_)
       return;
+    if (final_pass_) { // only an interruption ends the final evaluation
+      if (!reason.empty())
+        end_run(reason);
+      return;
+    }
     if (reason.empty() && options_.federated_evaluation &&
         connected_count() > 0)
       return begin_final_pass();
@@ -509,6 +514,19 @@ private:
       held_round_ = record.round;
     else
       print_line(record);
+    save_report();
+  }
+
+  /// Writes the report as it stands (status running), if asked to.
+  void save_report() {
+    if (options_.report_path.empty() || stopping_)
+      return;
+    report_->status = "running";
+    report_->refusals = refusals_.count();
+    report_->total_seconds = seconds_since(started_);
+    if (auto ok = write_report(*report_, options_.report_path); !ok)
+      log_line("server", to_string(ok.err()));
+    report_->status.clear();
   }
 
   void print_line(const round_record& record) const {
@@ -523,6 +541,7 @@ private:
     if (auto* r = record_of(*held_round_))
       print_line(*r);
     held_round_.reset();
+    save_report(); // with the clients' evaluation
   }
 
   round_record* record_of(uint32_t round) {

@@ -52,6 +52,9 @@ struct server_options {
   /// An evaluation's (and an offer's figures') claimed samples are capped
   /// at this; 0: no cap.
   uint64_t max_sample_size = 0;
+  /// Where the report is written after every round (atomically), so that
+  /// an interrupted run keeps its figures; empty: only at the end.
+  std::string report_path;
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
   /// Counts updates the aggregator refused for their content.

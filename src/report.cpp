@@ -1,5 +1,7 @@
 #include "fedcaf/report.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 
@@ -121,7 +123,15 @@ std::string to_json(const run_report& r) {
   } catch (const YAML::Exception&) {
     config = r.config_yaml;
   }
-  json out = {{"role", r.role},
+  auto status = !r.status.empty()   ? r.status
+                : r.failure.empty() ? std::string{"completed"}
+                                    : std::string{"failed"};
+  json out = {{"schema_version", report_schema_version},
+              {"fedcaf_version", FEDCAF_VERSION},
+              {"status", status},
+              {"aggregator", r.aggregator},
+              {"scheduler", r.scheduler},
+              {"role", r.role},
               {"node", r.node},
               {"rounds", rounds},
               {"peak_rss_bytes", r.peak_rss_bytes},
@@ -143,10 +153,34 @@ std::string to_json(const run_report& r) {
 }
 
 result<void> write_report(const run_report& r, const std::string& path) {
-  std::ofstream out{path};
-  out << to_json(r) << '\n';
-  if (!out)
+  // A reader (or a run interrupted while writing) sees the old report or
+  // the new one whole, never a part.
+  auto temp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out{temp};
+    out << to_json(r) << '\n';
+    out.flush();
+    if (!out) {
+      std::remove(temp.c_str());
+      return error{errc::io_error, path + ": cannot write the report"};
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    std::remove(temp.c_str());
     return error{errc::io_error, path + ": cannot write the report"};
+  }
+  return {};
+}
+
+result<void> check_report_path(const std::string& path) {
+  auto temp = path + ".tmp." + std::to_string(::getpid());
+  std::ofstream out{temp};
+  if (!out)
+    return error{errc::io_error,
+                 "cannot write the report to " + path +
+                     ": its directory does not exist or is not writable"};
+  out.close();
+  std::remove(temp.c_str());
   return {};
 }
 

@@ -85,7 +85,12 @@ struct round_record {
 
 struct run_report {
   std::string role; ///< simulate | server | client
-  std::string node; ///< client id, or "server"
+  /// running (written between rounds) | completed | failed | interrupted
+  /// (SIGINT or SIGTERM); empty: completed or failed, as `failure` says.
+  std::string status;
+  std::string aggregator; ///< server_configs.aggregator (server, simulate)
+  std::string scheduler;  ///< server_configs.scheduler
+  std::string node;       ///< client id, or "server"
   std::vector<round_record> rounds;
   uint64_t peak_rss_bytes = 0;
   uint64_t refusals = 0; ///< frames refused as bad input
@@ -110,9 +115,17 @@ struct run_report {
 /// Returns the report as JSON text (schema in README.md).
 std::string to_json(const run_report& r);
 
-/// Writes to_json(r) to `path`. Returns an error iff the file cannot be
-/// written.
+/// The version of the report's JSON layout: 2 added schema_version,
+/// fedcaf_version, status, aggregator, scheduler and the clients' figures.
+constexpr int report_schema_version = 2;
+
+/// Writes to_json(r) to `path` atomically (a temporary file renamed over
+/// it). Returns an error iff the file cannot be written.
 result<void> write_report(const run_report& r, const std::string& path);
+
+/// Returns ok iff a report can be written at `path` (checked before a run,
+/// so that a bad path does not lose a long run's figures at its end).
+result<void> check_report_path(const std::string& path);
 
 /// Returns the one progress line printed per round.
 std::string progress_line(const round_record& r, uint32_t num_rounds);

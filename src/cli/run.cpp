@@ -2,6 +2,7 @@
 // and tears down in reverse order. No globals.
 
 #include "run.hpp"
+#include "interrupts.hpp"
 
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 
 #include "actors/client.hpp"
 #include "actors/gateway.hpp"
+#include "actors/messages.hpp"
 #include "actors/network.hpp"
 #include "actors/remote.hpp"
 #include "actors/server_side.hpp"
@@ -175,7 +177,8 @@ result<dataset_ptr> test_set_for(const config& cfg) {
 
 result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
                                       dataset_ptr test, run_report* report,
-                                      bool remote) {
+                                      bool remote,
+                                      const std::string& report_path) {
   std::string storage_file;
   if (cfg.server.memory_mode == memory_mode::disk)
     storage_file = cfg.server.storage_dir + "/fedcaf-global-" +
@@ -229,6 +232,7 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.server.chunk_bytes = *chunk_bytes;
   so.server.window = comm.stream.window;
   so.server.client_configs_yaml = client_configs_yaml(cfg);
+  so.server.report_path = report_path;
   so.server.federated_evaluation =
       cfg.server.federated_evaluation.value_or(false);
   so.server.evaluation_timeout = millis(comm.stream.idle_timeout_s);
@@ -246,6 +250,41 @@ void await_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
     self->monitor(a);
   for (size_t i = 0; i < actors.size(); ++i)
     self->receive([](const caf::down_msg&) {});
+}
+
+/// Refuses a --report path that cannot be written, before the run.
+result<void> writable_report(const options& opts) {
+  if (!opts.report_path)
+    return {};
+  return check_report_path(*opts.report_path);
+}
+
+/// An empty report of a server side run from `cfg`.
+run_report report_for(const config& cfg, const char* role) {
+  run_report r;
+  r.role = role;
+  r.aggregator = cfg.server.aggregator;
+  r.scheduler = cfg.server.scheduler;
+  r.config_yaml = cfg.effective_yaml; // written after every round
+  return r;
+}
+
+/// SIGINT or SIGTERM ends the run: the server stops it (clients are told),
+/// and the report says "interrupted".
+void stop_on_interrupt(interrupt_watch& watch, const caf::actor& server) {
+  watch.on_interrupt([server](int sig) {
+    caf::anon_send(server, stop_atom::value,
+                   std::string{"interrupted by "} + signal_name(sig));
+  });
+}
+
+void note_interrupt(const interrupt_watch& watch, run_report& report) {
+  if (watch.signal() == 0)
+    return;
+  report.status = "interrupted";
+  if (report.failure.empty())
+    report.failure =
+        std::string{"interrupted by "} + signal_name(watch.signal());
 }
 
 /// Writes the report if asked, prints the final accuracy, returns the exit
@@ -279,6 +318,9 @@ int run_simulate(const options& opts) {
   auto cfg = load(opts, config_role::simulate);
   if (!cfg)
     return failed(to_string(cfg.err()));
+  if (auto ok = writable_report(opts); !ok)
+    return failed(to_string(ok.err()));
+  interrupt_watch watch;
   auto test = test_set_for(*cfg);
   if (!test)
     return failed(to_string(test.err()));
@@ -288,15 +330,16 @@ int run_simulate(const options& opts) {
                        ? std::min(n, cfg->server.clients_per_round)
                        : n;
   auto threads_per_client = std::max(1u, cores() / per_round);
-  run_report report;
-  report.role = "simulate";
+  auto report = report_for(*cfg, "simulate");
   std::vector<run_report> client_reports(n);
   {
     auto sc = make_system_config(per_round + 3, false);
     caf::actor_system sys{sc};
-    auto side = spawn_from_config(sys, *cfg, *test, &report, false);
+    auto side = spawn_from_config(sys, *cfg, *test, &report, false,
+                                  opts.report_path.value_or(""));
     if (!side)
       return failed(to_string(side.err()));
+    stop_on_interrupt(watch, side->server);
     std::vector<caf::actor> clients;
     for (uint32_t i = 0; i < n; ++i) {
       client_options co;
@@ -312,8 +355,10 @@ int run_simulate(const options& opts) {
                 cfg->server.num_global_epochs);
     await_all(sys, {side->server});
     await_all(sys, clients);
+    watch.on_interrupt({});
     side->shut_down(sys);
   }
+  note_interrupt(watch, report);
   for (const auto& c : client_reports) {
     report.peak_in_flight = std::max(report.peak_in_flight, c.peak_in_flight);
     if (report.failure.empty() && !c.failure.empty())
@@ -327,6 +372,9 @@ int run_server(const options& opts) {
   auto cfg = load(opts, config_role::server);
   if (!cfg)
     return failed(to_string(cfg.err()));
+  if (auto ok = writable_report(opts); !ok)
+    return failed(to_string(ok.err()));
+  interrupt_watch watch;
   if (cfg->server.rule.client_weights_mode == "sample_size" &&
       cfg->server.rule.max_sample_size == 0)
     log_line("server",
@@ -349,14 +397,15 @@ int run_server(const options& opts) {
   auto tls = tls_of(comm, true);
   if (!tls)
     return failed(to_string(tls.err()));
-  run_report report;
-  report.role = "server";
+  auto report = report_for(*cfg, "server");
   {
     auto sc = make_system_config(4, true);
     caf::actor_system sys{sc};
-    auto side = spawn_from_config(sys, *cfg, *test, &report, true);
+    auto side = spawn_from_config(sys, *cfg, *test, &report, true,
+                                  opts.report_path.value_or(""));
     if (!side)
       return failed(to_string(side.err()));
+    stop_on_interrupt(watch, side->server);
     auto gate =
         listen(sys, side->server, *at, limits_of(comm), *tls, side->refusals);
     if (!gate) {
@@ -372,9 +421,11 @@ int run_server(const options& opts) {
                  ", waiting for " + std::to_string(cfg->server.num_clients) +
                  " clients");
     await_all(sys, {side->server});
+    watch.on_interrupt({});
     caf::anon_send_exit(gate->acceptor, caf::exit_reason::user_shutdown);
     side->shut_down(sys);
   }
+  note_interrupt(watch, report);
   return conclude(opts, report, *cfg);
 }
 
@@ -383,6 +434,8 @@ int run_client(const options& opts) {
   auto cfg = load(opts, config_role::client);
   if (!cfg)
     return failed(to_string(cfg.err()));
+  if (auto ok = writable_report(opts); !ok)
+    return failed(to_string(ok.err()));
   const auto& cc = cfg->client;
   auto sets = std::make_shared<lazy_data>(cc.data);
   run_report report;

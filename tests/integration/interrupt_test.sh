@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Metrics that survive: the report is written after every round, and SIGTERM
+# after round 2 of 3 leaves a valid report of 2 rounds with "status":
+# "interrupted"; a --report path that cannot be written is refused before
+# the run starts.
+set -u
+fedcaf=$1
+out=$(mktemp -d); pid=
+cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$out"; }
+trap cleanup EXIT
+
+start=$(date +%s)
+if "$fedcaf" simulate --report /nonexistent-dir/report.json > "$out/bad.log" 2>&1; then
+  echo "FAIL: an unwritable --report path was accepted"; exit 1
+fi
+grep -q "cannot write the report to /nonexistent-dir/report.json" "$out/bad.log" ||
+  { echo "FAIL: unclear refusal:"; cat "$out/bad.log"; exit 1; }
+[ $(( $(date +%s) - start )) -le 5 ] || { echo "FAIL: refused only after the run"; exit 1; }
+echo "an unwritable --report path is refused before the run: $(cat "$out/bad.log")"
+
+timeout 600 "$fedcaf" simulate --set client_configs.train_configs.mode=step \
+  --set client_configs.train_configs.num_local_steps=100 \
+  --report "$out/report.json" > "$out/run.log" 2>&1 &
+pid=$!
+rounds=0
+for _ in $(seq 1 3000); do  # at most 300 s
+  rounds=$(python3 -c "import json; print(len(json.load(open('$out/report.json'))['rounds']))" 2>/dev/null || echo 0)
+  [ "$rounds" -ge 2 ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
+[ "$rounds" -eq 2 ] || { echo "FAIL: saw $rounds rounds before the signal"; cat "$out/run.log"; exit 1; }
+kill -TERM $pid
+rc=0; wait $pid || rc=$?; pid=
+cat "$out/run.log"
+[ $rc -ne 0 ] || { echo "FAIL: an interrupted run exited 0"; exit 1; }
+python3 - "$out/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["status"] == "interrupted", r["status"]
+assert len(r["rounds"]) == 2, len(r["rounds"])
+assert r["schema_version"] == 2 and r["fedcaf_version"], r
+assert r["aggregator"] == "FedAvgAggregator" and r["scheduler"] == "SyncScheduler"
+print("after SIGTERM: status", r["status"], "with", len(r["rounds"]), "rounds; failure:", r["failure"])
+PY
