@@ -194,6 +194,9 @@ public:
                                              std::to_string(e->round) +
                                              "'s model a second time"});
     of->sum.add(capped(e->sample_count), e->metrics);
+    event("evaluated", *id,
+          "round " + std::to_string(e->round) + ", " +
+              std::to_string(e->sample_count) + " samples");
     note_evaluations(*of);
     return msg::encode(msg::evaluation{e->round, e->sample_count, {}});
   }
@@ -340,6 +343,7 @@ public:
   }
 
   void quit() {
+    event_end();
     report_->node = "server";
     report_->total_seconds = seconds_since(started_);
     report_->peak_rss_bytes = sample_memory().peak_rss_bytes;
@@ -352,6 +356,7 @@ public:
   /// The scheduler let `id` leave the round: its update was refused for its
   /// content or its silence. Its connection is told (and a gateway ends it).
   void tell_rejected(const std::string& id, const error& why) {
+    event("rejected", id, to_string(why));
     auto it = clients_.find(id);
     if (it == clients_.end() || it->second.state != presence::connected)
       return;
@@ -367,6 +372,7 @@ public:
         it->second.epoch != epoch || stopping_)
       return;
     it->second.state = presence::dropped;
+    event("dropped", id, "");
     log_line("server", "dropped " + id + ": it did not come back within " +
                            std::to_string(options_.reconnect_grace.count()) +
                            " ms");
@@ -465,6 +471,7 @@ private:
     senders_[sender.address()] = h.client_id;
     self_->monitor(sender);
     log_line("server", "registered " + h.client_id + " from " + from);
+    event("registered", h.client_id, from);
     self_->send(peers_.scheduler, join_atom::value, h.client_id);
     return welcome(index);
   }
@@ -489,6 +496,7 @@ private:
     senders_[sender.address()] = id;
     ++report_->resumes;
     log_line("server", id + " is back from " + from + "; it resumes");
+    event("back", id, from);
     // After the Welcome, which this handler's reply carries.
     self_->send(self_, round_atom::value, id);
     return welcome(c.index);
@@ -529,7 +537,27 @@ private:
     report_->status.clear();
   }
 
+  /// A client event for the metrics file, if there is one.
+  void event(const char* what, const std::string& id,
+             const std::string& detail) {
+    if (options_.metrics)
+      options_.metrics->client(what, id, detail);
+  }
+
+  void event_end() {
+    if (!options_.metrics || ended_logged_)
+      return;
+    ended_logged_ = true;
+    const auto& why = report_->failure;
+    options_.metrics->end(why.empty()                        ? "completed"
+                          : why.rfind("interrupted", 0) == 0 ? "interrupted"
+                                                             : "failed",
+                          why);
+  }
+
   void print_line(const round_record& record) const {
+    if (options_.metrics)
+      options_.metrics->round(record);
     std::printf("%s\n", progress_line(record, options_.num_rounds).c_str());
     std::fflush(stdout);
   }
@@ -632,6 +660,7 @@ private:
           quit();
         return;
       }
+      event("lost", id, self_->system().render(m.reason));
       log_line("server", id + " lost its connection (" +
                              self_->system().render(m.reason) + "); waiting " +
                              std::to_string(options_.reconnect_grace.count()) +
@@ -685,7 +714,8 @@ private:
   size_t expected_evaluations_ = 0;         ///< clients the model was sent to
   std::optional<uint32_t> held_round_;      ///< its line awaits evaluations
   std::set<uint32_t> evaluated_by_clients_; ///< test_accuracy from clients
-  bool final_pass_ = false; ///< the final model is being evaluated
+  bool final_pass_ = false;   ///< the final model is being evaluated
+  bool ended_logged_ = false; ///< the metrics file has its end event
   /// The open round's offers' training figures: samples and values.
   std::map<std::string, std::pair<uint64_t, msg::named_values>> train_figures_;
 };

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,8 @@ struct server_options {
   /// Where the report is written after every round (atomically), so that
   /// an interrupted run keeps its figures; empty: only at the end.
   std::string report_path;
+  /// The JSON-lines metrics file (--metrics); null: none.
+  std::shared_ptr<metrics_log> metrics;
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
   /// Counts updates the aggregator refused for their content.

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "fedcaf/stopwatch.hpp"
+
 namespace fedcaf {
 
 namespace {
@@ -93,29 +95,36 @@ client_figures figures_sum::mean() const {
   return out;
 }
 
+namespace {
+
+json round_json(const round_record& x) {
+  return {{"round", x.round},
+          {"test_accuracy", optional_number(x.test_accuracy)},
+          {"test_loss", optional_number(x.test_loss)},
+          {"wall_seconds", x.wall_seconds},
+          {"bytes_up", x.bytes_up},
+          {"bytes_down", x.bytes_down},
+          {"train_loss", x.train_loss},
+          {"clients", x.clients},
+          {"download_seconds", x.download_seconds},
+          {"train_seconds", x.train_seconds},
+          {"upload_seconds", x.upload_seconds},
+          {"ended_unix_s", x.ended_unix_s},
+          {"missing_clients", x.missing_clients},
+          {"contributors", x.contributors},
+          {"staleness", x.staleness},
+          {"dp_epsilon", optional_number(x.dp_epsilon)},
+          {"dp_sgd_epsilon", optional_number(x.dp_sgd_epsilon)},
+          {"client_metrics", figures_json(x.client_metrics)},
+          {"client_train_metrics", figures_json(x.client_train_metrics)}};
+}
+
+} // namespace
+
 std::string to_json(const run_report& r) {
   json rounds = json::array();
   for (const auto& x : r.rounds)
-    rounds.push_back(
-        {{"round", x.round},
-         {"test_accuracy", optional_number(x.test_accuracy)},
-         {"test_loss", optional_number(x.test_loss)},
-         {"wall_seconds", x.wall_seconds},
-         {"bytes_up", x.bytes_up},
-         {"bytes_down", x.bytes_down},
-         {"train_loss", x.train_loss},
-         {"clients", x.clients},
-         {"download_seconds", x.download_seconds},
-         {"train_seconds", x.train_seconds},
-         {"upload_seconds", x.upload_seconds},
-         {"ended_unix_s", x.ended_unix_s},
-         {"missing_clients", x.missing_clients},
-         {"contributors", x.contributors},
-         {"staleness", x.staleness},
-         {"dp_epsilon", optional_number(x.dp_epsilon)},
-         {"dp_sgd_epsilon", optional_number(x.dp_sgd_epsilon)},
-         {"client_metrics", figures_json(x.client_metrics)},
-         {"client_train_metrics", figures_json(x.client_train_metrics)}});
+    rounds.push_back(round_json(x));
   json config = nullptr;
   try {
     if (!r.config_yaml.empty())
@@ -170,6 +179,46 @@ result<void> write_report(const run_report& r, const std::string& path) {
     return error{errc::io_error, path + ": cannot write the report"};
   }
   return {};
+}
+
+result<std::shared_ptr<metrics_log>>
+metrics_log::open(const std::string& path) {
+  auto* f = std::fopen(path.c_str(), "w");
+  if (!f)
+    return error{errc::io_error,
+                 "cannot write the metrics to " + path +
+                     ": its directory does not exist or is not writable"};
+  return std::shared_ptr<metrics_log>{new metrics_log{f}};
+}
+
+void metrics_log::write(const std::string& line) {
+  std::fputs(line.c_str(), file_.get());
+  std::fputc('\n', file_.get());
+  std::fflush(file_.get());
+}
+
+void metrics_log::round(const round_record& r) {
+  auto j = round_json(r);
+  j["event"] = "round";
+  j["t"] = r.ended_unix_s;
+  write(j.dump());
+}
+
+void metrics_log::client(const std::string& event, const std::string& client_id,
+                         const std::string& detail) {
+  json j = {{"event", event},
+            {"t", unix_seconds()},
+            {"client", client_id},
+            {"detail", detail}};
+  write(j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+void metrics_log::end(const std::string& status, const std::string& failure) {
+  json j = {{"event", "end"},
+            {"t", unix_seconds()},
+            {"status", status},
+            {"failure", failure}};
+  write(j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 result<void> check_report_path(const std::string& path) {

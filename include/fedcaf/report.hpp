@@ -3,7 +3,9 @@
 // Value types only.
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -126,6 +128,30 @@ result<void> write_report(const run_report& r, const std::string& path);
 /// Returns ok iff a report can be written at `path` (checked before a run,
 /// so that a bad path does not lose a long run's figures at its end).
 result<void> check_report_path(const std::string& path);
+
+/// A JSON-lines file of the run's events, one object per line, flushed as
+/// each is written, for a tracking tool or a notebook to tail:
+///   {"event": "round", "t": <unix s>, ...the round's record as in the report}
+///   {"event": "registered" | "lost" | "back" | "dropped" | "rejected" |
+///    "evaluated", "t": ..., "client": "<id>", "detail": "..."}
+///   {"event": "end", "t": ..., "status": "...", "failure": "..."}
+/// Thread-safety: one writer at a time (the server actor).
+class metrics_log {
+public:
+  /// Opens (truncates) `path`. Returns an error iff it cannot be written.
+  static result<std::shared_ptr<metrics_log>> open(const std::string& path);
+
+  void round(const round_record& r);
+  void client(const std::string& event, const std::string& client_id,
+              const std::string& detail = "");
+  void end(const std::string& status, const std::string& failure);
+
+private:
+  explicit metrics_log(std::FILE* f) : file_(f, &std::fclose) {}
+  void write(const std::string& line);
+
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+};
 
 /// Returns the one progress line printed per round.
 std::string progress_line(const round_record& r, uint32_t num_rounds);

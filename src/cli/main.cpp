@@ -38,7 +38,11 @@ constexpr const char* usage_text =
     "  -c, --config FILE      YAML config (APPFL layout)\n"
     "  --set KEY.PATH=VALUE   override one config key, e.g.\n"
     "                         --set server_configs.num_global_epochs=2\n"
-    "  --report FILE          write the run report as JSON\n"
+    "  --report FILE          write the run report as JSON (simulate and\n"
+    "                         server: after every round too)\n"
+    "  --metrics FILE         simulate, server: one JSON line per round and\n"
+    "                         per client event, as they happen\n"
+    "  --version              fedcaf's version\n"
     "  -o, --out DIR          profile, dp-profile: where results go\n"
     "  -h, --help             this text\n";
 
@@ -59,6 +63,10 @@ int run(int argc, char** argv) {
   if (argc < 2)
     return usage_error("missing command");
   std::string command = argv[1];
+  if (command == "--version" || command == "version") {
+    std::printf("fedcaf %s\n", FEDCAF_VERSION);
+    return 0;
+  }
   if (command == "-h" || command == "--help" || command == "help") {
     std::printf("%s", usage_text);
     return 0;
@@ -97,6 +105,13 @@ int run(int argc, char** argv) {
       if (!(v = value()))
         return usage_error("--run needs MODE:LENGTH");
       opts.dp_run = v;
+    } else if (arg == "--metrics") {
+      if (!(v = value()))
+        return usage_error("--metrics needs a file");
+      opts.metrics_path = v;
+    } else if (arg == "--version") {
+      std::printf("fedcaf %s\n", FEDCAF_VERSION);
+      return 0;
     } else if (arg == "--report") {
       if (!(v = value()))
         return usage_error("--report needs a file");
@@ -107,6 +122,8 @@ int run(int argc, char** argv) {
   }
   if (opts.dp_run && command != "dp-profile")
     return usage_error("--run applies to dp-profile only");
+  if (opts.metrics_path && command != "simulate" && command != "server")
+    return usage_error("--metrics applies to simulate and server only");
   if (command == "simulate")
     return fedcaf::cli::run_simulate(opts);
   if (command == "server")

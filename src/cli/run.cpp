@@ -177,8 +177,8 @@ result<dataset_ptr> test_set_for(const config& cfg) {
 
 result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
                                       dataset_ptr test, run_report* report,
-                                      bool remote,
-                                      const std::string& report_path) {
+                                      bool remote, const options& opts,
+                                      std::shared_ptr<metrics_log> metrics) {
   std::string storage_file;
   if (cfg.server.memory_mode == memory_mode::disk)
     storage_file = cfg.server.storage_dir + "/fedcaf-global-" +
@@ -232,7 +232,8 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.server.chunk_bytes = *chunk_bytes;
   so.server.window = comm.stream.window;
   so.server.client_configs_yaml = client_configs_yaml(cfg);
-  so.server.report_path = report_path;
+  so.server.report_path = opts.report_path.value_or("");
+  so.server.metrics = std::move(metrics);
   so.server.federated_evaluation =
       cfg.server.federated_evaluation.value_or(false);
   so.server.evaluation_timeout = millis(comm.stream.idle_timeout_s);
@@ -257,6 +258,13 @@ result<void> writable_report(const options& opts) {
   if (!opts.report_path)
     return {};
   return check_report_path(*opts.report_path);
+}
+
+/// The --metrics file, opened before the run; null without --metrics.
+result<std::shared_ptr<metrics_log>> open_metrics(const options& opts) {
+  if (!opts.metrics_path)
+    return std::shared_ptr<metrics_log>{};
+  return metrics_log::open(*opts.metrics_path);
 }
 
 /// An empty report of a server side run from `cfg`.
@@ -320,6 +328,9 @@ int run_simulate(const options& opts) {
     return failed(to_string(cfg.err()));
   if (auto ok = writable_report(opts); !ok)
     return failed(to_string(ok.err()));
+  auto metrics = open_metrics(opts);
+  if (!metrics)
+    return failed(to_string(metrics.err()));
   interrupt_watch watch;
   auto test = test_set_for(*cfg);
   if (!test)
@@ -335,8 +346,8 @@ int run_simulate(const options& opts) {
   {
     auto sc = make_system_config(per_round + 3, false);
     caf::actor_system sys{sc};
-    auto side = spawn_from_config(sys, *cfg, *test, &report, false,
-                                  opts.report_path.value_or(""));
+    auto side =
+        spawn_from_config(sys, *cfg, *test, &report, false, opts, *metrics);
     if (!side)
       return failed(to_string(side.err()));
     stop_on_interrupt(watch, side->server);
@@ -374,6 +385,9 @@ int run_server(const options& opts) {
     return failed(to_string(cfg.err()));
   if (auto ok = writable_report(opts); !ok)
     return failed(to_string(ok.err()));
+  auto metrics = open_metrics(opts);
+  if (!metrics)
+    return failed(to_string(metrics.err()));
   interrupt_watch watch;
   if (cfg->server.rule.client_weights_mode == "sample_size" &&
       cfg->server.rule.max_sample_size == 0)
@@ -401,8 +415,8 @@ int run_server(const options& opts) {
   {
     auto sc = make_system_config(4, true);
     caf::actor_system sys{sc};
-    auto side = spawn_from_config(sys, *cfg, *test, &report, true,
-                                  opts.report_path.value_or(""));
+    auto side =
+        spawn_from_config(sys, *cfg, *test, &report, true, opts, *metrics);
     if (!side)
       return failed(to_string(side.err()));
     stop_on_interrupt(watch, side->server);

@@ -11,10 +11,11 @@ namespace fedcaf::cli {
 
 /// Options shared by every subcommand.
 struct options {
-  std::optional<std::string> config_path; ///< -c FILE
-  std::vector<std::string> overrides;     ///< --set key.path=value
-  std::optional<std::string> report_path; ///< --report FILE
-  std::optional<std::string> out_dir;     ///< -o DIR (profile)
+  std::optional<std::string> config_path;  ///< -c FILE
+  std::vector<std::string> overrides;      ///< --set key.path=value
+  std::optional<std::string> report_path;  ///< --report FILE
+  std::optional<std::string> metrics_path; ///< --metrics FILE (JSON lines)
+  std::optional<std::string> out_dir;      ///< -o DIR (profile)
   /// dp-epsilon / dp-sigma: --noise-multiplier, --epsilon, --sample-rate,
   /// --steps, --delta, as given (checked by the command).
   std::vector<std::pair<std::string, std::string>> numbers;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Metrics that survive: the report is written after every round, and SIGTERM
 # after round 2 of 3 leaves a valid report of 2 rounds with "status":
-# "interrupted"; a --report path that cannot be written is refused before
+# "interrupted" (and the --metrics file its events, ending "interrupted");
+# a --report path that cannot be written is refused before
 # the run starts.
 set -u
 fedcaf=$1
@@ -20,7 +21,7 @@ echo "an unwritable --report path is refused before the run: $(cat "$out/bad.log
 
 timeout 600 "$fedcaf" simulate --set client_configs.train_configs.mode=step \
   --set client_configs.train_configs.num_local_steps=100 \
-  --report "$out/report.json" > "$out/run.log" 2>&1 &
+  --report "$out/report.json" --metrics "$out/metrics.jsonl" > "$out/run.log" 2>&1 &
 pid=$!
 rounds=0
 for _ in $(seq 1 3000); do  # at most 300 s
@@ -34,8 +35,13 @@ kill -TERM $pid
 rc=0; wait $pid || rc=$?; pid=
 cat "$out/run.log"
 [ $rc -ne 0 ] || { echo "FAIL: an interrupted run exited 0"; exit 1; }
-python3 - "$out/report.json" <<'PY'
+python3 - "$out/report.json" "$out/metrics.jsonl" <<'PY'
 import json, sys
+events = [json.loads(line) for line in open(sys.argv[2])]
+kinds = [e["event"] for e in events]
+assert kinds.count("registered") == 2 and kinds.count("round") == 2, kinds
+assert events[-1]["event"] == "end" and events[-1]["status"] == "interrupted", events[-1]
+print("metrics file:", kinds)
 r = json.load(open(sys.argv[1]))
 assert r["status"] == "interrupted", r["status"]
 assert len(r["rounds"]) == 2, len(r["rounds"])
