@@ -119,9 +119,7 @@ json round_json(const round_record& x) {
           {"client_train_metrics", figures_json(x.client_train_metrics)}};
 }
 
-} // namespace
-
-std::string to_json(const run_report& r) {
+json report_json(const run_report& r) {
   json rounds = json::array();
   for (const auto& x : r.rounds)
     rounds.push_back(round_json(x));
@@ -158,7 +156,22 @@ std::string to_json(const run_report& r) {
               {"config", config}};
   if (!r.rounds.empty())
     out["final_test_accuracy"] = optional_number(r.rounds.back().test_accuracy);
-  return out.dump(2);
+  if (!r.clients.empty()) {
+    json clients = json::array();
+    for (const auto& c : r.clients) {
+      auto j = report_json(c);
+      j.erase("config"); // the run's, above
+      clients.push_back(std::move(j));
+    }
+    out["clients"] = std::move(clients);
+  }
+  return out;
+}
+
+} // namespace
+
+std::string to_json(const run_report& r) {
+  return report_json(r).dump(2);
 }
 
 result<void> write_report(const run_report& r, const std::string& path) {

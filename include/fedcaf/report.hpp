@@ -112,6 +112,8 @@ struct run_report {
   double total_seconds = 0;
   std::string failure;     ///< empty on success
   std::string config_yaml; ///< effective config, written as JSON
+  /// simulate: each client's own report (its rounds, bytes, failure).
+  std::vector<run_report> clients;
 };
 
 /// Returns the report as JSON text (schema in README.md).

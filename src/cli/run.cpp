@@ -375,6 +375,7 @@ int run_simulate(const options& opts) {
     if (report.failure.empty() && !c.failure.empty())
       report.failure = c.node + ": " + c.failure;
   }
+  report.clients = std::move(client_reports);
   return conclude(opts, report, *cfg);
 }
 

@@ -47,5 +47,7 @@ assert r["status"] == "interrupted", r["status"]
 assert len(r["rounds"]) == 2, len(r["rounds"])
 assert r["schema_version"] == 2 and r["fedcaf_version"], r
 assert r["aggregator"] == "FedAvgAggregator" and r["scheduler"] == "SyncScheduler"
+assert [c["node"] for c in r["clients"]] == ["Client1", "Client2"], r.get("clients")
+assert all(len(c["rounds"]) >= 2 for c in r["clients"]), r["clients"]
 print("after SIGTERM: status", r["status"], "with", len(r["rounds"]), "rounds; failure:", r["failure"])
 PY
