@@ -1,53 +1,33 @@
-// fedcaf: the command line. Parses arguments and hands over to run.cpp.
+// fedcaf: the command line. Parses arguments (CLI11: one subcommand each
+// with only its own options) and hands over to run.cpp.
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <new>
 #include <stdexcept>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "fedcaf/error.hpp"
 #include "run.hpp"
 
 namespace {
 
-constexpr const char* usage_text =
-    "usage: fedcaf <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  simulate   server, scheduler, aggregator and all clients in one "
-    "process\n"
-    "             (without -c: the embedded configs/simulate.yaml)\n"
-    "  server     the server side as its own process, listening on\n"
-    "             server_configs.comm_configs.grpc_configs.server_uri\n"
-    "  client     one client as its own process, connecting to\n"
-    "             comm_configs.grpc_configs.server_uri\n"
-    "  profile    -c MATRIX -o DIR: run a matrix of server + client processes\n"
-    "             (model size x clients x chunking x memory mode), sample\n"
-    "             their memory, write JSON, CSV, a report and figures\n"
-    "  dp-epsilon --noise-multiplier S --sample-rate Q --steps N --delta D\n"
-    "             epsilon of DP-SGD (RDP accountant); last line epsilon=...\n"
-    "  dp-sigma   --epsilon E --sample-rate Q --steps N --delta D\n"
-    "             the noise multiplier for a target epsilon; last line\n"
-    "             noise_multiplier=...\n"
-    "  dp-profile -c CONFIG -o DIR: DP-SGD memory and time (modes none,\n"
-    "             per_sample, ghost, fused x sequence lengths) on a small\n"
-    "             transformer; JSON per run, summary.txt, figures\n"
-    "\n"
-    "options:\n"
-    "  -c, --config FILE      YAML config (APPFL layout)\n"
-    "  --set KEY.PATH=VALUE   override one config key, e.g.\n"
-    "                         --set server_configs.num_global_epochs=2\n"
-    "  --report FILE          write the run report as JSON (simulate and\n"
-    "                         server: after every round too)\n"
-    "  --metrics FILE         simulate, server: one JSON line per round and\n"
-    "                         per client event, as they happen\n"
-    "  --version              fedcaf's version\n"
-    "  -o, --out DIR          profile, dp-profile: where results go\n"
-    "  -h, --help             this text\n";
+using fedcaf::cli::options;
 
-int usage_error(const std::string& why) {
-  std::fprintf(stderr, "fedcaf: %s\n%s", why.c_str(), usage_text);
+constexpr const char* overview =
+    "fedcaf " FEDCAF_VERSION ": federated learning that streams models in "
+    "chunks, in bounded memory.\n"
+    "usage: fedcaf <command> [options]   (fedcaf <command> --help: its "
+    "options)";
+
+/// Prints "fedcaf: <why>" and a pointer to the command's help; exit code 2.
+int usage_error(const std::string& command, const std::string& why) {
+  std::fprintf(stderr, "fedcaf: %s\n(see 'fedcaf %s--help')\n", why.c_str(),
+               command.empty() ? "" : (command + " ").c_str());
   return 2;
 }
 
@@ -59,86 +39,141 @@ int out_of_memory(const char* command, const char* what) {
   return 1;
 }
 
+/// The options every run command takes: a config, overrides, the report.
+void add_run_options(CLI::App* c, options& o, bool config_required) {
+  auto* config =
+      c->add_option("-c,--config", o.config_path, "YAML config (APPFL layout)");
+  if (config_required)
+    config->description("YAML config (APPFL layout); required");
+  c->add_option("--set", o.overrides,
+                "override one config key: --set KEY.PATH=VALUE, e.g. --set "
+                "server_configs.num_global_epochs=2 (repeatable)")
+      ->take_all()
+      ->allow_extra_args(false);
+  c->add_option("--report", o.report_path,
+                "write the run report as JSON (simulate and server: after "
+                "every round too; refused before the run if it cannot be "
+                "written)");
+}
+
+void add_metrics_option(CLI::App* c, options& o) {
+  c->add_option("--metrics", o.metrics_path,
+                "one JSON line per round and per client event, as they "
+                "happen");
+}
+
+/// A number option kept as text: the command checks it and says why.
+void add_number(CLI::App* c, options& o, std::map<std::string, std::string>& n,
+                const std::string& name, const std::string& what) {
+  (void)o;
+  c->add_option("--" + name, n[name], what);
+}
+
+struct command_line {
+  CLI::App app{overview, "fedcaf"};
+  options opts;
+  std::map<std::string, std::string> numbers;
+  std::map<std::string, std::function<int(const options&)>> run;
+};
+
+void add_commands(command_line& cl) {
+  auto& app = cl.app;
+  auto& o = cl.opts;
+  app.set_version_flag("--version", "fedcaf " FEDCAF_VERSION);
+  app.require_subcommand(1);
+  auto* sim = app.add_subcommand(
+      "simulate", "server, scheduler, aggregator and every client in one "
+                  "process (without -c: the embedded configs/simulate.yaml)");
+  add_run_options(sim, o, false);
+  add_metrics_option(sim, o);
+  cl.run["simulate"] = fedcaf::cli::run_simulate;
+  auto* server = app.add_subcommand(
+      "server", "the server side as its own process, listening on "
+                "server_configs.comm_configs.grpc_configs.server_uri");
+  add_run_options(server, o, true);
+  add_metrics_option(server, o);
+  cl.run["server"] = fedcaf::cli::run_server;
+  auto* client = app.add_subcommand(
+      "client", "one client as its own process, connecting to "
+                "comm_configs.grpc_configs.server_uri");
+  add_run_options(client, o, true);
+  cl.run["client"] = fedcaf::cli::run_client;
+  auto* profile = app.add_subcommand(
+      "profile", "run a matrix of server + client processes (model size x "
+                 "clients x chunking x memory mode), sample their memory, "
+                 "write JSON, CSV, a report and figures");
+  profile->add_option("-c,--config", o.config_path, "the matrix file");
+  profile->add_option("-o,--out", o.out_dir, "where results go");
+  cl.run["profile"] = fedcaf::cli::run_profile;
+  auto* eps = app.add_subcommand(
+      "dp-epsilon", "epsilon of DP-SGD (RDP accountant); last line "
+                    "epsilon=...");
+  for (auto name : {"noise-multiplier", "sample-rate", "steps", "delta"})
+    add_number(eps, o, cl.numbers, name, "a number");
+  cl.run["dp-epsilon"] = fedcaf::cli::run_dp_epsilon;
+  auto* sigma = app.add_subcommand(
+      "dp-sigma", "the noise multiplier for a target epsilon; last line "
+                  "noise_multiplier=...");
+  for (auto name : {"epsilon", "sample-rate", "steps", "delta"})
+    add_number(sigma, o, cl.numbers, name, "a number");
+  cl.run["dp-sigma"] = fedcaf::cli::run_dp_sigma;
+  auto* dpp = app.add_subcommand(
+      "dp-profile", "DP-SGD memory and time (modes x sequence lengths) on a "
+                    "small transformer: JSON per run, summary.txt, figures");
+  dpp->add_option("-c,--config", o.config_path, "the dp-profile file");
+  dpp->add_option("-o,--out", o.out_dir, "where results go");
+  dpp->add_option("--run", o.dp_run,
+                  "MODE:LENGTH, one measurement (the child process's)");
+  cl.run["dp-profile"] = fedcaf::cli::run_dp_profile;
+}
+
+/// Returns the exit code of a parse error: its help or version on stdout
+/// with 0, else a one-line error with 2.
+int parse_failed(command_line& cl, const CLI::ParseError& e,
+                 const std::string& command) {
+  if (dynamic_cast<const CLI::CallForHelp*>(&e) ||
+      dynamic_cast<const CLI::CallForAllHelp*>(&e) ||
+      dynamic_cast<const CLI::CallForVersion*>(&e))
+    return cl.app.exit(e);
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    // "The following arguments were not expected: x --metrics": name the
+    // first option among them (or the first argument).
+    std::string what = e.what();
+    auto list = what.substr(what.find(": ") + 2);
+    std::string first, option;
+    for (size_t at = 0; at < list.size();) {
+      auto end = std::min(list.find(' ', at), list.size());
+      auto word = list.substr(at, end - at);
+      if (first.empty())
+        first = word;
+      if (option.empty() && word.rfind('-', 0) == 0)
+        option = word;
+      at = end + 1;
+    }
+    return usage_error(command, "unknown option '" +
+                                    (option.empty() ? first : option) + "'");
+  }
+  return usage_error(command, e.what());
+}
+
 int run(int argc, char** argv) {
+  command_line cl;
+  add_commands(cl);
+  std::string command = argc >= 2 ? argv[1] : "";
+  bool known = cl.run.count(command) > 0;
+  if (argc >= 2 && !known && !command.empty() && command[0] != '-')
+    return usage_error("", "unknown command '" + command + "'");
   if (argc < 2)
-    return usage_error("missing command");
-  std::string command = argv[1];
-  if (command == "--version" || command == "version") {
-    std::printf("fedcaf %s\n", FEDCAF_VERSION);
-    return 0;
+    return usage_error("", "missing command");
+  try {
+    cl.app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return parse_failed(cl, e, known ? command : "");
   }
-  if (command == "-h" || command == "--help" || command == "help") {
-    std::printf("%s", usage_text);
-    return 0;
-  }
-  fedcaf::cli::options opts;
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> const char* {
-      return i + 1 < argc ? argv[++i] : nullptr;
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::printf("%s", usage_text);
-      return 0;
-    }
-    const char* v = nullptr;
-    if (arg == "-c" || arg == "--config") {
-      if (!(v = value()))
-        return usage_error(arg + " needs a file");
-      opts.config_path = v;
-    } else if (arg == "--set") {
-      if (!(v = value()))
-        return usage_error("--set needs key.path=value");
-      opts.overrides.emplace_back(v);
-    } else if (arg.rfind("--set=", 0) == 0) {
-      opts.overrides.emplace_back(arg.substr(6));
-    } else if (arg == "-o" || arg == "--out") {
-      if (!(v = value()))
-        return usage_error(arg + " needs a directory");
-      opts.out_dir = v;
-    } else if (arg == "--noise-multiplier" || arg == "--epsilon" ||
-               arg == "--sample-rate" || arg == "--steps" || arg == "--delta") {
-      if (!(v = value()))
-        return usage_error(arg + " needs a number");
-      opts.numbers.emplace_back(arg.substr(2), v);
-    } else if (arg == "--run") {
-      if (!(v = value()))
-        return usage_error("--run needs MODE:LENGTH");
-      opts.dp_run = v;
-    } else if (arg == "--metrics") {
-      if (!(v = value()))
-        return usage_error("--metrics needs a file");
-      opts.metrics_path = v;
-    } else if (arg == "--version") {
-      std::printf("fedcaf %s\n", FEDCAF_VERSION);
-      return 0;
-    } else if (arg == "--report") {
-      if (!(v = value()))
-        return usage_error("--report needs a file");
-      opts.report_path = v;
-    } else {
-      return usage_error("unknown option '" + arg + "'");
-    }
-  }
-  if (opts.dp_run && command != "dp-profile")
-    return usage_error("--run applies to dp-profile only");
-  if (opts.metrics_path && command != "simulate" && command != "server")
-    return usage_error("--metrics applies to simulate and server only");
-  if (command == "simulate")
-    return fedcaf::cli::run_simulate(opts);
-  if (command == "server")
-    return fedcaf::cli::run_server(opts);
-  if (command == "client")
-    return fedcaf::cli::run_client(opts);
-  if (command == "profile")
-    return fedcaf::cli::run_profile(opts);
-  if (command == "dp-epsilon")
-    return fedcaf::cli::run_dp_epsilon(opts);
-  if (command == "dp-sigma")
-    return fedcaf::cli::run_dp_sigma(opts);
-  if (command == "dp-profile")
-    return fedcaf::cli::run_dp_profile(opts);
-  return usage_error("unknown command '" + command + "'");
+  for (const auto& [name, value] : cl.numbers)
+    if (!value.empty())
+      cl.opts.numbers.emplace_back(name, value);
+  return cl.run[command](cl.opts);
 }
 
 } // namespace

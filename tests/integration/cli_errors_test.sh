@@ -45,6 +45,20 @@ expect_error "fedcaf: out_of_memory: running 'fedcaf simulate'" "$fedcaf" simula
 expect_error "unknown command 'train'" "$fedcaf" train
 "$fedcaf" --help | grep -q "usage: fedcaf" || { echo "FAIL: --help"; fails=$((fails + 1)); }
 "$fedcaf" simulate --help | grep -q -- "--set" || { echo "FAIL: simulate --help"; fails=$((fails + 1)); }
+# One command's help has only that command's options; --version; options
+# of another command are refused.
+"$fedcaf" --version | grep -qE "^fedcaf [0-9]+\.[0-9]+\.[0-9]+$" ||
+  { echo "FAIL: --version"; fails=$((fails + 1)); }
+"$fedcaf" server --help | grep -q -- "--metrics" ||
+  { echo "FAIL: server --help lacks --metrics"; fails=$((fails + 1)); }
+if "$fedcaf" client --help | grep -q -- "--metrics"; then
+  echo "FAIL: client --help shows --metrics"; fails=$((fails + 1))
+fi
+if [ "$("$fedcaf" server --help)" = "$("$fedcaf" simulate --help)" ]; then
+  echo "FAIL: server --help is simulate --help"; fails=$((fails + 1))
+fi
+expect_error "unknown option '--metrics'" "$fedcaf" client --metrics m.jsonl
+expect_error "unknown option '--out'" "$fedcaf" server -c "$src/configs/server.yaml" --out d
 expect_error "--sample-rate must be in (0, 1]" "$fedcaf" dp-epsilon \
   --noise-multiplier 1 --sample-rate 2 --steps 10 --delta 1e-5
 expect_error "--delta is required" "$fedcaf" dp-sigma --epsilon 8 \

@@ -103,5 +103,5 @@ expect_error "model.num_heads: must divide d_model (30)" \
 expect_error "dp-profile needs -c CONFIG and -o DIR" "$fedcaf" dp-profile
 expect_error "--run needs MODE:LENGTH, got 'fused'" \
   "$fedcaf" dp-profile -c "$tmp/profile.yaml" -o "$tmp/one" --run fused
-expect_error "--run applies to dp-profile only" "$fedcaf" simulate --run fused:8
+expect_error "unknown option '--run'" "$fedcaf" simulate --run fused:8
 echo "all DP checks passed"
