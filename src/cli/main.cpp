@@ -76,28 +76,35 @@ struct command_line {
   std::map<std::string, std::function<int(const options&)>> run;
 };
 
+/// Adds a command that runs a federated run: simulate, server, client.
+CLI::App* add_run_command(command_line& cl, const char* name,
+                          const char* description, int (*run)(const options&),
+                          bool config_required, bool metrics) {
+  auto* c = cl.app.add_subcommand(name, description);
+  add_run_options(c, cl.opts, config_required);
+  if (metrics)
+    add_metrics_option(c, cl.opts);
+  cl.run[name] = run;
+  return c;
+}
+
 void add_commands(command_line& cl) {
   auto& app = cl.app;
   auto& o = cl.opts;
   app.set_version_flag("--version", "fedcaf " FEDCAF_VERSION);
   app.require_subcommand(1);
-  auto* sim = app.add_subcommand(
-      "simulate", "server, scheduler, aggregator and every client in one "
-                  "process (without -c: the embedded configs/simulate.yaml)");
-  add_run_options(sim, o, false);
-  add_metrics_option(sim, o);
-  cl.run["simulate"] = fedcaf::cli::run_simulate;
-  auto* server = app.add_subcommand(
-      "server", "the server side as its own process, listening on "
-                "server_configs.comm_configs.grpc_configs.server_uri");
-  add_run_options(server, o, true);
-  add_metrics_option(server, o);
-  cl.run["server"] = fedcaf::cli::run_server;
-  auto* client = app.add_subcommand(
-      "client", "one client as its own process, connecting to "
-                "comm_configs.grpc_configs.server_uri");
-  add_run_options(client, o, true);
-  cl.run["client"] = fedcaf::cli::run_client;
+  add_run_command(cl, "simulate",
+                  "server, scheduler, aggregator and every client in one "
+                  "process (without -c: the embedded configs/simulate.yaml)",
+                  fedcaf::cli::run_simulate, false, true);
+  add_run_command(cl, "server",
+                  "the server side as its own process, listening on "
+                  "server_configs.comm_configs.grpc_configs.server_uri",
+                  fedcaf::cli::run_server, true, true);
+  add_run_command(cl, "client",
+                  "one client as its own process, connecting to "
+                  "comm_configs.grpc_configs.server_uri",
+                  fedcaf::cli::run_client, true, false);
   auto* profile = app.add_subcommand(
       "profile", "run a matrix of server + client processes (model size x "
                  "clients x chunking x memory mode), sample their memory, "
