@@ -509,7 +509,7 @@ private:
     if (!a && a.err().code == errc::not_in_round) {
       log_line(options_.client_id, "sits this round out: " + a.err().message);
       phase_ = phase::idle;
-      return;
+      return run_next_task();
     }
     if (!a)
       return fail(a.err());
@@ -626,11 +626,17 @@ private:
       report_->rounds.back() = record_; // sent again
     else
       report_->rounds.push_back(record_);
-    if (next_task_) {
-      auto f = std::move(*next_task_);
-      next_task_.reset();
-      on_round(f);
-    }
+    run_next_task();
+  }
+
+  /// A task that arrived while this client's upload was under way starts
+  /// now that the upload is over (closed, or the server let it sit out).
+  void run_next_task() {
+    if (!next_task_)
+      return;
+    auto f = std::move(*next_task_);
+    next_task_.reset();
+    on_round(f);
   }
 
   // -- bookkeeping -----------------------------------------------------------

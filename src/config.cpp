@@ -794,6 +794,8 @@ void read(section s, server_config& sc) {
             "FedBuffAggregator"});
   read(s.child("aggregator_kwargs"), sc.rule, sc.aggregator);
   bool async_rule = is_async(rule_of(sc.aggregator));
+  if (!s.has("scheduler")) // unnamed: the one the aggregator needs
+    sc.scheduler = async_rule ? "AsyncScheduler" : "SyncScheduler";
   if (async_rule != (sc.scheduler == "AsyncScheduler"))
     s.fail("aggregator", sc.aggregator + " needs " +
                              (async_rule ? "AsyncScheduler" : "SyncScheduler") +
@@ -889,6 +891,29 @@ result<void> apply_override(YAML::Node& root, const std::string& item) {
   return {};
 }
 
+/// Returns true iff an item of `overrides` sets the key path `key`.
+bool overrides_key(const std::vector<std::string>& overrides,
+                   std::string_view key) {
+  return std::any_of(overrides.begin(), overrides.end(),
+                     [key](const std::string& item) {
+                       return item.substr(0, item.find('=')) == key;
+                     });
+}
+
+/// --set server_configs.aggregator without --set server_configs.scheduler:
+/// the file's scheduler was chosen for the file's aggregator, so it is
+/// dropped and the scheduler follows the new aggregator (AsyncScheduler for
+/// FedAsync and FedBuff, SyncScheduler for the others).
+void follow_aggregator(YAML::Node& root,
+                       const std::vector<std::string>& overrides) {
+  if (!overrides_key(overrides, "server_configs.aggregator") ||
+      overrides_key(overrides, "server_configs.scheduler"))
+    return;
+  auto server = root["server_configs"];
+  if (server.IsMap() && server["scheduler"])
+    server.remove("scheduler");
+}
+
 /// Replaces every secret (auth_token, tokens) below `node` by a marker, so
 /// that reports never carry one.
 void redact(YAML::Node node) {
@@ -947,6 +972,7 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     for (const auto& item : overrides)
       if (auto ok = apply_override(root, item); !ok)
         return ok.err();
+    follow_aggregator(root, overrides);
     {
       section top{root, "", errors};
       if (role == config_role::client)

@@ -278,8 +278,17 @@ TEST_CASE("aggregators, schedulers and sampling keys are read and checked") {
   CHECK(buff->server.rule.buffer_k == 5);
   CHECK(buff->server.rule.staleness_fn == "hinge");
   CHECK(buff->server.rule.partial_updates == "keep");
+  // An aggregator set without a scheduler brings the scheduler it needs;
+  // one named beside it must match.
+  auto async = sim({"server_configs.aggregator=FedAsyncAggregator"});
+  REQUIRE(async);
+  CHECK(async->server.scheduler == "AsyncScheduler");
+  auto adagrad = sim({"server_configs.aggregator=FedAdagradAggregator"});
+  REQUIRE(adagrad);
+  CHECK(adagrad->server.scheduler == "SyncScheduler");
   CHECK(contains(
-      message_of(sim({"server_configs.aggregator=FedAsyncAggregator"})),
+      message_of(sim({"server_configs.aggregator=FedAsyncAggregator",
+                      "server_configs.scheduler=SyncScheduler"})),
       "FedAsyncAggregator needs AsyncScheduler"));
   CHECK(contains(message_of(sim({"server_configs.scheduler=AsyncScheduler"})),
                  "FedAvgAggregator needs SyncScheduler"));
