@@ -74,6 +74,8 @@ public:
       : peers_(std::move(peers)), options_(std::move(options)), report_(report),
         started_(clock_type::now()), refusals_("server", options_.refusals) {
     install(std::move(initial));
+    if (options_.live)
+      options_.live->set_model_bytes(snapshot_->layout.total_bytes());
   }
 
   void attach(caf::event_based_actor* self) {
@@ -99,6 +101,8 @@ public:
     round_open_ = true;
     chosen_ = std::set<std::string>(chosen.begin(), chosen.end());
     expected_evaluations_ = chosen_.size();
+    if (options_.live)
+      options_.live->round_started(round);
     resend_pending_.clear();
     round_started_ = clock_type::now();
     bytes_up_ = bytes_down_ = 0;
@@ -231,6 +235,8 @@ public:
                          std::to_string(plan_->chunk_count())});
     const auto& e = plan_->extent(req->sequence);
     bytes_down_ += e.bytes;
+    if (options_.live)
+      options_.live->sent_to(*sender_id(), e.bytes);
     report_->bytes_sent += e.bytes;
     msg::chunk_header h{0, req->round, req->sequence, e.tensor_index,
                         e.tensor_offset};
@@ -243,6 +249,8 @@ public:
   }
 
   void count_upload(const frame& f) {
+    if (options_.live)
+      options_.live->received_from(*sender_id(), f.size());
     bytes_up_ += f.size();
     report_->bytes_received += f.size();
   }
@@ -542,22 +550,32 @@ private:
              const std::string& detail) {
     if (options_.metrics)
       options_.metrics->client(what, id, detail);
+    if (options_.live && std::string_view{what} != "evaluated" &&
+        std::string_view{what} != "rejected")
+      options_.live->client_event(id, what, detail);
   }
 
   void event_end() {
-    if (!options_.metrics || ended_logged_)
+    if (ended_logged_)
       return;
     ended_logged_ = true;
     const auto& why = report_->failure;
-    options_.metrics->end(why.empty()                        ? "completed"
-                          : why.rfind("interrupted", 0) == 0 ? "interrupted"
-                                                             : "failed",
-                          why);
+    std::string status = why.empty()                        ? "completed"
+                         : why.rfind("interrupted", 0) == 0 ? "interrupted"
+                                                            : "failed";
+    if (options_.live)
+      options_.live->ended(status);
+    if (options_.metrics)
+      options_.metrics->end(status, why);
   }
 
   void print_line(const round_record& record) const {
     if (options_.metrics)
       options_.metrics->round(record);
+    if (options_.live) {
+      options_.live->round_finished(record);
+      options_.live->set_refusals(refusals_.count());
+    }
     std::printf("%s\n", progress_line(record, options_.num_rounds).c_str());
     std::fflush(stdout);
   }

@@ -15,6 +15,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/refusal_log.hpp"
+#include "fedcaf/live_status.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/report.hpp"
 
@@ -58,6 +59,8 @@ struct server_options {
   std::string report_path;
   /// The JSON-lines metrics file (--metrics); null: none.
   std::shared_ptr<metrics_log> metrics;
+  /// What the live view (--http) shows; null: no live view.
+  std::shared_ptr<live_status> live;
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
   /// Counts updates the aggregator refused for their content.

@@ -686,11 +686,19 @@ void read(section s, comm_config& c, bool server_side) {
                     std::to_string(c.max_message_size) + ")");
 }
 
+/// eta when aggregator_kwargs names none: the step that reaches 0.87 or more
+/// in the default 3-round run (configs/simulate.yaml), on the grid of the
+/// papers (see rule_config::server_learning_rate).
+double default_server_learning_rate(const std::string& aggregator) {
+  if (aggregator == "FedAdamAggregator" || aggregator == "FedYogiAggregator")
+    return 0.1;
+  return 1.0; // FedAdagrad, FedAvgM, FedBuff (FedAvg, FedAsync: no eta)
+}
+
 void read(section s, rule_config& r, const std::string& aggregator) {
   s.one_of("client_weights_mode", r.client_weights_mode,
            {"equal", "sample_size"});
-  if (aggregator == "FedAvgMAggregator" || aggregator == "FedBuffAggregator")
-    r.server_learning_rate = 1.0;
+  r.server_learning_rate = default_server_learning_rate(aggregator);
   s.positive("server_learning_rate", r.server_learning_rate);
   s.positive("server_adapt_param", r.server_adapt_param);
   s.get("server_momentum_param_1", r.server_momentum_param_1);

@@ -60,6 +60,10 @@ void add_metrics_option(CLI::App* c, options& o) {
   c->add_option("--metrics", o.metrics_path,
                 "one JSON line per round and per client event, as they "
                 "happen");
+  c->add_option("--http", o.http,
+                "[HOST:]PORT: a live view of the run (/ a page, /metrics "
+                "Prometheus text, /status JSON); HOST defaults to "
+                "127.0.0.1");
 }
 
 /// A number option kept as text: the command checks it and says why.

@@ -2,6 +2,7 @@
 // and tears down in reverse order. No globals.
 
 #include "run.hpp"
+#include "http_view.hpp"
 #include "interrupts.hpp"
 
 #include <unistd.h>
@@ -178,7 +179,8 @@ result<dataset_ptr> test_set_for(const config& cfg) {
 result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
                                       dataset_ptr test, run_report* report,
                                       bool remote, const options& opts,
-                                      std::shared_ptr<metrics_log> metrics) {
+                                      std::shared_ptr<metrics_log> metrics,
+                                      std::shared_ptr<live_status> live) {
   std::string storage_file;
   if (cfg.server.memory_mode == memory_mode::disk)
     storage_file = cfg.server.storage_dir + "/fedcaf-global-" +
@@ -234,6 +236,7 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.server.client_configs_yaml = client_configs_yaml(cfg);
   so.server.report_path = opts.report_path.value_or("");
   so.server.metrics = std::move(metrics);
+  so.server.live = std::move(live);
   so.server.federated_evaluation =
       cfg.server.federated_evaluation.value_or(false);
   so.server.evaluation_timeout = millis(comm.stream.idle_timeout_s);
@@ -265,6 +268,27 @@ result<std::shared_ptr<metrics_log>> open_metrics(const options& opts) {
   if (!opts.metrics_path)
     return std::shared_ptr<metrics_log>{};
   return metrics_log::open(*opts.metrics_path);
+}
+
+/// The live view (--http) and what it shows; both null without --http.
+struct live_view {
+  std::shared_ptr<live_status> status;
+  std::unique_ptr<http_view> http;
+};
+
+result<live_view> start_view(const options& opts, const config& cfg,
+                             const char* role) {
+  live_view v;
+  if (!opts.http)
+    return v;
+  v.status = std::make_shared<live_status>();
+  v.status->set_run(role, cfg.server.num_global_epochs, cfg.server.aggregator);
+  auto h = http_view::start(*opts.http, v.status);
+  if (!h)
+    return h.err();
+  v.http = std::move(*h);
+  log_line(role, "live view at " + v.http->url());
+  return v;
 }
 
 /// An empty report of a server side run from `cfg`.
@@ -346,8 +370,11 @@ int run_simulate(const options& opts) {
   {
     auto sc = make_system_config(per_round + 3, false);
     caf::actor_system sys{sc};
-    auto side =
-        spawn_from_config(sys, *cfg, *test, &report, false, opts, *metrics);
+    auto view = start_view(opts, *cfg, "simulate");
+    if (!view)
+      return failed(to_string(view.err()));
+    auto side = spawn_from_config(sys, *cfg, *test, &report, false, opts,
+                                  *metrics, view->status);
     if (!side)
       return failed(to_string(side.err()));
     stop_on_interrupt(watch, side->server);
@@ -416,8 +443,11 @@ int run_server(const options& opts) {
   {
     auto sc = make_system_config(4, true);
     caf::actor_system sys{sc};
-    auto side =
-        spawn_from_config(sys, *cfg, *test, &report, true, opts, *metrics);
+    auto view = start_view(opts, *cfg, "server");
+    if (!view)
+      return failed(to_string(view.err()));
+    auto side = spawn_from_config(sys, *cfg, *test, &report, true, opts,
+                                  *metrics, view->status);
     if (!side)
       return failed(to_string(side.err()));
     stop_on_interrupt(watch, side->server);

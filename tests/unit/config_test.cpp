@@ -286,10 +286,9 @@ TEST_CASE("aggregators, schedulers and sampling keys are read and checked") {
   auto adagrad = sim({"server_configs.aggregator=FedAdagradAggregator"});
   REQUIRE(adagrad);
   CHECK(adagrad->server.scheduler == "SyncScheduler");
-  CHECK(contains(
-      message_of(sim({"server_configs.aggregator=FedAsyncAggregator",
-                      "server_configs.scheduler=SyncScheduler"})),
-      "FedAsyncAggregator needs AsyncScheduler"));
+  CHECK(contains(message_of(sim({"server_configs.aggregator=FedAsyncAggregator",
+                                 "server_configs.scheduler=SyncScheduler"})),
+                 "FedAsyncAggregator needs AsyncScheduler"));
   CHECK(contains(message_of(sim({"server_configs.scheduler=AsyncScheduler"})),
                  "FedAvgAggregator needs SyncScheduler"));
   CHECK(contains(
