@@ -147,8 +147,10 @@ std::string shown(const YAML::Node& n) {
 /// wrong types and bad values as "path.to.key: what is wrong".
 class section {
 public:
-  section(YAML::Node node, std::string path, std::vector<std::string>& errors)
-      : node_(std::move(node)), path_(std::move(path)), errors_(errors) {
+  section(YAML::Node node, std::string path, std::vector<std::string>& errors,
+          std::vector<std::string>* ignored = nullptr)
+      : node_(std::move(node)), path_(std::move(path)), errors_(errors),
+        ignored_(ignored) {
     if (node_ && !node_.IsNull() && !node_.IsMap())
       fail("", "expected a mapping");
   }
@@ -173,8 +175,11 @@ public:
   section child(const char* key) {
     seen_.insert(key);
     YAML::Node sub = node_ && node_.IsMap() ? node_[key] : YAML::Node{};
-    return section{sub, join(key), errors_};
+    return section{sub, join(key), errors_, ignored_};
   }
+
+  /// Where ignore() records the keys it found (null: nowhere).
+  void track_ignored(std::vector<std::string>* ignored) { ignored_ = ignored; }
 
   void get(const char* key, std::string& out) {
     if (!has(key))
@@ -315,9 +320,14 @@ public:
   }
 
   /// Marks keys accepted for compatibility with APPFL configs but unused.
+  /// Keys of APPFL's that fedcaf does not use: accepted, and recorded for
+  /// the warning that lists them.
   void ignore(std::initializer_list<const char*> keys) {
-    for (const auto* k : keys)
+    for (const auto* k : keys) {
       seen_.insert(k);
+      if (ignored_ && node_ && node_.IsMap() && node_[k])
+        ignored_->push_back(join(k));
+    }
   }
 
   void fail(const std::string& key, const std::string& what) {
@@ -353,6 +363,7 @@ private:
   YAML::Node node_;
   std::string path_;
   std::vector<std::string>& errors_;
+  std::vector<std::string>* ignored_;
   std::set<std::string> seen_;
 };
 
@@ -447,8 +458,13 @@ void read(section s, train_config& t) {
   s.get("num_threads", t.num_threads, 0, max_threads);
   read(s.child("dp"), t.dp);
   refuse_python_file(s, "loss_fn_path");
-  s.ignore(
-      {"logging_output_dirname", "logging_output_filename", "do_validation"});
+  // APPFL's validation, metric, its own DP switches and loader shuffling:
+  // fedcaf evaluates on the server (or the clients, federated_evaluation),
+  // configures DP under dp / dp_fedavg, and always shuffles training data.
+  s.ignore({"logging_output_dirname", "logging_output_filename",
+            "do_validation", "do_pre_validation", "metric_path", "metric_name",
+            "use_dp", "epsilon", "clip_grad", "clip_value", "clip_norm",
+            "train_data_shuffle", "val_data_shuffle"});
 }
 
 void read(section s, model_config& m) {
@@ -669,6 +685,11 @@ void read(section s, comm_config& c, bool server_side) {
   read_tls(grpc, c, server_side);
   read_auth(grpc, c, server_side);
   auto stream = s.child("stream_configs");
+  // Unset, a chunk is 1 MiB or what max_message_size leaves room for
+  // (APPFL's examples set 1 MiB messages).
+  if (c.max_message_size >= 1024 + 64)
+    c.stream.chunk_bytes =
+        std::min<uint64_t>(c.stream.chunk_bytes, c.max_message_size - 1024);
   stream.get("chunk_bytes", c.stream.chunk_bytes, 64, capnp_data_limit);
   stream.get("window", c.stream.window, 1, max_window);
   stream.seconds("idle_timeout_s", c.stream.idle_timeout_s);
@@ -686,7 +707,7 @@ void read(section s, comm_config& c, bool server_side) {
                     std::to_string(c.max_message_size) + ")");
 }
 
-/// eta when aggregator_kwargs names none: the step that reaches 0.87 or more
+/// eta when aggregator_kwargs names none: the step that reaches 0.85 or more
 /// in the default 3-round run (configs/simulate.yaml), on the grid of the
 /// papers (see rule_config::server_learning_rate).
 double default_server_learning_rate(const std::string& aggregator) {
@@ -936,12 +957,25 @@ void redact(YAML::Node node) {
   }
 }
 
+/// Every error at once, one per line; an error in a key a --set gave is
+/// blamed on that --set, not on the file.
 std::string join_errors(const std::string& source,
-                        const std::vector<std::string>& errors) {
-  std::string msg = source + ": " + errors.front();
-  if (errors.size() > 1)
-    msg += " (and " + std::to_string(errors.size() - 1) +
-           " more: " + errors[1] + (errors.size() > 2 ? ", ...)" : ")");
+                        const std::vector<std::string>& errors,
+                        const std::vector<std::string>& overrides = {}) {
+  auto blame = [&](const std::string& e) {
+    for (const auto& o : overrides) {
+      auto key = o.substr(0, o.find('='));
+      if (e.rfind(key + ":", 0) == 0 || e.rfind(key + ".", 0) == 0)
+        return "--set " + e;
+    }
+    return source + ": " + e;
+  };
+  if (errors.size() == 1)
+    return blame(errors.front());
+  std::string msg = std::to_string(errors.size()) + " problems in the "
+                                                    "configuration:";
+  for (const auto& e : errors)
+    msg += "\n  " + blame(e);
   return msg;
 }
 
@@ -983,6 +1017,7 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     follow_aggregator(root, overrides);
     {
       section top{root, "", errors};
+      top.track_ignored(&c.ignored_keys);
       if (role == config_role::client)
         read_client_file(top, c);
       else
@@ -1020,7 +1055,7 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     return error{errc::bad_config, c.source + ": " + e.what()};
   }
   if (!errors.empty())
-    return error{errc::bad_config, join_errors(c.source, errors)};
+    return error{errc::bad_config, join_errors(c.source, errors, overrides)};
   return c;
 }
 

@@ -50,6 +50,9 @@ void add_run_options(CLI::App* c, options& o, bool config_required) {
                 "server_configs.num_global_epochs=2 (repeatable)")
       ->take_all()
       ->allow_extra_args(false);
+  c->add_flag("--strict", o.strict,
+              "refuse APPFL keys fedcaf does not use (default: one warning "
+              "lists them)");
   c->add_option("--report", o.report_path,
                 "write the run report as JSON (simulate and server: after "
                 "every round too; refused before the run if it cannot be "

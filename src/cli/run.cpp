@@ -44,13 +44,33 @@ int failed(const std::string& why) {
   return 1;
 }
 
-result<config> load(const options& opts, config_role role) {
+result<config> load_any(const options& opts, config_role role) {
   if (opts.config_path)
     return load_config_file(*opts.config_path, role, opts.overrides);
   if (role != config_role::simulate)
     return error{errc::bad_config, "this command needs -c CONFIG"};
   return load_config(embedded_simulate_yaml(),
                      "<embedded configs/simulate.yaml>", role, opts.overrides);
+}
+
+/// Loads the config; APPFL keys fedcaf does not use get one warning that
+/// lists them all, or (--strict) refuse it.
+result<config> load(const options& opts, config_role role) {
+  auto cfg = load_any(opts, role);
+  if (!cfg || cfg->ignored_keys.empty())
+    return cfg;
+  std::string keys;
+  for (const auto& k : cfg->ignored_keys)
+    keys += (keys.empty() ? "" : ", ") + k;
+  if (opts.strict)
+    return error{errc::bad_config,
+                 cfg->source +
+                     ": keys fedcaf does not use (--strict): " + keys};
+  std::fprintf(stderr,
+               "fedcaf: warning: %s: ignored %zu keys fedcaf does not use: %s "
+               "(--strict refuses them)\n",
+               cfg->source.c_str(), cfg->ignored_keys.size(), keys.c_str());
+  return cfg;
 }
 
 result<dataset_ptr> load_images(const data_config& d, const char* prefix) {

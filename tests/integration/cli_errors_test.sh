@@ -58,6 +58,59 @@ if [ "$("$fedcaf" server --help)" = "$("$fedcaf" simulate --help)" ]; then
   echo "FAIL: server --help is simulate --help"; fails=$((fails + 1))
 fi
 expect_error "unknown option '--metrics'" "$fedcaf" client --metrics m.jsonl
+# APPFL's server_fedavg.yaml layout (its keys but the Python-file ones, which
+# fedcaf refuses): loads with one warning naming every ignored key; --strict
+# refuses them; all errors at once, a --set mistake blamed on --set.
+cat > "$tmp/server_fedavg.yaml" <<'YAML'
+client_configs:
+  train_configs:
+    trainer: "VanillaTrainer"
+    mode: "step"
+    num_local_steps: 2
+    optim: "Adam"
+    optim_args: {lr: 0.001}
+    do_validation: True
+    do_pre_validation: True
+    metric_path: "./resources/metric/acc.py"
+    metric_name: "accuracy"
+    use_dp: False
+    epsilon: 1
+    clip_grad: False
+    clip_value: 1
+    clip_norm: 1
+    train_batch_size: 64
+    val_batch_size: 64
+    train_data_shuffle: True
+    val_data_shuffle: False
+  model_configs:
+    model_name: "CNN"
+    model_kwargs: {num_channel: 1, num_classes: 10, num_pixel: 28}
+server_configs:
+  num_clients: 2
+  scheduler: "SyncScheduler"
+  scheduler_kwargs: {same_init_model: True}
+  aggregator: "FedAvgAggregator"
+  aggregator_kwargs: {client_weights_mode: "equal"}
+  device: "cpu"
+  num_global_epochs: 1
+  logging_output_dirname: "./output"
+  logging_output_filename: "result"
+  comm_configs:
+    grpc_configs: {server_uri: "localhost:50051", max_message_size: 1048576, use_ssl: False}
+YAML
+appfl_out=$("$fedcaf" simulate -c "$tmp/server_fedavg.yaml" 2>&1)
+warnings=$(grep -c "warning" <<<"$appfl_out")
+if [ $? -ne 0 ] && false; then :; fi
+if [ "$warnings" -ne 1 ] || ! grep -q "ignored 13 keys fedcaf does not use: server_configs.logging_output_dirname" <<<"$appfl_out" ||
+   ! grep -q "final test accuracy" <<<"$appfl_out"; then
+  echo "FAIL: APPFL's layout: $appfl_out"; fails=$((fails + 1))
+fi
+expect_error "keys fedcaf does not use (--strict): server_configs.logging_output_dirname" \
+  "$fedcaf" simulate -c "$tmp/server_fedavg.yaml" --strict
+expect_error "--set server_configs.num_global_epochs: expected a whole number" \
+  "$fedcaf" simulate --set server_configs.num_global_epochs=x --set server_configs.bogus=1
+expect_error "--set server_configs.bogus: unknown key" \
+  "$fedcaf" simulate --set server_configs.num_global_epochs=x --set server_configs.bogus=1
 expect_error "unknown option '--out'" "$fedcaf" server -c "$src/configs/server.yaml" --out d
 expect_error "--sample-rate must be in (0, 1]" "$fedcaf" dp-epsilon \
   --noise-multiplier 1 --sample-rate 2 --steps 10 --delta 1e-5

@@ -80,12 +80,15 @@ TEST_CASE("--set overrides a key by its dotted path") {
   CHECK(contains(c->effective_yaml, "num_global_epochs: 7"));
 }
 
-TEST_CASE("an unknown key names the file and the key path") {
+TEST_CASE("an unknown key from --set is blamed on --set, with its path") {
   auto msg = message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
                                     config_role::simulate,
                                     {"server_configs.num_global_epoch=2"}));
-  CHECK(contains(msg, "sim.yaml"));
-  CHECK(contains(msg, "server_configs.num_global_epoch: unknown key"));
+  CHECK(contains(msg, "--set server_configs.num_global_epoch: unknown key"));
+  CHECK_FALSE(contains(msg, "sim.yaml")); // not the file's mistake
+  auto in_file = message_of(load_config("server_configs: {bogus: 1}\n",
+                                        "sim.yaml", config_role::simulate));
+  CHECK(contains(in_file, "sim.yaml: server_configs.bogus: unknown key"));
 }
 
 TEST_CASE("a wrong type names the key path and the value") {
