@@ -17,7 +17,7 @@ struct options {
   std::optional<std::string> metrics_path; ///< --metrics FILE (JSON lines)
   std::optional<std::string> http;         ///< --http [HOST:]PORT
   bool strict = false; ///< --strict: APPFL keys fedcaf ignores are errors
-  std::optional<std::string> out_dir;      ///< -o DIR (profile)
+  std::optional<std::string> out_dir; ///< -o DIR (profile)
   /// dp-epsilon / dp-sigma: --noise-multiplier, --epsilon, --sample-rate,
   /// --steps, --delta, as given (checked by the command).
   std::vector<std::pair<std::string, std::string>> numbers;
