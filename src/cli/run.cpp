@@ -283,8 +283,11 @@ result<void> writable_report(const options& opts) {
   return check_report_path(*opts.report_path);
 }
 
-/// The --metrics file, opened before the run; null without --metrics.
-result<std::shared_ptr<metrics_log>> open_metrics(const options& opts) {
+/// Before a server side run: refuses a --report path that cannot be
+/// written, and opens the --metrics file (null without --metrics).
+result<std::shared_ptr<metrics_log>> open_outputs(const options& opts) {
+  if (auto ok = writable_report(opts); !ok)
+    return ok.err();
   if (!opts.metrics_path)
     return std::shared_ptr<metrics_log>{};
   return metrics_log::open(*opts.metrics_path);
@@ -370,9 +373,7 @@ int run_simulate(const options& opts) {
   auto cfg = load(opts, config_role::simulate);
   if (!cfg)
     return failed(to_string(cfg.err()));
-  if (auto ok = writable_report(opts); !ok)
-    return failed(to_string(ok.err()));
-  auto metrics = open_metrics(opts);
+  auto metrics = open_outputs(opts);
   if (!metrics)
     return failed(to_string(metrics.err()));
   interrupt_watch watch;
@@ -431,9 +432,7 @@ int run_server(const options& opts) {
   auto cfg = load(opts, config_role::server);
   if (!cfg)
     return failed(to_string(cfg.err()));
-  if (auto ok = writable_report(opts); !ok)
-    return failed(to_string(ok.err()));
-  auto metrics = open_metrics(opts);
+  auto metrics = open_outputs(opts);
   if (!metrics)
     return failed(to_string(metrics.err()));
   interrupt_watch watch;

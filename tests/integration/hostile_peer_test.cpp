@@ -82,7 +82,8 @@ void usage() {
       "usage: hostile_peer --port P --attack NAME [--expect CODE] [options]\n"
       "  before a Welcome (or after one: --registered --id ID --token T):\n"
       "    oversized_header [--frame-bytes N], garbage, garbage_body,\n"
-      "    zero_request_id, unknown_kind, server_kind, log_injection\n"
+      "    zero_request_id, unknown_kind, server_kind, log_injection,\n"
+      "    evaluation_first\n"
       "  before a Welcome only, each with [--handshake-s S]: slow_hello,\n"
       "    slow_tls (to a TLS server) [--trickle-ms MS], idle_flood\n"
       "    [--held N --extra N]\n"
@@ -838,6 +839,10 @@ payload craft(const options& o) {
     return {"zero_id", msg::encode(msg::hello{o.client_id, o.token})};
   if (o.attack == "unknown_kind")
     return {"unknown_kind", frame_of_unknown_kind(7)};
+  if (o.attack == "evaluation_first") // figures before proving who it is
+    return {
+        "evaluation_first",
+        with_id(msg::encode(msg::evaluation{0, 1000, {{"accuracy", 1.0}}}), 1)};
   if (o.attack == "server_kind") // a frame only the server may send
     return {"server_kind", with_id(msg::encode(msg::accept{1, 4, 0, 0}), 7)};
   if (o.attack == "log_injection") // a forged log line, a terminal escape
@@ -1437,6 +1442,48 @@ void attack_refusal_flood(const options& o, verdict& v) {
   v.expect(false, "200 refused requests and the connection is still open");
 }
 
+/// A registered client's evaluations, each one request: of a model the
+/// server does not serve (wrong_round, the connection stays open), of the
+/// initial model (accepted, once), the same again (bad_sequence, stays
+/// open), then wrong rounds until the refusal limit closes the connection
+/// (the refusal --expect names).
+void attack_evaluation_abuse(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = welcome(o, v, "evaluation_abuse", deadline);
+  auto ask = [&](uint32_t round) {
+    return r.s->ask(
+        msg::encode(msg::evaluation{round, 1 << 20, {{"accuracy", 0.01}}}),
+        deadline);
+  };
+  auto code_of = [](const result<msg::frame>& reply) -> std::string {
+    if (!reply)
+      return "closed (" + to_string(reply.err()) + ")";
+    auto e = refusal_of(*reply);
+    return e ? to_string(e->code) : "accepted";
+  };
+  auto first = code_of(ask(77));
+  auto accepted = code_of(ask(0));
+  auto again = code_of(ask(0));
+  v.note("evaluations: round 77 " + first + ", round 0 " + accepted +
+         ", round 0 again " + again);
+  v.expect(first == "wrong_round", "round 77 was " + first);
+  v.expect(accepted == "accepted",
+           "the initial model's evaluation was " + accepted);
+  v.expect(again == "bad_sequence", "a second one was " + again);
+  for (int i = 0; i < 200; ++i) {
+    auto reply = ask(77);
+    auto code = code_of(reply);
+    if (code == "wrong_round")
+      continue;
+    v.note("evaluation " + std::to_string(i + 4) + ": " + code);
+    v.expect(code == o.expect, "refused with " + code + ", not " + o.expect);
+    auto end = await_close(r.s->socket(), std::min(deadline, after_s(5)));
+    v.expect(end.closed, "refused, but the connection stayed open");
+    return;
+  }
+  v.expect(false, "200 refused evaluations and the connection is still open");
+}
+
 /// In every round it is asked to: offers an update, then sends nothing but
 /// heartbeats. Ends at Done or when the server closes the connection; the
 /// driver checks that the server abandoned the upload and the run went on.
@@ -1506,6 +1553,8 @@ int run(const options& o) {
       {"zero_request_id", attack_send_once},
       {"unknown_kind", attack_send_once},
       {"server_kind", attack_send_once},
+      {"evaluation_first", attack_send_once},
+      {"evaluation_abuse", attack_evaluation_abuse},
       {"log_injection", attack_send_once},
       {"slow_hello", attack_slow_hello},
       {"slow_tls", attack_slow_tls},

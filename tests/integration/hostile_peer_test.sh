@@ -104,7 +104,7 @@ wait_for() {
 # -- configs -------------------------------------------------------------------
 
 tokens="{Client1: honest-one, Client2: honest-two"
-for i in 1 2 3 4 5 6; do tokens+=", Mallory$i: evil-$i"; done
+for i in 1 2 3 4 5 6 7; do tokens+=", Mallory$i: evil-$i"; done
 tokens+="}"
 
 # server_config FILE NAME NUM_CLIENTS MEMORY_MODE ROUNDS
@@ -400,6 +400,7 @@ run_a() {
     --token honest-one --expect malformed_frame
   run_one unknown_kind --attack unknown_kind --expect unexpected_message
   run_one server_kind --attack server_kind --expect not_authenticated
+  run_one evaluation_first --attack evaluation_first --expect not_authenticated
   run_one log_injection --attack log_injection --expect not_authorized
   wait "${attack_pid[A/slow_hello]}"; attack_rc[A/slow_hello]=$?
   touch "$out/A.attacks_done"
@@ -409,7 +410,7 @@ run_a() {
   local k
   for k in hold_round idle_flood slow_hello oversized_1GiB oversized_hello \
            garbage garbage_body zero_request_id unknown_kind server_kind \
-           log_injection; do
+           evaluation_first log_injection; do
     check_verdict A $k
   done
   # A client id with newlines and a terminal escape: logged on one line,
@@ -431,6 +432,7 @@ run_a() {
   check_refused A zero_request_id malformed_frame
   check_refused A unknown_kind unexpected_message
   check_refused A server_kind not_authenticated
+  check_refused A evaluation_first not_authenticated
   check_run A $rounds ram
 }
 
@@ -611,7 +613,7 @@ run_b4() {
 # collect every update again, which would reset these attackers' streams.)
 
 run_b5() {
-  server_config "$out/B5.yaml" B5 6 ram $rounds
+  server_config "$out/B5.yaml" B5 7 ram $rounds
   start_server B5 "$out/B5.yaml" || return
   # Finite values that would overflow the round's float32 sum.
   attack B5 huge_update --attack huge_update $(creds 3) \
@@ -628,12 +630,17 @@ run_b5() {
   # a time: past 64 in 10 s the connection is closed.
   attack B5 refusal_flood --attack refusal_flood $(creds 6) \
     --expect too_many_requests
+  # Evaluations: of a model not served, accepted once, then again and
+  # again refused without closing: past 64 in 10 s the connection closes.
+  attack B5 evaluation_abuse --attack evaluation_abuse $(creds 7) \
+    --expect too_many_requests
   start_clients B5
   finish_attacks
   finish_run
   echo "-- B5: a huge update, and offers without chunks, ram mode (port $port)"
   local k
-  for k in huge_update reoffer_keepalive takeover_flood refusal_flood; do
+  for k in huge_update reoffer_keepalive takeover_flood refusal_flood \
+           evaluation_abuse; do
     check_verdict B5 $k
   done
   # Each connection taken over: closed, logged with its address; then the
@@ -647,6 +654,7 @@ run_b5() {
     fail "B5 takeover_flood: $took takeover closes logged, or no too_many_requests line"
   fi
   check_refused B5 refusal_flood too_many_requests
+  check_refused B5 evaluation_abuse too_many_requests
   check_refused B5 huge_update poisoned_update
   check_refused B5 reoffer_keepalive timeout
   check_run B5 $rounds ram
