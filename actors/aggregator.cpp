@@ -460,9 +460,10 @@ private:
     s.rejected = true;
     if (why.code == errc::poisoned_update && options_.poisoned)
       options_.poisoned->fetch_add(1, std::memory_order_relaxed);
-    log_line("aggregator", "rejected the update of " + s.client_id +
-                               " (stream " + std::to_string(sid) + ", round " +
-                               std::to_string(s.round) + "): " + why.message);
+    log_line(log_level::warning, "aggregator",
+             "rejected the update of " + s.client_id + " (stream " +
+                 std::to_string(sid) + ", round " + std::to_string(s.round) +
+                 "): " + why.message);
     self_->send(s.notify, reject_atom::value, s.client_id, s.round,
                 s.next_sequence, static_cast<uint16_t>(why.code), why.message);
     return refuse({why.code, s.client_id + ": " + why.message});
@@ -587,7 +588,7 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
       [state](finalize_atom, uint32_t round) -> caf::result<snapshot_ptr> {
         auto next = state->finalize(round);
         if (!next) {
-          log_line("aggregator", to_string(next.err()));
+          log_line(log_level::error, "aggregator", to_string(next.err()));
           return caf::make_error(caf::sec::runtime_error, next.err().message);
         }
         return *next;

@@ -98,9 +98,10 @@ public:
     closed_.insert(id);
     self_->request(aggregator_, caf::infinite, abandon_atom::value, id, r)
         .then([this, id](uint64_t chunks) {
-          log_line("scheduler", id + " was dropped mid-upload; its " +
-                                    std::to_string(chunks) +
-                                    " delivered chunks stay in the step");
+          log_line(log_level::warning, "scheduler",
+                   id + " was dropped mid-upload; its " +
+                       std::to_string(chunks) +
+                       " delivered chunks stay in the step");
           check_step();
         });
   }
@@ -154,14 +155,15 @@ public:
     tasks_.erase(id);
     waiting_.push_back(id);
     if (folded > 0 && admitted_.size() > 1) {
-      log_line("scheduler", id + "'s update was rejected (" + why + "); " +
-                                std::to_string(folded) +
-                                " delivered chunks stay in the step, which "
-                                "other updates share");
+      log_line(log_level::warning, "scheduler",
+               id + "'s update was rejected (" + why + "); " +
+                   std::to_string(folded) +
+                   " delivered chunks stay in the step, which "
+                   "other updates share");
       closed_.insert(id);
       return check_step();
     }
-    log_line("scheduler",
+    log_line(log_level::warning, "scheduler",
              id + "'s update was rejected (" + why + "); it leaves the step");
     if (folded > 0) // the sum holds nothing else
       self_->send(aggregator_, reset_atom::value, uint32_t{1});
@@ -282,7 +284,7 @@ private:
   void stop(const std::string& reason) {
     stopped_ = true;
     if (!reason.empty())
-      log_line("scheduler", reason);
+      log_line(log_level::error, "scheduler", reason);
     for (auto& q : queue_)
       q.reply.deliver(run_ended());
     queue_.clear();

@@ -104,6 +104,11 @@ public:
     record_ = round_record{};
     record_.round = rs->round;
     round_started_ = clock_type::now();
+    if (options_.progress) {
+      auto model_bytes = plan_->total_bytes();
+      options_.progress->round_started(rs->round, model_bytes,
+                                       rs->evaluate_only ? 0 : model_bytes);
+    }
     download_.emplace(plan_->chunk_count(), std::max(1u, rs->window));
     upload_.reset();
     sent_high_ = 0;
@@ -248,9 +253,9 @@ private:
     ++generation_;
     lost_at_ = clock_type::now();
     reconnect_delay_ = std::chrono::milliseconds{100};
-    log_line(options_.client_id, "lost the server (" + why +
-                                     "); reconnecting to " + options_.host +
-                                     ":" + std::to_string(options_.port));
+    log_line(log_level::warning, options_.client_id,
+             "lost the server (" + why + "); reconnecting to " + options_.host +
+                 ":" + std::to_string(options_.port));
     try_reconnect(generation_);
   }
 
@@ -332,6 +337,8 @@ private:
     trainer_->release(e.model_offset, e.bytes);
     record_.bytes_down += c->bytes.size();
     report_->bytes_received += c->bytes.size();
+    if (options_.progress)
+      options_.progress->moved_down(c->bytes.size());
     if (auto ok = download_->ack(seq); !ok)
       return fail(ok.err());
     note_in_flight(download_->peak_in_flight());
@@ -359,9 +366,9 @@ private:
     const_params_ = as_const(params_);
     if (clip > 0) {
       auto norm = clip_update(trainer_->layout(), params_, received_, clip);
-      log_line(options_.client_id, "update norm " + std::to_string(norm) +
-                                       ", clipped to " +
-                                       std::to_string(std::min(norm, clip)));
+      log_line(log_level::debug, options_.client_id,
+               "update norm " + std::to_string(norm) + ", clipped to " +
+                   std::to_string(std::min(norm, clip)));
     }
     record_.train_loss = m->loss;
     record_.train_seconds = m->seconds;
@@ -430,13 +437,14 @@ private:
   /// logged: the figures are lost, the run goes on.
   void send_evaluation(const msg::evaluation& e) {
     if (auto ok = msg::check_named_values(e.metrics, "evaluation"); !ok)
-      return log_line(options_.client_id, to_string(ok.err()));
+      return log_line(log_level::error, options_.client_id,
+                      to_string(ok.err()));
     self_
         ->request(server_, caf::infinite, evaluated_atom::value, msg::encode(e))
         .then(
             [this](const frame& f) {
               if (auto refused = msg::error_in(f))
-                log_line(options_.client_id,
+                log_line(log_level::warning, options_.client_id,
                          "the server refused its evaluation: " +
                              to_string(*refused));
             },
@@ -449,7 +457,7 @@ public:
   void on_evaluated(const frame& f) {
     auto e = msg::decode<msg::evaluation>(f);
     if (!e)
-      return log_line(options_.client_id, to_string(e.err()));
+      return log_line(log_level::error, options_.client_id, to_string(e.err()));
     send_evaluation(*e);
   }
 
@@ -559,6 +567,8 @@ private:
       trainer_->release(e.model_offset, e.bytes);
       record_.bytes_up += e.bytes;
       report_->bytes_sent += e.bytes;
+      if (options_.progress)
+        options_.progress->moved_up(e.bytes);
       if (seq < sent_high_)
         report_->bytes_resent += e.bytes;
       sent_high_ = std::max(sent_high_, seq + 1);
@@ -679,7 +689,7 @@ private:
   }
 
   void fail(const error& e) {
-    log_line(options_.client_id, to_string(e));
+    log_line(log_level::error, options_.client_id, to_string(e));
     report_->failure = to_string(e);
     finish();
   }

@@ -12,6 +12,7 @@
 #include <caf/fwd.hpp>
 
 #include "fedcaf/config.hpp"
+#include "fedcaf/progress.hpp"
 #include "fedcaf/report.hpp"
 #include "fedcaf/trainer.hpp"
 #include "messages/codec.hpp"
@@ -45,6 +46,8 @@ struct client_options {
   caf::actor connector;
   std::string host;
   uint16_t port = 0;
+  /// Counts this client's transfer bytes for the console; null: not kept.
+  std::shared_ptr<transfer_progress> progress;
 };
 
 /// Spawns a client of `server`. `report` is written by the client only and

@@ -45,7 +45,7 @@ caf::behavior evaluator_actor(caf::event_based_actor*,
           return caf::make_message(false, 0.0, 0.0, failure);
         auto m = impl->evaluate(s->view());
         if (!m) {
-          log_line("evaluator", to_string(m.err()));
+          log_line(log_level::error, "evaluator", to_string(m.err()));
           return caf::make_message(false, 0.0, 0.0, failure);
         }
         return caf::make_message(true, m->loss, m->accuracy, failure);

@@ -244,7 +244,7 @@ private:
         break;
       if (tls_) {
         if (auto ok = tls_->write(f); !ok)
-          log_line("gateway", to_string(ok.err()));
+          log_line(log_level::error, "gateway", to_string(ok.err()));
         account_ciphertext();
       } else if (buf.empty()) {
         auto n = f.size();
@@ -561,8 +561,9 @@ private:
   void note_refusal(const error& e) {
     if (stage_ == stage::closing)
       return;
-    log_line("gateway", std::string{"refused: "} + to_string(e.code) + ": " +
-                            client_id_ + " (peer " + address_ + ")");
+    log_line(log_level::warning, "gateway",
+             std::string{"refused: "} + to_string(e.code) + ": " + client_id_ +
+                 " (peer " + address_ + ")");
     if (!refusal_limit_.allow())
       too_many(refusal_limit_.exceeded(limited_events));
   }
@@ -595,9 +596,10 @@ public:
   void disconnect(const error& e) {
     if (stage_ == stage::closing)
       return;
-    log_line("gateway", std::string{"refused: "} + to_string(e.code) + ": " +
-                            client_id_ + ": " + e.message + " (peer " +
-                            address_ + "); closing the connection");
+    log_line(log_level::warning, "gateway",
+             std::string{"refused: "} + to_string(e.code) + ": " + client_id_ +
+                 ": " + e.message + " (peer " + address_ +
+                 "); closing the connection");
     start_closing();
   }
 
@@ -830,7 +832,7 @@ private:
       return;
     case msg::frame_kind::error: // a refusal of the connection follows
       if (auto e = msg::decode<msg::round_over>(f); !e)
-        log_line("gateway",
+        log_line(log_level::warning, "gateway",
                  "the server at " + where_ + " refused: " + to_string(e.err()));
       return;
     default:
@@ -849,7 +851,8 @@ private:
   /// the open requests with its reason (final: no retry helps).
   void fail(const error& e) {
     if (e.code == errc::not_authorized) {
-      log_line("gateway", "TLS with " + where_ + ": " + e.message);
+      log_line(log_level::warning, "gateway",
+               "TLS with " + where_ + ": " + e.message);
       for (auto& [id, rp] : pending_)
         rp.deliver(msg::encode(e));
       pending_.clear();

@@ -66,7 +66,7 @@ public:
   /// Counts and logs `e`, and returns the error frame that answers the peer.
   msg::frame refuse(const error& e) const {
     counter_->fetch_add(1, std::memory_order_relaxed);
-    log_line(who_, "refused: " + to_string(e));
+    log_line(log_level::warning, who_, "refused: " + to_string(e));
     return msg::encode(e);
   }
 

@@ -93,7 +93,8 @@ std::chrono::milliseconds millis(double seconds) {
 
 void run_remote_client(const client_config& cc, trainer_factory factory,
                        run_report& report, const client_started& started,
-                       const std::atomic<bool>* stop) {
+                       const std::atomic<bool>* stop,
+                       std::shared_ptr<transfer_progress> progress) {
   report.role = "client";
   auto at = parse_endpoint(cc.comm.server_uri);
   if (!at) {
@@ -123,6 +124,7 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   co.connector = spawn_dialer(sys, *at, limits, *tls);
   co.host = at->host;
   co.port = at->port;
+  co.progress = std::move(progress);
   auto client = spawn_client(sys, *server, co, std::move(factory), &report);
   if (started)
     started(sys, client);

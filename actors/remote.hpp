@@ -47,9 +47,10 @@ using client_started =
 /// `report`; its `failure` says why iff the run failed for this client
 /// (the server unreachable, a refusal, a trainer error). Setting `*stop`
 /// ends the attempts to connect (a running client is stopped through the
-/// handle `started` gave).
+/// handle `started` gave). `progress`, if given, counts the transfers.
 void run_remote_client(const client_config& cc, trainer_factory factory,
                        run_report& report, const client_started& started = {},
-                       const std::atomic<bool>* stop = nullptr);
+                       const std::atomic<bool>* stop = nullptr,
+                       std::shared_ptr<transfer_progress> progress = nullptr);
 
 } // namespace fedcaf

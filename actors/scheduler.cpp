@@ -149,8 +149,9 @@ public:
     if (stopped_ || round != round_ || !participants_.erase(id))
       return;
     missing_.insert(id);
-    log_line("scheduler", "round " + std::to_string(round) + ": " + id +
-                              " leaves the round: " + why);
+    log_line(log_level::warning, "scheduler",
+             "round " + std::to_string(round) + ": " + id +
+                 " leaves the round: " + why);
     self_->send(server_, reject_atom::value, id, code, message);
     offered_.erase(id);
     closed_.erase(id);
@@ -175,12 +176,12 @@ public:
     if (options_.wait_after_deadline &&
         participants_.size() - late.size() < options_.min_clients) {
       if (!overdue_)
-        log_line("scheduler", "round " + std::to_string(round_) +
-                                  ": the deadline passed with " +
-                                  std::to_string(offered_.size()) +
-                                  " updates offered, " + "min_clients is " +
-                                  std::to_string(options_.min_clients) +
-                                  "; waiting for " + join_ids(late));
+        log_line(log_level::warning, "scheduler",
+                 "round " + std::to_string(round_) +
+                     ": the deadline passed with " +
+                     std::to_string(offered_.size()) + " updates offered, " +
+                     "min_clients is " + std::to_string(options_.min_clients) +
+                     "; waiting for " + join_ids(late));
       overdue_ = true;
       return;
     }
@@ -189,9 +190,10 @@ public:
       participants_.erase(id);
       missing_.insert(id);
     }
-    log_line("scheduler", "round " + std::to_string(round_) +
-                              ": the deadline passed without an update from " +
-                              join_ids(late));
+    log_line(log_level::warning, "scheduler",
+             "round " + std::to_string(round_) +
+                 ": the deadline passed without an update from " +
+                 join_ids(late));
     self_->send(aggregator_, expect_atom::value, contributors());
     check_round();
   }
@@ -245,10 +247,10 @@ private:
     auto r = round_;
     self_->request(aggregator_, caf::infinite, abandon_atom::value, dropped, r)
         .then([dropped, r](uint64_t chunks) {
-          log_line("scheduler", "round " + std::to_string(r) + ": " + dropped +
-                                    " was dropped mid-upload; its " +
-                                    std::to_string(chunks) +
-                                    " delivered chunks are kept");
+          log_line(log_level::warning, "scheduler",
+                   "round " + std::to_string(r) + ": " + dropped +
+                       " was dropped mid-upload; its " +
+                       std::to_string(chunks) + " delivered chunks are kept");
         });
   }
 
@@ -268,18 +270,19 @@ private:
           if (chunks > 0)
             collect_again(dropped, "it was dropped mid-upload");
           else
-            log_line("scheduler", "round " + std::to_string(r) + ": " +
-                                      dropped +
-                                      " was dropped before sending a chunk");
+            log_line(log_level::warning, "scheduler",
+                     "round " + std::to_string(r) + ": " + dropped +
+                         " was dropped before sending a chunk");
           check_round();
         });
   }
 
   /// `gone` sent chunks that are in the sum: start the collection over.
   void collect_again(const std::string& gone, const std::string& why) {
-    log_line("scheduler", "round " + std::to_string(round_) + ": " + gone +
-                              " left: " + why + "; collecting the " +
-                              "updates of " + join_ids(offered_) + " again");
+    log_line(log_level::warning, "scheduler",
+             "round " + std::to_string(round_) + ": " + gone + " left: " + why +
+                 "; collecting the " + "updates of " + join_ids(offered_) +
+                 " again");
     self_->send(aggregator_, reset_atom::value, contributors());
     std::vector<std::string> again(offered_.begin(), offered_.end());
     offered_.clear();
@@ -348,7 +351,7 @@ private:
   void stop(const std::string& reason) {
     stopped_ = true;
     if (!reason.empty())
-      log_line("scheduler", reason);
+      log_line(log_level::error, "scheduler", reason);
     self_->send(server_, stop_atom::value, reason);
   }
 

@@ -103,6 +103,13 @@ public:
     expected_evaluations_ = chosen_.size();
     if (options_.live)
       options_.live->round_started(round);
+    if (options_.progress) {
+      uint64_t expected = 0;
+      for (const auto& [id, c] : clients_)
+        if (c.state == presence::connected && chosen_.count(id))
+          expected += snapshot_->layout.total_bytes();
+      options_.progress->round_started(round, expected, expected);
+    }
     resend_pending_.clear();
     round_started_ = clock_type::now();
     bytes_up_ = bytes_down_ = 0;
@@ -124,6 +131,9 @@ public:
     rs.round = round;
     it->second.task = msg::encode(rs);
     it->second.model = snapshot_;
+    if (options_.progress)
+      options_.progress->expect(snapshot_->layout.total_bytes(),
+                                snapshot_->layout.total_bytes());
     if (it->second.state == presence::connected)
       self_->send(it->second.handle, round_atom::value, it->second.task);
   }
@@ -237,6 +247,8 @@ public:
     bytes_down_ += e.bytes;
     if (options_.live)
       options_.live->sent_to(*sender_id(), e.bytes);
+    if (options_.progress)
+      options_.progress->moved_down(e.bytes);
     report_->bytes_sent += e.bytes;
     msg::chunk_header h{0, req->round, req->sequence, e.tensor_index,
                         e.tensor_offset};
@@ -251,6 +263,8 @@ public:
   void count_upload(const frame& f) {
     if (options_.live)
       options_.live->received_from(*sender_id(), f.size());
+    if (options_.progress)
+      options_.progress->moved_up(f.size());
     bytes_up_ += f.size();
     report_->bytes_received += f.size();
   }
@@ -381,9 +395,9 @@ public:
       return;
     it->second.state = presence::dropped;
     event("dropped", id, "");
-    log_line("server", "dropped " + id + ": it did not come back within " +
-                           std::to_string(options_.reconnect_grace.count()) +
-                           " ms");
+    log_line(log_level::warning, "server",
+             "dropped " + id + ": it did not come back within " +
+                 std::to_string(options_.reconnect_grace.count()) + " ms");
     self_->send(peers_.scheduler, drop_atom::value, id);
   }
 
@@ -541,7 +555,7 @@ private:
     report_->refusals = refusals_.count();
     report_->total_seconds = seconds_since(started_);
     if (auto ok = write_report(*report_, options_.report_path); !ok)
-      log_line("server", to_string(ok.err()));
+      log_line(log_level::error, "server", to_string(ok.err()));
     report_->status.clear();
   }
 
@@ -576,7 +590,7 @@ private:
       options_.live->round_finished(record);
       options_.live->set_refusals(refusals_.count());
     }
-    std::printf("%s\n", progress_line(record, options_.num_rounds).c_str());
+    fedcaf::print_line(progress_line(record, options_.num_rounds));
     std::fflush(stdout);
   }
 
@@ -679,10 +693,11 @@ private:
         return;
       }
       event("lost", id, self_->system().render(m.reason));
-      log_line("server", id + " lost its connection (" +
-                             self_->system().render(m.reason) + "); waiting " +
-                             std::to_string(options_.reconnect_grace.count()) +
-                             " ms for it to resume");
+      log_line(log_level::warning, "server",
+               id + " lost its connection (" +
+                   self_->system().render(m.reason) + "); waiting " +
+                   std::to_string(options_.reconnect_grace.count()) +
+                   " ms for it to resume");
       self_->delayed_send(self_, options_.reconnect_grace, drop_atom::value, id,
                           c.epoch);
       return;

@@ -17,6 +17,7 @@
 #include "actors/refusal_log.hpp"
 #include "fedcaf/live_status.hpp"
 #include "fedcaf/model_snapshot.hpp"
+#include "fedcaf/progress.hpp"
 #include "fedcaf/report.hpp"
 
 namespace fedcaf {
@@ -61,6 +62,8 @@ struct server_options {
   std::shared_ptr<metrics_log> metrics;
   /// What the live view (--http) shows; null: no live view.
   std::shared_ptr<live_status> live;
+  /// Counts the round's transfer bytes for the console; null: not kept.
+  std::shared_ptr<transfer_progress> progress;
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
   /// Counts updates the aggregator refused for their content.

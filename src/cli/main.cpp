@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "fedcaf/error.hpp"
+#include "fedcaf/log.hpp"
 #include "run.hpp"
 
 namespace {
@@ -53,6 +54,14 @@ void add_run_options(CLI::App* c, options& o, bool config_required) {
   c->add_flag("--strict", o.strict,
               "refuse APPFL keys fedcaf does not use (default: one warning "
               "lists them)");
+  c->add_option("--log-level", o.log_level,
+                "debug, info (default), warning, error or off: log lines "
+                "below it are left out (warning and above also hide the "
+                "progress line)")
+      ->check(
+          CLI::IsMember({"debug", "info", "warning", "warn", "error", "off"}));
+  c->add_option("--log-file", o.log_file,
+                "also append every log line (with its date) to FILE");
   c->add_option("--report", o.report_path,
                 "write the run report as JSON (simulate and server: after "
                 "every round too; refused before the run if it cannot be "
@@ -184,6 +193,13 @@ int run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return parse_failed(cl, e, known ? command : "");
   }
+  if (cl.opts.log_level)
+    fedcaf::set_log_level(*fedcaf::parse_log_level(*cl.opts.log_level));
+  if (cl.opts.log_file)
+    if (auto ok = fedcaf::log_to_file(*cl.opts.log_file); !ok) {
+      std::fprintf(stderr, "fedcaf: %s\n", fedcaf::to_string(ok.err()).c_str());
+      return 1;
+    }
   for (const auto& [name, value] : cl.numbers)
     if (!value.empty())
       cl.opts.numbers.emplace_back(name, value);

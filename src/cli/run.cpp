@@ -2,6 +2,7 @@
 // and tears down in reverse order. No globals.
 
 #include "run.hpp"
+#include "console_progress.hpp"
 #include "http_view.hpp"
 #include "interrupts.hpp"
 
@@ -196,11 +197,12 @@ result<dataset_ptr> test_set_for(const config& cfg) {
   return load_images(cfg.data, "t10k");
 }
 
-result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
-                                      dataset_ptr test, run_report* report,
-                                      bool remote, const options& opts,
-                                      std::shared_ptr<metrics_log> metrics,
-                                      std::shared_ptr<live_status> live) {
+result<server_side>
+spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
+                  run_report* report, bool remote, const options& opts,
+                  std::shared_ptr<metrics_log> metrics,
+                  std::shared_ptr<live_status> live,
+                  std::shared_ptr<transfer_progress> progress) {
   std::string storage_file;
   if (cfg.server.memory_mode == memory_mode::disk)
     storage_file = cfg.server.storage_dir + "/fedcaf-global-" +
@@ -257,6 +259,7 @@ result<server_side> spawn_from_config(caf::actor_system& sys, const config& cfg,
   so.server.report_path = opts.report_path.value_or("");
   so.server.metrics = std::move(metrics);
   so.server.live = std::move(live);
+  so.server.progress = std::move(progress);
   so.server.federated_evaluation =
       cfg.server.federated_evaluation.value_or(false);
   so.server.evaluation_timeout = millis(comm.stream.idle_timeout_s);
@@ -394,8 +397,9 @@ int run_simulate(const options& opts) {
     auto view = start_view(opts, *cfg, "simulate");
     if (!view)
       return failed(to_string(view.err()));
+    console_progress console;
     auto side = spawn_from_config(sys, *cfg, *test, &report, false, opts,
-                                  *metrics, view->status);
+                                  *metrics, view->status, console.meter());
     if (!side)
       return failed(to_string(side.err()));
     stop_on_interrupt(watch, side->server);
@@ -438,8 +442,8 @@ int run_server(const options& opts) {
   interrupt_watch watch;
   if (cfg->server.rule.client_weights_mode == "sample_size" &&
       cfg->server.rule.max_sample_size == 0)
-    log_line("server",
-             "warning: client_weights_mode sample_size without "
+    log_line(log_level::warning, "server",
+             "client_weights_mode sample_size without "
              "aggregator_kwargs.max_sample_size: each client's claimed sample "
              "count is its weight, uncapped, so one client can outweigh all "
              "the others");
@@ -465,8 +469,9 @@ int run_server(const options& opts) {
     auto view = start_view(opts, *cfg, "server");
     if (!view)
       return failed(to_string(view.err()));
+    console_progress console;
     auto side = spawn_from_config(sys, *cfg, *test, &report, true, opts,
-                                  *metrics, view->status);
+                                  *metrics, view->status, console.meter());
     if (!side)
       return failed(to_string(side.err()));
     stop_on_interrupt(watch, side->server);
@@ -503,9 +508,12 @@ int run_client(const options& opts) {
   const auto& cc = cfg->client;
   auto sets = std::make_shared<lazy_data>(cc.data);
   run_report report;
-  run_remote_client(
-      cc, local_trainer(sets, cc.data, cc.data.client_index, cc.num_threads),
-      report);
+  {
+    console_progress console;
+    run_remote_client(
+        cc, local_trainer(sets, cc.data, cc.data.client_index, cc.num_threads),
+        report, {}, nullptr, console.meter());
+  }
   return conclude(opts, report, *cfg);
 }
 
