@@ -170,7 +170,7 @@ std::string summary(const dp_profile_config& cfg, const json& runs) {
        << " warm-up (median over " << cfg.repeats
        << " repeats, the modes taking turns)\n\n";
   std::snprintf(line, sizeof line, "%-11s %7s %12s %12s %13s %11s %11s\n",
-                "mode", "seq_len", "peak_MB", "avg_ms", "peak_RSS_MB",
+                "mode", "seq_len", "peak_MiB", "avg_ms", "peak_RSS_MiB",
                 "memory_x", "time_x");
   text << line;
   for (auto len : cfg.seq_lengths) {

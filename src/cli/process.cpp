@@ -78,6 +78,9 @@ void draw_figures(const std::string& script, const std::string& out) {
   std::string python =
       fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
   auto cmd = python + " '" + path.string() + "' '" + out + "'";
+  // What this process printed (the summary table) comes before the
+  // script's "figures in" line, on a pipe too.
+  std::fflush(stdout);
   if (std::system(cmd.c_str()) != 0)
     std::printf("figures skipped: python3 with matplotlib is needed "
                 "(Debian: python3-matplotlib)\n");

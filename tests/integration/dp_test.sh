@@ -89,6 +89,10 @@ assert all(r[-1] == "1.00x" for r in rows if r[0] == "none"), text
 print("ok: dp-profile results and summary")
 PY
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  table=$(grep -n "^memory_x, time_x" "$tmp/profile.log" | cut -d: -f1)
+  figs=$(grep -n "^figures in" "$tmp/profile.log" | cut -d: -f1)
+  [ -n "$table" ] && [ -n "$figs" ] && [ "$table" -lt "$figs" ] ||
+    fail "the summary table is not before 'figures in'"
   for f in memory_comparison time_comparison memory_vs_time_tradeoff overhead_analysis; do
     [ -s "$tmp/out/figures/$f.png" ] || fail "figure $f missing"
   done

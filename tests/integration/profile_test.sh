@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `fedcaf profile` on a tiny matrix: every run succeeds, and the JSON, CSV,
 # report and figures are written.
-set -eu
+set -euo pipefail
 fedcaf=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/matrix.yaml" <<YAML
@@ -14,7 +14,12 @@ rounds: 2
 sample_ms: 10
 timeout_s: 120
 YAML
-"$fedcaf" profile -c "$tmp/matrix.yaml" -o "$tmp/out"
+"$fedcaf" profile -c "$tmp/matrix.yaml" -o "$tmp/out" | tee "$tmp/stdout"
+# On a pipe too, the summary table comes before the figures' line.
+table=$(grep -n "^run  " "$tmp/stdout" | cut -d: -f1)
+figs=$(grep -n "^figures in" "$tmp/stdout" | cut -d: -f1)
+[ -n "$table" ] && [ -n "$figs" ] && [ "$table" -lt "$figs" ] ||
+  { echo "FAIL: the summary table (line $table) is not before 'figures in' (line $figs)"; exit 1; }
 test -s "$tmp/out/summary.csv" && test -s "$tmp/out/report.txt"
 [ "$(grep -c ',true,' "$tmp/out/summary.csv")" -eq 4 ] # ok column, 4 runs
 /usr/bin/python3 - "$tmp/out" <<'PY'
