@@ -7,6 +7,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/network.hpp"
+#include "fedcaf/log.hpp"
 
 namespace fedcaf {
 
@@ -21,24 +22,43 @@ result<caf::actor> dial_with_retry(caf::actor_system& sys, const endpoint& at,
                                    std::chrono::milliseconds give_up_after,
                                    uint64_t& retries,
                                    const std::atomic<bool>* stop) {
+  using clock = std::chrono::steady_clock;
   auto delay = std::chrono::milliseconds{100};
-  auto deadline = std::chrono::steady_clock::now() + give_up_after;
+  auto started = clock::now();
+  auto deadline = started + give_up_after;
+  auto next_note = started;
   auto stopped = [stop] { return stop && stop->load(); };
   for (;;) {
     if (stopped())
       return error{errc::cancelled, "stopped while connecting"};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+        deadline - clock::now());
     auto g = dial(sys, at, limits, tls,
                   std::clamp(left, std::chrono::milliseconds{100},
                              std::chrono::milliseconds{5000}));
     if (g)
       return g;
-    if (std::chrono::steady_clock::now() + delay > deadline)
+    auto seconds = std::to_string(give_up_after.count() / 1000) + " s";
+    if (clock::now() + delay > deadline) {
+      // "cannot reach the server at H:P (why)" -> "... at H:P after 60 s
+      // (why): ...".
+      auto why = g.err().message;
+      auto cut = why.rfind(" (");
+      if (cut == std::string::npos)
+        cut = why.size();
       return error{errc::disconnected,
-                   g.err().message + " after " +
-                       std::to_string(give_up_after.count() / 1000) +
-                       " s: is it running, and is the port right?"};
+                   why.substr(0, cut) + " after " + seconds + why.substr(cut) +
+                       ": is it running, and is the port right?"};
+    }
+    if (clock::now() >= next_note) { // not silent while it keeps trying
+      auto left_s = std::chrono::duration_cast<std::chrono::seconds>(
+                        deadline - clock::now())
+                        .count();
+      log_line(log_level::warning, "client",
+               g.err().message + "; trying again for " +
+                   std::to_string(left_s) + " s more");
+      next_note = clock::now() + std::chrono::seconds{10};
+    }
     ++retries;
     for (auto slept = std::chrono::milliseconds{0}; slept < delay && !stopped();
          slept += std::chrono::milliseconds{20})
