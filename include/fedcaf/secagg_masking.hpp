@@ -1,0 +1,80 @@
+#pragma once
+// One round of SecAgg+ chunk by chunk, on top of secagg.hpp: what a client
+// does to each chunk of its update before it leaves (quantize, add its
+// masks), and what the server does to each chunk position of the ring sum
+// once the round's secrets are reconstructed (remove the masks that do not
+// cancel, dequantize). Both work on one chunk at a time at its element
+// offset, so neither end holds a model-sized mask.
+// Thread-safety: pure functions over memory the caller owns.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fedcaf/secagg.hpp"
+
+namespace fedcaf::secagg {
+
+/// A mask seed and the sign it is applied with.
+struct signed_seed {
+  key32 seed{};
+  int sign = 1;
+};
+
+/// The sign client `self` applies to the pairwise mask it shares with
+/// `other` (client indices of the round): +1 iff self < other, so that the
+/// pair's two masks cancel in the sum.
+int pair_sign(uint32_t self, uint32_t other);
+
+/// A client's masks for one round: its self mask and, per neighbour that
+/// completed the share phase with it, their pair's mask with its sign.
+struct client_masks {
+  key32 self_seed{};
+  std::vector<signed_seed> pairwise;
+};
+
+/// out[i] = quantized(weight * update[i]) + self mask + sum of the signed
+/// pairwise masks (mod 2^32), for model elements [first_element,
+/// first_element + update.size()). REQUIRES: out.size() == update.size().
+void mask_chunk(const quantizer& q, double weight, const client_masks& masks,
+                uint64_t first_element, std::span<const float> update,
+                std::span<uint32_t> out);
+
+/// What the server removes from the ring sum after the unmask phase: the
+/// self masks of the clients in the sum, and the pairwise masks that
+/// survivors applied against neighbours whose update is not in the sum
+/// (dropped after sharing: their pairwise masks no longer cancel).
+struct unmask_plan {
+  std::vector<key32> self_seeds;
+  std::vector<signed_seed> pairwise; ///< as the survivor applied it
+  uint32_t contributors = 0;         ///< updates in the sum
+  double weight_total = 0;           ///< their weights' sum
+};
+
+/// One client of the round as the server knows it after the unmask phase.
+struct round_client {
+  uint32_t index = 0;
+  key32 mask_public{};              ///< its advertised mask-key public key
+  std::vector<uint32_t> neighbours; ///< sorted
+  double weight = 0;                ///< its normalized weight
+  bool in_sum = false;              ///< its whole masked update is in the sum
+  key32 self_seed{};                ///< reconstructed; iff in_sum
+  key32 mask_secret{};              ///< reconstructed; iff !in_sum
+};
+
+/// The plan for `clients` (every client that completed the share phase) in
+/// round `round`. Fails (bad_argument) iff a dropped client's reconstructed
+/// mask secret does not agree with a survivor's public key (a low-order
+/// key), or no client is in the sum.
+result<unmask_plan> make_unmask_plan(const std::vector<round_client>& clients,
+                                     uint32_t round);
+
+/// sum[i] -= the plan's masks at elements [first_element, first_element +
+/// sum.size()), then out[i] = the weighted mean the unmasked sum holds.
+/// REQUIRES: out.size() == sum.size().
+void unmask_chunk(const quantizer& q, const unmask_plan& plan,
+                  uint64_t first_element, std::span<uint32_t> sum,
+                  std::span<float> out);
+
+} // namespace fedcaf::secagg

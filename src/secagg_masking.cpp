@@ -1,0 +1,65 @@
+#include "fedcaf/secagg_masking.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace fedcaf::secagg {
+
+int pair_sign(uint32_t self, uint32_t other) {
+  return self < other ? 1 : -1;
+}
+
+void mask_chunk(const quantizer& q, double weight, const client_masks& masks,
+                uint64_t first_element, std::span<const float> update,
+                std::span<uint32_t> out) {
+  q.quantize(update, weight, out);
+  apply_mask(masks.self_seed, first_element, out, 1);
+  for (const auto& p : masks.pairwise)
+    apply_mask(p.seed, first_element, out, p.sign);
+}
+
+result<unmask_plan> make_unmask_plan(const std::vector<round_client>& clients,
+                                     uint32_t round) {
+  unmask_plan plan;
+  std::set<uint32_t> known;
+  for (const auto& c : clients)
+    known.insert(c.index);
+  for (const auto& c : clients) {
+    if (!c.in_sum)
+      continue;
+    plan.self_seeds.push_back(c.self_seed);
+    ++plan.contributors;
+    plan.weight_total += c.weight;
+  }
+  if (plan.contributors == 0)
+    return error{errc::bad_argument, "no client's update is in the sum"};
+  for (const auto& dropped : clients) {
+    if (dropped.in_sum)
+      continue;
+    for (const auto& survivor : clients) {
+      if (!survivor.in_sum ||
+          !std::binary_search(survivor.neighbours.begin(),
+                              survivor.neighbours.end(), dropped.index))
+        continue;
+      auto seed =
+          agree(dropped.mask_secret, survivor.mask_public, "mask", round);
+      if (!seed)
+        return seed.err();
+      plan.pairwise.push_back(
+          {*seed, pair_sign(survivor.index, dropped.index)});
+    }
+  }
+  return plan;
+}
+
+void unmask_chunk(const quantizer& q, const unmask_plan& plan,
+                  uint64_t first_element, std::span<uint32_t> sum,
+                  std::span<float> out) {
+  for (const auto& seed : plan.self_seeds)
+    apply_mask(seed, first_element, sum, -1);
+  for (const auto& p : plan.pairwise)
+    apply_mask(p.seed, first_element, sum, -p.sign);
+  q.dequantize(sum, plan.contributors, plan.weight_total, out);
+}
+
+} // namespace fedcaf::secagg
