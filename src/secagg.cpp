@@ -295,20 +295,34 @@ result<void> check_shares(std::span<const share> shares, uint32_t threshold) {
 
 // -- quantizer ------------------------------------------------------------
 
+/// SplitMix64 (Steele et al. 2014): a fast generator for stochastic
+/// rounding, which needs unbiased bits, not secret ones (the masks hide the
+/// values); quantizing with one mask ran 0.38 GiB/s with std::mt19937_64
+/// and 0.83 GiB/s with this (tests/perf/secagg_bench).
+struct splitmix64 {
+  uint64_t state = 0;
+  uint64_t operator()() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+};
+
 /// This thread's generator for stochastic rounding, seeded from RAND_bytes.
-std::mt19937_64& rounding_engine() {
-  thread_local std::mt19937_64 engine = [] {
+splitmix64& rounding_engine() {
+  thread_local splitmix64 engine = [] {
     std::array<uint8_t, 8> seed_bytes{};
     fill_random(seed_bytes);
-    uint64_t seed = 0;
-    std::memcpy(&seed, seed_bytes.data(), sizeof seed);
-    return std::mt19937_64{seed};
+    splitmix64 e;
+    std::memcpy(&e.state, seed_bytes.data(), sizeof e.state);
+    return e;
   }();
   return engine;
 }
 
 /// A uniform number in [0, 1) with 53 random bits.
-double uniform01(std::mt19937_64& engine) {
+double uniform01(splitmix64& engine) {
   return static_cast<double>(engine() >> 11) * 0x1.0p-53;
 }
 
