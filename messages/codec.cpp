@@ -18,6 +18,7 @@
 
 #include "codec.hpp"
 #include "fedcaf.capnp.h"
+#include "fedcaf/client_id.hpp"
 
 namespace fedcaf::msg {
 
@@ -511,6 +512,8 @@ template <> result<hello> decode<hello>(const frame& f) {
     auto id = peer_text(b.getClientId(), "hello: client id");
     if (!id)
       return id.err();
+    if (auto ok = check_client_id(*id); !ok)
+      return error{errc::malformed_frame, "hello: " + ok.err().message};
     auto token = peer_text(b.getToken(), "hello: token");
     if (!token)
       return token.err();

@@ -95,6 +95,8 @@ struct evaluation {
 /// The most samples an Evaluation may claim.
 constexpr uint64_t max_evaluation_samples = uint64_t{1} << 40;
 
+/// decode<hello> refuses a client id that check_client_id
+/// (fedcaf/client_id.hpp) refuses (malformed_frame).
 struct hello {
   std::string client_id;
   std::string token;

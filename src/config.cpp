@@ -2,6 +2,8 @@
 // error naming the file and the key path.
 
 #include "fedcaf/config.hpp"
+
+#include "fedcaf/client_id.hpp"
 #include "fedcaf/server_optimizer.hpp"
 
 #include <algorithm>
@@ -862,6 +864,8 @@ void read_client_file(section& root, config& c) {
   root.get("client_id", c.client.client_id);
   if (!root.has("client_id"))
     root.fail("client_id", "is required");
+  else if (auto ok = check_client_id(c.client.client_id); !ok)
+    root.fail("client_id", ok.err().message);
   auto train = root.child("train_configs");
   read_device(train, c.client.device);
   train.get("num_threads", c.client.num_threads, 0, max_threads);

@@ -94,6 +94,29 @@ void live_status::sample_memory_locked() {
   }
 }
 
+namespace {
+
+/// `text` as a Prometheus label value in quotes: backslash, quote and
+/// newline escaped as the text format defines; other control bytes and
+/// bytes past ASCII, which its parsers refuse, become '?'. (Client ids are
+/// printable ASCII; this keeps any text safe.)
+std::string prometheus_label(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '\\' || c == '"')
+      out += {'\\', static_cast<char>(c)};
+    else if (c == '\n')
+      out += "\\n";
+    else if (c < 0x20 || c >= 0x7f)
+      out += '?';
+    else
+      out += static_cast<char>(c);
+  }
+  return out + '"';
+}
+
+} // namespace
+
 std::string live_status::prometheus() {
   std::lock_guard<std::mutex> guard{mtx_};
   sample_memory_locked();
@@ -135,8 +158,7 @@ std::string live_status::prometheus() {
                                               static_cast<double>(model_bytes_))
                           : 0.0;
     };
-    // Client ids are checked at registration only for NUL: escape quotes.
-    auto label = nlohmann::json(id).dump();
+    auto label = prometheus_label(id);
     value("fedcaf_client_round_progress{client=" + label +
               ",direction=\"down\"}",
           share(c.bytes_down_round));

@@ -1,6 +1,7 @@
 #include "fedcaf/log.hpp"
 
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,8 +24,10 @@ namespace {
 constexpr size_t max_message = 1024;
 
 /// `text` as one printable line: control bytes (a peer's newline or
-/// terminal escape) become \xNN, and a text past max_message is cut, so
-/// that what a peer sends can neither forge log lines nor flood the log.
+/// terminal escape) and bytes past ASCII (an 8-bit CSI, a right-to-left
+/// override) become \xNN, and a text past max_message is cut, so that what
+/// a peer sends can neither forge log lines, restyle the terminal, nor
+/// flood the log.
 void append_printable(std::string& out, std::string_view text) {
   auto start = out.size();
   for (size_t i = 0; i < text.size(); ++i) {
@@ -33,7 +36,7 @@ void append_printable(std::string& out, std::string_view text) {
       break;
     }
     auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
+    if (c < 0x20 || c >= 0x7f) {
       static constexpr char hex[] = "0123456789abcdef";
       out += "\\x";
       out += hex[c >> 4];
@@ -193,6 +196,11 @@ log_level current_log_level() {
 }
 
 result<void> log_to_file(const std::string& path) {
+  // A FIFO without a reader would block the start for ever.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode))
+    return error{errc::io_error,
+                 "cannot write the log file " + path + ": it is a FIFO"};
   // spdlog would create missing directories: a mistyped path is refused
   // instead.
   if (auto* f = std::fopen(path.c_str(), "a"))
@@ -210,6 +218,12 @@ result<void> log_to_file(const std::string& path) {
     return error{errc::io_error,
                  "cannot write the log file " + path + ": " + e.what()};
   }
+}
+
+std::string printable_line(std::string_view text) {
+  std::string out;
+  append_printable(out, text);
+  return out;
 }
 
 bool log_on_terminal() {

@@ -171,7 +171,9 @@ json report_json(const run_report& r) {
 } // namespace
 
 std::string to_json(const run_report& r) {
-  return report_json(r).dump(2);
+  // Text from peers is checked (client ids are printable ASCII), but
+  // whatever a report holds, invalid UTF-8 is replaced, never thrown on.
+  return report_json(r).dump(2, ' ', false, json::error_handler_t::replace);
 }
 
 result<void> write_report(const run_report& r, const std::string& path) {
@@ -214,7 +216,7 @@ void metrics_log::round(const round_record& r) {
   auto j = round_json(r);
   j["event"] = "round";
   j["t"] = r.ended_unix_s;
-  write(j.dump());
+  write(j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 void metrics_log::client(const std::string& event, const std::string& client_id,

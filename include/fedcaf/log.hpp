@@ -2,7 +2,8 @@
 // fedcaf's own log (CAF's logger is compiled out in Debian's build), through
 // spdlog: one line per event, "HH:MM:SS.mmm L who: message" with L the level
 // (D debug, I info, W warning, E error), on stderr and, once log_to_file is
-// called, in that file too. Control bytes are written as \xNN and a message
+// called, in that file too. Control bytes and bytes past ASCII are written
+// as \xNN and a message
 // is cut at 1 KiB, so text from a peer (a client id, a reason) can neither
 // forge a line nor flood the log. On a terminal, a status line (the console
 // progress) stays below the log lines: each line is written above it.
@@ -37,6 +38,10 @@ log_level current_log_level();
 
 /// Also writes every line to `path` (appended, flushed line by line).
 result<void> log_to_file(const std::string& path);
+
+/// `text` as a log line writes it: control bytes and bytes past ASCII as
+/// \xNN, cut at 1 KiB. For any other line that may hold a peer's text.
+std::string printable_line(std::string_view text);
 
 /// True iff stderr is a terminal: only then is a status line drawn.
 bool log_on_terminal();

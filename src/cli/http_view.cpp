@@ -1,8 +1,12 @@
 #include "http_view.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include <httplib.h>
 
 #include "actors/network.hpp"
+#include "fedcaf/log.hpp"
 
 namespace fedcaf::cli {
 
@@ -60,6 +64,41 @@ tick();setInterval(tick,1000);
 </script></body></html>
 )html";
 
+/// Requests the live view answers: GET or HEAD of its own pages, without
+/// a body or a Range, naming this host. Anything else is answered here
+/// (405, 413, 416, 421) and goes no further.
+httplib::Server::HandlerResponse screen(const httplib::Request& q,
+                                        httplib::Response& r,
+                                        const std::string& host,
+                                        bool loopback) {
+  using hr = httplib::Server::HandlerResponse;
+  auto refuse = [&](int status, const char* why) {
+    r.status = status;
+    r.set_content(why, "text/plain");
+    return hr::Handled;
+  };
+  if (q.method != "GET" && q.method != "HEAD")
+    return refuse(405, "only GET and HEAD\n");
+  if (!q.body.empty())
+    return refuse(413, "no request body\n");
+  if (q.has_header("Range"))
+    return refuse(416, "no ranges\n");
+  if (loopback) { // a page elsewhere that resolves its name to us: refused
+    auto h = q.get_header_value("Host");
+    auto name = h.rfind('[', 0) == 0 ? h.substr(0, h.find(']') + 1)
+                                     : h.substr(0, h.find(':'));
+    if (name != host && name != "[" + host + "]" && name != "localhost" &&
+        name != "127.0.0.1" && name != "[::1]")
+      return refuse(421, "this live view answers to its own address only\n");
+  }
+  return hr::Unhandled;
+}
+
+/// True iff `host` is a loopback address.
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 } // namespace
 
 result<std::unique_ptr<http_view>>
@@ -71,8 +110,19 @@ http_view::start(const std::string& where,
   if (!at)
     return error{errc::bad_config, "--http: " + at.err().message};
   std::unique_ptr<http_view> view{new http_view};
-  view->server_ = std::make_unique<httplib::Server>();
+  view->server_ = std::make_shared<httplib::Server>();
   auto& s = *view->server_;
+  bool loopback = is_loopback(at->host);
+  s.set_pre_routing_handler(
+      [host = at->host, loopback](const httplib::Request& q,
+                                  httplib::Response& r) {
+        return screen(q, r, host, loopback);
+      });
+  s.set_payload_max_length(1024);
+  s.set_read_timeout(std::chrono::seconds{5});
+  s.set_write_timeout(std::chrono::seconds{5});
+  s.set_keep_alive_max_count(100);
+  s.set_keep_alive_timeout(5);
   s.Get("/metrics", [status](const httplib::Request&, httplib::Response& r) {
     r.set_content(status->prometheus(), "text/plain; version=0.0.4");
   });
@@ -88,15 +138,32 @@ http_view::start(const std::string& where,
   if (port < 0)
     return error{errc::io_error, "--http: cannot listen on " + where +
                                      " (in use, or not an address here)"};
-  view->url_ = "http://" + at->host + ":" + std::to_string(port) + "/";
-  view->thread_ = std::thread([&s] { s.listen_after_bind(); });
+  auto shown = at->host.find(':') == std::string::npos
+                   ? at->host
+                   : "[" + at->host + "]"; // IPv6
+  view->url_ = "http://" + shown + ":" + std::to_string(port) + "/";
+  if (!loopback)
+    log_line(log_level::warning, "http",
+             "the live view listens on " + where +
+                 ", beyond this host: anyone who reaches it sees the run, and "
+                 "cpp-httplib buffers request headers whole; keep it to "
+                 "operators' networks");
+  std::promise<void> ended;
+  view->served_ = ended.get_future();
+  std::thread{[server = view->server_, ended = std::move(ended)]() mutable {
+    server->listen_after_bind();
+    ended.set_value();
+  }}.detach();
   return view;
 }
 
 http_view::~http_view() {
   server_->stop();
-  if (thread_.joinable())
-    thread_.join();
+  // Workers finish the requests they are in; one held open by a slow
+  // client would hold the process: after a second, it is left to end with
+  // the process (the thread owns the server; the status it reads is
+  // shared).
+  served_.wait_for(std::chrono::seconds{1});
 }
 
 } // namespace fedcaf::cli

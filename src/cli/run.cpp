@@ -353,8 +353,8 @@ int conclude(const options& opts, run_report& report, const config& cfg) {
   if (opts.report_path)
     if (auto ok = write_report(report, *opts.report_path); !ok)
       return failed(to_string(ok.err()));
-  if (!report.failure.empty())
-    return failed(report.failure);
+  if (!report.failure.empty()) // may name a peer's text: escaped
+    return failed(printable_line(report.failure));
   if (report.rounds.empty() || !report.rounds.back().test_accuracy)
     return 0;
   const auto& last = report.rounds.back();

@@ -83,7 +83,7 @@ void usage() {
       "  before a Welcome (or after one: --registered --id ID --token T):\n"
       "    oversized_header [--frame-bytes N], garbage, garbage_body,\n"
       "    zero_request_id, unknown_kind, server_kind, log_injection,\n"
-      "    evaluation_first\n"
+      "    evaluation_first, utf8_id\n"
       "  before a Welcome only, each with [--handshake-s S]: slow_hello,\n"
       "    slow_tls (to a TLS server) [--trickle-ms MS], idle_flood\n"
       "    [--held N --extra N]\n"
@@ -852,6 +852,11 @@ payload craft(const options& o) {
                         "10.9.9.9\n\x1b[2J",
                         "t"}),
                     1)};
+  if (o.attack == "utf8_id") // not UTF-8: once crashed the report's JSON
+    return {"utf8_id", with_id(msg::encode(msg::hello{"Client\xff"
+                                                      "1",
+                                                      "t"}),
+                               1)};
   throw local_failure{"unknown attack " + o.attack};
 }
 
@@ -1556,6 +1561,7 @@ int run(const options& o) {
       {"evaluation_first", attack_send_once},
       {"evaluation_abuse", attack_evaluation_abuse},
       {"log_injection", attack_send_once},
+      {"utf8_id", attack_send_once},
       {"slow_hello", attack_slow_hello},
       {"slow_tls", attack_slow_tls},
       {"idle_flood", attack_idle_flood},

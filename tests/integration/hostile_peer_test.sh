@@ -401,7 +401,8 @@ run_a() {
   run_one unknown_kind --attack unknown_kind --expect unexpected_message
   run_one server_kind --attack server_kind --expect not_authenticated
   run_one evaluation_first --attack evaluation_first --expect not_authenticated
-  run_one log_injection --attack log_injection --expect not_authorized
+  run_one log_injection --attack log_injection --expect malformed_frame
+  run_one utf8_id --attack utf8_id --expect malformed_frame
   wait "${attack_pid[A/slow_hello]}"; attack_rc[A/slow_hello]=$?
   touch "$out/A.attacks_done"
   finish_attacks
@@ -410,12 +411,13 @@ run_a() {
   local k
   for k in hold_round idle_flood slow_hello oversized_1GiB oversized_hello \
            garbage garbage_body zero_request_id unknown_kind server_kind \
-           evaluation_first log_injection; do
+           evaluation_first log_injection utf8_id; do
     check_verdict A $k
   done
-  # A client id with newlines and a terminal escape: logged on one line,
-  # its control bytes escaped; no line of the log is the forged one.
-  check_refused A log_injection not_authorized
+  # A client id with newlines and a terminal escape: refused at Hello (client
+  # ids are printable ASCII), the refusal logged on one line, escaped; no
+  # line of the log is the forged one.
+  check_refused A log_injection malformed_frame
   if grep -q "^07:00:00.000 server: registered Client1" "$out/A.log" ||
      grep -q $'\x1b' "$out/A.log"; then
     fail "A log_injection: a forged line or a raw escape is in the server log"

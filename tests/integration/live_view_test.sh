@@ -3,6 +3,7 @@
 # move and parses as Prometheus text; the page, loaded in a real headless
 # browser (Debian's chromium) while the run goes, shows the round and both
 # clients; its screenshot is kept at BUILD/test-artifacts/live_view.png.
+# Requests other than a plain GET or HEAD of this host are refused.
 set -u
 fedcaf=$1; build=$2; python=${3:-/usr/bin/python3}
 chromium=$(command -v chromium || true)
@@ -49,6 +50,29 @@ later=$(scrape fedcaf_bytes_sent_total)
 echo "/metrics: bytes sent $first -> $later, rounds completed $rounds"
 "$python" -c "import sys; a, b, r = map(float, sys.argv[1:]); sys.exit(0 if b > a and r >= 1 else 1)" \
   "$first" "$later" "$rounds" || { echo "FAIL: the counters did not move"; exit 1; }
+# What a stranger's request or another site's page gets: only GET and HEAD,
+# no body, no Range, and only this host's name (DNS rebinding).
+status_of() { "$python" - "$url" "$@" <<'PY'
+import sys, urllib.request, urllib.error
+url, method, path = sys.argv[1], sys.argv[2], sys.argv[3]
+headers = dict(h.split(":", 1) for h in sys.argv[4:])
+req = urllib.request.Request(url + path, method=method, headers=headers,
+                             data=b"x" * 4096 if method == "POST" else None)
+try:
+    print(urllib.request.urlopen(req, timeout=5).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+PY
+}
+for check in "405 POST /status" "405 DELETE /" "416 GET / Range:bytes=0-,0-,0-" \
+             "421 GET /status Host:attacker.example" "200 GET /status Host:localhost" \
+             "404 GET /../../etc/passwd"; do
+  set -- $check
+  want=$1; shift
+  got=$(status_of "$@")
+  [ "$got" = "$want" ] || { echo "FAIL: $* answered $got, expected $want"; exit 1; }
+done
+echo "refused: POST, DELETE, Range, a foreign Host; served: GET with Host localhost"
 if [ -z "$chromium" ]; then
   echo "chromium is not installed: the browser check is skipped"; exit 77
 fi

@@ -232,6 +232,16 @@ TEST_CASE("a NUL in a peer's id or token, and offer figures that are not "
   CHECK(h.err().code == errc::malformed_frame);
   CHECK_FALSE(decode<hello>(encode(hello{"Client1", "evil\0x"s})));
   CHECK(decode<hello>(encode(hello{"Client1", "t"})));
+  // A client id goes into logs, reports and labels as it is: printable
+  // ASCII other than space, 1 to 128 bytes.
+  for (auto bad : {"Client\xff"s, "two words"s, "evil\n07:00"s, "\x1b[2J"s, ""s,
+                   std::string(129, 'a')}) {
+    auto r = decode<hello>(encode(hello{bad, "t"}));
+    REQUIRE_FALSE(r);
+    CHECK(r.err().code == errc::malformed_frame);
+  }
+  CHECK(decode<hello>(encode(hello{std::string(128, 'a'), "t"})));
+  CHECK(decode<hello>(encode(hello{"site-3/node_7@lab.example:1", "t"})));
   offer o;
   o.client_id = "Client1";
   CHECK(decode<offer>(encode(o)));

@@ -151,6 +151,12 @@ TEST_CASE("a client file needs client_id and a partition below num_clients") {
                        "client.yaml", config_role::client);
   CHECK(contains(message_of(c),
                  "data_configs.dataset_kwargs.client_id: must be below"));
+  auto spaced = load_config("client_id: Client 1\n"
+                            "data_configs: {dataset_kwargs: {num_clients: 2, "
+                            "client_id: 1}}\n",
+                            "client.yaml", config_role::client);
+  CHECK(contains(message_of(spaced), "client_id: a client id may hold "
+                                     "printable ASCII other than space"));
 }
 
 TEST_CASE("client_configs survive the trip to a client") {
