@@ -314,6 +314,14 @@ result<frame_kind> kind_of(const frame& f) {
           return frame_kind::round_over;
         case which::EVALUATION:
           return frame_kind::evaluation;
+        case which::SEC_AGG_KEYS:
+          return frame_kind::secagg_keys;
+        case which::SEC_AGG_ROSTER:
+          return frame_kind::secagg_roster;
+        case which::SEC_AGG_SHARES:
+          return frame_kind::secagg_shares;
+        case which::SEC_AGG_UNMASK:
+          return frame_kind::secagg_unmask;
         }
         return error{errc::unexpected_message, "a frame of an unknown kind"};
       },
@@ -413,6 +421,90 @@ frame encode(const evaluation& x) {
     b.setRound(x.round);
     b.setSampleCount(x.sample_count);
     put(b.initMetrics(static_cast<uint32_t>(x.metrics.size())), x.metrics);
+  });
+}
+
+namespace {
+
+capnp::Data::Reader data_of(std::span<const uint8_t> bytes) {
+  return {bytes.data(), bytes.size()};
+}
+
+void put(capnp::List<wire::RevealedShare>::Builder list,
+         const std::vector<revealed_share>& shares) {
+  for (uint32_t i = 0; i < list.size(); ++i) {
+    list[i].setOwner(shares[i].owner);
+    list[i].setX(shares[i].x);
+    list[i].setY(data_of(shares[i].y));
+  }
+}
+
+} // namespace
+
+frame encode(const secagg_keys& x) {
+  return build(24, [&](auto body) {
+    auto b = body.initSecAggKeys();
+    b.setRound(x.round);
+    b.setShareKey(data_of(x.share_key));
+    b.setMaskKey(data_of(x.mask_key));
+    b.setSampleCount(x.sample_count);
+  });
+}
+
+frame encode(const secagg_roster& x) {
+  size_t words = 16;
+  for (const auto& p : x.neighbours)
+    words += 16 + p.client_id.size() / 8;
+  return build(words, [&](auto body) {
+    auto b = body.initSecAggRoster();
+    b.setRound(x.round);
+    b.setIndex(x.index);
+    b.setWeight(x.weight);
+    b.setThreshold(x.threshold);
+    b.setClippingRange(x.clipping_range);
+    b.setQuantizationBits(x.quantization_bits);
+    auto list = b.initNeighbours(static_cast<uint32_t>(x.neighbours.size()));
+    for (uint32_t i = 0; i < list.size(); ++i) {
+      const auto& p = x.neighbours[i];
+      list[i].setIndex(p.index);
+      list[i].setClientId(text(p.client_id));
+      list[i].setShareKey(data_of(p.share_key));
+      list[i].setMaskKey(data_of(p.mask_key));
+    }
+  });
+}
+
+frame encode(const secagg_shares& x) {
+  size_t words = 8;
+  for (const auto& sh : x.shares)
+    words += 4 + sh.sealed.size() / 8;
+  return build(words, [&](auto body) {
+    auto b = body.initSecAggShares();
+    b.setRound(x.round);
+    auto list = b.initShares(static_cast<uint32_t>(x.shares.size()));
+    for (uint32_t i = 0; i < list.size(); ++i) {
+      list[i].setPeer(x.shares[i].peer);
+      list[i].setSealed(data_of(x.shares[i].sealed));
+    }
+  });
+}
+
+frame encode(const secagg_unmask& x) {
+  auto words = 16 + (x.in_sum.size() + x.dropped.size()) / 2 +
+               8 * (x.self_seed_shares.size() + x.mask_key_shares.size());
+  return build(words, [&](auto body) {
+    auto b = body.initSecAggUnmask();
+    b.setRound(x.round);
+    auto in_sum = b.initInSum(static_cast<uint32_t>(x.in_sum.size()));
+    for (uint32_t i = 0; i < in_sum.size(); ++i)
+      in_sum.set(i, x.in_sum[i]);
+    auto dropped = b.initDropped(static_cast<uint32_t>(x.dropped.size()));
+    for (uint32_t i = 0; i < dropped.size(); ++i)
+      dropped.set(i, x.dropped[i]);
+    put(b.initSelfSeedShares(static_cast<uint32_t>(x.self_seed_shares.size())),
+        x.self_seed_shares);
+    put(b.initMaskKeyShares(static_cast<uint32_t>(x.mask_key_shares.size())),
+        x.mask_key_shares);
   });
 }
 
@@ -648,6 +740,154 @@ template <> result<done> decode<done>(const frame& f) {
       return wrong_kind("done");
     auto b = body.getDone();
     return done{b.getRounds(), get(b.getFinal()), b.getReason().cStr()};
+  });
+}
+
+namespace {
+
+/// A 32-byte key or share value, or an error naming `what`.
+result<key_bytes> key_of(capnp::Data::Reader d, const std::string& what) {
+  if (d.size() != 32)
+    return error{errc::malformed_frame, what + ": " + std::to_string(d.size()) +
+                                            " bytes, expected 32"};
+  key_bytes k{};
+  std::memcpy(k.data(), d.begin(), 32);
+  return k;
+}
+
+/// An error iff a list of `n` entries is longer than a round's neighbours.
+result<void> check_count(size_t n, const char* what) {
+  if (n > max_secagg_neighbours)
+    return error{errc::malformed_frame,
+                 std::string{what} + ": " + std::to_string(n) +
+                     " entries, at most " +
+                     std::to_string(max_secagg_neighbours)};
+  return {};
+}
+
+result<std::vector<uint32_t>> indices(capnp::List<uint32_t>::Reader list,
+                                      const char* what) {
+  if (auto ok = check_count(list.size(), what); !ok)
+    return ok.err();
+  std::vector<uint32_t> out;
+  out.reserve(list.size());
+  for (auto i : list)
+    out.push_back(i);
+  return out;
+}
+
+result<std::vector<revealed_share>>
+revealed(capnp::List<wire::RevealedShare>::Reader list, const char* what) {
+  if (auto ok = check_count(list.size(), what); !ok)
+    return ok.err();
+  std::vector<revealed_share> out;
+  for (auto r : list) {
+    if (r.getX() == 0)
+      return error{errc::malformed_frame, std::string{what} + ": x is 0"};
+    auto y = key_of(r.getY(), what);
+    if (!y)
+      return y.err();
+    out.push_back({r.getOwner(), r.getX(), *y});
+  }
+  return out;
+}
+
+} // namespace
+
+template <> result<secagg_keys> decode<secagg_keys>(const frame& f) {
+  return read_small<secagg_keys>(f, [](auto body) -> result<secagg_keys> {
+    if (!body.isSecAggKeys())
+      return wrong_kind("secagg keys");
+    auto b = body.getSecAggKeys();
+    auto share = key_of(b.getShareKey(), "secagg keys: share key");
+    if (!share)
+      return share.err();
+    auto mask = key_of(b.getMaskKey(), "secagg keys: mask key");
+    if (!mask)
+      return mask.err();
+    return secagg_keys{b.getRound(), *share, *mask, b.getSampleCount()};
+  });
+}
+
+template <> result<secagg_roster> decode<secagg_roster>(const frame& f) {
+  return read_small<secagg_roster>(f, [](auto body) -> result<secagg_roster> {
+    if (!body.isSecAggRoster())
+      return wrong_kind("secagg roster");
+    auto b = body.getSecAggRoster();
+    auto bad = [](const std::string& why) {
+      return error{errc::malformed_frame, "secagg roster: " + why};
+    };
+    if (!(b.getWeight() >= 0 && b.getWeight() <= 1))
+      return bad("weight " + std::to_string(b.getWeight()));
+    if (!(std::isfinite(b.getClippingRange()) && b.getClippingRange() > 0))
+      return bad("clipping range " + std::to_string(b.getClippingRange()));
+    if (b.getQuantizationBits() < 1 || b.getQuantizationBits() > 31)
+      return bad(std::to_string(b.getQuantizationBits()) +
+                 " quantization bits, expected 1 to 31");
+    auto list = b.getNeighbours();
+    if (auto ok = check_count(list.size(), "secagg roster"); !ok)
+      return ok.err();
+    if (b.getThreshold() < 1 || b.getThreshold() > list.size() + 1)
+      return bad("threshold " + std::to_string(b.getThreshold()) + " of " +
+                 std::to_string(list.size()) + " neighbours");
+    secagg_roster r{b.getRound(),
+                    b.getIndex(),
+                    b.getWeight(),
+                    b.getThreshold(),
+                    b.getClippingRange(),
+                    b.getQuantizationBits(),
+                    {}};
+    for (auto p : list) {
+      if (!r.neighbours.empty() && p.getIndex() <= r.neighbours.back().index)
+        return bad("neighbours not sorted by index");
+      auto id = peer_text(p.getClientId(), "secagg roster: client id");
+      auto share = key_of(p.getShareKey(), "secagg roster: share key");
+      auto mask = key_of(p.getMaskKey(), "secagg roster: mask key");
+      if (!id || !share || !mask)
+        return !id ? id.err() : !share ? share.err() : mask.err();
+      r.neighbours.push_back({p.getIndex(), std::move(*id), *share, *mask});
+    }
+    return r;
+  });
+}
+
+template <> result<secagg_shares> decode<secagg_shares>(const frame& f) {
+  return read_small<secagg_shares>(f, [](auto body) -> result<secagg_shares> {
+    if (!body.isSecAggShares())
+      return wrong_kind("secagg shares");
+    auto b = body.getSecAggShares();
+    auto list = b.getShares();
+    if (auto ok = check_count(list.size(), "secagg shares"); !ok)
+      return ok.err();
+    secagg_shares out{b.getRound(), {}};
+    for (auto sh : list) {
+      auto d = sh.getSealed();
+      if (d.size() != sealed_share_bytes)
+        return error{errc::malformed_frame,
+                     "secagg shares: a sealed share of " +
+                         std::to_string(d.size()) + " bytes, expected " +
+                         std::to_string(sealed_share_bytes)};
+      out.shares.push_back({sh.getPeer(), {d.begin(), d.end()}});
+    }
+    return out;
+  });
+}
+
+template <> result<secagg_unmask> decode<secagg_unmask>(const frame& f) {
+  return read_small<secagg_unmask>(f, [](auto body) -> result<secagg_unmask> {
+    if (!body.isSecAggUnmask())
+      return wrong_kind("secagg unmask");
+    auto b = body.getSecAggUnmask();
+    auto in_sum = indices(b.getInSum(), "secagg unmask: in sum");
+    auto dropped = indices(b.getDropped(), "secagg unmask: dropped");
+    auto self = revealed(b.getSelfSeedShares(), "secagg unmask: self seeds");
+    auto keys = revealed(b.getMaskKeyShares(), "secagg unmask: mask keys");
+    if (!in_sum || !dropped)
+      return !in_sum ? in_sum.err() : dropped.err();
+    if (!self || !keys)
+      return !self ? self.err() : keys.err();
+    return secagg_unmask{b.getRound(), std::move(*in_sum), std::move(*dropped),
+                         std::move(*self), std::move(*keys)};
   });
 }
 

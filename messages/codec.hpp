@@ -5,6 +5,7 @@
 // truncated, of another version, of the wrong kind or inconsistent becomes an
 // error value. Thread-safety: free functions over values; safe anywhere.
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -53,6 +54,10 @@ enum class frame_kind : uint8_t {
   heartbeat,
   round_over,
   evaluation,
+  secagg_keys,
+  secagg_roster,
+  secagg_shares,
+  secagg_unmask,
 };
 
 /// Returns the kind of `f` without decoding its body, or an error iff it is
@@ -189,6 +194,71 @@ struct done {
   std::string reason; ///< empty on success
 };
 
+/// Secure aggregation (SecAgg+). Decoders refuse a key, share value or
+/// sealed share of another length, more than max_secagg_neighbours entries
+/// in any list, an x of 0, a roster whose neighbours are not sorted by
+/// index or whose parameters are out of range.
+using key_bytes = std::array<uint8_t, 32>;
+constexpr size_t sealed_share_bytes = 101; ///< nonce + 73-byte payload + tag
+constexpr size_t max_secagg_neighbours = 255;
+
+/// Client to server: its public keys for the round, and its sample count.
+struct secagg_keys {
+  uint32_t round = 0;
+  key_bytes share_key{};
+  key_bytes mask_key{};
+  uint64_t sample_count = 0;
+};
+
+struct secagg_peer {
+  uint32_t index = 0;
+  std::string client_id;
+  key_bytes share_key{};
+  key_bytes mask_key{};
+};
+
+/// Server to client, answering secagg_keys: its place, weight, the round's
+/// parameters and its neighbours.
+struct secagg_roster {
+  uint32_t round = 0;
+  uint32_t index = 0;
+  double weight = 0; ///< normalized, in [0, 1]
+  uint32_t threshold = 0;
+  double clipping_range = 0;
+  uint32_t quantization_bits = 0;
+  std::vector<secagg_peer> neighbours; ///< sorted by index
+};
+
+struct sealed_share {
+  uint32_t peer = 0; ///< to the server: recipient; from it: sender
+  std::vector<uint8_t> sealed;
+};
+
+/// Sealed shares: a client's for its neighbours, or those relayed to it.
+struct secagg_shares {
+  uint32_t round = 0;
+  std::vector<sealed_share> shares;
+};
+
+struct revealed_share {
+  uint32_t owner = 0;
+  uint8_t x = 0;
+  key_bytes y{};
+};
+
+/// Server to client: which shares to reveal; client to server: them.
+struct secagg_unmask {
+  uint32_t round = 0;
+  std::vector<uint32_t> in_sum;
+  std::vector<uint32_t> dropped;
+  std::vector<revealed_share> self_seed_shares;
+  std::vector<revealed_share> mask_key_shares;
+};
+
+frame encode(const secagg_keys& x);
+frame encode(const secagg_roster& x);
+frame encode(const secagg_shares& x);
+frame encode(const secagg_unmask& x);
 frame encode(const hello& x);
 frame encode(const welcome& x);
 frame encode(const round_start& x);

@@ -182,6 +182,76 @@ struct RoundOver {
   # its model between rounds may give it up.
 }
 
+# -- Secure aggregation (SecAgg+): the phases before and after the masked
+# upload. Keys are 32-byte X25519 public keys; a sealed share is 101 bytes
+# (AES-256-GCM: 12-byte nonce, the 73-byte share payload, 16-byte tag).
+
+struct SecAggKeys {
+  round @0 :UInt32;
+  shareKey @1 :Data;
+  # The client's public key for sealing shares (32 bytes).
+  maskKey @2 :Data;
+  # Its public key for pairwise masks (32 bytes).
+  sampleCount @3 :UInt64;
+  # Its weight under client_weights_mode sample_size (capped by the
+  # server's max_sample_size); ignored under equal weights.
+}
+
+struct SecAggPeer {
+  index @0 :UInt32;
+  # The neighbour's index among the round's clients.
+  clientId @1 :Text;
+  shareKey @2 :Data;
+  maskKey @3 :Data;
+}
+
+struct SecAggRoster {
+  round @0 :UInt32;
+  index @1 :UInt32;
+  # This client's index among the round's clients.
+  weight @2 :Float64;
+  # This client's normalized weight: its share of the advertised total.
+  threshold @3 :UInt32;
+  clippingRange @4 :Float64;
+  quantizationBits @5 :UInt32;
+  neighbours @6 :List(SecAggPeer);
+  # At most 255, sorted by index; the client seals one share for each.
+}
+
+struct SealedShare {
+  peer @0 :UInt32;
+  # Client to server: the recipient's index; server to client: the sender's.
+  sealed @1 :Data;
+}
+
+struct SecAggShares {
+  round @0 :UInt32;
+  shares @1 :List(SealedShare);
+  # Client to server: one per neighbour. Server to client: those its
+  # neighbours that completed the share phase sealed for it; the client
+  # masks against exactly these.
+}
+
+struct RevealedShare {
+  owner @0 :UInt32;
+  # The client whose secret this is a share of.
+  x @1 :UInt8;
+  y @2 :Data;
+  # 32 bytes.
+}
+
+struct SecAggUnmask {
+  round @0 :UInt32;
+  inSum @1 :List(UInt32);
+  # Server to client: the neighbours whose self-mask seed shares to reveal.
+  dropped @2 :List(UInt32);
+  # Server to client: the neighbours whose mask-key shares to reveal. A
+  # client refuses to reveal both of one neighbour.
+  selfSeedShares @3 :List(RevealedShare);
+  maskKeyShares @4 :List(RevealedShare);
+  # Client to server: the shares asked for.
+}
+
 struct Frame {
   version @0 :UInt16;
   body :union {
@@ -200,5 +270,9 @@ struct Frame {
     heartbeat @13 :Heartbeat;
     roundOver @14 :RoundOver;
     evaluation @15 :Evaluation;
+    secAggKeys @16 :SecAggKeys;
+    secAggRoster @17 :SecAggRoster;
+    secAggShares @18 :SecAggShares;
+    secAggUnmask @19 :SecAggUnmask;
   }
 }

@@ -37,6 +37,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto o = decode<offer>(f))
     if (!check_named_values(o->metrics, "fuzz"))
       __builtin_trap();
+  // Secure aggregation: what decodes is within the limits and re-encodes.
+  if (auto k = decode<secagg_keys>(f))
+    if (!decode<secagg_keys>(encode(*k)))
+      __builtin_trap();
+  if (auto r = decode<secagg_roster>(f))
+    if (r->neighbours.size() > max_secagg_neighbours ||
+        !decode<secagg_roster>(encode(*r)))
+      __builtin_trap();
+  if (auto s = decode<secagg_shares>(f))
+    if (!decode<secagg_shares>(encode(*s)))
+      __builtin_trap();
+  if (auto u = decode<secagg_unmask>(f))
+    if (!decode<secagg_unmask>(encode(*u)))
+      __builtin_trap();
   (void)decode<hello>(f);
   (void)decode<welcome>(f);
   (void)decode<accept>(f);

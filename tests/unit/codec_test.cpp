@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -263,4 +264,68 @@ TEST_CASE("a NUL in a peer's id or token, and offer figures that are not "
   auto with_nul = o;
   with_nul.client_id = "Client1\0x"s;
   CHECK_FALSE(decode<offer>(encode(with_nul)));
+}
+
+TEST_CASE("secagg frames round-trip and refuse what a round cannot hold") {
+  key_bytes k1{}, k2{};
+  k1.fill(1);
+  k2.fill(2);
+  auto keys = decode<secagg_keys>(encode(secagg_keys{3, k1, k2, 600}));
+  REQUIRE(keys);
+  CHECK(keys->round == 3);
+  CHECK(keys->share_key == k1);
+  CHECK(keys->mask_key == k2);
+  CHECK(keys->sample_count == 600);
+  CHECK(*kind_of(encode(secagg_keys{})) == frame_kind::secagg_keys);
+
+  secagg_roster r{3, 1, 0.25, 2, 8.0, 22, {}};
+  r.neighbours = {{0, "Client1", k1, k2}, {4, "Client5", k2, k1}};
+  auto back = decode<secagg_roster>(encode(r));
+  REQUIRE(back);
+  CHECK(back->neighbours.size() == 2);
+  CHECK(back->neighbours[1].client_id == "Client5");
+  CHECK(back->neighbours[1].mask_key == k1);
+  CHECK(back->weight == 0.25);
+  auto refused = [](const secagg_roster& x, const char* why) {
+    auto d = decode<secagg_roster>(encode(x));
+    REQUIRE_FALSE(d);
+    CHECK(d.err().code == errc::malformed_frame);
+    CHECK(d.err().message.find(why) != std::string::npos);
+  };
+  auto unsorted = r;
+  std::swap(unsorted.neighbours[0], unsorted.neighbours[1]);
+  refused(unsorted, "not sorted");
+  auto bits = r;
+  bits.quantization_bits = 32;
+  refused(bits, "quantization bits");
+  auto weight = r;
+  weight.weight = std::nan("");
+  refused(weight, "weight");
+  auto threshold = r;
+  threshold.threshold = 4; // 2 neighbours + the client itself at most
+  refused(threshold, "threshold");
+
+  secagg_shares sh{3, {{4, std::vector<uint8_t>(sealed_share_bytes, 7)}}};
+  auto shares = decode<secagg_shares>(encode(sh));
+  REQUIRE(shares);
+  CHECK(shares->shares[0].peer == 4);
+  CHECK(shares->shares[0].sealed == sh.shares[0].sealed);
+  sh.shares[0].sealed.pop_back();
+  CHECK_FALSE(decode<secagg_shares>(encode(sh)));
+  secagg_shares many{3, {}};
+  for (uint32_t i = 0; i < 256; ++i)
+    many.shares.push_back({i, std::vector<uint8_t>(sealed_share_bytes)});
+  auto too_many = decode<secagg_shares>(encode(many));
+  REQUIRE_FALSE(too_many);
+  CHECK(too_many.err().message.find("at most 255") != std::string::npos);
+
+  secagg_unmask u{3, {0, 4}, {2}, {{0, 1, k1}}, {{2, 3, k2}}};
+  auto un = decode<secagg_unmask>(encode(u));
+  REQUIRE(un);
+  CHECK(un->in_sum == std::vector<uint32_t>{0, 4});
+  CHECK(un->dropped == std::vector<uint32_t>{2});
+  CHECK(un->self_seed_shares[0].y == k1);
+  CHECK(un->mask_key_shares[0].x == 3);
+  u.mask_key_shares[0].x = 0;
+  CHECK_FALSE(decode<secagg_unmask>(encode(u)));
 }
