@@ -78,6 +78,14 @@ const char* kind_name(msg::frame_kind k) {
     return "round over";
   case frame_kind::evaluation:
     return "evaluation";
+  case frame_kind::secagg_keys:
+    return "secagg keys";
+  case frame_kind::secagg_roster:
+    return "secagg roster";
+  case frame_kind::secagg_shares:
+    return "secagg shares";
+  case frame_kind::secagg_unmask:
+    return "secagg unmask";
   }
   return "unknown";
 }
@@ -455,6 +463,16 @@ private:
       if (kind == frame_kind::evaluation)
         return forward(evaluated_atom::value, std::move(f), control_, false);
       return forward(end_atom::value, std::move(f), control_, false);
+    case frame_kind::secagg_keys:
+    case frame_kind::secagg_shares:
+    case frame_kind::secagg_unmask:
+      // The server answers keys and shares when their phase ends: one of
+      // each at a time is all an honest client sends.
+      if (control_ >= 2)
+        return too_many("more than 2 secure aggregation requests, offers, "
+                        "ends or evaluations in flight");
+      ++control_;
+      return forward(secagg_atom::value, std::move(f), control_, false);
     default:
       return refuse(
           {errc::unexpected_message, std::string{"a "} + kind_name(kind) +
@@ -672,6 +690,7 @@ caf::behavior server_gateway_actor(caf::io::broker* self, connection_handle hdl,
       [st, limits](evict_atom) { st->on_evict(limits.max_unauthenticated); },
       [st](round_atom, const frame& f) { st->push(f); },
       [st](done_atom, const frame& f) { st->push(f); },
+      [st](secagg_atom, const frame& f) { st->push(f); }, // unmask asked
       [st](reject_atom, const frame& f) { // its update was rejected
         st->push(f);
         if (auto e = msg::error_in(f))
@@ -826,6 +845,8 @@ private:
       return tell(round_atom::value, std::move(f));
     case msg::frame_kind::done:
       return tell(done_atom::value, std::move(f));
+    case msg::frame_kind::secagg_unmask: // the shares to reveal
+      return tell(secagg_atom::value, std::move(f));
     case msg::frame_kind::round_over:
       if (auto r = msg::decode<msg::round_over>(f); r && owner_)
         self_->send(owner_, idle_atom::value, r->round);

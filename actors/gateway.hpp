@@ -44,7 +44,8 @@ using server_gate = caf::typed_actor<
     caf::replies_to<chunk_atom, frame>::with<frame>,
     caf::replies_to<end_atom, frame>::with<frame>,
     caf::replies_to<credit_atom, frame>::with<frame>,
-    caf::replies_to<evaluated_atom, frame>::with<frame>>;
+    caf::replies_to<evaluated_atom, frame>::with<frame>,
+    caf::replies_to<secagg_atom, frame>::with<frame>>;
 
 /// The limits a gateway enforces, never trusting the peer.
 struct gateway_limits {

@@ -21,6 +21,16 @@
 //   local -> client      (evaluated_atom, frame): an evaluation made outside
 //                        the trainer (the Python client), for the client to
 //                        send as its evaluation of the model it holds
+//   client -> server     (secagg_atom, frame) -> SecAgg+: keys -> roster
+//                                               (when every chosen client
+//                                               advertised), shares -> the
+//                                               shares relayed to it (when
+//                                               the share phase ended),
+//                                               unmask -> unmask echoed
+//   server -> client     (secagg_atom, frame)   SecAgg+: the shares to
+//                                               reveal (unmask), no reply
+//   aggr. -> server      (secagg_atom, round, in-sum ids) -> unmask_plan:
+//                        run the unmask phase for the round's ring sum
 //   server -> client     (done_atom, frame)     the run ended, no reply
 //   server -> client     (idle_atom, round)     round published, no reply
 //
@@ -99,6 +109,7 @@ using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using reject_atom = caf::atom_constant<caf::atom("reject")>;
 using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
+using secagg_atom = caf::atom_constant<caf::atom("secagg")>;
 
 using msg::frame;
 

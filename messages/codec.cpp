@@ -395,6 +395,7 @@ frame encode(const round_start& x) {
     put(b.initPrevious(), x.previous);
     b.setResend(x.resend);
     b.setEvaluateOnly(x.evaluate_only);
+    b.setSecureAggregation(x.secure_aggregation);
   });
 }
 
@@ -631,10 +632,10 @@ template <> result<round_start> decode<round_start>(const frame& f) {
     auto m = get(b.getManifest());
     if (!m)
       return m.err();
-    return round_start{b.getRound(),  b.getModelVersion(),
-                       std::move(*m), b.getChunkBytes(),
-                       b.getWindow(), get(b.getPrevious()),
-                       b.getResend(), b.getEvaluateOnly()};
+    return round_start{
+        b.getRound(),      b.getModelVersion(), std::move(*m),
+        b.getChunkBytes(), b.getWindow(),       get(b.getPrevious()),
+        b.getResend(),     b.getEvaluateOnly(), b.getSecureAggregation()};
   });
 }
 

@@ -123,6 +123,8 @@ struct round_start {
   bool resend = false; ///< collect the round's updates again: re-offer
   /// Only evaluate the model and answer with an evaluation (no training).
   bool evaluate_only = false;
+  /// The update goes masked: the SecAgg+ phases before and after it.
+  bool secure_aggregation = false;
 };
 
 struct offer {

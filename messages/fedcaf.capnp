@@ -86,6 +86,11 @@ struct RoundStart {
   # Evaluation of the model being distributed.
   resend @6 :Bool;
   evaluateOnly @7 :Bool;
+  secureAggregation @8 :Bool;
+  # The update goes masked (SecAgg+): after training the client advertises
+  # its keys (SecAggKeys), seals its shares for its neighbours
+  # (SecAggShares), streams its masked, quantized weighted model as the
+  # chunks of its offer, and reveals shares when asked (SecAggUnmask).
   # No training this time: evaluate the model on the client's own data and
   # answer with an Evaluation (the final model of a run with
   # federated_evaluation). Its round is the run's last round + 1.

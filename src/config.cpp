@@ -794,6 +794,45 @@ void read_sampling(section& kw, server_config& sc) {
   kw.get("seed", sc.sampling_seed);
 }
 
+void read(section s, secure_aggregation_config& a) {
+  s.get("enabled", a.enabled);
+  s.get("threshold", a.threshold);
+  s.positive("clipping_range", a.clipping_range);
+  s.get("quantization_bits", a.quantization_bits);
+  if (a.quantization_bits < 1 || a.quantization_bits > 31)
+    s.fail("quantization_bits",
+           "must be from 1 to 31, got " + std::to_string(a.quantization_bits));
+  s.get("neighbours", a.neighbours);
+}
+
+/// Refuses what secure aggregation cannot run with.
+void check_secure_aggregation(section& s, const server_config& sc) {
+  const auto& a = sc.secure_aggregation;
+  if (!a.enabled)
+    return;
+  auto fail = [&](const std::string& why) {
+    s.fail("secure_aggregation", why);
+  };
+  if (sc.scheduler != "SyncScheduler")
+    fail("runs with SyncScheduler only (a sum needs a round)");
+  if (sc.memory_mode != memory_mode::ram)
+    fail("runs in memory_mode ram only for now");
+  if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
+    fail("does not compose with DP-FedAvg yet");
+  auto n = sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
+  uint64_t top = (uint64_t{1} << a.quantization_bits) - 1;
+  if (n * top > 0xffffffffull)
+    fail(std::to_string(n) + " clients of " +
+         std::to_string(a.quantization_bits) +
+         " bits each overflow the 32-bit sum: lower quantization_bits");
+  auto k = a.neighbours == 0 || a.neighbours >= n ? n - 1 : a.neighbours;
+  if (k > 254)
+    fail("at most 254 neighbours per client, got " + std::to_string(k));
+  if (a.threshold > k + 1)
+    fail("threshold " + std::to_string(a.threshold) + " exceeds the " +
+         std::to_string(k) + " neighbours a client shares with (+1)");
+}
+
 void read(section s, server_config& sc) {
   s.get("num_clients", sc.num_clients, 1, max_clients);
   s.get("num_global_epochs", sc.num_global_epochs, 1);
@@ -857,6 +896,8 @@ void read(section s, server_config& sc) {
   std::string device = "cpu";
   s.one_of("device", device, {"cpu"});
   read(s.child("comm_configs"), sc.comm, true);
+  read(s.child("secure_aggregation"), sc.secure_aggregation);
+  check_secure_aggregation(s, sc);
   s.ignore({"logging_output_dirname", "logging_output_filename"});
 }
 

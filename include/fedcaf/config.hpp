@@ -231,6 +231,23 @@ const char* to_string(memory_mode m);
 std::optional<memory_mode> parse_memory_mode(std::string_view name);
 
 /// server_configs.
+/// server_configs.secure_aggregation: SecAgg+ (Bell et al. 2020). Each
+/// client shares its secrets with `neighbours` others (the paper: O(log n)
+/// suffices against a fraction of dropouts and corrupt clients; 0: every
+/// other client), any `threshold` of whom can unmask it (more than half of
+/// its neighbours, so that the server cannot get both of a client's
+/// secrets from different halves; 0: floor(neighbours / 2) + 1). Weighted
+/// models are clipped to [-clipping_range, clipping_range] and quantized to
+/// quantization_bits bits; the mean of n clients is within n 2c / ((2^b -
+/// 1) W) of the exact one per element.
+struct secure_aggregation_config {
+  bool enabled = false;
+  uint32_t threshold = 0;
+  double clipping_range = 8.0;
+  uint32_t quantization_bits = 22;
+  uint32_t neighbours = 0;
+};
+
 struct server_config {
   uint32_t num_clients = 2;
   uint32_t num_global_epochs = 3;
@@ -269,6 +286,7 @@ struct server_config {
   /// Write each new global model to this safetensors file ("{round}" is
   /// replaced by the round number); empty: do not save.
   std::string save_global_model;
+  secure_aggregation_config secure_aggregation;
   comm_config comm;
 };
 

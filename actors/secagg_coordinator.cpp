@@ -1,0 +1,307 @@
+#include "actors/secagg_coordinator.hpp"
+
+#include <algorithm>
+
+namespace fedcaf {
+
+namespace {
+
+error refusal(errc code, const std::string& why) {
+  return error{code, why};
+}
+
+} // namespace
+
+secagg_coordinator::secagg_coordinator(secure_aggregation_config cfg,
+                                       bool by_samples,
+                                       uint64_t max_sample_size, uint64_t seed)
+    : cfg_(cfg), by_samples_(by_samples), max_sample_size_(max_sample_size),
+      seed_(seed) {}
+
+void secagg_coordinator::start(uint32_t round,
+                               const std::vector<std::string>& ids) {
+  phase_ = phase::keys;
+  round_ = round;
+  expected_ = std::set<std::string>(ids.begin(), ids.end());
+  members_.clear();
+  by_index_.clear();
+  in_sum_.clear();
+  seeds_.clear();
+  mask_keys_.clear();
+  left_.clear();
+}
+
+result<void> secagg_coordinator::advertise(const std::string& id,
+                                           const msg::secagg_keys& k) {
+  if (phase_ != phase::keys || k.round != round_ || !expected_.count(id))
+    return refusal(errc::wrong_round, id + " advertised keys for round " +
+                                          std::to_string(k.round) +
+                                          " outside its keys phase");
+  if (members_.count(id))
+    return refusal(errc::bad_sequence, id + " advertised its keys twice");
+  if (k.share_key == k.mask_key)
+    return refusal(errc::malformed_frame,
+                   id + " advertised one key for both purposes");
+  members_[id].keys = k;
+  return {};
+}
+
+bool secagg_coordinator::keys_complete() const {
+  return phase_ == phase::keys && members_.size() == expected_.size();
+}
+
+uint32_t secagg_coordinator::threshold() const {
+  auto k = static_cast<uint32_t>(by_index_.size()) - 1;
+  if (cfg_.neighbours > 0 && cfg_.neighbours < k)
+    k = cfg_.neighbours + cfg_.neighbours % 2;
+  k = std::min<uint32_t>(k, static_cast<uint32_t>(by_index_.size()) - 1);
+  return cfg_.threshold ? std::min(cfg_.threshold, k) : k / 2 + 1;
+}
+
+std::string secagg_coordinator::id_at(uint32_t index) const {
+  return index < by_index_.size() ? by_index_[index] : "?";
+}
+
+result<std::map<std::string, msg::secagg_roster>>
+secagg_coordinator::close_keys() {
+  for (const auto& id : expected_)
+    if (!members_.count(id))
+      left_.push_back(id);
+  for (const auto& [id, m] : members_)
+    by_index_.push_back(id); // std::map: sorted by id
+  if (by_index_.size() < 2)
+    return refusal(errc::not_in_round,
+                   "secure aggregation needs at least 2 clients, " +
+                       std::to_string(by_index_.size()) + " advertised keys");
+  auto n = static_cast<uint32_t>(by_index_.size());
+  auto graph = secagg::neighbour_graph(
+      n, cfg_.neighbours ? cfg_.neighbours : n - 1, seed_ ^ round_);
+  double total = 0;
+  for (auto& [id, m] : members_) {
+    auto samples = m.keys.sample_count;
+    if (max_sample_size_)
+      samples = std::min(samples, max_sample_size_);
+    m.weight = by_samples_ ? static_cast<double>(samples) : 1.0;
+    total += m.weight;
+  }
+  std::map<std::string, msg::secagg_roster> rosters;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto& m = members_[by_index_[i]];
+    m.index = i;
+    m.neighbours = graph[i];
+    m.weight = total > 0 ? m.weight / total : 1.0 / n;
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    const auto& m = members_[by_index_[i]];
+    msg::secagg_roster r{round_,
+                         i,
+                         m.weight,
+                         threshold(),
+                         cfg_.clipping_range,
+                         cfg_.quantization_bits,
+                         {}};
+    for (auto v : m.neighbours) {
+      const auto& p = members_[by_index_[v]];
+      r.neighbours.push_back(
+          {v, by_index_[v], p.keys.share_key, p.keys.mask_key});
+    }
+    rosters[by_index_[i]] = std::move(r);
+  }
+  phase_ = phase::shares;
+  return rosters;
+}
+
+result<void> secagg_coordinator::submit_shares(const std::string& id,
+                                               const msg::secagg_shares& s) {
+  auto it = members_.find(id);
+  if (phase_ != phase::shares || s.round != round_ || it == members_.end())
+    return refusal(errc::wrong_round, id + " sent shares for round " +
+                                          std::to_string(s.round) +
+                                          " outside its shares phase");
+  auto& m = it->second;
+  if (m.shared)
+    return refusal(errc::bad_sequence, id + " sent its shares twice");
+  if (s.shares.size() != m.neighbours.size())
+    return refusal(errc::malformed_frame,
+                   id + " sent " + std::to_string(s.shares.size()) +
+                       " shares for " + std::to_string(m.neighbours.size()) +
+                       " neighbours");
+  std::set<uint32_t> seen;
+  for (const auto& sh : s.shares) {
+    if (!std::binary_search(m.neighbours.begin(), m.neighbours.end(), sh.peer))
+      return refusal(errc::not_authorized, id + " sealed a share for client " +
+                                               std::to_string(sh.peer) + " (" +
+                                               id_at(sh.peer) +
+                                               "), not its neighbour");
+    if (!seen.insert(sh.peer).second)
+      return refusal(errc::malformed_frame,
+                     id + " sealed two shares for " + id_at(sh.peer));
+  }
+  for (const auto& sh : s.shares)
+    members_[by_index_[sh.peer]].sealed.push_back({m.index, sh.sealed});
+  m.shared = true;
+  return {};
+}
+
+bool secagg_coordinator::shares_complete() const {
+  return phase_ == phase::shares &&
+         std::all_of(members_.begin(), members_.end(),
+                     [](const auto& kv) { return kv.second.shared; });
+}
+
+std::map<std::string, msg::secagg_shares> secagg_coordinator::close_shares() {
+  std::map<std::string, msg::secagg_shares> relays;
+  for (auto& [id, m] : members_) {
+    if (!m.shared) {
+      left_.push_back(id);
+      continue;
+    }
+    msg::secagg_shares r{round_, {}};
+    for (const auto& sh : m.sealed)
+      if (members_[by_index_[sh.peer]].shared)
+        r.shares.push_back(sh);
+    std::sort(r.shares.begin(), r.shares.end(),
+              [](const auto& a, const auto& b) { return a.peer < b.peer; });
+    relays[id] = std::move(r);
+  }
+  phase_ = phase::upload;
+  return relays;
+}
+
+void secagg_coordinator::lost(const std::string& id) {
+  if (phase_ == phase::keys) {
+    if (expected_.erase(id) && !members_.count(id))
+      left_.push_back(id);
+    members_.erase(id);
+    return;
+  }
+  auto it = members_.find(id);
+  if (it == members_.end())
+    return;
+  if (phase_ == phase::shares && !it->second.shared)
+    it->second.shared = false; // leaves at close_shares
+  if (phase_ == phase::unmask)
+    it->second.asked = false; // nothing more from it
+}
+
+uint8_t secagg_coordinator::x_of(const member& owner, uint32_t holder) const {
+  auto at = std::lower_bound(owner.neighbours.begin(), owner.neighbours.end(),
+                             holder);
+  if (at == owner.neighbours.end() || *at != holder)
+    return 0;
+  return static_cast<uint8_t>(at - owner.neighbours.begin() + 1);
+}
+
+result<std::map<std::string, msg::secagg_unmask>>
+secagg_coordinator::open_unmask(const std::set<std::string>& in_sum) {
+  for (const auto& id : in_sum) {
+    auto it = members_.find(id);
+    if (it == members_.end() || !it->second.shared)
+      return refusal(errc::internal,
+                     id + "'s update is in the sum but it did not share");
+  }
+  in_sum_ = in_sum;
+  std::map<std::string, msg::secagg_unmask> asks;
+  for (const auto& id : in_sum_) {
+    auto& m = members_[id];
+    msg::secagg_unmask ask{round_, {}, {}, {}, {}};
+    for (auto v : m.neighbours) {
+      const auto& other = members_[by_index_[v]];
+      if (!other.shared)
+        continue;
+      (in_sum_.count(by_index_[v]) ? ask.in_sum : ask.dropped).push_back(v);
+    }
+    m.asked = true;
+    asks[id] = std::move(ask);
+  }
+  phase_ = phase::unmask;
+  return asks;
+}
+
+result<void> secagg_coordinator::reveal(const std::string& id,
+                                        const msg::secagg_unmask& u) {
+  auto it = members_.find(id);
+  if (phase_ != phase::unmask || u.round != round_ || it == members_.end() ||
+      !it->second.asked)
+    return refusal(errc::wrong_round, id +
+                                          " revealed shares it was not "
+                                          "asked for in round " +
+                                          std::to_string(u.round));
+  auto& m = it->second;
+  if (m.revealed)
+    return refusal(errc::bad_sequence, id + " revealed its shares twice");
+  auto check = [&](const msg::revealed_share& r, bool self) -> result<void> {
+    auto owner_id = id_at(r.owner);
+    auto owner = members_.find(owner_id);
+    bool wanted = owner != members_.end() && owner->second.shared &&
+                  in_sum_.count(owner_id) == (self ? 1u : 0u) &&
+                  x_of(owner->second, m.index) != 0;
+    if (!wanted)
+      return refusal(errc::not_authorized,
+                     id + " revealed a " + (self ? "self-seed" : "mask-key") +
+                         " share of client " + std::to_string(r.owner) +
+                         " that it was not asked for");
+    if (r.x != x_of(owner->second, m.index))
+      return refusal(errc::malformed_frame,
+                     id + " revealed a share of " + owner_id + " at x " +
+                         std::to_string(r.x) + ", not its own");
+    return {};
+  };
+  std::set<uint32_t> seen;
+  for (const auto* list : {&u.self_seed_shares, &u.mask_key_shares})
+    for (const auto& r : *list) {
+      if (auto ok = check(r, list == &u.self_seed_shares); !ok)
+        return ok;
+      if (!seen.insert(r.owner).second)
+        return refusal(errc::malformed_frame,
+                       id + " revealed two shares of " + id_at(r.owner));
+    }
+  for (const auto& r : u.self_seed_shares)
+    seeds_[r.owner].push_back({r.x, {r.y.begin(), r.y.end()}});
+  for (const auto& r : u.mask_key_shares)
+    mask_keys_[r.owner].push_back({r.x, {r.y.begin(), r.y.end()}});
+  m.revealed = true;
+  return {};
+}
+
+bool secagg_coordinator::unmask_complete() const {
+  return phase_ == phase::unmask &&
+         std::all_of(members_.begin(), members_.end(), [](const auto& kv) {
+           return !kv.second.asked || kv.second.revealed;
+         });
+}
+
+result<secagg::unmask_plan> secagg_coordinator::close_unmask() {
+  std::vector<secagg::round_client> clients;
+  std::string short_of;
+  for (const auto& [id, m] : members_) {
+    if (!m.shared)
+      continue;
+    secagg::round_client c{m.index,  m.keys.mask_key,       m.neighbours,
+                           m.weight, in_sum_.count(id) > 0, {},
+                           {}};
+    auto& shares = (c.in_sum ? seeds_ : mask_keys_)[m.index];
+    auto secret = secagg::combine(shares, threshold());
+    if (!secret) {
+      short_of += (short_of.empty() ? "" : ", ") + id + " (" +
+                  std::to_string(shares.size()) + " of " +
+                  std::to_string(threshold()) + " shares)";
+      continue;
+    }
+    std::copy(secret->begin(), secret->end(),
+              (c.in_sum ? c.self_seed : c.mask_secret).begin());
+    clients.push_back(std::move(c));
+  }
+  phase_ = phase::idle;
+  if (!short_of.empty())
+    return refusal(errc::not_in_round,
+                   "round " + std::to_string(round_) +
+                       ": too few survivors to unmask: " + short_of);
+  return secagg::make_unmask_plan(clients, round_);
+}
+
+secagg::quantizer secagg_coordinator::quantizer() const {
+  return {cfg_.clipping_range, cfg_.quantization_bits};
+}
+
+} // namespace fedcaf

@@ -1,0 +1,133 @@
+#include "actors/secagg_participant.hpp"
+
+#include <algorithm>
+
+namespace fedcaf {
+
+std::vector<uint8_t> share_context(uint32_t round, uint32_t from, uint32_t to) {
+  std::vector<uint8_t> ad(12);
+  for (int i = 0; i < 4; ++i) {
+    ad[i] = static_cast<uint8_t>(round >> (8 * i));
+    ad[4 + i] = static_cast<uint8_t>(from >> (8 * i));
+    ad[8 + i] = static_cast<uint8_t>(to >> (8 * i));
+  }
+  return ad;
+}
+
+secagg_participant::secagg_participant(uint32_t round, uint64_t sample_count)
+    : round_(round), sample_count_(sample_count),
+      share_keys_(secagg::generate_key_pair()),
+      mask_keys_(secagg::generate_key_pair()),
+      self_seed_(secagg::random_seed()) {}
+
+msg::secagg_keys secagg_participant::keys() const {
+  return {round_, share_keys_.public_key, mask_keys_.public_key, sample_count_};
+}
+
+result<msg::secagg_shares>
+secagg_participant::seal_shares(const msg::secagg_roster& roster) {
+  if (roster.round != round_)
+    return error{errc::wrong_round, "a roster for round " +
+                                        std::to_string(roster.round) +
+                                        " in round " + std::to_string(round_)};
+  std::vector<uint8_t> xs;
+  for (size_t j = 0; j < roster.neighbours.size(); ++j)
+    xs.push_back(static_cast<uint8_t>(j + 1));
+  auto mask_shares = secagg::split(mask_keys_.secret, roster.threshold, xs);
+  auto seed_shares = secagg::split(self_seed_, roster.threshold, xs);
+  msg::secagg_shares out{round_, {}};
+  for (size_t j = 0; j < roster.neighbours.size(); ++j) {
+    const auto& peer = roster.neighbours[j];
+    auto key =
+        secagg::agree(share_keys_.secret, peer.share_key, "share", round_);
+    if (!key)
+      return error{key.err().code, peer.client_id + ": " + key.err().message};
+    secagg::share_payload p{roster.index, peer.index, xs[j], {}, {}};
+    std::copy(mask_shares[j].y.begin(), mask_shares[j].y.end(),
+              p.mask_key_share.begin());
+    std::copy(seed_shares[j].y.begin(), seed_shares[j].y.end(),
+              p.self_seed_share.begin());
+    out.shares.push_back(
+        {peer.index,
+         secagg::seal(*key, secagg::encode(p),
+                      share_context(round_, roster.index, peer.index))});
+  }
+  roster_ = roster;
+  quantizer_.emplace(roster.clipping_range, roster.quantization_bits);
+  return out;
+}
+
+result<void>
+secagg_participant::receive_shares(const msg::secagg_shares& relayed) {
+  if (!roster_ || relayed.round != round_)
+    return error{errc::wrong_round, "shares before the roster, or of round " +
+                                        std::to_string(relayed.round)};
+  const auto& r = *roster_;
+  masks_ = {self_seed_, {}};
+  held_.clear();
+  for (const auto& sh : relayed.shares) {
+    auto peer = std::find_if(r.neighbours.begin(), r.neighbours.end(),
+                             [&](const auto& p) { return p.index == sh.peer; });
+    if (peer == r.neighbours.end())
+      return error{errc::not_authorized, "a share from client " +
+                                             std::to_string(sh.peer) +
+                                             ", not a neighbour"};
+    auto key =
+        secagg::agree(share_keys_.secret, peer->share_key, "share", round_);
+    if (!key)
+      return key.err();
+    auto plain = secagg::open_sealed(*key, sh.sealed,
+                                     share_context(round_, sh.peer, r.index));
+    if (!plain)
+      return error{errc::bad_checksum,
+                   "the share from " + peer->client_id +
+                       " does not open: " + plain.err().message};
+    auto p = secagg::decode_share_payload(*plain);
+    if (!p || p->from != sh.peer || p->to != r.index)
+      return error{errc::malformed_frame,
+                   "the share from " + peer->client_id + " is malformed"};
+    auto seed =
+        secagg::agree(mask_keys_.secret, peer->mask_key, "mask", round_);
+    if (!seed)
+      return seed.err();
+    masks_.pairwise.push_back({*seed, secagg::pair_sign(r.index, sh.peer)});
+    held_[sh.peer] = *p;
+  }
+  return {};
+}
+
+void secagg_participant::mask(uint64_t first_element,
+                              std::span<const float> update,
+                              std::span<uint32_t> out) const {
+  secagg::mask_chunk(*quantizer_, roster_->weight, masks_, first_element,
+                     update, out);
+}
+
+result<msg::secagg_unmask>
+secagg_participant::reveal(const msg::secagg_unmask& ask) const {
+  if (ask.round != round_)
+    return error{errc::wrong_round,
+                 "an unmask request for round " + std::to_string(ask.round)};
+  msg::secagg_unmask out{round_, {}, {}, {}, {}};
+  std::set<uint32_t> named;
+  for (const auto* list : {&ask.in_sum, &ask.dropped})
+    for (auto owner : *list) {
+      if (!named.insert(owner).second)
+        return error{errc::not_authorized,
+                     "the server asked for both secrets of client " +
+                         std::to_string(owner)};
+      auto it = held_.find(owner);
+      if (it == held_.end())
+        return error{errc::not_authorized,
+                     "the server asked for a share of client " +
+                         std::to_string(owner) + ", which it does not hold"};
+      bool self = list == &ask.in_sum;
+      const auto& y =
+          self ? it->second.self_seed_share : it->second.mask_key_share;
+      (self ? out.self_seed_shares : out.mask_key_shares)
+          .push_back({owner, it->second.x, y});
+    }
+  return out;
+}
+
+} // namespace fedcaf

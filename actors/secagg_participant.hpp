@@ -1,0 +1,62 @@
+#pragma once
+// A client's side of one SecAgg+ round, without CAF: the keys it
+// advertises, the shares it seals for its neighbours, the masks it adds to
+// each chunk, and the shares it reveals when asked. The client actor feeds
+// it the server's frames and sends what it returns.
+// Thread-safety: none; owned by the client actor.
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include "fedcaf/secagg_masking.hpp"
+#include "messages/codec.hpp"
+
+namespace fedcaf {
+
+class secagg_participant {
+public:
+  /// Draws this round's key pairs and self-mask seed.
+  secagg_participant(uint32_t round, uint64_t sample_count);
+
+  /// What the client advertises.
+  msg::secagg_keys keys() const;
+
+  /// Takes the server's roster; returns one sealed share per neighbour.
+  /// Fails iff the roster is for another round or a neighbour's key is
+  /// unusable (a low-order X25519 key).
+  result<msg::secagg_shares> seal_shares(const msg::secagg_roster& roster);
+
+  /// Takes the shares relayed to it: it masks against exactly their
+  /// senders. Fails, naming the sender, iff a share is not from a
+  /// neighbour, does not open (not sealed for this client in this round),
+  /// or carries another pair than its sender and this client.
+  result<void> receive_shares(const msg::secagg_shares& relayed);
+
+  /// Quantizes weight * `update` (elements [first_element, ...)) and adds
+  /// the masks into `out`. REQUIRES: receive_shares succeeded.
+  void mask(uint64_t first_element, std::span<const float> update,
+            std::span<uint32_t> out) const;
+
+  /// Answers the server's unmask request. Fails (and reveals nothing) iff
+  /// it names a client that is not a neighbour whose shares it holds, or
+  /// asks for both secrets of one client.
+  result<msg::secagg_unmask> reveal(const msg::secagg_unmask& ask) const;
+
+private:
+  uint32_t round_;
+  uint64_t sample_count_;
+  secagg::key_pair share_keys_, mask_keys_;
+  secagg::key32 self_seed_{};
+  std::optional<msg::secagg_roster> roster_;
+  std::optional<secagg::quantizer> quantizer_;
+  secagg::client_masks masks_;
+  /// The opened shares its neighbours sent it, by sender index.
+  std::map<uint32_t, secagg::share_payload> held_;
+};
+
+/// The associated data a share is sealed with: the round, the sender's and
+/// the recipient's index (little-endian u32 each).
+std::vector<uint8_t> share_context(uint32_t round, uint32_t from, uint32_t to);
+
+} // namespace fedcaf
