@@ -1,6 +1,9 @@
 #include "actors/aggregator.hpp"
 
+#include <endian.h>
+
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
@@ -243,7 +246,62 @@ public:
       ram_->discard();
     else
       window_->restart(std::max(1u, contributors));
+    std::fill(ring_.begin(), ring_.end(), 0u);
   }
+
+  // -- secure aggregation ------------------------------------------------------
+
+  bool secure() const { return options_.secure_aggregation; }
+  void set_server(caf::actor server) { server_ = std::move(server); }
+  const caf::actor& server() const { return server_; }
+
+  /// Adds a masked chunk to the ring sum, element by element mod 2^32.
+  result<void> fold_masked(uint64_t seq, std::span<const std::byte> bytes) {
+    const auto& e = plan_.extent(seq);
+    FEDCAF_REQUIRE(bytes.size() == e.bytes && e.bytes % 4 == 0,
+                   errc::out_of_range, bytes.size(), e.bytes);
+    auto* sum = ring_.data() + e.model_offset / 4;
+    for (size_t i = 0; i < bytes.size() / 4; ++i) {
+      uint32_t v = 0;
+      std::memcpy(&v, bytes.data() + 4 * i, 4);
+      sum[i] += le32toh(v);
+    }
+    return {};
+  }
+
+  /// The clients whose whole masked update is in the ring sum.
+  std::vector<std::string> in_sum() const {
+    std::vector<std::string> ids;
+    for (const auto& [sid, s] : streams_)
+      if (s.closed && !s.rejected)
+        ids.push_back(s.client_id);
+    return ids;
+  }
+
+  /// Removes the masks `plan` names from the ring sum, chunk by chunk, and
+  /// folds each position's weighted mean into the accumulator (weight 1),
+  /// so that finalize applies the rule to it as to any average.
+  result<void> unmask(const secagg::unmask_plan& plan) {
+    secagg::quantizer q{options_.secagg_clipping_range,
+                        options_.secagg_quantization_bits};
+    std::vector<float> mean;
+    for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
+      const auto& e = plan_.extent(seq);
+      auto first = e.model_offset / 4;
+      mean.resize(e.bytes / 4);
+      secagg::unmask_chunk(q, plan, first,
+                           std::span{ring_}.subspan(first, mean.size()), mean);
+      auto bytes = std::as_bytes(std::span{mean});
+      if (auto ok = ram_->fold(seq, bytes, 1.0); !ok)
+        return ok;
+    }
+    std::fill(ring_.begin(), ring_.end(), 0u);
+    return {};
+  }
+
+  /// ram mode with secure aggregation: the ring sum, one uint32 per
+  /// float32 element (REQUIRES: a float32 model).
+  void allocate_ring() { ring_.assign(layout_.total_bytes() / 4, 0u); }
 
   /// Keeps what client `id` delivered to `round` and awaits no more of it
   /// (partial_updates: keep). Returns the chunks it delivered.
@@ -395,6 +453,8 @@ private:
   /// Returns the chunk's distance. REQUIRES: admissible(s, c).
   result<checked_chunk> inspect(const upload_stream& s,
                                 const msg::chunk_view& c) const {
+    if (secure()) // masked: uniform in Z_2^32, nothing to check
+      return checked_chunk{};
     auto seq = c.header.sequence;
     if (auto ok = check_finite(layout_, plan_, seq, c.bytes, max_abs(s.weight));
         !ok)
@@ -499,8 +559,9 @@ private:
     const auto& h = c.header;
     if (options_.fold_delay.count() > 0)
       std::this_thread::sleep_for(options_.fold_delay);
-    auto ok = ram_ ? ram_->fold(h.sequence, c.bytes, s.weight)
-                   : window_->fold(h.sequence, c.bytes, s.weight);
+    auto ok = secure() ? fold_masked(h.sequence, c.bytes)
+              : ram_   ? ram_->fold(h.sequence, c.bytes, s.weight)
+                       : window_->fold(h.sequence, c.bytes, s.weight);
     if (!ok)
       return ok;
     ++s.next_sequence;
@@ -547,6 +608,8 @@ private:
   std::shared_ptr<model_snapshot> current_;  ///< last published
   std::shared_ptr<model_snapshot> previous_; ///< published before that
   std::map<uint64_t, upload_stream> streams_;
+  std::vector<uint32_t> ring_; ///< secure aggregation: the masked sum
+  caf::actor server_;          ///< secure aggregation: asked for the plan
   /// window mode: positions below were averaged into current_ this round
   /// (a reset does not lower it).
   uint64_t averaged_high_ = 0;
@@ -556,6 +619,17 @@ private:
   uint64_t next_stream_id_ = 1; // 0 names downloads
   refusal_log refusals_;
 };
+
+/// `next`, its error logged.
+result<snapshot_ptr> logged(result<snapshot_ptr> next) {
+  if (!next)
+    log_line(log_level::error, "aggregator", to_string(next.err()));
+  return next;
+}
+
+caf::error as_caf(const error& e) {
+  return caf::make_error(caf::sec::runtime_error, e.message);
+}
 
 caf::behavior aggregator_actor(caf::event_based_actor* self,
                                std::shared_ptr<aggregator_state> state) {
@@ -585,13 +659,34 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
       [state](expect_atom, uint32_t contributors) {
         state->expect(contributors);
       },
-      [state](finalize_atom, uint32_t round) -> caf::result<snapshot_ptr> {
-        auto next = state->finalize(round);
-        if (!next) {
-          log_line(log_level::error, "aggregator", to_string(next.err()));
-          return caf::make_error(caf::sec::runtime_error, next.err().message);
+      [state](secagg_atom, const caf::actor& server) {
+        state->set_server(server);
+      },
+      [self, state](finalize_atom,
+                    uint32_t round) -> caf::result<snapshot_ptr> {
+        if (!state->secure()) {
+          auto next = logged(state->finalize(round));
+          if (!next)
+            return as_caf(next.err());
+          return *next;
         }
-        return *next;
+        auto rp = self->make_response_promise<snapshot_ptr>();
+        self->request(state->server(), caf::infinite, secagg_atom::value, round,
+                      state->in_sum())
+            .then(
+                [state, rp, round](secagg::unmask_plan& plan) mutable {
+                  if (auto ok = state->unmask(plan); !ok) {
+                    rp.deliver(as_caf(ok.err()));
+                    return;
+                  }
+                  auto next = logged(state->finalize(round));
+                  if (!next)
+                    rp.deliver(as_caf(next.err()));
+                  else
+                    rp.deliver(*next);
+                },
+                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
       },
   };
 }
@@ -636,9 +731,17 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
                            options.rule_cfg.dp_clip_norm,
                            options.rule_cfg.dp_seed);
   }
+  if (options.secure_aggregation)
+    for (const auto& t : initial->layout.tensors)
+      if (t.type != dtype::float32)
+        return error{errc::unsupported_dtype,
+                     "secure aggregation needs a float32 model; tensor " +
+                         t.name + " is " + std::string{dtype_name(t.type)}};
   auto state = std::make_shared<aggregator_state>(
       std::move(initial), options, std::move(ram), std::move(window),
       std::move(optimizer));
+  if (options.secure_aggregation)
+    state->allocate_ring();
   return sys.spawn(aggregator_actor, std::move(state));
 }
 

@@ -45,6 +45,13 @@ struct aggregator_options {
   /// An open upload that could send but sent no chunk this long is
   /// rejected (stream_configs.idle_timeout_s); zero: never.
   std::chrono::milliseconds idle_timeout{0};
+  /// SecAgg+: updates arrive masked and quantized (one uint32 per float32
+  /// element), are summed in Z_2^32, and are unmasked at finalize with the
+  /// plan the server returns for (secagg_atom, round, in-sum ids); the
+  /// server's handle comes in (secagg_atom, server). ram mode only.
+  bool secure_aggregation = false;
+  double secagg_clipping_range = 8.0;
+  uint32_t secagg_quantization_bits = 22;
 };
 
 /// Spawns an aggregator for models laid out as `initial`, whose version it

@@ -1,10 +1,13 @@
 #include "actors/client.hpp"
 
+#include <endian.h>
+
 #include <optional>
 
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/secagg_participant.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/credit_window.hpp"
 #include "fedcaf/log.hpp"
@@ -389,6 +392,66 @@ private:
                         m->seconds,
                         epsilon,
                         std::move(m->figures)};
+    if (round_.secure_aggregation)
+      return advertise_keys();
+    send_offer();
+  }
+
+  // -- secure aggregation (SecAgg+): keys, shares, then the masked offer ------
+
+  /// Sends a SecAgg+ frame to the server; `next` takes the reply.
+  template <class F> void secagg_request(frame f, const char* what, F next) {
+    auto gen = generation_;
+    self_->request(server_, caf::infinite, secagg_atom::value, std::move(f))
+        .then(
+            [this, gen, next](const frame& reply) mutable {
+              if (gen == generation_)
+                next(reply);
+            },
+            [this, gen, what](caf::error& e) {
+              if (gen == generation_)
+                fail_transport(what, e);
+            });
+  }
+
+  /// True iff `reply` says this client sits the round out (then it does).
+  bool sat_out(const frame& reply) {
+    auto refused = msg::error_in(reply);
+    if (!refused || refused->code != errc::not_in_round)
+      return false;
+    log_line(options_.client_id, "sits this round out: " + refused->message);
+    phase_ = phase::idle;
+    run_next_task();
+    return true;
+  }
+
+  void advertise_keys() {
+    secagg_.emplace(round_.round, offer_.sample_count);
+    secagg_request(msg::encode(secagg_->keys()), "secure aggregation keys",
+                   [this](const frame& reply) { on_roster(reply); });
+  }
+
+  void on_roster(const frame& reply) {
+    if (sat_out(reply))
+      return;
+    auto roster = msg::decode<msg::secagg_roster>(reply);
+    if (!roster)
+      return fail(roster.err());
+    auto shares = secagg_->seal_shares(*roster);
+    if (!shares)
+      return fail(shares.err());
+    secagg_request(msg::encode(*shares), "secure aggregation shares",
+                   [this](const frame& r) { on_relayed(r); });
+  }
+
+  void on_relayed(const frame& reply) {
+    if (sat_out(reply))
+      return;
+    auto relayed = msg::decode<msg::secagg_shares>(reply);
+    if (!relayed)
+      return fail(relayed.err());
+    if (auto ok = secagg_->receive_shares(*relayed); !ok)
+      return fail(ok.err());
     send_offer();
   }
 
@@ -454,6 +517,25 @@ private:
 public:
   /// An evaluation made outside the trainer (the Python client's), of the
   /// model of the round it names.
+  /// The server asks for the shares that unmask the round's sum.
+  void on_unmask_asked(const frame& f) {
+    auto ask = msg::decode<msg::secagg_unmask>(f);
+    if (!ask || !secagg_)
+      return log_line(log_level::warning, options_.client_id,
+                      "an unmask request it cannot answer");
+    auto reveal = secagg_->reveal(*ask);
+    if (!reveal) // never both secrets of one client
+      return log_line(log_level::warning, options_.client_id,
+                      "refused to reveal: " + reveal.err().message);
+    secagg_request(msg::encode(*reveal), "secure aggregation unmask",
+                   [this](const frame& r) {
+                     if (auto refused = msg::error_in(r))
+                       log_line(log_level::warning, options_.client_id,
+                                "the server refused its shares: " +
+                                    to_string(*refused));
+                   });
+  }
+
   void on_evaluated(const frame& f) {
     auto e = msg::decode<msg::evaluation>(f);
     if (!e)
@@ -563,6 +645,8 @@ private:
                           e.tensor_offset};
       auto f = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
         plan_->copy_out(seq, const_params_, dst);
+        if (secagg_ && round_.secure_aggregation)
+          mask_in_place(e.model_offset / 4, dst);
       });
       trainer_->release(e.model_offset, e.bytes);
       record_.bytes_up += e.bytes;
@@ -584,6 +668,18 @@ private:
               });
     }
     note_in_flight(upload_->peak_in_flight());
+  }
+
+  /// Replaces the float32 elements in `dst` by their masked, quantized,
+  /// weighted values (little-endian uint32), through a chunk-sized scratch.
+  void mask_in_place(uint64_t first_element, std::span<std::byte> dst) {
+    scratch_floats_.resize(dst.size() / 4);
+    scratch_words_.resize(dst.size() / 4);
+    std::memcpy(scratch_floats_.data(), dst.data(), dst.size());
+    secagg_->mask(first_element, scratch_floats_, scratch_words_);
+    for (auto& w : scratch_words_)
+      w = htole32(w);
+    std::memcpy(dst.data(), scratch_words_.data(), dst.size());
   }
 
   void on_credit(const frame& f) {
@@ -720,7 +816,12 @@ private:
   msg::offer offer_;
   round_record record_;
   uint64_t stream_id_ = 0;
-  uint64_t sent_high_ = 0; ///< one past the highest chunk sent this round
+  uint64_t sent_high_ = 0;
+  /// SecAgg+: this round's keys, masks and held shares.
+  std::optional<secagg_participant> secagg_;
+  std::vector<float> scratch_floats_;
+  std::vector<uint32_t>
+      scratch_words_; ///< one past the highest chunk sent this round
   uint64_t generation_ = 0;
   phase phase_ = phase::registering;
   phase resume_phase_ = phase::registering;
@@ -743,6 +844,7 @@ caf::behavior client_actor(caf::event_based_actor* self,
       [state](reject_atom, const frame& f) { state->on_rejected(f); },
       [state](tick_atom) { state->on_tick(); },
       [state](evaluated_atom, const frame& f) { state->on_evaluated(f); },
+      [state](secagg_atom, const frame& f) { state->on_unmask_asked(f); },
       [state](caf::connect_atom, uint64_t gen) { state->try_reconnect(gen); },
   };
 }

@@ -909,6 +909,7 @@ caf::behavior client_gateway_actor(caf::io::broker* self, int fd,
       [ask](end_atom, frame& f) { return ask(f); },
       [ask](credit_atom, frame& f) { return ask(f); },
       [ask](evaluated_atom, frame& f) { return ask(f); },
+      [ask](secagg_atom, frame& f) { return ask(f); },
       [st](const caf::io::new_data_msg& m) { st->on_data(m); },
       [st](const caf::io::data_transferred_msg& m) { st->on_transferred(m); },
       [st](const caf::io::connection_closed_msg&) {

@@ -77,6 +77,7 @@
 #include <caf/atom.hpp>
 
 #include "fedcaf/model_snapshot.hpp"
+#include "fedcaf/secagg_masking.hpp"
 #include "messages/codec.hpp"
 
 namespace fedcaf {
@@ -116,3 +117,4 @@ using msg::frame;
 } // namespace fedcaf
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::snapshot_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::secagg::unmask_plan)

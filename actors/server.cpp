@@ -4,11 +4,13 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/secagg_coordinator.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
@@ -74,6 +76,9 @@ public:
       : peers_(std::move(peers)), options_(std::move(options)), report_(report),
         started_(clock_type::now()), refusals_("server", options_.refusals) {
     install(std::move(initial));
+    if (options_.secure_aggregation.enabled)
+      secagg_.emplace(options_.secure_aggregation, options_.secagg_by_samples,
+                      options_.max_sample_size, std::random_device{}());
     if (options_.live)
       options_.live->set_model_bytes(snapshot_->layout.total_bytes());
   }
@@ -114,9 +119,212 @@ public:
     round_started_ = clock_type::now();
     bytes_up_ = bytes_down_ = 0;
     round_frame_ = msg::encode(announcement(false));
+    std::vector<std::string> reached;
     for (auto& [id, c] : clients_)
-      if (c.state == presence::connected && chosen_.count(id))
+      if (c.state == presence::connected && chosen_.count(id)) {
         self_->send(c.handle, round_atom::value, round_frame_);
+        reached.push_back(id);
+      }
+    if (secagg_) {
+      secagg_->start(round, reached);
+      secagg_waiting_.clear();
+      secagg_sent_away_.clear();
+    }
+  }
+
+  // -- secure aggregation (SecAgg+): the setup and unmask phases ---------------
+  //
+  // keys: a client's SecAggKeys is answered with its roster once every
+  // client of the round advertised (or the phase timed out: the late ones
+  // leave the round); shares: its sealed shares are answered with those
+  // relayed to it once every client shared (or the phase timed out). The
+  // masked uploads go through the aggregator as any update; at finalize the
+  // aggregator asks for the unmask plan: the survivors are asked for their
+  // shares, and the plan goes back once all answered (or the phase timed
+  // out). The server only relays sealed shares it cannot open.
+
+  caf::result<frame> secagg_frame(const frame& f) {
+    const auto* id = sender_id();
+    if (!id)
+      return not_registered();
+    if (!secagg_)
+      return refuse({errc::unexpected_message,
+                     *id + ": a secure aggregation frame in a run without "
+                           "secure aggregation"});
+    auto kind = msg::kind_of(f);
+    if (!kind)
+      return refuse(kind.err());
+    switch (*kind) {
+    case msg::frame_kind::secagg_keys: {
+      auto k = msg::decode<msg::secagg_keys>(f);
+      if (!k)
+        return refuse(k.err());
+      if (auto ok = secagg_->advertise(*id, *k); !ok)
+        return refuse(ok.err());
+      return hold_for_phase(*id);
+    }
+    case msg::frame_kind::secagg_shares: {
+      auto s = msg::decode<msg::secagg_shares>(f);
+      if (!s)
+        return refuse(s.err());
+      if (auto ok = secagg_->submit_shares(*id, *s); !ok)
+        return refuse(ok.err());
+      return hold_for_phase(*id);
+    }
+    case msg::frame_kind::secagg_unmask: {
+      auto u = msg::decode<msg::secagg_unmask>(f);
+      if (!u)
+        return refuse(u.err());
+      if (auto ok = secagg_->reveal(*id, *u); !ok)
+        return refuse(ok.err());
+      auto echo = msg::encode(msg::secagg_unmask{u->round, {}, {}, {}, {}});
+      advance_secagg();
+      return echo;
+    }
+    default:
+      return refuse(
+          {errc::unexpected_message, *id + ": not a frame a client sends"});
+    }
+  }
+
+  /// Holds the client's request until its phase ends.
+  caf::result<frame> hold_for_phase(const std::string& id) {
+    auto rp = self_->make_response_promise<frame>();
+    secagg_waiting_[id] = rp;
+    if (secagg_waiting_.size() == 1) // the phase's first: its deadline
+      self_->delayed_send(self_, options_.secagg_phase_timeout,
+                          secagg_atom::value, secagg_->round(),
+                          static_cast<uint32_t>(secagg_->current()));
+    advance_secagg();
+    return rp;
+  }
+
+  /// Ends the phase that is complete, if any.
+  void advance_secagg() {
+    using phase = secagg_coordinator::phase;
+    if (!secagg_)
+      return;
+    if (secagg_->current() == phase::keys && secagg_->keys_complete())
+      return close_keys();
+    if (secagg_->current() == phase::shares && secagg_->shares_complete())
+      return close_shares();
+    if (secagg_->current() == phase::unmask && secagg_->unmask_complete())
+      return close_unmask();
+  }
+
+  /// The deadline of phase `p` of `round`: ends it if it is still open.
+  void secagg_deadline(uint32_t round, uint32_t p) {
+    using phase = secagg_coordinator::phase;
+    if (!secagg_ || secagg_->round() != round ||
+        static_cast<uint32_t>(secagg_->current()) != p)
+      return;
+    log_line(log_level::warning, "server",
+             "round " + std::to_string(round) +
+                 ": a secure aggregation phase timed out; the clients that "
+                 "did not answer leave the round");
+    switch (secagg_->current()) {
+    case phase::keys:
+      return close_keys();
+    case phase::shares:
+      return close_shares();
+    case phase::unmask:
+      return close_unmask();
+    default:
+      return;
+    }
+  }
+
+  void close_keys() {
+    auto rosters = secagg_->close_keys();
+    if (!rosters) {
+      answer_waiting([&](const std::string&) { return refuse(rosters.err()); });
+      return stop("round " + std::to_string(round_) + ": " +
+                  rosters.err().message);
+    }
+    answer_waiting(
+        [&](const std::string& id) { return msg::encode((*rosters)[id]); });
+    send_away_left();
+  }
+
+  void close_shares() {
+    auto relays = secagg_->close_shares();
+    answer_waiting([&](const std::string& id) {
+      auto it = relays.find(id);
+      return it != relays.end()
+                 ? msg::encode(it->second)
+                 : refuse({errc::not_in_round,
+                           id + " did not share in time; it sits this round "
+                                "out"});
+    });
+    send_away_left();
+  }
+
+  /// Answers every held request: `reply(id)`, or not_in_round for a client
+  /// the phase left behind.
+  template <class F> void answer_waiting(F&& reply) {
+    auto waiting = std::move(secagg_waiting_);
+    secagg_waiting_.clear();
+    const auto& left = secagg_->left();
+    for (auto& [id, rp] : waiting)
+      if (std::find(left.begin(), left.end(), id) != left.end())
+        rp.deliver(refuse({errc::not_in_round,
+                           id + " was late for secure aggregation; it sits "
+                                "this round out"}));
+      else
+        rp.deliver(reply(id));
+  }
+
+  /// The clients the setup left behind leave the round (the scheduler no
+  /// longer waits for them).
+  void send_away_left() {
+    for (const auto& id : secagg_->left())
+      if (!secagg_sent_away_.count(id)) {
+        secagg_sent_away_.insert(id);
+        self_->send(peers_.scheduler, reject_atom::value, id, round_,
+                    uint64_t{0}, static_cast<uint16_t>(errc::not_in_round),
+                    std::string{"left the secure aggregation setup"});
+      }
+  }
+
+  /// The aggregator's request at finalize: the plan that unmasks the sum of
+  /// `in_sum`'s updates.
+  caf::result<secagg::unmask_plan>
+  secagg_unmask(uint32_t round, const std::vector<std::string>& in_sum) {
+    if (!secagg_ || secagg_->round() != round)
+      return caf::make_error(caf::sec::runtime_error,
+                             "no secure aggregation round " +
+                                 std::to_string(round));
+    auto asks = secagg_->open_unmask({in_sum.begin(), in_sum.end()});
+    if (!asks)
+      return caf::make_error(caf::sec::runtime_error, asks.err().message);
+    unmask_promise_ = self_->make_response_promise<secagg::unmask_plan>();
+    for (auto& [id, ask] : *asks) {
+      auto it = clients_.find(id);
+      if (it != clients_.end() && it->second.state == presence::connected)
+        self_->send(it->second.handle, secagg_atom::value, msg::encode(ask));
+      else
+        secagg_->lost(id);
+    }
+    self_->delayed_send(self_, options_.secagg_phase_timeout,
+                        secagg_atom::value, round,
+                        static_cast<uint32_t>(secagg_->current()));
+    auto rp = *unmask_promise_;
+    advance_secagg();
+    return rp;
+  }
+
+  void close_unmask() {
+    auto plan = secagg_->close_unmask();
+    if (!unmask_promise_)
+      return;
+    auto rp = std::move(*unmask_promise_);
+    unmask_promise_.reset();
+    if (!plan) {
+      log_line(log_level::error, "server", plan.err().message);
+      rp.deliver(caf::make_error(caf::sec::runtime_error, plan.err().message));
+      return;
+    }
+    rp.deliver(std::move(*plan));
   }
 
   /// AsyncScheduler: client `id`'s next task, on the current model.
@@ -430,7 +638,9 @@ private:
                             options_.chunk_bytes,
                             options_.window,
                             last_metrics_,
-                            resend};
+                            resend,
+                            false,
+                            secagg_.has_value()};
   }
 
   /// Decides a hello from `sender`, seen at `address` (empty: in this
@@ -686,6 +896,11 @@ private:
         continue;
       senders_.erase(c.handle.address());
       c.state = presence::lost;
+      if (secagg_) {
+        secagg_->lost(id);
+        secagg_waiting_.erase(id);
+        advance_secagg();
+      }
       ++c.epoch;
       if (stopping_) {
         if (connected_count() == 0)
@@ -749,6 +964,13 @@ private:
   std::set<uint32_t> evaluated_by_clients_; ///< test_accuracy from clients
   bool final_pass_ = false;   ///< the final model is being evaluated
   bool ended_logged_ = false; ///< the metrics file has its end event
+  // -- secure aggregation ------------------------------------------------------
+  std::optional<secagg_coordinator> secagg_;
+  /// Requests held until their phase ends, by client id.
+  std::map<std::string, caf::typed_response_promise<frame>> secagg_waiting_;
+  std::optional<caf::typed_response_promise<secagg::unmask_plan>>
+      unmask_promise_;
+  std::set<std::string> secagg_sent_away_;
   /// The open round's offers' training figures: samples and values.
   std::map<std::string, std::pair<uint64_t, msg::named_values>> train_figures_;
 };
@@ -822,6 +1044,14 @@ caf::behavior server_actor(caf::event_based_actor* self,
         state->tell_rejected(id, {static_cast<errc>(code), message});
       },
       [state](evaluated_atom, const frame& f) { return state->evaluated(f); },
+      [state](secagg_atom, const frame& f) { return state->secagg_frame(f); },
+      [state](secagg_atom, uint32_t round,
+              const std::vector<std::string>& in_sum) {
+        return state->secagg_unmask(round, in_sum);
+      },
+      [state](secagg_atom, uint32_t round, uint32_t phase) {
+        state->secagg_deadline(round, phase);
+      },
       [state](evaluated_atom) { state->evaluation_overdue(); },
       [state](tick_atom) { state->quit(); },
   };

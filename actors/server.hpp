@@ -15,6 +15,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/refusal_log.hpp"
+#include "fedcaf/config.hpp"
 #include "fedcaf/live_status.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/progress.hpp"
@@ -64,6 +65,13 @@ struct server_options {
   std::shared_ptr<live_status> live;
   /// Counts the round's transfer bytes for the console; null: not kept.
   std::shared_ptr<transfer_progress> progress;
+  /// SecAgg+ (server_configs.secure_aggregation); enabled false: off. The
+  /// weights come from the clients' advertised sample counts iff
+  /// secagg_by_samples (capped at max_sample_size).
+  secure_aggregation_config secure_aggregation;
+  bool secagg_by_samples = false;
+  /// How long each SecAgg+ setup phase waits for the slowest client.
+  std::chrono::milliseconds secagg_phase_timeout{60000};
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
   /// Counts updates the aggregator refused for their content.

@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include "actors/evaluator.hpp"
+#include "actors/messages.hpp"
 
 namespace fedcaf {
 
@@ -40,6 +41,10 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   ao.poisoned = make_refusal_counter();
   ao.idle_timeout = options.idle_timeout;
   options.server.poisoned = ao.poisoned;
+  const auto& secure = options.server.secure_aggregation;
+  ao.secure_aggregation = secure.enabled;
+  ao.secagg_clipping_range = secure.clipping_range;
+  ao.secagg_quantization_bits = secure.quantization_bits;
   auto aggregator = spawn_aggregator(sys, snapshot, ao);
   if (!aggregator)
     return aggregator.err();
@@ -59,6 +64,8 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   side.server = spawn_server(sys, std::move(snapshot),
                              {side.scheduler, side.aggregator, side.evaluator},
                              std::move(options.server), report);
+  if (ao.secure_aggregation) // where it asks for the unmask plan
+    caf::anon_send(side.aggregator, secagg_atom::value, side.server);
   return side;
 }
 

@@ -817,6 +817,8 @@ void check_secure_aggregation(section& s, const server_config& sc) {
     fail("runs with SyncScheduler only (a sum needs a round)");
   if (sc.memory_mode != memory_mode::ram)
     fail("runs in memory_mode ram only for now");
+  if (sc.rule.partial_updates == "keep")
+    fail("cannot keep a partial masked update (partial_updates: keep)");
   if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
     fail("does not compose with DP-FedAvg yet");
   auto n = sc.clients_per_round ? sc.clients_per_round : sc.num_clients;

@@ -264,6 +264,10 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
       cfg.server.federated_evaluation.value_or(false);
   so.server.evaluation_timeout = millis(comm.stream.idle_timeout_s);
   so.server.max_sample_size = cfg.server.rule.max_sample_size;
+  so.server.secure_aggregation = cfg.server.secure_aggregation;
+  so.server.secagg_by_samples =
+      cfg.server.rule.client_weights_mode == "sample_size";
+  so.server.secagg_phase_timeout = millis(comm.stream.idle_timeout_s);
   so.save_global_model = cfg.server.save_global_model;
   so.memory_mode = cfg.server.memory_mode;
   return spawn_server_side(sys, std::move(*initial), std::move(so),
