@@ -1,7 +1,6 @@
 #include "actors/aggregator.hpp"
 
 #include <endian.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -26,61 +25,6 @@
 namespace fedcaf {
 
 namespace {
-
-/// Secure aggregation's ring sum: one uint32 per float32 element, in an
-/// anonymous mapping whose pages go back to the kernel as the unmasking
-/// passes them (it then fills the accumulator's sum, whose fresh pages
-/// cost nothing until touched), so that the server's peak stays that of a
-/// ram-mode round. Move-only.
-class ring_sum {
-public:
-  ring_sum() = default;
-  explicit ring_sum(size_t elements) : elements_(elements) {
-    if (elements_ == 0)
-      return;
-    auto* p = ::mmap(nullptr, bytes(), PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-      throw std::bad_alloc{};
-    data_ = static_cast<uint32_t*>(p);
-  }
-  ring_sum(ring_sum&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)),
-        elements_(std::exchange(o.elements_, 0)) {}
-  ring_sum& operator=(ring_sum&& o) noexcept {
-    std::swap(data_, o.data_);
-    std::swap(elements_, o.elements_);
-    return *this;
-  }
-  ~ring_sum() {
-    if (data_)
-      ::munmap(data_, bytes());
-  }
-
-  std::span<uint32_t> at(size_t first, size_t count) {
-    return {data_ + first, count};
-  }
-  /// Zeroes elements [first, first + count) and gives the whole pages among
-  /// them back to the kernel.
-  void release(size_t first, size_t count) {
-    constexpr size_t page = 4096;
-    auto begin = reinterpret_cast<uintptr_t>(data_ + first);
-    auto end = reinterpret_cast<uintptr_t>(data_ + first + count);
-    auto lo = (begin + page - 1) / page * page, hi = end / page * page;
-    std::fill(data_ + first, data_ + first + count, 0u);
-    if (hi > lo)
-      ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-  }
-  void clear() {
-    if (data_)
-      ::madvise(data_, bytes(), MADV_DONTNEED); // reads back as zeroes
-  }
-
-private:
-  size_t bytes() const { return elements_ * sizeof(uint32_t); }
-  uint32_t* data_ = nullptr;
-  size_t elements_ = 0;
-};
 
 /// One open upload: who sends it, with what weight, and where it stands.
 struct upload_stream {
@@ -303,7 +247,6 @@ public:
       ram_->discard();
     else
       window_->restart(std::max(1u, contributors));
-    ring_.clear();
   }
 
   // -- secure aggregation ------------------------------------------------------
@@ -317,11 +260,13 @@ public:
     const auto& e = plan_.extent(seq);
     FEDCAF_REQUIRE(bytes.size() == e.bytes && e.bytes % 4 == 0,
                    errc::out_of_range, bytes.size(), e.bytes);
-    auto sum = ring_.at(e.model_offset / 4, bytes.size() / 4);
-    for (size_t i = 0; i < sum.size(); ++i) {
-      uint32_t v = 0;
-      std::memcpy(&v, bytes.data() + 4 * i, 4);
-      sum[i] += le32toh(v);
+    auto sum = ram_->ring(seq);
+    for (size_t i = 0; i < bytes.size(); i += 4) {
+      uint32_t v = 0, acc = 0;
+      std::memcpy(&v, bytes.data() + i, 4);
+      std::memcpy(&acc, sum.data() + i, 4);
+      acc += le32toh(v);
+      std::memcpy(sum.data() + i, &acc, 4);
     }
     return {};
   }
@@ -336,28 +281,25 @@ public:
   }
 
   /// Removes the masks `plan` names from the ring sum, chunk by chunk, and
-  /// folds each position's weighted mean into the accumulator (weight 1),
-  /// so that finalize applies the rule to it as to any average.
+  /// writes each position's weighted mean in its place (weight 1), so that
+  /// finalize applies the rule to it as to any average.
   result<void> unmask(const secagg::unmask_plan& plan) {
     secagg::quantizer q{options_.secagg_clipping_range,
                         options_.secagg_quantization_bits};
+    std::vector<uint32_t> sum;
     std::vector<float> mean;
     for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
       const auto& e = plan_.extent(seq);
-      auto first = e.model_offset / 4;
+      auto ring = ram_->ring(seq); // zeroes if nobody's chunk came
+      sum.resize(e.bytes / 4);
       mean.resize(e.bytes / 4);
-      secagg::unmask_chunk(q, plan, first, ring_.at(first, mean.size()), mean);
-      ring_.release(first, mean.size());
-      auto bytes = std::as_bytes(std::span{mean});
-      if (auto ok = ram_->fold(seq, bytes, 1.0); !ok)
-        return ok;
+      std::memcpy(sum.data(), ring.data(), e.bytes);
+      secagg::unmask_chunk(q, plan, e.model_offset / 4, sum, mean);
+      std::memcpy(ring.data(), mean.data(), e.bytes);
+      ram_->mark_folded(seq, 1.0);
     }
     return {};
   }
-
-  /// ram mode with secure aggregation: the ring sum, one uint32 per
-  /// float32 element (REQUIRES: a float32 model).
-  void allocate_ring() { ring_ = ring_sum{layout_.total_bytes() / 4}; }
 
   /// Keeps what client `id` delivered to `round` and awaits no more of it
   /// (partial_updates: keep). Returns the chunks it delivered.
@@ -664,7 +606,6 @@ private:
   std::shared_ptr<model_snapshot> current_;  ///< last published
   std::shared_ptr<model_snapshot> previous_; ///< published before that
   std::map<uint64_t, upload_stream> streams_;
-  ring_sum ring_;     ///< secure aggregation: the masked sum
   caf::actor server_; ///< secure aggregation: asked for the plan
   /// window mode: positions below were averaged into current_ this round
   /// (a reset does not lower it).
@@ -796,8 +737,7 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
   auto state = std::make_shared<aggregator_state>(
       std::move(initial), options, std::move(ram), std::move(window),
       std::move(optimizer));
-  if (options.secure_aggregation)
-    state->allocate_ring();
+
   return sys.spawn(aggregator_actor, std::move(state));
 }
 

@@ -71,6 +71,28 @@ result<void> fedavg_accumulator::fold(uint64_t seq,
   return {};
 }
 
+std::span<std::byte> fedavg_accumulator::ring(uint64_t seq) {
+  if (sum_.size() == 0)
+    sum_ = byte_buffer::uninitialized(sum_bytes());
+  if (weights_.empty())
+    weights_.assign(plan_.chunk_count(), 0.0);
+  if (ring_started_.empty())
+    ring_started_.assign(plan_.chunk_count(), false);
+  const auto& e = plan_.extent(seq);
+  auto bytes = std::span<std::byte>{sum_.data() + e.model_offset, e.bytes};
+  if (!ring_started_[seq]) {
+    std::memset(bytes.data(), 0, bytes.size());
+    ring_started_[seq] = true;
+  }
+  return bytes;
+}
+
+void fedavg_accumulator::mark_folded(uint64_t seq, double weight) {
+  if (weights_.empty())
+    weights_.assign(plan_.chunk_count(), 0.0);
+  weights_[seq] = weight;
+}
+
 result<byte_buffer>
 fedavg_accumulator::finalize(std::span<const std::byte> global,
                              server_optimizer* opt) {
@@ -106,6 +128,7 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
   if (opt)
     opt->finish_round();
   weights_.clear();
+  ring_started_.clear();
   if (type_ == dtype::float32)
     return std::move(sum_);
   return out;

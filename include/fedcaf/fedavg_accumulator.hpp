@@ -52,7 +52,20 @@ public:
 
   /// Forgets every contribution of the round (their weights too): the next
   /// chunk folded at each position writes, as in a fresh accumulator.
-  void discard() { weights_.clear(); }
+  void discard() {
+    weights_.clear();
+    ring_started_.clear();
+  }
+
+  /// Secure aggregation keeps its sum in Z_2^32 (one uint32 per element of
+  /// an F32 model) in this sum's own storage, so that it costs no more
+  /// memory than a plain round: the bytes of chunk `seq`'s sum, zeroed the
+  /// first time a round asks for them. REQUIRES: seq < chunks, F32 model.
+  std::span<std::byte> ring(uint64_t seq);
+
+  /// Declares that chunk `seq`'s storage now holds a float32 sum of total
+  /// weight `weight` (the secure sum, unmasked and dequantized in place).
+  void mark_folded(uint64_t seq, double weight);
 
   /// Divides every chunk of the sum by its weight sum in place, applies
   /// `opt` (null: FedAvg) against `global` (the current model's bytes), and
@@ -77,7 +90,8 @@ private:
   uint64_t total_bytes_ = 0;
   dtype type_;
   chunk_plan plan_;
-  byte_buffer sum_;   ///< float32 sums
+  byte_buffer sum_;                ///< float32 sums
+  std::vector<bool> ring_started_; ///< per chunk: ring() zeroed it
   byte_buffer spare_; ///< 16-bit models: where the next result goes
   /// Per chunk: the weights folded (0: holds no sum yet; empty: none).
   std::vector<double> weights_;
