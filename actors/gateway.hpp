@@ -7,8 +7,8 @@
 // Server side: the acceptor hands every accepted connection to a new
 // gateway, which authenticates the peer (TLS handshake, then Hello) before
 // anything else, enforces the limits of gateway_limits, and passes only the
-// seven peer frame kinds (hello, fetch, offer, chunk, end, credit,
-// evaluation) to the server, as a local stand-in for that client: it holds
+// eight peer frame kinds (hello, fetch, offer, chunk, end, credit,
+// evaluation, and secagg for the secure aggregation phases) to the server, as a local stand-in for that client: it holds
 // the server only as a server_gate, whose type admits nothing else.
 //
 // Client side: a gateway connects, and stands in for the server towards the
@@ -34,7 +34,7 @@ namespace fedcaf {
 
 class tls_context;
 
-/// What a gateway may ask of the server: the seven peer frame kinds. Hello
+/// What a gateway may ask of the server: the eight peer frame kinds. Hello
 /// carries the peer's address and the common name of its verified client
 /// certificate ("" without TLS).
 using server_gate = caf::typed_actor<
