@@ -290,6 +290,16 @@ result<secagg::unmask_plan> secagg_coordinator::close_unmask() {
     }
     std::copy(secret->begin(), secret->end(),
               (c.in_sum ? c.self_seed : c.mask_secret).begin());
+    // A wrong share (a survivor that lies) would leave masks in the model:
+    // a mask key must match the public key its owner advertised.
+    if (!c.in_sum && secagg::public_key_of(c.mask_secret) != m.keys.mask_key) {
+      phase_ = phase::idle;
+      return refusal(errc::bad_checksum,
+                     "round " + std::to_string(round_) + ": the shares of " +
+                         id +
+                         "'s mask key do not give its advertised key "
+                         "(a survivor revealed a wrong share)");
+    }
     clients.push_back(std::move(c));
   }
   phase_ = phase::idle;

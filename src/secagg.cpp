@@ -371,15 +371,20 @@ uint32_t get_le32(const uint8_t* p) {
 
 // -- keys -----------------------------------------------------------------
 
+key32 public_key_of(const key32& secret) {
+  auto key = private_key(secret);
+  key32 pub{};
+  size_t bytes = pub.size();
+  if (EVP_PKEY_get_raw_public_key(key.get(), pub.data(), &bytes) != 1 ||
+      bytes != pub.size())
+    broken("EVP_PKEY_get_raw_public_key failed");
+  return pub;
+}
+
 key_pair generate_key_pair() {
   key_pair pair;
   fill_random(pair.secret);
-  auto key = private_key(pair.secret);
-  size_t bytes = pair.public_key.size();
-  if (EVP_PKEY_get_raw_public_key(key.get(), pair.public_key.data(), &bytes) !=
-          1 ||
-      bytes != pair.public_key.size())
-    broken("EVP_PKEY_get_raw_public_key failed");
+  pair.public_key = public_key_of(pair.secret);
   return pair;
 }
 

@@ -35,6 +35,10 @@ struct key_pair {
 /// Returns a fresh key pair.
 key_pair generate_key_pair();
 
+/// The X25519 public key of `secret` (to check a reconstructed secret
+/// against the key its owner advertised).
+key32 public_key_of(const key32& secret);
+
 /// Returns 32 random bytes (a self-mask seed).
 key32 random_seed();
 

@@ -67,6 +67,15 @@ struct trial {
     return sent;
   }
 
+  /// Every client advertises and shares; every relay is taken.
+  void setup() {
+    advertise();
+    for (auto& [id, s] : share())
+      REQUIRE(server.submit_shares(id, s));
+    for (auto& [id, r] : server.close_shares())
+      REQUIRE(clients.at(id).receive_shares(r));
+  }
+
   /// The uploads of `ids`, chunk by chunk, into the ring sum.
   std::vector<uint32_t> upload(const std::set<std::string>& ids, size_t chunk) {
     std::vector<uint32_t> sum(elements, 0);
@@ -195,15 +204,29 @@ TEST_CASE("secagg protocol: refusals name the client and what it did") {
   CHECK(refused.err().code == errc::not_authorized);
 }
 
+TEST_CASE("secagg protocol: a survivor revealing a wrong share of a lost "
+          "client's mask key is caught, not folded into the model") {
+  trial t{5};
+  t.setup();
+  std::set<std::string> in_sum{"Client1", "Client2", "Client3", "Client4"};
+  auto asks = t.server.open_unmask(in_sum);
+  REQUIRE(asks);
+  for (auto& [id, ask] : *asks) {
+    auto r = t.clients.at(id).reveal(ask);
+    REQUIRE(r);
+    for (auto& sh : r->mask_key_shares) // every survivor lies about Client5
+      sh.y[5] ^= 0x10; // (bits X25519 clamps away would go unseen)
+    REQUIRE(t.server.reveal(id, *r));
+  }
+  auto plan = t.server.close_unmask();
+  REQUIRE_FALSE(plan);
+  CHECK(plan.err().message.find("Client5's mask key") != std::string::npos);
+}
+
 TEST_CASE("secagg protocol: fewer survivors than the threshold fail the "
           "round naming the clients that cannot be unmasked") {
   trial t{4}; // neighbours: all 3 others; threshold 3
-  t.advertise();
-  auto sent = t.share();
-  for (auto& [id, s] : sent)
-    REQUIRE(t.server.submit_shares(id, s));
-  for (auto& [id, r] : t.server.close_shares())
-    REQUIRE(t.clients.at(id).receive_shares(r));
+  t.setup();
   std::set<std::string> in_sum{"Client1", "Client2"};
   auto asks = t.server.open_unmask(in_sum);
   REQUIRE(asks);

@@ -558,3 +558,28 @@ TEST_CASE("torchscript models, the tensors dataset, loss_fn and device are "
   std::filesystem::remove(pt);
   std::filesystem::remove(npy);
 }
+
+TEST_CASE("secure_aggregation: what it cannot run with is refused at load") {
+  auto refused = [](std::vector<std::string> sets, const char* why) {
+    sets.push_back("server_configs.secure_aggregation.enabled=true");
+    auto c = load_config(embedded_simulate_yaml(), "embedded",
+                         config_role::simulate, sets);
+    CHECK(contains(message_of(c), why));
+  };
+  refused({"server_configs.memory_mode=window"}, "ram only");
+  refused({"server_configs.aggregator=FedAsyncAggregator"},
+          "SyncScheduler only");
+  refused({"server_configs.secure_aggregation.quantization_bits=31",
+           "server_configs.num_clients=4"},
+          "overflow the 32-bit sum");
+  refused({"server_configs.secure_aggregation.quantization_bits=40"},
+          "must be from 1 to 31");
+  refused({"server_configs.aggregator_kwargs.partial_updates=keep"},
+          "partial_updates: keep");
+  auto ok =
+      load_config(embedded_simulate_yaml(), "embedded", config_role::simulate,
+                  {"server_configs.secure_aggregation.enabled=true"});
+  REQUIRE(ok);
+  CHECK(ok->server.secure_aggregation.enabled);
+  CHECK(ok->server.secure_aggregation.quantization_bits == 22);
+}
