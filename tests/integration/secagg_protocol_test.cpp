@@ -31,6 +31,7 @@ struct trial {
   std::map<std::string, std::vector<float>> updates;
   std::map<std::string, double> weights;
   size_t elements = 70001;
+  std::vector<uint32_t> seen;
 
   explicit trial(uint32_t n) {
     std::vector<std::string> ids;
@@ -86,6 +87,8 @@ struct trial {
         clients.at(id).mask(at, std::span{updates[id]}.subspan(at, len), out);
         for (size_t i = 0; i < len; ++i)
           sum[at + i] += out[i];
+        if (id == "Client1") // what the server receives of Client1
+          seen.insert(seen.end(), out.begin(), out.end());
       }
     return sum;
   }
@@ -155,6 +158,27 @@ TEST_CASE("secagg protocol: clients lost before keys, after sharing and "
   CHECK_FALSE(plan->pairwise.empty()); // Client6's masks came off
   auto [worst, bound] = t.compare(sum, *plan, in_sum);
   CHECK(worst <= bound + 1e-7);
+  // Every value the server received from Client1 (its masked chunks) is
+  // indistinguishable from uniform: chi-squared over the top 8 bits below
+  // 360 (255 degrees of freedom: p = 2e-5 for uniform values); its quantized
+  // update, unmasked, is far from it.
+  auto chi2 = [](const std::vector<uint32_t>& v) {
+    std::vector<double> bins(256);
+    for (auto x : v)
+      ++bins[x >> 24];
+    double expected = static_cast<double>(v.size()) / 256, c = 0;
+    for (auto b : bins)
+      c += (b - expected) * (b - expected) / expected;
+    return c;
+  };
+  std::vector<uint32_t> plain(t.elements);
+  t.server.quantizer().quantize(t.updates["Client1"], t.weights["Client1"],
+                                plain);
+  CHECK(t.seen.size() == t.elements);
+  CHECK(chi2(t.seen) < 360);
+  CHECK(chi2(plain) > 10000);
+  MESSAGE("chi-squared of what the server saw ", chi2(t.seen),
+          ", of the quantized update ", chi2(plain));
   MESSAGE("worst ", worst, " bound ", bound);
 }
 
