@@ -37,7 +37,8 @@ uint32_t request_id(const frame& f);
 void set_request_id(frame& f, uint32_t id);
 
 /// The kinds of frame. Peers may send the server only hello, fetch, offer,
-/// chunk, end_of_stream, credit, evaluation and heartbeat.
+/// chunk, end_of_stream, credit, evaluation, secagg_keys, secagg_shares,
+/// secagg_unmask and heartbeat.
 enum class frame_kind : uint8_t {
   hello,
   welcome,

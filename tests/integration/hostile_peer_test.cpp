@@ -83,7 +83,7 @@ void usage() {
       "  before a Welcome (or after one: --registered --id ID --token T):\n"
       "    oversized_header [--frame-bytes N], garbage, garbage_body,\n"
       "    zero_request_id, unknown_kind, server_kind, log_injection,\n"
-      "    evaluation_first, utf8_id\n"
+      "    evaluation_first, utf8_id, secagg_keys\n"
       "  before a Welcome only, each with [--handshake-s S]: slow_hello,\n"
       "    slow_tls (to a TLS server) [--trickle-ms MS], idle_flood\n"
       "    [--held N --extra N]\n"
@@ -852,6 +852,12 @@ payload craft(const options& o) {
                         "10.9.9.9\n\x1b[2J",
                         "t"}),
                     1)};
+  if (o.attack == "secagg_keys") {     // a secure aggregation frame in a run
+    msg::secagg_keys k{1, {}, {}, 10}; // without secure aggregation
+    k.share_key.fill(1);
+    k.mask_key.fill(2);
+    return {"secagg_keys", with_id(msg::encode(k), 9)};
+  }
   if (o.attack == "utf8_id") // not UTF-8: once crashed the report's JSON
     return {"utf8_id", with_id(msg::encode(msg::hello{"Client\xff"
                                                       "1",
@@ -1562,6 +1568,7 @@ int run(const options& o) {
       {"evaluation_abuse", attack_evaluation_abuse},
       {"log_injection", attack_send_once},
       {"utf8_id", attack_send_once},
+      {"secagg_keys", attack_send_once},
       {"slow_hello", attack_slow_hello},
       {"slow_tls", attack_slow_tls},
       {"idle_flood", attack_idle_flood},

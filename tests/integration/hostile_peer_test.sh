@@ -519,13 +519,15 @@ run_t() {
 # -- B1: registered attackers, ram mode ----------------------------------------------
 
 run_b1() {
-  server_config "$out/B1.yaml" B1 7 ram $rounds
+  server_config "$out/B1.yaml" B1 8 ram $rounds
   start_server B1 "$out/B1.yaml" || return
   attack B1 fetch_flood --attack fetch_flood $(creds 1) \
     --expect too_many_requests
   attack B1 unknown_kind --attack unknown_kind $(creds 3) \
     --expect unexpected_message
   attack B1 server_kind --attack server_kind $(creds 4) \
+    --expect unexpected_message
+  attack B1 secagg_keys --attack secagg_keys $(creds 2) \
     --expect unexpected_message
   attack B1 oversized --attack oversized_header $(creds 5) \
     --frame-bytes $(( max_message_bytes + 8 )) --expect frame_too_large
@@ -536,9 +538,11 @@ run_b1() {
   finish_run
   echo "-- B1: registered attackers, ram mode (port $port)"
   local k
-  for k in fetch_flood credit_flood unknown_kind server_kind oversized; do
+  for k in fetch_flood credit_flood unknown_kind server_kind oversized \
+           secagg_keys; do
     check_verdict B1 $k
   done
+  check_refused B1 secagg_keys unexpected_message
   check_refused B1 fetch_flood too_many_requests
   check_refused B1 credit_flood too_many_requests
   check_refused B1 unknown_kind unexpected_message
