@@ -145,8 +145,9 @@ result<void> secagg_coordinator::submit_shares(const std::string& id,
 
 bool secagg_coordinator::shares_complete() const {
   return phase_ == phase::shares &&
-         std::all_of(members_.begin(), members_.end(),
-                     [](const auto& kv) { return kv.second.shared; });
+         std::all_of(members_.begin(), members_.end(), [](const auto& kv) {
+           return kv.second.shared || kv.second.gone;
+         });
 }
 
 std::map<std::string, msg::secagg_shares> secagg_coordinator::close_shares() {
@@ -179,7 +180,7 @@ void secagg_coordinator::lost(const std::string& id) {
   if (it == members_.end())
     return;
   if (phase_ == phase::shares && !it->second.shared)
-    it->second.shared = false; // leaves at close_shares
+    it->second.gone = true; // the phase does not wait; it leaves at close
   if (phase_ == phase::unmask)
     it->second.asked = false; // nothing more from it
 }

@@ -89,6 +89,7 @@ private:
     std::vector<uint32_t> neighbours; ///< indices, sorted
     double weight = 0;
     bool shared = false;
+    bool gone = false; ///< lost in the shares phase before sharing
     std::vector<msg::sealed_share> sealed; ///< to it, by sender index
     bool asked = false, revealed = false;
   };

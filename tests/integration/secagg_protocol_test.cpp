@@ -132,7 +132,9 @@ TEST_CASE("secagg protocol: clients lost before keys, after sharing and "
   sent.erase("Client7");
   for (auto& [id, s] : sent)
     REQUIRE(t.server.submit_shares(id, s));
+  CHECK_FALSE(t.server.shares_complete()); // waits for Client7
   t.server.lost("Client7");
+  CHECK(t.server.shares_complete()); // not until the deadline
   auto relays = t.server.close_shares();
   CHECK(relays.count("Client7") == 0);
   for (auto& [id, r] : relays)
