@@ -255,8 +255,11 @@ public:
   void set_server(caf::actor server) { server_ = std::move(server); }
   const caf::actor& server() const { return server_; }
 
-  /// Adds a masked chunk to the ring sum, element by element mod 2^32.
+  /// Adds a masked chunk to the ring sum, element by element mod 2^32: in
+  /// the sum's storage (ram), or in its window slot (window, disk).
   result<void> fold_masked(uint64_t seq, std::span<const std::byte> bytes) {
+    if (window_)
+      return window_->fold_ring(seq, bytes);
     const auto& e = plan_.extent(seq);
     FEDCAF_REQUIRE(bytes.size() == e.bytes && e.bytes % 4 == 0,
                    errc::out_of_range, bytes.size(), e.bytes);
@@ -280,23 +283,44 @@ public:
     return ids;
   }
 
-  /// Removes the masks `plan` names from the ring sum, chunk by chunk, and
-  /// writes each position's weighted mean in its place (weight 1), so that
-  /// finalize applies the rule to it as to any average.
+  /// Removes the masks `plan` names from the ring sum, chunk by chunk. ram:
+  /// writes each position's weighted mean, times the updates in the sum,
+  /// in its place as a sum of that weight, so that finalize applies the
+  /// rule (and DP-FedAvg's noise, of std z S / updates) as to any sum.
+  /// window, disk: the ring sum waits in the global model's own storage
+  /// (see advance_window); each position becomes its mean, after the noise
+  /// if any (these modes run FedAvg only: a server optimizer would need the
+  /// old model the sum overwrote).
   result<void> unmask(const secagg::unmask_plan& plan) {
     secagg::quantizer q{options_.secagg_clipping_range,
                         options_.secagg_quantization_bits};
+    auto updates = static_cast<double>(plan.contributors);
+    auto limit = static_cast<float>(max_abs(1.0) / 2);
     std::vector<uint32_t> sum;
     std::vector<float> mean;
     for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
       const auto& e = plan_.extent(seq);
-      auto ring = ram_->ring(seq); // zeroes if nobody's chunk came
-      sum.resize(e.bytes / 4);
-      mean.resize(e.bytes / 4);
+      auto ring = ram_ ? ram_->ring(seq) // zeroes if nobody's chunk came
+                       : current_->bytes.bytes().subspan(e.model_offset,
+                                                         e.bytes);
+      auto n = e.bytes / 4;
+      sum.resize(n);
+      mean.resize(n);
       std::memcpy(sum.data(), ring.data(), e.bytes);
       secagg::unmask_chunk(q, plan, e.model_offset / 4, sum, mean);
+      if (ram_) {
+        for (auto& x : mean)
+          x = static_cast<float>(x * updates);
+        std::memcpy(ring.data(), mean.data(), e.bytes);
+        ram_->mark_folded(seq, updates);
+        continue;
+      }
+      if (optimizer_)
+        optimizer_->step(e.model_offset / 4, mean, ring, updates);
+      for (auto& x : mean)
+        x = std::clamp(x, -limit, limit);
       std::memcpy(ring.data(), mean.data(), e.bytes);
-      ram_->mark_folded(seq, 1.0);
+      current_->bytes.release(e.model_offset, e.bytes); // file-backed only
     }
     return {};
   }
@@ -572,7 +596,10 @@ private:
   void advance_window() {
     while (window_->ready()) {
       auto seq = window_->low();
-      window_->finalize_next(current_->bytes.bytes(), optimizer_.get());
+      if (secure()) // the ring sum waits for the unmask plan
+        window_->store_ring_next(current_->bytes.bytes());
+      else
+        window_->finalize_next(current_->bytes.bytes(), optimizer_.get());
       const auto& e = plan_.extent(seq);
       current_->bytes.release(e.model_offset, e.bytes); // file-backed only
       averaged_high_ = std::max(averaged_high_, window_->low());
@@ -728,6 +755,9 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
                            options.rule_cfg.dp_clip_norm,
                            options.rule_cfg.dp_seed);
   }
+  if (options.secure_aggregation && window && options.rule != server_rule::fedavg)
+    return error{errc::bad_config, "secure aggregation in window and disk "
+                                   "modes averages with FedAvg only"};
   if (options.secure_aggregation)
     for (const auto& t : initial->layout.tensors)
       if (t.type != dtype::float32)

@@ -815,12 +815,17 @@ void check_secure_aggregation(section& s, const server_config& sc) {
   };
   if (sc.scheduler != "SyncScheduler")
     fail("runs with SyncScheduler only (a sum needs a round)");
-  if (sc.memory_mode != memory_mode::ram)
-    fail("runs in memory_mode ram only for now");
+  if (sc.memory_mode != memory_mode::ram &&
+      sc.aggregator != "FedAvgAggregator")
+    fail(std::string{"in memory_mode "} + to_string(sc.memory_mode) +
+         " averages with FedAvgAggregator only (the masked sum waits where "
+         "the old model was, which " +
+         sc.aggregator + " needs): use memory_mode ram");
   if (sc.rule.partial_updates == "keep")
     fail("cannot keep a partial masked update (partial_updates: keep)");
-  if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
-    fail("does not compose with DP-FedAvg yet");
+  if (sc.rule.max_update_norm > 0)
+    fail("cannot measure a masked update: drop "
+         "aggregator_kwargs.max_update_norm");
   auto n = sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
   uint64_t top = (uint64_t{1} << a.quantization_bits) - 1;
   if (n * top > 0xffffffffull)

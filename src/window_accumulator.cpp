@@ -1,7 +1,10 @@
 #include "fedcaf/window_accumulator.hpp"
 
+#include <endian.h>
+
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 
 #include "fedcaf/element.hpp"
 
@@ -50,6 +53,39 @@ result<void> window_accumulator::fold(uint64_t seq,
   ++count;
   weights_[seq % window_] += weight;
   return {};
+}
+
+result<void> window_accumulator::fold_ring(uint64_t seq,
+                                           std::span<const std::byte> x) {
+  FEDCAF_REQUIRE(open(seq), errc::out_of_range, seq, low_, window_);
+  const auto& e = plan_.extent(seq);
+  FEDCAF_REQUIRE(x.size() == e.bytes && e.bytes % 4 == 0 &&
+                     type_ == dtype::float32,
+                 errc::out_of_range, x.size(), e.bytes);
+  auto& count = counts_[seq % window_];
+  FEDCAF_REQUIRE(count < needed(seq), errc::bad_sequence, seq, count);
+  auto* acc = reinterpret_cast<uint32_t*>(slot(seq));
+  for (size_t i = 0; i < e.bytes / 4; ++i) {
+    uint32_t v = 0;
+    std::memcpy(&v, x.data() + 4 * i, 4);
+    acc[i] = count == 0 ? le32toh(v) : acc[i] + le32toh(v);
+  }
+  ++count;
+  weights_[seq % window_] += 1.0;
+  return {};
+}
+
+void window_accumulator::store_ring_next(std::span<std::byte> model) {
+  assert(ready() && model.size() == plan_.total_bytes());
+  const auto& e = plan_.extent(low_);
+  auto& count = counts_[low_ % window_];
+  if (count > 0)
+    std::memcpy(model.data() + e.model_offset, slot(low_), e.bytes);
+  else // nobody's chunk: an empty sum
+    std::memset(model.data() + e.model_offset, 0, e.bytes);
+  count = 0;
+  weights_[low_ % window_] = 0;
+  ++low_;
 }
 
 uint32_t window_accumulator::needed(uint64_t seq) const {

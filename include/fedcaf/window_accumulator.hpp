@@ -44,8 +44,19 @@ public:
   /// contributor has already delivered it.
   result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight);
 
+  /// Secure aggregation: adds the masked chunk x (little-endian uint32 per
+  /// element of an F32 model) to position `seq`'s sum in Z_2^32. Fails as
+  /// fold() does.
+  result<void> fold_ring(uint64_t seq, std::span<const std::byte> x);
+
   /// Returns true iff position low() has every contribution.
   bool ready() const;
+
+  /// Secure aggregation: copies the ring sum at position low() (uint32 in
+  /// host order) into `model` at that position, where the unmasking finds
+  /// it once the round's survivors are known, and moves the window on.
+  /// REQUIRES: ready(), model.size() == plan().total_bytes().
+  void store_ring_next(std::span<std::byte> model);
 
   /// Writes the average at position low() (divided by the weights folded
   /// there), after `opt` if not null, into `model` (the global model's bytes,

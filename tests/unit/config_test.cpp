@@ -566,7 +566,11 @@ TEST_CASE("secure_aggregation: what it cannot run with is refused at load") {
                          config_role::simulate, sets);
     CHECK(contains(message_of(c), why));
   };
-  refused({"server_configs.memory_mode=window"}, "ram only");
+  refused({"server_configs.memory_mode=window",
+           "server_configs.aggregator=FedAdamAggregator"},
+          "FedAvgAggregator only");
+  refused({"server_configs.aggregator_kwargs.max_update_norm=10"},
+          "cannot measure a masked update");
   refused({"server_configs.aggregator=FedAsyncAggregator"},
           "SyncScheduler only");
   refused({"server_configs.secure_aggregation.quantization_bits=31",
@@ -582,4 +586,13 @@ TEST_CASE("secure_aggregation: what it cannot run with is refused at load") {
   REQUIRE(ok);
   CHECK(ok->server.secure_aggregation.enabled);
   CHECK(ok->server.secure_aggregation.quantization_bits == 22);
+  for (const char* mode : {"window", "disk"})
+    CHECK(load_config(embedded_simulate_yaml(), "embedded",
+                      config_role::simulate,
+                      {"server_configs.secure_aggregation.enabled=true",
+                       std::string{"server_configs.memory_mode="} + mode}));
+  CHECK(load_config(embedded_simulate_yaml(), "embedded", config_role::simulate,
+                    {"server_configs.secure_aggregation.enabled=true",
+                     "server_configs.aggregator_kwargs.dp_fedavg.clip_norm=1",
+                     "server_configs.aggregator_kwargs.dp_fedavg.noise_multiplier=1"}));
 }
