@@ -3,6 +3,7 @@
 #include <endian.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -50,6 +51,16 @@ struct checked_chunk {
   double distance_squared = 0;
   uint64_t checksum = 0;
 };
+
+/// x[i] *= factor over float32 elements (host order) in place.
+void scale_floats(std::span<std::byte> x, float factor) {
+  for (size_t i = 0; i < x.size(); i += 4) {
+    float v = 0;
+    std::memcpy(&v, x.data() + i, 4);
+    v *= factor;
+    std::memcpy(x.data() + i, &v, 4);
+  }
+}
 
 // State machine: collecting (streams open and close) -> finalize_atom ->
 // collecting the next round. A chunk is validated in full (its place in the
@@ -263,11 +274,13 @@ public:
     const auto& e = plan_.extent(seq);
     FEDCAF_REQUIRE(bytes.size() == e.bytes && e.bytes % 4 == 0,
                    errc::out_of_range, bytes.size(), e.bytes);
-    auto sum = ram_->ring(seq);
+    bool fresh = false;
+    auto sum = ram_->ring(seq, &fresh);
     for (size_t i = 0; i < bytes.size(); i += 4) {
       uint32_t v = 0, acc = 0;
       std::memcpy(&v, bytes.data() + i, 4);
-      std::memcpy(&acc, sum.data() + i, 4);
+      if (!fresh)
+        std::memcpy(&acc, sum.data() + i, 4);
       acc += le32toh(v);
       std::memcpy(sum.data() + i, &acc, 4);
     }
@@ -294,32 +307,47 @@ public:
   result<void> unmask(const secagg::unmask_plan& plan) {
     secagg::quantizer q{options_.secagg_clipping_range,
                         options_.secagg_quantization_bits};
-    auto updates = static_cast<double>(plan.contributors);
+    auto updates = static_cast<float>(plan.contributors);
     auto limit = static_cast<float>(max_abs(1.0) / 2);
-    std::vector<uint32_t> sum;
-    std::vector<float> mean;
+    std::vector<std::span<std::byte>> storage(plan_.chunk_count());
     for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
       const auto& e = plan_.extent(seq);
-      auto ring = ram_ ? ram_->ring(seq) // zeroes if nobody's chunk came
-                       : current_->bytes.bytes().subspan(e.model_offset,
-                                                         e.bytes);
-      auto n = e.bytes / 4;
-      sum.resize(n);
-      mean.resize(n);
-      std::memcpy(sum.data(), ring.data(), e.bytes);
-      secagg::unmask_chunk(q, plan, e.model_offset / 4, sum, mean);
+      storage[seq] =
+          ram_ ? ram_->ring(seq) // zeroes if nobody's chunk came
+               : current_->bytes.bytes().subspan(e.model_offset, e.bytes);
+    }
+    // The masks of different chunks are independent: every core takes
+    // chunks in turn (the actor waits; this is the round's last step).
+    std::atomic<uint64_t> next{0};
+    auto work = [&] {
+      for (auto seq = next++; seq < plan_.chunk_count(); seq = next++) {
+        auto bytes = storage[seq];
+        secagg::unmask_chunk_in_place(
+            q, plan, plan_.extent(seq).model_offset / 4, bytes);
+        if (ram_)
+          scale_floats(bytes, updates);
+      }
+    };
+    {
+      std::vector<std::jthread> helpers;
+      for (unsigned k = 1;
+           k < std::min(4u, std::thread::hardware_concurrency()); ++k)
+        helpers.emplace_back(work);
+      work();
+    }
+    for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
+      const auto& e = plan_.extent(seq);
       if (ram_) {
-        for (auto& x : mean)
-          x = static_cast<float>(x * updates);
-        std::memcpy(ring.data(), mean.data(), e.bytes);
         ram_->mark_folded(seq, updates);
         continue;
       }
-      if (optimizer_)
-        optimizer_->step(e.model_offset / 4, mean, ring, updates);
+      auto bytes = storage[seq];
+      std::span<float> mean{reinterpret_cast<float*>(bytes.data()),
+                            e.bytes / 4};
+      if (optimizer_) // DP-FedAvg's noise, in element order
+        optimizer_->step(e.model_offset / 4, mean, bytes, updates);
       for (auto& x : mean)
         x = std::clamp(x, -limit, limit);
-      std::memcpy(ring.data(), mean.data(), e.bytes);
       current_->bytes.release(e.model_offset, e.bytes); // file-backed only
     }
     return {};
@@ -755,7 +783,8 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
                            options.rule_cfg.dp_clip_norm,
                            options.rule_cfg.dp_seed);
   }
-  if (options.secure_aggregation && window && options.rule != server_rule::fedavg)
+  if (options.secure_aggregation && window &&
+      options.rule != server_rule::fedavg)
     return error{errc::bad_config, "secure aggregation in window and disk "
                                    "modes averages with FedAvg only"};
   if (options.secure_aggregation)

@@ -671,15 +671,14 @@ private:
   }
 
   /// Replaces the float32 elements in `dst` by their masked, quantized,
-  /// weighted values (little-endian uint32), through a chunk-sized scratch.
+  /// weighted values (little-endian uint32): in place where the frame's
+  /// bytes are 4-byte aligned, else through a chunk-sized scratch.
   void mask_in_place(uint64_t first_element, std::span<std::byte> dst) {
-    scratch_floats_.resize(dst.size() / 4);
-    scratch_words_.resize(dst.size() / 4);
-    std::memcpy(scratch_floats_.data(), dst.data(), dst.size());
-    secagg_->mask(first_element, scratch_floats_, scratch_words_);
-    for (auto& w : scratch_words_)
-      w = htole32(w);
-    std::memcpy(dst.data(), scratch_words_.data(), dst.size());
+    if (reinterpret_cast<uintptr_t>(dst.data()) % alignof(uint32_t) == 0)
+      return secagg_->mask_in_place(first_element, dst);
+    scratch_.assign(dst.begin(), dst.end());
+    secagg_->mask_in_place(first_element, scratch_);
+    std::memcpy(dst.data(), scratch_.data(), dst.size());
   }
 
   void on_credit(const frame& f) {
@@ -816,12 +815,10 @@ private:
   msg::offer offer_;
   round_record record_;
   uint64_t stream_id_ = 0;
-  uint64_t sent_high_ = 0;
+  uint64_t sent_high_ = 0; ///< one past the highest chunk sent this round
   /// SecAgg+: this round's keys, masks and held shares.
   std::optional<secagg_participant> secagg_;
-  std::vector<float> scratch_floats_;
-  std::vector<uint32_t>
-      scratch_words_; ///< one past the highest chunk sent this round
+  std::vector<std::byte> scratch_; ///< masks an unaligned chunk
   uint64_t generation_ = 0;
   phase phase_ = phase::registering;
   phase resume_phase_ = phase::registering;

@@ -103,6 +103,12 @@ void secagg_participant::mask(uint64_t first_element,
                      update, out);
 }
 
+void secagg_participant::mask_in_place(uint64_t first_element,
+                                       std::span<std::byte> values) const {
+  secagg::mask_chunk_in_place(*quantizer_, roster_->weight, masks_,
+                              first_element, values);
+}
+
 result<msg::secagg_unmask>
 secagg_participant::reveal(const msg::secagg_unmask& ask) const {
   if (ask.round != round_)

@@ -38,6 +38,10 @@ public:
   void mask(uint64_t first_element, std::span<const float> update,
             std::span<uint32_t> out) const;
 
+  /// The same in place over a chunk's bytes (float32 in, little-endian
+  /// masked words out). REQUIRES: as mask_chunk_in_place's.
+  void mask_in_place(uint64_t first_element, std::span<std::byte> values) const;
+
   /// Answers the server's unmask request. Fails (and reveals nothing) iff
   /// it names a client that is not a neighbour whose shares it holds, or
   /// asks for both secrets of one client.

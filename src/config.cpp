@@ -815,8 +815,7 @@ void check_secure_aggregation(section& s, const server_config& sc) {
   };
   if (sc.scheduler != "SyncScheduler")
     fail("runs with SyncScheduler only (a sum needs a round)");
-  if (sc.memory_mode != memory_mode::ram &&
-      sc.aggregator != "FedAvgAggregator")
+  if (sc.memory_mode != memory_mode::ram && sc.aggregator != "FedAvgAggregator")
     fail(std::string{"in memory_mode "} + to_string(sc.memory_mode) +
          " averages with FedAvgAggregator only (the masked sum waits where "
          "the old model was, which " +

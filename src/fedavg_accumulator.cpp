@@ -71,7 +71,7 @@ result<void> fedavg_accumulator::fold(uint64_t seq,
   return {};
 }
 
-std::span<std::byte> fedavg_accumulator::ring(uint64_t seq) {
+std::span<std::byte> fedavg_accumulator::ring(uint64_t seq, bool* fresh) {
   if (sum_.size() == 0)
     sum_ = byte_buffer::uninitialized(sum_bytes());
   if (weights_.empty())
@@ -80,10 +80,11 @@ std::span<std::byte> fedavg_accumulator::ring(uint64_t seq) {
     ring_started_.assign(plan_.chunk_count(), false);
   const auto& e = plan_.extent(seq);
   auto bytes = std::span<std::byte>{sum_.data() + e.model_offset, e.bytes};
-  if (!ring_started_[seq]) {
+  if (fresh)
+    *fresh = !ring_started_[seq];
+  else if (!ring_started_[seq])
     std::memset(bytes.data(), 0, bytes.size());
-    ring_started_[seq] = true;
-  }
+  ring_started_[seq] = true;
   return bytes;
 }
 

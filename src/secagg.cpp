@@ -321,11 +321,6 @@ splitmix64& rounding_engine() {
   return engine;
 }
 
-/// A uniform number in [0, 1) with 53 random bits.
-double uniform01(splitmix64& engine) {
-  return static_cast<double>(engine() >> 11) * 0x1.0p-53;
-}
-
 // -- neighbour graph ------------------------------------------------------
 
 /// 0..n-1 but `self`, sorted.
@@ -527,27 +522,77 @@ quantizer::quantizer(double clip, uint32_t bits)
   assert(clip > 0 && bits >= 1 && bits <= 31);
 }
 
+// Stochastic rounding in fixed point: v = (y + c) scale is scaled by 2^32
+// and truncated (exact floor of a non-negative value, no libm floor), a
+// 32-bit uniform u is added and the sum shifted down: floor(v + u / 2^32)
+// rounds up with probability frac(v), so E[q] = v. One generator call
+// gives the u of two elements. (v < 2^31, so v 2^32 < 2^63 fits; the
+// double keeps frac(v) to 2^-(52 - bits) or better.)
+template <class Load, class Store>
+void quantizer::quantize_each(size_t n, double weight, Load load,
+                              Store store) const {
+  auto& engine = rounding_engine();
+  const auto top = static_cast<uint64_t>(std::llround(2 * clip_ * scale_));
+  const double fixed = scale_ * 0x1.0p32;
+  auto one = [&](size_t i, uint32_t u) {
+    double y = weight * load(i);
+    y = y == y ? std::min(std::max(y, -clip_), clip_) : 0.0; // NaN: 0
+    auto v = static_cast<uint64_t>((y + clip_) * fixed);
+    store(i, static_cast<uint32_t>(std::min((v + u) >> 32, top)));
+  };
+  size_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    auto r = engine();
+    one(i, static_cast<uint32_t>(r));
+    one(i + 1, static_cast<uint32_t>(r >> 32));
+  }
+  if (i < n)
+    one(i, static_cast<uint32_t>(engine()));
+}
+
 void quantizer::quantize(std::span<const float> in, double weight,
                          std::span<uint32_t> out) const {
   assert(out.size() == in.size());
-  auto& engine = rounding_engine();
-  auto top = std::round(2 * clip_ * scale_); // 2^bits - 1
-  for (size_t i = 0; i < in.size(); ++i) {
-    double y = weight * in[i];
-    y = std::isnan(y) ? 0.0 : std::clamp(y, -clip_, clip_);
-    auto v = (y + clip_) * scale_;
-    auto q = std::floor(v);
-    q += uniform01(engine) < v - q ? 1.0 : 0.0;
-    out[i] = static_cast<uint32_t>(std::clamp(q, 0.0, top));
-  }
+  quantize_each(
+      in.size(), weight, [&](size_t i) { return in[i]; },
+      [&](size_t i, uint32_t q) { out[i] = q; });
+}
+
+void quantizer::quantize_in_place(std::span<std::byte> values,
+                                  double weight) const {
+  assert(values.size() % 4 == 0);
+  auto* p = values.data();
+  quantize_each(
+      values.size() / 4, weight,
+      [p](size_t i) {
+        float x = 0;
+        std::memcpy(&x, p + 4 * i, 4);
+        return x;
+      },
+      [p](size_t i, uint32_t q) { std::memcpy(p + 4 * i, &q, 4); });
 }
 
 void quantizer::dequantize(std::span<const uint32_t> sum, uint32_t contributors,
                            double weight_total, std::span<float> out) const {
   assert(out.size() == sum.size());
-  auto offset = contributors * clip_;
+  const double a = 1 / (scale_ * weight_total);
+  const double b = contributors * clip_ / weight_total;
   for (size_t i = 0; i < sum.size(); ++i)
-    out[i] = static_cast<float>((sum[i] / scale_ - offset) / weight_total);
+    out[i] = static_cast<float>(sum[i] * a - b);
+}
+
+void quantizer::dequantize_in_place(std::span<std::byte> values,
+                                    uint32_t contributors,
+                                    double weight_total) const {
+  assert(values.size() % 4 == 0);
+  const double a = 1 / (scale_ * weight_total);
+  const double b = contributors * clip_ / weight_total;
+  for (size_t i = 0; i < values.size(); i += 4) {
+    uint32_t word = 0;
+    std::memcpy(&word, values.data() + i, 4);
+    auto mean = static_cast<float>(word * a - b);
+    std::memcpy(values.data() + i, &mean, 4);
+  }
 }
 
 double quantizer::error_bound(uint32_t contributors,

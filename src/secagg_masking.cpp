@@ -1,6 +1,10 @@
 #include "fedcaf/secagg_masking.hpp"
 
+#include <endian.h>
+
 #include <algorithm>
+#include <cassert>
+#include <cstdint>
 #include <set>
 
 namespace fedcaf::secagg {
@@ -16,6 +20,22 @@ void mask_chunk(const quantizer& q, double weight, const client_masks& masks,
   apply_mask(masks.self_seed, first_element, out, 1);
   for (const auto& p : masks.pairwise)
     apply_mask(p.seed, first_element, out, p.sign);
+}
+
+void mask_chunk_in_place(const quantizer& q, double weight,
+                         const client_masks& masks, uint64_t first_element,
+                         std::span<std::byte> values) {
+  assert(values.size() % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(values.data()) % alignof(uint32_t) == 0);
+  q.quantize_in_place(values, weight);
+  // The quantizer wrote uint32 objects there.
+  std::span<uint32_t> words{reinterpret_cast<uint32_t*>(values.data()),
+                            values.size() / 4};
+  apply_mask(masks.self_seed, first_element, words, 1);
+  for (const auto& p : masks.pairwise)
+    apply_mask(p.seed, first_element, words, p.sign);
+  for (auto& w : words)
+    w = htole32(w);
 }
 
 result<unmask_plan> make_unmask_plan(const std::vector<round_client>& clients,
@@ -60,6 +80,19 @@ void unmask_chunk(const quantizer& q, const unmask_plan& plan,
   for (const auto& p : plan.pairwise)
     apply_mask(p.seed, first_element, sum, -p.sign);
   q.dequantize(sum, plan.contributors, plan.weight_total, out);
+}
+
+void unmask_chunk_in_place(const quantizer& q, const unmask_plan& plan,
+                           uint64_t first_element, std::span<std::byte> sum) {
+  assert(sum.size() % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(sum.data()) % alignof(uint32_t) == 0);
+  std::span<uint32_t> words{reinterpret_cast<uint32_t*>(sum.data()),
+                            sum.size() / 4};
+  for (const auto& seed : plan.self_seeds)
+    apply_mask(seed, first_element, words, -1);
+  for (const auto& p : plan.pairwise)
+    apply_mask(p.seed, first_element, words, -p.sign);
+  q.dequantize_in_place(sum, plan.contributors, plan.weight_total);
 }
 
 } // namespace fedcaf::secagg

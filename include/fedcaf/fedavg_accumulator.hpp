@@ -60,8 +60,10 @@ public:
   /// Secure aggregation keeps its sum in Z_2^32 (one uint32 per element of
   /// an F32 model) in this sum's own storage, so that it costs no more
   /// memory than a plain round: the bytes of chunk `seq`'s sum, zeroed the
-  /// first time a round asks for them. REQUIRES: seq < chunks, F32 model.
-  std::span<std::byte> ring(uint64_t seq);
+  /// first time a round asks for them; or, with `fresh` given, not zeroed
+  /// and *fresh set iff this is that first time (the caller then writes
+  /// every byte). REQUIRES: seq < chunks, F32 model.
+  std::span<std::byte> ring(uint64_t seq, bool* fresh = nullptr);
 
   /// Declares that chunk `seq`'s storage now holds a float32 sum of total
   /// weight `weight` (the secure sum, unmasked and dequantized in place).

@@ -104,10 +104,20 @@ public:
   void quantize(std::span<const float> in, double weight,
                 std::span<uint32_t> out) const;
 
+  /// The same in place: `values` holds float32 elements (host order) and
+  /// receives their quantized uint32 words (host order).
+  /// REQUIRES: values.size() % 4 == 0.
+  void quantize_in_place(std::span<std::byte> values, double weight) const;
+
   /// out[i] = (sum[i] / scale - contributors * clip) / weight_total: the
   /// weighted mean of `contributors` values.
   void dequantize(std::span<const uint32_t> sum, uint32_t contributors,
                   double weight_total, std::span<float> out) const;
+
+  /// The same in place: `values` holds the sum's uint32 words (host order)
+  /// and receives float32 means. REQUIRES: values.size() % 4 == 0.
+  void dequantize_in_place(std::span<std::byte> values, uint32_t contributors,
+                           double weight_total) const;
 
   /// The most a dequantized weighted mean of `contributors` unclipped
   /// values can differ from the exact one: contributors / (scale *
@@ -119,6 +129,10 @@ public:
   uint64_t max_contributors() const;
 
 private:
+  /// store(i, quantized(weight * load(i))) for i < n.
+  template <class Load, class Store>
+  void quantize_each(size_t n, double weight, Load load, Store store) const;
+
   double clip_;
   double scale_;
 };

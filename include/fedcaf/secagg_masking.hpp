@@ -41,6 +41,13 @@ void mask_chunk(const quantizer& q, double weight, const client_masks& masks,
                 uint64_t first_element, std::span<const float> update,
                 std::span<uint32_t> out);
 
+/// The same in place over a chunk's bytes: float32 elements (host order)
+/// in, masked words (little-endian) out; no scratch copy.
+/// REQUIRES: values.size() % 4 == 0, values.data() 4-byte aligned.
+void mask_chunk_in_place(const quantizer& q, double weight,
+                         const client_masks& masks, uint64_t first_element,
+                         std::span<std::byte> values);
+
 /// What the server removes from the ring sum after the unmask phase: the
 /// self masks of the clients in the sum, and the pairwise masks that
 /// survivors applied against neighbours whose update is not in the sum
@@ -76,5 +83,11 @@ result<unmask_plan> make_unmask_plan(const std::vector<round_client>& clients,
 void unmask_chunk(const quantizer& q, const unmask_plan& plan,
                   uint64_t first_element, std::span<uint32_t> sum,
                   std::span<float> out);
+
+/// The same in place over a chunk of the ring sum's storage: uint32 words
+/// (host order) in, float32 means out. REQUIRES: sum.size() % 4 == 0,
+/// sum.data() 4-byte aligned.
+void unmask_chunk_in_place(const quantizer& q, const unmask_plan& plan,
+                           uint64_t first_element, std::span<std::byte> sum);
 
 } // namespace fedcaf::secagg

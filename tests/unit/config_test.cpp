@@ -591,8 +591,9 @@ TEST_CASE("secure_aggregation: what it cannot run with is refused at load") {
                       config_role::simulate,
                       {"server_configs.secure_aggregation.enabled=true",
                        std::string{"server_configs.memory_mode="} + mode}));
-  CHECK(load_config(embedded_simulate_yaml(), "embedded", config_role::simulate,
-                    {"server_configs.secure_aggregation.enabled=true",
-                     "server_configs.aggregator_kwargs.dp_fedavg.clip_norm=1",
-                     "server_configs.aggregator_kwargs.dp_fedavg.noise_multiplier=1"}));
+  CHECK(load_config(
+      embedded_simulate_yaml(), "embedded", config_role::simulate,
+      {"server_configs.secure_aggregation.enabled=true",
+       "server_configs.aggregator_kwargs.dp_fedavg.clip_norm=1",
+       "server_configs.aggregator_kwargs.dp_fedavg.noise_multiplier=1"}));
 }

@@ -6,8 +6,11 @@
 
 #include <doctest/doctest.h>
 
+#include <endian.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -306,4 +309,43 @@ TEST_CASE("secagg round: a share relayed to another client than the one it "
   auto wrong = r.opened(other, 0);
   REQUIRE_FALSE(wrong);
   CHECK(wrong.err().code == errc::bad_checksum);
+}
+
+TEST_CASE("secagg: masking in place over a chunk's bytes is the quantized "
+          "update plus the masks, as mask_chunk's") {
+  quantizer q{2.0, 20};
+  client_masks masks{random_seed(), {{random_seed(), 1}, {random_seed(), -1}}};
+  const uint64_t first = 12345;    // a chunk in the middle of a model
+  std::vector<float> update(1001); // odd: the rounding's last single element
+  std::mt19937 engine{3};
+  std::uniform_real_distribution<float> value{-3.0f, 3.0f};
+  for (auto& x : update)
+    x = value(engine);
+  std::vector<std::byte> bytes(update.size() * 4);
+  std::memcpy(bytes.data(), update.data(), bytes.size());
+  mask_chunk_in_place(q, 0.5, masks, first, bytes);
+  std::vector<uint32_t> words(update.size());
+  std::memcpy(words.data(), bytes.data(), bytes.size());
+  for (auto& w : words)
+    w = le32toh(w);
+  // Taking the masks off leaves the quantized update: the same level as
+  // mask_chunk's, or the next one (the rounding draws differ).
+  apply_mask(masks.self_seed, first, words, -1);
+  for (const auto& p : masks.pairwise)
+    apply_mask(p.seed, first, words, -p.sign);
+  std::vector<uint32_t> reference(update.size());
+  mask_chunk(q, 0.5, {masks.self_seed, masks.pairwise}, first, update,
+             reference);
+  apply_mask(masks.self_seed, first, reference, -1);
+  for (const auto& p : masks.pairwise)
+    apply_mask(p.seed, first, reference, -p.sign);
+  size_t off_by_one = 0;
+  for (size_t i = 0; i < words.size(); ++i) {
+    auto d =
+        static_cast<int64_t>(words[i]) - static_cast<int64_t>(reference[i]);
+    CHECK(std::abs(d) <= 1);
+    off_by_one += d != 0;
+  }
+  CHECK(off_by_one > 0); // the rounding is stochastic, not a copy
+  CHECK(off_by_one < words.size());
 }

@@ -462,6 +462,19 @@ TEST_CASE("secagg: stochastic rounding is unbiased, values beyond clip are "
   // Standard error sqrt(0.75 * 0.25) / 127.5 / sqrt(n) = 7.6e-6; rounding
   // always down would be 0.0059 off.
   CHECK(std::abs(mean - 0.3) < 5e-5);
+  // In place over bytes, an odd count: the same two levels, as often.
+  std::vector<std::byte> bytes((n + 1) * 4);
+  for (size_t i = 0; i <= n; ++i)
+    std::memcpy(bytes.data() + 4 * i, &in[0], 4);
+  q.quantize_in_place(bytes, 1.0);
+  uint64_t ups = 0;
+  for (size_t i = 0; i <= n; ++i) {
+    uint32_t level = 0;
+    std::memcpy(&level, bytes.data() + 4 * i, 4);
+    CHECK((level == 165 || level == 166));
+    ups += level == 166;
+  }
+  CHECK(std::abs(static_cast<double>(ups) / (n + 1) - 0.75) < 0.01);
 
   std::vector<float> wide = {5.0f, -5.0f, 1.0f, -1.0f, INFINITY, NAN};
   std::vector<uint32_t> wide_levels(wide.size());
