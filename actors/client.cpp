@@ -452,6 +452,11 @@ private:
       return fail(relayed.err());
     if (auto ok = secagg_->receive_shares(*relayed); !ok)
       return fail(ok.err());
+    log_line(options_.client_id,
+             "round " + std::to_string(round_.round) +
+                 ": secure aggregation keys and shares exchanged with " +
+                 std::to_string(relayed->shares.size()) +
+                 " neighbours; sending the masked update");
     send_offer();
   }
 

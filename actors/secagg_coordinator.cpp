@@ -55,7 +55,7 @@ uint32_t secagg_coordinator::threshold() const {
   if (cfg_.neighbours > 0 && cfg_.neighbours < k)
     k = cfg_.neighbours + cfg_.neighbours % 2;
   k = std::min<uint32_t>(k, static_cast<uint32_t>(by_index_.size()) - 1);
-  return cfg_.threshold ? std::min(cfg_.threshold, k) : k / 2 + 1;
+  return cfg_.threshold ? std::min(cfg_.threshold, k + 1) : k / 2 + 1;
 }
 
 std::string secagg_coordinator::id_at(uint32_t index) const {
@@ -186,6 +186,8 @@ void secagg_coordinator::lost(const std::string& id) {
 }
 
 uint8_t secagg_coordinator::x_of(const member& owner, uint32_t holder) const {
+  if (holder == owner.index) // the share it keeps
+    return static_cast<uint8_t>(owner.neighbours.size() + 1);
   auto at = std::lower_bound(owner.neighbours.begin(), owner.neighbours.end(),
                              holder);
   if (at == owner.neighbours.end() || *at != holder)
@@ -205,7 +207,7 @@ secagg_coordinator::open_unmask(const std::set<std::string>& in_sum) {
   std::map<std::string, msg::secagg_unmask> asks;
   for (const auto& id : in_sum_) {
     auto& m = members_[id];
-    msg::secagg_unmask ask{round_, {}, {}, {}, {}};
+    msg::secagg_unmask ask{round_, {m.index}, {}, {}, {}}; // its own share
     for (auto v : m.neighbours) {
       const auto& other = members_[by_index_[v]];
       if (!other.shared)
@@ -304,10 +306,18 @@ result<secagg::unmask_plan> secagg_coordinator::close_unmask() {
     clients.push_back(std::move(c));
   }
   phase_ = phase::idle;
-  if (!short_of.empty())
+  if (!short_of.empty()) {
+    std::string missing;
+    for (const auto& [id, m] : members_)
+      if (m.shared && !in_sum_.count(id))
+        missing += (missing.empty() ? "" : ", ") + id;
     return refusal(errc::not_in_round,
                    "round " + std::to_string(round_) +
-                       ": too few survivors to unmask: " + short_of);
+                       ": too few survivors to unmask (threshold " +
+                       std::to_string(threshold()) +
+                       "); missing: " + (missing.empty() ? "none" : missing) +
+                       "; secrets short of shares: " + short_of);
+  }
   return secagg::make_unmask_plan(clients, round_);
 }
 

@@ -30,11 +30,19 @@ secagg_participant::seal_shares(const msg::secagg_roster& roster) {
     return error{errc::wrong_round, "a roster for round " +
                                         std::to_string(roster.round) +
                                         " in round " + std::to_string(round_)};
+  // x = place + 1 for each neighbour, and k + 1 for the share it keeps
+  // (so that a client and its neighbours are the k + 1 holders).
   std::vector<uint8_t> xs;
-  for (size_t j = 0; j < roster.neighbours.size(); ++j)
+  for (size_t j = 0; j <= roster.neighbours.size(); ++j)
     xs.push_back(static_cast<uint8_t>(j + 1));
   auto mask_shares = secagg::split(mask_keys_.secret, roster.threshold, xs);
   auto seed_shares = secagg::split(self_seed_, roster.threshold, xs);
+  auto own = roster.neighbours.size();
+  own_ = {roster.index, roster.index, xs[own], {}, {}};
+  std::copy(mask_shares[own].y.begin(), mask_shares[own].y.end(),
+            own_.mask_key_share.begin());
+  std::copy(seed_shares[own].y.begin(), seed_shares[own].y.end(),
+            own_.self_seed_share.begin());
   msg::secagg_shares out{round_, {}};
   for (size_t j = 0; j < roster.neighbours.size(); ++j) {
     const auto& peer = roster.neighbours[j];
@@ -65,6 +73,7 @@ secagg_participant::receive_shares(const msg::secagg_shares& relayed) {
   const auto& r = *roster_;
   masks_ = {self_seed_, {}};
   held_.clear();
+  held_[r.index] = own_;
   for (const auto& sh : relayed.shares) {
     auto peer = std::find_if(r.neighbours.begin(), r.neighbours.end(),
                              [&](const auto& p) { return p.index == sh.peer; });
@@ -128,6 +137,9 @@ secagg_participant::reveal(const msg::secagg_unmask& ask) const {
                      "the server asked for a share of client " +
                          std::to_string(owner) + ", which it does not hold"};
       bool self = list == &ask.in_sum;
+      if (owner == roster_->index && !self)
+        return error{errc::not_authorized,
+                     "the server asked for this client's own mask key"};
       const auto& y =
           self ? it->second.self_seed_share : it->second.mask_key_share;
       (self ? out.self_seed_shares : out.mask_key_shares)

@@ -43,8 +43,8 @@ public:
   void mask_in_place(uint64_t first_element, std::span<std::byte> values) const;
 
   /// Answers the server's unmask request. Fails (and reveals nothing) iff
-  /// it names a client that is not a neighbour whose shares it holds, or
-  /// asks for both secrets of one client.
+  /// it names a client that is not a neighbour whose shares it holds, asks
+  /// for both secrets of one client, or for this client's own mask key.
   result<msg::secagg_unmask> reveal(const msg::secagg_unmask& ask) const;
 
 private:
@@ -55,7 +55,9 @@ private:
   std::optional<msg::secagg_roster> roster_;
   std::optional<secagg::quantizer> quantizer_;
   secagg::client_masks masks_;
-  /// The opened shares its neighbours sent it, by sender index.
+  /// The share of its own secrets it keeps (x = k + 1).
+  secagg::share_payload own_{};
+  /// The opened shares its neighbours sent it, and its own, by owner index.
   std::map<uint32_t, secagg::share_payload> held_;
 };
 

@@ -129,10 +129,6 @@ public:
   uint64_t max_contributors() const;
 
 private:
-  /// store(i, quantized(weight * load(i))) for i < n.
-  template <class Load, class Store>
-  void quantize_each(size_t n, double weight, Load load, Store store) const;
-
   double clip_;
   double scale_;
 };
