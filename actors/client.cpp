@@ -452,6 +452,11 @@ private:
       return fail(relayed.err());
     if (auto ok = secagg_->receive_shares(*relayed); !ok)
       return fail(ok.err());
+    for (const auto& bad : secagg_->unopened())
+      log_line(log_level::warning, options_.client_id,
+               "round " + std::to_string(round_.round) +
+                   ": the secure aggregation share from " + bad +
+                   " is not held; that client may not be unmasked");
     log_line(options_.client_id,
              "round " + std::to_string(round_.round) +
                  ": secure aggregation keys and shares exchanged with " +

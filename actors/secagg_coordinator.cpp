@@ -42,6 +42,13 @@ result<void> secagg_coordinator::advertise(const std::string& id,
   if (k.share_key == k.mask_key)
     return refusal(errc::malformed_frame,
                    id + " advertised one key for both purposes");
+  // A low-order key would make every neighbour's key agreement fail: it
+  // is refused here, before anyone relies on it.
+  auto probe = secagg::generate_key_pair();
+  for (const auto* key : {&k.share_key, &k.mask_key})
+    if (!secagg::agree(probe.secret, *key, "probe", round_))
+      return refusal(errc::malformed_frame,
+                     id + " advertised a public key of low order");
   members_[id].keys = k;
   return {};
 }
@@ -294,7 +301,17 @@ result<secagg::unmask_plan> secagg_coordinator::close_unmask() {
     std::copy(secret->begin(), secret->end(),
               (c.in_sum ? c.self_seed : c.mask_secret).begin());
     // A wrong share (a survivor that lies) would leave masks in the model:
-    // a mask key must match the public key its owner advertised.
+    // a self seed must hash to its owner's commitment, a mask key match
+    // the public key its owner advertised.
+    if (c.in_sum &&
+        secagg::commitment_of(c.self_seed) != m.keys.self_seed_commitment) {
+      phase_ = phase::idle;
+      return refusal(errc::bad_checksum,
+                     "round " + std::to_string(round_) + ": the shares of " +
+                         id +
+                         "'s self seed do not give its commitment (a "
+                         "holder revealed a wrong share)");
+    }
     if (!c.in_sum && secagg::public_key_of(c.mask_secret) != m.keys.mask_key) {
       phase_ = phase::idle;
       return refusal(errc::bad_checksum,

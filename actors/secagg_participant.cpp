@@ -21,7 +21,8 @@ secagg_participant::secagg_participant(uint32_t round, uint64_t sample_count)
       self_seed_(secagg::random_seed()) {}
 
 msg::secagg_keys secagg_participant::keys() const {
-  return {round_, share_keys_.public_key, mask_keys_.public_key, sample_count_};
+  return {round_, share_keys_.public_key, mask_keys_.public_key, sample_count_,
+          secagg::commitment_of(self_seed_)};
 }
 
 result<msg::secagg_shares>
@@ -73,6 +74,8 @@ secagg_participant::receive_shares(const msg::secagg_shares& relayed) {
   const auto& r = *roster_;
   masks_ = {self_seed_, {}};
   held_.clear();
+  unopened_.clear();
+  unopened_indices_.clear();
   held_[r.index] = own_;
   for (const auto& sh : relayed.shares) {
     auto peer = std::find_if(r.neighbours.begin(), r.neighbours.end(),
@@ -81,28 +84,43 @@ secagg_participant::receive_shares(const msg::secagg_shares& relayed) {
       return error{errc::not_authorized, "a share from client " +
                                              std::to_string(sh.peer) +
                                              ", not a neighbour"};
-    auto key =
-        secagg::agree(share_keys_.secret, peer->share_key, "share", round_);
-    if (!key)
-      return key.err();
-    auto plain = secagg::open_sealed(*key, sh.sealed,
-                                     share_context(round_, sh.peer, r.index));
-    if (!plain)
-      return error{errc::bad_checksum,
-                   "the share from " + peer->client_id +
-                       " does not open: " + plain.err().message};
-    auto p = secagg::decode_share_payload(*plain);
-    if (!p || p->from != sh.peer || p->to != r.index)
-      return error{errc::malformed_frame,
-                   "the share from " + peer->client_id + " is malformed"};
     auto seed =
         secagg::agree(mask_keys_.secret, peer->mask_key, "mask", round_);
     if (!seed)
-      return seed.err();
+      return error{seed.err().code,
+                   peer->client_id + "'s mask key: " + seed.err().message};
+    // The server counts the peer as shared: the pair's masks must cancel,
+    // whatever its share holds.
     masks_.pairwise.push_back({*seed, secagg::pair_sign(r.index, sh.peer)});
-    held_[sh.peer] = *p;
+    if (auto p = open_share(*peer, sh))
+      held_[sh.peer] = *p;
+    else { // a peer's garbage spoils its own unmasking, not this client's run
+      unopened_.push_back(peer->client_id + " (" + p.err().message + ")");
+      unopened_indices_.insert(sh.peer);
+    }
   }
   return {};
+}
+
+result<secagg::share_payload>
+secagg_participant::open_share(const msg::secagg_peer& peer,
+                               const msg::sealed_share& sh) const {
+  const auto& r = *roster_;
+  auto key = secagg::agree(share_keys_.secret, peer.share_key, "share", round_);
+  if (!key)
+    return key.err();
+  auto plain = secagg::open_sealed(*key, sh.sealed,
+                                   share_context(round_, sh.peer, r.index));
+  if (!plain)
+    return error{errc::bad_checksum, "does not open"};
+  auto p = secagg::decode_share_payload(*plain);
+  if (!p || p->from != sh.peer || p->to != r.index)
+    return error{errc::malformed_frame, "malformed"};
+  return *p;
+}
+
+bool secagg_participant::unopened_index(uint32_t index) const {
+  return unopened_indices_.count(index) > 0;
 }
 
 void secagg_participant::mask(uint64_t first_element,
@@ -132,6 +150,8 @@ secagg_participant::reveal(const msg::secagg_unmask& ask) const {
                      "the server asked for both secrets of client " +
                          std::to_string(owner)};
       auto it = held_.find(owner);
+      if (it == held_.end() && unopened_index(owner))
+        continue; // its share did not open: nothing to reveal
       if (it == held_.end())
         return error{errc::not_authorized,
                      "the server asked for a share of client " +

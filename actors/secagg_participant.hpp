@@ -8,6 +8,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "fedcaf/secagg_masking.hpp"
 #include "messages/codec.hpp"
@@ -29,9 +31,14 @@ public:
 
   /// Takes the shares relayed to it: it masks against exactly their
   /// senders. Fails, naming the sender, iff a share is not from a
-  /// neighbour, does not open (not sealed for this client in this round),
-  /// or carries another pair than its sender and this client.
+  /// neighbour or its mask key gives no pair key. A share that does not
+  /// open (not sealed for this client in this round) or carries another
+  /// pair is not held (see unopened()): its sender's garbage can spoil the
+  /// unmasking of its own secrets, not this client's run.
   result<void> receive_shares(const msg::secagg_shares& relayed);
+
+  /// The neighbours whose share did not open, with why (for the log).
+  const std::vector<std::string>& unopened() const { return unopened_; }
 
   /// Quantizes weight * `update` (elements [first_element, ...)) and adds
   /// the masks into `out`. REQUIRES: receive_shares succeeded.
@@ -55,10 +62,19 @@ private:
   std::optional<msg::secagg_roster> roster_;
   std::optional<secagg::quantizer> quantizer_;
   secagg::client_masks masks_;
+  /// Opens the share `sh` that neighbour `peer` sealed for this client.
+  result<secagg::share_payload> open_share(const msg::secagg_peer& peer,
+                                           const msg::sealed_share& sh) const;
+
+  /// True iff the share of the client at `index` did not open.
+  bool unopened_index(uint32_t index) const;
+
   /// The share of its own secrets it keeps (x = k + 1).
   secagg::share_payload own_{};
   /// The opened shares its neighbours sent it, and its own, by owner index.
   std::map<uint32_t, secagg::share_payload> held_;
+  std::vector<std::string> unopened_;
+  std::set<uint32_t> unopened_indices_;
 };
 
 /// The associated data a share is sealed with: the round, the sender's and

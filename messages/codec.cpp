@@ -443,12 +443,13 @@ void put(capnp::List<wire::RevealedShare>::Builder list,
 } // namespace
 
 frame encode(const secagg_keys& x) {
-  return build(24, [&](auto body) {
+  return build(32, [&](auto body) {
     auto b = body.initSecAggKeys();
     b.setRound(x.round);
     b.setShareKey(data_of(x.share_key));
     b.setMaskKey(data_of(x.mask_key));
     b.setSampleCount(x.sample_count);
+    b.setSelfSeedCommitment(data_of(x.self_seed_commitment));
   });
 }
 
@@ -806,7 +807,12 @@ template <> result<secagg_keys> decode<secagg_keys>(const frame& f) {
     auto mask = key_of(b.getMaskKey(), "secagg keys: mask key");
     if (!mask)
       return mask.err();
-    return secagg_keys{b.getRound(), *share, *mask, b.getSampleCount()};
+    auto commitment =
+        key_of(b.getSelfSeedCommitment(), "secagg keys: self-seed commitment");
+    if (!commitment)
+      return commitment.err();
+    return secagg_keys{b.getRound(), *share, *mask, b.getSampleCount(),
+                       *commitment};
   });
 }
 

@@ -211,6 +211,7 @@ struct secagg_keys {
   key_bytes share_key{};
   key_bytes mask_key{};
   uint64_t sample_count = 0;
+  key_bytes self_seed_commitment{}; ///< SHA-256 of its self-mask seed
 };
 
 struct secagg_peer {

@@ -200,6 +200,9 @@ struct SecAggKeys {
   sampleCount @3 :UInt64;
   # Its weight under client_weights_mode sample_size (capped by the
   # server's max_sample_size); ignored under equal weights.
+  selfSeedCommitment @4 :Data;
+  # SHA-256 of its self-mask seed (32 bytes): a self seed reconstructed
+  # from revealed shares must hash to it, so a wrong share is caught.
 }
 
 struct SecAggPeer {

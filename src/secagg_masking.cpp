@@ -9,6 +9,28 @@
 
 namespace fedcaf::secagg {
 
+namespace {
+
+/// What a client adds: its self mask, and each pairwise mask with its sign.
+std::vector<mask_term> terms_of(const client_masks& masks) {
+  std::vector<mask_term> terms{{&masks.self_seed, 1}};
+  for (const auto& p : masks.pairwise)
+    terms.push_back({&p.seed, p.sign});
+  return terms;
+}
+
+/// What the server takes off: the plan's masks with the opposite sign.
+std::vector<mask_term> removal_terms(const unmask_plan& plan) {
+  std::vector<mask_term> terms;
+  for (const auto& seed : plan.self_seeds)
+    terms.push_back({&seed, -1});
+  for (const auto& p : plan.pairwise)
+    terms.push_back({&p.seed, -p.sign});
+  return terms;
+}
+
+} // namespace
+
 int pair_sign(uint32_t self, uint32_t other) {
   return self < other ? 1 : -1;
 }
@@ -17,9 +39,7 @@ void mask_chunk(const quantizer& q, double weight, const client_masks& masks,
                 uint64_t first_element, std::span<const float> update,
                 std::span<uint32_t> out) {
   q.quantize(update, weight, out);
-  apply_mask(masks.self_seed, first_element, out, 1);
-  for (const auto& p : masks.pairwise)
-    apply_mask(p.seed, first_element, out, p.sign);
+  apply_masks(terms_of(masks), first_element, out);
 }
 
 void mask_chunk_in_place(const quantizer& q, double weight,
@@ -31,9 +51,7 @@ void mask_chunk_in_place(const quantizer& q, double weight,
   // The quantizer wrote uint32 objects there.
   std::span<uint32_t> words{reinterpret_cast<uint32_t*>(values.data()),
                             values.size() / 4};
-  apply_mask(masks.self_seed, first_element, words, 1);
-  for (const auto& p : masks.pairwise)
-    apply_mask(p.seed, first_element, words, p.sign);
+  apply_masks(terms_of(masks), first_element, words);
   for (auto& w : words)
     w = htole32(w);
 }
@@ -75,10 +93,7 @@ result<unmask_plan> make_unmask_plan(const std::vector<round_client>& clients,
 void unmask_chunk(const quantizer& q, const unmask_plan& plan,
                   uint64_t first_element, std::span<uint32_t> sum,
                   std::span<float> out) {
-  for (const auto& seed : plan.self_seeds)
-    apply_mask(seed, first_element, sum, -1);
-  for (const auto& p : plan.pairwise)
-    apply_mask(p.seed, first_element, sum, -p.sign);
+  apply_masks(removal_terms(plan), first_element, sum);
   q.dequantize(sum, plan.contributors, plan.weight_total, out);
 }
 
@@ -88,10 +103,7 @@ void unmask_chunk_in_place(const quantizer& q, const unmask_plan& plan,
          reinterpret_cast<uintptr_t>(sum.data()) % alignof(uint32_t) == 0);
   std::span<uint32_t> words{reinterpret_cast<uint32_t*>(sum.data()),
                             sum.size() / 4};
-  for (const auto& seed : plan.self_seeds)
-    apply_mask(seed, first_element, words, -1);
-  for (const auto& p : plan.pairwise)
-    apply_mask(p.seed, first_element, words, -p.sign);
+  apply_masks(removal_terms(plan), first_element, words);
   q.dequantize_in_place(sum, plan.contributors, plan.weight_total);
 }
 

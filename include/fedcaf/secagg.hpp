@@ -4,7 +4,7 @@
 // shares of a client's secrets, the masks positioned by element offset, and
 // the fixed-point quantization in Z_2^32. No actor, no frame: the client
 // and the aggregator compose these. Every secret comes from OpenSSL's
-// RAND_bytes; X25519, HKDF-SHA256, AES-256-GCM and AES-256-CTR are
+// RAND_bytes; X25519, HKDF-SHA256, AES-256-GCM and AES-128-CTR are
 // OpenSSL's libcrypto.
 // Thread-safety: pure functions over memory the caller owns, except
 // quantizer, whose rounding draws random numbers (one per thread).
@@ -38,6 +38,9 @@ key_pair generate_key_pair();
 /// The X25519 public key of `secret` (to check a reconstructed secret
 /// against the key its owner advertised).
 key32 public_key_of(const key32& secret);
+
+/// SHA-256 of `seed`: what a client commits to its self-mask seed with.
+key32 commitment_of(const key32& seed);
 
 /// Returns 32 random bytes (a self-mask seed).
 key32 random_seed();
@@ -82,10 +85,22 @@ result<std::vector<uint8_t>> combine(std::span<const share> shares,
 /// The mask of `seed` at model elements [first_element, first_element +
 /// values.size()) added (sign +1) or subtracted (sign -1) to values, mod
 /// 2^32: element i's mask is bytes [4i, 4i + 4) (little-endian) of the
-/// AES-256-CTR keystream of `seed` from counter 0, so a chunk's mask is the
-/// same whatever the chunking, and no model-sized mask exists.
+/// AES-128-CTR keystream from counter 0 under the key seed[0..16) XOR
+/// seed[16..32), so a chunk's mask is the same whatever the chunking, and
+/// no model-sized mask exists.
 void apply_mask(const key32& seed, uint64_t first_element,
                 std::span<uint32_t> values, int sign);
+
+/// One mask of apply_masks: its seed (not owned) and sign (+1 or -1).
+struct mask_term {
+  const key32* seed = nullptr;
+  int sign = 1;
+};
+
+/// apply_mask for every term at once, a keystream piece at a time (the
+/// values are read and written once per piece, not once per mask).
+void apply_masks(std::span<const mask_term> terms, uint64_t first_element,
+                 std::span<uint32_t> values);
 
 /// Fixed point in Z_2^32: a value y is clipped to [-clip, clip] and maps to
 /// (y + clip) * scale rounded stochastically (up with the probability of

@@ -44,7 +44,7 @@ def fail(why):
     sys.exit(1)
 
 
-def replay(out, rounds):
+def replay(out, rounds, tolerance=1e-6):
     report = json.load(open(f"{out}/server.json"))
     if not report["ok"]:
         fail(report["failure"])
@@ -78,7 +78,7 @@ def replay(out, rounds):
                 if not np.array_equal(got[name], theirs):
                     fail(f"round {r + 1}: client 1 received another '{name}'")
     print(f"largest difference from the PyTorch FedAvg replay: {worst:.3g}")
-    if worst > 1e-6:
+    if worst > tolerance:
         fail(f"the server's model differs from the replay by {worst}")
 
 
@@ -160,7 +160,8 @@ def interrupt(config, uri):
 
 if __name__ == "__main__":
     if sys.argv[1] == "replay":
-        replay(sys.argv[2], int(sys.argv[3]))
+        replay(sys.argv[2], int(sys.argv[3]),
+               float(sys.argv[4]) if len(sys.argv) > 4 else 1e-6)
     elif sys.argv[1] == "interrupt":
         interrupt(sys.argv[2], sys.argv[3])
     else:

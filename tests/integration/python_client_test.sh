@@ -3,38 +3,52 @@
 # `fedcaf server -c configs/server_python.yaml` and two
 # examples/python/fashion_mnist.py clients, 3 rounds on Fashion-MNIST:
 # federated accuracy >= 0.85 and the server's models equal a plain-PyTorch
-# FedAvg of the recorded updates. Then a Python client whose arrays do not
+# FedAvg of the recorded updates; the same with secure aggregation on, within
+# the quantizer's bound. Then a Python client whose arrays do not
 # match the model is refused, naming the tensor.
 set -u
 fedcaf=$1; src=$2; pydir=$3; python=${4:-/usr/bin/python3}
 export FEDCAF_PYTHON=$pydir PYTHONPATH=$pydir
-port=$(( 20000 + RANDOM % 20000 ))
-uri="127.0.0.1:$port"
 out=$(mktemp -d); pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"; }
 trap cleanup EXIT
 
 "$python" "$src/examples/python/fashion_mnist.py" --init "$out/init.safetensors" || exit 1
-timeout 600 "$fedcaf" server -c "$src/configs/server_python.yaml" \
-  --set server_configs.comm_configs.grpc_configs.server_uri=$uri \
-  --set client_configs.model_configs.path="$out/init.safetensors" \
-  --set server_configs.save_global_model="$out/global-{round}.safetensors" \
-  --report "$out/server.json" > "$out/server.log" 2>&1 & pids+=($!); server=$!
-clients=()
-for i in 1 2; do
-  timeout 600 "$python" "$src/examples/python/fashion_mnist.py" \
-    -c "$src/configs/client_$i.yaml" --record "$out/rec$i" \
-    --set comm_configs.grpc_configs.server_uri=$uri \
-    > "$out/client_$i.log" 2>&1 & pids+=($!); clients+=($!)
-done
-rc=0
-wait $server || rc=$?
-for c in "${clients[@]}"; do wait $c || rc=$?; done
-cat "$out/server.log"
-if [ $rc -ne 0 ]; then
-  echo "FAIL: a process exited non-zero"; cat "$out"/client_*.log; exit 1
-fi
+# fashion_run DIR [--set ...]: the server and two Python clients, records
+# and reports in DIR.
+fashion_run() {
+  local dir=$1; shift; mkdir -p "$dir"
+  local port=$(( 20000 + RANDOM % 20000 )) clients=() rc=0
+  local uri="127.0.0.1:$port"
+  timeout 600 "$fedcaf" server -c "$src/configs/server_python.yaml" \
+    --set server_configs.comm_configs.grpc_configs.server_uri=$uri \
+    --set client_configs.model_configs.path="$out/init.safetensors" \
+    --set server_configs.save_global_model="$dir/global-{round}.safetensors" \
+    "$@" --report "$dir/server.json" > "$dir/server.log" 2>&1 & pids+=($!)
+  local server=$!
+  for i in 1 2; do
+    timeout 600 "$python" "$src/examples/python/fashion_mnist.py" \
+      -c "$src/configs/client_$i.yaml" --record "$dir/rec$i" \
+      --set comm_configs.grpc_configs.server_uri=$uri \
+      > "$dir/client_$i.log" 2>&1 & pids+=($!); clients+=($!)
+  done
+  wait $server || rc=$?
+  for c in "${clients[@]}"; do wait $c || rc=$?; done
+  cat "$dir/server.log"
+  if [ $rc -ne 0 ]; then
+    echo "FAIL: a process exited non-zero"; cat "$dir"/client_*.log; exit 1
+  fi
+}
+fashion_run "$out"
 "$python" "$src/tests/integration/python_client_check.py" replay "$out" 3 || exit 1
+# Secure aggregation, transparently (the embedded C++ client masks): each
+# round's model is the replayed FedAvg within the quantizer's bound, n 2c /
+# (2^b - 1) = 2 x 16 / (2^22 - 1) = 7.63e-6.
+fashion_run "$out/secure" --set server_configs.secure_aggregation.enabled=true
+grep -q "keys and shares exchanged" "$out/secure/client_1.log" ||
+  { echo "FAIL: the Python client did not run secure aggregation"; exit 1; }
+"$python" "$src/tests/integration/python_client_check.py" replay "$out/secure" 3 7.63e-6 ||
+  exit 1
 
 # A small synthetic model for the refusals: one client, one round.
 port=$(( 20000 + RANDOM % 20000 )); uri="127.0.0.1:$port"

@@ -96,16 +96,11 @@ timeout 300 "$fedcaf" simulate -c "$src/configs/synthetic_dummy.yaml" "${model[@
   --set data_configs.dataset_kwargs.num_clients=1 \
   --set "server_configs.save_global_model=$out/initial_{round}.safetensors" \
   > "$out/initial.log" 2>&1 || fail "the reference run failed"
-/usr/bin/python3 - "$out" <<'PY' || fail "the model is not FedAvg of the survivors"
-import json, struct, sys, numpy as np
-out = sys.argv[1]
-def load(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n]); base = 8 + n
-    return np.concatenate([np.frombuffer(b[base + v["data_offsets"][0]:
-                                           base + v["data_offsets"][1]],
-                                         dtype=np.float32)
-                           for k, v in sorted(h.items()) if k != "__metadata__"])
+/usr/bin/python3 - "$src" "$out" <<'PY' || fail "the model is not FedAvg of the survivors"
+import json, sys, numpy as np
+sys.path.insert(0, sys.argv[1] + "/tests/integration")
+from safetensors_f32 import load_flat as load
+out = sys.argv[2]
 report = json.load(open(f"{out}/met.json"))
 r = report["rounds"][0]
 print("contributors:", r["contributors"], "missing:", r["missing_clients"])

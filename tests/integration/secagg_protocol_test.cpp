@@ -30,6 +30,7 @@ struct trial {
   std::map<std::string, secagg_participant> clients;
   std::map<std::string, std::vector<float>> updates;
   std::map<std::string, double> weights;
+  std::map<std::string, uint32_t> index; ///< as the roster gave it
   size_t elements = 70001;
   std::vector<uint32_t> seen;
 
@@ -61,6 +62,7 @@ struct trial {
     std::map<std::string, msg::secagg_shares> sent;
     for (auto& [id, r] : *rosters) {
       weights[id] = r.weight;
+      index[id] = r.index;
       auto s = clients.at(id).seal_shares(wire(r));
       REQUIRE(s);
       sent[id] = wire(*s);
@@ -205,10 +207,12 @@ TEST_CASE("secagg protocol: refusals name the client and what it did") {
     REQUIRE(t.server.submit_shares(id, s));
   CHECK_FALSE(t.server.submit_shares("Client2", sent["Client2"])); // twice
   auto relays = t.server.close_shares();
-  // A relay that swaps two senders' shares does not open at the client.
+  // A relay that swaps two senders' shares does not open at the client:
+  // neither is held (both named), and the client goes on.
   auto swapped = relays["Client1"];
   std::swap(swapped.shares[0].sealed, swapped.shares[1].sealed);
-  CHECK_FALSE(t.clients.at("Client1").receive_shares(swapped));
+  REQUIRE(t.clients.at("Client1").receive_shares(swapped));
+  CHECK(t.clients.at("Client1").unopened().size() == 2);
   for (auto& [id, rr] : relays)
     REQUIRE(t.clients.at(id).receive_shares(rr));
   // A client refuses to reveal both secrets of one neighbour.
@@ -247,6 +251,78 @@ TEST_CASE("secagg protocol: a survivor revealing a wrong share of a lost "
   auto plan = t.server.close_unmask();
   REQUIRE_FALSE(plan);
   CHECK(plan.err().message.find("Client5's mask key") != std::string::npos);
+}
+
+TEST_CASE("secagg protocol: a client's garbage share does not fail its "
+          "neighbour, and the others' shares still unmask it") {
+  trial t{5};
+  t.advertise();
+  auto sent = t.share();
+  // Client2 seals garbage for one neighbour (the server cannot tell).
+  auto& bad = sent.at("Client2").shares.at(0);
+  for (auto& b : bad.sealed)
+    b ^= 0x5a;
+  uint32_t victim = bad.peer;
+  for (auto& [id, s] : sent)
+    REQUIRE(t.server.submit_shares(id, s));
+  std::string victim_id;
+  for (auto& [id, r] : t.server.close_shares()) {
+    REQUIRE(t.clients.at(id).receive_shares(r)); // nobody fails
+    if (t.index.at(id) == victim) {
+      victim_id = id;
+      REQUIRE(t.clients.at(id).unopened().size() == 1);
+      CHECK(t.clients.at(id).unopened()[0].find("Client2") == 0);
+    } else
+      CHECK(t.clients.at(id).unopened().empty());
+  }
+  REQUIRE_FALSE(victim_id.empty());
+  std::set<std::string> in_sum{"Client1", "Client2", "Client3", "Client4",
+                               "Client5"};
+  auto sum = t.upload(in_sum, 777);
+  auto asks = t.server.open_unmask(in_sum);
+  REQUIRE(asks);
+  for (auto& [id, ask] : *asks) {
+    auto r = t.clients.at(id).reveal(ask); // the victim skips Client2
+    REQUIRE(r);
+    REQUIRE(t.server.reveal(id, *r));
+  }
+  auto plan = t.server.close_unmask();
+  if (!plan)
+    FAIL(to_string(plan.err()));
+  auto [worst, bound] = t.compare(sum, *plan, in_sum);
+  CHECK(worst <= bound + 1e-7);
+}
+
+TEST_CASE("secagg protocol: a low-order public key is refused when it is "
+          "advertised, naming the client") {
+  trial t{3};
+  auto keys = t.clients.at("Client1").keys();
+  keys.mask_key.fill(0); // the point of order 1 (u = 0)
+  auto refused = t.server.advertise("Client1", keys);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::malformed_frame);
+  CHECK(refused.err().message.find("Client1") != std::string::npos);
+}
+
+TEST_CASE("secagg protocol: a survivor revealing a wrong share of another "
+          "survivor's self seed is caught by the seed's commitment") {
+  trial t{5};
+  t.setup();
+  std::set<std::string> in_sum{"Client1", "Client2", "Client3", "Client4",
+                               "Client5"};
+  auto asks = t.server.open_unmask(in_sum);
+  REQUIRE(asks);
+  for (auto& [id, ask] : *asks) {
+    auto r = t.clients.at(id).reveal(ask);
+    REQUIRE(r);
+    for (auto& sh : r->self_seed_shares) // every survivor lies about Client3
+      if (sh.owner == t.index.at("Client3"))
+        sh.y[0] ^= 1;
+    REQUIRE(t.server.reveal(id, *r));
+  }
+  auto plan = t.server.close_unmask();
+  REQUIRE_FALSE(plan);
+  CHECK(plan.err().message.find("Client3's self seed") != std::string::npos);
 }
 
 TEST_CASE("secagg protocol: fewer survivors than the threshold fail the "

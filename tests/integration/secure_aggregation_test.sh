@@ -44,16 +44,11 @@ for mode in ram window; do
 done
 [ -d "$tmp" ] && ! ls "$tmp"/fedcaf-global-* > /dev/null 2>&1 ||
   fail "disk mode left its model file behind"
-/usr/bin/python3 - "$tmp" "${pairs[@]}" <<'PY' || fail "the models differ past the bound"
-import json, struct, sys, numpy as np
-tmp, pairs = sys.argv[1], sys.argv[2:]
-def load(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n]); base = 8 + n
-    return np.concatenate([np.frombuffer(b[base + v["data_offsets"][0]:
-                                           base + v["data_offsets"][1]],
-                                         dtype=np.float32)
-                           for k, v in sorted(h.items()) if k != "__metadata__"])
+/usr/bin/python3 - "$src" "$tmp" "${pairs[@]}" <<'PY' || fail "the models differ past the bound"
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1] + "/tests/integration")
+from safetensors_f32 import load_flat as load
+tmp, pairs = sys.argv[2], sys.argv[3:]
 ok = True
 for pair in pairs:
     for r in (1, 2, 3):

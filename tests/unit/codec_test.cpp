@@ -270,12 +270,15 @@ TEST_CASE("secagg frames round-trip and refuse what a round cannot hold") {
   key_bytes k1{}, k2{};
   k1.fill(1);
   k2.fill(2);
-  auto keys = decode<secagg_keys>(encode(secagg_keys{3, k1, k2, 600}));
+  key_bytes k3{};
+  k3.fill(3);
+  auto keys = decode<secagg_keys>(encode(secagg_keys{3, k1, k2, 600, k3}));
   REQUIRE(keys);
   CHECK(keys->round == 3);
   CHECK(keys->share_key == k1);
   CHECK(keys->mask_key == k2);
   CHECK(keys->sample_count == 600);
+  CHECK(keys->self_seed_commitment == k3);
   CHECK(*kind_of(encode(secagg_keys{})) == frame_kind::secagg_keys);
 
   secagg_roster r{3, 1, 0.25, 2, 8.0, 22, {}};
