@@ -500,8 +500,9 @@ result<std::vector<uint8_t>> combine(std::span<const share> shares,
 // -- masks ----------------------------------------------------------------
 
 void apply_masks(std::span<const mask_term> terms, uint64_t first_element,
-                 std::span<uint32_t> values) {
-  if (values.empty() || terms.empty())
+                 std::span<uint32_t> values, const piece_hook& before,
+                 const piece_hook& after) {
+  if (values.empty())
     return;
   std::vector<cipher_ctx_ptr> streams;
   streams.reserve(terms.size());
@@ -516,12 +517,16 @@ void apply_masks(std::span<const mask_term> terms, uint64_t first_element,
     auto piece = values.subspan(
         at, std::min(keystream_piece_bytes / 4, values.size() - at));
     auto bytes = static_cast<int>(4 * piece.size());
+    if (before)
+      before(at, piece);
     for (size_t k = 0; k < terms.size(); ++k) {
       if (EVP_EncryptUpdate(streams[k].get(), keystream, &written, zero_piece,
                             bytes) != 1)
         broken("AES-128-CTR failed");
       add_words(piece, keystream, terms[k].sign);
     }
+    if (after)
+      after(at, piece);
     used_bytes = std::max(used_bytes, bytes);
   }
   OPENSSL_cleanse(keystream, static_cast<size_t>(used_bytes));

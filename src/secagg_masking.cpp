@@ -47,13 +47,19 @@ void mask_chunk_in_place(const quantizer& q, double weight,
                          std::span<std::byte> values) {
   assert(values.size() % 4 == 0 &&
          reinterpret_cast<uintptr_t>(values.data()) % alignof(uint32_t) == 0);
-  q.quantize_in_place(values, weight);
-  // The quantizer wrote uint32 objects there.
   std::span<uint32_t> words{reinterpret_cast<uint32_t*>(values.data()),
                             values.size() / 4};
-  apply_masks(terms_of(masks), first_element, words);
-  for (auto& w : words)
-    w = htole32(w);
+  // Piece by piece, while it is in cache: quantize (the floats become
+  // uint32 words in place), add the masks, store little-endian.
+  apply_masks(
+      terms_of(masks), first_element, words,
+      [&](size_t, std::span<uint32_t> piece) {
+        q.quantize_in_place(std::as_writable_bytes(piece), weight);
+      },
+      [](size_t, std::span<uint32_t> piece) {
+        for (auto& w : piece)
+          w = htole32(w);
+      });
 }
 
 result<unmask_plan> make_unmask_plan(const std::vector<round_client>& clients,
@@ -103,8 +109,11 @@ void unmask_chunk_in_place(const quantizer& q, const unmask_plan& plan,
          reinterpret_cast<uintptr_t>(sum.data()) % alignof(uint32_t) == 0);
   std::span<uint32_t> words{reinterpret_cast<uint32_t*>(sum.data()),
                             sum.size() / 4};
-  apply_masks(removal_terms(plan), first_element, words);
-  q.dequantize_in_place(sum, plan.contributors, plan.weight_total);
+  apply_masks(removal_terms(plan), first_element, words, {},
+              [&](size_t, std::span<uint32_t> piece) {
+                q.dequantize_in_place(std::as_writable_bytes(piece),
+                                      plan.contributors, plan.weight_total);
+              });
 }
 
 } // namespace fedcaf::secagg

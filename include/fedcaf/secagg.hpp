@@ -15,6 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -97,10 +98,16 @@ struct mask_term {
   int sign = 1;
 };
 
+/// Work on one piece of the values (its offset in them, its words), run by
+/// apply_masks while the piece is in cache.
+using piece_hook = std::function<void(size_t, std::span<uint32_t>)>;
+
 /// apply_mask for every term at once, a keystream piece at a time (the
-/// values are read and written once per piece, not once per mask).
+/// values are read and written once per piece, not once per mask), with
+/// `before` and `after` (if any) run on each piece around its masks.
 void apply_masks(std::span<const mask_term> terms, uint64_t first_element,
-                 std::span<uint32_t> values);
+                 std::span<uint32_t> values, const piece_hook& before = {},
+                 const piece_hook& after = {});
 
 /// Fixed point in Z_2^32: a value y is clipped to [-clip, clip] and maps to
 /// (y + clip) * scale rounded stochastically (up with the probability of
