@@ -9,12 +9,17 @@
 # memory within 1.1x, round time within 2x.
 #
 #   tests/perf/secagg_cost.sh [FEDCAF] [SIZES_MIB] [CLIENT_COUNTS] [ROUNDS]
+#                             [NEIGHBOURS]
 #   tests/perf/secagg_cost.sh build/fedcaf 1024 "2 8" 3
+# NEIGHBOURS: secure_aggregation.neighbours (default 0: every other client;
+# SecAgg+'s sparse graph, e.g. 4 at 8 clients, costs each client fewer
+# masks).
 set -u
 fedcaf=${1:-build/fedcaf}
 sizes=${2:-"1024"}
 counts=${3:-"2 8"}
 rounds=${4:-3}
+neighbours=${5:-0}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mktemp -d); pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"' EXIT
@@ -27,6 +32,7 @@ one_run() { # mib n secure(true|false): appends a line to $out/runs.txt
     --set "server_configs.num_clients=$n" \
     --set "server_configs.num_global_epochs=$rounds" \
     --set "server_configs.secure_aggregation.enabled=$secure" \
+    --set "server_configs.secure_aggregation.neighbours=$neighbours" \
     --set "server_configs.comm_configs.grpc_configs.server_uri=$uri" \
     --report "$out/server.json" > "$out/server.log" 2>&1 &
   local server=$!; pids+=("$server")
