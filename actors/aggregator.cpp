@@ -318,11 +318,11 @@ public:
     }
     // The masks of different chunks are independent: every core takes
     // chunks in turn (the actor waits; this is the round's last step).
-    std::atomic<uint64_t> next{0};
+    std::atomic<uint64_t> next{0}, beyond{0};
     auto work = [&] {
       for (auto seq = next++; seq < plan_.chunk_count(); seq = next++) {
         auto bytes = storage[seq];
-        secagg::unmask_chunk_in_place(
+        beyond += secagg::unmask_chunk_in_place(
             q, plan, plan_.extent(seq).model_offset / 4, bytes);
         if (ram_)
           scale_floats(bytes, updates);
@@ -335,6 +335,12 @@ public:
         helpers.emplace_back(work);
       work();
     }
+    if (beyond > 0) // impossible for honest clients, whatever their data
+      return error{errc::poisoned_update,
+                   std::to_string(beyond.load()) +
+                       " unmasked sums lie beyond what " +
+                       std::to_string(plan.contributors) +
+                       " clients can give: a masked update was out of range"};
     for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
       const auto& e = plan_.extent(seq);
       if (ram_) {
@@ -415,31 +421,59 @@ public:
           std::count_if(streams_.begin(), streams_.end(), [](const auto& kv) {
             return !kv.second.rejected || kv.second.next_sequence > 0;
           }));
-    streams_.clear();
-    first_pass_.clear();
-    averaged_high_ = 0;
-    auto next = std::make_shared<model_snapshot>();
     if (ram_) {
       auto bytes = ram_->finalize(current_->bytes.bytes(), optimizer_.get());
       if (!bytes)
         return bytes.err();
-      next->bytes = std::move(*bytes);
-    } else {
-      if (!window_->finish_round())
-        return error{errc::internal, "finalize before every position was "
-                                     "averaged"};
-      if (optimizer_)
-        optimizer_->finish_round();
-      // The model was averaged in place; it moves on to the new snapshot
-      // (nobody reads the old one any more, see above).
-      next->bytes = std::move(current_->bytes);
+      return publish(round, std::move(*bytes));
     }
+    if (!window_->finish_round())
+      return error{errc::internal, "finalize before every position was "
+                                   "averaged"};
+    if (optimizer_)
+      optimizer_->finish_round();
+    // The model was averaged in place; it moves on to the new snapshot
+    // (nobody reads the old one any more, see above).
+    return publish(round, std::move(current_->bytes));
+  }
+
+  /// Publishes `bytes` as round `round`'s model; the round's uploads are
+  /// forgotten.
+  snapshot_ptr publish(uint32_t round, byte_buffer bytes) {
+    streams_.clear();
+    first_pass_.clear();
+    averaged_high_ = 0;
+    auto next = std::make_shared<model_snapshot>();
+    next->bytes = std::move(bytes);
     next->layout = layout_;
     next->version = ++version_;
     next->round = round;
     previous_ = std::move(current_);
     current_ = next;
     return snapshot_ptr{std::move(next)};
+  }
+
+  /// Secure aggregation failed to unmask round `round` (`why`): ram mode
+  /// publishes the model unchanged (the round is skipped: one client's
+  /// garbage must not end everyone's run); window and disk modes cannot,
+  /// their model's bytes hold the masked sum, and fail.
+  result<snapshot_ptr> skip(uint32_t round, const std::string& why) {
+    if (!ram_) {
+      error e{errc::internal,
+              "round " + std::to_string(round) + ": " + why +
+                  "; in window and disk modes the model holds the masked "
+                  "sum: the run cannot go on"};
+      log_line(log_level::error, "aggregator", e.message);
+      return e;
+    }
+    log_line(log_level::error, "aggregator",
+             "round " + std::to_string(round) +
+                 ": secure aggregation failed: " + why +
+                 "; the global model stays as it was");
+    auto bytes = ram_->keep(current_->bytes.bytes());
+    if (!bytes)
+      return bytes.err();
+    return publish(round, std::move(*bytes));
   }
 
 private:
@@ -723,21 +757,23 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
           return *next;
         }
         auto rp = self->make_response_promise<snapshot_ptr>();
+        auto deliver = [rp](result<snapshot_ptr> next) mutable {
+          if (!next)
+            rp.deliver(as_caf(next.err()));
+          else
+            rp.deliver(*next);
+        };
         self->request(state->server(), caf::infinite, secagg_atom::value, round,
                       state->in_sum())
             .then(
-                [state, rp, round](secagg::unmask_plan& plan) mutable {
-                  if (auto ok = state->unmask(plan); !ok) {
-                    rp.deliver(as_caf(ok.err()));
-                    return;
-                  }
-                  auto next = logged(state->finalize(round));
-                  if (!next)
-                    rp.deliver(as_caf(next.err()));
-                  else
-                    rp.deliver(*next);
+                [state, deliver, round](secagg::unmask_plan& plan) mutable {
+                  auto ok = state->unmask(plan);
+                  deliver(ok ? logged(state->finalize(round))
+                             : state->skip(round, ok.err().message));
                 },
-                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+                [state, deliver, round](caf::error& e) mutable {
+                  deliver(state->skip(round, caf::to_string(e)));
+                });
         return rp;
       },
   };

@@ -62,7 +62,9 @@ uint32_t secagg_coordinator::threshold() const {
   if (cfg_.neighbours > 0 && cfg_.neighbours < k)
     k = cfg_.neighbours + cfg_.neighbours % 2;
   k = std::min<uint32_t>(k, static_cast<uint32_t>(by_index_.size()) - 1);
-  return cfg_.threshold ? std::min(cfg_.threshold, k + 1) : k / 2 + 1;
+  // Never below 2 (one share would be the secret), never lowered from
+  // what is configured (close_keys fails a round that cannot meet it).
+  return std::max<uint32_t>(cfg_.threshold ? cfg_.threshold : k / 2 + 1, 2);
 }
 
 std::string secagg_coordinator::id_at(uint32_t index) const {
@@ -81,6 +83,16 @@ secagg_coordinator::close_keys() {
                    "secure aggregation needs at least 2 clients, " +
                        std::to_string(by_index_.size()) + " advertised keys");
   auto n = static_cast<uint32_t>(by_index_.size());
+  auto holders =
+      std::min(cfg_.neighbours ? cfg_.neighbours + cfg_.neighbours % 2 : n - 1,
+               n - 1) +
+      1;
+  if (threshold() > holders)
+    return refusal(
+        errc::not_in_round,
+        "secure aggregation needs threshold " + std::to_string(threshold()) +
+            " holders of each client's secrets; the " + std::to_string(n) +
+            " clients that advertised keys give " + std::to_string(holders));
   auto graph = secagg::neighbour_graph(
       n, cfg_.neighbours ? cfg_.neighbours : n - 1, seed_ ^ round_);
   double total = 0;

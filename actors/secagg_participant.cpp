@@ -31,6 +31,11 @@ secagg_participant::seal_shares(const msg::secagg_roster& roster) {
     return error{errc::wrong_round, "a roster for round " +
                                         std::to_string(roster.round) +
                                         " in round " + std::to_string(round_)};
+  if (roster.threshold < 2 || roster.threshold > roster.neighbours.size() + 1)
+    return error{errc::not_authorized,
+                 "a roster with threshold " + std::to_string(roster.threshold) +
+                     " for " + std::to_string(roster.neighbours.size()) +
+                     " neighbours (one share would be a secret)"};
   // x = place + 1 for each neighbour, and k + 1 for the share it keeps
   // (so that a client and its neighbours are the k + 1 holders).
   std::vector<uint8_t> xs;
@@ -137,15 +142,20 @@ void secagg_participant::mask_in_place(uint64_t first_element,
 }
 
 result<msg::secagg_unmask>
-secagg_participant::reveal(const msg::secagg_unmask& ask) const {
+secagg_participant::reveal(const msg::secagg_unmask& ask) {
   if (ask.round != round_)
     return error{errc::wrong_round,
                  "an unmask request for round " + std::to_string(ask.round)};
   msg::secagg_unmask out{round_, {}, {}, {}, {}};
-  std::set<uint32_t> named;
+  // Which secret of each owner this answer reveals, on top of what earlier
+  // answers of the round revealed: never both of one client, even across
+  // requests.
+  auto revealed = revealed_;
   for (const auto* list : {&ask.in_sum, &ask.dropped})
     for (auto owner : *list) {
-      if (!named.insert(owner).second)
+      bool self_secret = list == &ask.in_sum;
+      auto [at, fresh] = revealed.emplace(owner, self_secret);
+      if (!fresh && at->second != self_secret)
         return error{errc::not_authorized,
                      "the server asked for both secrets of client " +
                          std::to_string(owner)};
@@ -165,6 +175,7 @@ secagg_participant::reveal(const msg::secagg_unmask& ask) const {
       (self ? out.self_seed_shares : out.mask_key_shares)
           .push_back({owner, it->second.x, y});
     }
+  revealed_ = std::move(revealed);
   return out;
 }
 

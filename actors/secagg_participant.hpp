@@ -52,7 +52,7 @@ public:
   /// Answers the server's unmask request. Fails (and reveals nothing) iff
   /// it names a client that is not a neighbour whose shares it holds, asks
   /// for both secrets of one client, or for this client's own mask key.
-  result<msg::secagg_unmask> reveal(const msg::secagg_unmask& ask) const;
+  result<msg::secagg_unmask> reveal(const msg::secagg_unmask& ask);
 
 private:
   uint32_t round_;
@@ -74,6 +74,8 @@ private:
   /// The opened shares its neighbours sent it, and its own, by owner index.
   std::map<uint32_t, secagg::share_payload> held_;
   std::vector<std::string> unopened_;
+  /// Owner index -> the secret of it revealed this round (true: self seed).
+  std::map<uint32_t, bool> revealed_;
   std::set<uint32_t> unopened_indices_;
 };
 

@@ -129,6 +129,10 @@ public:
       secagg_->start(round, reached);
       secagg_waiting_.clear();
       secagg_sent_away_.clear();
+      if (options_.secagg_keys_timeout.count() > 0)
+        self_->delayed_send(
+            self_, options_.secagg_keys_timeout, secagg_atom::value, round,
+            static_cast<uint32_t>(secagg_coordinator::phase::keys));
     }
   }
 
@@ -191,7 +195,13 @@ public:
   caf::result<frame> hold_for_phase(const std::string& id) {
     auto rp = self_->make_response_promise<frame>();
     secagg_waiting_[id] = rp;
-    if (secagg_waiting_.size() == 1) // the phase's first: its deadline
+    // The shares phase's first: its deadline. The keys phase has none of
+    // its own (clients advertise once they trained, which takes what it
+    // takes: an early advertiser must not start a clock on the others); it
+    // ends when every chosen client advertised or was lost, or at the
+    // round's deadline (start_round).
+    if (secagg_waiting_.size() == 1 &&
+        secagg_->current() != secagg_coordinator::phase::keys)
       self_->delayed_send(self_, options_.secagg_phase_timeout,
                           secagg_atom::value, secagg_->round(),
                           static_cast<uint32_t>(secagg_->current()));

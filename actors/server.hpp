@@ -72,6 +72,10 @@ struct server_options {
   bool secagg_by_samples = false;
   /// How long each SecAgg+ setup phase waits for the slowest client.
   std::chrono::milliseconds secagg_phase_timeout{60000};
+  /// Secure aggregation: the keys phase ends this long after the round
+  /// started (scheduler_kwargs.round_deadline_s; zero: when every chosen
+  /// client advertised or was lost).
+  std::chrono::milliseconds secagg_keys_timeout{0};
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
   /// Counts updates the aggregator refused for their content.

@@ -88,6 +88,18 @@ std::span<std::byte> fedavg_accumulator::ring(uint64_t seq, bool* fresh) {
   return bytes;
 }
 
+result<byte_buffer>
+fedavg_accumulator::keep(std::span<const std::byte> global) {
+  FEDCAF_REQUIRE(type_ == dtype::float32 && global.size() == total_bytes_,
+                 errc::internal, global.size(), total_bytes_);
+  if (sum_.size() == 0)
+    sum_ = byte_buffer::uninitialized(sum_bytes());
+  std::memcpy(sum_.data(), global.data(), global.size());
+  weights_.clear();
+  ring_started_.clear();
+  return std::move(sum_);
+}
+
 void fedavg_accumulator::mark_folded(uint64_t seq, double weight) {
   if (weights_.empty())
     weights_.assign(plan_.chunk_count(), 0.0);

@@ -632,6 +632,10 @@ double quantizer::error_bound(uint32_t contributors,
   return contributors / (scale_ * weight_total);
 }
 
+uint64_t quantizer::levels() const {
+  return static_cast<uint64_t>(std::llround(2 * clip_ * scale_));
+}
+
 uint64_t quantizer::max_contributors() const {
   auto levels = static_cast<uint64_t>(std::llround(2 * clip_ * scale_));
   return uint64_t{0xFFFFFFFF} / levels;

@@ -103,17 +103,23 @@ void unmask_chunk(const quantizer& q, const unmask_plan& plan,
   q.dequantize(sum, plan.contributors, plan.weight_total, out);
 }
 
-void unmask_chunk_in_place(const quantizer& q, const unmask_plan& plan,
-                           uint64_t first_element, std::span<std::byte> sum) {
+uint64_t unmask_chunk_in_place(const quantizer& q, const unmask_plan& plan,
+                               uint64_t first_element,
+                               std::span<std::byte> sum) {
+  const uint64_t limit = plan.contributors * q.levels();
+  uint64_t beyond = 0;
   assert(sum.size() % 4 == 0 &&
          reinterpret_cast<uintptr_t>(sum.data()) % alignof(uint32_t) == 0);
   std::span<uint32_t> words{reinterpret_cast<uint32_t*>(sum.data()),
                             sum.size() / 4};
   apply_masks(removal_terms(plan), first_element, words, {},
               [&](size_t, std::span<uint32_t> piece) {
+                for (auto w : piece)
+                  beyond += w > limit;
                 q.dequantize_in_place(std::as_writable_bytes(piece),
                                       plan.contributors, plan.weight_total);
               });
+  return beyond;
 }
 
 } // namespace fedcaf::secagg

@@ -77,6 +77,11 @@ public:
   result<byte_buffer> finalize(std::span<const std::byte> global,
                                server_optimizer* opt);
 
+  /// Hands out a copy of `global` (the current model's bytes) as the new
+  /// model, in the sum's storage, and starts over: a round that averaged
+  /// nothing. REQUIRES: F32 model, global model-sized.
+  result<byte_buffer> keep(std::span<const std::byte> global);
+
   /// Every averaged (and optimizer-stepped) value is clamped to +-limit
   /// before it is published (also to the element type's finite range).
   void set_value_limit(float limit) { limit_ = limit; }

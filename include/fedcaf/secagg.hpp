@@ -146,6 +146,9 @@ public:
   /// weight_total).
   double error_bound(uint32_t contributors, double weight_total) const;
 
+  /// The largest quantized value, 2^bits - 1.
+  uint64_t levels() const;
+
   /// The most clients whose sum cannot wrap: floor((2^32 - 1) / (2^bits -
   /// 1)).
   uint64_t max_contributors() const;

@@ -268,6 +268,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   so.server.secagg_by_samples =
       cfg.server.rule.client_weights_mode == "sample_size";
   so.server.secagg_phase_timeout = millis(comm.stream.idle_timeout_s);
+  so.server.secagg_keys_timeout = millis(cfg.server.round_deadline_s);
   so.save_global_model = cfg.server.save_global_model;
   so.memory_mode = cfg.server.memory_mode;
   return spawn_server_side(sys, std::move(*initial), std::move(so),

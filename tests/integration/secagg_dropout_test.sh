@@ -14,7 +14,8 @@
 #    1.0) within the quantizer's bound.
 # 2. Four clients, threshold 3: Client3 and Client4 are killed after
 #    sharing; two survivors cannot reconstruct the others' secrets, so the
-#    round fails and the server names the missing clients.
+#    round fails, the server names the missing clients and keeps the model
+#    it started the round with.
 set -u
 fedcaf=$1; src=$2
 out=$(mktemp -d); pids=()
@@ -114,12 +115,19 @@ print(f"max |secure - FedAvg of the survivors| {d:.3g} (bound {bound:.3g})")
 assert 0 < d <= bound * 1.01
 PY
 
-# 2: two of four lost after sharing, threshold 3 not met.
+# 2: two of four lost after sharing, threshold 3 not met: the round fails
+# naming the missing, and its model is the one it started from (the run
+# goes on: one client's absence or garbage must not end everyone's run).
 run_case short 4 3 "3:0 4:0"
-[ "$server_rc" -ne 0 ] || fail "the server succeeded with 2 survivors below threshold 3"
+[ "$server_rc" -eq 0 ] || { fail "the server ended the run"; tail -5 "$out/short.server.log"; }
 grep -h "too few survivors" "$out/short.server.log" | head -1
 grep -q "too few survivors to unmask (threshold 3); missing: Client3, Client4" \
   "$out/short.server.log" || { fail "the failure does not name the missing"; tail -5 "$out/short.server.log"; }
+grep -q "the global model stays as it was" "$out/short.server.log" ||
+  fail "the failed round did not keep the model"
+cmp -s <(tail -c $((mib << 20)) "$out/short_1.safetensors") \
+  <(tail -c $((mib << 20)) "$out/initial_1.safetensors") ||
+  fail "the failed round changed the model"
 
 [ "$fails" -eq 0 ] && echo "secagg_dropout: all checks passed"
 exit "$fails"

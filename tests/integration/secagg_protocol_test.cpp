@@ -34,7 +34,8 @@ struct trial {
   size_t elements = 70001;
   std::vector<uint32_t> seen;
 
-  explicit trial(uint32_t n) {
+  explicit trial(uint32_t n, uint32_t threshold = 3)
+      : cfg{true, threshold, 1.0, 22, 6}, server{cfg, true, 0, 11} {
     std::vector<std::string> ids;
     std::mt19937 rng{3};
     std::uniform_real_distribution<float> value{-0.9f, 0.9f};
@@ -338,4 +339,37 @@ TEST_CASE("secagg protocol: fewer survivors than the threshold fail the "
   REQUIRE_FALSE(plan);
   CHECK(plan.err().message.find("too few survivors") != std::string::npos);
   CHECK(plan.err().message.find("Client3") != std::string::npos);
+}
+
+TEST_CASE("secagg protocol: a round of two keeps threshold 2 (one share is "
+          "never a secret), and a client reveals one secret of a client per "
+          "round, whatever the requests") {
+  trial short_of{2}; // threshold 3 configured: never lowered to fit 2
+  short_of.advertise();
+  auto none = short_of.server.close_keys();
+  REQUIRE_FALSE(none);
+  CHECK(none.err().message.find("needs threshold 3") != std::string::npos);
+
+  trial two{2, 0}; // the default threshold, floor(1 / 2) + 1, raised to 2
+  two.advertise();
+  auto rosters = two.server.close_keys();
+  REQUIRE(rosters);
+  for (auto& [id, r] : *rosters)
+    CHECK(r.threshold == 2);
+  // A roster with threshold 1 is refused by the client.
+  auto low = rosters->begin()->second;
+  low.threshold = 1;
+  auto refused = two.clients.at(rosters->begin()->first).seal_shares(low);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().message.find("threshold 1") != std::string::npos);
+
+  trial t{5};
+  t.setup();
+  auto c2 = t.index.at("Client2");
+  auto& client = t.clients.at("Client1");
+  REQUIRE(client.reveal({4, {c2}, {}, {}, {}}));    // Client2's self seed
+  REQUIRE(client.reveal({4, {c2}, {}, {}, {}}));    // again: the same secret
+  auto both = client.reveal({4, {}, {c2}, {}, {}}); // then its mask key
+  REQUIRE_FALSE(both);
+  CHECK(both.err().message.find("both secrets") != std::string::npos);
 }

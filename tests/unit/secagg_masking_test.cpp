@@ -349,3 +349,29 @@ TEST_CASE("secagg: masking in place over a chunk's bytes is the quantized "
   CHECK(off_by_one > 0); // the rounding is stochastic, not a copy
   CHECK(off_by_one < words.size());
 }
+
+TEST_CASE("secagg: unmasking counts sums beyond what the contributors can "
+          "give (an out-of-range masked update)") {
+  quantizer q{1.0, 10}; // levels 1023
+  client_masks a{random_seed(), {}}, b{random_seed(), {}};
+  std::vector<float> x(5000, 0.25f);
+  std::vector<uint32_t> ma(x.size()), mb(x.size());
+  mask_chunk(q, 0.5, a, 0, x, ma);
+  mask_chunk(q, 0.5, b, 0, x, mb);
+  unmask_plan plan{{a.self_seed, b.self_seed}, {}, 2, 1.0};
+  auto ring = [&](uint32_t poison) {
+    std::vector<uint32_t> sum(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      sum[i] = ma[i] + mb[i] + (i % 100 == 0 ? poison : 0);
+    return sum;
+  };
+  auto honest = ring(0);
+  CHECK(unmask_chunk_in_place(q, plan, 0,
+                              std::as_writable_bytes(std::span{honest})) == 0);
+  float mean = 0;
+  std::memcpy(&mean, honest.data(), 4);
+  CHECK(std::abs(mean - 0.25f) < 1e-2f);
+  auto poisoned = ring(5000); // a client added 5000 levels at 50 elements
+  CHECK(unmask_chunk_in_place(
+            q, plan, 0, std::as_writable_bytes(std::span{poisoned})) == 50);
+}
