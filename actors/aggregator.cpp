@@ -52,16 +52,6 @@ struct checked_chunk {
   uint64_t checksum = 0;
 };
 
-/// x[i] *= factor over float32 elements (host order) in place.
-void scale_floats(std::span<std::byte> x, float factor) {
-  for (size_t i = 0; i < x.size(); i += 4) {
-    float v = 0;
-    std::memcpy(&v, x.data() + i, 4);
-    v *= factor;
-    std::memcpy(x.data() + i, &v, 4);
-  }
-}
-
 // State machine: collecting (streams open and close) -> finalize_atom ->
 // collecting the next round. A chunk is validated in full (its place in the
 // stream, then its content) before it touches the accumulator, so a refused
@@ -305,6 +295,7 @@ public:
   /// if any (these modes run FedAvg only: a server optimizer would need the
   /// old model the sum overwrote).
   result<void> unmask(const secagg::unmask_plan& plan) {
+    auto started = steady_clock::now();
     secagg::quantizer q{options_.secagg_clipping_range,
                         options_.secagg_quantization_bits};
     auto updates = static_cast<float>(plan.contributors);
@@ -323,9 +314,8 @@ public:
       for (auto seq = next++; seq < plan_.chunk_count(); seq = next++) {
         auto bytes = storage[seq];
         beyond += secagg::unmask_chunk_in_place(
-            q, plan, plan_.extent(seq).model_offset / 4, bytes);
-        if (ram_)
-          scale_floats(bytes, updates);
+            q, plan, plan_.extent(seq).model_offset / 4, bytes,
+            ram_ ? updates : 1.0);
       }
     };
     {
@@ -356,6 +346,10 @@ public:
         x = std::clamp(x, -limit, limit);
       current_->bytes.release(e.model_offset, e.bytes); // file-backed only
     }
+    log_line(log_level::debug, "aggregator",
+             "unmasked " + std::to_string(plan.contributors) + " updates (" +
+                 std::to_string(plan.self_seeds.size() + plan.pairwise.size()) +
+                 " masks) in " + std::to_string(seconds_since(started)) + " s");
     return {};
   }
 

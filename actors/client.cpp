@@ -735,6 +735,10 @@ private:
     phase_ = phase::idle;
     record_.upload_seconds = seconds_since(upload_started_);
     record_.wall_seconds = seconds_since(round_started_);
+    log_line(log_level::debug, options_.client_id,
+             "round " + std::to_string(record_.round) + ": upload closed " +
+                 std::to_string(record_.upload_seconds) +
+                 " s after training ended");
     record_.ended_unix_s = unix_seconds();
     if (!report_->rounds.empty() &&
         report_->rounds.back().round == record_.round)

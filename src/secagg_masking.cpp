@@ -104,8 +104,8 @@ void unmask_chunk(const quantizer& q, const unmask_plan& plan,
 }
 
 uint64_t unmask_chunk_in_place(const quantizer& q, const unmask_plan& plan,
-                               uint64_t first_element,
-                               std::span<std::byte> sum) {
+                               uint64_t first_element, std::span<std::byte> sum,
+                               double factor) {
   const uint64_t limit = plan.contributors * q.levels();
   uint64_t beyond = 0;
   assert(sum.size() % 4 == 0 &&
@@ -117,7 +117,8 @@ uint64_t unmask_chunk_in_place(const quantizer& q, const unmask_plan& plan,
                 for (auto w : piece)
                   beyond += w > limit;
                 q.dequantize_in_place(std::as_writable_bytes(piece),
-                                      plan.contributors, plan.weight_total);
+                                      plan.contributors, plan.weight_total,
+                                      factor);
               });
   return beyond;
 }

@@ -137,9 +137,10 @@ public:
                   double weight_total, std::span<float> out) const;
 
   /// The same in place: `values` holds the sum's uint32 words (host order)
-  /// and receives float32 means. REQUIRES: values.size() % 4 == 0.
+  /// and receives float32 means, times `factor`. REQUIRES: values.size() %
+  /// 4 == 0.
   void dequantize_in_place(std::span<std::byte> values, uint32_t contributors,
-                           double weight_total) const;
+                           double weight_total, double factor = 1) const;
 
   /// The most a dequantized weighted mean of `contributors` unclipped
   /// values can differ from the exact one: contributors / (scale *

@@ -85,12 +85,13 @@ void unmask_chunk(const quantizer& q, const unmask_plan& plan,
                   std::span<float> out);
 
 /// The same in place over a chunk of the ring sum's storage: uint32 words
-/// (host order) in, float32 means out. Returns how many unmasked sums lie
+/// (host order) in, float32 means (times `factor`) out. Returns how many
+/// unmasked sums lie
 /// beyond what the plan's contributors can give (contributors x (2^bits -
 /// 1)): none unless a client's masked update was out of range (poisoned).
 /// REQUIRES: sum.size() % 4 == 0, sum.data() 4-byte aligned.
 uint64_t unmask_chunk_in_place(const quantizer& q, const unmask_plan& plan,
-                               uint64_t first_element,
-                               std::span<std::byte> sum);
+                               uint64_t first_element, std::span<std::byte> sum,
+                               double factor = 1);
 
 } // namespace fedcaf::secagg
