@@ -115,6 +115,7 @@ public:
     download_.emplace(plan_->chunk_count(), std::max(1u, rs->window));
     upload_.reset();
     sent_high_ = 0;
+    clipped_ = 0;
     params_ = trainer_->parameters();
     const_params_ = as_const(params_);
     phase_ = phase::downloading;
@@ -599,6 +600,7 @@ private:
       report_->bytes_resent += upload_->acked() * plan_->chunk_bytes();
     upload_.reset();
     sent_high_ = 0;
+    clipped_ = 0;
     send_offer();
   }
 
@@ -684,10 +686,12 @@ private:
   /// weighted values (little-endian uint32): in place where the frame's
   /// bytes are 4-byte aligned, else through a chunk-sized scratch.
   void mask_in_place(uint64_t first_element, std::span<std::byte> dst) {
-    if (reinterpret_cast<uintptr_t>(dst.data()) % alignof(uint32_t) == 0)
-      return secagg_->mask_in_place(first_element, dst);
+    if (reinterpret_cast<uintptr_t>(dst.data()) % alignof(uint32_t) == 0) {
+      clipped_ += secagg_->mask_in_place(first_element, dst);
+      return;
+    }
     scratch_.assign(dst.begin(), dst.end());
-    secagg_->mask_in_place(first_element, scratch_);
+    clipped_ += secagg_->mask_in_place(first_element, scratch_);
     std::memcpy(dst.data(), scratch_.data(), dst.size());
   }
 
@@ -735,6 +739,14 @@ private:
     phase_ = phase::idle;
     record_.upload_seconds = seconds_since(upload_started_);
     record_.wall_seconds = seconds_since(round_started_);
+    if (clipped_ > 0)
+      log_line(log_level::warning, options_.client_id,
+               "round " + std::to_string(record_.round) + ": " +
+                   std::to_string(clipped_) +
+                   " values of its weighted model lay beyond the secure "
+                   "aggregation clipping_range and were clipped: raise "
+                   "server_configs.secure_aggregation.clipping_range");
+    clipped_ = 0;
     log_line(log_level::debug, options_.client_id,
              "round " + std::to_string(record_.round) + ": upload closed " +
                  std::to_string(record_.upload_seconds) +
@@ -833,6 +845,7 @@ private:
   /// SecAgg+: this round's keys, masks and held shares.
   std::optional<secagg_participant> secagg_;
   std::vector<std::byte> scratch_; ///< masks an unaligned chunk
+  uint64_t clipped_ = 0;           ///< values clipped by this round's quantizer
   uint64_t generation_ = 0;
   phase phase_ = phase::registering;
   phase resume_phase_ = phase::registering;

@@ -1,6 +1,9 @@
 #include "actors/secagg_coordinator.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
+#include <optional>
 
 namespace fedcaf {
 
@@ -8,6 +11,60 @@ namespace {
 
 error refusal(errc code, const std::string& why) {
   return error{code, why};
+}
+
+} // namespace
+
+namespace {
+
+/// Steps `pick` (a sorted t-subset of 0..n-1) to the next one in
+/// lexicographic order; false after the last.
+bool next_subset(std::vector<size_t>& pick, size_t n) {
+  for (size_t i = pick.size(); i-- > 0;)
+    if (pick[i] < n - pick.size() + i) {
+      ++pick[i];
+      for (size_t j = i + 1; j < pick.size(); ++j)
+        pick[j] = pick[j - 1] + 1;
+      return true;
+    }
+  return false;
+}
+
+/// The secret that `valid` accepts, from the first `t` of `shares` or else
+/// from another t-subset (at most 512 tried); the x of each share that
+/// disagrees with it goes to `wrong`. Empty iff none is accepted.
+std::optional<std::vector<uint8_t>>
+robust_combine(const std::vector<secagg::share>& shares, uint32_t t,
+               const std::function<bool(const std::vector<uint8_t>&)>& valid,
+               std::vector<uint8_t>& wrong) {
+  std::vector<size_t> pick(t);
+  std::iota(pick.begin(), pick.end(), size_t{0});
+  auto combine = [&](const std::vector<size_t>& which) {
+    std::vector<secagg::share> subset;
+    for (auto i : which)
+      subset.push_back(shares[i]);
+    return secagg::combine(subset, t);
+  };
+  std::optional<std::vector<uint8_t>> found;
+  for (int tries = 0; !found && tries < 512; ++tries) {
+    if (auto s = combine(pick); s && valid(*s))
+      found = std::move(*s);
+    else if (!next_subset(pick, shares.size()))
+      break;
+  }
+  if (!found)
+    return found;
+  // A share outside the accepted set, with t - 1 of it: agrees iff honest.
+  for (size_t j = 0; j < shares.size(); ++j) {
+    if (std::find(pick.begin(), pick.end(), j) != pick.end())
+      continue;
+    auto with = pick;
+    with.back() = j;
+    auto s = combine(with);
+    if (!s || *s != *found)
+      wrong.push_back(shares[j].x);
+  }
+  return found;
 }
 
 } // namespace
@@ -293,7 +350,17 @@ bool secagg_coordinator::unmask_complete() const {
          });
 }
 
+std::string secagg_coordinator::holder_at(const member& owner,
+                                          uint8_t x) const {
+  if (x == owner.neighbours.size() + 1)
+    return id_at(owner.index);
+  return x >= 1 && x <= owner.neighbours.size()
+             ? id_at(owner.neighbours[x - 1])
+             : "client at x " + std::to_string(x);
+}
+
 result<secagg::unmask_plan> secagg_coordinator::close_unmask() {
+  liars_.clear();
   std::vector<secagg::round_client> clients;
   std::string short_of;
   for (const auto& [id, m] : members_) {
@@ -303,35 +370,40 @@ result<secagg::unmask_plan> secagg_coordinator::close_unmask() {
                            m.weight, in_sum_.count(id) > 0, {},
                            {}};
     auto& shares = (c.in_sum ? seeds_ : mask_keys_)[m.index];
-    auto secret = secagg::combine(shares, threshold());
-    if (!secret) {
+    if (shares.size() < threshold()) {
       short_of += (short_of.empty() ? "" : ", ") + id + " (" +
                   std::to_string(shares.size()) + " of " +
                   std::to_string(threshold()) + " shares)";
       continue;
     }
-    std::copy(secret->begin(), secret->end(),
-              (c.in_sum ? c.self_seed : c.mask_secret).begin());
     // A wrong share (a survivor that lies) would leave masks in the model:
-    // a self seed must hash to its owner's commitment, a mask key match
-    // the public key its owner advertised.
-    if (c.in_sum &&
-        secagg::commitment_of(c.self_seed) != m.keys.self_seed_commitment) {
+    // a self seed must hash to its owner's commitment, a mask key give the
+    // public key its owner advertised. With more shares than the
+    // threshold, a set that does is sought, and the holders whose shares
+    // disagree with it are named.
+    auto& secret = c.in_sum ? c.self_seed : c.mask_secret;
+    auto valid = [&](const std::vector<uint8_t>& s) {
+      std::copy(s.begin(), s.end(), secret.begin());
+      return c.in_sum
+                 ? secagg::commitment_of(secret) == m.keys.self_seed_commitment
+                 : secagg::public_key_of(secret) == m.keys.mask_key;
+    };
+    std::vector<uint8_t> wrong;
+    auto found = robust_combine(shares, threshold(), valid, wrong);
+    for (auto x : wrong)
+      liars_.push_back(holder_at(m, x) + " revealed a wrong share of " + id +
+                       "'s " + (c.in_sum ? "self seed" : "mask key"));
+    if (!found) {
       phase_ = phase::idle;
       return refusal(errc::bad_checksum,
-                     "round " + std::to_string(round_) + ": the shares of " +
-                         id +
-                         "'s self seed do not give its commitment (a "
-                         "holder revealed a wrong share)");
+                     "round " + std::to_string(round_) + ": no " +
+                         std::to_string(threshold()) + " of the " +
+                         std::to_string(shares.size()) + " shares of " + id +
+                         (c.in_sum ? "'s self seed give its commitment"
+                                   : "'s mask key give its advertised key") +
+                         " (holders revealed wrong shares)");
     }
-    if (!c.in_sum && secagg::public_key_of(c.mask_secret) != m.keys.mask_key) {
-      phase_ = phase::idle;
-      return refusal(errc::bad_checksum,
-                     "round " + std::to_string(round_) + ": the shares of " +
-                         id +
-                         "'s mask key do not give its advertised key "
-                         "(a survivor revealed a wrong share)");
-    }
+    valid(*found);
     clients.push_back(std::move(c));
   }
   phase_ = phase::idle;

@@ -82,6 +82,11 @@ public:
   /// Clients that left this round during setup (they sit it out).
   const std::vector<std::string>& left() const { return left_; }
 
+  /// After close_unmask: the holders whose revealed shares disagreed with
+  /// the secret their owner advertised ("X revealed a wrong share of Y's
+  /// self seed"), for the log.
+  const std::vector<std::string>& liars() const { return liars_; }
+
 private:
   struct member {
     msg::secagg_keys keys;
@@ -98,6 +103,8 @@ private:
   std::string id_at(uint32_t index) const;
   /// x of `holder`'s share of `owner`'s secrets: its place among owner's
   /// neighbours + 1; 0 iff not a neighbour.
+  /// The client holding `owner`'s share at `x`.
+  std::string holder_at(const member& owner, uint8_t x) const;
   uint8_t x_of(const member& owner, uint32_t holder) const;
 
   secure_aggregation_config cfg_;
@@ -113,6 +120,7 @@ private:
   /// Revealed shares by owner index: self seeds, mask keys.
   std::map<uint32_t, std::vector<secagg::share>> seeds_, mask_keys_;
   std::vector<std::string> left_;
+  std::vector<std::string> liars_;
 };
 
 } // namespace fedcaf

@@ -135,10 +135,10 @@ void secagg_participant::mask(uint64_t first_element,
                      update, out);
 }
 
-void secagg_participant::mask_in_place(uint64_t first_element,
-                                       std::span<std::byte> values) const {
-  secagg::mask_chunk_in_place(*quantizer_, roster_->weight, masks_,
-                              first_element, values);
+uint64_t secagg_participant::mask_in_place(uint64_t first_element,
+                                           std::span<std::byte> values) const {
+  return secagg::mask_chunk_in_place(*quantizer_, roster_->weight, masks_,
+                                     first_element, values);
 }
 
 result<msg::secagg_unmask>

@@ -46,8 +46,10 @@ public:
             std::span<uint32_t> out) const;
 
   /// The same in place over a chunk's bytes (float32 in, little-endian
-  /// masked words out). REQUIRES: as mask_chunk_in_place's.
-  void mask_in_place(uint64_t first_element, std::span<std::byte> values) const;
+  /// masked words out); returns the values clipped to the quantizer's
+  /// range. REQUIRES: as mask_chunk_in_place's.
+  uint64_t mask_in_place(uint64_t first_element,
+                         std::span<std::byte> values) const;
 
   /// Answers the server's unmask request. Fails (and reveals nothing) iff
   /// it names a client that is not a neighbour whose shares it holds, asks

@@ -325,6 +325,9 @@ public:
 
   void close_unmask() {
     auto plan = secagg_->close_unmask();
+    for (const auto& liar : secagg_->liars())
+      log_line(log_level::warning, "server",
+               "round " + std::to_string(round_) + ": " + liar);
     if (!unmask_promise_)
       return;
     auto rp = std::move(*unmask_promise_);

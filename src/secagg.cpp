@@ -559,17 +559,19 @@ namespace {
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void
 quantize_piece(std::byte* p, const uint16_t* random, size_t m, double weight,
-               double clip, double scale, int32_t top) {
+               double clip, double scale, int32_t top, uint64_t& clipped) {
   const double lo = -clip;
+  uint32_t outside = 0;
   for (size_t i = 0; i < m; ++i) {
     uint32_t bits;
     std::memcpy(&bits, p + 4 * i, 4);
     bits &= -static_cast<uint32_t>((bits & 0x7fffffffu) <= 0x7f800000u);
     float x;
     std::memcpy(&x, &bits, 4); // NaN: 0
-    double y = weight * x;
-    y = std::max(y, lo);
+    double wx = weight * x;
+    double y = std::max(wx, lo);
     y = std::min(y, clip);
+    outside += y != wx;
     double v = (y + clip) * scale + static_cast<int32_t>(random[i]) * 0x1.0p-16;
     int32_t q = static_cast<int32_t>(v);
     q = std::min(q, top);
@@ -577,6 +579,7 @@ quantize_piece(std::byte* p, const uint16_t* random, size_t m, double weight,
     uint32_t word = static_cast<uint32_t>(q);
     std::memcpy(p + 4 * i, &word, 4);
   }
+  clipped += outside;
 }
 
 /// p[i] = float(word_i a - b) over n uint32 words, in place.
@@ -595,12 +598,13 @@ dequantize_piece(std::byte* p, size_t n, double a, double b) {
 
 } // namespace
 
-void quantizer::quantize_in_place(std::span<std::byte> values,
-                                  double weight) const {
+uint64_t quantizer::quantize_in_place(std::span<std::byte> values,
+                                      double weight) const {
   assert(values.size() % 4 == 0);
   const auto top = static_cast<int32_t>(std::llround(2 * clip_ * scale_));
   alignas(64) uint16_t random[keystream_piece_bytes / 2];
   auto* stream = rounding_stream();
+  uint64_t clipped = 0;
   const size_t n = values.size() / 4;
   for (size_t at = 0; at < n; at += keystream_piece_bytes / 2) {
     const size_t m = std::min(keystream_piece_bytes / 2, n - at);
@@ -609,9 +613,10 @@ void quantizer::quantize_in_place(std::span<std::byte> values,
                           zero_piece, static_cast<int>(2 * m)) != 1)
       broken("AES-128-CTR failed");
     quantize_piece(values.data() + 4 * at, random, m, weight, clip_, scale_,
-                   top);
+                   top, clipped);
   }
   // Not cleansed: rounding bits are not secrets (the masks hide the values).
+  return clipped;
 }
 
 void quantizer::quantize(std::span<const float> in, double weight,

@@ -42,11 +42,12 @@ void mask_chunk(const quantizer& q, double weight, const client_masks& masks,
   apply_masks(terms_of(masks), first_element, out);
 }
 
-void mask_chunk_in_place(const quantizer& q, double weight,
-                         const client_masks& masks, uint64_t first_element,
-                         std::span<std::byte> values) {
+uint64_t mask_chunk_in_place(const quantizer& q, double weight,
+                             const client_masks& masks, uint64_t first_element,
+                             std::span<std::byte> values) {
   assert(values.size() % 4 == 0 &&
          reinterpret_cast<uintptr_t>(values.data()) % alignof(uint32_t) == 0);
+  uint64_t clipped = 0;
   std::span<uint32_t> words{reinterpret_cast<uint32_t*>(values.data()),
                             values.size() / 4};
   // Piece by piece, while it is in cache: quantize (the floats become
@@ -54,12 +55,13 @@ void mask_chunk_in_place(const quantizer& q, double weight,
   apply_masks(
       terms_of(masks), first_element, words,
       [&](size_t, std::span<uint32_t> piece) {
-        q.quantize_in_place(std::as_writable_bytes(piece), weight);
+        clipped += q.quantize_in_place(std::as_writable_bytes(piece), weight);
       },
       [](size_t, std::span<uint32_t> piece) {
         for (auto& w : piece)
           w = htole32(w);
       });
+  return clipped;
 }
 
 result<unmask_plan> make_unmask_plan(const std::vector<round_client>& clients,

@@ -127,9 +127,11 @@ public:
                 std::span<uint32_t> out) const;
 
   /// The same in place: `values` holds float32 elements (host order) and
-  /// receives their quantized uint32 words (host order).
+  /// receives their quantized uint32 words (host order). Returns how many
+  /// weighted values lay beyond [-clip, clip] and were clipped (a NaN
+  /// counts as 0, not clipped).
   /// REQUIRES: values.size() % 4 == 0.
-  void quantize_in_place(std::span<std::byte> values, double weight) const;
+  uint64_t quantize_in_place(std::span<std::byte> values, double weight) const;
 
   /// out[i] = (sum[i] / scale - contributors * clip) / weight_total: the
   /// weighted mean of `contributors` values.

@@ -42,11 +42,12 @@ void mask_chunk(const quantizer& q, double weight, const client_masks& masks,
                 std::span<uint32_t> out);
 
 /// The same in place over a chunk's bytes: float32 elements (host order)
-/// in, masked words (little-endian) out; no scratch copy.
+/// in, masked words (little-endian) out; no scratch copy. Returns how many
+/// weighted values were clipped to the quantizer's range.
 /// REQUIRES: values.size() % 4 == 0, values.data() 4-byte aligned.
-void mask_chunk_in_place(const quantizer& q, double weight,
-                         const client_masks& masks, uint64_t first_element,
-                         std::span<std::byte> values);
+uint64_t mask_chunk_in_place(const quantizer& q, double weight,
+                             const client_masks& masks, uint64_t first_element,
+                             std::span<std::byte> values);
 
 /// What the server removes from the ring sum after the unmask phase: the
 /// self masks of the clients in the sum, and the pairwise masks that

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <random>
 
@@ -94,6 +95,24 @@ struct trial {
           seen.insert(seen.end(), out.begin(), out.end());
       }
     return sum;
+  }
+
+  /// Opens the unmask phase for `in_sum`: every client asked reveals (its
+  /// answer passed through `tamper` first), and the server closes it.
+  result<secagg::unmask_plan>
+  unmask(const std::set<std::string>& in_sum,
+         const std::function<void(const std::string&, msg::secagg_unmask&)>&
+             tamper = {}) {
+    auto asks = server.open_unmask(in_sum);
+    REQUIRE(asks);
+    for (auto& [id, ask] : *asks) {
+      auto r = clients.at(id).reveal(ask);
+      REQUIRE(r);
+      if (tamper)
+        tamper(id, *r);
+      REQUIRE(server.reveal(id, *r));
+    }
+    return server.close_unmask();
   }
 
   /// max |unmasked mean - FedAvg of `ids`|, and the bound.
@@ -280,14 +299,7 @@ TEST_CASE("secagg protocol: a client's garbage share does not fail its "
   std::set<std::string> in_sum{"Client1", "Client2", "Client3", "Client4",
                                "Client5"};
   auto sum = t.upload(in_sum, 777);
-  auto asks = t.server.open_unmask(in_sum);
-  REQUIRE(asks);
-  for (auto& [id, ask] : *asks) {
-    auto r = t.clients.at(id).reveal(ask); // the victim skips Client2
-    REQUIRE(r);
-    REQUIRE(t.server.reveal(id, *r));
-  }
-  auto plan = t.server.close_unmask();
+  auto plan = t.unmask(in_sum); // the victim skips Client2
   if (!plan)
     FAIL(to_string(plan.err()));
   auto [worst, bound] = t.compare(sum, *plan, in_sum);
@@ -372,4 +384,26 @@ TEST_CASE("secagg protocol: a round of two keeps threshold 2 (one share is "
   auto both = client.reveal({4, {}, {c2}, {}, {}}); // then its mask key
   REQUIRE_FALSE(both);
   CHECK(both.err().message.find("both secrets") != std::string::npos);
+}
+
+TEST_CASE("secagg protocol: with more shares than the threshold, a lying "
+          "survivor is outvoted and named; the round goes on") {
+  trial t{5}; // threshold 3 of 5 holders
+  t.setup();
+  std::set<std::string> in_sum{"Client1", "Client2", "Client3", "Client4",
+                               "Client5"};
+  auto sum = t.upload(in_sum, 1000);
+  auto plan = t.unmask(in_sum, [&](const std::string& id, auto& r) {
+    if (id == "Client2") // lies about every other client's self seed
+      for (auto& sh : r.self_seed_shares)
+        if (sh.owner != t.index.at("Client2"))
+          sh.y[7] ^= 0x40;
+  });
+  if (!plan)
+    FAIL(to_string(plan.err()));
+  auto [worst, bound] = t.compare(sum, *plan, in_sum);
+  CHECK(worst <= bound + 1e-7);
+  CHECK(t.server.liars().size() == 4);
+  for (const auto& liar : t.server.liars())
+    CHECK(liar.rfind("Client2 revealed a wrong share of ", 0) == 0);
 }

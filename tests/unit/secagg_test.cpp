@@ -478,6 +478,12 @@ TEST_CASE("secagg: stochastic rounding is unbiased, values beyond clip are "
     ups += level == 166;
   }
   CHECK(std::abs(static_cast<double>(ups) / (n + 1) - 0.75) < 0.01);
+  // It counts what it clipped: 5, -5 and infinity; not +-1 (the range's
+  // ends) nor a NaN (counted as 0).
+  std::vector<float> edge = {5.0f, -5.0f, 1.0f, -1.0f, INFINITY, NAN, 0.5f};
+  std::vector<std::byte> edge_bytes(edge.size() * 4);
+  std::memcpy(edge_bytes.data(), edge.data(), edge_bytes.size());
+  CHECK(q.quantize_in_place(edge_bytes, 1.0) == 3);
 
   std::vector<float> wide = {5.0f, -5.0f, 1.0f, -1.0f, INFINITY, NAN};
   std::vector<uint32_t> wide_levels(wide.size());
