@@ -90,12 +90,19 @@ void secagg_coordinator::start(uint32_t round,
 
 result<void> secagg_coordinator::advertise(const std::string& id,
                                            const msg::secagg_keys& k) {
-  if (phase_ != phase::keys || k.round != round_ || !expected_.count(id))
+  if (k.round != round_)
     return refusal(errc::wrong_round, id + " advertised keys for round " +
                                           std::to_string(k.round) +
-                                          " outside its keys phase");
+                                          " in round " +
+                                          std::to_string(round_));
   if (members_.count(id))
     return refusal(errc::bad_sequence, id + " advertised its keys twice");
+  if (phase_ != phase::keys || !expected_.count(id)) // e.g. back too late
+    return refusal(errc::not_in_round,
+                   id + " advertised keys after round " +
+                       std::to_string(round_) +
+                       "'s keys phase, or was not in it: it sits the round "
+                       "out");
   if (k.share_key == k.mask_key)
     return refusal(errc::malformed_frame,
                    id + " advertised one key for both purposes");

@@ -254,6 +254,14 @@ public:
     answer_waiting(
         [&](const std::string& id) { return msg::encode((*rosters)[id]); });
     send_away_left();
+    // A chosen client that was not connected when the round started (lost,
+    // within its grace) cannot join a round whose keys are set: it leaves
+    // it now rather than when its grace ends.
+    for (const auto& id : chosen_)
+      if (!rosters->count(id) && secagg_sent_away_.insert(id).second)
+        self_->send(peers_.scheduler, reject_atom::value, id, round_,
+                    uint64_t{0}, static_cast<uint16_t>(errc::not_in_round),
+                    std::string{"missed the secure aggregation keys phase"});
   }
 
   void close_shares() {

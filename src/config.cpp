@@ -825,6 +825,9 @@ void check_secure_aggregation(section& s, const server_config& sc) {
   if (sc.rule.max_update_norm > 0)
     fail("cannot measure a masked update: drop "
          "aggregator_kwargs.max_update_norm");
+  if (sc.on_deadline == "wait")
+    fail("ends its keys phase at round_deadline_s: scheduler_kwargs."
+         "on_deadline: wait does not apply");
   auto n = sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
   uint64_t top = (uint64_t{1} << a.quantization_bits) - 1;
   if (n * top > 0xffffffffull)

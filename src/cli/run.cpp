@@ -241,6 +241,11 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   so.storage_dir = cfg.server.storage_dir;
   so.scheduler.min_clients = cfg.server.min_clients;
   so.scheduler.round_deadline = millis(cfg.server.round_deadline_s);
+  // Under secure aggregation nobody offers before the keys and shares
+  // phases: the deadline ends the keys phase (the server's), and the
+  // clients it leaves behind leave the round.
+  if (cfg.server.secure_aggregation.enabled)
+    so.scheduler.round_deadline = std::chrono::milliseconds{0};
   so.server.reconnect_grace = millis(comm.stream.reconnect_grace_s);
   // An upload that goes silent while its client is connected is rejected;
   // one whose client lost its connection has reconnect_grace_s to resume.

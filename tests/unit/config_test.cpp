@@ -571,6 +571,9 @@ TEST_CASE("secure_aggregation: what it cannot run with is refused at load") {
           "FedAvgAggregator only");
   refused({"server_configs.aggregator_kwargs.max_update_norm=10"},
           "cannot measure a masked update");
+  refused({"server_configs.scheduler_kwargs.round_deadline_s=30",
+           "server_configs.scheduler_kwargs.on_deadline=wait"},
+          "on_deadline: wait does not apply");
   refused({"server_configs.aggregator=FedAsyncAggregator"},
           "SyncScheduler only");
   refused({"server_configs.secure_aggregation.quantization_bits=31",
