@@ -43,11 +43,12 @@ fashion_run "$out"
 "$python" "$src/tests/integration/python_client_check.py" replay "$out" 3 || exit 1
 # Secure aggregation, transparently (the embedded C++ client masks): each
 # round's model is the replayed FedAvg within the quantizer's bound, n 2c /
-# (2^b - 1) = 2 x 16 / (2^22 - 1) = 7.63e-6.
+# (2^b - 1) = 2 x 16 / (2^22 - 1) = 7.63e-6, plus float32 rounding of the
+# result and of the replay (3e-7): measured up to 7.41e-6.
 fashion_run "$out/secure" --set server_configs.secure_aggregation.enabled=true
 grep -q "keys and shares exchanged" "$out/secure/client_1.log" ||
   { echo "FAIL: the Python client did not run secure aggregation"; exit 1; }
-"$python" "$src/tests/integration/python_client_check.py" replay "$out/secure" 3 7.63e-6 ||
+"$python" "$src/tests/integration/python_client_check.py" replay "$out/secure" 3 7.93e-6 ||
   exit 1
 
 # A small synthetic model for the refusals: one client, one round.
