@@ -1,10 +1,7 @@
 #include "actors/aggregator.hpp"
 
-#include <endian.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
@@ -259,22 +256,8 @@ public:
   /// Adds a masked chunk to the ring sum, element by element mod 2^32: in
   /// the sum's storage (ram), or in its window slot (window, disk).
   result<void> fold_masked(uint64_t seq, std::span<const std::byte> bytes) {
-    if (window_)
-      return window_->fold_ring(seq, bytes);
-    const auto& e = plan_.extent(seq);
-    FEDCAF_REQUIRE(bytes.size() == e.bytes && e.bytes % 4 == 0,
-                   errc::out_of_range, bytes.size(), e.bytes);
-    bool fresh = false;
-    auto sum = ram_->ring(seq, &fresh);
-    for (size_t i = 0; i < bytes.size(); i += 4) {
-      uint32_t v = 0, acc = 0;
-      std::memcpy(&v, bytes.data() + i, 4);
-      if (!fresh)
-        std::memcpy(&acc, sum.data() + i, 4);
-      acc += le32toh(v);
-      std::memcpy(sum.data() + i, &acc, 4);
-    }
-    return {};
+    return window_ ? window_->fold_ring(seq, bytes)
+                   : ram_->fold_ring(seq, bytes);
   }
 
   /// The clients whose whole masked update is in the ring sum.
@@ -826,7 +809,6 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
   auto state = std::make_shared<aggregator_state>(
       std::move(initial), options, std::move(ram), std::move(window),
       std::move(optimizer));
-
   return sys.spawn(aggregator_actor, std::move(state));
 }
 

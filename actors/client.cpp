@@ -1,7 +1,6 @@
 #include "actors/client.hpp"
 
-#include <endian.h>
-
+#include <cstring>
 #include <optional>
 
 #include <caf/all.hpp>
@@ -526,8 +525,6 @@ private:
   }
 
 public:
-  /// An evaluation made outside the trainer (the Python client's), of the
-  /// model of the round it names.
   /// The server asks for the shares that unmask the round's sum.
   void on_unmask_asked(const frame& f) {
     auto ask = msg::decode<msg::secagg_unmask>(f);
@@ -547,6 +544,8 @@ public:
                    });
   }
 
+  /// An evaluation made outside the trainer (the Python client's), of the
+  /// model of the round it names.
   void on_evaluated(const frame& f) {
     auto e = msg::decode<msg::evaluation>(f);
     if (!e)

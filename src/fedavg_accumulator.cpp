@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "fedcaf/element.hpp"
+#include "fedcaf/secagg.hpp"
 
 namespace fedcaf {
 
@@ -71,7 +72,7 @@ result<void> fedavg_accumulator::fold(uint64_t seq,
   return {};
 }
 
-std::span<std::byte> fedavg_accumulator::ring(uint64_t seq, bool* fresh) {
+std::span<std::byte> fedavg_accumulator::ring_bytes(uint64_t seq, bool& fresh) {
   if (sum_.size() == 0)
     sum_ = byte_buffer::uninitialized(sum_bytes());
   if (weights_.empty())
@@ -79,13 +80,29 @@ std::span<std::byte> fedavg_accumulator::ring(uint64_t seq, bool* fresh) {
   if (ring_started_.empty())
     ring_started_.assign(plan_.chunk_count(), false);
   const auto& e = plan_.extent(seq);
-  auto bytes = std::span<std::byte>{sum_.data() + e.model_offset, e.bytes};
-  if (fresh)
-    *fresh = !ring_started_[seq];
-  else if (!ring_started_[seq])
-    std::memset(bytes.data(), 0, bytes.size());
+  fresh = !ring_started_[seq];
   ring_started_[seq] = true;
+  return {sum_.data() + e.model_offset, e.bytes};
+}
+
+std::span<std::byte> fedavg_accumulator::ring(uint64_t seq) {
+  bool fresh = false;
+  auto bytes = ring_bytes(seq, fresh);
+  if (fresh)
+    std::memset(bytes.data(), 0, bytes.size());
   return bytes;
+}
+
+result<void> fedavg_accumulator::fold_ring(uint64_t seq,
+                                           std::span<const std::byte> x) {
+  FEDCAF_REQUIRE(seq < plan_.chunk_count() && type_ == dtype::float32,
+                 errc::out_of_range, seq, plan_.chunk_count());
+  FEDCAF_REQUIRE(x.size() == plan_.extent(seq).bytes, errc::out_of_range,
+                 x.size(), plan_.extent(seq).bytes);
+  bool fresh = false;
+  auto sum = ring_bytes(seq, fresh);
+  secagg::add_ring(sum, x, fresh);
+  return {};
 }
 
 result<byte_buffer>

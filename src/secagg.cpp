@@ -5,6 +5,8 @@
 // input (an allocation, AES on a fixed-size key), means a broken system:
 // it throws std::runtime_error rather than returning an error value.
 
+#include <endian.h>
+
 #include <algorithm>
 #include <bit>
 #include <cassert>
@@ -532,6 +534,19 @@ void apply_masks(std::span<const mask_term> terms, uint64_t first_element,
   OPENSSL_cleanse(keystream, static_cast<size_t>(used_bytes));
 }
 
+void add_ring(std::span<std::byte> sum, std::span<const std::byte> x,
+              bool assign) {
+  assert(sum.size() == x.size() && x.size() % 4 == 0);
+  for (size_t i = 0; i < x.size(); i += 4) {
+    uint32_t v, acc = 0;
+    std::memcpy(&v, x.data() + i, 4);
+    if (!assign)
+      std::memcpy(&acc, sum.data() + i, 4);
+    acc += le32toh(v);
+    std::memcpy(sum.data() + i, &acc, 4);
+  }
+}
+
 void apply_mask(const key32& seed, uint64_t first_element,
                 std::span<uint32_t> values, int sign) {
   const mask_term term{&seed, sign};
@@ -629,10 +644,8 @@ void quantizer::quantize(std::span<const float> in, double weight,
 void quantizer::dequantize(std::span<const uint32_t> sum, uint32_t contributors,
                            double weight_total, std::span<float> out) const {
   assert(out.size() == sum.size());
-  const double a = 1 / (scale_ * weight_total);
-  const double b = contributors * clip_ / weight_total;
-  for (size_t i = 0; i < sum.size(); ++i)
-    out[i] = static_cast<float>(sum[i] * a - b);
+  std::memcpy(out.data(), sum.data(), 4 * sum.size());
+  dequantize_in_place(std::as_writable_bytes(out), contributors, weight_total);
 }
 
 void quantizer::dequantize_in_place(std::span<std::byte> values,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
+#include <cstring>
 #include <set>
 
 namespace fedcaf::secagg {
@@ -38,8 +39,11 @@ int pair_sign(uint32_t self, uint32_t other) {
 void mask_chunk(const quantizer& q, double weight, const client_masks& masks,
                 uint64_t first_element, std::span<const float> update,
                 std::span<uint32_t> out) {
-  q.quantize(update, weight, out);
-  apply_masks(terms_of(masks), first_element, out);
+  std::memcpy(out.data(), update.data(), 4 * update.size());
+  mask_chunk_in_place(q, weight, masks, first_element,
+                      std::as_writable_bytes(out));
+  for (auto& w : out)
+    w = le32toh(w);
 }
 
 uint64_t mask_chunk_in_place(const quantizer& q, double weight,
@@ -101,8 +105,8 @@ result<unmask_plan> make_unmask_plan(const std::vector<round_client>& clients,
 void unmask_chunk(const quantizer& q, const unmask_plan& plan,
                   uint64_t first_element, std::span<uint32_t> sum,
                   std::span<float> out) {
-  apply_masks(removal_terms(plan), first_element, sum);
-  q.dequantize(sum, plan.contributors, plan.weight_total, out);
+  unmask_chunk_in_place(q, plan, first_element, std::as_writable_bytes(sum));
+  std::memcpy(out.data(), sum.data(), 4 * sum.size());
 }
 
 uint64_t unmask_chunk_in_place(const quantizer& q, const unmask_plan& plan,

@@ -1,12 +1,11 @@
 #include "fedcaf/window_accumulator.hpp"
 
-#include <endian.h>
-
 #include <algorithm>
 #include <cassert>
 #include <cstring>
 
 #include "fedcaf/element.hpp"
+#include "fedcaf/secagg.hpp"
 
 namespace fedcaf {
 
@@ -64,12 +63,8 @@ result<void> window_accumulator::fold_ring(uint64_t seq,
                  errc::out_of_range, x.size(), e.bytes);
   auto& count = counts_[seq % window_];
   FEDCAF_REQUIRE(count < needed(seq), errc::bad_sequence, seq, count);
-  auto* acc = reinterpret_cast<uint32_t*>(slot(seq));
-  for (size_t i = 0; i < e.bytes / 4; ++i) {
-    uint32_t v = 0;
-    std::memcpy(&v, x.data() + 4 * i, 4);
-    acc[i] = count == 0 ? le32toh(v) : acc[i] + le32toh(v);
-  }
+  secagg::add_ring({reinterpret_cast<std::byte*>(slot(seq)), e.bytes}, x,
+                   count == 0);
   ++count;
   weights_[seq % window_] += 1.0;
   return {};

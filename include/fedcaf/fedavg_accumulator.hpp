@@ -59,11 +59,14 @@ public:
 
   /// Secure aggregation keeps its sum in Z_2^32 (one uint32 per element of
   /// an F32 model) in this sum's own storage, so that it costs no more
-  /// memory than a plain round: the bytes of chunk `seq`'s sum, zeroed the
-  /// first time a round asks for them; or, with `fresh` given, not zeroed
-  /// and *fresh set iff this is that first time (the caller then writes
-  /// every byte). REQUIRES: seq < chunks, F32 model.
-  std::span<std::byte> ring(uint64_t seq, bool* fresh = nullptr);
+  /// memory than a plain round. Adds the masked chunk x (little-endian
+  /// words) to chunk `seq`'s ring sum (the first one is written, not
+  /// added). Fails, changing nothing, as fold() does.
+  result<void> fold_ring(uint64_t seq, std::span<const std::byte> x);
+
+  /// The bytes of chunk `seq`'s ring sum, zeroed if nothing was folded
+  /// there this round. REQUIRES: seq < chunks, F32 model.
+  std::span<std::byte> ring(uint64_t seq);
 
   /// Declares that chunk `seq`'s storage now holds a float32 sum of total
   /// weight `weight` (the secure sum, unmasked and dequantized in place).
@@ -90,6 +93,9 @@ private:
   fedavg_accumulator(uint64_t total_bytes, dtype type, chunk_plan plan)
       : total_bytes_(total_bytes), type_(type), plan_(std::move(plan)) {}
 
+  /// Chunk `seq`'s ring storage; `fresh` iff nothing was folded there yet.
+  std::span<std::byte> ring_bytes(uint64_t seq, bool& fresh);
+
   uint64_t sum_bytes() const {
     return total_bytes_ / dtype_bytes(type_) * sizeof(float);
   }
@@ -98,7 +104,7 @@ private:
   dtype type_;
   chunk_plan plan_;
   byte_buffer sum_;                ///< float32 sums
-  std::vector<bool> ring_started_; ///< per chunk: ring() zeroed it
+  std::vector<bool> ring_started_; ///< per chunk: holds this round's ring sum
   byte_buffer spare_; ///< 16-bit models: where the next result goes
   /// Per chunk: the weights folded (0: holds no sum yet; empty: none).
   std::vector<double> weights_;

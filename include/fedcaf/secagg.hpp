@@ -92,6 +92,13 @@ result<std::vector<uint8_t>> combine(std::span<const share> shares,
 void apply_mask(const key32& seed, uint64_t first_element,
                 std::span<uint32_t> values, int sign);
 
+/// sum[i] (+)= x[i] mod 2^32 over uint32 words: `sum` in host order, `x`
+/// little-endian (as masked chunks travel); assigns instead of adding iff
+/// `assign` (the first contribution: no zeroing pass). REQUIRES: equal
+/// sizes, a multiple of 4.
+void add_ring(std::span<std::byte> sum, std::span<const std::byte> x,
+              bool assign);
+
 /// One mask of apply_masks: its seed (not owned) and sign (+1 or -1).
 struct mask_term {
   const key32* seed = nullptr;

@@ -36,7 +36,8 @@ struct client_masks {
 
 /// out[i] = quantized(weight * update[i]) + self mask + sum of the signed
 /// pairwise masks (mod 2^32), for model elements [first_element,
-/// first_element + update.size()). REQUIRES: out.size() == update.size().
+/// first_element + update.size()): mask_chunk_in_place over a copy.
+/// REQUIRES: out.size() == update.size().
 void mask_chunk(const quantizer& q, double weight, const client_masks& masks,
                 uint64_t first_element, std::span<const float> update,
                 std::span<uint32_t> out);
@@ -78,8 +79,9 @@ struct round_client {
 result<unmask_plan> make_unmask_plan(const std::vector<round_client>& clients,
                                      uint32_t round);
 
-/// sum[i] -= the plan's masks at elements [first_element, first_element +
-/// sum.size()), then out[i] = the weighted mean the unmasked sum holds.
+/// out[i] = the weighted mean the sum holds once the plan's masks at
+/// elements [first_element, first_element + sum.size()) are removed:
+/// unmask_chunk_in_place over `sum` (consumed), then copied to `out`.
 /// REQUIRES: out.size() == sum.size().
 void unmask_chunk(const quantizer& q, const unmask_plan& plan,
                   uint64_t first_element, std::span<uint32_t> sum,
