@@ -139,8 +139,8 @@ public:
   // -- secure aggregation (SecAgg+): the setup and unmask phases ---------------
   //
   // keys: a client's SecAggKeys is answered with its roster once every
-  // client of the round advertised (or the phase timed out: the late ones
-  // leave the round); shares: its sealed shares are answered with those
+  // client of the round advertised or was lost (or at round_deadline_s:
+  // the late ones leave the round); shares: its sealed shares are answered with those
   // relayed to it once every client shared (or the phase timed out). The
   // masked uploads go through the aggregator as any update; at finalize the
   // aggregator asks for the unmask plan: the survivors are asked for their
