@@ -409,22 +409,36 @@ public:
                                    "averaged"};
     if (optimizer_)
       optimizer_->finish_round();
+    if (!options_.in_place) // ram mode, robust rules
+      return publish(round, std::move(next_));
     // The model was averaged in place; it moves on to the new snapshot
     // (nobody reads the old one any more, see above).
     return publish(round, std::move(current_->bytes));
   }
 
+  /// Robust rules: the values dropped per stream, per client instead.
+  std::vector<std::pair<std::string, uint64_t>>
+  trimmed_by_client(const std::map<uint64_t, uint64_t>& by_stream) const {
+    std::map<std::string, uint64_t> by_client;
+    for (auto [sid, values] : by_stream)
+      if (auto it = streams_.find(sid); it != streams_.end())
+        by_client[it->second.client_id] += values;
+    return {by_client.begin(), by_client.end()};
+  }
+
   /// Publishes `bytes` as round `round`'s model; the round's uploads are
   /// forgotten.
   snapshot_ptr publish(uint32_t round, byte_buffer bytes) {
+    auto next = std::make_shared<model_snapshot>();
+    if (window_ && options_.robust.robust())
+      next->trimmed_values = trimmed_by_client(window_->take_trimmed());
     streams_.clear();
     first_pass_.clear();
     averaged_high_ = 0;
-    auto next = std::make_shared<model_snapshot>();
-    next->bytes = std::move(bytes);
     next->layout = layout_;
     next->version = ++version_;
     next->round = round;
+    next->bytes = std::move(bytes);
     previous_ = std::move(current_);
     current_ = next;
     return snapshot_ptr{std::move(next)};
@@ -567,7 +581,7 @@ private:
   void commit(upload_stream& s, uint64_t seq, const checked_chunk& c) {
     s.distance_squared += c.distance_squared;
     s.last_progress = steady_clock::now();
-    if (!window_ || options_.rule_cfg.max_update_norm <= 0)
+    if (!options_.in_place || options_.rule_cfg.max_update_norm <= 0)
       return;
     auto& record = first_pass_[s.client_id];
     if (record.size() <= seq)
@@ -621,13 +635,33 @@ private:
     if (options_.fold_delay.count() > 0)
       std::this_thread::sleep_for(options_.fold_delay);
     auto ok = secure() ? fold_masked(h.sequence, c.bytes)
-              : ram_   ? ram_->fold(h.sequence, c.bytes, s.weight)
-                       : window_->fold(h.sequence, c.bytes, s.weight);
+              : ram_
+                  ? ram_->fold(h.sequence, c.bytes, s.weight)
+                  : window_->fold(h.sequence, c.bytes, s.weight, h.stream_id);
     if (!ok)
       return ok;
     ++s.next_sequence;
     s.bytes += c.bytes.size();
     return {};
+  }
+
+  /// Where finalize_next writes: the global model itself (in place), or
+  /// the next one (ram mode, robust rules), whose memory is an old model's
+  /// once nobody holds that any more.
+  std::span<std::byte> next_model() {
+    if (options_.in_place)
+      return current_->bytes.bytes();
+    if (next_.size() != plan_.total_bytes()) {
+      if (previous_ && previous_.use_count() == 1 &&
+          previous_->bytes.size() == plan_.total_bytes() &&
+          !previous_->bytes.file_backed()) {
+        next_ = std::move(previous_->bytes);
+        previous_.reset();
+      } else {
+        next_ = byte_buffer::uninitialized(plan_.total_bytes());
+      }
+    }
+    return next_.bytes();
   }
 
   /// Averages every complete position into the global model and returns
@@ -638,10 +672,13 @@ private:
       if (secure()) // the ring sum waits for the unmask plan
         window_->store_ring_next(current_->bytes.bytes());
       else
-        window_->finalize_next(current_->bytes.bytes(), optimizer_.get());
-      const auto& e = plan_.extent(seq);
-      current_->bytes.release(e.model_offset, e.bytes); // file-backed only
-      averaged_high_ = std::max(averaged_high_, window_->low());
+        window_->finalize_next(current_->bytes.bytes(), next_model(),
+                               optimizer_.get());
+      if (options_.in_place) {
+        const auto& e = plan_.extent(seq);
+        current_->bytes.release(e.model_offset, e.bytes); // file-backed only
+        averaged_high_ = std::max(averaged_high_, window_->low());
+      }
       auto now = steady_clock::now();
       for (auto& [rp, stream] : held_[seq]) {
         rp.deliver(msg::encode(msg::credit{stream, seq}));
@@ -671,6 +708,7 @@ private:
   const chunk_plan& plan_;                   ///< the accumulator's
   std::shared_ptr<model_snapshot> current_;  ///< last published
   std::shared_ptr<model_snapshot> previous_; ///< published before that
+  byte_buffer next_; ///< ram mode, robust rules: the model being reduced
   std::map<uint64_t, upload_stream> streams_;
   caf::actor server_; ///< secure aggregation: asked for the plan
   /// window mode: positions below were averaged into current_ this round
@@ -766,22 +804,27 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
     return plan.err();
   std::optional<fedavg_accumulator> ram;
   std::optional<window_accumulator> window;
+  if (options.robust.robust() &&
+      (options.window_contributors == 0 || options.secure_aggregation))
+    return error{errc::bad_config, "robust rules need sync rounds of known "
+                                   "size and plain (unmasked) updates"};
   if (options.window_contributors == 0) {
     auto acc = fedavg_accumulator::make(initial->layout, std::move(*plan));
     if (!acc)
       return acc.err();
     ram.emplace(std::move(*acc));
   } else {
-    auto acc =
-        window_accumulator::make(initial->layout, std::move(*plan),
-                                 options.window, options.window_contributors);
+    auto acc = window_accumulator::make(
+        initial->layout, std::move(*plan), options.window,
+        options.window_contributors, options.robust);
     if (!acc)
       return acc.err();
     window.emplace(std::move(*acc));
   }
   std::unique_ptr<server_optimizer> optimizer;
   auto noisy = options.rule_cfg.dp_noise_multiplier > 0;
-  if (options.rule != server_rule::fedavg || noisy) {
+  if ((options.rule != server_rule::fedavg && !is_robust(options.rule)) ||
+      noisy) {
     auto type = common_floating_dtype(initial->layout);
     if (!type)
       return type.err();

@@ -15,15 +15,23 @@
 #include "fedcaf/error.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/server_optimizer.hpp"
+#include "fedcaf/window_accumulator.hpp"
 
 namespace fedcaf {
 
 struct aggregator_options {
   uint64_t chunk_bytes = 1 << 20; ///< chunk size of upload streams
   uint32_t window = 4;            ///< credits granted per stream
-  /// 0: ram mode (a model-sized sum). N > 0: window mode for a sync round of
-  /// exactly N clients: `window` open positions, averaged in place.
+  /// 0: ram mode (a model-sized sum). N > 0: sync rounds of at most N
+  /// clients with `window` open positions: window and disk modes (in_place:
+  /// averaged into the model's own memory), or a robust rule in ram mode
+  /// (into the next model's).
   uint32_t window_contributors = 0;
+  bool in_place = false;
+  /// TrimmedMeanAggregator, MedianAggregator: every contribution at an open
+  /// position is kept and the position reduced coordinate-wise (see
+  /// window_accumulator.hpp). REQUIRES window_contributors > 0.
+  position_rule robust;
   /// The most updates folded into one chunk position in a round (the
   /// server's num_clients): bounds every element an update may carry, so
   /// that the weighted sum stays finite (see aggregator.cpp).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <random>
@@ -529,6 +530,10 @@ public:
     record.client_train_metrics = train_figures_of(contributors);
     record.contributors = std::move(contributors);
     record.staleness = std::move(staleness);
+    if (options_.robust) {
+      record.trimmed_values = snapshot_->trimmed_values;
+      log_trimmed(round, snapshot_->trimmed_values);
+    }
     print_held(); // the previous round's evaluations are as complete as
                   // they will be
     previous_ = std::move(current_);
@@ -826,6 +831,32 @@ private:
   }
 
   /// Prints the line of the round whose clients' evaluation was awaited.
+  /// Robust rules: says whose values the round dropped most, as shares
+  /// of each update's values (an attacker's stand out near 100%).
+  void log_trimmed(
+      uint32_t round,
+      const std::vector<std::pair<std::string, uint64_t>>& trimmed) const {
+    uint64_t elements = 0;
+    for (const auto& t : snapshot_->layout.tensors)
+      elements += t.byte_size / dtype_bytes(t.type);
+    if (trimmed.empty() || elements == 0)
+      return;
+    auto sorted = trimmed;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::string line = "round " + std::to_string(round) + ": values dropped";
+    for (size_t i = 0; i < sorted.size() && i < 4; ++i) {
+      char share[32];
+      std::snprintf(share, sizeof share, " %.1f%%",
+                    100.0 * static_cast<double>(sorted[i].second) /
+                        static_cast<double>(elements));
+      line += (i ? ", " : " ") + sorted[i].first + share;
+    }
+    if (sorted.size() > 4)
+      line += ", ...";
+    log_line("server", line);
+  }
+
   void print_held() {
     if (!held_round_)
       return;

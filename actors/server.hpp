@@ -26,6 +26,9 @@ namespace fedcaf {
 struct server_options {
   uint32_t num_clients = 2;
   uint32_t num_rounds = 3;
+  /// A robust rule (TrimmedMean, Median): rounds report the values each
+  /// client had dropped as extreme.
+  bool robust = false;
   uint64_t chunk_bytes = 1 << 20; ///< the plan both ends derive
   uint32_t window = 4;
   std::string client_configs_yaml; ///< handed to every client in Welcome

@@ -28,12 +28,23 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   aggregator_options ao;
   ao.chunk_bytes = options.server.chunk_bytes;
   ao.window = options.server.window;
-  ao.window_contributors = options.memory_mode == memory_mode::ram
-                               ? 0
-                               : options.scheduler.num_clients;
-  ao.max_contributors = std::max<uint32_t>(options.scheduler.num_clients, 1);
   ao.rule = rule_of(options.aggregator);
   ao.rule_cfg = options.rule;
+  ao.in_place = options.memory_mode != memory_mode::ram;
+  if (is_robust(ao.rule)) {
+    ao.robust.rule = ao.rule == server_rule::median
+                         ? position_rule::median
+                         : position_rule::trimmed_mean;
+    ao.robust.trim_ratio = options.rule.trim_ratio;
+  }
+  // Robust rules hold every chosen client's chunks at an open position.
+  const auto& sched = options.scheduler;
+  ao.window_contributors =
+      ao.in_place          ? sched.num_clients
+      : ao.robust.robust() ? (sched.clients_per_round ? sched.clients_per_round
+                                                      : sched.num_clients)
+                           : 0;
+  ao.max_contributors = std::max<uint32_t>(options.scheduler.num_clients, 1);
   if (options.memory_mode == memory_mode::disk)
     ao.state_dir = options.storage_dir;
   ao.fold_delay = options.fold_delay;

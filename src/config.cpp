@@ -756,6 +756,15 @@ void read(section s, rule_config& r, const std::string& aggregator) {
   if (!(r.max_update_norm >= 0))
     s.fail("max_update_norm", "must be 0 (off) or positive");
   s.get("max_sample_size", r.max_sample_size);
+  if (is_robust(rule_of(aggregator)) && r.client_weights_mode != "equal")
+    s.fail("client_weights_mode",
+           aggregator + " orders each coordinate's values: it does not "
+                        "weight them (use equal)");
+  if (s.has("trim_ratio") && aggregator != "TrimmedMeanAggregator")
+    s.fail("trim_ratio", "applies to TrimmedMeanAggregator only");
+  s.get("trim_ratio", r.trim_ratio);
+  if (!(r.trim_ratio >= 0 && r.trim_ratio < 0.5))
+    s.fail("trim_ratio", "must be in [0, 0.5)");
   s.ignore({"optimize_memory", "gradient_based"});
   if (s.has("dp_fedavg")) {
     auto dp = s.child("dp_fedavg");
@@ -822,6 +831,9 @@ void check_secure_aggregation(section& s, const server_config& sc) {
          sc.aggregator + " needs): use memory_mode ram");
   if (sc.rule.partial_updates == "keep")
     fail("cannot keep a partial masked update (partial_updates: keep)");
+  if (is_robust(rule_of(sc.aggregator)))
+    fail(sc.aggregator + " must see each update's values to order them; "
+                         "masked updates hide them");
   if (sc.rule.max_update_norm > 0)
     fail("cannot measure a masked update: drop "
          "aggregator_kwargs.max_update_norm");
@@ -870,7 +882,7 @@ void read(section s, server_config& sc) {
   s.one_of("aggregator", sc.aggregator,
            {"FedAvgAggregator", "FedAvgMAggregator", "FedAdamAggregator",
             "FedYogiAggregator", "FedAdagradAggregator", "FedAsyncAggregator",
-            "FedBuffAggregator"});
+            "FedBuffAggregator", "TrimmedMeanAggregator", "MedianAggregator"});
   read(s.child("aggregator_kwargs"), sc.rule, sc.aggregator);
   bool async_rule = is_async(rule_of(sc.aggregator));
   if (!s.has("scheduler")) // unnamed: the one the aggregator needs

@@ -97,6 +97,17 @@ client_figures figures_sum::mean() const {
 
 namespace {
 
+/// Robust rules: {client: values dropped}; null for the others.
+json trimmed_json(
+    const std::optional<std::vector<std::pair<std::string, uint64_t>>>& t) {
+  if (!t)
+    return nullptr;
+  json out = json::object();
+  for (const auto& [id, values] : *t)
+    out[id] = values;
+  return out;
+}
+
 json round_json(const round_record& x) {
   return {{"round", x.round},
           {"test_accuracy", optional_number(x.test_accuracy)},
@@ -116,7 +127,8 @@ json round_json(const round_record& x) {
           {"dp_epsilon", optional_number(x.dp_epsilon)},
           {"dp_sgd_epsilon", optional_number(x.dp_sgd_epsilon)},
           {"client_metrics", figures_json(x.client_metrics)},
-          {"client_train_metrics", figures_json(x.client_train_metrics)}};
+          {"client_train_metrics", figures_json(x.client_train_metrics)},
+          {"trimmed_values", trimmed_json(x.trimmed_values)}};
 }
 
 json report_json(const run_report& r) {

@@ -24,6 +24,10 @@ server_rule rule_of(const std::string& aggregator) {
     return server_rule::fedasync;
   if (aggregator == "FedBuffAggregator")
     return server_rule::fedbuff;
+  if (aggregator == "TrimmedMeanAggregator")
+    return server_rule::trimmed_mean;
+  if (aggregator == "MedianAggregator")
+    return server_rule::median;
   return server_rule::fedavg;
 }
 

@@ -9,49 +9,105 @@
 
 namespace fedcaf {
 
-result<window_accumulator> window_accumulator::make(const manifest& m,
-                                                    chunk_plan plan,
-                                                    uint32_t window,
-                                                    uint32_t contributors) {
+result<window_accumulator>
+window_accumulator::make(const manifest& m, chunk_plan plan, uint32_t window,
+                         uint32_t contributors, position_rule rule) {
   auto type = common_floating_dtype(m);
   if (!type)
     return type.err();
   FEDCAF_REQUIRE(window > 0 && contributors > 0, errc::bad_config, window,
                  contributors);
-  return window_accumulator{*type, std::move(plan), window, contributors};
+  FEDCAF_REQUIRE(rule.trim_ratio >= 0 && rule.trim_ratio < 0.5,
+                 errc::bad_config, rule.trim_ratio);
+  return window_accumulator{*type, std::move(plan), window, contributors, rule};
+}
+
+uint32_t position_rule::trimmed(uint32_t k) const {
+  if (k == 0)
+    return 0;
+  switch (rule) {
+  case trimmed_mean:
+    return static_cast<uint32_t>(trim_ratio * k);
+  case median:
+    return (k - 1) / 2;
+  default:
+    return 0;
+  }
 }
 
 window_accumulator::window_accumulator(dtype type, chunk_plan plan,
-                                       uint32_t window, uint32_t contributors)
+                                       uint32_t window, uint32_t contributors,
+                                       position_rule rule)
     : type_(type), plan_(std::move(plan)), window_(window),
-      contributors_(contributors),
+      contributors_(contributors), rule_(rule),
+      depth_(rule.robust() ? contributors : 1),
       slot_floats_(plan_.chunk_bytes() / dtype_bytes(type) + 1),
-      slots_(byte_buffer::uninitialized(window * slot_floats_ * sizeof(float))),
-      counts_(window, 0), weights_(window, 0.0) {}
+      slots_(byte_buffer::uninitialized(uint64_t{window} * depth_ *
+                                        slot_floats_ * sizeof(float))),
+      counts_(window, 0), weights_(window, 0.0),
+      tags_(rule.robust() ? uint64_t{window} * depth_ : 0) {}
 
 float* window_accumulator::slot(uint64_t seq) {
   return reinterpret_cast<float*>(slots_.data()) +
-         (seq % window_) * slot_floats_;
+         (seq % window_) * depth_ * slot_floats_;
 }
 
 result<void> window_accumulator::fold(uint64_t seq,
                                       std::span<const std::byte> x,
-                                      double weight) {
+                                      double weight, uint64_t tag) {
   FEDCAF_REQUIRE(open(seq), errc::out_of_range, seq, low_, window_);
   const auto& e = plan_.extent(seq);
   FEDCAF_REQUIRE(x.size() == e.bytes, errc::out_of_range, x.size(), e.bytes);
   auto& count = counts_[seq % window_];
-  FEDCAF_REQUIRE(count < needed(seq), errc::bad_sequence, seq, count);
-  auto* acc = slot(seq);
+  FEDCAF_REQUIRE(count < needed(seq) && (!rule_.robust() || count < depth_),
+                 errc::bad_sequence, seq, count);
   auto n = e.bytes / dtype_bytes(type_);
-  auto w = static_cast<float>(weight);
-  for (size_t i = 0; i < n; ++i) {
-    auto v = w * load_element(type_, x.data(), i);
-    acc[i] = count == 0 ? v : acc[i] + v;
+  if (rule_.robust()) { // kept as it came, unweighted
+    auto* keep = slot(seq) + count * slot_floats_;
+    for (size_t i = 0; i < n; ++i)
+      keep[i] = load_element(type_, x.data(), i);
+    tags_[(seq % window_) * depth_ + count] = tag;
+  } else {
+    auto* acc = slot(seq);
+    auto w = static_cast<float>(weight);
+    for (size_t i = 0; i < n; ++i) {
+      auto v = w * load_element(type_, x.data(), i);
+      acc[i] = count == 0 ? v : acc[i] + v;
+    }
   }
   ++count;
   weights_[seq % window_] += weight;
   return {};
+}
+
+void window_accumulator::reduce(uint64_t seq, size_t n, uint32_t k) {
+  auto* base = slot(seq);
+  auto t = rule_.trimmed(k);
+  auto kept = k - 2 * t;
+  std::vector<uint32_t> order(k);
+  std::vector<uint64_t> dropped(k, 0);
+  for (size_t i = 0; i < n; ++i) {
+    // Insertion sort of the k values' indices: k is the clients of a
+    // round, a handful; ties keep the order they were folded in.
+    for (uint32_t j = 0; j < k; ++j) {
+      auto v = base[j * slot_floats_ + i];
+      auto at = j;
+      for (; at > 0 && base[order[at - 1] * slot_floats_ + i] > v; --at)
+        order[at] = order[at - 1];
+      order[at] = j;
+    }
+    double sum = 0;
+    for (auto j = t; j < t + kept; ++j)
+      sum += base[order[j] * slot_floats_ + i];
+    for (uint32_t j = 0; j < t; ++j) {
+      ++dropped[order[j]];
+      ++dropped[order[k - 1 - j]];
+    }
+    base[i] = static_cast<float>(sum / kept); // over contribution 0's value,
+  }                                           // read before, not needed after
+  if (t > 0)
+    for (uint32_t j = 0; j < k; ++j)
+      trimmed_[tags_[(seq % window_) * depth_ + j]] += dropped[j];
 }
 
 result<void> window_accumulator::fold_ring(uint64_t seq,
@@ -93,25 +149,31 @@ bool window_accumulator::ready() const {
   return low_ < plan_.chunk_count() && counts_[low_ % window_] >= needed(low_);
 }
 
-void window_accumulator::finalize_next(std::span<std::byte> model,
+void window_accumulator::finalize_next(std::span<const std::byte> current,
+                                       std::span<std::byte> next,
                                        server_optimizer* opt) {
-  assert(ready() && model.size() == plan_.total_bytes());
+  assert(ready() && current.size() == plan_.total_bytes() &&
+         next.size() == current.size());
   const auto& e = plan_.extent(low_);
   auto* acc = slot(low_);
   auto element = dtype_bytes(type_);
   auto n = e.bytes / element;
-  auto* out = model.data() + e.model_offset;
+  const auto* old = current.data() + e.model_offset;
+  auto* out = next.data() + e.model_offset;
   auto& weight = weights_[low_ % window_];
-  if (counts_[low_ % window_] > 0) {
+  auto count = counts_[low_ % window_];
+  if (count > 0 && rule_.robust()) {
+    reduce(low_, n, count);
+  } else if (count > 0) {
     auto inv = static_cast<float>(1.0 / weight);
     for (size_t i = 0; i < n; ++i)
       acc[i] *= inv;
   } else {
     for (size_t i = 0; i < n; ++i)
-      acc[i] = load_element(type_, out, i);
+      acc[i] = load_element(type_, old, i);
   }
   if (opt)
-    opt->step(e.model_offset / element, {acc, n}, {out, e.bytes}, weight);
+    opt->step(e.model_offset / element, {acc, n}, {old, e.bytes}, weight);
   saturate(acc, n, std::min(limit_, finite_limit(type_)));
   for (size_t i = 0; i < n; ++i)
     store_element(type_, out, i, acc[i]);
@@ -133,7 +195,8 @@ bool window_accumulator::finish_round() {
 void window_accumulator::restart(uint32_t contributors) {
   assert(contributors > 0);
   low_ = 0;
-  contributors_ = contributors;
+  set_contributors(contributors);
+  trimmed_.clear();
   cuts_.clear();
   std::fill(counts_.begin(), counts_.end(), 0);
   std::fill(weights_.begin(), weights_.end(), 0.0);

@@ -215,6 +215,9 @@ struct rule_config {
   /// client_weights_mode sample_size: a client's claimed sample count is
   /// capped at this; 0: no cap.
   uint64_t max_sample_size = 0;
+  /// TrimmedMeanAggregator: the fraction of a coordinate's values dropped
+  /// from each end, in [0, 0.5); 0.2 as Flower's FedTrimmedAvg.
+  double trim_ratio = 0.2;
 };
 
 /// server_configs.memory_mode, parsed once here. ram: the global model and

@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "fedcaf/byte_buffer.hpp"
 #include "fedcaf/chunk_plan.hpp"
@@ -17,6 +20,8 @@ struct model_snapshot {
   uint64_t version = 0; ///< 0 for the initial model, then one per round
   uint32_t round = 0;   ///< the round that produced it
   byte_buffer bytes;    ///< layout.total_bytes() bytes
+  /// Robust rules: per client, its values the round dropped as extreme.
+  std::vector<std::pair<std::string, uint64_t>> trimmed_values;
 
   const_model_view view() const {
     return split_contiguous(layout, bytes.bytes());

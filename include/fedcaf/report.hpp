@@ -83,6 +83,10 @@ struct round_record {
   std::optional<client_figures> client_metrics;
   /// server: the training figures this round's contributors reported.
   std::optional<client_figures> client_train_metrics;
+  /// Server, robust rules: per client, how many of its values the round
+  /// dropped as extreme (TrimmedMean: trim_ratio of each coordinate's from
+  /// each end; Median: all but the middle one or two).
+  std::optional<std::vector<std::pair<std::string, uint64_t>>> trimmed_values;
 };
 
 struct run_report {

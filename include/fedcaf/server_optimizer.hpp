@@ -57,7 +57,9 @@ enum class server_rule {
   fedadam,
   fedyogi,
   fedasync,
-  fedbuff
+  fedbuff,
+  trimmed_mean, ///< coordinate-wise, not an optimizer (window_accumulator)
+  median
 };
 
 /// Returns true iff `rule` runs under the AsyncScheduler.
@@ -69,6 +71,12 @@ inline bool is_async(server_rule rule) {
 /// (Xie et al. 2019): constant 1; polynomial (u + 1)^-a; hinge 1 if u <= b,
 /// else 1 / (a (u - b) + 1).
 double staleness_weight(const rule_config& cfg, uint64_t staleness);
+
+/// Returns true iff `rule` reduces each coordinate robustly (sync rounds,
+/// no server optimizer).
+inline bool is_robust(server_rule rule) {
+  return rule == server_rule::trimmed_mean || rule == server_rule::median;
+}
 
 /// Returns the rule named by server_configs.aggregator; FedAvg for the rules
 /// that are not server optimizers.

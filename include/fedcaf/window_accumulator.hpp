@@ -6,8 +6,10 @@
 // client has delivered it. Memory: the global model plus window slots.
 // Thread-safety: none; owned by the aggregator actor.
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -19,14 +21,24 @@
 
 namespace fedcaf {
 
+/// How the contributions at a position become its value.
+struct position_rule {
+  enum kind { mean, trimmed_mean, median } rule = mean;
+  double trim_ratio = 0; ///< trimmed_mean: in [0, 0.5)
+
+  bool robust() const { return rule != mean; }
+  /// The values dropped from each end of k sorted ones.
+  uint32_t trimmed(uint32_t k) const;
+};
+
 class window_accumulator {
 public:
   /// Returns an accumulator for `contributors` clients per round over models
   /// laid out as `m` and cut by `plan`, with `window` open positions, or an
   /// error iff the tensors do not share one floating dtype.
   static result<window_accumulator> make(const manifest& m, chunk_plan plan,
-                                         uint32_t window,
-                                         uint32_t contributors);
+                                         uint32_t window, uint32_t contributors,
+                                         position_rule rule = {});
 
   const chunk_plan& plan() const { return plan_; }
 
@@ -39,10 +51,12 @@ public:
     return seq >= low_ && seq < low_ + window_ && seq < plan_.chunk_count();
   }
 
-  /// Adds weight * x to position `seq`. Returns an error, changing nothing,
-  /// iff the position is not open, x is not that chunk's size, or every
-  /// contributor has already delivered it.
-  result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight);
+  /// Adds weight * x to position `seq` (robust rules: keeps x, unweighted,
+  /// tagged `tag`). Returns an error, changing nothing, iff the position is
+  /// not open, x is not that chunk's size, or every contributor has already
+  /// delivered it.
+  result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
+                    uint64_t tag = 0);
 
   /// Secure aggregation: adds the masked chunk x (little-endian uint32 per
   /// element of an F32 model) to position `seq`'s sum in Z_2^32. Fails as
@@ -63,7 +77,18 @@ public:
   /// in manifest order, read as the current model) and moves the window on.
   /// A position nobody delivered keeps its value (the optimizer still steps).
   /// REQUIRES: ready(), model.size() == plan().total_bytes().
-  void finalize_next(std::span<std::byte> model, server_optimizer* opt);
+  void finalize_next(std::span<std::byte> model, server_optimizer* opt) {
+    finalize_next(model, model, opt);
+  }
+
+  /// As above, reading the current model from `current` and writing the
+  /// new one to `next` (ram mode: the published model stays as it is).
+  void finalize_next(std::span<const std::byte> current,
+                     std::span<std::byte> next, server_optimizer* opt);
+
+  /// Robust rules: per tag, the values of its contributions that were
+  /// dropped as extreme since the last take; then forgets them.
+  std::map<uint64_t, uint64_t> take_trimmed() { return std::move(trimmed_); }
 
   /// Every averaged (and optimizer-stepped) value is clamped to +-limit
   /// before it is stored (also to the element type's finite range).
@@ -77,21 +102,28 @@ public:
   /// starts the next round (the cuts are forgotten).
   bool finish_round();
 
-  /// Forgets the round's contributions and weights and starts it again at
-  /// position 0 with `contributors` clients. REQUIRES: contributors > 0.
+  /// Forgets the round's contributions, weights and trimmed counts and
+  /// starts it again at position 0 with `contributors` clients (robust
+  /// rules: at most as many as it was made for). REQUIRES: contributors > 0.
   void restart(uint32_t contributors);
 
   /// Changes how many contributions complete a position (clients left the
   /// round before sending anything). REQUIRES: contributors > 0 and no open
   /// position holds more than that many.
-  void set_contributors(uint32_t contributors) { contributors_ = contributors; }
+  void set_contributors(uint32_t contributors) {
+    contributors_ =
+        rule_.robust() ? std::min(contributors, depth_) : contributors;
+  }
   uint32_t contributors() const { return contributors_; }
 
 private:
   window_accumulator(dtype type, chunk_plan plan, uint32_t window,
-                     uint32_t contributors);
+                     uint32_t contributors, position_rule rule);
 
   float* slot(uint64_t seq);
+  /// Robust rules: reduces the k contributions at `seq`'s slot into its
+  /// first n floats.
+  void reduce(uint64_t seq, size_t n, uint32_t k);
   /// Contributions that complete position `seq`.
   uint32_t needed(uint64_t seq) const;
 
@@ -99,12 +131,16 @@ private:
   chunk_plan plan_;
   uint32_t window_;
   uint32_t contributors_;
+  position_rule rule_;
+  uint32_t depth_; ///< contributions a slot holds: 1 (mean) or contributors
   uint64_t slot_floats_;
   uint64_t low_ = 0;
   byte_buffer slots_;            ///< window x slot_floats_ floats
   std::vector<uint32_t> counts_; ///< per slot: contributions folded
   std::vector<double> weights_;  ///< per slot: their weights
   std::vector<uint64_t> cuts_;   ///< where cut-off updates stopped
+  std::vector<uint64_t> tags_;   ///< robust: window x depth_ folders' tags
+  std::map<uint64_t, uint64_t> trimmed_; ///< robust: per tag, values dropped
   float limit_ = std::numeric_limits<float>::max();
 };
 

@@ -4,8 +4,12 @@
 # bytes (configs/synthetic_dummy.yaml). Prints each process's peak RSS
 # (VmHWM) as a multiple of S, and seconds and bytes per second per round.
 #
-#   tests/perf/memory_matrix.sh [FEDCAF] [SIZES_MIB] [CLIENT_COUNTS] [MODES]
+#   tests/perf/memory_matrix.sh [FEDCAF] [SIZES_MIB] [CLIENT_COUNTS] [MODES] \
+#     [AGGREGATOR]
 #   tests/perf/memory_matrix.sh build/fedcaf "1024 2048" "2 8" "ram window disk"
+#   tests/perf/memory_matrix.sh build/fedcaf 1024 4 window MedianAggregator
+# (robust rules hold window x N chunks at once: about the model plus
+# window x N x chunk_bytes.)
 # (disk: the server's global model and each client's model live in files
 # under /tmp, mapped, with pages given back after use.)
 # With two or more client counts, it ends with the growth of the server's
@@ -17,9 +21,11 @@ fedcaf=${1:-build/fedcaf}
 sizes=${2:-"256 1024"}
 counts=${3:-"2"}
 modes=${4:-"ram"}
+aggregator=${5:-FedAvgAggregator}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mktemp -d); pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"' EXIT
+echo "aggregator: $aggregator"
 printf "%7s %8s %3s %6s %12s %12s %10s %10s\n" "mode" "S_MiB" "N" "chunk" "server/S" "client/S" "s/round" "GB/s"
 for mode in $modes; do
 for mib in $sizes; do
@@ -28,6 +34,7 @@ for mib in $sizes; do
     set_s=(--set "client_configs.model_configs.total_bytes=$((mib << 20))"
            --set "server_configs.num_clients=$n"
            --set "server_configs.memory_mode=$mode"
+           --set "server_configs.aggregator=$aggregator"
            --set "server_configs.comm_configs.grpc_configs.server_uri=127.0.0.1:$port")
     if [ "$mode" = disk ]; then
       set_s+=(--set client_configs.train_configs.storage=disk)

@@ -389,6 +389,36 @@ TEST_CASE(
   CHECK(client->client.comm.stream.handshake_timeout_s == 3);
 }
 
+TEST_CASE("robust rules: trim_ratio, and what they cannot run with") {
+  auto sim = [](std::vector<std::string> sets) {
+    return load_config(embedded_simulate_yaml(), "sim.yaml",
+                       config_role::simulate, sets);
+  };
+  const std::string agg = "server_configs.aggregator=";
+  const std::string rule = "server_configs.aggregator_kwargs.";
+  auto trimmed = sim({agg + "TrimmedMeanAggregator", rule + "trim_ratio=0.3"});
+  REQUIRE(trimmed);
+  CHECK(trimmed->server.rule.trim_ratio == 0.3);
+  CHECK(sim({agg + "TrimmedMeanAggregator"})->server.rule.trim_ratio == 0.2);
+  REQUIRE(sim({agg + "MedianAggregator", "server_configs.memory_mode=window"}));
+  CHECK(contains(
+      message_of(sim({agg + "TrimmedMeanAggregator", rule + "trim_ratio=0.5"})),
+      "trim_ratio: must be in [0, 0.5)"));
+  CHECK(contains(
+      message_of(sim({agg + "MedianAggregator", rule + "trim_ratio=0.1"})),
+      "trim_ratio: applies to TrimmedMeanAggregator only"));
+  CHECK(contains(message_of(sim({agg + "MedianAggregator",
+                                 rule + "client_weights_mode=sample_size"})),
+                 "does not weight them"));
+  CHECK(contains(message_of(sim({agg + "MedianAggregator",
+                                 "server_configs.secure_aggregation.enabled="
+                                 "true"})),
+                 "masked updates hide them"));
+  CHECK(contains(message_of(sim({agg + "TrimmedMeanAggregator",
+                                 "server_configs.scheduler=AsyncScheduler"})),
+                 "needs SyncScheduler"));
+}
+
 TEST_CASE("integer keys are range-checked before they are narrowed") {
   auto msg = [](const std::string& set) {
     return message_of(load_config(embedded_simulate_yaml(), "sim.yaml",

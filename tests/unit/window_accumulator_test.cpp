@@ -85,3 +85,82 @@ TEST_CASE("secure aggregation: the ring sum of a complete position is stored "
   CHECK(model[47] == a[47] + b[47]);
   CHECK(acc->finish_round());
 }
+
+TEST_CASE("robust rules reduce each coordinate of a position, count who was "
+          "dropped, and write the next model apart from the current one") {
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {32}));
+  for (auto kind : {position_rule::trimmed_mean, position_rule::median}) {
+    CAPTURE(static_cast<int>(kind));
+    auto acc = window_accumulator::make(m, *chunk_plan::make(m, 64), 2, 6,
+                                        {kind, 0.2});
+    REQUIRE(acc); // 2 positions of 16 elements
+    std::vector<float> current(32, 7.0f), next(32, 0.0f);
+    // Six clients; at element i client c sends base[c] + i, except that
+    // client 5 (the attacker) sends -1000 at even and +1000 at odd i.
+    float base[5] = {3, 1, 4, 2, 10};
+    std::vector<std::vector<float>> x(6, std::vector<float>(32));
+    for (size_t c = 0; c < 6; ++c)
+      for (size_t i = 0; i < 32; ++i)
+        x[c][i] = c == 5 ? (i % 2 ? 1000.0f : -1000.0f)
+                         : base[c] + static_cast<float>(i);
+    for (uint64_t seq = 0; seq < 2; ++seq)
+      for (size_t c = 0; c < 6; ++c)
+        REQUIRE(acc->fold(seq, bytes_of(x[c], seq * 16, 16), 1.0, 100 + c));
+    CHECK_FALSE(acc->fold(0, bytes_of(x[0], 0, 16), 1.0, 100)); // a 7th
+    while (acc->ready())
+      acc->finalize_next(std::as_bytes(std::span{current}),
+                         std::as_writable_bytes(std::span{next}), nullptr);
+    CHECK(acc->finish_round());
+    for (size_t i = 0; i < 32; ++i) {
+      CAPTURE(i);
+      auto f = static_cast<float>(i);
+      // Sorted values at i (+ i): even i -1000, 1, 2, 3, 4, 10; odd i
+      // 1, 2, 3, 4, 10, 1000. TrimmedMean drops floor(0.2 x 6) = 1 from
+      // each end: 2.5 (even), 4.75 (odd); Median the middle two: 2.5, 3.5.
+      float want = i % 2 == 0                      ? 2.5f + f
+                   : kind == position_rule::median ? 3.5f + f
+                                                   : 4.75f + f;
+      CHECK(next[i] == want);
+      CHECK(current[i] == 7.0f); // untouched
+    }
+    auto dropped = acc->take_trimmed();
+    CHECK(dropped[105] == 32); // every value of the attacker's
+    CHECK(dropped[104] == (kind == position_rule::median ? 32 : 16));
+    uint64_t total = 0;
+    for (auto [tag, n] : dropped)
+      total += n;
+    CHECK(total == (kind == position_rule::median ? 4 : 2) * 32);
+    CHECK(acc->take_trimmed().empty());
+  }
+}
+
+TEST_CASE("robust rules: a cut-off update counts below its cut only, and a "
+          "position nobody delivered keeps the model's value") {
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {48}));
+  auto acc = window_accumulator::make(m, *chunk_plan::make(m, 64), 3, 3,
+                                      {position_rule::median, 0});
+  REQUIRE(acc);
+  std::vector<float> model(48, 100.0f);
+  auto out = std::as_writable_bytes(std::span{model});
+  std::vector<float> a(48, 1.0f), b(48, 2.0f), c(48, 9.0f);
+  for (const auto* v : {&a, &b, &c})
+    REQUIRE(acc->fold(0, bytes_of(*v, 0, 16), 1.0, 0));
+  acc->finalize_next(out, nullptr); // median of 1, 2, 9
+  REQUIRE(acc->fold(1, bytes_of(a, 16, 16), 1.0, 0));
+  REQUIRE(acc->fold(1, bytes_of(c, 16, 16), 1.0, 0));
+  acc->cut(1); // b stopped before position 1
+  REQUIRE(acc->ready());
+  acc->finalize_next(out, nullptr); // median of 1, 9: their mean
+  acc->set_contributors(7);         // more than it holds: stays 3
+  CHECK(acc->contributors() == 3);
+  acc->cut(2);
+  acc->cut(2); // a and c stopped too: nobody delivers position 2
+  REQUIRE(acc->ready());
+  acc->finalize_next(out, nullptr);
+  CHECK(acc->finish_round());
+  CHECK(model[0] == 2.0f);
+  CHECK(model[16] == 5.0f);
+  CHECK(model[32] == 100.0f);
+}
