@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 packages=(g++ cmake ninja-build python3 python3-matplotlib python3-numpy
           libcaf-dev libtorch-dev libcapnp-dev capnproto libyaml-cpp-dev
-          nlohmann-json3-dev libxxhash-dev zlib1g-dev doctest-dev
+          nlohmann-json3-dev libxxhash-dev zlib1g-dev doctest-dev libzfp-dev
           libopenblas0-openmp libssl-dev openssl iproute2 procps
           dataset-fashion-mnist pybind11-dev python3-pybind11 python3-dev
           python3-torch python3-yaml libcli11-dev libcpp-httplib-dev libspdlog-dev

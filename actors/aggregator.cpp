@@ -13,6 +13,7 @@
 
 #include "actors/messages.hpp"
 #include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/delta_codec.hpp"
 #include "fedcaf/element.hpp"
 #include "fedcaf/fedavg_accumulator.hpp"
 #include "fedcaf/log.hpp"
@@ -129,6 +130,10 @@ public:
       ram_->set_value_limit(limit);
     if (window_)
       window_->set_value_limit(limit);
+    if (options_.compression.up)
+      max_payload_ = std::max(
+          max_payload_,
+          encoded_bound(options_.compression, plan_.chunk_bytes() / 4 + 1));
   }
 
   void attach(caf::event_based_actor* self) {
@@ -156,14 +161,17 @@ public:
   }
 
   caf::result<frame> consume(const std::string& sender, const frame& f) {
-    auto c = msg::decode_chunk(f, plan_.chunk_bytes());
-    if (!c)
-      return refuse(c.err());
-    const auto& h = c->header;
+    auto encoded = msg::decode_chunk(f, max_payload_);
+    if (!encoded)
+      return refuse(encoded.err());
+    const auto& h = encoded->header;
     auto it = streams_.find(h.stream_id);
     if (auto owned = owner_check(sender, it, h.stream_id); !owned)
       return refuse(owned.err());
     auto& s = it->second;
+    auto c = expand(s, *encoded);
+    if (!c)
+      return refuse(c.err());
     if (auto placed = admissible(s, *c); !placed)
       return refuse(placed.err());
     auto checked = inspect(s, *c);
@@ -505,6 +513,34 @@ private:
            (terms * std::max(weight, 1.0));
   }
 
+  /// Compressed uploads: chunk `c` of stream `s` as the model's values,
+  /// the round's model plus the delta it carries (in decoded_, valid until
+  /// the next chunk); others as they came. The checksum stays the encoded
+  /// bytes' (verified by decode_chunk). Returns an error iff the chunk is
+  /// not the stream's next or its bytes do not decode.
+  result<msg::chunk_view> expand(const upload_stream& s,
+                                 const msg::chunk_view& c) {
+    const auto& z = options_.compression;
+    if (!z.up)
+      return c;
+    auto seq = c.header.sequence;
+    FEDCAF_REQUIRE(!s.closed, errc::unknown_stream, c.header.stream_id,
+                   "closed");
+    FEDCAF_REQUIRE(seq == s.next_sequence && seq < plan_.chunk_count(),
+                   errc::bad_sequence, seq, s.next_sequence);
+    const auto& e = plan_.extent(seq);
+    decoded_.resize(e.bytes / 4);
+    if (auto ok = decode_delta(
+            z, c.bytes, current_->bytes.bytes().subspan(e.model_offset, e.bytes),
+            decoded_);
+        !ok)
+      return error{ok.err().code, "chunk " + std::to_string(seq) + " of " +
+                                      s.client_id + ": " + ok.err().message};
+    auto out = c;
+    out.bytes = std::as_bytes(std::span{decoded_});
+    return out;
+  }
+
   /// Returns ok iff chunk `c` is the next one of open stream `s`, of its
   /// round, in its plan slot, and (window mode) inside the open window.
   result<void> admissible(const upload_stream& s,
@@ -709,6 +745,9 @@ private:
   std::shared_ptr<model_snapshot> current_;  ///< last published
   std::shared_ptr<model_snapshot> previous_; ///< published before that
   byte_buffer next_; ///< ram mode, robust rules: the model being reduced
+  /// The largest chunk payload an upload may carry (compressed: zfp's bound).
+  uint64_t max_payload_ = plan_.chunk_bytes();
+  std::vector<float> decoded_; ///< compressed uploads: a chunk's values
   std::map<uint64_t, upload_stream> streams_;
   caf::actor server_; ///< secure aggregation: asked for the plan
   /// window mode: positions below were averaged into current_ this round
@@ -843,6 +882,12 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
       options.rule != server_rule::fedavg)
     return error{errc::bad_config, "secure aggregation in window and disk "
                                    "modes averages with FedAvg only"};
+  if (options.compression.up || options.compression.down)
+    for (const auto& t : initial->layout.tensors)
+      if (t.type != dtype::float32)
+        return error{errc::unsupported_dtype,
+                     "compression needs a float32 model; tensor " + t.name +
+                         " is " + std::string{dtype_name(t.type)}};
   if (options.secure_aggregation)
     for (const auto& t : initial->layout.tensors)
       if (t.type != dtype::float32)

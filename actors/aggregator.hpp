@@ -58,6 +58,10 @@ struct aggregator_options {
   /// plan the server returns for (secagg_atom, round, in-sum ids); the
   /// server's handle comes in (secagg_atom, server). ram mode only.
   bool secure_aggregation = false;
+  /// Compressed uploads (compression.up): each chunk is a delta from the
+  /// round's model, encoded; it is decoded and added to that model's values
+  /// before anything else looks at it.
+  compression_config compression;
   double secagg_clipping_range = 8.0;
   uint32_t secagg_quantization_bits = 22;
 };

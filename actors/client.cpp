@@ -9,6 +9,7 @@
 #include "actors/secagg_participant.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/credit_window.hpp"
+#include "fedcaf/delta_codec.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/rdp_accountant.hpp"
@@ -100,6 +101,10 @@ public:
     if (!plan)
       return fail(plan.err());
     note_metrics(rs->previous);
+    if (auto ok = prepare_encoder(rs->model, rs->chunk_bytes); !ok)
+      return fail(ok.err());
+    if (encoder_ && !rs->evaluate_only)
+      encoder_->begin_round();
     ++generation_;
     plan_.emplace(std::move(*plan));
     round_ = *rs;
@@ -144,6 +149,8 @@ public:
   void on_round_over(uint32_t round) {
     if (options_.hold_model || phase_ != phase::idle || round != round_.round)
       return;
+    if (encoder_) // the residual, before the model it comes from goes
+      encoder_->settle(const_params_);
     params_ = {};
     const_params_ = {};
     trainer_.reset();
@@ -321,9 +328,36 @@ private:
     }
   }
 
+  /// Compressed uploads: the encoder, made once (its residual carries from
+  /// round to round) and again only if the layout changed.
+  result<void> prepare_encoder(const manifest& layout, uint64_t chunk_bytes) {
+    const auto& z = configs_->compression;
+    if (!z.up || (encoder_ && encoded_layout_ == layout))
+      return {};
+    auto plan = chunk_plan::make(layout, chunk_bytes);
+    if (!plan)
+      return plan.err();
+    const auto& train = configs_->train;
+    auto made = delta_encoder::make(
+        z, layout, std::move(*plan),
+        train.storage == "disk" ? train.storage_dir : std::string{});
+    if (!made)
+      return made.err();
+    encoder_.emplace(std::move(*made));
+    encoded_layout_ = layout;
+    return {};
+  }
+
+  /// The largest chunk payload a download may carry.
+  uint64_t max_download_payload() const {
+    const auto& z = configs_->compression;
+    auto raw = plan_->chunk_bytes();
+    return z.down ? std::max(raw, encoded_bound(z, raw / 4 + 1)) : raw;
+  }
+
   void on_model_chunk(uint64_t seq, const frame& f) {
     progress();
-    auto c = msg::decode_chunk(f, plan_->chunk_bytes());
+    auto c = msg::decode_chunk(f, max_download_payload());
     if (!c)
       return fail(c.err());
     const auto& h = c->header;
@@ -331,11 +365,21 @@ private:
       return fail(
           {errc::bad_sequence, "model chunk " + std::to_string(h.sequence) +
                                    " answered fetch " + std::to_string(seq)});
+    auto payload = c->bytes;
+    if (configs_->compression.down) { // the model's values, encoded
+      const auto& e = plan_->extent(seq);
+      decoded_.resize(e.bytes / 4);
+      if (auto ok = decode(configs_->compression, c->bytes, decoded_); !ok)
+        return fail(ok.err());
+      payload = std::as_bytes(std::span{decoded_});
+    }
     if (auto ok =
-            plan_->check(seq, h.tensor_index, h.byte_offset, c->bytes.size());
+            plan_->check(seq, h.tensor_index, h.byte_offset, payload.size());
         !ok)
       return fail(ok.err());
-    plan_->copy_in(seq, c->bytes, params_);
+    if (encoder_ && !round_.evaluate_only) // before x leaves the chunk
+      encoder_->arrive(seq, payload, const_params_);
+    plan_->copy_in(seq, payload, params_);
     const auto& e = plan_->extent(seq);
     trainer_->release(e.model_offset, e.bytes);
     record_.bytes_down += c->bytes.size();
@@ -391,7 +435,10 @@ private:
                         m->loss,
                         m->seconds,
                         epsilon,
-                        std::move(m->figures)};
+                        std::move(m->figures),
+                        static_cast<uint8_t>(
+                            encoder_ ? configs_->compression.method
+                                     : compression_method::none)};
     if (round_.secure_aggregation)
       return advertise_keys();
     send_offer();
@@ -654,18 +701,28 @@ private:
       const auto& e = plan_->extent(seq);
       msg::chunk_header h{stream_id_, round_.round, seq, e.tensor_index,
                           e.tensor_offset};
-      auto f = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
-        plan_->copy_out(seq, const_params_, dst);
-        if (secagg_ && round_.secure_aggregation)
-          mask_in_place(e.model_offset / 4, dst);
-      });
+      frame f;
+      uint64_t sent = e.bytes;
+      if (encoder_) {
+        auto bytes = encoder_->encode(seq, const_params_);
+        sent = bytes.size();
+        f = msg::encode_chunk(h, sent, [&](std::span<std::byte> dst) {
+          std::memcpy(dst.data(), bytes.data(), sent);
+        });
+      } else {
+        f = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
+          plan_->copy_out(seq, const_params_, dst);
+          if (secagg_ && round_.secure_aggregation)
+            mask_in_place(e.model_offset / 4, dst);
+        });
+      }
       trainer_->release(e.model_offset, e.bytes);
-      record_.bytes_up += e.bytes;
-      report_->bytes_sent += e.bytes;
+      record_.bytes_up += sent;
+      report_->bytes_sent += sent;
       if (options_.progress)
-        options_.progress->moved_up(e.bytes);
+        options_.progress->moved_up(sent);
       if (seq < sent_high_)
-        report_->bytes_resent += e.bytes;
+        report_->bytes_resent += sent;
       sent_high_ = std::max(sent_high_, seq + 1);
       self_->request(server_, caf::infinite, chunk_atom::value, std::move(f))
           .then(
@@ -734,6 +791,8 @@ private:
     auto closed = msg::decode<msg::stream_closed>(f);
     if (!closed)
       return fail(closed.err());
+    if (encoder_) // what its encoding lost goes into the next upload
+      encoder_->upload_closed();
     trainer_->upload_closed();
     phase_ = phase::idle;
     record_.upload_seconds = seconds_since(upload_started_);
@@ -844,6 +903,10 @@ private:
   /// SecAgg+: this round's keys, masks and held shares.
   std::optional<secagg_participant> secagg_;
   std::vector<std::byte> scratch_; ///< masks an unaligned chunk
+  /// Compressed uploads (client_configs.comm_configs.compression).
+  std::optional<delta_encoder> encoder_;
+  manifest encoded_layout_;
+  std::vector<float> decoded_; ///< compressed downloads: a chunk's values
   uint64_t clipped_ = 0;           ///< values clipped by this round's quantizer
   uint64_t generation_ = 0;
   phase phase_ = phase::registering;

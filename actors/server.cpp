@@ -118,7 +118,7 @@ public:
     }
     resend_pending_.clear();
     round_started_ = clock_type::now();
-    bytes_up_ = bytes_down_ = 0;
+    start_traffic();
     round_frame_ = msg::encode(announcement(false));
     std::vector<std::string> reached;
     for (auto& [id, c] : clients_)
@@ -408,6 +408,17 @@ public:
     if (o->client_id != *id)
       return refuse({errc::not_authorized,
                      *id + " offered an update as " + o->client_id});
+    auto expected = options_.compression.up ? options_.compression.method
+                                            : compression_method::none;
+    if (o->encoding != static_cast<uint8_t>(expected))
+      return refuse(
+          {errc::manifest_mismatch,
+           *id + " offered an update encoded as " +
+               (o->encoding <= static_cast<uint8_t>(compression_method::zfp)
+                    ? to_string(static_cast<compression_method>(o->encoding))
+                    : std::to_string(o->encoding)) +
+               "; this server takes " + to_string(expected) +
+               " (client_configs.comm_configs.compression)"});
     clients_[*id].model.reset(); // its download is complete
     if (o->round == round_)      // a repeated offer replaces its figures
       train_figures_[*id] = {capped(o->sample_count), std::move(o->metrics)};
@@ -474,23 +485,44 @@ public:
                      "chunk " + std::to_string(req->sequence) + " of " +
                          std::to_string(plan_->chunk_count())});
     const auto& e = plan_->extent(req->sequence);
-    bytes_down_ += e.bytes;
-    if (options_.live)
-      options_.live->sent_to(*sender_id(), e.bytes);
-    if (options_.progress)
-      options_.progress->moved_down(e.bytes);
-    report_->bytes_sent += e.bytes;
     msg::chunk_header h{0, req->round, req->sequence, e.tensor_index,
                         e.tensor_offset};
-    auto view = model == snapshot_ ? view_ : model->view();
-    auto reply = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
-      plan_->copy_out(req->sequence, view, dst);
-    });
+    frame reply;
+    uint64_t sent = e.bytes;
+    if (options_.compression.down) { // the model's float32 values, encoded
+      std::span<const float> values{
+          reinterpret_cast<const float*>(model->bytes.data() + e.model_offset),
+          e.bytes / 4};
+      encoded_.resize(encoded_bound(options_.compression, values.size()));
+      sent = encode(options_.compression, values, encoded_);
+      reply = msg::encode_chunk(h, sent, [&](std::span<std::byte> dst) {
+        std::memcpy(dst.data(), encoded_.data(), sent);
+      });
+    } else {
+      auto view = model == snapshot_ ? view_ : model->view();
+      reply = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
+        plan_->copy_out(req->sequence, view, dst);
+      });
+    }
     model->bytes.release(e.model_offset, e.bytes); // file-backed only
+    bytes_down_ += sent;
+    raw_down_ += e.bytes;
+    traffic_[*sender_id()].second += sent;
+    if (options_.live)
+      options_.live->sent_to(*sender_id(), sent);
+    if (options_.progress)
+      options_.progress->moved_down(sent);
+    report_->bytes_sent += sent;
     return reply;
   }
 
+  void start_traffic() {
+    bytes_up_ = bytes_down_ = raw_down_ = 0;
+    traffic_.clear();
+  }
+
   void count_upload(const frame& f) {
+    traffic_[*sender_id()].first += f.size();
     if (options_.live)
       options_.live->received_from(*sender_id(), f.size());
     if (options_.progress)
@@ -517,6 +549,15 @@ public:
     record.round = round;
     record.bytes_up = bytes_up_;
     record.bytes_down = bytes_down_;
+    record.client_bytes.assign(traffic_.begin(), traffic_.end());
+    const auto& z = options_.compression;
+    if (z.up && bytes_up_ > 0)
+      record.compression_up = static_cast<double>(clients) *
+                              static_cast<double>(snapshot_->bytes.size()) /
+                              static_cast<double>(bytes_up_);
+    if (z.down && bytes_down_ > 0)
+      record.compression_down =
+          static_cast<double>(raw_down_) / static_cast<double>(bytes_down_);
     record.train_loss = train_loss;
     record.clients = clients;
     record.missing_clients = std::move(missing);
@@ -541,7 +582,7 @@ public:
     auto started = round_started_;
     if (options_.async) { // the next version's figures start now
       round_started_ = clock_type::now();
-      bytes_up_ = bytes_down_ = 0;
+      start_traffic();
     }
     self_->request(peers_.evaluator, caf::infinite, eval_atom::value, snapshot_)
         .then(
@@ -1005,6 +1046,10 @@ private:
   clock_type::time_point round_started_;
   uint64_t bytes_up_ = 0;
   uint64_t bytes_down_ = 0;
+  uint64_t raw_down_ = 0; ///< the model bytes bytes_down_ carried, decoded
+  /// This round's bytes on the wire per client: up (frames), down (payload).
+  std::map<std::string, std::pair<uint64_t, uint64_t>> traffic_;
+  std::vector<std::byte> encoded_; ///< compressed downloads: a chunk's
   refusal_log refusals_;
   msg::metrics last_metrics_;
   bool stopping_ = false;

@@ -29,6 +29,9 @@ struct server_options {
   /// A robust rule (TrimmedMean, Median): rounds report the values each
   /// client had dropped as extreme.
   bool robust = false;
+  /// client_configs.comm_configs.compression: downloads are served encoded
+  /// (down); offers must name the encoding of uploads (up).
+  compression_config compression;
   uint64_t chunk_bytes = 1 << 20; ///< the plan both ends derive
   uint32_t window = 4;
   std::string client_configs_yaml; ///< handed to every client in Welcome

@@ -48,6 +48,7 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   if (options.memory_mode == memory_mode::disk)
     ao.state_dir = options.storage_dir;
   ao.fold_delay = options.fold_delay;
+  ao.compression = options.server.compression;
   ao.refusals = refusals;
   ao.poisoned = make_refusal_counter();
   ao.idle_timeout = options.idle_timeout;

@@ -412,6 +412,7 @@ frame encode(const offer& x) {
         b.setTrainLoss(x.train_loss);
         b.setTrainSeconds(x.train_seconds);
         b.setDpEpsilon(x.dp_epsilon);
+        b.setEncoding(x.encoding);
         put(b.initMetrics(static_cast<uint32_t>(x.metrics.size())), x.metrics);
       });
 }
@@ -659,7 +660,7 @@ template <> result<offer> decode<offer>(const frame& f) {
     return offer{b.getRound(),          std::move(*id),      b.getSampleCount(),
                  b.getManifestDigest(), b.getTotalBytes(),   b.getChunkCount(),
                  b.getTrainLoss(),      b.getTrainSeconds(), b.getDpEpsilon(),
-                 std::move(*figures)};
+                 std::move(*figures),   b.getEncoding()};
   });
 }
 

@@ -139,6 +139,8 @@ struct offer {
   double train_seconds = 0;
   double dp_epsilon = 0;  ///< DP-SGD: spent on the client's data; 0: none
   named_values metrics{}; ///< the client's own training figures
+  /// What the chunks carry: compression_method as a number (0: none).
+  uint8_t encoding = 0;
 };
 
 struct accept {

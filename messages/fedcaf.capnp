@@ -113,6 +113,11 @@ struct Offer {
   # characters of [A-Za-z0-9_./-], unique; values finite).
   # DP-SGD: epsilon the client has spent on its own samples so far
   # (record-level, at its train_configs.dp.delta); 0 without DP-SGD.
+  encoding @10 :UInt8;
+  # What the update's chunks carry: 0 the model's own bytes; else the
+  # delta from the model the client received, encoded per chunk: 1 fp16,
+  # 2 bf16, 3 int8 (blockwise absmax), 4 zfp (fixed accuracy). It must be
+  # what the server's client_configs.comm_configs.compression says.
 }
 
 struct Accept {

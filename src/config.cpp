@@ -500,9 +500,22 @@ void read(section s, model_config& m) {
   refuse_python_file(s, "model_path");
 }
 
+void read(section s, compression_config& c) {
+  std::string method = "none", direction = "up";
+  s.one_of("method", method, {"none", "fp16", "bf16", "int8", "zfp"});
+  s.one_of("direction", direction, {"up", "down", "both"});
+  c.method = parse_compression(method).value_or(compression_method::none);
+  bool on = c.method != compression_method::none;
+  c.up = on && direction != "down";
+  c.down = on && direction != "up";
+  s.positive("zfp_tolerance", c.zfp_tolerance);
+  s.get("error_feedback", c.error_feedback);
+}
+
 void read(section s, client_configs& c) {
   read(s.child("train_configs"), c.train);
   read(s.child("model_configs"), c.model);
+  read(s.child("comm_configs").child("compression"), c.compression);
   if (c.train.storage == "disk" && c.train.trainer != "dummy")
     s.fail("train_configs.storage", "disk storage needs trainer: dummy");
   if (c.train.dp.mode != "none" && c.train.trainer != "VanillaTrainer")
@@ -936,11 +949,38 @@ void read_client_file(section& root, config& c) {
   read(root.child("comm_configs"), c.client.comm, false);
 }
 
+/// Refuses what compressed uploads cannot run with: the server adds each
+/// decoded delta to the model the client received, which it must still
+/// hold and which must be the round's.
+void check_compression(section& root, const config& c) {
+  const auto& z = c.clients.compression;
+  if (!z.up)
+    return;
+  auto fail = [&](const std::string& why) {
+    root.fail("client_configs.comm_configs.compression", why);
+  };
+  const auto& sc = c.server;
+  if (sc.memory_mode != memory_mode::ram)
+    fail("compressed uploads (deltas) need memory_mode ram: window and disk "
+         "modes overwrite the model a delta is added to (use direction: "
+         "down, or memory_mode ram)");
+  if (sc.scheduler != "SyncScheduler")
+    fail("compressed uploads need SyncScheduler: an async update's delta "
+         "belongs to an older model");
+  if (sc.secure_aggregation.enabled)
+    fail("compressed uploads cannot be masked: secure aggregation quantizes "
+         "updates itself");
+  if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
+    fail("compressed uploads would move a clipped update past clip_norm: "
+         "DP-FedAvg needs method: none");
+}
+
 void read_server_file(section& root, config& c) {
   if (!root.has("server_configs"))
     root.fail("server_configs", "is required");
   read(root.child("server_configs"), c.server);
   read(root.child("client_configs"), c.clients);
+  check_compression(root, c);
   c.data.num_clients = c.server.num_clients;
   read(root.child("data_configs"), c.data, false);
   if (c.data.num_clients != c.server.num_clients)

@@ -108,6 +108,16 @@ json trimmed_json(
   return out;
 }
 
+/// {client: {up, down}}.
+json client_bytes_json(
+    const std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>>&
+        traffic) {
+  json out = json::object();
+  for (const auto& [id, bytes] : traffic)
+    out[id] = {{"up", bytes.first}, {"down", bytes.second}};
+  return out;
+}
+
 json round_json(const round_record& x) {
   return {{"round", x.round},
           {"test_accuracy", optional_number(x.test_accuracy)},
@@ -128,7 +138,10 @@ json round_json(const round_record& x) {
           {"dp_sgd_epsilon", optional_number(x.dp_sgd_epsilon)},
           {"client_metrics", figures_json(x.client_metrics)},
           {"client_train_metrics", figures_json(x.client_train_metrics)},
-          {"trimmed_values", trimmed_json(x.trimmed_values)}};
+          {"trimmed_values", trimmed_json(x.trimmed_values)},
+          {"client_bytes", client_bytes_json(x.client_bytes)},
+          {"compression_up", optional_number(x.compression_up)},
+          {"compression_down", optional_number(x.compression_down)}};
 }
 
 json report_json(const run_report& r) {

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fedcaf/compression.hpp"
 #include "fedcaf/error.hpp"
 
 namespace fedcaf {
@@ -297,6 +298,9 @@ struct server_config {
 struct client_configs {
   train_config train;
   model_config model;
+  /// comm_configs.compression: {method: none | fp16 | bf16 | int8 | zfp,
+  /// direction: up | down | both, zfp_tolerance, error_feedback}.
+  compression_config compression;
 };
 
 /// The keys of a client's own file.

@@ -87,6 +87,14 @@ struct round_record {
   /// dropped as extreme (TrimmedMean: trim_ratio of each coordinate's from
   /// each end; Median: all but the middle one or two).
   std::optional<std::vector<std::pair<std::string, uint64_t>>> trimmed_values;
+  /// Server: per client, the bytes it sent (frames) and received (chunk
+  /// payloads) in this round.
+  std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>>
+      client_bytes;
+  /// Server, with compression: the model bytes the round's updates (or
+  /// downloads) stand for, over the bytes that crossed the wire for them.
+  std::optional<double> compression_up;
+  std::optional<double> compression_down;
 };
 
 struct run_report {

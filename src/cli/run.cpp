@@ -260,6 +260,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   so.server.num_clients = cfg.server.num_clients;
   so.server.num_rounds = cfg.server.num_global_epochs;
   so.server.robust = is_robust(rule_of(cfg.server.aggregator));
+  so.server.compression = cfg.clients.compression;
   so.server.chunk_bytes = *chunk_bytes;
   so.server.window = comm.stream.window;
   so.server.client_configs_yaml = client_configs_yaml(cfg);

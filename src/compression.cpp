@@ -1,0 +1,288 @@
+#include "fedcaf/compression.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include <immintrin.h>
+#include <zfp.h>
+
+#include "fedcaf/element.hpp"
+
+namespace fedcaf {
+
+namespace {
+
+struct zfp_stream_closer {
+  void operator()(zfp_stream* z) const { zfp_stream_close(z); }
+};
+struct zfp_field_freer {
+  void operator()(zfp_field* f) const { zfp_field_free(f); }
+};
+struct bitstream_closer {
+  void operator()(bitstream* s) const { stream_close(s); }
+};
+
+/// A zfp stream in fixed-accuracy mode over `values` floats at `data`.
+struct zfp_setup {
+  std::unique_ptr<zfp_stream, zfp_stream_closer> stream{zfp_stream_open(
+      nullptr)};
+  std::unique_ptr<zfp_field, zfp_field_freer> field;
+
+  zfp_setup(double tolerance, float* data, size_t values)
+      : field(zfp_field_1d(data, zfp_type_float, values)) {
+    zfp_stream_set_accuracy(stream.get(), tolerance);
+  }
+  size_t bound() { return zfp_stream_maximum_size(stream.get(), field.get()); }
+};
+
+uint64_t int8_bytes(uint64_t n) {
+  return n + 4 * ((n + int8_block - 1) / int8_block);
+}
+
+// The kernels: loops the compiler vectorizes, cloned for AVX2 and for any
+// x86-64 (picked at load by the CPU's features); fp16 through F16C's
+// vcvtps2ph and vcvtph2ps, 8 values at a time, where the CPU has it.
+#define FEDCAF_KERNEL __attribute__((target_clones("avx2", "default")))
+
+bool has_f16c() {
+  static const bool yes =
+      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  return yes;
+}
+
+__attribute__((target("avx2,f16c"))) void to_f16_f16c(const float* x,
+                                                      std::byte* out,
+                                                      size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                     _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) {
+    auto h = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+    std::memcpy(out + 2 * i, &h, 2);
+  }
+}
+
+__attribute__((target("avx2,f16c"))) void from_f16_f16c(const std::byte* in,
+                                                        float* x, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                reinterpret_cast<const __m128i*>(in + 2 * i))));
+  for (; i < n; ++i) {
+    unsigned short h;
+    std::memcpy(&h, in + 2 * i, 2);
+    x[i] = _cvtsh_ss(h);
+  }
+}
+
+void to_f16(const float* x, std::byte* out, size_t n) {
+  if (has_f16c())
+    return to_f16_f16c(x, out, n);
+  for (size_t i = 0; i < n; ++i) {
+    auto h = float_to_f16(x[i]);
+    std::memcpy(out + 2 * i, &h, 2);
+  }
+}
+
+void from_f16(const std::byte* in, float* x, size_t n) {
+  if (has_f16c())
+    return from_f16_f16c(in, x, n);
+  for (size_t i = 0; i < n; ++i)
+    x[i] = load_element(dtype::float16, in, i);
+}
+
+/// Rounds to nearest even on the bits (a NaN stays a NaN or becomes an
+/// infinity, which the server refuses either way).
+FEDCAF_KERNEL void to_bf16(const float* x, std::byte* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, 4);
+    auto h = static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+    std::memcpy(out + 2 * i, &h, 2);
+  }
+}
+
+FEDCAF_KERNEL void from_bf16(const std::byte* in, float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, in + 2 * i, 2);
+    uint32_t b = uint32_t{h} << 16;
+    std::memcpy(x + i, &b, 4);
+  }
+}
+
+/// max |x| over n values, on the bits: for non-negative floats the integer
+/// order is the float order, so the maximum vectorizes.
+FEDCAF_KERNEL float abs_max(const float* x, size_t n) {
+  uint32_t top = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, 4);
+    b &= 0x7fffffffu;
+    top = b > top ? b : top;
+  }
+  float f;
+  std::memcpy(&f, &top, 4);
+  return f;
+}
+
+FEDCAF_KERNEL void quantize(const float* x, float inv, std::byte* out,
+                            size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    auto v = std::clamp(x[i] * inv, -127.0f, 127.0f);
+    auto q = static_cast<int32_t>(v + (v >= 0 ? 0.5f : -0.5f));
+    out[i] = static_cast<std::byte>(static_cast<int8_t>(q));
+  }
+}
+
+FEDCAF_KERNEL void dequantize(const std::byte* in, float scale, float* x,
+                              size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(static_cast<int8_t>(in[i])) * scale;
+}
+
+void encode_int8(std::span<const float> x, std::byte* out) {
+  for (size_t at = 0; at < x.size(); at += int8_block) {
+    auto n = std::min<size_t>(int8_block, x.size() - at);
+    float scale = abs_max(x.data() + at, n) / 127.0f;
+    std::memcpy(out, &scale, 4);
+    quantize(x.data() + at, scale > 0 ? 1.0f / scale : 0.0f, out + 4, n);
+    out += 4 + n;
+  }
+}
+
+result<void> decode_int8(const std::byte* in, std::span<float> x) {
+  for (size_t at = 0; at < x.size(); at += int8_block) {
+    auto n = std::min<size_t>(int8_block, x.size() - at);
+    float scale;
+    std::memcpy(&scale, in, 4);
+    if (!std::isfinite(scale) || scale < 0)
+      return error{errc::poisoned_update,
+                   "an int8 block's scale is not a finite value >= 0"};
+    dequantize(in + 4, scale, x.data() + at, n);
+    in += 4 + n;
+  }
+  return {};
+}
+
+} // namespace
+
+const char* to_string(compression_method m) {
+  switch (m) {
+  case compression_method::fp16:
+    return "fp16";
+  case compression_method::bf16:
+    return "bf16";
+  case compression_method::int8:
+    return "int8";
+  case compression_method::zfp:
+    return "zfp";
+  default:
+    return "none";
+  }
+}
+
+std::optional<compression_method> parse_compression(std::string_view name) {
+  for (auto m : {compression_method::none, compression_method::fp16,
+                 compression_method::bf16, compression_method::int8,
+                 compression_method::zfp})
+    if (name == to_string(m))
+      return m;
+  return std::nullopt;
+}
+
+uint64_t encoded_bound(const compression_config& c, uint64_t n) {
+  switch (c.method) {
+  case compression_method::fp16:
+  case compression_method::bf16:
+    return 2 * n;
+  case compression_method::int8:
+    return int8_bytes(n);
+  case compression_method::zfp:
+    return zfp_setup{c.zfp_tolerance, nullptr, n}.bound();
+  default:
+    return 4 * n;
+  }
+}
+
+size_t encode(const compression_config& c, std::span<const float> x,
+              std::span<std::byte> out) {
+  auto* o = out.data();
+  switch (c.method) {
+  case compression_method::fp16:
+    to_f16(x.data(), o, x.size());
+    return 2 * x.size();
+  case compression_method::bf16:
+    to_bf16(x.data(), o, x.size());
+    return 2 * x.size();
+  case compression_method::int8:
+    encode_int8(x, o);
+    return int8_bytes(x.size());
+  case compression_method::zfp: {
+    zfp_setup z{c.zfp_tolerance, const_cast<float*>(x.data()), x.size()};
+    std::unique_ptr<bitstream, bitstream_closer> bits{
+        stream_open(out.data(), out.size())};
+    zfp_stream_set_bit_stream(z.stream.get(), bits.get());
+    zfp_stream_rewind(z.stream.get());
+    return zfp_compress(z.stream.get(), z.field.get());
+  }
+  default:
+    std::memcpy(o, x.data(), 4 * x.size());
+    return 4 * x.size();
+  }
+}
+
+result<void> decode(const compression_config& c, std::span<const std::byte> in,
+                    std::span<float> x) {
+  auto wrong_size = [&] {
+    return error{errc::out_of_range,
+                 std::to_string(in.size()) + " bytes are no " +
+                     to_string(c.method) + " encoding of " +
+                     std::to_string(x.size()) + " values"};
+  };
+  switch (c.method) {
+  case compression_method::fp16:
+  case compression_method::bf16: {
+    if (in.size() != 2 * x.size())
+      return wrong_size();
+    if (c.method == compression_method::fp16)
+      from_f16(in.data(), x.data(), x.size());
+    else
+      from_bf16(in.data(), x.data(), x.size());
+    return {};
+  }
+  case compression_method::int8:
+    if (in.size() != int8_bytes(x.size()))
+      return wrong_size();
+    return decode_int8(in.data(), x);
+  case compression_method::zfp: {
+    zfp_setup z{c.zfp_tolerance, x.data(), x.size()};
+    auto bound = z.bound();
+    if (in.size() > bound)
+      return wrong_size();
+    // zfp's bit stream reads whole 64-bit words and never more than the
+    // bound for this many values: a zero-padded copy keeps it inside.
+    thread_local std::vector<uint64_t> padded;
+    padded.assign(bound / 8 + 2, 0);
+    std::memcpy(padded.data(), in.data(), in.size());
+    std::unique_ptr<bitstream, bitstream_closer> bits{
+        stream_open(padded.data(), padded.size() * 8)};
+    zfp_stream_set_bit_stream(z.stream.get(), bits.get());
+    zfp_stream_rewind(z.stream.get());
+    if (zfp_decompress(z.stream.get(), z.field.get()) == 0)
+      return error{errc::out_of_range, "zfp bytes that do not decode"};
+    return {};
+  }
+  default:
+    if (in.size() != 4 * x.size())
+      return wrong_size();
+    std::memcpy(x.data(), in.data(), in.size());
+    return {};
+  }
+}
+
+} // namespace fedcaf
