@@ -40,6 +40,10 @@ struct upload_stream {
   /// send from then on.
   steady_clock::time_point last_progress = steady_clock::now();
   uint32_t held = 0; ///< window mode: its credits held by the window
+  /// norm_bound: ||x - g|| as its offer declared it, and the factor its
+  /// update is scaled by (x' = g + scale (x - g)).
+  double declared_norm = 0;
+  double scale = 1;
 };
 
 /// A chunk of a client's update that passed the content checks: its
@@ -131,9 +135,9 @@ public:
     if (window_)
       window_->set_value_limit(limit);
     if (options_.compression.up)
-      max_payload_ = std::max(
-          max_payload_,
-          encoded_bound(options_.compression, plan_.chunk_bytes() / 4 + 1));
+      max_payload_ =
+          std::max(max_payload_, encoded_bound(options_.compression,
+                                               plan_.chunk_bytes() / 4 + 1));
   }
 
   void attach(caf::event_based_actor* self) {
@@ -144,7 +148,7 @@ public:
 
   frame open(const caf::actor& notify, const std::string& id, uint32_t round,
              double weight, uint64_t manifest_digest, uint64_t total_bytes,
-             uint64_t chunk_count) {
+             uint64_t chunk_count, double declared_norm) {
     if (manifest_digest != digest_ || total_bytes != plan_.total_bytes() ||
         chunk_count != plan_.chunk_count())
       return refuse(
@@ -156,7 +160,17 @@ public:
         return resume(sid, s);
     recycle_previous();
     auto stream_id = next_stream_id_++;
-    streams_[stream_id] = {id, round, weight, 0, 0, notify, false};
+    auto& s = streams_[stream_id];
+    s = {id, round, weight, 0, 0, notify, false};
+    s.declared_norm = declared_norm;
+    auto bound = options_.rule_cfg.norm_bound;
+    if (bound > 0 && declared_norm > bound) {
+      s.scale = bound / declared_norm;
+      log_line(log_level::debug, "aggregator",
+               id + " declared an update of norm " +
+                   std::to_string(declared_norm) + ", scaled to norm_bound " +
+                   std::to_string(bound));
+    }
     return msg::encode(msg::accept{stream_id, options_.window});
   }
 
@@ -179,7 +193,7 @@ public:
       return checked.err().code == errc::internal
                  ? refuse(checked.err())
                  : reject(it->first, s, checked.err());
-    if (auto ok = fold(s, *c); !ok)
+    if (auto ok = fold(s, bounded(s, *c)); !ok)
       return refuse(ok.err());
     commit(s, h.sequence, *checked);
     if (ram_)
@@ -531,13 +545,36 @@ private:
     const auto& e = plan_.extent(seq);
     decoded_.resize(e.bytes / 4);
     if (auto ok = decode_delta(
-            z, c.bytes, current_->bytes.bytes().subspan(e.model_offset, e.bytes),
-            decoded_);
+            z, c.bytes,
+            current_->bytes.bytes().subspan(e.model_offset, e.bytes), decoded_);
         !ok)
       return error{ok.err().code, "chunk " + std::to_string(seq) + " of " +
                                       s.client_id + ": " + ok.err().message};
     auto out = c;
     out.bytes = std::as_bytes(std::span{decoded_});
+    return out;
+  }
+
+  /// norm_bound: chunk `c` of stream `s` scaled towards the global model,
+  /// g + scale (x - g) (in scaled_, valid until the next chunk); as it
+  /// came if its update is within the bound. REQUIRES: admissible(s, c),
+  /// ram mode (the global model is the one the client received).
+  msg::chunk_view bounded(const upload_stream& s, const msg::chunk_view& c) {
+    if (s.scale >= 1)
+      return c;
+    const auto& e = plan_.extent(c.header.sequence);
+    auto type = layout_type_;
+    auto n = e.bytes / dtype_bytes(type);
+    scaled_.resize(e.bytes);
+    const auto* g = current_->bytes.data() + e.model_offset;
+    for (size_t i = 0; i < n; ++i) {
+      auto old = load_element(type, g, i);
+      auto x = load_element(type, c.bytes.data(), i);
+      store_element(type, scaled_.data(), i,
+                    static_cast<float>(old + s.scale * (x - old)));
+    }
+    auto out = c;
+    out.bytes = scaled_;
     return out;
   }
 
@@ -571,16 +608,27 @@ private:
         !ok)
       return ok.err();
     auto bound = options_.rule_cfg.max_update_norm;
-    if (bound <= 0)
+    auto declared = options_.rule_cfg.norm_bound > 0;
+    if (bound <= 0 && !declared)
       return checked_chunk{};
     auto checked = distance(s.client_id, c);
     if (!checked)
       return checked;
-    if (s.distance_squared + checked->distance_squared > bound * bound)
+    auto so_far = s.distance_squared + checked->distance_squared;
+    if (bound > 0 && so_far > bound * bound)
       return error{errc::poisoned_update,
                    "its distance from the global model passed "
                    "max_update_norm (" +
                        std::to_string(bound) + ") at chunk " +
+                       std::to_string(seq)};
+    // norm_bound scales by what the client declared: more than that is a
+    // lie (both sides sum the same float32 differences in double).
+    auto most = s.declared_norm * (1 + 1e-6) + 1e-12;
+    if (declared && so_far > most * most)
+      return error{errc::poisoned_update,
+                   "its distance from the global model passed the update "
+                   "norm it declared (" +
+                       std::to_string(s.declared_norm) + ") at chunk " +
                        std::to_string(seq)};
     return checked;
   }
@@ -747,7 +795,10 @@ private:
   byte_buffer next_; ///< ram mode, robust rules: the model being reduced
   /// The largest chunk payload an upload may carry (compressed: zfp's bound).
   uint64_t max_payload_ = plan_.chunk_bytes();
-  std::vector<float> decoded_; ///< compressed uploads: a chunk's values
+  std::vector<float> decoded_;    ///< compressed uploads: a chunk's values
+  std::vector<std::byte> scaled_; ///< norm_bound: a chunk scaled back
+  /// The model's one floating dtype (spawn_aggregator checked it).
+  dtype layout_type_ = *common_floating_dtype(layout_);
   std::map<uint64_t, upload_stream> streams_;
   caf::actor server_; ///< secure aggregation: asked for the plan
   /// window mode: positions below were averaged into current_ this round
@@ -777,8 +828,9 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
   return {
       [state](open_atom, const caf::actor& notify, const std::string& id,
               uint32_t round, double weight, uint64_t digest, uint64_t bytes,
-              uint64_t chunks) {
-        return state->open(notify, id, round, weight, digest, bytes, chunks);
+              uint64_t chunks, double norm) {
+        return state->open(notify, id, round, weight, digest, bytes, chunks,
+                           norm);
       },
       [state](chunk_atom, const std::string& sender, const frame& f) {
         return state->consume(sender, f);

@@ -123,7 +123,7 @@ public:
       self_->delegate(aggregator_, open_atom::value,
                       caf::actor_cast<caf::actor>(self_), o->client_id,
                       o->round, a->second.weight, o->manifest_digest,
-                      o->total_bytes, o->chunk_count);
+                      o->total_bytes, o->chunk_count, 0.0);
       return caf::delegated<frame>{};
     }
     auto rp = self_->make_response_promise<frame>();
@@ -205,7 +205,7 @@ private:
       q.reply.delegate(aggregator_, open_atom::value,
                        caf::actor_cast<caf::actor>(self_), id, q.offer.round,
                        weight, q.offer.manifest_digest, q.offer.total_bytes,
-                       q.offer.chunk_count);
+                       q.offer.chunk_count, 0.0);
     }
   }
 

@@ -338,9 +338,9 @@ private:
     if (!plan)
       return plan.err();
     const auto& train = configs_->train;
-    auto made = delta_encoder::make(
-        z, layout, std::move(*plan),
-        train.storage == "disk" ? train.storage_dir : std::string{});
+    auto made = delta_encoder::make(z, layout, std::move(*plan),
+                                    train.storage == "disk" ? train.storage_dir
+                                                            : std::string{});
     if (!made)
       return made.err();
     encoder_.emplace(std::move(*made));
@@ -404,7 +404,9 @@ private:
       if (auto ok = evaluate_received(); !ok)
         return fail(ok.err());
     auto clip = configs_->train.update_clip_norm;
-    if (clip > 0) // DP-FedAvg: keep the model received to clip against
+    bool declare = configs_->train.declare_update_norm;
+    // DP-FedAvg, norm_bound: keep the model received to measure against
+    if (clip > 0 || declare)
       copy_model(const_params_, received_);
     auto m = trainer_->train();
     if (!m)
@@ -417,6 +419,8 @@ private:
                "update norm " + std::to_string(norm) + ", clipped to " +
                    std::to_string(std::min(norm, clip)));
     }
+    double norm =
+        declare ? update_norm(trainer_->layout(), const_params_, received_) : 0;
     record_.train_loss = m->loss;
     record_.train_seconds = m->seconds;
     double epsilon = account_dp_sgd(*m);
@@ -426,19 +430,20 @@ private:
                  std::to_string(m->samples) + " samples in " +
                  std::to_string(m->seconds) + " s, loss " +
                  std::to_string(m->loss));
-    offer_ = msg::offer{round_.round,
-                        options_.client_id,
-                        trainer_->sample_count(),
-                        digest(trainer_->layout()),
-                        plan_->total_bytes(),
-                        plan_->chunk_count(),
-                        m->loss,
-                        m->seconds,
-                        epsilon,
-                        std::move(m->figures),
-                        static_cast<uint8_t>(
-                            encoder_ ? configs_->compression.method
-                                     : compression_method::none)};
+    offer_ =
+        msg::offer{round_.round,
+                   options_.client_id,
+                   trainer_->sample_count(),
+                   digest(trainer_->layout()),
+                   plan_->total_bytes(),
+                   plan_->chunk_count(),
+                   m->loss,
+                   m->seconds,
+                   epsilon,
+                   std::move(m->figures),
+                   static_cast<uint8_t>(encoder_ ? configs_->compression.method
+                                                 : compression_method::none),
+                   norm};
     if (round_.secure_aggregation)
       return advertise_keys();
     send_offer();
@@ -907,7 +912,7 @@ private:
   std::optional<delta_encoder> encoder_;
   manifest encoded_layout_;
   std::vector<float> decoded_; ///< compressed downloads: a chunk's values
-  uint64_t clipped_ = 0;           ///< values clipped by this round's quantizer
+  uint64_t clipped_ = 0;       ///< values clipped by this round's quantizer
   uint64_t generation_ = 0;
   phase phase_ = phase::registering;
   phase resume_phase_ = phase::registering;

@@ -52,7 +52,7 @@
 //                        (partial_updates: keep) or learning whether it
 //                        delivered anything (discard); await no more of it
 //   scheduler -> aggr.   (open_atom, notify, id, round, weight, digest,
-//                         bytes, chunks) -> accept
+//                         bytes, chunks, declared update norm) -> accept
 //   aggr. -> scheduler   (update_atom, id, round)
 //   aggr. -> scheduler   (reject_atom, id, round, chunks folded, errc, why): the
 //                        client's update was refused for its content (NaN,

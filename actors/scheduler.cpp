@@ -127,7 +127,8 @@ public:
     }
     self_->delegate(aggregator_, open_atom::value,
                     caf::actor_cast<caf::actor>(self_), o->client_id, o->round,
-                    weight, o->manifest_digest, o->total_bytes, o->chunk_count);
+                    weight, o->manifest_digest, o->total_bytes, o->chunk_count,
+                    o->update_norm);
     if (overdue_ && offered_.size() >= options_.min_clients)
       self_->send(self_, deadline_atom::value, round_); // enough now
     return {};

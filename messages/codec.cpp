@@ -413,6 +413,7 @@ frame encode(const offer& x) {
         b.setTrainSeconds(x.train_seconds);
         b.setDpEpsilon(x.dp_epsilon);
         b.setEncoding(x.encoding);
+        b.setUpdateNorm(x.update_norm);
         put(b.initMetrics(static_cast<uint32_t>(x.metrics.size())), x.metrics);
       });
 }
@@ -651,7 +652,8 @@ template <> result<offer> decode<offer>(const frame& f) {
       return id.err();
     for (auto ok : {check_figure(b.getTrainLoss(), "train loss", false),
                     check_figure(b.getTrainSeconds(), "train seconds", true),
-                    check_figure(b.getDpEpsilon(), "DP epsilon", true)})
+                    check_figure(b.getDpEpsilon(), "DP epsilon", true),
+                    check_figure(b.getUpdateNorm(), "update norm", true)})
       if (!ok)
         return ok.err();
     auto figures = get(b.getMetrics(), "offer");
@@ -660,7 +662,7 @@ template <> result<offer> decode<offer>(const frame& f) {
     return offer{b.getRound(),          std::move(*id),      b.getSampleCount(),
                  b.getManifestDigest(), b.getTotalBytes(),   b.getChunkCount(),
                  b.getTrainLoss(),      b.getTrainSeconds(), b.getDpEpsilon(),
-                 std::move(*figures),   b.getEncoding()};
+                 std::move(*figures),   b.getEncoding(),     b.getUpdateNorm()};
   });
 }
 

@@ -141,6 +141,7 @@ struct offer {
   named_values metrics{}; ///< the client's own training figures
   /// What the chunks carry: compression_method as a number (0: none).
   uint8_t encoding = 0;
+  double update_norm = 0; ///< ||x - g|| when the server asks for it
 };
 
 struct accept {

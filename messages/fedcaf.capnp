@@ -118,6 +118,10 @@ struct Offer {
   # delta from the model the client received, encoded per chunk: 1 fp16,
   # 2 bf16, 3 int8 (blockwise absmax), 4 zfp (fixed accuracy). It must be
   # what the server's client_configs.comm_configs.compression says.
+  updateNorm @11 :Float64;
+  # ||x - g||, the L2 distance of the update from the model the client
+  # received (finite, >= 0); what aggregator_kwargs.norm_bound scales by.
+  # 0 unless the server's train_configs.declare_update_norm is set.
 }
 
 struct Accept {

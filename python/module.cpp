@@ -169,12 +169,14 @@ private:
   void run() {
     auto bridge = bridge_;
     auto needs_writable = &writable_update_;
+    auto mu = &proximal_mu_;
     trainer_factory factory =
-        [bridge, needs_writable](
-            const client_configs& cc,
-            const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+        [bridge, needs_writable,
+         mu](const client_configs& cc,
+             const msg::welcome&) -> result<std::unique_ptr<trainer>> {
       // DP-FedAvg: the client clips the update in place.
       needs_writable->store(cc.train.update_clip_norm > 0);
+      mu->store(cc.train.proximal_mu);
       return fedcaf::bridge::make_bridge_trainer(bridge, cc);
     };
     run_remote_client(
@@ -235,6 +237,12 @@ private:
   std::mutex mtx_;
   caf::actor client_; ///< while the client runs
   std::atomic<bool> writable_update_{false};
+
+public:
+  /// train_configs.proximal_mu from the server (FedProx), for Python.
+  std::atomic<double> proximal_mu_{0};
+
+private:
   std::atomic<bool> stop_requested_{false};
   /// The update's buffers, held until the next task: the client may be
   /// asked to send it again.
@@ -411,6 +419,10 @@ PYBIND11_MODULE(_fedcaf, m) {
       .def_property_readonly(
           "evaluate_only",
           [](const client_handle::task& t) { return t.info.evaluate_only; })
+      .def_property_readonly("proximal_mu",
+                             [](const client_handle::task& t) {
+                               return t.owner->proximal_mu_.load();
+                             })
       .def("arrays", &client_handle::task::arrays)
       .def("layout", &client_handle::task::layout)
       .def("send", &client_handle::task::send)

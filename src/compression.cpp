@@ -26,8 +26,8 @@ struct bitstream_closer {
 
 /// A zfp stream in fixed-accuracy mode over `values` floats at `data`.
 struct zfp_setup {
-  std::unique_ptr<zfp_stream, zfp_stream_closer> stream{zfp_stream_open(
-      nullptr)};
+  std::unique_ptr<zfp_stream, zfp_stream_closer> stream{
+      zfp_stream_open(nullptr)};
   std::unique_ptr<zfp_field, zfp_field_freer> field;
 
   zfp_setup(double tolerance, float* data, size_t values)
@@ -52,14 +52,13 @@ bool has_f16c() {
   return yes;
 }
 
-__attribute__((target("avx2,f16c"))) void to_f16_f16c(const float* x,
-                                                      std::byte* out,
-                                                      size_t n) {
+__attribute__((target("avx2,f16c"))) void
+to_f16_f16c(const float* x, std::byte* out, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i),
-                                     _MM_FROUND_TO_NEAREST_INT));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(out + 2 * i),
+        _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
   for (; i < n; ++i) {
     auto h = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
     std::memcpy(out + 2 * i, &h, 2);
@@ -239,10 +238,10 @@ size_t encode(const compression_config& c, std::span<const float> x,
 result<void> decode(const compression_config& c, std::span<const std::byte> in,
                     std::span<float> x) {
   auto wrong_size = [&] {
-    return error{errc::out_of_range,
-                 std::to_string(in.size()) + " bytes are no " +
-                     to_string(c.method) + " encoding of " +
-                     std::to_string(x.size()) + " values"};
+    return error{errc::out_of_range, std::to_string(in.size()) +
+                                         " bytes are no " +
+                                         to_string(c.method) + " encoding of " +
+                                         std::to_string(x.size()) + " values"};
   };
   switch (c.method) {
   case compression_method::fp16:

@@ -443,6 +443,10 @@ void read(section s, train_config& t) {
   s.get("add", t.add);
   s.get("add_by_index", t.add_by_index);
   s.get("federated_evaluation", t.federated_evaluation);
+  s.get("proximal_mu", t.proximal_mu);
+  if (!(t.proximal_mu >= 0))
+    s.fail("proximal_mu", "must be 0 (off) or positive");
+  s.get("declare_update_norm", t.declare_update_norm);
   s.get("update_clip_norm", t.update_clip_norm);
   if (t.update_clip_norm < 0)
     s.fail("update_clip_norm", "must be 0 (none) or positive");
@@ -766,6 +770,13 @@ void read(section s, rule_config& r, const std::string& aggregator) {
            aggregator + " keeps what a cut-off update delivered: its chunks "
                         "share a sum with updates whose clients have moved on");
   s.get("max_update_norm", r.max_update_norm);
+  s.get("norm_bound", r.norm_bound);
+  if (!(r.norm_bound >= 0))
+    s.fail("norm_bound", "must be 0 (off) or positive");
+  if (r.norm_bound > 0 &&
+      (is_robust(rule_of(aggregator)) || is_async(rule_of(aggregator))))
+    s.fail("norm_bound", "bounds the updates of the sync averaging rules: " +
+                             aggregator + " is not one");
   if (!(r.max_update_norm >= 0))
     s.fail("max_update_norm", "must be 0 (off) or positive");
   s.get("max_sample_size", r.max_sample_size);
@@ -847,9 +858,9 @@ void check_secure_aggregation(section& s, const server_config& sc) {
   if (is_robust(rule_of(sc.aggregator)))
     fail(sc.aggregator + " must see each update's values to order them; "
                          "masked updates hide them");
-  if (sc.rule.max_update_norm > 0)
+  if (sc.rule.max_update_norm > 0 || sc.rule.norm_bound > 0)
     fail("cannot measure a masked update: drop "
-         "aggregator_kwargs.max_update_norm");
+         "aggregator_kwargs.max_update_norm and norm_bound");
   if (sc.on_deadline == "wait")
     fail("ends its keys phase at round_deadline_s: scheduler_kwargs."
          "on_deadline: wait does not apply");
@@ -913,6 +924,10 @@ void read(section s, server_config& sc) {
   std::string mode = to_string(sc.memory_mode);
   s.one_of("memory_mode", mode, {"ram", "window", "disk"});
   sc.memory_mode = parse_memory_mode(mode).value_or(memory_mode::ram);
+  if (sc.rule.norm_bound > 0 && sc.memory_mode != memory_mode::ram)
+    s.fail("aggregator_kwargs.norm_bound",
+           "needs memory_mode ram: an update is scaled towards the model its "
+           "client received, which window and disk modes overwrite");
   if (sc.scheduler == "AsyncScheduler" && sc.memory_mode != memory_mode::ram)
     s.fail("memory_mode", "AsyncScheduler runs in ram mode only (window and "
                           "disk modes average sync rounds in place)");
@@ -960,6 +975,9 @@ void check_compression(section& root, const config& c) {
     root.fail("client_configs.comm_configs.compression", why);
   };
   const auto& sc = c.server;
+  if (sc.rule.norm_bound > 0)
+    fail("aggregator_kwargs.norm_bound measures the update the client "
+         "declared, which its encoding changes: use one or the other");
   if (sc.memory_mode != memory_mode::ram)
     fail("compressed uploads (deltas) need memory_mode ram: window and disk "
          "modes overwrite the model a delta is added to (use direction: "
@@ -1151,6 +1169,10 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     if (c.server.rule.dp_clip_norm > 0) // clients clip for DP-FedAvg
       root["client_configs"]["train_configs"]["update_clip_norm"] =
           c.server.rule.dp_clip_norm;
+    if (c.server.rule.norm_bound > 0) { // clients declare their norm
+      root["client_configs"]["train_configs"]["declare_update_norm"] = true;
+      c.clients.train.declare_update_norm = true;
+    }
     YAML::Emitter clients;
     if (root.IsMap() && root["client_configs"])
       clients << root["client_configs"];

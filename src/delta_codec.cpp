@@ -110,12 +110,12 @@ void delta_encoder::delta(uint64_t seq, const const_model_view& model) {
     v[i] -= s[i];
 }
 
-std::span<const std::byte> delta_encoder::encode(uint64_t seq,
-                                                 const const_model_view& model) {
+std::span<const std::byte>
+delta_encoder::encode(uint64_t seq, const const_model_view& model) {
   delta(seq, model);
   const auto& e = plan_.extent(seq);
-  auto n = fedcaf::encode(config_, std::span{delta_}.first(e.bytes / 4),
-                          encoded_);
+  auto n =
+      fedcaf::encode(config_, std::span{delta_}.first(e.bytes / 4), encoded_);
   buffer_.release(e.model_offset, e.bytes);
   return std::span{encoded_}.first(n);
 }

@@ -418,8 +418,27 @@ private:
       loss.backward();
       loss_sum = loss.item<double>() * static_cast<double>(idx.numel());
     }
+    add_proximal_gradient();
     optimizer.step();
     return loss_sum;
+  }
+
+  /// FedProx (Li et al. 2020): the local objective gets
+  /// mu / 2 ||w - w_global||^2, whose gradient mu (w - w_global) is added
+  /// to every parameter's (after DP-SGD's noise: it reads no data).
+  void add_proximal_gradient() {
+    if (cfg_.proximal_mu <= 0)
+      return;
+    torch::NoGradGuard no_grad;
+    auto params = net_->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto& g = params[i].mutable_grad();
+      auto pull = (params[i] - global_[i]) * cfg_.proximal_mu;
+      if (g.defined())
+        g.add_(pull);
+      else
+        g = pull;
+    }
   }
 
   train_metrics run_training() {
@@ -427,6 +446,12 @@ private:
     at::set_num_threads(static_cast<int>(num_threads_));
     net_->set_training(true);
     auto optimizer = make_optimizer();
+    global_.clear();
+    if (cfg_.proximal_mu > 0) { // the model received, to be pulled towards
+      torch::NoGradGuard no_grad;
+      for (const auto& p : net_->parameters())
+        global_.push_back(p.detach().clone());
+    }
     const int64_t n = indices_.numel();
     const int64_t batch = cfg_.train_batch_size;
     const int64_t batches_per_epoch = (n + batch - 1) / batch;
@@ -465,7 +490,8 @@ private:
   std::optional<torch_samples> test_;
   torch::Tensor indices_;
   torch::Tensor test_indices_;
-  torch::Tensor order_; // this epoch's shuffled samples
+  torch::Tensor order_;               // this epoch's shuffled samples
+  std::vector<torch::Tensor> global_; ///< FedProx: the round's received model
   at::Generator generator_;
   uint32_t num_threads_;
 };

@@ -19,8 +19,8 @@ void copy_model(const const_model_view& model, std::vector<std::byte>& out) {
   }
 }
 
-double clip_update(const manifest& layout, const model_view& params,
-                   std::span<const std::byte> base, double clip) {
+double update_norm(const manifest& layout, const const_model_view& params,
+                   std::span<const std::byte> base) {
   double squares = 0;
   size_t at = 0;
   for (size_t t = 0; t < layout.tensors.size(); ++t) {
@@ -34,11 +34,19 @@ double clip_update(const manifest& layout, const model_view& params,
     }
     at += params.tensors[t].size();
   }
-  auto norm = std::sqrt(squares);
+  return std::sqrt(squares);
+}
+
+double clip_update(const manifest& layout, const model_view& params,
+                   std::span<const std::byte> base, double clip) {
+  const_model_view read;
+  for (auto t : params.tensors)
+    read.tensors.emplace_back(t.data(), t.size());
+  auto norm = update_norm(layout, read, base);
   if (norm <= clip)
     return norm;
   auto scale = clip / norm;
-  at = 0;
+  size_t at = 0;
   for (size_t t = 0; t < layout.tensors.size(); ++t) {
     auto type = layout.tensors[t].type;
     auto* p = params.tensors[t].data();

@@ -75,7 +75,7 @@ def share(n, num_clients, index, seed):
     return torch.from_numpy(np.array_split(order, num_clients)[index])
 
 
-def train(model, x, y, epochs, lr, batch, seed):
+def train(model, x, y, epochs, lr, batch, seed, prox=None):
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(seed)
@@ -85,7 +85,8 @@ def train(model, x, y, epochs, lr, batch, seed):
         for idx in torch.randperm(len(y), generator=g).split(batch):
             opt.zero_grad()
             loss = loss_fn(model(x[idx]), y[idx])
-            loss.backward()
+            objective = loss + prox.term() if prox else loss
+            objective.backward()
             opt.step()
             total += loss.item() * len(idx)
             seen += len(idx)
@@ -163,8 +164,10 @@ def main():
                     model.state_dict(),
                     os.path.join(args.record, f"received-{task.round}.safetensors"))
             start = time.time()
+            # FedProx when the server sets train_configs.proximal_mu
+            prox = fedcaf.FedProx(model, task) if task.proximal_mu > 0 else None
             n, loss = train(model, x, y, args.epochs, args.lr, args.batch,
-                            s["seed"] + task.round)
+                            s["seed"] + task.round, prox)
             if args.record:
                 fedcaf.save_safetensors(
                     model.state_dict(),

@@ -49,6 +49,9 @@ struct train_config {
   /// Clip the update (trained minus received model) to this L2 norm before
   /// sending it; 0: no clipping. Set by the server's dp_fedavg.clip_norm.
   double update_clip_norm = 0;
+  /// Set by a server with aggregator_kwargs.norm_bound: the client keeps
+  /// the model it received and declares its update's L2 norm in its offer.
+  bool declare_update_norm = false;
   /// dummy: client i (its data partition index, from 0) adds add * (i + 1),
   /// so that updates differ between clients.
   bool add_by_index = false;
@@ -63,6 +66,9 @@ struct train_config {
   /// APPFL's class names CrossEntropyLoss, NLLLoss, MSELoss and
   /// BCEWithLogitsLoss are read as these.
   std::string loss_fn = "cross_entropy";
+  /// FedProx's mu (Li et al. 2020): the local loss gets
+  /// mu / 2 ||w - w_global||^2; 0: plain local training.
+  double proximal_mu = 0;
   /// cpu, or cuda iff the LibTorch fedcaf was built with has CUDA
   /// (FEDCAF_TORCH_HAS_CUDA; Debian's has not).
   std::string device = "cpu";
@@ -216,6 +222,12 @@ struct rule_config {
   /// client_weights_mode sample_size: a client's claimed sample count is
   /// capped at this; 0: no cap.
   uint64_t max_sample_size = 0;
+  /// Averaging rules (Sun et al. 2019, norm bounding): an update further
+  /// than this (L2) from the model its client received is scaled back to
+  /// it, x' = g + (x - g) min(1, norm_bound / ||x - g||); 0: off. The
+  /// client declares ||x - g|| in its offer; the server measures it as the
+  /// chunks arrive and refuses an update that exceeds what it declared.
+  double norm_bound = 0;
   /// TrimmedMeanAggregator: the fraction of a coordinate's values dropped
   /// from each end, in [0, 0.5); 0.2 as Flower's FedTrimmedAvg.
   double trim_ratio = 0.2;

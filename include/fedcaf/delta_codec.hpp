@@ -47,7 +47,8 @@ public:
 
   /// The encoding of chunk `seq` of the trained `model`: C(x - s). Valid
   /// until the next call.
-  std::span<const std::byte> encode(uint64_t seq, const const_model_view& model);
+  std::span<const std::byte> encode(uint64_t seq,
+                                    const const_model_view& model);
 
   /// The upload closed: the next round's arrivals take the residual from it.
   void upload_closed() { source_ = from_upload; }
@@ -69,10 +70,10 @@ private:
   enum source { nothing, from_upload, residual };
   compression_config config_;
   chunk_plan plan_;
-  byte_buffer buffer_; ///< per chunk: s, or r between settle and arrive
+  byte_buffer buffer_;        ///< per chunk: s, or r between settle and arrive
   source source_ = nothing;   ///< after the last upload
   source arriving_ = nothing; ///< what this round's arrivals start from
-  std::vector<bool> fresh_; ///< per chunk: holds this round's s
+  std::vector<bool> fresh_;   ///< per chunk: holds this round's s
   std::vector<float> delta_, decoded_;
   std::vector<std::byte> encoded_;
 };

@@ -15,6 +15,11 @@ namespace fedcaf {
 /// Copies the tensors of `model` back to back into `out` (resized).
 void copy_model(const const_model_view& model, std::vector<std::byte>& out);
 
+/// Returns ||params - base||, the L2 norm over all tensors, in double.
+/// `base` holds the model received, as copy_model wrote it.
+double update_norm(const manifest& layout, const const_model_view& params,
+                   std::span<const std::byte> base);
+
 /// Sets params = base + s (params - base) with s = min(1, clip / ||params -
 /// base||), element by element in each tensor's dtype, and returns the norm
 /// before clipping. `base` holds the model received, as copy_model wrote it.

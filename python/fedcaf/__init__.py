@@ -85,6 +85,11 @@ class Task:
         return self._task.evaluate_only
 
     @property
+    def proximal_mu(self):
+        """The server's train_configs.proximal_mu (FedProx's mu; 0: off)."""
+        return self._task.proximal_mu
+
+    @property
     def layout(self):
         """[(name, dtype, shape)] of the model, in the server's order."""
         return self._task.layout()
@@ -125,6 +130,29 @@ class Task:
         ("accuracy" and "loss" are what the server reports as the round's
         test_accuracy and test_loss when it cannot evaluate the model)."""
         self._task.evaluate(_count(num_samples), _figures(metrics))
+
+
+class FedProx:
+    """FedProx (Li et al. 2020) for your training loop: build it once the
+    received model is loaded into `model`, then add `term()` to each
+    batch's loss; it is mu / 2 ||w - w_received||^2 over the model's
+    parameters, mu from the server's train_configs.proximal_mu unless given.
+
+        prox = fedcaf.FedProx(model, task)
+        loss = loss_fn(model(x), y) + prox.term()
+    """
+
+    def __init__(self, model, task, mu=None):
+        self.mu = float(task.proximal_mu if mu is None else mu)
+        self._params = [p for p in model.parameters() if p.requires_grad]
+        self._anchor = [p.detach().clone() for p in self._params]
+
+    def term(self):
+        """The proximal term: a tensor to add to the loss (0.0 if mu is 0)."""
+        if self.mu == 0:
+            return 0.0
+        total = sum(((p - a) ** 2).sum() for p, a in zip(self._params, self._anchor))
+        return self.mu / 2 * total
 
 
 def _count(num_samples):

@@ -51,6 +51,26 @@ grep -q "keys and shares exchanged" "$out/secure/client_1.log" ||
 "$python" "$src/tests/integration/python_client_check.py" replay "$out/secure" 3 7.93e-6 ||
   exit 1
 
+# Compression, transparently (the embedded C++ client encodes int8 deltas
+# with error feedback and decodes int8 downloads), with FedProx's term from
+# the server's train_configs.proximal_mu in the example's loss.
+fashion_run "$out/compressed" \
+  --set client_configs.comm_configs.compression.method=int8 \
+  --set client_configs.comm_configs.compression.direction=both \
+  --set client_configs.train_configs.proximal_mu=0.01
+"$python" - "$out/compressed/server.json" <<'PY' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["ok"], r["failure"]
+last = r["rounds"][-1]
+acc = last["test_accuracy"]
+print(f"int8 both ways, FedProx mu 0.01: federated accuracy {acc:.4f}, "
+      f"upload ratio {last['compression_up']:.2f}, download ratio "
+      f"{last['compression_down']:.2f}")
+assert acc >= 0.85, f"accuracy {acc} < 0.85"
+assert last["compression_up"] >= 3.8 and last["compression_down"] >= 3.8, last
+PY
+
 # A small synthetic model for the refusals: one client, one round.
 port=$(( 20000 + RANDOM % 20000 )); uri="127.0.0.1:$port"
 timeout 120 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" \

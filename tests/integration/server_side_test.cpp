@@ -204,6 +204,8 @@ struct run_options {
   bool wait_after_deadline = false;
   /// An upload that could send but sent nothing this long is rejected.
   std::chrono::milliseconds idle_timeout{0};
+  /// norm_bound: the clients declare their update's norm (else they lie 0).
+  bool declare_norm = true;
 };
 
 void await_down(caf::actor_system& sys, const std::vector<caf::actor>& xs) {
@@ -246,6 +248,9 @@ server_side_options side_options(const run_options& o) {
     so.server.client_configs_yaml = "{train_configs: {update_clip_norm: " +
                                     std::to_string(o.rule.dp_clip_norm) + "}}";
   so.server.dp_noise_multiplier = o.rule.dp_noise_multiplier;
+  if (o.rule.norm_bound > 0 && o.declare_norm) // as load_config hands it on
+    so.server.client_configs_yaml = "{train_configs: {declare_update_norm: "
+                                    "true}}";
   return so;
 }
 
@@ -1501,4 +1506,70 @@ TEST_CASE("AsyncScheduler: a poisoned update is not applied") {
       CHECK(c.failure == "");
     }
   }
+}
+
+namespace {
+
+/// ||x_k - g|| of client k's update from `global`, in double.
+double update_norm_of(const model_floats& global, uint32_t k) {
+  double squares = 0;
+  for (size_t t = 0; t < global.size(); ++t)
+    for (size_t j = 0; j < global[t].size(); ++j) {
+      double d = static_cast<double>(local_update(k, t, j, global[t][j])) -
+                 global[t][j];
+      squares += d * d;
+    }
+  return std::sqrt(squares);
+}
+
+} // namespace
+
+TEST_CASE("norm_bound scales each update back to the bound, by the norm its "
+          "client declared; an update beyond what it declared is refused") {
+  auto layout = test_layout();
+  auto initial = initial_floats(layout);
+  // Between the first round's norms: some clients are scaled, some not.
+  auto bound = (update_norm_of(initial, 0) + update_norm_of(initial, 1)) / 2;
+  REQUIRE(update_norm_of(initial, 0) != update_norm_of(initial, 1));
+  for (uint64_t chunk : {64u, 4096u, 1u << 20}) {
+    CAPTURE(chunk);
+    run_options o;
+    o.chunk_bytes = chunk;
+    o.rounds = 2;
+    o.rule.norm_bound = bound;
+    auto run = run_federation(o);
+    REQUIRE(run.server.failure == "");
+    // Whole-model reference: x' = g + min(1, B / ||x - g||) (x - g), then
+    // FedAvg with equal weights.
+    auto global = initial;
+    for (uint32_t r = 0; r < o.rounds; ++r) {
+      auto next = global;
+      std::vector<double> scale(o.clients);
+      for (uint32_t k = 0; k < o.clients; ++k)
+        scale[k] = std::min(1.0, bound / update_norm_of(global, k));
+      if (r == 0)
+        CHECK(*std::min_element(scale.begin(), scale.end()) < 1);
+      for (size_t t = 0; t < global.size(); ++t)
+        for (size_t j = 0; j < global[t].size(); ++j) {
+          double sum = 0;
+          for (uint32_t k = 0; k < o.clients; ++k) {
+            float g = global[t][j], x = local_update(k, t, j, g);
+            sum += static_cast<float>(g + scale[k] * (x - g));
+          }
+          next[t][j] = static_cast<float>(sum / o.clients);
+        }
+      global = std::move(next);
+    }
+    check_close(run.final_model, global);
+  }
+  // Clients that declare nothing (0) but move: each update passes what it
+  // declared at its first chunk that moved, and is refused.
+  run_options liars;
+  liars.rounds = 1;
+  liars.rule.norm_bound = bound;
+  liars.declare_norm = false;
+  liars.min_clients = 1;
+  liars.deadline = 3000ms;
+  auto run = run_federation(liars);
+  CHECK(run.server.poisoned_updates == liars.clients);
 }

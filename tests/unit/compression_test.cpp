@@ -79,8 +79,8 @@ TEST_CASE("each method decodes what it encoded within its error, at its "
 TEST_CASE("bytes that are no encoding of the values are refused") {
   std::vector<float> y(300);
   std::vector<std::byte> bytes(600);
-  CHECK_FALSE(decode(with(compression_method::fp16),
-                     std::span{bytes}.first(598), y));
+  CHECK_FALSE(
+      decode(with(compression_method::fp16), std::span{bytes}.first(598), y));
   auto c8 = with(compression_method::int8);
   std::vector<std::byte> q(encoded_bound(c8, y.size()), std::byte{1});
   float nan = std::nanf("");
@@ -129,12 +129,11 @@ TEST_CASE("error feedback: what one round's encoding lost is sent in the "
       enc->begin_round();
       for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
         const auto& e = plan.extent(seq);
-        auto g = std::as_bytes(std::span{global}).subspan(e.model_offset,
-                                                          e.bytes);
+        auto g =
+            std::as_bytes(std::span{global}).subspan(e.model_offset, e.bytes);
         enc->arrive(seq, g, view());
         enc->arrive(seq, g, view()); // a chunk fetched again: no change
-        std::memcpy(reinterpret_cast<std::byte*>(model.data()) +
-                        e.model_offset,
+        std::memcpy(reinterpret_cast<std::byte*>(model.data()) + e.model_offset,
                     g.data(), e.bytes);
       }
       // Training: a small step, plus one large value per block that makes

@@ -419,6 +419,57 @@ TEST_CASE("robust rules: trim_ratio, and what they cannot run with") {
                  "needs SyncScheduler"));
 }
 
+TEST_CASE("compression, norm_bound and proximal_mu: their keys, and what "
+          "they cannot run with") {
+  auto sim = [](std::vector<std::string> sets) {
+    return load_config(embedded_simulate_yaml(), "sim.yaml",
+                       config_role::simulate, sets);
+  };
+  const std::string z = "client_configs.comm_configs.compression.";
+  auto c = sim({z + "method=int8", z + "direction=both",
+                z + "zfp_tolerance=0.01", z + "error_feedback=false"});
+  REQUIRE(c);
+  const auto& k = c->clients.compression;
+  CHECK(k.method == compression_method::int8);
+  CHECK((k.up && k.down && !k.error_feedback && k.zfp_tolerance == 0.01));
+  auto down = sim({z + "method=fp16", z + "direction=down",
+                   "server_configs.memory_mode=window"});
+  REQUIRE(down); // downloads only: any memory mode
+  CHECK((!down->clients.compression.up && down->clients.compression.down));
+  CHECK_FALSE(sim({})->clients.compression.up);
+  CHECK(contains(message_of(sim({z + "method=lz4"})), "method"));
+  CHECK(contains(
+      message_of(sim({z + "method=int8", "server_configs.memory_mode=window"})),
+      "need memory_mode ram"));
+  CHECK(contains(message_of(sim({z + "method=int8",
+                                 "server_configs.secure_aggregation.enabled="
+                                 "true"})),
+                 "cannot be masked"));
+  const std::string rule = "server_configs.aggregator_kwargs.";
+  auto bounded = sim({rule + "norm_bound=2.5"});
+  REQUIRE(bounded);
+  CHECK(bounded->server.rule.norm_bound == 2.5);
+  CHECK(bounded->clients.train.declare_update_norm);
+  CHECK(contains(bounded->client_configs_text, "declare_update_norm: true"));
+  CHECK(contains(message_of(sim({rule + "norm_bound=-1"})),
+                 "norm_bound: must be 0 (off) or positive"));
+  CHECK(contains(message_of(sim({rule + "norm_bound=1",
+                                 "server_configs.memory_mode=window"})),
+                 "needs memory_mode ram"));
+  CHECK(
+      contains(message_of(sim({rule + "norm_bound=1",
+                               "server_configs.aggregator=MedianAggregator"})),
+               "is not one"));
+  CHECK(contains(message_of(sim({rule + "norm_bound=1", z + "method=fp16"})),
+                 "use one or the other"));
+  auto prox = sim({"client_configs.train_configs.proximal_mu=0.01"});
+  REQUIRE(prox);
+  CHECK(prox->clients.train.proximal_mu == 0.01);
+  CHECK(
+      contains(message_of(sim({"client_configs.train_configs.proximal_mu=-1"})),
+               "proximal_mu: must be 0 (off) or positive"));
+}
+
 TEST_CASE("integer keys are range-checked before they are narrowed") {
   auto msg = [](const std::string& set) {
     return message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
