@@ -184,8 +184,10 @@ public:
       return refuse(owned.err());
     auto& s = it->second;
     auto c = expand(s, *encoded);
-    if (!c)
-      return refuse(c.err());
+    if (!c) // a scale that is not finite poisons the update, as a NaN does
+      return c.err().code == errc::poisoned_update
+                 ? reject(it->first, s, c.err())
+                 : refuse(c.err());
     if (auto placed = admissible(s, *c); !placed)
       return refuse(placed.err());
     auto checked = inspect(s, *c);
@@ -374,11 +376,15 @@ public:
     return 0;
   }
 
-  /// Fewer clients than expected will contribute to the open round.
+  /// Fewer clients than expected will contribute to the open round:
+  /// `contributors` are the scheduler's participants, which no longer
+  /// count the clients dropped mid-round; those that were cut off (see
+  /// abandon) still count where they delivered, so they are added back
+  /// (the window awaits each of them up to its cut only).
   void expect(uint32_t contributors) {
     if (!window_ || contributors == 0)
       return;
-    window_->set_contributors(contributors);
+    window_->set_contributors(contributors + window_->cut_count());
     advance_window();
   }
 

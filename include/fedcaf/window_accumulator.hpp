@@ -98,6 +98,9 @@ public:
   /// counts at the positions below, and is no longer awaited from there on.
   void cut(uint64_t next_sequence) { cuts_.push_back(next_sequence); }
 
+  /// The contributors cut off this round (they count in contributors()).
+  uint32_t cut_count() const { return static_cast<uint32_t>(cuts_.size()); }
+
   /// Returns true iff every position of the round has been averaged; then
   /// starts the next round (the cuts are forgotten).
   bool finish_round();

@@ -385,6 +385,25 @@ int conclude(const options& opts, run_report& report, const config& cfg) {
 
 } // namespace
 
+/// TrimmedMean trims floor(trim_ratio k) values of k from each end: with
+/// too few clients a round trims nothing and averages like FedAvg.
+void warn_if_trimming_nothing(const config& cfg) {
+  const auto& sc = cfg.server;
+  if (sc.aggregator != "TrimmedMeanAggregator")
+    return;
+  auto k = sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
+  auto trimmed = static_cast<uint32_t>(sc.rule.trim_ratio * k);
+  if (trimmed == 0)
+    log_line(log_level::warning, "server",
+             "TrimmedMeanAggregator with trim_ratio " +
+                 std::to_string(sc.rule.trim_ratio) + " trims nothing of " +
+                 std::to_string(k) +
+                 " clients' values (floor(trim_ratio x clients) = 0): "
+                 "rounds are plain means, which one client can steer; raise "
+                 "trim_ratio to at least " +
+                 std::to_string(1.0 / k) + " or use MedianAggregator");
+}
+
 int run_simulate(const options& opts) {
   auto cfg = load(opts, config_role::simulate);
   if (!cfg)
@@ -393,6 +412,7 @@ int run_simulate(const options& opts) {
   if (!metrics)
     return failed(to_string(metrics.err()));
   interrupt_watch watch;
+  warn_if_trimming_nothing(*cfg);
   auto test = test_set_for(*cfg);
   if (!test)
     return failed(to_string(test.err()));
@@ -453,6 +473,7 @@ int run_server(const options& opts) {
   if (!metrics)
     return failed(to_string(metrics.err()));
   interrupt_watch watch;
+  warn_if_trimming_nothing(*cfg);
   if (cfg->server.rule.client_weights_mode == "sample_size" &&
       cfg->server.rule.max_sample_size == 0)
     log_line(log_level::warning, "server",

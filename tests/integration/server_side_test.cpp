@@ -1573,3 +1573,80 @@ TEST_CASE("norm_bound scales each update back to the bound, by the norm its "
   auto run = run_federation(liars);
   CHECK(run.server.poisoned_updates == liars.clients);
 }
+
+TEST_CASE("clients leaving one after another are not counted out twice: "
+          "the honest clients' round completes") {
+  // "Cut" offers and vanishes before its first chunk (cut off at chunk 0);
+  // "Gone" registers and vanishes later, while C1 still trains: its drop
+  // tells the aggregator the participants that remain (C0, C1), which no
+  // longer count Cut. Counted out twice, positions would complete with C0
+  // alone and C1's chunks be refused.
+  auto layout = test_layout();
+  auto start = initial_floats(layout);
+  for (const char* rule : {"FedAvgAggregator", "MedianAggregator"})
+    for (const char* mode : {"ram", "window"}) {
+      if (std::string{rule} == "FedAvgAggregator" && std::string{mode} == "ram")
+        continue; // no window: nothing is counted
+      CAPTURE(rule);
+      CAPTURE(mode);
+      run_options o;
+      o.clients = 2;
+      o.silent = 2;
+      o.min_clients = 2;
+      o.rounds = 1;
+      o.memory_mode = mode;
+      o.aggregator = rule;
+      auto so = side_options(o);
+      so.server.reconnect_grace = 200ms;
+      auto eval = std::make_shared<capturing_evaluator>();
+      run_report report;
+      std::vector<run_report> client_reports(2);
+      {
+        auto cfg = test_system_config();
+        caf::actor_system sys{cfg};
+        auto side = spawn_server_side(sys, snapshot_of(layout, start), so, eval,
+                                      &report);
+        REQUIRE(side);
+        auto cut = std::make_unique<rogue_client>(sys, side->server);
+        auto gone = std::make_unique<rogue_client>(sys, side->server);
+        REQUIRE(msg::decode<msg::welcome>(
+            cut->ask(hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
+        REQUIRE(msg::decode<msg::welcome>(
+            gone->ask(hello_atom::value, msg::encode(msg::hello{"Gone", ""}))));
+        std::vector<caf::actor> clients;
+        for (uint32_t k = 0; k < 2; ++k) {
+          auto delay = k == 1 ? 1500ms : 0ms;
+          auto factory =
+              [layout, k,
+               delay](const client_configs&,
+                      const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+            return std::make_unique<synthetic_trainer>(layout, k, 1, delay);
+          };
+          clients.push_back(spawn_client(sys, side->server,
+                                         {"C" + std::to_string(k), 10000ms},
+                                         factory, &client_reports[k]));
+        }
+        auto rs = cut->next_round();
+        auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+        REQUIRE(plan);
+        REQUIRE(msg::decode<msg::accept>(
+            cut->ask(offer_atom::value,
+                     msg::encode(msg::offer{rs.round, "Cut", 1, digest(layout),
+                                            layout.total_bytes(),
+                                            plan->chunk_count(), 0, 0}))));
+        cut.reset(); // dropped after 200 ms
+        std::this_thread::sleep_for(400ms);
+        gone.reset(); // dropped at about 600 ms, C1 still training
+        await_down(sys, {side->server});
+        await_down(sys, clients);
+        side->shut_down(sys);
+      }
+      CHECK(report.failure == "");
+      REQUIRE(report.rounds.size() == 1);
+      CHECK(report.rounds[0].clients == 2);
+      for (const auto& c : client_reports)
+        CHECK(c.failure == "");
+      // Two clients: the median is their mean, as FedAvg's.
+      check_close(eval->last(), reference_fedavg(layout, 2, 1, false));
+    }
+}
