@@ -62,13 +62,43 @@ void delta_encoder::arrive(uint64_t seq, std::span<const std::byte> g,
   if (seq >= fresh_.size() || fresh_[seq])
     return;
   fresh_[seq] = true;
+  auto s = stored(seq);
+  if (arriving_ == from_upload && config_.error_feedback &&
+      fixed_size(config_.method))
+    return settle_and_arrive(seq, g, trained);
   if (arriving_ == from_upload)
     take_residual(seq, trained);
-  auto s = stored(seq);
   for (size_t i = 0; i < s.size(); ++i) {
     float x;
     std::memcpy(&x, g.data() + 4 * i, 4);
     s[i] = arriving_ == nothing ? x : x - s[i];
+  }
+  const auto& e = plan_.extent(seq);
+  buffer_.release(e.model_offset, e.bytes); // file-backed only
+}
+
+void delta_encoder::settle_and_arrive(uint64_t seq,
+                                      std::span<const std::byte> g,
+                                      const const_model_view& trained) {
+  // Pieces of whole int8 blocks encode as the chunk did: each piece's
+  // residual and new s are made while it is in cache, in one pass.
+  constexpr size_t piece = 16 * int8_block;
+  auto s = stored(seq);
+  auto v = std::span{delta_}.first(s.size());
+  plan_.copy_out(seq, trained, std::as_writable_bytes(v));
+  for (size_t at = 0; at < s.size(); at += piece) {
+    auto n = std::min(piece, s.size() - at);
+    auto vs = v.subspan(at, n);
+    for (size_t i = 0; i < n; ++i)
+      vs[i] -= s[at + i];
+    auto bytes = fedcaf::encode(config_, vs, encoded_);
+    auto d = std::span{decoded_}.first(n);
+    (void)decode(config_, std::span{encoded_}.first(bytes), d);
+    for (size_t i = 0; i < n; ++i) {
+      float x;
+      std::memcpy(&x, g.data() + 4 * (at + i), 4);
+      s[at + i] = x - (vs[i] - d[i]);
+    }
   }
   const auto& e = plan_.extent(seq);
   buffer_.release(e.model_offset, e.bytes); // file-backed only

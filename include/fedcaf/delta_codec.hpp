@@ -62,6 +62,9 @@ private:
 
   /// v = x - s at chunk `seq`, into delta_.
   void delta(uint64_t seq, const const_model_view& model);
+  /// arrive() for fixed-size encodings with error feedback, in one pass.
+  void settle_and_arrive(uint64_t seq, std::span<const std::byte> g,
+                         const const_model_view& trained);
   /// r = v - D(C(v)) (0 without error feedback) over s at chunk `seq`.
   void take_residual(uint64_t seq, const const_model_view& trained);
   std::span<float> stored(uint64_t seq);

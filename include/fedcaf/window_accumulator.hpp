@@ -111,8 +111,9 @@ public:
   void restart(uint32_t contributors);
 
   /// Changes how many contributions complete a position (clients left the
-  /// round before sending anything). REQUIRES: contributors > 0 and no open
-  /// position holds more than that many.
+  /// round before sending anything), counting the contributors cut off
+  /// (each is awaited up to its cut). REQUIRES: contributors > 0 and no
+  /// open position holds more than that many.
   void set_contributors(uint32_t contributors) {
     contributors_ =
         rule_.robust() ? std::min(contributors, depth_) : contributors;
