@@ -138,9 +138,11 @@ FEDCAF_KERNEL void encode_int8(const float* x, size_t count, std::byte* out) {
     std::memcpy(out, &scale, 4);
     float inv = scale > 0 ? 1.0f / scale : 0.0f;
     auto* q = out + 4;
-    for (size_t i = 0; i < n; ++i) {
-      auto v = std::clamp(x[at + i] * inv, -127.0f, 127.0f);
-      auto r = static_cast<int32_t>(v + (v >= 0 ? 0.5f : -0.5f));
+    for (size_t i = 0; i < n; ++i) { // branch-free: it vectorizes
+      auto v = x[at + i] * inv;
+      v = v < -127.0f ? -127.0f : v;
+      v = v > 127.0f ? 127.0f : v;
+      auto r = static_cast<int32_t>(v + std::copysign(0.5f, v));
       q[i] = static_cast<std::byte>(static_cast<int8_t>(r));
     }
     out += 4 + n;
