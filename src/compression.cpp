@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <zfp.h>
 
@@ -48,8 +49,11 @@ uint64_t int8_bytes(uint64_t n) {
 #define FEDCAF_KERNEL __attribute__((target_clones("avx2", "default")))
 
 bool has_f16c() {
-  static const bool yes =
-      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0; // CPUID leaf 1, ECX bit 29: F16C
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) &&
+           (c & bit_F16C) != 0;
+  }();
   return yes;
 }
 
