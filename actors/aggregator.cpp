@@ -712,10 +712,18 @@ private:
   /// Once the server has dropped the global model before the current one,
   /// its memory becomes the next sum: no allocation, no page faults.
   void recycle_previous() {
-    if (ram_ && previous_ && previous_.use_count() == 1) {
-      ram_->recycle(std::move(previous_->bytes));
-      previous_.reset();
-    }
+    if (ram_)
+      ram_->recycle(take_previous());
+  }
+
+  /// The memory of the model published before the current one, once
+  /// nobody else holds it (an empty buffer otherwise).
+  byte_buffer take_previous() {
+    if (!previous_ || previous_.use_count() != 1)
+      return {};
+    auto bytes = std::move(previous_->bytes);
+    previous_.reset();
+    return bytes;
   }
 
   /// Folds chunk `c` of stream `s` into the accumulator. REQUIRES:
@@ -741,16 +749,10 @@ private:
   std::span<std::byte> next_model() {
     if (options_.in_place)
       return current_->bytes.bytes();
-    if (next_.size() != plan_.total_bytes()) {
-      if (previous_ && previous_.use_count() == 1 &&
-          previous_->bytes.size() == plan_.total_bytes() &&
-          !previous_->bytes.file_backed()) {
-        next_ = std::move(previous_->bytes);
-        previous_.reset();
-      } else {
-        next_ = byte_buffer::uninitialized(plan_.total_bytes());
-      }
-    }
+    if (next_.size() != plan_.total_bytes())
+      next_ = take_previous();
+    if (next_.size() != plan_.total_bytes()) // nothing to reuse
+      next_ = byte_buffer::uninitialized(plan_.total_bytes());
     return next_.bytes();
   }
 

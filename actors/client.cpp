@@ -709,11 +709,9 @@ private:
       frame f;
       uint64_t sent = e.bytes;
       if (encoder_) {
-        auto bytes = encoder_->encode(seq, const_params_);
-        sent = bytes.size();
-        f = msg::encode_chunk(h, sent, [&](std::span<std::byte> dst) {
-          std::memcpy(dst.data(), bytes.data(), sent);
-        });
+        f = msg::encode_chunk(h, configs_->compression,
+                              encoder_->delta(seq, const_params_), scratch_,
+                              sent);
       } else {
         f = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
           plan_->copy_out(seq, const_params_, dst);
@@ -907,7 +905,8 @@ private:
   uint64_t sent_high_ = 0; ///< one past the highest chunk sent this round
   /// SecAgg+: this round's keys, masks and held shares.
   std::optional<secagg_participant> secagg_;
-  std::vector<std::byte> scratch_; ///< masks an unaligned chunk
+  /// Masks an unaligned chunk; holds a zfp upload chunk's encoding.
+  std::vector<std::byte> scratch_;
   /// Compressed uploads (client_configs.comm_configs.compression).
   std::optional<delta_encoder> encoder_;
   manifest encoded_layout_;

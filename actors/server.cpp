@@ -493,11 +493,8 @@ public:
       std::span<const float> values{
           reinterpret_cast<const float*>(model->bytes.data() + e.model_offset),
           e.bytes / 4};
-      encoded_.resize(encoded_bound(options_.compression, values.size()));
-      sent = encode(options_.compression, values, encoded_);
-      reply = msg::encode_chunk(h, sent, [&](std::span<std::byte> dst) {
-        std::memcpy(dst.data(), encoded_.data(), sent);
-      });
+      reply =
+          msg::encode_chunk(h, options_.compression, values, encoded_, sent);
     } else {
       auto view = model == snapshot_ ? view_ : model->view();
       reply = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
@@ -871,7 +868,6 @@ private:
     std::fflush(stdout);
   }
 
-  /// Prints the line of the round whose clients' evaluation was awaited.
   /// Robust rules: says whose values the round dropped most, as shares
   /// of each update's values (an attacker's stand out near 100%).
   void log_trimmed(
@@ -898,6 +894,7 @@ private:
     log_line("server", line);
   }
 
+  /// Prints the line of the round whose clients' evaluation was awaited.
   void print_held() {
     if (!held_round_)
       return;
@@ -1049,7 +1046,7 @@ private:
   uint64_t raw_down_ = 0; ///< the model bytes bytes_down_ carried, decoded
   /// This round's bytes on the wire per client: up (frames), down (payload).
   std::map<std::string, std::pair<uint64_t, uint64_t>> traffic_;
-  std::vector<std::byte> encoded_; ///< compressed downloads: a chunk's
+  std::vector<std::byte> encoded_; ///< compressed zfp downloads: a chunk's
   refusal_log refusals_;
   msg::metrics last_metrics_;
   bool stopping_ = false;

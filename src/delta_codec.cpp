@@ -111,7 +111,7 @@ void delta_encoder::take_residual(uint64_t seq,
     std::fill(r.begin(), r.end(), 0.0f);
     return;
   }
-  delta(seq, trained);
+  fill_delta(seq, trained);
   auto v = std::span{delta_}.first(r.size());
   auto n = fedcaf::encode(config_, v, encoded_);
   auto d = std::span{decoded_}.first(r.size());
@@ -132,7 +132,7 @@ void delta_encoder::settle(const const_model_view& trained) {
   source_ = residual;
 }
 
-void delta_encoder::delta(uint64_t seq, const const_model_view& model) {
+void delta_encoder::fill_delta(uint64_t seq, const const_model_view& model) {
   auto s = stored(seq);
   auto v = std::span{delta_}.first(s.size());
   plan_.copy_out(seq, model, std::as_writable_bytes(v));
@@ -140,14 +140,12 @@ void delta_encoder::delta(uint64_t seq, const const_model_view& model) {
     v[i] -= s[i];
 }
 
-std::span<const std::byte>
-delta_encoder::encode(uint64_t seq, const const_model_view& model) {
-  delta(seq, model);
+std::span<const float> delta_encoder::delta(uint64_t seq,
+                                            const const_model_view& model) {
+  fill_delta(seq, model);
   const auto& e = plan_.extent(seq);
-  auto n =
-      fedcaf::encode(config_, std::span{delta_}.first(e.bytes / 4), encoded_);
   buffer_.release(e.model_offset, e.bytes);
-  return std::span{encoded_}.first(n);
+  return std::span{delta_}.first(e.bytes / 4);
 }
 
 result<void> decode_delta(const compression_config& c,

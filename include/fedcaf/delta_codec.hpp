@@ -45,10 +45,9 @@ public:
   void arrive(uint64_t seq, std::span<const std::byte> g,
               const const_model_view& trained);
 
-  /// The encoding of chunk `seq` of the trained `model`: C(x - s). Valid
-  /// until the next call.
-  std::span<const std::byte> encode(uint64_t seq,
-                                    const const_model_view& model);
+  /// What chunk `seq` of the trained `model` carries, before encoding:
+  /// v = x - s. Valid until the next call.
+  std::span<const float> delta(uint64_t seq, const const_model_view& model);
 
   /// The upload closed: the next round's arrivals take the residual from it.
   void upload_closed() { source_ = from_upload; }
@@ -61,7 +60,7 @@ private:
   delta_encoder(compression_config c, chunk_plan plan, byte_buffer buffer);
 
   /// v = x - s at chunk `seq`, into delta_.
-  void delta(uint64_t seq, const const_model_view& model);
+  void fill_delta(uint64_t seq, const const_model_view& model);
   /// arrive() for fixed-size encodings with error feedback, in one pass.
   void settle_and_arrive(uint64_t seq, std::span<const std::byte> g,
                          const const_model_view& trained);
