@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/chunk_encoding.hpp"
 #include "actors/messages.hpp"
 #include "actors/secagg_participant.hpp"
 #include "fedcaf/chunk_plan.hpp"
@@ -709,9 +710,9 @@ private:
       frame f;
       uint64_t sent = e.bytes;
       if (encoder_) {
-        f = msg::encode_chunk(h, configs_->compression,
-                              encoder_->delta(seq, const_params_), scratch_,
-                              sent);
+        f = encode_compressed_chunk(h, configs_->compression,
+                                    encoder_->delta(seq, const_params_),
+                                    scratch_, sent);
       } else {
         f = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
           plan_->copy_out(seq, const_params_, dst);

@@ -10,6 +10,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/chunk_encoding.hpp"
 #include "actors/messages.hpp"
 #include "actors/secagg_coordinator.hpp"
 #include "fedcaf/chunk_plan.hpp"
@@ -493,8 +494,8 @@ public:
       std::span<const float> values{
           reinterpret_cast<const float*>(model->bytes.data() + e.model_offset),
           e.bytes / 4};
-      reply =
-          msg::encode_chunk(h, options_.compression, values, encoded_, sent);
+      reply = encode_compressed_chunk(h, options_.compression, values, encoded_,
+                                      sent);
     } else {
       auto view = model == snapshot_ ? view_ : model->view();
       reply = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {

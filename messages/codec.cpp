@@ -598,22 +598,6 @@ frame encode_chunk(const chunk_header& h, size_t payload_bytes,
   });
 }
 
-frame encode_chunk(const chunk_header& h, const compression_config& c,
-                   std::span<const float> values,
-                   std::vector<std::byte>& scratch, uint64_t& payload_bytes) {
-  if (fixed_size(c.method)) {
-    payload_bytes = encoded_bound(c, values.size());
-    return encode_chunk(h, payload_bytes, [&](std::span<std::byte> dst) {
-      encode(c, values, dst);
-    });
-  }
-  scratch.resize(encoded_bound(c, values.size()));
-  payload_bytes = encode(c, values, scratch);
-  return encode_chunk(h, payload_bytes, [&](std::span<std::byte> dst) {
-    std::memcpy(dst.data(), scratch.data(), dst.size());
-  });
-}
-
 // -- decoders -----------------------------------------------------------------
 
 template <> result<hello> decode<hello>(const frame& f) {

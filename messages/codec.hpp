@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "fedcaf/compression.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 
@@ -288,14 +287,6 @@ frame encode(const error& x);
 /// straight into the frame (no staging copy), then the checksum is computed.
 frame encode_chunk(const chunk_header& header, size_t payload_bytes,
                    const std::function<void(std::span<std::byte>)>& fill);
-
-/// Writes a chunk frame whose payload is `values` encoded by `c`: straight
-/// into the frame for the fixed-size encodings, through `scratch` for zfp
-/// (its size is known only once encoded). Sets `payload_bytes`.
-/// REQUIRES: c.method != none.
-frame encode_chunk(const chunk_header& header, const compression_config& c,
-                   std::span<const float> values,
-                   std::vector<std::byte>& scratch, uint64_t& payload_bytes);
 
 /// Decodes a frame that must hold a T. Returns the peer's error iff the frame
 /// is an error frame, and an error iff it is malformed, of another protocol
