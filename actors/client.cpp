@@ -5,7 +5,6 @@
 
 #include <caf/all.hpp>
 
-#include "actors/chunk_encoding.hpp"
 #include "actors/messages.hpp"
 #include "actors/secagg_participant.hpp"
 #include "fedcaf/chunk_plan.hpp"
@@ -710,9 +709,11 @@ private:
       frame f;
       uint64_t sent = e.bytes;
       if (encoder_) {
-        f = encode_compressed_chunk(h, configs_->compression,
-                                    encoder_->delta(seq, const_params_),
-                                    scratch_, sent);
+        auto bytes = encoder_->upload(seq, const_params_);
+        sent = bytes.size();
+        f = msg::encode_chunk(h, sent, [&](std::span<std::byte> dst) {
+          std::memcpy(dst.data(), bytes.data(), dst.size());
+        });
       } else {
         f = msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
           plan_->copy_out(seq, const_params_, dst);

@@ -26,17 +26,48 @@ struct bitstream_closer {
   void operator()(bitstream* s) const { stream_close(s); }
 };
 
-/// A zfp stream in fixed-accuracy mode over `values` floats at `data`.
+/// A zfp stream in fixed-accuracy mode over `values` floats at `data`, seen
+/// as zfp blocks of 64 consecutive values: a 4 x 4 x (values / 16) field,
+/// whose 4 x 4 x 4 blocks are runs of 64 values in memory, then the last
+/// values mod 16 as a 1-D field, in the same stream. libzfp 1.0 encodes
+/// such 3-D blocks about 1.6x and decodes them 2.2x faster than 1-D blocks
+/// of 4 values (tests/perf/codec_bench.cpp); chunks carry no shape, and
+/// a run of 64 values compresses about as well as four runs of 4.
 struct zfp_setup {
   std::unique_ptr<zfp_stream, zfp_stream_closer> stream{
       zfp_stream_open(nullptr)};
-  std::unique_ptr<zfp_field, zfp_field_freer> field;
+  std::unique_ptr<zfp_field, zfp_field_freer> runs, tail; // either may be null
 
-  zfp_setup(double tolerance, float* data, size_t values)
-      : field(zfp_field_1d(data, zfp_type_float, values)) {
+  zfp_setup(double tolerance, float* data, size_t values) {
     zfp_stream_set_accuracy(stream.get(), tolerance);
+    auto whole = values / 16 * 16;
+    if (whole > 0)
+      runs.reset(zfp_field_3d(data, zfp_type_float, 4, 4, whole / 16));
+    if (whole < values)
+      tail.reset(zfp_field_1d(data ? data + whole : nullptr, zfp_type_float,
+                              values - whole));
   }
-  size_t bound() { return zfp_stream_maximum_size(stream.get(), field.get()); }
+  size_t bound() {
+    size_t n = 0;
+    for (auto* f : {runs.get(), tail.get()})
+      if (f)
+        n += zfp_stream_maximum_size(stream.get(), f);
+    return n;
+  }
+  /// Bytes written, 0 on failure.
+  size_t compress() {
+    size_t n = 0;
+    for (auto* f : {runs.get(), tail.get()})
+      if (f && (n = zfp_compress(stream.get(), f)) == 0)
+        return 0;
+    return n;
+  }
+  bool decompress() {
+    for (auto* f : {runs.get(), tail.get()})
+      if (f && zfp_decompress(stream.get(), f) == 0)
+        return false;
+    return true;
+  }
 };
 
 uint64_t int8_bytes(uint64_t n) {
@@ -227,7 +258,7 @@ size_t encode(const compression_config& c, std::span<const float> x,
         stream_open(out.data(), out.size())};
     zfp_stream_set_bit_stream(z.stream.get(), bits.get());
     zfp_stream_rewind(z.stream.get());
-    return zfp_compress(z.stream.get(), z.field.get());
+    return z.compress();
   }
   default:
     std::memcpy(o, x.data(), 4 * x.size());
@@ -275,7 +306,7 @@ result<void> decode(const compression_config& c, std::span<const std::byte> in,
         stream_open(padded.data(), padded.size() * 8)};
     zfp_stream_set_bit_stream(z.stream.get(), bits.get());
     zfp_stream_rewind(z.stream.get());
-    if (zfp_decompress(z.stream.get(), z.field.get()) == 0)
+    if (!z.decompress())
       return error{errc::out_of_range, "zfp bytes that do not decode"};
     return {};
   }

@@ -442,6 +442,9 @@ void read(section s, train_config& t) {
   s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy", "python"});
   s.get("add", t.add);
   s.get("add_by_index", t.add_by_index);
+  s.get("noise", t.noise);
+  if (!(t.noise >= 0 && t.noise <= 1e30))
+    s.fail("noise", "must be 0 (off) or a positive finite number");
   s.get("federated_evaluation", t.federated_evaluation);
   s.get("proximal_mu", t.proximal_mu);
   if (!(t.proximal_mu >= 0))

@@ -38,7 +38,8 @@ result<delta_encoder> delta_encoder::make(const compression_config& c,
 
 delta_encoder::delta_encoder(compression_config c, chunk_plan plan,
                              byte_buffer buffer)
-    : config_(c), plan_(std::move(plan)), buffer_(std::move(buffer)) {
+    : config_(c), plan_(std::move(plan)), buffer_(std::move(buffer)),
+      packed_(plan_.chunk_count(), 0) {
   auto values = plan_.chunk_bytes() / 4 + 1;
   delta_.resize(values);
   decoded_.resize(values);
@@ -49,6 +50,29 @@ std::span<float> delta_encoder::stored(uint64_t seq) {
   const auto& e = plan_.extent(seq);
   return {reinterpret_cast<float*>(buffer_.data() + e.model_offset),
           e.bytes / 4};
+}
+
+std::span<std::byte> delta_encoder::stored_bytes(uint64_t seq) {
+  const auto& e = plan_.extent(seq);
+  return {buffer_.data() + e.model_offset, e.bytes};
+}
+
+namespace {
+
+/// How packed slots keep a residual: bfloat16.
+compression_config residual_encoding() {
+  compression_config c;
+  c.method = compression_method::bf16;
+  return c;
+}
+
+} // namespace
+
+std::span<const float> delta_encoder::packed_residual(uint64_t seq) {
+  auto n = plan_.extent(seq).bytes / 4;
+  auto r = std::span{decoded_}.first(n);
+  (void)decode(residual_encoding(), stored_bytes(seq).first(2 * n), r);
+  return r;
 }
 
 void delta_encoder::begin_round() {
@@ -63,45 +87,51 @@ void delta_encoder::arrive(uint64_t seq, std::span<const std::byte> g,
     return;
   fresh_[seq] = true;
   auto s = stored(seq);
-  if (arriving_ == from_upload && config_.error_feedback &&
-      fixed_size(config_.method))
-    return settle_and_arrive(seq, g, trained);
-  if (arriving_ == from_upload)
-    take_residual(seq, trained);
+  std::span<const float> r; // empty: no residual
+  if (packed_[seq] > 0 && arriving_ != nothing) {
+    r = packed_residual(seq);
+  } else if (arriving_ != nothing) {
+    if (arriving_ == from_upload)
+      take_residual(seq, trained);
+    r = s;
+  }
   for (size_t i = 0; i < s.size(); ++i) {
     float x;
     std::memcpy(&x, g.data() + 4 * i, 4);
-    s[i] = arriving_ == nothing ? x : x - s[i];
+    s[i] = r.empty() ? x : x - r[i];
   }
+  packed_[seq] = 0;
   const auto& e = plan_.extent(seq);
   buffer_.release(e.model_offset, e.bytes); // file-backed only
 }
 
-void delta_encoder::settle_and_arrive(uint64_t seq,
-                                      std::span<const std::byte> g,
-                                      const const_model_view& trained) {
-  // Pieces of whole int8 blocks encode as the chunk did: each piece's
-  // residual and new s are made while it is in cache, in one pass.
-  constexpr size_t piece = 16 * int8_block;
-  auto s = stored(seq);
-  auto v = std::span{delta_}.first(s.size());
-  plan_.copy_out(seq, trained, std::as_writable_bytes(v));
-  for (size_t at = 0; at < s.size(); at += piece) {
-    auto n = std::min(piece, s.size() - at);
-    auto vs = v.subspan(at, n);
-    for (size_t i = 0; i < n; ++i)
-      vs[i] -= s[at + i];
-    auto bytes = fedcaf::encode(config_, vs, encoded_);
-    auto d = std::span{decoded_}.first(n);
-    (void)decode(config_, std::span{encoded_}.first(bytes), d);
-    for (size_t i = 0; i < n; ++i) {
-      float x;
-      std::memcpy(&x, g.data() + 4 * (at + i), 4);
-      s[at + i] = x - (vs[i] - d[i]);
-    }
-  }
+std::span<const std::byte>
+delta_encoder::upload(uint64_t seq, const const_model_view& model) {
+  auto slot = stored_bytes(seq);
+  auto half = slot.size() / 2;
   const auto& e = plan_.extent(seq);
-  buffer_.release(e.model_offset, e.bytes); // file-backed only
+  if (auto bytes = packed_[seq]; bytes > 0) { // a resend: the same bytes
+    buffer_.release(e.model_offset, e.bytes);
+    return slot.subspan(half, bytes);
+  }
+  fill_delta(seq, model);
+  auto v = std::span{delta_}.first(e.bytes / 4);
+  auto bytes = fedcaf::encode(config_, v, encoded_);
+  auto out = std::span<const std::byte>{encoded_}.first(bytes);
+  if (config_.error_feedback && bytes <= half) {
+    // While v and its encoding are in cache: r' = v - D(C(v)), kept as
+    // bfloat16 over s (used up: v holds it), then the encoding after it.
+    auto d = std::span{decoded_}.first(v.size());
+    (void)decode(config_, out, d);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] -= d[i];
+    (void)fedcaf::encode(residual_encoding(), v, slot.first(half));
+    std::memcpy(slot.data() + half, encoded_.data(), bytes);
+    packed_[seq] = static_cast<uint32_t>(bytes);
+    out = slot.subspan(half, bytes);
+  }
+  buffer_.release(e.model_offset, e.bytes);
+  return out;
 }
 
 void delta_encoder::take_residual(uint64_t seq,
@@ -125,7 +155,13 @@ void delta_encoder::settle(const const_model_view& trained) {
   if (source_ != from_upload)
     return;
   for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
-    take_residual(seq, trained);
+    if (packed_[seq] > 0) {
+      auto r = packed_residual(seq);
+      std::copy(r.begin(), r.end(), stored(seq).begin());
+      packed_[seq] = 0;
+    } else {
+      take_residual(seq, trained);
+    }
     const auto& e = plan_.extent(seq);
     buffer_.release(e.model_offset, e.bytes);
   }
@@ -138,14 +174,6 @@ void delta_encoder::fill_delta(uint64_t seq, const const_model_view& model) {
   plan_.copy_out(seq, model, std::as_writable_bytes(v));
   for (size_t i = 0; i < s.size(); ++i)
     v[i] -= s[i];
-}
-
-std::span<const float> delta_encoder::delta(uint64_t seq,
-                                            const const_model_view& model) {
-  fill_delta(seq, model);
-  const auto& e = plan_.extent(seq);
-  buffer_.release(e.model_offset, e.bytes);
-  return std::span{delta_}.first(e.bytes / 4);
 }
 
 result<void> decode_delta(const compression_config& c,

@@ -87,9 +87,10 @@ namespace {
 class dummy_trainer final : public trainer {
 public:
   dummy_trainer(manifest layout, byte_buffer params, float add,
-                uint64_t samples)
+                uint64_t samples, float noise, uint64_t seed)
       : layout_(std::move(layout)), params_(std::move(params)), add_(add),
-        samples_(samples) {}
+        noise_(noise), samples_(samples),
+        state_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
 
   const manifest& layout() const override { return layout_; }
 
@@ -99,7 +100,7 @@ public:
 
   result<train_metrics> train() override {
     auto start = std::chrono::steady_clock::now();
-    if (add_ != 0)
+    if (add_ != 0 || noise_ > 0)
       add_to_all();
     std::chrono::duration<double> took =
         std::chrono::steady_clock::now() - start;
@@ -119,37 +120,51 @@ private:
   void add_to_all() {
     for_each_piece(
         layout_, params_, [this](dtype type, std::byte* base, size_t n) {
-          if (type == dtype::float32) {
+          if (type == dtype::float32 && noise_ == 0) {
             auto* x = reinterpret_cast<float*>(base);
             for (size_t i = 0; i < n; ++i)
               x[i] += add_;
             return;
           }
           for (size_t i = 0; i < n; ++i)
-            store_element(type, base, i, load_element(type, base, i) + add_);
+            store_element(type, base, i,
+                          load_element(type, base, i) + add_ + draw());
         });
+  }
+
+  /// Uniform in [-noise, noise) (0 without noise): the top 24 bits of a
+  /// 64-bit LCG's state.
+  float draw() {
+    if (noise_ == 0)
+      return 0.0f;
+    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
+    auto u = static_cast<float>(state_ >> 40) * 0x1p-24f; // [0, 1)
+    return noise_ * (2.0f * u - 1.0f);
   }
 
   manifest layout_;
   byte_buffer params_;
   float add_;
+  float noise_;
   uint64_t samples_;
+  uint64_t state_;
 };
 
 } // namespace
 
 result<std::unique_ptr<trainer>>
 make_dummy_trainer(manifest layout, float add, uint64_t samples,
-                   const dummy_storage& storage) {
+                   const dummy_storage& storage, float noise, uint64_t seed) {
   auto size = layout.total_bytes();
   if (storage.file.empty())
-    return std::make_unique<dummy_trainer>(
-        std::move(layout), byte_buffer::zeroed(size), add, samples);
+    return std::make_unique<dummy_trainer>(std::move(layout),
+                                           byte_buffer::zeroed(size), add,
+                                           samples, noise, seed);
   auto params = anonymous_file_buffer(storage.file, size);
   if (!params)
     return params.err();
   return std::make_unique<dummy_trainer>(std::move(layout), std::move(*params),
-                                         add, samples);
+                                         add, samples, noise, seed);
 }
 
 } // namespace fedcaf

@@ -55,6 +55,9 @@ struct train_config {
   /// dummy: client i (its data partition index, from 0) adds add * (i + 1),
   /// so that updates differ between clients.
   bool add_by_index = false;
+  /// dummy: also adds a pseudo-random value uniform in [-noise, noise),
+  /// new for each element and round (0: none).
+  double noise = 0;
   std::string mode = "epoch"; ///< epoch | step
   uint32_t num_local_epochs = 1;
   uint32_t num_local_steps = 100;

@@ -3,13 +3,21 @@
 // al. 2019, EF-SGD), on the client, chunk by chunk. With r the residual (what
 // earlier encodings lost, 0 at first), g the model received and x the model
 // trained, each chunk carries C(x - g + r) and the residual becomes
-// (x - g + r) - D(C(x - g + r)). One model-sized float32 buffer holds
-// s = g - r from the download until the next one (a resend, even after the
-// upload closed, encodes the same bytes again). The new residual is taken
-// chunk by chunk as the next model arrives, just before chunk k of the
-// trained model is overwritten: r_k = v_k - D(C(v_k)) with v_k = x_k - s_k,
-// then s'_k = g'_k - r_k; no pass of its own, no stall between rounds. So a
-// client holds one extra model, in RAM or in a file as its model.
+// (x - g + r) - D(C(x - g + r)). One model-sized buffer, in RAM or in a file
+// as the client's model, holds per chunk of n values (4n bytes) either
+//   s = g - r, float32, from the download until the chunk is uploaded; or
+//   once uploaded ("packed"): the new residual r' = v - D(C(v)) as bfloat16
+//   (2n bytes) and then the encoding C(v) itself (at most 2n bytes), with
+//   v = x - s.
+// The upload encodes and decodes each chunk while it is in cache (one
+// encode, one decode per chunk and round); a resend, even after the upload
+// closed, sends the stored bytes again; and as the next model arrives,
+// s'_k = g'_k - r'_k is one cheap pass. A chunk whose encoding is larger
+// than 2n bytes (zfp on values it cannot compress 2:1; int8 below 5
+// values) stays unpacked: its residual is taken on arrival by encoding and
+// decoding it again. bfloat16 keeps the residual to 2^-9 of itself (float32's
+// range, so no residual is too small or too large to keep); what that
+// rounding loses is lost once, not carried.
 // Thread-safety: none; owned by the client actor.
 
 #include <cstdint>
@@ -45,9 +53,11 @@ public:
   void arrive(uint64_t seq, std::span<const std::byte> g,
               const const_model_view& trained);
 
-  /// What chunk `seq` of the trained `model` carries, before encoding:
-  /// v = x - s. Valid until the next call.
-  std::span<const float> delta(uint64_t seq, const const_model_view& model);
+  /// The bytes chunk `seq` of the trained `model` carries: C(x - s), the
+  /// same bytes each time it is asked for until the next model arrives.
+  /// Valid until the next call.
+  std::span<const std::byte> upload(uint64_t seq,
+                                    const const_model_view& model);
 
   /// The upload closed: the next round's arrivals take the residual from it.
   void upload_closed() { source_ = from_upload; }
@@ -61,21 +71,23 @@ private:
 
   /// v = x - s at chunk `seq`, into delta_.
   void fill_delta(uint64_t seq, const const_model_view& model);
-  /// arrive() for fixed-size encodings with error feedback, in one pass.
-  void settle_and_arrive(uint64_t seq, std::span<const std::byte> g,
-                         const const_model_view& trained);
-  /// r = v - D(C(v)) (0 without error feedback) over s at chunk `seq`.
+  /// r = v - D(C(v)) (0 without error feedback) over s at chunk `seq`,
+  /// for a chunk that is not packed.
   void take_residual(uint64_t seq, const const_model_view& trained);
+  /// A packed chunk's residual, as float32 values, into decoded_.
+  std::span<const float> packed_residual(uint64_t seq);
   std::span<float> stored(uint64_t seq);
+  std::span<std::byte> stored_bytes(uint64_t seq);
 
   /// What a chunk's slot holds before the next model's chunk arrives.
   enum source { nothing, from_upload, residual };
   compression_config config_;
   chunk_plan plan_;
-  byte_buffer buffer_;        ///< per chunk: s, or r between settle and arrive
-  source source_ = nothing;   ///< after the last upload
-  source arriving_ = nothing; ///< what this round's arrivals start from
-  std::vector<bool> fresh_;   ///< per chunk: holds this round's s
+  byte_buffer buffer_;           ///< per chunk: s, packed, or r after settle
+  source source_ = nothing;      ///< after the last upload
+  source arriving_ = nothing;    ///< what this round's arrivals start from
+  std::vector<bool> fresh_;      ///< per chunk: holds this round's s
+  std::vector<uint32_t> packed_; ///< per chunk: its encoding's bytes, 0: not
   std::vector<float> delta_, decoded_;
   std::vector<std::byte> encoded_;
 };

@@ -181,7 +181,8 @@ trainer_factory local_trainer(std::shared_ptr<lazy_data> sets, data_config data,
                        std::to_string(::getpid()) + ".bin";
       auto add = cc.train.add * (cc.train.add_by_index ? index + 1 : 1);
       return make_dummy_trainer(std::move(*layout), static_cast<float>(add), 1,
-                                storage);
+                                storage, static_cast<float>(cc.train.noise),
+                                index);
     }
     auto cd = data_of(*sets, data, index, cc.train.federated_evaluation);
     if (!cd)
