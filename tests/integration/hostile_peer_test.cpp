@@ -41,6 +41,8 @@
 #include <vector>
 
 #include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/compression.hpp"
+#include "fedcaf/config.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 #include "messages/codec.hpp"
@@ -57,7 +59,8 @@ using std::chrono::milliseconds;
 struct options {
   uint16_t port = 0;
   std::string attack;
-  std::string expect;    ///< the refusal code the server must answer with
+  /// The refusal code the server must answer with (alternatives: a|b).
+  std::string expect;
   std::string client_id; ///< registered attacks: an identity with a token
   std::string token;
   bool registered = false; ///< pre-auth attacks: mount them after a Welcome
@@ -67,13 +70,15 @@ struct options {
   double handshake_s = 2;                ///< the server's handshake_timeout_s
   uint32_t trickle_ms = 100;             ///< slow_hello: one byte this often
   double delay_s = 1.5;                  ///< hijack_stream: before the attack
-  uint32_t finite_chunks = 2;            ///< nan_update: the NaN's chunk
+  uint32_t finite_chunks = 2;            ///< uploads: the first spoiled
+  uint8_t encoding = 1;                  ///< wrong_encoding: the offer's
   double heartbeat_s = 0.5;              ///< welcomed: send one this often
   double timeout_s = 30;                 ///< bound on the whole attack
   std::optional<uint64_t> target_stream; ///< hijack_stream: else guessed
   std::string accomplice_id; ///< hijack_stream: opens the stream attacked
   std::string accomplice_token;
-  std::string until_file; ///< hold_round: leave once this file exists
+  /// hold_round: leave once this file exists; uploads: offer once it does.
+  std::string until_file;
 };
 
 void usage() {
@@ -93,6 +98,11 @@ void usage() {
       "    --accomplice-id ID --accomplice-token T [--delay-s S]\n"
       "    [--target-stream ID], hold_round --until-file F (joins a round,\n"
       "    never offers, leaves once F exists)\n"
+      "  registered, to a server that takes compressed uploads (chunks\n"
+      "    spoiled from --finite-chunks N on): int8_nan_scale, short_chunk,\n"
+      "    zfp_garbage, zfp_over_bound, wrong_encoding [--encoding N]\n"
+      "  uploads (nan_update, huge_update and the compressed ones): they\n"
+      "    hold the round until --until-file F exists, if given\n"
       "  all: [--heartbeat-s S] [--timeout-s S]\n");
 }
 
@@ -135,6 +145,8 @@ std::optional<options> parse_options(int argc, char** argv) {
         o.delay_s = std::stod(v);
       else if (k == "finite-chunks")
         o.finite_chunks = static_cast<uint32_t>(std::stoul(v));
+      else if (k == "encoding" && std::stoul(v) <= 0xff)
+        o.encoding = static_cast<uint8_t>(std::stoul(v));
       else if (k == "heartbeat-s")
         o.heartbeat_s = std::stod(v);
       else if (k == "timeout-s")
@@ -509,7 +521,19 @@ ending await_close(peer_socket& s, clock_type::time_point deadline,
   return out;
 }
 
-/// Checks that the server refused with `code`, then closed the connection.
+/// Returns true iff `code` is one of `codes` ("a|b|...").
+bool one_of(const std::string& code, const std::string& codes) {
+  for (size_t at = 0; at <= codes.size();) {
+    auto end = std::min(codes.find('|', at), codes.size());
+    if (codes.compare(at, end - at, code) == 0)
+      return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+/// Checks that the server refused with `code` (or one of "a|b"), then
+/// closed the connection.
 void expect_refusal(verdict& v, const ending& e, const std::string& code,
                     const std::string& label) {
   for (const auto& f : e.frames)
@@ -524,7 +548,7 @@ void expect_refusal(verdict& v, const ending& e, const std::string& code,
                                             fmt_s(e.seconds)));
     return;
   }
-  v.expect(std::string{to_string(e.refusal->code)} == code,
+  v.expect(one_of(to_string(e.refusal->code), code),
            label + ": refused with " + to_string(e.refusal->code) +
                ", expected " + code);
   v.expect(e.closed, label + ": refused, but the connection stayed open for " +
@@ -706,10 +730,11 @@ struct in_round {
   std::unique_ptr<session> s;
   msg::round_start round;
   std::optional<chunk_plan> plan;
+  compression_config compression; ///< the Welcome's: what uploads carry
 };
 
-/// Connects and says Hello. Throws local_failure iff refused (the attack
-/// was not mounted).
+/// Connects and says Hello. Throws local_failure iff refused, or the
+/// Welcome's client configs do not parse (the attack was not mounted).
 in_round welcome(const options& o, verdict& v, const std::string& label,
                  clock_type::time_point deadline) {
   in_round r;
@@ -720,6 +745,11 @@ in_round welcome(const options& o, verdict& v, const std::string& label,
                         " was refused: " + to_string(w.err())};
   v.note(label + ": welcomed as client " + std::to_string(w->client_index) +
          " of " + std::to_string(w->num_clients));
+  auto configs = parse_client_configs(w->client_configs);
+  if (!configs)
+    throw local_failure{"the Welcome's client configs do not parse: " +
+                        to_string(configs.err())};
+  r.compression = configs->compression;
   return r;
 }
 
@@ -763,9 +793,37 @@ in_round join_round(const options& o, verdict& v, const std::string& label,
   return r;
 }
 
-/// An offer that matches the round's model exactly, as an honest client's.
+/// Holds round `r` open, not offering (heartbeats; frames kept for later),
+/// until --until-file exists; at once without one. Returns false iff the
+/// server closed the connection meanwhile (noted as unexpected). Throws
+/// local_failure iff the file does not appear by `deadline`.
+bool hold_until_file(const options& o, verdict& v, in_round& r,
+                     clock_type::time_point deadline) {
+  auto start = clock_type::now();
+  for (int slices = 0; slices < 100000 && !o.until_file.empty(); ++slices) {
+    if (std::filesystem::exists(o.until_file)) {
+      v.note("held round " + std::to_string(r.round.round) + " open for " +
+             fmt_s(seconds_since(start)));
+      return true;
+    }
+    if (clock_type::now() >= deadline)
+      throw local_failure{"--until-file did not appear in time"};
+    if (auto ended = r.s->idle_until(after_s(0.1))) {
+      v.expect(false, "the server closed the connection of a client that "
+                      "only waited: " +
+                          ended->detail);
+      return false;
+    }
+  }
+  return true;
+}
+
+/// An offer that matches the round's model exactly, as an honest client's
+/// (its encoding the one the Welcome's compression config says).
 msg::offer honest_offer(const options& o, const in_round& r) {
+  const auto& z = r.compression;
   msg::offer x;
+  x.encoding = static_cast<uint8_t>(z.up ? z.method : compression_method::none);
   x.round = r.round.round;
   x.client_id = o.client_id;
   x.sample_count = 1;
@@ -789,14 +847,19 @@ msg::accept offer_update(const options& o, verdict& v, in_round& r,
   return *a;
 }
 
-/// Chunk `seq` of stream `stream`, placed as the plan says (so only what
-/// the attack changes is wrong), every float32 element `value`, and
-/// `poison` at element `poison_at` if given.
+/// The header of chunk `seq` of stream `stream`, placed as the plan says
+/// (so only what the attack changes is wrong).
+msg::chunk_header header_of(const in_round& r, uint64_t stream, uint64_t seq) {
+  const auto& e = r.plan->extent(seq);
+  return {stream, r.round.round, seq, e.tensor_index, e.tensor_offset};
+}
+
+/// Chunk `seq` of stream `stream` (header_of), every float32 element
+/// `value`, and `poison` at the middle element if given.
 msg::frame chunk_of(const in_round& r, uint64_t stream, uint64_t seq,
                     float value, std::optional<float> poison = std::nullopt) {
   const auto& e = r.plan->extent(seq);
-  msg::chunk_header h{stream, r.round.round, seq, e.tensor_index,
-                      e.tensor_offset};
+  auto h = header_of(r, stream, seq);
   return msg::encode_chunk(h, e.bytes, [&](std::span<std::byte> dst) {
     auto n = dst.size() / sizeof(float);
     for (size_t i = 0; i < n; ++i) {
@@ -810,6 +873,58 @@ void require_float32(const in_round& r) {
   for (const auto& t : r.round.model.tensors)
     if (t.type != dtype::float32)
       throw local_failure{"the model is not float32: " + t.name};
+}
+
+// -- compressed uploads (docs/protocol.md, "Compression") -------------------------
+
+using payload_bytes = std::vector<std::byte>;
+
+/// Throws local_failure unless the server takes uploads encoded by `m` (as
+/// its Welcome says).
+void require_upload_encoding(const in_round& r, compression_method m) {
+  if (!r.compression.up || r.compression.method != m)
+    throw local_failure{std::string{"the server takes uploads as "} +
+                        r.compression.upload_encoding() + ", not " +
+                        to_string(m)};
+}
+
+/// The number of float32 values chunk `seq` holds.
+uint64_t values_in(const in_round& r, uint64_t seq) {
+  return r.plan->extent(seq).bytes / sizeof(float);
+}
+
+/// What an honest client's chunk `seq` carries when its update moves every
+/// value by `delta`: the delta, encoded as the Welcome's compression config
+/// says. REQUIRES: r.compression.up.
+payload_bytes encoded_delta(const in_round& r, uint64_t seq, float delta) {
+  std::vector<float> values(values_in(r, seq), delta);
+  payload_bytes out(encoded_bound(r.compression, values.size()));
+  out.resize(encode(r.compression, values, out));
+  return out;
+}
+
+/// `n` bytes from byte_source `seed`.
+payload_bytes random_bytes(uint64_t seed, uint64_t n) {
+  byte_source src{seed};
+  payload_bytes out(n);
+  for (auto& b : out)
+    b = static_cast<std::byte>(src.next());
+  return out;
+}
+
+void put_f32(payload_bytes& p, size_t at, float x) {
+  std::memcpy(p.data() + at, &x, sizeof x);
+}
+
+/// Chunk `seq` of stream `stream` (header_of) carrying `payload`, its
+/// checksum right: only the payload is what the attack made it.
+msg::frame chunk_carrying(const in_round& r, uint64_t stream, uint64_t seq,
+                          const payload_bytes& payload) {
+  return msg::encode_chunk(header_of(r, stream, seq), payload.size(),
+                           [&payload](std::span<std::byte> dst) {
+                             std::memcpy(dst.data(), payload.data(),
+                                         dst.size());
+                           });
 }
 
 // -- pre-authentication attacks (or, with --registered, after a Welcome) --------
@@ -1165,6 +1280,14 @@ void judge_hijack(const options& o, verdict& v, const ending& e,
   }
 }
 
+/// Sends `f` as the next request on `s`, then reads (sending heartbeats)
+/// until the server closes the connection, `deadline`, or 5 s.
+ending send_then_await_close(const options& o, session& s, msg::frame f,
+                             clock_type::time_point deadline) {
+  s.socket().send_frame(with_id(std::move(f), s.next_id()));
+  return await_close(s.socket(), std::min(deadline, after_s(5)), o.heartbeat_s);
+}
+
 /// Says Hello again as the attacker (the server closed its last
 /// connection), sends `f`, and judges the answer. Returns false iff the
 /// Hello was refused (the attempt was then not made).
@@ -1177,11 +1300,8 @@ bool hijack_again(const options& o, verdict& v, const std::string& label,
            "); not mounted");
     return false;
   }
-  s.socket().send_frame(with_id(std::move(f), s.next_id()));
-  judge_hijack(
-      o, v,
-      await_close(s.socket(), std::min(deadline, after_s(5)), o.heartbeat_s),
-      label);
+  judge_hijack(o, v, send_then_await_close(o, s, std::move(f), deadline),
+               label);
   return true;
 }
 
@@ -1281,20 +1401,17 @@ ending upload(const options& o, verdict& v, in_round& r, uint64_t stream,
   return out;
 }
 
-/// Offers an update and uploads it whole as an honest client would:
-/// chunks of 1000.0, but for one NaN in chunk finite_chunks, then the end.
-/// The whole update must be refused (poisoned_update, at that chunk or at
-/// the end) and the connection closed; the driver checks that the global
-/// model holds none of it.
-/// Joins a round, offers, uploads the chunks `make(r, stream)` returns a
-/// maker of, and expects the refusal --expect names (the update not taken
-/// whole).
+/// Joins a round, holds it until --until-file exists (if given), offers,
+/// uploads the chunks `make(r, stream)` returns a maker of, and expects the
+/// refusal --expect names (the update not taken whole).
 template <class Make>
 void upload_poisoned(const options& o, verdict& v, const std::string& label,
                      Make&& make) {
   auto deadline = after_s(o.timeout_s);
   auto r = join_round(o, v, label, deadline);
   require_float32(r);
+  if (!hold_until_file(o, v, r, deadline))
+    return;
   auto own = offer_update(o, v, r, deadline);
   auto chunk = make(r, own.stream_id);
   auto e = upload(o, v, r, own.stream_id, std::max(1u, own.window), chunk,
@@ -1307,13 +1424,26 @@ void upload_poisoned(const options& o, verdict& v, const std::string& label,
   expect_refusal(v, e, o.expect, label);
 }
 
+/// Returns the chunk an upload spoils (finite_chunks, or the last one), and
+/// notes what stream `stream` carries: `chunks`, but that one `spoiled`.
+uint64_t spoiled_chunk(const options& o, verdict& v, const in_round& r,
+                       uint64_t stream, const std::string& chunks,
+                       const std::string& spoiled) {
+  auto at = std::min<uint64_t>(o.finite_chunks, r.plan->chunk_count() - 1);
+  v.note("uploading stream " + std::to_string(stream) + ": " + chunks +
+         ", chunk " + std::to_string(at) + " " + spoiled);
+  return at;
+}
+
+/// Offers an update and uploads it whole as an honest client would:
+/// chunks of 1000.0, but for one NaN in chunk finite_chunks, then the end.
+/// The whole update must be refused (poisoned_update, at that chunk or at
+/// the end) and the connection closed; the driver checks that the global
+/// model holds none of it.
 void attack_nan_update(const options& o, verdict& v) {
   upload_poisoned(o, v, "nan_update", [&](const in_round& r, uint64_t sid) {
     auto poisoned =
-        std::min<uint64_t>(o.finite_chunks, r.plan->chunk_count() - 1);
-    v.note("uploading stream " + std::to_string(sid) +
-           ": chunks of 1000.0, chunk " + std::to_string(poisoned) +
-           " with a NaN");
+        spoiled_chunk(o, v, r, sid, "chunks of 1000.0", "with a NaN");
     return [&r, sid, poisoned](uint64_t seq) {
       if (seq != poisoned)
         return chunk_of(r, sid, seq, 1000.0f);
@@ -1333,6 +1463,93 @@ void attack_huge_update(const options& o, verdict& v) {
            ": every value 3e38 (finite)");
     return [&r, sid](uint64_t seq) { return chunk_of(r, sid, seq, 3e38f); };
   });
+}
+
+/// Uploads to a server that takes uploads compressed by `m` what an honest
+/// client would for an update of +1.0 everywhere (encoded_delta), but
+/// `spoil(r, seq, payload)` changes the payload of every chunk from
+/// finite_chunks on (`spoiled` says how, for the notes); expects the
+/// refusal --expect names (upload_poisoned).
+template <class Spoil>
+void upload_spoiled(const options& o, verdict& v, const std::string& label,
+                    compression_method m, const std::string& spoiled,
+                    Spoil spoil) {
+  upload_poisoned(o, v, label, [&](const in_round& r, uint64_t sid) {
+    require_upload_encoding(r, m);
+    auto from = spoiled_chunk(o, v, r, sid,
+                              std::string{to_string(m)} + " deltas of 1.0",
+                              "and on " + spoiled);
+    return [&r, sid, from, spoil](uint64_t seq) {
+      auto p = encoded_delta(r, seq, 1.0f);
+      if (seq >= from)
+        spoil(r, seq, p);
+      return chunk_carrying(r, sid, seq, p);
+    };
+  });
+}
+
+/// int8 uploads whose first block's scale is NaN: the whole update must be
+/// refused (poisoned_update, as for a NaN value), the connection closed.
+void attack_int8_nan_scale(const options& o, verdict& v) {
+  upload_spoiled(o, v, "int8_nan_scale", compression_method::int8,
+                 "with the first block's scale NaN",
+                 [](const in_round&, uint64_t, payload_bytes& p) {
+                   put_f32(p, 0, std::numeric_limits<float>::quiet_NaN());
+                 });
+}
+
+/// int8 chunks one byte short (a fixed-size encoding of the wrong size):
+/// refused (out_of_range), the connection closed.
+void attack_short_chunk(const options& o, verdict& v) {
+  upload_spoiled(
+      o, v, "short_chunk", compression_method::int8, "one byte short",
+      [](const in_round&, uint64_t, payload_bytes& p) { p.pop_back(); });
+}
+
+/// zfp chunks of random bytes, from half of zfp's bound for the chunk's
+/// values to all of it: they may decode to garbage, huge or not finite, or
+/// not at all. The server must refuse the update at some chunk with a
+/// typed refusal (--expect: out_of_range|poisoned_update) and close the
+/// connection, not crash.
+void attack_zfp_garbage(const options& o, verdict& v) {
+  upload_spoiled(o, v, "zfp_garbage", compression_method::zfp,
+                 "random bytes within zfp's bound",
+                 [](const in_round& r, uint64_t seq, payload_bytes& p) {
+                   auto bound = encoded_bound(r.compression, values_in(r, seq));
+                   auto size =
+                       bound - byte_source{seq}.next() * (bound / 2) / 256;
+                   p = random_bytes(0x9a7ba9e + seq, size);
+                 });
+}
+
+/// zfp chunks of random bytes, one more than zfp's bound for the chunk's
+/// values: refused (out_of_range), the connection closed.
+void attack_zfp_over_bound(const options& o, verdict& v) {
+  upload_spoiled(o, v, "zfp_over_bound", compression_method::zfp,
+                 "random bytes, one more than zfp's bound",
+                 [](const in_round& r, uint64_t seq, payload_bytes& p) {
+                   p = random_bytes(
+                       0x0b0 + seq,
+                       encoded_bound(r.compression, values_in(r, seq)) + 1);
+                 });
+}
+
+/// Offers an update as an honest client would, but naming --encoding, not
+/// the encoding the server takes (client_configs.comm_configs.compression).
+/// It must be refused (manifest_mismatch) and the connection closed.
+void attack_wrong_encoding(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "wrong_encoding", deadline);
+  auto x = honest_offer(o, r);
+  if (x.encoding == o.encoding)
+    throw local_failure{"the server takes encoding " +
+                        std::to_string(o.encoding) + " (--encoding)"};
+  v.note("offering an update encoded as " + std::to_string(o.encoding) +
+         "; the server takes " + std::to_string(x.encoding) + " (" +
+         r.compression.upload_encoding() + ")");
+  x.encoding = o.encoding;
+  expect_refusal(v, send_then_await_close(o, *r.s, msg::encode(x), deadline),
+                 o.expect, "wrong_encoding");
 }
 
 /// Offers an update, then offers it again every 300 ms without sending a
@@ -1537,21 +1754,8 @@ void attack_hold_round(const options& o, verdict& v) {
     throw local_failure{"hold_round needs --until-file"};
   auto deadline = after_s(o.timeout_s);
   auto r = join_round(o, v, "hold_round", deadline);
-  auto start = clock_type::now();
-  for (int slices = 0; slices < 100000; ++slices) {
-    if (std::filesystem::exists(o.until_file))
-      break;
-    if (clock_type::now() >= deadline)
-      throw local_failure{"--until-file did not appear in time"};
-    if (auto ended = r.s->idle_until(after_s(0.1))) {
-      v.expect(false, "the server closed the connection of a client that "
-                      "only waited: " +
-                          ended->detail);
-      return;
-    }
-  }
-  v.note("held round " + std::to_string(r.round.round) + " open for " +
-         fmt_s(seconds_since(start)) + "; leaving");
+  if (hold_until_file(o, v, r, deadline))
+    v.note("leaving");
 }
 
 int run(const options& o) {
@@ -1577,6 +1781,11 @@ int run(const options& o) {
       {"hijack_stream", attack_hijack_stream},
       {"nan_update", attack_nan_update},
       {"huge_update", attack_huge_update},
+      {"int8_nan_scale", attack_int8_nan_scale},
+      {"short_chunk", attack_short_chunk},
+      {"zfp_garbage", attack_zfp_garbage},
+      {"zfp_over_bound", attack_zfp_over_bound},
+      {"wrong_encoding", attack_wrong_encoding},
       {"reoffer_keepalive", attack_reoffer_keepalive},
       {"takeover_flood", attack_takeover_flood},
       {"refusal_flood", attack_refusal_flood},

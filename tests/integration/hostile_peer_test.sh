@@ -7,7 +7,8 @@
 # wire. Runs:
 #
 #   ref  only the honest clients, ram and window memory modes: the reference
-#        global models.
+#        global models; C runs its own first (ram mode, the same
+#        compression: the encoded deltas are as reproducible).
 #   A    before authentication, while round 1 is open: max_unauthenticated
 #        (8) idle or half-open connections (nothing, half a header, a header
 #        and half a body), 4 more (each must make the oldest give way), then
@@ -41,12 +42,22 @@
 #        connections that take the same session over one after another
 #        (each taken over is closed; past 8 in 10 s, refused);
 #        200 requests refused one at a time (wrong_round).
+#   C    compressed uploads (client_configs.comm_configs.compression,
+#        direction up), ram mode, all in round 1. C_int8 (method int8): an
+#        offer naming fp16 (manifest_mismatch); int8 chunks one byte short
+#        from the third (out_of_range, dropped mid-upload); once that one is
+#        out, int8 chunks whose first block's scale is NaN from the third
+#        (poisoned_update: the whole update). C_zfp (method zfp): chunks of
+#        random bytes one more than zfp's bound from the third
+#        (out_of_range); once that one is out, random bytes within the bound
+#        from the third (out_of_range or poisoned_update).
 #
 # For every run: each attack's verdict, each refusal in the server's log with
 # its code and the attacker's address, the server exits 0 after all rounds,
 # the honest clients exit 0, the server's peak RSS stays under the bound
-# (the reference run's peak in the same memory mode + 2 x model + 16 MiB),
-# and every saved global model is byte-identical to the reference's.
+# (the peak of the reference run in the same memory mode, with the same
+# compression, + 2 x model + 16 MiB), and every saved global model is
+# byte-identical to that reference's.
 #
 #   hostile_peer_test.sh FEDCAF HOSTILE_PEER SOURCE_DIR
 # (HOSTILE_KEEP_LOGS=1 keeps the logs and models for a look afterwards;
@@ -211,12 +222,16 @@ attack() {
   attack_names+=("$run/$name")
 }
 
+# finish_attack RUN NAME: waits for that attacker.
+finish_attack() {
+  wait "${attack_pid[$1/$2]}"; attack_rc[$1/$2]=$?
+}
+
 # finish_attacks: waits for every attacker started so far.
 finish_attacks() {
   local k
   for k in "${attack_names[@]}"; do
-    [ -n "${attack_rc[$k]:-}" ] && continue
-    wait "${attack_pid[$k]}"; attack_rc[$k]=$?
+    [ -n "${attack_rc[$k]:-}" ] || finish_attack "${k%%/*}" "${k#*/}"
   done
 }
 
@@ -277,9 +292,10 @@ rss_of() {
     "$out/$1.json" 2> /dev/null || echo 0
 }
 
-# check_run RUN ROUNDS MODE: exit statuses, rounds, RSS bound, models.
+# check_run RUN ROUNDS REF: exit statuses, rounds, RSS bound, models, against
+# the reference run ref_REF (REF: its memory mode, or its compression).
 check_run() {
-  local run=$1 rounds=$2 mode=$3
+  local run=$1 rounds=$2 ref=$3
   local got; got=$(python3 - "$out/$run.json" <<'PY' 2>&1
 import json, sys
 try:
@@ -302,7 +318,7 @@ PY
     excerpt "$out/${run}_client1.log" 5; excerpt "$out/${run}_client2.log" 5
   fi
   local peak base bound
-  peak=$(rss_of "$run"); base=$(rss_of "ref_$mode")
+  peak=$(rss_of "$run"); base=$(rss_of "ref_$ref")
   bound=$(( base + 2 * model_bytes + (16 << 20) ))
   if [ "$peak" -gt 0 ] && [ "$base" -gt 0 ] && [ "$peak" -le "$bound" ]; then
     pass "$run: peak RSS $(( peak >> 20 )) MiB <= bound $(( bound >> 20 )) MiB (reference $(( base >> 20 )) MiB + 2 x model + 16 MiB)"
@@ -311,7 +327,7 @@ PY
   fi
   local r differ=()
   for (( r = 1; r <= rounds; r++ )); do
-    cmp -s "$out/${run}_$r.safetensors" "$out/ref_${mode}_$r.safetensors" ||
+    cmp -s "$out/${run}_$r.safetensors" "$out/ref_${ref}_$r.safetensors" ||
       differ+=($r)
   done
   if [ ${#differ[@]} = 0 ]; then
@@ -321,7 +337,7 @@ PY
     [ -f "$out/${run}_${differ[0]}.safetensors" ] ||
       { echo "      (round ${differ[0]} was not saved)"; return; }
     python3 - "$out/${run}_${differ[0]}.safetensors" \
-      "$out/ref_${mode}_${differ[0]}.safetensors" <<'PY' 2>&1 | sed 's/^/      /'
+      "$out/ref_${ref}_${differ[0]}.safetensors" <<'PY' 2>&1 | sed 's/^/      /'
 import json, struct, sys
 def load(p):
     with open(p, "rb") as f:
@@ -343,26 +359,28 @@ PY
 
 # -- the reference: only the honest clients ----------------------------------------
 
-# run_reference MODE: the honest clients alone; exits the test iff it fails.
+# run_reference REF MODE [ARGS...]: the honest clients alone (run ref_REF,
+# memory_mode MODE, the server's extra ARGS); exits the test iff it fails.
 run_reference() {
-  server_config "$out/ref_$1.yaml" "ref_$1" 2 "$1" $rounds
-  start_server "ref_$1" "$out/ref_$1.yaml" || exit 1
-  start_clients "ref_$1"
+  local ref=$1 mode=$2; shift 2
+  server_config "$out/ref_$ref.yaml" "ref_$ref" 2 "$mode" $rounds
+  start_server "ref_$ref" "$out/ref_$ref.yaml" "$@" || exit 1
+  start_clients "ref_$ref"
   # A server whose model it does not run never loads the LibTorch plugin
   # (src/torch_plugin.hpp): none of LibTorch is mapped.
   local srv; srv=$(pgrep -P "$server_pid" | head -1)
   if [ -n "$srv" ] && [ -r "/proc/$srv/maps" ] && ! grep -q libtorch "/proc/$srv/maps"; then
-    pass "ref_$1: the server of a synthetic model maps no LibTorch"
+    pass "ref_$ref: the server of a synthetic model maps no LibTorch"
   else
-    fail "ref_$1: LibTorch is mapped in the server (pid ${srv:-?})"
+    fail "ref_$ref: LibTorch is mapped in the server (pid ${srv:-?})"
   fi
   finish_run
-  if [ "$server_rc" = 0 ] && [ -f "$out/ref_$1_$rounds.safetensors" ]; then
-    echo "reference ($1 mode): $rounds rounds, peak RSS $(( $(rss_of ref_$1) >> 20 )) MiB"
+  if [ "$server_rc" = 0 ] && [ -f "$out/ref_${ref}_$rounds.safetensors" ]; then
+    echo "reference ref_$ref ($mode mode): $rounds rounds, peak RSS $(( $(rss_of "ref_$ref") >> 20 )) MiB"
     return
   fi
-  fail "the $1 reference run failed (exit $server_rc)"
-  excerpt "$out/ref_$1.log" 15
+  fail "the reference run ref_$ref failed (exit $server_rc)"
+  excerpt "$out/ref_$ref.log" 15
   echo "$passed passed, $failed failed"
   exit 1
 }
@@ -386,7 +404,7 @@ run_a() {
   sleep 0.3
   attack A hold_round --attack hold_round $(creds 1) \
     --until-file "$out/A.attacks_done"
-  wait "${attack_pid[A/idle_flood]}"; attack_rc[A/idle_flood]=$?
+  finish_attack A idle_flood
   # A Hello one byte per 100 ms, meanwhile the others one after another,
   # each to be refused on its first frame.
   attack A slow_hello --attack slow_hello --trickle-ms 100 --expect timeout
@@ -403,7 +421,7 @@ run_a() {
   run_one evaluation_first --attack evaluation_first --expect not_authenticated
   run_one log_injection --attack log_injection --expect malformed_frame
   run_one utf8_id --attack utf8_id --expect malformed_frame
-  wait "${attack_pid[A/slow_hello]}"; attack_rc[A/slow_hello]=$?
+  finish_attack A slow_hello
   touch "$out/A.attacks_done"
   finish_attacks
   finish_run
@@ -475,7 +493,7 @@ check_let_in() {
 # run_one NAME ARGS...: an attack of run A, waited for.
 run_one() {
   attack A "$1" "${@:2}"
-  wait "${attack_pid[A/$1]}"; attack_rc[A/$1]=$?
+  finish_attack A "$1"
 }
 
 # creds I: the registered identity Mallory<I>.
@@ -507,7 +525,7 @@ run_t() {
   start_client T 1 $(tls_args client Client1)
   wait_for "$out/T.log" "registered Client1" 30
   attack T slow_tls --attack slow_tls --trickle-ms 100
-  wait "${attack_pid[T/slow_tls]}"; attack_rc[T/slow_tls]=$?
+  finish_attack T slow_tls
   start_client T 2 $(tls_args client Client2)
   finish_run
   echo "-- T: TLS (port $port)"
@@ -666,12 +684,75 @@ run_b5() {
   check_run B5 $rounds ram
 }
 
-run_reference ram
-run_reference window
-for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5}; do
+# -- C: compressed uploads (int8, then zfp), ram mode --------------------------------
+
+# compression METHOD: --set arguments for uploads compressed by METHOD.
+compression() {
+  local z=client_configs.comm_configs.compression
+  echo --set $z.method=$1 --set $z.direction=up
+}
+
+run_c_int8() {
+  run_reference int8 ram $(compression int8)
+  server_config "$out/C_int8.yaml" C_int8 5 ram $rounds
+  start_server C_int8 "$out/C_int8.yaml" $(compression int8) || return
+  # All in round 1. An update dropped or rejected with chunks in the sum
+  # makes the round collect every update again, resetting the others'
+  # streams: the NaN scale holds the round (it has not offered) until the
+  # others are refused and Mallory2, dropped mid-upload, is out.
+  attack C_int8 wrong_encoding --attack wrong_encoding $(creds 1) \
+    --encoding 1 --expect manifest_mismatch
+  attack C_int8 short_chunk --attack short_chunk $(creds 2) \
+    --expect out_of_range
+  attack C_int8 int8_nan_scale --attack int8_nan_scale $(creds 3) \
+    --until-file "$out/C_int8.go" --expect poisoned_update
+  start_clients C_int8
+  finish_attack C_int8 wrong_encoding
+  finish_attack C_int8 short_chunk
+  wait_for "$out/C_int8.log" "dropped Mallory2" 10
+  touch "$out/C_int8.go"
+  finish_attacks
+  finish_run
+  echo "-- C_int8: int8 uploads, ram mode (port $port)"
+  local k
+  for k in wrong_encoding short_chunk int8_nan_scale; do
+    check_verdict C_int8 $k
+  done
+  check_refused C_int8 wrong_encoding manifest_mismatch
+  check_refused C_int8 short_chunk out_of_range
+  check_refused C_int8 int8_nan_scale poisoned_update
+  check_run C_int8 $rounds int8
+}
+
+run_c_zfp() {
+  run_reference zfp ram $(compression zfp)
+  server_config "$out/C_zfp.yaml" C_zfp 4 ram $rounds
+  start_server C_zfp "$out/C_zfp.yaml" $(compression zfp) || return
+  # As in C_int8: the garbage waits until Mallory1 is refused and out.
+  attack C_zfp zfp_over_bound --attack zfp_over_bound $(creds 1) \
+    --expect out_of_range
+  attack C_zfp zfp_garbage --attack zfp_garbage $(creds 2) \
+    --until-file "$out/C_zfp.go" --expect "out_of_range|poisoned_update"
+  start_clients C_zfp
+  finish_attack C_zfp zfp_over_bound
+  wait_for "$out/C_zfp.log" "dropped Mallory1" 10
+  touch "$out/C_zfp.go"
+  finish_attacks
+  finish_run
+  echo "-- C_zfp: zfp uploads, ram mode (port $port)"
+  check_verdict C_zfp zfp_over_bound
+  check_verdict C_zfp zfp_garbage
+  check_refused C_zfp zfp_over_bound out_of_range
+  check_refused C_zfp zfp_garbage "(out_of_range|poisoned_update)"
+  check_run C_zfp $rounds zfp
+}
+
+run_reference ram ram
+run_reference window window
+for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C}; do
   case $r in
     A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;;
-    B4) run_b4 ;; B5) run_b5 ;;
+    B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;;
     *) fail "no run named $r" ;;
   esac
 done
