@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "fedcaf/element.hpp"
 
@@ -89,8 +90,10 @@ public:
   dummy_trainer(manifest layout, byte_buffer params, float add,
                 uint64_t samples, float noise, uint64_t seed)
       : layout_(std::move(layout)), params_(std::move(params)), add_(add),
-        noise_(noise), samples_(samples),
-        state_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {}
+        samples_(samples) {
+    if (noise > 0)
+      fill_noise(noise, seed);
+  }
 
   const manifest& layout() const override { return layout_; }
 
@@ -100,7 +103,7 @@ public:
 
   result<train_metrics> train() override {
     auto start = std::chrono::steady_clock::now();
-    if (add_ != 0 || noise_ > 0)
+    if (add_ != 0 || !noise_.empty())
       add_to_all();
     std::chrono::duration<double> took =
         std::chrono::steady_clock::now() - start;
@@ -120,34 +123,50 @@ private:
   void add_to_all() {
     for_each_piece(
         layout_, params_, [this](dtype type, std::byte* base, size_t n) {
-          if (type == dtype::float32 && noise_ == 0) {
+          if (type == dtype::float32) {
             auto* x = reinterpret_cast<float*>(base);
-            for (size_t i = 0; i < n; ++i)
-              x[i] += add_;
+            if (noise_.empty()) {
+              for (size_t i = 0; i < n; ++i)
+                x[i] += add_;
+              return;
+            }
+            for (size_t i = 0; i < n;) { // a run of the table at a time
+              auto k = std::min(n - i, noise_.size() - noise_at_);
+              const float* z = noise_.data() + noise_at_;
+              for (size_t j = 0; j < k; ++j)
+                x[i + j] += add_ + z[j];
+              i += k;
+              noise_at_ = (noise_at_ + k) % noise_.size();
+            }
             return;
           }
           for (size_t i = 0; i < n; ++i)
-            store_element(type, base, i,
-                          load_element(type, base, i) + add_ + draw());
+            store_element(type, base, i, load_element(type, base, i) + add_);
         });
+    if (!noise_.empty()) // the next round draws elsewhere in the table
+      noise_at_ = (noise_at_ + 7919) % noise_.size();
   }
 
-  /// Uniform in [-noise, noise) (0 without noise): the top 24 bits of a
-  /// 64-bit LCG's state.
-  float draw() {
-    if (noise_ == 0)
-      return 0.0f;
-    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
-    auto u = static_cast<float>(state_ >> 40) * 0x1p-24f; // [0, 1)
-    return noise_ * (2.0f * u - 1.0f);
+  /// A table of 2^20 values uniform in [-noise, noise) (the top 24 bits
+  /// of a 64-bit LCG's state), added in turn: the noise costs what adding
+  /// a constant does, and a codec's blocks (256 values at most) see no
+  /// repetition.
+  void fill_noise(float noise, uint64_t seed) {
+    uint64_t state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+    noise_.resize(size_t{1} << 20);
+    for (auto& z : noise_) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      auto u = static_cast<float>(state >> 40) * 0x1p-24f; // [0, 1)
+      z = noise * (2.0f * u - 1.0f);
+    }
   }
 
   manifest layout_;
   byte_buffer params_;
   float add_;
-  float noise_;
   uint64_t samples_;
-  uint64_t state_;
+  std::vector<float> noise_; ///< empty: no noise
+  size_t noise_at_ = 0;      ///< where the next value is drawn
 };
 
 } // namespace

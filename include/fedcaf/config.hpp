@@ -55,8 +55,8 @@ struct train_config {
   /// dummy: client i (its data partition index, from 0) adds add * (i + 1),
   /// so that updates differ between clients.
   bool add_by_index = false;
-  /// dummy: also adds a pseudo-random value uniform in [-noise, noise),
-  /// new for each element and round (0: none).
+  /// dummy: also adds to each float32 element a pseudo-random value uniform
+  /// in [-noise, noise) (0: none; make_dummy_trainer).
   double noise = 0;
   std::string mode = "epoch"; ///< epoch | step
   uint32_t num_local_epochs = 1;

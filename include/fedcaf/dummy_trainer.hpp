@@ -41,10 +41,11 @@ result<byte_buffer> anonymous_file_buffer(const std::string& path,
                                           uint64_t size);
 
 /// A trainer over `layout` (all tensors floating) whose train() adds `add`
-/// to every element (nothing when add == 0), and with noise > 0 a
-/// pseudo-random value uniform in [-noise, noise) drawn anew for each
-/// element and round from `seed` (updates that do not compress as a
-/// constant does), and reports `samples` samples.
+/// to every element (nothing when add == 0), and with noise > 0 to each
+/// float32 element a pseudo-random value uniform in [-noise, noise), from
+/// a table of 2^20 drawn from `seed` at the start, taken in turn (updates
+/// that do not compress as a constant does), and reports `samples`
+/// samples.
 result<std::unique_ptr<trainer>>
 make_dummy_trainer(manifest layout, float add, uint64_t samples,
                    const dummy_storage& storage = {}, float noise = 0.0f,

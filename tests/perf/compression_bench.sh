@@ -2,11 +2,10 @@
 # Bytes up and round time of each compression method against none, in one
 # run: real processes on loopback, `fedcaf server` and N `fedcaf client`,
 # a synthetic float32 model of S MiB (configs/synthetic_dummy.yaml: the
-# dummy trainer adds 0.5 to every element), 3 rounds, ram mode, uploads
-# compressed (direction up). Prints per method the bytes the server received
-# per round, the round time (rounds 2 and 3; round 1 pays the first page
-# faults), the client's peak RSS and the CPU seconds of all processes, each
-# as a ratio to none.
+# dummy trainer adds 0.5 to every element), ram mode, uploads compressed
+# (direction up). Prints per method the bytes the server received per
+# round, the round time, the client's peak RSS and the CPU seconds of all
+# processes, each as a ratio to none.
 #
 # With LINK (a tc rate, e.g. 1gbit), each client is a host of its own on a
 # link of that rate both ways (deploy/netns.sh: network namespaces joined
@@ -17,7 +16,10 @@
 # (train_configs.noise), which compresses as trained updates do, not as a
 # constant.
 #
-#   tests/perf/compression_bench.sh [FEDCAF] [S_MIB] [N] [METHODS] [DIRECTION] [LINK] [NOISE]
+# ROUNDS (default 3) rounds; the figures per round are the median of
+# rounds 2 to ROUNDS (round 1 pays the first page faults).
+#
+#   tests/perf/compression_bench.sh [FEDCAF] [S_MIB] [N] [METHODS] [DIRECTION] [LINK] [NOISE] [ROUNDS]
 #   tests/perf/compression_bench.sh build/fedcaf 1024 2 "fp16 bf16 int8 zfp" up
 #   tests/perf/compression_bench.sh build/fedcaf 1024 2 "int8 zfp" up 1gbit 0.01
 #   tests/perf/compression_bench.sh build/fedcaf 1024 2 "zfp" up "" 0.01
@@ -29,6 +31,7 @@ methods=${4:-"fp16 bf16 int8 zfp"}
 direction=${5:-up}
 link=${6:-}
 noise=${7:-0}
+rounds=${8:-3}
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mktemp -d); pids=()
 prefix="cb$$"
@@ -58,6 +61,7 @@ for method in none $methods; do
     --set "client_configs.comm_configs.compression.method=$method" \
     --set "client_configs.comm_configs.compression.direction=$direction" \
     --set "client_configs.train_configs.noise=$noise" \
+    --set "server_configs.num_global_epochs=$rounds" \
     --set "server_configs.comm_configs.grpc_configs.server_uri=$server_ip:$port" \
     --report "$out/server-$method.json" > "$out/server.log" 2>&1 & pids+=($!); server=$!
   clients=()
@@ -78,15 +82,15 @@ for method in none $methods; do
 done
 
 python3 - "$out" "$mib" "$n" "$methods" "$direction" "${link:-loopback}" "$noise" <<'PY'
-import json, sys
+import json, statistics, sys
 out, mib, n, methods, direction, link, noise = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4].split(), sys.argv[5], sys.argv[6], sys.argv[7]
 def figures(method):
     s = json.load(open(f"{out}/server-{method}.json"))
     assert s["ok"], (method, s["failure"])
     rounds = s["rounds"][1:] or s["rounds"]
-    up = sum(r["bytes_up"] for r in rounds) / len(rounds)
-    down = sum(r["bytes_down"] for r in rounds) / len(rounds)
-    secs = sum(r["wall_seconds"] for r in rounds) / len(rounds)
+    up = statistics.median(r["bytes_up"] for r in rounds)
+    down = statistics.median(r["bytes_down"] for r in rounds)
+    secs = statistics.median(r["wall_seconds"] for r in rounds)
     clients = [json.load(open(f"{out}/client-{method}-{k}.json")) for k in range(1, n + 1)]
     rss = max(c["peak_rss_bytes"] for c in clients)
     cpu = sum(float(t) for p in ["s"] + list(range(1, n + 1))
@@ -96,7 +100,7 @@ base = figures("none")
 where = "loopback" if link == "loopback" else f"a {link} link per client"
 update = "0.5" if float(noise) == 0 else f"0.5 + U[-{noise}, {noise})"
 print(f"{mib} MiB model, {n} clients, direction {direction}, {where}, updates {update}; "
-      "per round (rounds 2-3)")
+      f"per round (median of rounds 2-{len(json.load(open(f'{out}/server-none.json'))['rounds'])})")
 print(f"{'method':>6} {'MiB up':>9} {'up/none':>8} {'MiB down':>9} {'down/none':>9} "
       f"{'s/round':>8} {'time/none':>9} {'client RSS/none':>15} {'CPU s':>7} {'CPU/none':>8}")
 for m in ["none"] + methods:
@@ -104,5 +108,5 @@ for m in ["none"] + methods:
     print(f"{m:>6} {up / 2**20:9.1f} {up / base[0]:8.3f} {down / 2**20:9.1f} "
           f"{down / base[1]:9.3f} {secs:8.2f} {secs / base[2]:9.3f} {rss / base[3]:15.3f} "
           f"{cpu:7.1f} {cpu / base[4]:8.3f}")
-print("CPU s: user + system seconds of the server and every client, whole run (3 rounds)")
+print("CPU s: user + system seconds of the server and every client, whole run")
 PY
