@@ -1,7 +1,8 @@
 #pragma once
 // Chunk frames whose payload is compressed (client_configs.comm_configs.
-// compression), for the server's downloads and the client's uploads. Kept
-// out of messages/, which the fuzz targets link without the encoders.
+// compression), for the server's downloads (the client's uploads are
+// encoded by its delta_encoder). Kept out of messages/, which the fuzz
+// targets link without the encoders.
 
 #include <cstdint>
 #include <cstring>

@@ -907,8 +907,7 @@ private:
   uint64_t sent_high_ = 0; ///< one past the highest chunk sent this round
   /// SecAgg+: this round's keys, masks and held shares.
   std::optional<secagg_participant> secagg_;
-  /// Masks an unaligned chunk; holds a zfp upload chunk's encoding.
-  std::vector<std::byte> scratch_;
+  std::vector<std::byte> scratch_; ///< masks an unaligned chunk
   /// Compressed uploads (client_configs.comm_configs.compression).
   std::optional<delta_encoder> encoder_;
   manifest encoded_layout_;

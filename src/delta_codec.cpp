@@ -114,19 +114,25 @@ delta_encoder::upload(uint64_t seq, const const_model_view& model) {
     buffer_.release(e.model_offset, e.bytes);
     return slot.subspan(half, bytes);
   }
-  fill_delta(seq, model);
+  fill_delta(seq, model); // s is used up: v holds it
   auto v = std::span{delta_}.first(e.bytes / 4);
-  auto bytes = fedcaf::encode(config_, v, encoded_);
-  auto out = std::span<const std::byte>{encoded_}.first(bytes);
+  // A fixed-size encoding that fits goes straight to its place in the
+  // slot; zfp's needs room for its bound, more than the slot has.
+  bool in_slot = config_.error_feedback && fixed_size(config_.method) &&
+                 encoded_bound(config_, v.size()) <= half;
+  auto into = in_slot ? slot.subspan(half) : std::span{encoded_};
+  auto bytes = fedcaf::encode(config_, v, into);
+  auto out = std::span<const std::byte>{into}.first(bytes);
   if (config_.error_feedback && bytes <= half) {
     // While v and its encoding are in cache: r' = v - D(C(v)), kept as
-    // bfloat16 over s (used up: v holds it), then the encoding after it.
+    // bfloat16 in the slot's first half, the encoding in its second.
     auto d = std::span{decoded_}.first(v.size());
     (void)decode(config_, out, d);
     for (size_t i = 0; i < v.size(); ++i)
       v[i] -= d[i];
     (void)fedcaf::encode(residual_encoding(), v, slot.first(half));
-    std::memcpy(slot.data() + half, encoded_.data(), bytes);
+    if (!in_slot)
+      std::memcpy(slot.data() + half, encoded_.data(), bytes);
     packed_[seq] = static_cast<uint32_t>(bytes);
     out = slot.subspan(half, bytes);
   }
