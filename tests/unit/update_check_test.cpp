@@ -150,3 +150,49 @@ TEST_CASE("a finite value beyond the bound is refused in every float type") {
     at += t.byte_size;
   }
 }
+
+TEST_CASE("the bound holds exactly at every position of long tensors") {
+  // Vectorized scans handle the ends of a run apart: put the value at the
+  // bound, and the next one above it, at each position of a tensor of 1003
+  // elements (whatever the vector width, some in a tail), in either sign.
+  struct kind {
+    dtype type;
+    uint64_t at_bound; ///< the bits of 1000 in this type
+  };
+  float f = 1000.0f;
+  double d = 1000.0;
+  uint32_t f32;
+  uint64_t f64;
+  std::memcpy(&f32, &f, 4);
+  std::memcpy(&f64, &d, 8);
+  for (auto k : {kind{dtype::float32, f32}, kind{dtype::float64, f64},
+                 kind{dtype::float16, float_to_f16(f)},
+                 kind{dtype::bfloat16, f32 >> 16}}) {
+    auto type_name = std::string{dtype_name(k.type)};
+    CAPTURE(type_name);
+    manifest m;
+    m.tensors.push_back(make_tensor_info("t", k.type, {1003}));
+    auto plan = *chunk_plan::make(m, 1 << 20);
+    auto width = dtype_bytes(k.type);
+    auto sign = uint64_t{1} << (8 * width - 1);
+    auto clean = filled(m, 1.0f);
+    for (uint64_t i : {0, 1, 7, 8, 15, 16, 31, 32, 500, 991, 992, 999, 1002})
+      for (uint64_t s : {uint64_t{0}, sign}) {
+        CAPTURE(i);
+        CAPTURE(s);
+        auto model = clean;
+        auto put = [&](uint64_t bits) {
+          std::memcpy(model.data() + i * width, &bits, width); // little end
+        };
+        put(k.at_bound | s);
+        CHECK(refused_chunks(m, plan, model, 1000.0).empty());
+        put((k.at_bound + 1) | s);
+        CHECK(refused_chunks(m, plan, model, 1000.0).size() == 1);
+        put((sign - 1) | s); // the NaN of the largest payload
+        CHECK(refused_chunks(m, plan, model).size() == 1);
+        put(s); // zero, under the bound 0
+        CHECK(refused_chunks(m, plan, model, 0.0).size() == 1); // the ones
+        CHECK(refused_chunks(m, plan, filled(m, 0.0f), 0.0).empty());
+      }
+  }
+}
