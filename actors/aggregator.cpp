@@ -177,26 +177,26 @@ public:
   caf::result<frame> consume(const std::string& sender, const frame& f) {
     auto encoded = msg::decode_chunk(f, max_payload_);
     if (!encoded)
-      return refuse(encoded.err());
+      return refuse_from(sender, encoded.err());
     const auto& h = encoded->header;
     auto it = streams_.find(h.stream_id);
     if (auto owned = owner_check(sender, it, h.stream_id); !owned)
-      return refuse(owned.err());
+      return refuse_from(sender, owned.err());
     auto& s = it->second;
     auto c = expand(s, *encoded);
     if (!c) // a scale that is not finite poisons the update, as a NaN does
       return c.err().code == errc::poisoned_update
                  ? reject(it->first, s, c.err())
-                 : refuse(c.err());
+                 : refuse_from(sender, c.err());
     if (auto placed = admissible(s, *c); !placed)
-      return refuse(placed.err());
+      return refuse_from(sender, placed.err());
     auto checked = inspect(s, *c);
     if (!checked)
       return checked.err().code == errc::internal
-                 ? refuse(checked.err())
+                 ? refuse_from(sender, checked.err())
                  : reject(it->first, s, checked.err());
     if (auto ok = fold(s, bounded(s, *c)); !ok)
-      return refuse(ok.err());
+      return refuse_from(sender, ok.err());
     commit(s, h.sequence, *checked);
     if (ram_)
       return msg::encode(msg::credit{h.stream_id, h.sequence});
@@ -230,15 +230,16 @@ public:
   caf::result<frame> owed_credit(const std::string& sender, const frame& f) {
     auto c = msg::decode<msg::credit>(f);
     if (!c)
-      return refuse(c.err());
+      return refuse_from(sender, c.err());
     auto it = streams_.find(c->stream_id);
     if (auto owned = owner_check(sender, it, c->stream_id); !owned)
-      return refuse(owned.err());
+      return refuse_from(sender, owned.err());
     if (it == streams_.end() || it->second.closed ||
         c->sequence >= it->second.next_sequence)
-      return refuse({errc::unknown_stream,
-                     "no credit owed for chunk " + std::to_string(c->sequence) +
-                         " of stream " + std::to_string(c->stream_id)});
+      return refuse_from(
+          sender, {errc::unknown_stream,
+                   "no credit owed for chunk " + std::to_string(c->sequence) +
+                       " of stream " + std::to_string(c->stream_id)});
     // Not progress: asking again for a credit moves no chunk (else a
     // client could keep its stream, and the round, open for ever).
     if (ram_ || c->sequence < window_->low())
@@ -391,24 +392,25 @@ public:
   frame close(const std::string& sender, const frame& f) {
     auto end = msg::decode<msg::end_of_stream>(f);
     if (!end)
-      return refuse(end.err());
+      return refuse_from(sender, end.err());
     auto it = streams_.find(end->stream_id);
     if (auto owned = owner_check(sender, it, end->stream_id); !owned)
-      return refuse(owned.err());
+      return refuse_from(sender, owned.err());
     auto& s = it->second;
     if (s.rejected)
-      return refuse(
-          {errc::poisoned_update, "stream " + std::to_string(end->stream_id) +
+      return refuse_from(sender, {errc::poisoned_update,
+                                  "stream " + std::to_string(end->stream_id) +
                                       " of " + s.client_id + " was rejected"});
     if (s.closed) // the answer was lost with a connection
       return msg::encode(msg::stream_closed{end->stream_id, s.bytes});
     if (s.next_sequence != plan_.chunk_count() ||
         end->chunk_count != plan_.chunk_count())
-      return refuse({errc::bad_sequence,
-                     "stream " + std::to_string(end->stream_id) +
-                         " ended after " + std::to_string(s.next_sequence) +
-                         " of " + std::to_string(plan_.chunk_count()) +
-                         " chunks"});
+      return refuse_from(sender,
+                         {errc::bad_sequence,
+                          "stream " + std::to_string(end->stream_id) +
+                              " ended after " +
+                              std::to_string(s.next_sequence) + " of " +
+                              std::to_string(plan_.chunk_count()) + " chunks"});
     msg::stream_closed closed{end->stream_id, s.bytes};
     self_->send(s.notify, update_atom::value, s.client_id, s.round);
     s.closed = true;
@@ -784,6 +786,9 @@ private:
   }
 
   frame refuse(const error& e) const { return refusals_.refuse(e); }
+  frame refuse_from(const std::string& sender, const error& e) const {
+    return refusals_.refuse(e, sender);
+  }
 
   caf::event_based_actor* self_ = nullptr;
   manifest layout_;

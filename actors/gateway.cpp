@@ -581,7 +581,7 @@ private:
       return;
     log_line(log_level::warning, "gateway",
              std::string{"refused: "} + to_string(e.code) + ": " + client_id_ +
-                 " (peer " + address_ + ")");
+                 ": " + e.message + " (peer " + address_ + ")");
     if (!refusal_limit_.allow())
       too_many(refusal_limit_.exceeded(limited_events));
   }

@@ -70,6 +70,15 @@ public:
     return msg::encode(e);
   }
 
+  /// As refuse(e), the log line naming the client it refuses (the answer
+  /// is the same).
+  msg::frame refuse(const error& e, const std::string& client) const {
+    counter_->fetch_add(1, std::memory_order_relaxed);
+    log_line(log_level::warning, who_,
+             "refused " + client + ": " + to_string(e));
+    return msg::encode(e);
+  }
+
   uint64_t count() const { return counter_->load(std::memory_order_relaxed); }
 
 private:
