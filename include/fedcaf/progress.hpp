@@ -45,13 +45,17 @@ private:
   counters down_, up_;
 };
 
+/// How long a direction moves before the console line shows it, unless
+/// FEDCAF_PROGRESS_AFTER_S says otherwise.
+inline constexpr double default_shown_after_s = 1.0;
+
 /// The console line for `s` at time `now`: per direction that is moving,
 /// "down 412.0 MiB / 1.00 GiB, 231.4 MiB/s,
 /// ETA 3 s" (a finished one: "down done"); empty when no
 /// direction has been moving for `after_s` seconds (a short transfer shows
 /// nothing) or every one is complete.
 std::string transfer_line(const transfer_progress::snapshot& s, double now,
-                          double after_s = 1.0);
+                          double after_s = default_shown_after_s);
 
 /// "512 B", "3.0 KiB", "412.0 MiB", "1.00 GiB".
 std::string human_bytes(double bytes);

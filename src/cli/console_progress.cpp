@@ -1,6 +1,7 @@
 #include "console_progress.hpp"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 
@@ -10,16 +11,22 @@ namespace fedcaf::cli {
 
 namespace {
 
-/// How long a direction moves before the line is drawn: one second, or
-/// FEDCAF_PROGRESS_AFTER_S (seconds, >= 0) so that a test on a fast machine
-/// still sees the line of a short transfer.
+/// FEDCAF_PROGRESS_AFTER_S (seconds, >= 0) when set and valid, so that a
+/// test on a fast machine still sees the line of a short transfer; a value
+/// that is not such a number is named in a warning and the default kept.
 double shown_after_s() {
   const char* text = std::getenv("FEDCAF_PROGRESS_AFTER_S");
   if (text == nullptr)
-    return 1.0;
+    return default_shown_after_s;
   char* end = nullptr;
   double v = std::strtod(text, &end);
-  return end != text && *end == '\0' && v >= 0 ? v : 1.0;
+  if (end != text && *end == '\0' && std::isfinite(v) && v >= 0)
+    return v;
+  log_line(log_level::warning, "console",
+           std::string{"FEDCAF_PROGRESS_AFTER_S="} + text +
+               " is not a number of seconds >= 0; the progress line waits " +
+               "the default second");
+  return default_shown_after_s;
 }
 
 } // namespace
@@ -28,6 +35,7 @@ console_progress::console_progress() {
   if (!log_on_terminal() || current_log_level() > log_level::info)
     return;
   meter_ = std::make_shared<transfer_progress>();
+  after_s_ = shown_after_s();
   drawer_ = std::thread{[this] { draw_until_stopped(); }};
 }
 
@@ -45,12 +53,11 @@ console_progress::~console_progress() {
 
 void console_progress::draw_until_stopped() {
   std::string shown;
-  const double after_s = shown_after_s();
   std::unique_lock<std::mutex> lock{mtx_};
   while (!wake_.wait_for(lock, std::chrono::milliseconds{250},
                          [this] { return stop_; })) {
     auto line =
-        transfer_line(meter_->read(), transfer_progress::now(), after_s);
+        transfer_line(meter_->read(), transfer_progress::now(), after_s_);
     if (line != shown) {
       log_status(line);
       shown = std::move(line);

@@ -30,6 +30,7 @@ private:
   void draw_until_stopped();
 
   std::shared_ptr<transfer_progress> meter_;
+  double after_s_ = default_shown_after_s;
   std::mutex mtx_;
   std::condition_variable wake_;
   bool stop_ = false; ///< guarded by mtx_
