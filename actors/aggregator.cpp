@@ -11,6 +11,8 @@
 
 #include <caf/all.hpp>
 
+#include "actors/errors.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/delta_codec.hpp"
@@ -32,9 +34,9 @@ struct upload_stream {
   double weight = 0;
   uint64_t next_sequence = 0;
   uint64_t bytes = 0;
-  caf::actor notify;   ///< told (update_atom, id, round) when the stream closes
-  bool closed = false; ///< kept until finalize: a repeated end is answered
-  bool rejected = false;       ///< poisoned, too far, or silent: refused
+  upload_listener notify; ///< told how the stream ended (its scheduler)
+  bool closed = false;    ///< kept until finalize: a repeated end is answered
+  bool rejected = false;  ///< poisoned, too far, or silent: refused
   double distance_squared = 0; ///< from the global model, so far
   /// The last chunk that arrived or credit that went out: the stream could
   /// send from then on.
@@ -140,17 +142,18 @@ public:
                                                plan_.chunk_bytes() / 4 + 1));
   }
 
-  void attach(caf::event_based_actor* self) {
+  void attach(aggregator_actor::pointer self) {
     self_ = self;
     if (options_.idle_timeout.count() > 0)
       arm_silence_check();
   }
 
-  frame open(const caf::actor& notify, const std::string& id, uint32_t round,
-             double weight, uint64_t manifest_digest, uint64_t total_bytes,
-             uint64_t chunk_count, double declared_norm) {
-    if (manifest_digest != digest_ || total_bytes != plan_.total_bytes() ||
-        chunk_count != plan_.chunk_count())
+  frame open(const upload_listener& notify, const upload_request& r) {
+    const auto& id = r.client_id;
+    auto round = r.round;
+    auto declared_norm = r.declared_norm;
+    if (r.digest != digest_ || r.bytes != plan_.total_bytes() ||
+        r.chunks != plan_.chunk_count())
       return refuse(
           error{errc::manifest_mismatch, "offer of " + id +
                                              " does not match the global "
@@ -161,7 +164,7 @@ public:
     recycle_previous();
     auto stream_id = next_stream_id_++;
     auto& s = streams_[stream_id];
-    s = {id, round, weight, 0, 0, notify, false};
+    s = {id, round, r.weight, 0, 0, notify, false};
     s.declared_norm = declared_norm;
     auto bound = options_.rule_cfg.norm_bound;
     if (bound > 0 && declared_norm > bound) {
@@ -274,9 +277,9 @@ public:
 
   // -- secure aggregation ------------------------------------------------------
 
-  bool secure() const { return options_.secure_aggregation; }
-  void set_server(caf::actor server) { server_ = std::move(server); }
-  const caf::actor& server() const { return server_; }
+  bool secure() const { return options_.plan.secure; }
+  void set_server(unmask_planner server) { server_ = std::move(server); }
+  const unmask_planner& server() const { return server_; }
 
   /// Adds a masked chunk to the ring sum, element by element mod 2^32: in
   /// the sum's storage (ram), or in its window slot (window, disk).
@@ -439,7 +442,7 @@ public:
                                    "averaged"};
     if (optimizer_)
       optimizer_->finish_round();
-    if (!options_.in_place) // ram mode, robust rules
+    if (!options_.plan.in_place) // ram mode, robust rules
       return publish(round, std::move(next_));
     // The model was averaged in place; it moves on to the new snapshot
     // (nobody reads the old one any more, see above).
@@ -460,7 +463,7 @@ public:
   /// forgotten.
   snapshot_ptr publish(uint32_t round, byte_buffer bytes) {
     auto next = std::make_shared<model_snapshot>();
-    if (window_ && options_.robust.robust())
+    if (window_ && options_.plan.robust.robust())
       next->trimmed_values = trimmed_by_client(window_->take_trimmed());
     streams_.clear();
     first_pass_.clear();
@@ -530,7 +533,7 @@ private:
   /// turn the sum, the published model and every later update into
   /// infinities).
   double max_abs(double weight) const {
-    auto terms = static_cast<double>(options_.max_contributors) + 1;
+    auto terms = static_cast<double>(options_.plan.max_contributors) + 1;
     return static_cast<double>(std::numeric_limits<float>::max()) /
            (terms * std::max(weight, 1.0));
   }
@@ -673,7 +676,7 @@ private:
   void commit(upload_stream& s, uint64_t seq, const checked_chunk& c) {
     s.distance_squared += c.distance_squared;
     s.last_progress = steady_clock::now();
-    if (!options_.in_place || options_.rule_cfg.max_update_norm <= 0)
+    if (!options_.plan.in_place || options_.rule_cfg.max_update_norm <= 0)
       return;
     auto& record = first_pass_[s.client_id];
     if (record.size() <= seq)
@@ -692,7 +695,7 @@ private:
                  std::to_string(sid) + ", round " + std::to_string(s.round) +
                  "): " + why.message);
     self_->send(s.notify, reject_atom::value, s.client_id, s.round,
-                s.next_sequence, static_cast<uint16_t>(why.code), why.message);
+                s.next_sequence, why);
     return refuse({why.code, s.client_id + ": " + why.message});
   }
 
@@ -749,7 +752,7 @@ private:
   /// the next one (ram mode, robust rules), whose memory is an old model's
   /// once nobody holds that any more.
   std::span<std::byte> next_model() {
-    if (options_.in_place)
+    if (options_.plan.in_place)
       return current_->bytes.bytes();
     if (next_.size() != plan_.total_bytes())
       next_ = take_previous();
@@ -768,7 +771,7 @@ private:
       else
         window_->finalize_next(current_->bytes.bytes(), next_model(),
                                optimizer_.get());
-      if (options_.in_place) {
+      if (options_.plan.in_place) {
         const auto& e = plan_.extent(seq);
         current_->bytes.release(e.model_offset, e.bytes); // file-backed only
         averaged_high_ = std::max(averaged_high_, window_->low());
@@ -790,7 +793,7 @@ private:
     return refusals_.refuse(e, sender);
   }
 
-  caf::event_based_actor* self_ = nullptr;
+  aggregator_actor::pointer self_ = nullptr;
   manifest layout_;
   uint64_t digest_;
   uint64_t version_;
@@ -813,7 +816,7 @@ private:
   /// The model's one floating dtype (spawn_aggregator checked it).
   dtype layout_type_ = *common_floating_dtype(layout_);
   std::map<uint64_t, upload_stream> streams_;
-  caf::actor server_; ///< secure aggregation: asked for the plan
+  unmask_planner server_; ///< secure aggregation: asked for the plan
   /// window mode: positions below were averaged into current_ this round
   /// (a reset does not lower it).
   uint64_t averaged_high_ = 0;
@@ -831,20 +834,13 @@ result<snapshot_ptr> logged(result<snapshot_ptr> next) {
   return next;
 }
 
-caf::error as_caf(const error& e) {
-  return caf::make_error(caf::sec::runtime_error, e.message);
-}
-
-caf::behavior aggregator_actor(caf::event_based_actor* self,
-                               std::shared_ptr<aggregator_state> state) {
+aggregator_actor::behavior_type
+aggregating(aggregator_actor::pointer self,
+            std::shared_ptr<aggregator_state> state) {
   state->attach(self);
   return {
-      [state](open_atom, const caf::actor& notify, const std::string& id,
-              uint32_t round, double weight, uint64_t digest, uint64_t bytes,
-              uint64_t chunks, double norm) {
-        return state->open(notify, id, round, weight, digest, bytes, chunks,
-                           norm);
-      },
+      [state](open_atom, const upload_listener& notify,
+              const upload_request& r) { return state->open(notify, r); },
       [state](chunk_atom, const std::string& sender, const frame& f) {
         return state->consume(sender, f);
       },
@@ -864,7 +860,7 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
       [state](expect_atom, uint32_t contributors) {
         state->expect(contributors);
       },
-      [state](secagg_atom, const caf::actor& server) {
+      [state](connect_atom, const unmask_planner& server) {
         state->set_server(server);
       },
       [self, state](finalize_atom,
@@ -872,17 +868,17 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
         if (!state->secure()) {
           auto next = logged(state->finalize(round));
           if (!next)
-            return as_caf(next.err());
+            return to_caf(next.err());
           return *next;
         }
         auto rp = self->make_response_promise<snapshot_ptr>();
         auto deliver = [rp](result<snapshot_ptr> next) mutable {
           if (!next)
-            rp.deliver(as_caf(next.err()));
+            rp.deliver(to_caf(next.err()));
           else
             rp.deliver(*next);
         };
-        self->request(state->server(), caf::infinite, secagg_atom::value, round,
+        self->request(state->server(), caf::infinite, unmask_atom::value, round,
                       state->in_sum())
             .then(
                 [state, deliver, round](secagg::unmask_plan& plan) mutable {
@@ -900,41 +896,38 @@ caf::behavior aggregator_actor(caf::event_based_actor* self,
 
 } // namespace
 
-result<caf::actor> spawn_aggregator(caf::actor_system& sys,
-                                    std::shared_ptr<model_snapshot> initial,
-                                    aggregator_options options) {
+result<aggregator_actor>
+spawn_aggregator(caf::actor_system& sys,
+                 std::shared_ptr<model_snapshot> initial,
+                 aggregator_options options) {
   auto plan = chunk_plan::make(initial->layout, options.chunk_bytes);
   if (!plan)
     return plan.err();
   std::optional<fedavg_accumulator> ram;
   std::optional<window_accumulator> window;
-  if (options.robust.robust() &&
-      (options.window_contributors == 0 || options.secure_aggregation))
-    return error{errc::bad_config, "robust rules need sync rounds of known "
-                                   "size and plain (unmasked) updates"};
-  if (options.window_contributors == 0) {
+  const auto& p = options.plan;
+  if (p.accumulator == accumulator_kind::model_sum) {
     auto acc = fedavg_accumulator::make(initial->layout, std::move(*plan));
     if (!acc)
       return acc.err();
     ram.emplace(std::move(*acc));
   } else {
-    auto acc = window_accumulator::make(
-        initial->layout, std::move(*plan), options.window,
-        options.window_contributors, options.robust);
+    auto acc = window_accumulator::make(initial->layout, std::move(*plan),
+                                        options.window, p.position_contributors,
+                                        p.robust);
     if (!acc)
       return acc.err();
     window.emplace(std::move(*acc));
   }
   std::unique_ptr<server_optimizer> optimizer;
   auto noisy = options.rule_cfg.dp_noise_multiplier > 0;
-  if ((options.rule != server_rule::fedavg && !is_robust(options.rule)) ||
-      noisy) {
+  if (p.server_optimizer) {
     auto type = common_floating_dtype(initial->layout);
     if (!type)
       return type.err();
     auto made = server_optimizer::make(
-        options.rule, options.rule_cfg, *type,
-        initial->layout.total_bytes() / dtype_bytes(*type), options.state_dir);
+        p.rule, options.rule_cfg, *type,
+        initial->layout.total_bytes() / dtype_bytes(*type), p.storage_dir);
     if (!made)
       return made.err();
     optimizer = std::move(*made);
@@ -943,17 +936,13 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
                            options.rule_cfg.dp_clip_norm,
                            options.rule_cfg.dp_seed);
   }
-  if (options.secure_aggregation && window &&
-      options.rule != server_rule::fedavg)
-    return error{errc::bad_config, "secure aggregation in window and disk "
-                                   "modes averages with FedAvg only"};
   if (options.compression.up || options.compression.down)
     for (const auto& t : initial->layout.tensors)
       if (t.type != dtype::float32)
         return error{errc::unsupported_dtype,
                      "compression needs a float32 model; tensor " + t.name +
                          " is " + std::string{dtype_name(t.type)}};
-  if (options.secure_aggregation)
+  if (p.secure)
     for (const auto& t : initial->layout.tensors)
       if (t.type != dtype::float32)
         return error{errc::unsupported_dtype,
@@ -962,7 +951,7 @@ result<caf::actor> spawn_aggregator(caf::actor_system& sys,
   auto state = std::make_shared<aggregator_state>(
       std::move(initial), options, std::move(ram), std::move(window),
       std::move(optimizer));
-  return sys.spawn(aggregator_actor, std::move(state));
+  return sys.spawn(aggregating, std::move(state));
 }
 
 } // namespace fedcaf

@@ -60,18 +60,19 @@ struct queued_offer {
 // nobody else holds a task that could make one.
 class async_scheduler_state {
 public:
-  async_scheduler_state(caf::actor aggregator, scheduler_options options)
+  async_scheduler_state(aggregator_actor aggregator, scheduler_options options)
       : aggregator_(std::move(aggregator)), options_(std::move(options)),
         slots_(options_.rule == server_rule::fedbuff
                    ? options_.rule_cfg.buffer_k
                    : 1),
         refusals_("scheduler", options_.refusals) {}
 
-  void attach(caf::event_based_actor* self) { self_ = self; }
+  void attach(scheduler_actor::pointer self) { self_ = self; }
+
+  /// The server, before any client joins.
+  void connect(round_host server) { server_ = std::move(server); }
 
   void join(const std::string& id) {
-    if (!server_)
-      server_ = caf::actor_cast<caf::actor>(self_->current_sender());
     registered_.insert(id);
     if (running_)
       return assign(id);
@@ -120,11 +121,11 @@ public:
     auto a = admitted_.find(o->client_id);
     if (a != admitted_.end() && a->second.task.round == o->round) {
       // Repeated after a reconnect: the aggregator resumes the stream.
-      self_->delegate(aggregator_, open_atom::value,
-                      caf::actor_cast<caf::actor>(self_), o->client_id,
-                      o->round, a->second.weight, o->manifest_digest,
-                      o->total_bytes, o->chunk_count, 0.0);
-      return caf::delegated<frame>{};
+      return self_->delegate(
+          aggregator_, open_atom::value, upload_listener{self_},
+          upload_request{o->client_id, o->round, a->second.weight,
+                         o->manifest_digest, o->total_bytes, o->chunk_count,
+                         0.0});
     }
     auto rp = self_->make_response_promise<frame>();
     queue_.push_back({rp, *o});
@@ -145,13 +146,13 @@ public:
   /// The aggregator refused `id`'s update (its content or its silence):
   /// it is not applied where it can be taken out (see above).
   void reject(const std::string& id, uint32_t round, uint64_t folded,
-              uint16_t code, const std::string& message) {
-    auto why = to_string(error{static_cast<errc>(code), message});
+              const error& refusal) {
+    auto why = to_string(refusal);
     auto it = admitted_.find(id);
     if (it == admitted_.end() || it->second.task.round != round ||
         closed_.count(id))
       return;
-    self_->send(server_, reject_atom::value, id, code, message);
+    self_->send(server_, reject_atom::value, id, refusal);
     tasks_.erase(id);
     waiting_.push_back(id);
     if (folded > 0 && admitted_.size() > 1) {
@@ -202,10 +203,10 @@ private:
       const auto& id = q.offer.client_id;
       admitted_[id] = {t->second, static_cast<uint32_t>(staleness), weight,
                        q.offer.train_loss, q.offer.dp_epsilon};
-      q.reply.delegate(aggregator_, open_atom::value,
-                       caf::actor_cast<caf::actor>(self_), id, q.offer.round,
-                       weight, q.offer.manifest_digest, q.offer.total_bytes,
-                       q.offer.chunk_count, 0.0);
+      q.reply.delegate(
+          aggregator_, open_atom::value, upload_listener{self_},
+          upload_request{id, q.offer.round, weight, q.offer.manifest_digest,
+                         q.offer.total_bytes, q.offer.chunk_count, 0.0});
     }
   }
 
@@ -257,10 +258,10 @@ private:
     loss /= std::max<size_t>(1, in.size());
     auto clients = static_cast<uint32_t>(in.size());
     self_
-        ->request(server_, caf::infinite, publish_atom::value, v,
-                  std::move(next), clients, loss, epsilon,
-                  std::vector<std::string>{}, std::move(in),
-                  std::move(staleness))
+        ->request(server_, caf::infinite, publish_atom::value,
+                  round_result{v, std::move(next), clients, loss, epsilon,
+                               std::vector<std::string>{}, std::move(in),
+                               std::move(staleness)})
         .then(
             [this, v](bool go_on) {
               version_ = v;
@@ -300,9 +301,9 @@ private:
     return msg::encode(error{errc::not_in_round, "the run has ended"});
   }
 
-  caf::event_based_actor* self_ = nullptr;
-  caf::actor aggregator_;
-  caf::actor server_;
+  scheduler_actor::pointer self_ = nullptr;
+  aggregator_actor aggregator_;
+  round_host server_;
   scheduler_options options_;
   size_t slots_;
   std::set<std::string> registered_;
@@ -319,16 +320,19 @@ private:
   refusal_log refusals_;
 };
 
-caf::behavior
-async_scheduler_actor(caf::event_based_actor* self,
-                      std::shared_ptr<async_scheduler_state> state) {
+scheduler_actor::behavior_type
+async_scheduling(scheduler_actor::pointer self,
+                 std::shared_ptr<async_scheduler_state> state) {
   state->attach(self);
   return {
+      [state](connect_atom, const round_host& server) {
+        state->connect(server);
+      },
       [state](join_atom, const std::string& id) { state->join(id); },
       [state](drop_atom, const std::string& id) { state->drop(id); },
       [state](reject_atom, const std::string& id, uint32_t round,
-              uint64_t folded, uint16_t code, const std::string& message) {
-        state->reject(id, round, folded, code, message);
+              uint64_t folded, const error& refusal) {
+        state->reject(id, round, folded, refusal);
       },
       [state](offer_atom, const frame& f) { return state->offer(f); },
       [state](update_atom, const std::string& id, uint32_t round) {
@@ -339,11 +343,12 @@ async_scheduler_actor(caf::event_based_actor* self,
 
 } // namespace
 
-caf::actor spawn_async_scheduler(caf::actor_system& sys, caf::actor aggregator,
-                                 scheduler_options options) {
+scheduler_actor spawn_async_scheduler(caf::actor_system& sys,
+                                      aggregator_actor aggregator,
+                                      scheduler_options options) {
   auto state = std::make_shared<async_scheduler_state>(std::move(aggregator),
                                                        std::move(options));
-  return sys.spawn(async_scheduler_actor, std::move(state));
+  return sys.spawn(async_scheduling, std::move(state));
 }
 
 } // namespace fedcaf

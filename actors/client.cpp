@@ -6,7 +6,6 @@
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
-#include "actors/secagg_participant.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/credit_window.hpp"
 #include "fedcaf/delta_codec.hpp"
@@ -15,6 +14,7 @@
 #include "fedcaf/rdp_accountant.hpp"
 #include "fedcaf/stopwatch.hpp"
 #include "fedcaf/update_clip.hpp"
+#include "protocol/secagg_participant.hpp"
 
 namespace fedcaf {
 
@@ -51,7 +51,7 @@ enum class phase {
 // starts a new one, and older replies are ignored.
 class client_state {
 public:
-  client_state(caf::actor server, client_options options,
+  client_state(server_link server, client_options options,
                trainer_factory factory, run_report* report)
       : server_(std::move(server)), options_(std::move(options)),
         factory_(std::move(factory)), report_(report),
@@ -178,7 +178,7 @@ public:
         ->request(options_.connector, std::chrono::seconds{30},
                   caf::connect_atom::value)
         .then(
-            [this, gen](caf::actor& gateway) {
+            [this, gen](server_link& gateway) {
               if (gen != generation_)
                 return;
               server_ = std::move(gateway);
@@ -257,7 +257,7 @@ private:
     resume_phase_ = phase_;
     phase_ = phase::reconnecting;
     // The old connection's gateway, if it still lives, goes with it.
-    self_->demonitor(server_);
+    self_->demonitor(server_.address());
     self_->send_exit(server_, caf::exit_reason::user_shutdown);
     transferring_ = false;
     ++generation_;
@@ -885,7 +885,7 @@ private:
   }
 
   caf::event_based_actor* self_ = nullptr;
-  caf::actor server_;
+  server_link server_;
   client_options options_;
   trainer_factory factory_;
   run_report* report_;
@@ -942,7 +942,7 @@ caf::behavior client_actor(caf::event_based_actor* self,
 
 } // namespace
 
-caf::actor spawn_client(caf::actor_system& sys, caf::actor server,
+caf::actor spawn_client(caf::actor_system& sys, server_link server,
                         client_options options, trainer_factory factory,
                         run_report* report) {
   auto state = std::make_shared<client_state>(

@@ -11,6 +11,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/interfaces.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/progress.hpp"
 #include "fedcaf/report.hpp"
@@ -53,7 +54,7 @@ struct client_options {
 /// Spawns a client of `server`. `report` is written by the client only and
 /// must be read only after the client has terminated; on failure its
 /// `failure` names the reason.
-caf::actor spawn_client(caf::actor_system& sys, caf::actor server,
+caf::actor spawn_client(caf::actor_system& sys, server_link server,
                         client_options options, trainer_factory factory,
                         run_report* report);
 

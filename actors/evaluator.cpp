@@ -35,30 +35,34 @@ std::string save(const std::string& pattern, const model_snapshot& s) {
   return {};
 }
 
-caf::behavior evaluator_actor(caf::event_based_actor*,
-                              std::shared_ptr<evaluator> impl,
-                              std::string save_path) {
+evaluator_actor::behavior_type evaluating(evaluator_actor::pointer,
+                                          std::shared_ptr<evaluator> impl,
+                                          std::string save_path) {
   return {
       [impl, save_path](eval_atom, const snapshot_ptr& s) {
-        auto failure = save(save_path, *s);
+        evaluation_result r;
+        r.save_failure = save(save_path, *s);
         if (!impl)
-          return caf::make_message(false, 0.0, 0.0, failure);
+          return r;
         auto m = impl->evaluate(s->view());
         if (!m) {
           log_line(log_level::error, "evaluator", to_string(m.err()));
-          return caf::make_message(false, 0.0, 0.0, failure);
+          return r;
         }
-        return caf::make_message(true, m->loss, m->accuracy, failure);
+        r.evaluated = true;
+        r.loss = m->loss;
+        r.accuracy = m->accuracy;
+        return r;
       },
   };
 }
 
 } // namespace
 
-caf::actor spawn_evaluator(caf::actor_system& sys,
-                           std::shared_ptr<evaluator> impl,
-                           std::string save_path) {
-  return sys.spawn<caf::detached>(evaluator_actor, std::move(impl),
+evaluator_actor spawn_evaluator(caf::actor_system& sys,
+                                std::shared_ptr<evaluator> impl,
+                                std::string save_path) {
+  return sys.spawn<caf::detached>(evaluating, std::move(impl),
                                   std::move(save_path));
 }
 

@@ -923,7 +923,7 @@ caf::behavior dialer_actor(caf::event_based_actor* self, endpoint at,
                            gateway_limits limits,
                            std::shared_ptr<tls_context> tls) {
   return {
-      [=](caf::connect_atom) -> caf::result<caf::actor> {
+      [=](caf::connect_atom) -> caf::result<server_link> {
         auto timeout = std::min(limits.connection_timeout,
                                 std::chrono::milliseconds{5000});
         auto g = dial(self->system(), at, limits, tls, timeout);
@@ -937,30 +937,32 @@ caf::behavior dialer_actor(caf::event_based_actor* self, endpoint at,
 
 } // namespace
 
-result<listening> listen(caf::actor_system& sys, const caf::actor& server,
+result<listening> listen(caf::actor_system& sys, server_gate server,
                          const endpoint& at, gateway_limits limits,
                          std::shared_ptr<tls_context> tls,
                          refusal_counter refusals) {
   auto l = listen_at(at);
   if (!l)
     return l.err();
-  auto gate = caf::actor_cast<server_gate>(server);
   auto acceptor =
-      sys.middleman().spawn_broker(acceptor_actor, l->fd, std::move(gate),
+      sys.middleman().spawn_broker(acceptor_actor, l->fd, std::move(server),
                                    limits, std::move(tls), std::move(refusals));
   return listening{acceptor, l->port};
 }
 
-result<caf::actor> dial(caf::actor_system& sys, const endpoint& at,
-                        const gateway_limits& limits,
-                        std::shared_ptr<tls_context> tls,
-                        std::chrono::milliseconds timeout) {
+result<server_link> dial(caf::actor_system& sys, const endpoint& at,
+                         const gateway_limits& limits,
+                         std::shared_ptr<tls_context> tls,
+                         std::chrono::milliseconds timeout) {
   auto fd = connect_to(at, timeout);
   if (!fd)
     return fd.err();
-  return sys.middleman().spawn_broker(client_gateway_actor, *fd, limits,
-                                      std::move(tls), at.host,
-                                      at.host + ":" + std::to_string(at.port));
+  auto gateway = sys.middleman().spawn_broker(
+      client_gateway_actor, *fd, limits, std::move(tls), at.host,
+      at.host + ":" + std::to_string(at.port));
+  // A broker is untyped by CAF's design; this one forwards exactly the
+  // frames of server_link (client_gateway_actor's behavior).
+  return caf::actor_cast<server_link>(std::move(gateway));
 }
 
 caf::actor spawn_dialer(caf::actor_system& sys, endpoint at,

@@ -25,27 +25,15 @@
 #include <caf/fwd.hpp>
 #include <caf/typed_actor.hpp>
 
+#include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
-#include "actors/network.hpp"
-#include "actors/refusal_log.hpp"
 #include "fedcaf/error.hpp"
+#include "protocol/network.hpp"
+#include "protocol/refusal_log.hpp"
 
 namespace fedcaf {
 
 class tls_context;
-
-/// What a gateway may ask of the server: the eight peer frame kinds. Hello
-/// carries the peer's address and the common name of its verified client
-/// certificate ("" without TLS).
-using server_gate = caf::typed_actor<
-    caf::replies_to<hello_atom, frame, std::string, std::string>::with<frame>,
-    caf::replies_to<fetch_atom, frame>::with<frame>,
-    caf::replies_to<offer_atom, frame>::with<frame>,
-    caf::replies_to<chunk_atom, frame>::with<frame>,
-    caf::replies_to<end_atom, frame>::with<frame>,
-    caf::replies_to<credit_atom, frame>::with<frame>,
-    caf::replies_to<evaluated_atom, frame>::with<frame>,
-    caf::replies_to<secagg_atom, frame>::with<frame>>;
 
 /// The limits a gateway enforces, never trusting the peer.
 struct gateway_limits {
@@ -78,7 +66,7 @@ struct listening {
 /// peer's address. Returns an error iff the address cannot be bound.
 /// Sending the acceptor an exit closes the port; its gateways end with the
 /// server.
-result<listening> listen(caf::actor_system& sys, const caf::actor& server,
+result<listening> listen(caf::actor_system& sys, server_gate server,
                          const endpoint& at, gateway_limits limits,
                          std::shared_ptr<tls_context> tls,
                          refusal_counter refusals);
@@ -86,13 +74,13 @@ result<listening> listen(caf::actor_system& sys, const caf::actor& server,
 /// Connects to the server at `at` (within `timeout`) and returns a gateway
 /// that stands in for the server: send it what you would send the server.
 /// It ends when the connection ends. `tls` null: plain TCP.
-result<caf::actor> dial(caf::actor_system& sys, const endpoint& at,
-                        const gateway_limits& limits,
-                        std::shared_ptr<tls_context> tls,
-                        std::chrono::milliseconds timeout);
+result<server_link> dial(caf::actor_system& sys, const endpoint& at,
+                         const gateway_limits& limits,
+                         std::shared_ptr<tls_context> tls,
+                         std::chrono::milliseconds timeout);
 
 /// An actor on a thread of its own that answers (connect_atom) with a newly
-/// dialed gateway (caf::actor) to `at`, or an error: for clients that
+/// dialed gateway (server_link) to `at`, or an error: for clients that
 /// reconnect without blocking their own thread.
 caf::actor spawn_dialer(caf::actor_system& sys, endpoint at,
                         gateway_limits limits,

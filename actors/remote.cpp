@@ -1,4 +1,5 @@
 #include "actors/remote.hpp"
+#include "actors/errors.hpp"
 
 #include <algorithm>
 #include <thread>
@@ -6,8 +7,8 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/network.hpp"
 #include "fedcaf/log.hpp"
+#include "protocol/network.hpp"
 
 namespace fedcaf {
 
@@ -16,12 +17,12 @@ namespace {
 /// Connects to the server, retrying with exponential backoff (100 ms
 /// doubling to 2 s) until `give_up_after` has passed or `*stop` is set;
 /// counts the retries.
-result<caf::actor> dial_with_retry(caf::actor_system& sys, const endpoint& at,
-                                   const gateway_limits& limits,
-                                   std::shared_ptr<tls_context> tls,
-                                   std::chrono::milliseconds give_up_after,
-                                   uint64_t& retries,
-                                   const std::atomic<bool>* stop) {
+result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
+                                    const gateway_limits& limits,
+                                    std::shared_ptr<tls_context> tls,
+                                    std::chrono::milliseconds give_up_after,
+                                    uint64_t& retries,
+                                    const std::atomic<bool>* stop) {
   using clock = std::chrono::steady_clock;
   auto delay = std::chrono::milliseconds{100};
   auto started = clock::now();
@@ -78,6 +79,7 @@ void await(caf::actor_system& sys, const caf::actor& a) {
 
 caf::actor_system_config make_system_config(size_t threads, bool network) {
   caf::actor_system_config sc;
+  add_errc_category(sc);
   sc.set("scheduler.max-threads", threads);
   if (network) { // the multiplexer for the gateways; BASP listens nowhere
     sc.load<caf::io::middleman>();

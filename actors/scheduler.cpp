@@ -45,7 +45,7 @@ std::string join_ids(const std::set<std::string>& ids) {
 // deadline.
 class scheduler_state {
 public:
-  scheduler_state(caf::actor aggregator, scheduler_options options)
+  scheduler_state(aggregator_actor aggregator, scheduler_options options)
       : aggregator_(std::move(aggregator)), options_(std::move(options)),
         refusals_("scheduler", options_.refusals) {
     auto per_round = options_.clients_per_round ? options_.clients_per_round
@@ -54,11 +54,12 @@ public:
       options_.min_clients = per_round;
   }
 
-  void attach(caf::event_based_actor* self) { self_ = self; }
+  void attach(sync_scheduler_actor::pointer self) { self_ = self; }
+
+  /// The server, before any client joins.
+  void connect(round_host server) { server_ = std::move(server); }
 
   void join(const std::string& id) {
-    if (!server_)
-      server_ = caf::actor_cast<caf::actor>(self_->current_sender());
     registered_.insert(id);
     known_.insert(id);
     if (round_ == 0 && registered_.size() == options_.num_clients)
@@ -89,10 +90,10 @@ public:
     check_round();
   }
 
-  /// Returns an error frame, or an empty frame after delegating the offer to
-  /// the aggregator (which then answers the client itself). A repeated
-  /// offer resumes the client's stream.
-  frame offer(const frame& f) {
+  /// Returns an error frame, or delegates the offer to the aggregator
+  /// (which then answers the client itself). A repeated offer resumes the
+  /// client's stream.
+  caf::result<frame> offer(const frame& f) {
     auto o = msg::decode<msg::offer>(f);
     if (!o)
       return refuse(o.err());
@@ -110,14 +111,15 @@ public:
                               ? " (it missed the deadline)"
                               : " (it joined after the round started)") +
                          "; it takes part in the next"});
-    if (options_.client_weights_mode == "sample_size" && o->sample_count == 0)
+    if (options_.weights == client_weighting::sample_size &&
+        o->sample_count == 0)
       return refuse({errc::out_of_range,
                      o->client_id + " offered an update of 0 samples, which "
                                     "sample_size weights cannot average"});
     offered_.insert(o->client_id);
     figures_[o->client_id] = {o->train_loss, o->dp_epsilon};
     double weight = 1.0;
-    if (options_.client_weights_mode == "sample_size") {
+    if (options_.weights == client_weighting::sample_size) {
       // A claimed sample count is capped at max_sample_size (if set: with
       // no cap, a client claiming 2^64 samples outweighs all the others;
       // `fedcaf server` warns of that).
@@ -125,13 +127,13 @@ public:
       auto samples = cap > 0 ? std::min(o->sample_count, cap) : o->sample_count;
       weight = static_cast<double>(samples);
     }
-    self_->delegate(aggregator_, open_atom::value,
-                    caf::actor_cast<caf::actor>(self_), o->client_id, o->round,
-                    weight, o->manifest_digest, o->total_bytes, o->chunk_count,
-                    o->update_norm);
+    auto opened = self_->delegate(
+        aggregator_, open_atom::value, upload_listener{self_},
+        upload_request{o->client_id, o->round, weight, o->manifest_digest,
+                       o->total_bytes, o->chunk_count, o->update_norm});
     if (overdue_ && offered_.size() >= options_.min_clients)
       self_->send(self_, deadline_atom::value, round_); // enough now
-    return {};
+    return opened;
   }
 
   void update_closed(const std::string& id, uint32_t round) {
@@ -145,15 +147,15 @@ public:
   /// silence): the client leaves the round, and a share of it that is in
   /// the sum is taken out by collecting the others' updates again.
   void reject(const std::string& id, uint32_t round, uint64_t folded,
-              uint16_t code, const std::string& message) {
-    auto why = to_string(error{static_cast<errc>(code), message});
+              const error& refusal) {
+    auto why = to_string(refusal);
     if (stopped_ || round != round_ || !participants_.erase(id))
       return;
     missing_.insert(id);
     log_line(log_level::warning, "scheduler",
              "round " + std::to_string(round) + ": " + id +
                  " leaves the round: " + why);
-    self_->send(server_, reject_atom::value, id, code, message);
+    self_->send(server_, reject_atom::value, id, refusal);
     offered_.erase(id);
     closed_.erase(id);
     figures_.erase(id);
@@ -332,9 +334,10 @@ private:
     std::vector<std::string> in(closed_.begin(), closed_.end());
     std::vector<uint32_t> staleness(in.size(), 0);
     self_
-        ->request(server_, caf::infinite, publish_atom::value, r,
-                  std::move(next), clients, loss, epsilon, std::move(missing),
-                  std::move(in), std::move(staleness))
+        ->request(server_, caf::infinite, publish_atom::value,
+                  round_result{r, std::move(next), clients, loss, epsilon,
+                               std::move(missing), std::move(in),
+                               std::move(staleness)})
         .then(
             [this, r](bool go_on) {
               if (!go_on) // the server stopped the run and said why
@@ -358,9 +361,9 @@ private:
 
   frame refuse(const error& e) const { return refusals_.refuse(e); }
 
-  caf::event_based_actor* self_ = nullptr;
-  caf::actor aggregator_;
-  caf::actor server_;
+  sync_scheduler_actor::pointer self_ = nullptr;
+  aggregator_actor aggregator_;
+  round_host server_;
   scheduler_options options_;
   std::set<std::string> known_;        ///< every client that ever joined
   std::set<std::string> registered_;   ///< joined and not dropped
@@ -382,36 +385,36 @@ private:
   refusal_log refusals_;
 };
 
-caf::behavior scheduler_actor(caf::event_based_actor* self,
-                              std::shared_ptr<scheduler_state> state) {
+sync_scheduler_actor::behavior_type
+scheduling(sync_scheduler_actor::pointer self,
+           std::shared_ptr<scheduler_state> state) {
   state->attach(self);
   return {
+      [state](connect_atom, const round_host& server) {
+        state->connect(server);
+      },
       [state](join_atom, const std::string& id) { state->join(id); },
       [state](drop_atom, const std::string& id) { state->drop(id); },
-      [state](offer_atom, const frame& f) -> caf::result<frame> {
-        auto reply = state->offer(f);
-        if (reply.empty())
-          return caf::delegated<frame>{};
-        return reply;
-      },
+      [state](offer_atom, const frame& f) { return state->offer(f); },
       [state](update_atom, const std::string& id, uint32_t round) {
         state->update_closed(id, round);
       },
       [state](deadline_atom, uint32_t round) { state->deadline(round); },
       [state](reject_atom, const std::string& id, uint32_t round,
-              uint64_t folded, uint16_t code, const std::string& message) {
-        state->reject(id, round, folded, code, message);
+              uint64_t folded, const error& refusal) {
+        state->reject(id, round, folded, refusal);
       },
   };
 }
 
 } // namespace
 
-caf::actor spawn_scheduler(caf::actor_system& sys, caf::actor aggregator,
-                           scheduler_options options) {
+scheduler_actor spawn_scheduler(caf::actor_system& sys,
+                                aggregator_actor aggregator,
+                                scheduler_options options) {
   auto state = std::make_shared<scheduler_state>(std::move(aggregator),
                                                  std::move(options));
-  return sys.spawn(scheduler_actor, std::move(state));
+  return sys.spawn(scheduling, std::move(state));
 }
 
 } // namespace fedcaf

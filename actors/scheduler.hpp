@@ -11,19 +11,22 @@
 #include <cstdint>
 #include <string>
 
-#include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/refusal_log.hpp"
+#include "actors/interfaces.hpp"
+#include "fedcaf/aggregation_plan.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/server_optimizer.hpp"
+#include "protocol/refusal_log.hpp"
 
 namespace fedcaf {
 
 struct scheduler_options {
   uint32_t num_clients = 2;
   uint32_t num_rounds = 3;
-  std::string client_weights_mode = "equal"; ///< equal | sample_size
+  /// Set by spawn_server_side from the aggregation plan, as are
+  /// round_deadline, wait_after_deadline, keep_partial and rule.
+  client_weighting weights = client_weighting::equal;
   /// The fewest updates a round may finalize with (0: num_clients).
   uint32_t min_clients = 0;
   /// Clients that have not offered this long after a round started sit it
@@ -54,12 +57,14 @@ struct scheduler_options {
 
 /// Spawns an AsyncScheduler (see actors/async_scheduler.cpp) that opens
 /// streams on `aggregator`; num_rounds counts server steps.
-caf::actor spawn_async_scheduler(caf::actor_system& sys, caf::actor aggregator,
-                                 scheduler_options options);
+scheduler_actor spawn_async_scheduler(caf::actor_system& sys,
+                                      aggregator_actor aggregator,
+                                      scheduler_options options);
 
-/// Spawns a sync scheduler that opens streams on `aggregator`. It learns the
-/// server from the first join message.
-caf::actor spawn_scheduler(caf::actor_system& sys, caf::actor aggregator,
-                           scheduler_options options);
+/// Spawns a sync scheduler that opens streams on `aggregator`. The server
+/// connects to it (connect_atom) before any client joins.
+scheduler_actor spawn_scheduler(caf::actor_system& sys,
+                                aggregator_actor aggregator,
+                                scheduler_options options);
 
 } // namespace fedcaf

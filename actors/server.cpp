@@ -10,14 +10,16 @@
 
 #include <caf/all.hpp>
 
-#include "actors/chunk_encoding.hpp"
+#include "actors/errors.hpp"
+#include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
-#include "actors/secagg_coordinator.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/rdp_accountant.hpp"
 #include "fedcaf/stopwatch.hpp"
+#include "protocol/chunk_encoding.hpp"
+#include "protocol/secagg_coordinator.hpp"
 
 namespace fedcaf {
 
@@ -31,7 +33,7 @@ enum class presence { connected, lost, dropped };
 constexpr const char* in_process = "this process";
 
 struct client_entry {
-  caf::actor handle;
+  client_inbox handle;
   uint32_t index = 0;
   presence state = presence::connected;
   uint64_t epoch = 0; ///< bumped on every loss; names the drop timer
@@ -85,9 +87,13 @@ public:
       options_.live->set_model_bytes(snapshot_->layout.total_bytes());
   }
 
-  void attach(caf::event_based_actor* self) {
+  /// Connects the scheduler and the aggregator to the server before any
+  /// client can reach it (the one late binding of the server side).
+  void attach(server_actor::pointer self) {
     self_ = self;
     self_->set_down_handler([this](caf::down_msg& m) { on_down(m); });
+    self_->send(peers_.scheduler, connect_atom::value, round_host{self_});
+    self_->send(peers_.aggregator, connect_atom::value, unmask_planner{self_});
   }
 
   /// A Hello from a client in this process (`address` empty) or from a
@@ -98,7 +104,9 @@ public:
     auto h = msg::decode<msg::hello>(f);
     if (!h)
       return refuse(h.err());
-    auto sender = caf::actor_cast<caf::actor>(self_->current_sender());
+    // Where a client's handle enters: an in-process client actor, or the
+    // gateway of a remote one (a broker: untyped by CAF's design).
+    auto sender = caf::actor_cast<client_inbox>(self_->current_sender());
     return admit(*h, sender, address, certificate_name);
   }
 
@@ -133,7 +141,7 @@ public:
       secagg_sent_away_.clear();
       if (options_.secagg_keys_timeout.count() > 0)
         self_->delayed_send(
-            self_, options_.secagg_keys_timeout, secagg_atom::value, round,
+            self_, options_.secagg_keys_timeout, phase_end_atom::value, round,
             static_cast<uint32_t>(secagg_coordinator::phase::keys));
     }
   }
@@ -205,7 +213,7 @@ public:
     if (secagg_waiting_.size() == 1 &&
         secagg_->current() != secagg_coordinator::phase::keys)
       self_->delayed_send(self_, options_.secagg_phase_timeout,
-                          secagg_atom::value, secagg_->round(),
+                          phase_end_atom::value, secagg_->round(),
                           static_cast<uint32_t>(secagg_->current()));
     advance_secagg();
     return rp;
@@ -262,8 +270,9 @@ public:
     for (const auto& id : chosen_)
       if (!rosters->count(id) && secagg_sent_away_.insert(id).second)
         self_->send(peers_.scheduler, reject_atom::value, id, round_,
-                    uint64_t{0}, static_cast<uint16_t>(errc::not_in_round),
-                    std::string{"missed the secure aggregation keys phase"});
+                    uint64_t{0},
+                    error{errc::not_in_round,
+                          "missed the secure aggregation keys phase"});
   }
 
   void close_shares() {
@@ -300,9 +309,9 @@ public:
     for (const auto& id : secagg_->left())
       if (!secagg_sent_away_.count(id)) {
         secagg_sent_away_.insert(id);
-        self_->send(peers_.scheduler, reject_atom::value, id, round_,
-                    uint64_t{0}, static_cast<uint16_t>(errc::not_in_round),
-                    std::string{"left the secure aggregation setup"});
+        self_->send(
+            peers_.scheduler, reject_atom::value, id, round_, uint64_t{0},
+            error{errc::not_in_round, "left the secure aggregation setup"});
       }
   }
 
@@ -311,12 +320,11 @@ public:
   caf::result<secagg::unmask_plan>
   secagg_unmask(uint32_t round, const std::vector<std::string>& in_sum) {
     if (!secagg_ || secagg_->round() != round)
-      return caf::make_error(caf::sec::runtime_error,
-                             "no secure aggregation round " +
-                                 std::to_string(round));
+      return make_error(errc::wrong_round,
+                        "no secure aggregation round " + std::to_string(round));
     auto asks = secagg_->open_unmask({in_sum.begin(), in_sum.end()});
     if (!asks)
-      return caf::make_error(caf::sec::runtime_error, asks.err().message);
+      return to_caf(asks.err());
     unmask_promise_ = self_->make_response_promise<secagg::unmask_plan>();
     for (auto& [id, ask] : *asks) {
       auto it = clients_.find(id);
@@ -326,7 +334,7 @@ public:
         secagg_->lost(id);
     }
     self_->delayed_send(self_, options_.secagg_phase_timeout,
-                        secagg_atom::value, round,
+                        phase_end_atom::value, round,
                         static_cast<uint32_t>(secagg_->current()));
     auto rp = *unmask_promise_;
     advance_secagg();
@@ -344,7 +352,7 @@ public:
     unmask_promise_.reset();
     if (!plan) {
       log_line(log_level::error, "server", plan.err().message);
-      rp.deliver(caf::make_error(caf::sec::runtime_error, plan.err().message));
+      rp.deliver(to_caf(plan.err()));
       return;
     }
     rp.deliver(std::move(*plan));
@@ -529,20 +537,22 @@ public:
     report_->bytes_received += f.size();
   }
 
-  caf::response_promise publish(uint32_t round, snapshot_ptr next,
-                                uint32_t clients, double train_loss,
-                                double dp_sgd_epsilon,
-                                std::vector<std::string> missing,
-                                std::vector<std::string> contributors,
-                                std::vector<uint32_t> staleness) {
-    install(std::move(next));
+  caf::typed_response_promise<bool> publish(round_result done) {
+    auto round = done.round;
+    auto clients = done.clients;
+    auto train_loss = done.loss;
+    auto dp_sgd_epsilon = done.dp_sgd_epsilon;
+    auto& missing = done.missing;
+    auto& contributors = done.contributors;
+    auto& staleness = done.staleness;
+    install(std::move(done.model));
     round_open_ = options_.async; // async: tasks go on
     if (!options_.async) // the round's clients may give up their models
       for (const auto& id : chosen_)
         if (auto it = clients_.find(id);
             it != clients_.end() && it->second.state == presence::connected)
           self_->send(it->second.handle, idle_atom::value, round);
-    auto rp = self_->make_response_promise();
+    auto rp = self_->make_response_promise<bool>();
     auto record = round_record{};
     record.round = round;
     record.bytes_up = bytes_up_;
@@ -584,18 +594,16 @@ public:
     }
     self_->request(peers_.evaluator, caf::infinite, eval_atom::value, snapshot_)
         .then(
-            [this, rp, record, started](bool evaluated, double loss,
-                                        double accuracy,
-                                        const std::string& failure) mutable {
-              if (evaluated) {
-                record.test_accuracy = accuracy;
-                record.test_loss = loss;
-                last_metrics_ = {record.round, accuracy, loss, true};
+            [this, rp, record, started](const evaluation_result& e) mutable {
+              if (e.evaluated) {
+                record.test_accuracy = e.accuracy;
+                record.test_loss = e.loss;
+                last_metrics_ = {record.round, e.accuracy, e.loss, true};
               }
               finish_round(record, started);
-              if (!failure.empty())
-                stop(failure);
-              rp.deliver(failure.empty());
+              if (!e.save_failure.empty())
+                stop(e.save_failure);
+              rp.deliver(e.save_failure.empty());
             },
             [this, rp, record, started](caf::error&) mutable {
               finish_round(record, started);
@@ -710,7 +718,7 @@ private:
 
   /// Decides a hello from `sender`, seen at `address` (empty: in this
   /// process), whose verified certificate names `certificate_name`.
-  frame admit(const msg::hello& h, const caf::actor& sender,
+  frame admit(const msg::hello& h, const client_inbox& sender,
               const std::string& address, const std::string& certificate_name) {
     bool remote = !address.empty();
     auto from = remote ? address : std::string{in_process};
@@ -773,8 +781,8 @@ private:
     return welcome(index);
   }
 
-  frame rebind(const std::string& id, client_entry& c, const caf::actor& sender,
-               const std::string& from) {
+  frame rebind(const std::string& id, client_entry& c,
+               const client_inbox& sender, const std::string& from) {
     senders_.erase(c.handle.address());
     if (c.handle != sender) {
       self_->monitor(sender);
@@ -1026,7 +1034,7 @@ private:
 
   frame refuse(const error& e) const { return refusals_.refuse(e); }
 
-  caf::event_based_actor* self_ = nullptr;
+  server_actor::pointer self_ = nullptr;
   server_peers peers_;
   server_options options_;
   run_report* report_;
@@ -1070,9 +1078,9 @@ private:
   std::map<std::string, std::pair<uint64_t, msg::named_values>> train_figures_;
 };
 
-caf::behavior server_actor(caf::event_based_actor* self,
-                           std::shared_ptr<server_state> state,
-                           server_peers peers) {
+server_actor::behavior_type serving(server_actor::pointer self,
+                                    std::shared_ptr<server_state> state,
+                                    server_peers peers) {
   state->attach(self);
   return {
       [state](hello_atom, const frame& f) { return state->hello(f, "", ""); },
@@ -1121,30 +1129,23 @@ caf::behavior server_actor(caf::event_based_actor* self,
       [state](drop_atom, const std::string& id, uint64_t epoch) {
         state->drop(id, epoch);
       },
-      [state](publish_atom, uint32_t round, snapshot_ptr next, uint32_t clients,
-              double loss, double dp_sgd_epsilon,
-              std::vector<std::string>& missing,
-              std::vector<std::string>& contributors,
-              std::vector<uint32_t>& staleness) {
-        return state->publish(round, std::move(next), clients, loss,
-                              dp_sgd_epsilon, std::move(missing),
-                              std::move(contributors), std::move(staleness));
+      [state](publish_atom, round_result& done) {
+        return state->publish(std::move(done));
       },
       [state](task_atom, const std::string& id, uint32_t round) {
         state->task(id, round);
       },
       [state](stop_atom, const std::string& reason) { state->stop(reason); },
-      [state](reject_atom, const std::string& id, uint16_t code,
-              const std::string& message) {
-        state->tell_rejected(id, {static_cast<errc>(code), message});
+      [state](reject_atom, const std::string& id, const error& refusal) {
+        state->tell_rejected(id, refusal);
       },
       [state](evaluated_atom, const frame& f) { return state->evaluated(f); },
       [state](secagg_atom, const frame& f) { return state->secagg_frame(f); },
-      [state](secagg_atom, uint32_t round,
+      [state](unmask_atom, uint32_t round,
               const std::vector<std::string>& in_sum) {
         return state->secagg_unmask(round, in_sum);
       },
-      [state](secagg_atom, uint32_t round, uint32_t phase) {
+      [state](phase_end_atom, uint32_t round, uint32_t phase) {
         state->secagg_deadline(round, phase);
       },
       [state](evaluated_atom) { state->evaluation_overdue(); },
@@ -1154,12 +1155,12 @@ caf::behavior server_actor(caf::event_based_actor* self,
 
 } // namespace
 
-caf::actor spawn_server(caf::actor_system& sys, snapshot_ptr initial,
-                        server_peers peers, server_options options,
-                        run_report* report) {
+server_actor spawn_server(caf::actor_system& sys, snapshot_ptr initial,
+                          server_peers peers, server_options options,
+                          run_report* report) {
   auto state = std::make_shared<server_state>(std::move(initial), peers,
                                               std::move(options), report);
-  return sys.spawn(server_actor, std::move(state), peers);
+  return sys.spawn(serving, std::move(state), peers);
 }
 
 } // namespace fedcaf

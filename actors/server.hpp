@@ -14,12 +14,13 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/refusal_log.hpp"
+#include "actors/interfaces.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/live_status.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/progress.hpp"
 #include "fedcaf/report.hpp"
+#include "protocol/refusal_log.hpp"
 
 namespace fedcaf {
 
@@ -90,15 +91,15 @@ struct server_options {
 
 /// The handles the server routes to.
 struct server_peers {
-  caf::actor scheduler;
-  caf::actor aggregator;
-  caf::actor evaluator;
+  scheduler_actor scheduler;
+  aggregator_actor aggregator;
+  evaluator_actor evaluator;
 };
 
 /// Spawns the server with the initial global model. `report` is written by
 /// the server only and must be read only after the server has terminated.
-caf::actor spawn_server(caf::actor_system& sys, snapshot_ptr initial,
-                        server_peers peers, server_options options,
-                        run_report* report);
+server_actor spawn_server(caf::actor_system& sys, snapshot_ptr initial,
+                          server_peers peers, server_options options,
+                          run_report* report);
 
 } // namespace fedcaf

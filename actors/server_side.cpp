@@ -9,10 +9,35 @@ namespace fedcaf {
 
 void server_side::shut_down(caf::actor_system& sys) const {
   caf::scoped_actor self{sys};
-  for (const auto& a : {scheduler, aggregator, evaluator})
+  auto end = [&self](const auto& a) {
     if (a)
       self->send_exit(a, caf::exit_reason::user_shutdown);
+  };
+  end(scheduler);
+  end(aggregator);
+  end(evaluator);
 }
+
+namespace {
+
+/// The scheduler's and the server's part of the plan.
+void take_plan(server_side_options& o, const aggregation_plan& plan) {
+  auto& sched = o.scheduler;
+  sched.rule = plan.rule;
+  sched.rule_cfg = o.rule;
+  sched.weights = plan.weights;
+  sched.round_deadline = plan.scheduler_deadline;
+  sched.wait_after_deadline = plan.on_deadline == deadline_action::wait;
+  sched.keep_partial = plan.partial == partial_updates::keep;
+  auto& server = o.server;
+  server.async = plan.async;
+  server.robust = plan.robust.robust();
+  server.secure_aggregation.enabled = plan.secure;
+  server.secagg_by_samples = plan.weights == client_weighting::sample_size;
+  server.secagg_keys_timeout = plan.secagg_keys_deadline;
+}
+
+} // namespace
 
 result<server_side> spawn_server_side(caf::actor_system& sys,
                                       model_snapshot initial,
@@ -25,28 +50,12 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   options.scheduler.refusals = refusals;
   options.server.refusals = refusals;
   auto snapshot = std::make_shared<model_snapshot>(std::move(initial));
+  const auto& plan = options.plan;
   aggregator_options ao;
   ao.chunk_bytes = options.server.chunk_bytes;
   ao.window = options.server.window;
-  ao.rule = rule_of(options.aggregator);
+  ao.plan = plan;
   ao.rule_cfg = options.rule;
-  ao.in_place = options.memory_mode != memory_mode::ram;
-  if (is_robust(ao.rule)) {
-    ao.robust.rule = ao.rule == server_rule::median
-                         ? position_rule::median
-                         : position_rule::trimmed_mean;
-    ao.robust.trim_ratio = options.rule.trim_ratio;
-  }
-  // Robust rules hold every chosen client's chunks at an open position.
-  const auto& sched = options.scheduler;
-  ao.window_contributors =
-      ao.in_place          ? sched.num_clients
-      : ao.robust.robust() ? (sched.clients_per_round ? sched.clients_per_round
-                                                      : sched.num_clients)
-                           : 0;
-  ao.max_contributors = std::max<uint32_t>(options.scheduler.num_clients, 1);
-  if (options.memory_mode == memory_mode::disk)
-    ao.state_dir = options.storage_dir;
   ao.fold_delay = options.fold_delay;
   ao.compression = options.server.compression;
   ao.refusals = refusals;
@@ -54,30 +63,22 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   ao.idle_timeout = options.idle_timeout;
   options.server.poisoned = ao.poisoned;
   const auto& secure = options.server.secure_aggregation;
-  ao.secure_aggregation = secure.enabled;
   ao.secagg_clipping_range = secure.clipping_range;
   ao.secagg_quantization_bits = secure.quantization_bits;
+  take_plan(options, plan);
   auto aggregator = spawn_aggregator(sys, snapshot, ao);
   if (!aggregator)
     return aggregator.err();
   side.aggregator = *aggregator;
   side.evaluator = spawn_evaluator(sys, std::move(eval),
                                    std::move(options.save_global_model));
-  if (is_async(ao.rule)) {
-    options.scheduler.rule = ao.rule;
-    options.scheduler.rule_cfg = options.rule;
-    options.server.async = true;
-    side.scheduler =
-        spawn_async_scheduler(sys, side.aggregator, options.scheduler);
-  } else {
-    options.scheduler.rule_cfg = options.rule; // max_sample_size
-    side.scheduler = spawn_scheduler(sys, side.aggregator, options.scheduler);
-  }
+  side.scheduler =
+      plan.async
+          ? spawn_async_scheduler(sys, side.aggregator, options.scheduler)
+          : spawn_scheduler(sys, side.aggregator, options.scheduler);
   side.server = spawn_server(sys, std::move(snapshot),
                              {side.scheduler, side.aggregator, side.evaluator},
                              std::move(options.server), report);
-  if (ao.secure_aggregation) // where it asks for the unmask plan
-    caf::anon_send(side.aggregator, secagg_atom::value, side.server);
   return side;
 }
 

@@ -11,6 +11,7 @@
 #include "actors/aggregator.hpp"
 #include "actors/scheduler.hpp"
 #include "actors/server.hpp"
+#include "fedcaf/aggregation_plan.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/report.hpp"
 #include "fedcaf/trainer.hpp"
@@ -19,10 +20,10 @@ namespace fedcaf {
 
 /// The actors of the server side.
 struct server_side {
-  caf::actor server;
-  caf::actor scheduler;
-  caf::actor aggregator;
-  caf::actor evaluator;
+  server_actor server;
+  scheduler_actor scheduler;
+  aggregator_actor aggregator;
+  evaluator_actor evaluator;
   /// Counts refused frames of the whole server side (gateways too).
   refusal_counter refusals;
 
@@ -33,16 +34,14 @@ struct server_side {
 struct server_side_options {
   scheduler_options scheduler;
   server_options server;
-  /// ram: a model-sized sum. window: bounded open positions, averaged in
-  /// place (sync rounds of exactly scheduler.num_clients clients). disk: as
-  /// window; the caller puts the initial model in a file mapping, and every
-  /// actor gives its pages back after use.
-  fedcaf::memory_mode memory_mode = fedcaf::memory_mode::ram;
-  /// server_configs.aggregator and aggregator_kwargs.
-  std::string aggregator = "FedAvgAggregator";
+  /// What plan_aggregation decided (accumulator, memory, rule, secure
+  /// aggregation, deadlines); the scheduler's, the server's and the
+  /// aggregator's options take their part of it here, and nowhere else. In
+  /// disk mode the caller puts the initial model in a file mapping
+  /// (global_model_file), and every actor gives its pages back after use.
+  aggregation_plan plan;
+  /// aggregator_kwargs.
   rule_config rule;
-  /// disk mode: where the server optimizer's state files live.
-  std::string storage_dir = "/tmp";
   /// Where each global model is written (see spawn_evaluator); empty: none.
   std::string save_global_model;
   /// Test seam: a slow consumer (see aggregator_options).

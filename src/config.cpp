@@ -3,8 +3,8 @@
 
 #include "fedcaf/config.hpp"
 
+#include "fedcaf/aggregation_rule.hpp"
 #include "fedcaf/client_id.hpp"
-#include "fedcaf/server_optimizer.hpp"
 
 #include <algorithm>
 #include <array>

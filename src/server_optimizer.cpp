@@ -11,26 +11,6 @@
 
 namespace fedcaf {
 
-server_rule rule_of(const std::string& aggregator) {
-  if (aggregator == "FedAvgMAggregator")
-    return server_rule::fedavgm;
-  if (aggregator == "FedAdagradAggregator")
-    return server_rule::fedadagrad;
-  if (aggregator == "FedAdamAggregator")
-    return server_rule::fedadam;
-  if (aggregator == "FedYogiAggregator")
-    return server_rule::fedyogi;
-  if (aggregator == "FedAsyncAggregator")
-    return server_rule::fedasync;
-  if (aggregator == "FedBuffAggregator")
-    return server_rule::fedbuff;
-  if (aggregator == "TrimmedMeanAggregator")
-    return server_rule::trimmed_mean;
-  if (aggregator == "MedianAggregator")
-    return server_rule::median;
-  return server_rule::fedavg;
-}
-
 double staleness_weight(const rule_config& cfg, uint64_t staleness) {
   auto u = static_cast<double>(staleness);
   if (cfg.staleness_fn == "polynomial")

@@ -43,6 +43,7 @@
 #include <span>
 #include <string>
 
+#include "fedcaf/aggregation_rule.hpp"
 #include "fedcaf/byte_buffer.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/error.hpp"
@@ -50,37 +51,10 @@
 
 namespace fedcaf {
 
-enum class server_rule {
-  fedavg,
-  fedavgm,
-  fedadagrad,
-  fedadam,
-  fedyogi,
-  fedasync,
-  fedbuff,
-  trimmed_mean, ///< coordinate-wise, not an optimizer (window_accumulator)
-  median
-};
-
-/// Returns true iff `rule` runs under the AsyncScheduler.
-inline bool is_async(server_rule rule) {
-  return rule == server_rule::fedasync || rule == server_rule::fedbuff;
-}
-
 /// The staleness weight s(u) of an update trained on a model u versions old
 /// (Xie et al. 2019): constant 1; polynomial (u + 1)^-a; hinge 1 if u <= b,
 /// else 1 / (a (u - b) + 1).
 double staleness_weight(const rule_config& cfg, uint64_t staleness);
-
-/// Returns true iff `rule` reduces each coordinate robustly (sync rounds,
-/// no server optimizer).
-inline bool is_robust(server_rule rule) {
-  return rule == server_rule::trimmed_mean || rule == server_rule::median;
-}
-
-/// Returns the rule named by server_configs.aggregator; FedAvg for the rules
-/// that are not server optimizers.
-server_rule rule_of(const std::string& aggregator);
 
 class server_optimizer {
 public:

@@ -14,7 +14,8 @@ expect_error() { # expected-text, then the command
     echo "ok: $want"
   fi
 }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmp=$out
 printf 'server_configs:\n  num_clients: 2\n  bogus: 1\n' > "$tmp/bad.yaml"
 expect_error "$tmp/bad.yaml: server_configs.bogus: unknown key" "$fedcaf" simulate -c "$tmp/bad.yaml"
 expect_error "server_configs.num_global_epochs: expected a whole number from 1 to 4294967295, got 'x'" \

@@ -5,7 +5,8 @@
 # as any safetensors reader would and checks the arithmetic exactly.
 set -eu
 fedcaf=$1
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmp=$out
 common=(--set server_configs.comm_configs.stream_configs.chunk_bytes=4096)
 "$fedcaf" simulate "${common[@]}" \
   --set 'client_configs.model_configs={name: llama, preset: llama-tiny, dtype: float32}' \

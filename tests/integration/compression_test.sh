@@ -8,17 +8,18 @@
 # 2. Fashion-MNIST, the default run (`fedcaf simulate`, 3 rounds): fp16,
 #    bf16 and int8 within 0.01 of none's accuracy, zfp (tolerance 1e-3)
 #    within 0.02; the runs without error feedback are printed beside them.
+#
+#   compression_test.sh FEDCAF SOURCE_DIR [PART]
+# PART: exact (1, tier system), accuracy (2, tier accuracy), or both (the
+# default).
 set -u
-fedcaf=$1; src=$2
-py=/usr/bin/python3; [ -x "$py" ] || py=python3  # Debian's, with numpy
-out=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"; }
-trap cleanup EXIT
+fedcaf=$1; src=$2; part=${3:-both}
+. "$(dirname "$0")/lib.sh"
 
 # run NAME METHOD DIRECTION: server and two clients; models in $out/NAME.
 run() {
   local name=$1 method=$2 direction=$3 rc=0 clients=()
-  local port=$(( 20000 + RANDOM % 20000 )); mkdir -p "$out/$name"
+  local port=$(free_port); mkdir -p "$out/$name"
   timeout 300 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" \
     --set client_configs.model_configs.total_bytes=4194304 \
     --set client_configs.model_configs.num_tensors=5 \
@@ -43,6 +44,7 @@ run() {
   fi
 }
 
+if [ "$part" != accuracy ]; then
 run none none up
 for m in fp16 bf16 int8 zfp; do run $m $m up; done
 run int8-both int8 both
@@ -85,6 +87,8 @@ for name in ("fp16", "bf16", "int8", "zfp", "int8-both"):
     else:
         assert down is None, down
 PY
+fi
+[ "$part" = exact ] && exit 0
 
 acc() {  # acc NAME [--set ...]: the default run's final accuracy
   local name=$1; shift

@@ -8,9 +8,8 @@
 set -u
 fedcaf=$1
 src=$(cd "$(dirname "$0")/../.." && pwd)
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmp=$out
 # 2 clients x 256 MiB each way. A transfer is drawn once it has moved for a
 # second; how long this one takes depends on the machine (in one process it
 # moves at memory speed), so the test draws from the first tick

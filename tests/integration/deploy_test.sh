@@ -6,11 +6,9 @@
 #   deploy_test.sh FEDCAF SOURCE_DIR
 set -u
 fedcaf=$1; src=$2
-out=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done; rm -rf "$out"; }
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*"; for f in $(find "$out" -name '*.log'); do echo "== $f"; tail -8 "$f"; done; exit 1; }
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(free_port)
 
 cat > "$out/server.yaml" <<YAML
 server_configs:

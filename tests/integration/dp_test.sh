@@ -7,7 +7,8 @@
 set -eu
 fedcaf=$1
 src=$2
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmp=$out
 fail() { echo "FAIL: $*"; exit 1; }
 
 # -- DP-SGD in a simulated federation -------------------------------------------

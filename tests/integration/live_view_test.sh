@@ -7,16 +7,14 @@
 set -u
 fedcaf=$1; build=$2; python=${3:-/usr/bin/python3}
 chromium=$(command -v chromium || true)
-out=$(mktemp -d); pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$out"; }
-trap cleanup EXIT
-port=$(( 20000 + RANDOM % 20000 ))
+. "$(dirname "$0")/lib.sh"
+port=$(free_port)
 url="http://127.0.0.1:$port"
 timeout 600 "$fedcaf" simulate --http 127.0.0.1:$port \
   --set client_configs.train_configs.mode=step \
   --set client_configs.train_configs.num_local_steps=200 \
   --report "$out/report.json" > "$out/run.log" 2>&1 &
-pid=$!
+pid=$!; pids+=($pid)
 scrape() { # the value of metric $1 at $url/metrics
   "$python" - "$url/metrics" "$1" <<'PY'
 import sys, urllib.request

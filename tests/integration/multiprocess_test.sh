@@ -6,11 +6,9 @@
 set -u
 fedcaf=$1; src=$2
 rounds=${FEDCAF_MP_ROUNDS:-2}; steps=${FEDCAF_MP_STEPS:-150}
-port=$(( 20000 + RANDOM % 20000 ))
+. "$(dirname "$0")/lib.sh"
+port=$(free_port)
 uri="127.0.0.1:$port"
-out=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"; }
-trap cleanup EXIT
 short=(--set server_configs.num_global_epochs=$rounds
        --set client_configs.train_configs.mode=step
        --set client_configs.train_configs.num_local_steps=$steps)

@@ -3,7 +3,8 @@
 # report and figures are written.
 set -euo pipefail
 fedcaf=$1; src=$2
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmp=$out
 cat > "$tmp/matrix.yaml" <<YAML
 base: $src/configs/synthetic_dummy.yaml
 sizes_mib: [8]

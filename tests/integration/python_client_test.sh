@@ -6,19 +6,22 @@
 # FedAvg of the recorded updates; the same with secure aggregation on, within
 # the quantizer's bound. Then a Python client whose arrays do not
 # match the model is refused, naming the tensor.
+#
+#   python_client_test.sh FEDCAF SOURCE_DIR PYDIR [PYTHON [PART]]
+# PART: fashion (the Fashion-MNIST runs, tier accuracy), small (the
+# synthetic model's refusals, evaluation and Ctrl-C, tier system), or both
+# (the default).
 set -u
-fedcaf=$1; src=$2; pydir=$3; python=${4:-/usr/bin/python3}
+fedcaf=$1; src=$2; pydir=$3; python=${4:-/usr/bin/python3}; part=${5:-both}
 export FEDCAF_PYTHON=$pydir PYTHONPATH=$pydir
-out=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"; }
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
 
 "$python" "$src/examples/python/fashion_mnist.py" --init "$out/init.safetensors" || exit 1
 # fashion_run DIR [--set ...]: the server and two Python clients, records
 # and reports in DIR.
 fashion_run() {
   local dir=$1; shift; mkdir -p "$dir"
-  local port=$(( 20000 + RANDOM % 20000 )) clients=() rc=0
+  local port=$(free_port) clients=() rc=0
   local uri="127.0.0.1:$port"
   timeout 600 "$fedcaf" server -c "$src/configs/server_python.yaml" \
     --set server_configs.comm_configs.grpc_configs.server_uri=$uri \
@@ -39,6 +42,7 @@ fashion_run() {
     echo "FAIL: a process exited non-zero"; cat "$dir"/client_*.log; exit 1
   fi
 }
+if [ "$part" != small ]; then
 fashion_run "$out"
 "$python" "$src/tests/integration/python_client_check.py" replay "$out" 3 || exit 1
 # Secure aggregation, transparently (the embedded C++ client masks): each
@@ -70,9 +74,11 @@ print(f"int8 both ways, FedProx mu 0.01: federated accuracy {acc:.4f}, "
 assert acc >= 0.85, f"accuracy {acc} < 0.85"
 assert last["compression_up"] >= 3.8 and last["compression_down"] >= 3.8, last
 PY
+fi
+[ "$part" = fashion ] && exit 0
 
 # A small synthetic model for the refusals: one client, one round.
-port=$(( 20000 + RANDOM % 20000 )); uri="127.0.0.1:$port"
+port=$(free_port); uri="127.0.0.1:$port"
 timeout 120 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" \
   --set server_configs.comm_configs.grpc_configs.server_uri=$uri \
   --set server_configs.num_clients=1 --set server_configs.num_global_epochs=1 \
@@ -95,6 +101,6 @@ assert m and m["means"]["accuracy"] == 0.5 and m["samples"] == 10, m
 print("the final model's evaluation reached the report:", m)
 PY
 # Nothing listens on this port: Ctrl-C must stop the client at once.
-port=$(( 20000 + RANDOM % 20000 ))
+port=$(free_port)
 timeout 60 "$python" "$src/tests/integration/python_client_check.py" \
   interrupt "$src/configs/client_1.yaml" "127.0.0.1:$port" || exit 1

@@ -10,11 +10,9 @@ set -u
 fedcaf=$1; src=$2; pydir=$3; python=${4:-/usr/bin/python3}
 export FEDCAF_PYTHON=$pydir PYTHONPATH=$pydir
 rounds=3; steps=${FEDCAF_LLM_STEPS:-25}
-port=$(( 20000 + RANDOM % 20000 ))
+. "$(dirname "$0")/lib.sh"
+port=$(free_port)
 uri="127.0.0.1:$port"
-out=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"; }
-trap cleanup EXIT
 
 "$python" "$src/examples/python/causal_lm_bf16.py" --init "$out/init.safetensors" || exit 1
 timeout 300 "$fedcaf" server -c "$src/configs/server_llm_python.yaml" \

@@ -9,9 +9,7 @@
 set -u
 fedcaf=$1; src=$2; pydir=$3; python=${4:-/usr/bin/python3}
 export FEDCAF_PYTHON=$pydir PYTHONPATH=$pydir
-out=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"; }
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
 short=()
 if [ -n "${FEDCAF_ROBUST_STEPS:-}" ]; then
   short=(--set client_configs.train_configs.mode=step
@@ -22,7 +20,7 @@ fi
 # attackers; the server's report in $out/NAME.json.
 run() {
   local name=$1 rule=$2 attackers=$3 rc=0 clients=()
-  local port=$(( 20000 + RANDOM % 20000 )); local uri="127.0.0.1:$port"
+  local port=$(free_port); local uri="127.0.0.1:$port"
   mkdir -p "$out/$name"
   timeout 900 "$fedcaf" server -c "$src/configs/server.yaml" "${short[@]}" \
     --set server_configs.comm_configs.grpc_configs.server_uri=$uri \

@@ -7,15 +7,13 @@
 set -u
 fedcaf=$1; src=$2; pydir=$3; python=${4:-/usr/bin/python3}
 export FEDCAF_PYTHON=$pydir PYTHONPATH=$pydir
-out=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"; }
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
 check=$src/tests/integration/robust_check.py
 
 # run DIR RULE MODE CHUNK: the server and clients 1-4 honest, 5 an attacker.
 run() {
   local dir=$1 rule=$2 mode=$3 chunk=$4; mkdir -p "$dir"
-  local port=$(( 20000 + RANDOM % 20000 )) rc=0 clients=()
+  local port=$(free_port) rc=0 clients=()
   local uri="127.0.0.1:$port"
   timeout 300 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" \
     --set server_configs.comm_configs.grpc_configs.server_uri=$uri \

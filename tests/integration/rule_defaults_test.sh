@@ -6,7 +6,8 @@
 # Prints a table of rule and final accuracy. About 7 minutes on 2 cores.
 set -u
 fedcaf=$1
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmp=$out
 min_accuracy=0.85
 failed=0
 

@@ -18,11 +18,7 @@
 #    it started the round with.
 set -u
 fedcaf=$1; src=$2
-out=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"; }
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 mib=256
 model=(--set "client_configs.model_configs.total_bytes=$((mib << 20))"
        --set client_configs.train_configs.add_by_index=true
@@ -50,7 +46,7 @@ kill_on() {
 # run_case NAME CLIENTS THRESHOLD "KILLED:DELAY ...": runs a server and
 # CLIENTS clients; sets server_rc.
 run_case() {
-  local name=$1 n=$2 threshold=$3 kills=$4 port=$(( 20000 + RANDOM % 20000 ))
+  local name=$1 n=$2 threshold=$3 kills=$4 port=$(free_port)
   local uri="127.0.0.1:$port" clients=() watchers=()
   timeout 300 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" "${model[@]}" \
     --set "server_configs.num_clients=$n" \

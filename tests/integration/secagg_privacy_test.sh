@@ -10,15 +10,11 @@
 # update (fewer than 0.1 % of the words within 1 of it).
 set -u
 fedcaf=$1; src=$2
-out=$(mktemp -d); pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"; }
-trap cleanup EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib.sh"
 chunk=65536
 
 tapped_run() { # NAME SECURE(true|false)
-  local name=$1 secure=$2 port=$(( 20000 + RANDOM % 20000 ))
+  local name=$1 secure=$2 port=$(free_port)
   local tap=$(( port + 1 )) clients=() rc=0
   timeout 120 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" \
     --set client_configs.model_configs.total_bytes=4194304 \

@@ -8,9 +8,8 @@
 set -u
 fedcaf=$1
 src=$(cd "$(dirname "$0")/../.." && pwd)
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmp=$out
 run() { # name chunk_bytes memory_mode [more --set]
   local name=$1 chunk=$2 mode=$3; shift 3
   timeout 300 "$fedcaf" simulate -c "$src/configs/synthetic_dummy.yaml" \

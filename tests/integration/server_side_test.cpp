@@ -18,6 +18,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/client.hpp"
+#include "actors/errors.hpp"
 #include "actors/messages.hpp"
 #include "actors/server_side.hpp"
 #include "fedcaf/chunk_plan.hpp"
@@ -208,7 +209,8 @@ struct run_options {
   bool declare_norm = true;
 };
 
-void await_down(caf::actor_system& sys, const std::vector<caf::actor>& xs) {
+template <class Handle>
+void await_down(caf::actor_system& sys, const std::vector<Handle>& xs) {
   caf::scoped_actor self{sys};
   for (const auto& x : xs)
     self->monitor(x);
@@ -217,22 +219,41 @@ void await_down(caf::actor_system& sys, const std::vector<caf::actor>& xs) {
                   caf::after(60s) >> [] { FAIL("actors did not finish"); });
 }
 
+void await_down(caf::actor_system& sys, const server_actor& server) {
+  await_down(sys, std::vector<server_actor>{server});
+}
+
 caf::actor_system_config test_system_config() {
   caf::actor_system_config cfg;
+  add_errc_category(cfg);
   cfg.set("scheduler.max-threads", 4);
   return cfg;
 }
 
+/// The server_configs a run_options stands for, planned as `fedcaf server`
+/// plans them.
+aggregation_plan plan_of(const run_options& o) {
+  server_config sc;
+  sc.num_clients = o.clients + o.silent;
+  sc.clients_per_round = o.clients_per_round;
+  sc.aggregator = o.aggregator;
+  sc.rule = o.rule;
+  sc.rule.client_weights_mode = o.weights;
+  sc.memory_mode = parse_memory_mode(o.memory_mode).value();
+  sc.round_deadline_s = static_cast<double>(o.deadline.count()) / 1000;
+  sc.on_deadline = o.wait_after_deadline ? "wait" : "fail";
+  auto plan = plan_aggregation(sc);
+  REQUIRE_MESSAGE(plan, plan.err().message);
+  return *plan;
+}
+
 server_side_options side_options(const run_options& o) {
   server_side_options so;
-  so.scheduler.num_clients = o.clients;
+  so.plan = plan_of(o);
   so.scheduler.num_rounds = o.rounds;
-  so.scheduler.client_weights_mode = o.weights;
   so.scheduler.num_clients = o.clients + o.silent;
   so.scheduler.min_clients = o.min_clients;
-  so.scheduler.round_deadline = o.deadline;
   so.scheduler.clients_per_round = o.clients_per_round;
-  so.scheduler.wait_after_deadline = o.wait_after_deadline;
   so.server.num_clients = o.clients + o.silent;
   so.server.num_rounds = o.rounds;
   so.server.chunk_bytes = o.chunk_bytes;
@@ -241,8 +262,6 @@ server_side_options side_options(const run_options& o) {
   so.server.linger = 2000ms;
   so.fold_delay = o.fold_delay;
   so.idle_timeout = o.idle_timeout;
-  so.memory_mode = parse_memory_mode(o.memory_mode).value();
-  so.aggregator = o.aggregator;
   so.rule = o.rule;
   if (o.rule.dp_clip_norm > 0)
     so.server.client_configs_yaml = "{train_configs: {update_clip_norm: " +
@@ -436,7 +455,7 @@ namespace {
 /// A hand-driven client: sends whatever frames the test builds.
 class rogue_client {
 public:
-  rogue_client(caf::actor_system& sys, caf::actor server)
+  rogue_client(caf::actor_system& sys, server_link server)
       : self_(sys), server_(std::move(server)) {}
 
   template <class Atom> frame ask(Atom atom, frame f) {
@@ -481,7 +500,7 @@ public:
 
 private:
   caf::scoped_actor self_;
-  caf::actor server_;
+  server_link server_;
 };
 
 frame chunk_with(const msg::chunk_header& h, std::span<const std::byte> bytes) {
@@ -795,9 +814,9 @@ TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
         o.min_clients = 2;
         o.rounds = 1;
         o.memory_mode = mode;
+        o.rule.partial_updates = policy;
         auto so = side_options(o);
         so.server.reconnect_grace = 300ms;
-        so.scheduler.keep_partial = policy == "keep";
         auto eval = std::make_shared<capturing_evaluator>();
         run_report report;
         std::vector<run_report> client_reports(2);
@@ -1151,8 +1170,8 @@ void check_rejected_round(const std::string& mode, uint32_t honest,
   o.rounds = 1;
   o.memory_mode = mode;
   o.rule.max_update_norm = max_update_norm;
+  o.rule.partial_updates = "keep";
   auto so = side_options(o);
-  so.scheduler.keep_partial = true;
   auto eval = std::make_shared<capturing_evaluator>();
   run_report report;
   std::vector<run_report> client_reports(honest);

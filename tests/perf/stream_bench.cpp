@@ -31,6 +31,7 @@
 #include <openssl/evp.h>
 
 #include "actors/client.hpp"
+#include "actors/errors.hpp"
 #include "actors/gateway.hpp"
 #include "actors/server_side.hpp"
 #include "fedcaf/dummy_trainer.hpp"
@@ -155,8 +156,9 @@ double raw_tcp_rate(uint64_t bytes, bool model_sized) {
 
 caf::actor_system_config network_config() {
   caf::actor_system_config cfg;
+  add_errc_category(cfg);
   cfg.set("scheduler.max-threads", 2);
-  cfg.set("scheduler.policy", caf::atom("sharing")); // as src/cli/run.cpp
+  cfg.set("scheduler.policy", caf::atom("sharing")); // as cli/run.cpp
   cfg.load<caf::io::middleman>();
   return cfg;
 }

@@ -1,4 +1,4 @@
-#include "actors/network.hpp"
+#include "protocol/network.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -20,19 +20,19 @@
 #include "actors/client.hpp"
 #include "actors/gateway.hpp"
 #include "actors/messages.hpp"
-#include "actors/network.hpp"
 #include "actors/remote.hpp"
 #include "actors/server_side.hpp"
+#include "fedcaf/aggregation_plan.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/fashion_mnist.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/models.hpp"
-#include "fedcaf/server_optimizer.hpp"
 #include "fedcaf/tensor_data.hpp"
 #include "fedcaf/tls.hpp"
 #include "fedcaf/trainer.hpp"
+#include "protocol/network.hpp"
 
 namespace fedcaf::cli {
 
@@ -205,10 +205,12 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
                   std::shared_ptr<metrics_log> metrics,
                   std::shared_ptr<live_status> live,
                   std::shared_ptr<transfer_progress> progress) {
+  auto plan = plan_aggregation(cfg.server);
+  if (!plan)
+    return error{errc::bad_config, cfg.source + ": " + plan.err().message};
   std::string storage_file;
-  if (cfg.server.memory_mode == memory_mode::disk)
-    storage_file = cfg.server.storage_dir + "/fedcaf-global-" +
-                   std::to_string(::getpid()) + ".bin";
+  if (plan->memory_mode == memory_mode::disk)
+    storage_file = global_model_file(*plan, ::getpid());
   auto initial = initial_model(cfg.clients.model, storage_file);
   if (!initial)
     return initial.err();
@@ -227,12 +229,9 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   server_side_options so;
   so.scheduler.num_clients = cfg.server.num_clients;
   so.scheduler.num_rounds = cfg.server.num_global_epochs;
-  so.scheduler.client_weights_mode = cfg.server.rule.client_weights_mode;
   so.scheduler.clients_per_round = cfg.server.clients_per_round;
   so.scheduler.sampling_seed = cfg.server.sampling_seed;
-  so.scheduler.wait_after_deadline = cfg.server.on_deadline == "wait";
-  so.scheduler.keep_partial = cfg.server.rule.partial_updates == "keep";
-  so.aggregator = cfg.server.aggregator;
+  so.plan = *plan;
   so.server.dp_noise_multiplier = cfg.server.rule.dp_noise_multiplier;
   so.server.dp_delta = cfg.server.rule.dp_delta;
   if (cfg.server.clients_per_round > 0)
@@ -240,14 +239,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
         static_cast<double>(cfg.server.clients_per_round) /
         cfg.server.num_clients;
   so.rule = cfg.server.rule;
-  so.storage_dir = cfg.server.storage_dir;
   so.scheduler.min_clients = cfg.server.min_clients;
-  so.scheduler.round_deadline = millis(cfg.server.round_deadline_s);
-  // Under secure aggregation nobody offers before the keys and shares
-  // phases: the deadline ends the keys phase (the server's), and the
-  // clients it leaves behind leave the round.
-  if (cfg.server.secure_aggregation.enabled)
-    so.scheduler.round_deadline = std::chrono::milliseconds{0};
   so.server.reconnect_grace = millis(comm.stream.reconnect_grace_s);
   // An upload that goes silent while its client is connected is rejected;
   // one whose client lost its connection has reconnect_grace_s to resume.
@@ -260,7 +252,6 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   }
   so.server.num_clients = cfg.server.num_clients;
   so.server.num_rounds = cfg.server.num_global_epochs;
-  so.server.robust = is_robust(rule_of(cfg.server.aggregator));
   so.server.compression = cfg.clients.compression;
   so.server.chunk_bytes = *chunk_bytes;
   so.server.window = comm.stream.window;
@@ -274,18 +265,15 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   so.server.evaluation_timeout = millis(comm.stream.idle_timeout_s);
   so.server.max_sample_size = cfg.server.rule.max_sample_size;
   so.server.secure_aggregation = cfg.server.secure_aggregation;
-  so.server.secagg_by_samples =
-      cfg.server.rule.client_weights_mode == "sample_size";
   so.server.secagg_phase_timeout = millis(comm.stream.idle_timeout_s);
-  so.server.secagg_keys_timeout = millis(cfg.server.round_deadline_s);
   so.save_global_model = cfg.server.save_global_model;
-  so.memory_mode = cfg.server.memory_mode;
   return spawn_server_side(sys, std::move(*initial), std::move(so),
                            std::move(eval), report);
 }
 
 /// Blocks until every actor in `actors` has terminated.
-void await_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
+template <class Handle>
+void await_all(caf::actor_system& sys, const std::vector<Handle>& actors) {
   caf::scoped_actor self{sys};
   for (const auto& a : actors)
     self->monitor(a);
@@ -343,7 +331,7 @@ run_report report_for(const config& cfg, const char* role) {
 
 /// SIGINT or SIGTERM ends the run: the server stops it (clients are told),
 /// and the report says "interrupted".
-void stop_on_interrupt(interrupt_watch& watch, const caf::actor& server) {
+void stop_on_interrupt(interrupt_watch& watch, const round_host& server) {
   watch.on_interrupt([server](int sig) {
     caf::anon_send(server, stop_atom::value,
                    std::string{"interrupted by "} + signal_name(sig));
@@ -450,7 +438,7 @@ int run_simulate(const options& opts) {
     }
     std::printf("simulating %u clients, %u rounds\n", n,
                 cfg->server.num_global_epochs);
-    await_all(sys, {side->server});
+    await_all(sys, std::vector<server_actor>{side->server});
     await_all(sys, clients);
     watch.on_interrupt({});
     side->shut_down(sys);
@@ -524,7 +512,7 @@ int run_server(const options& opts) {
                  (comm.auth.enabled ? ", tokens required" : "") +
                  ", waiting for " + std::to_string(cfg->server.num_clients) +
                  " clients");
-    await_all(sys, {side->server});
+    await_all(sys, std::vector<server_actor>{side->server});
     watch.on_interrupt({});
     caf::anon_send_exit(gate->acceptor, caf::exit_reason::user_shutdown);
     side->shut_down(sys);

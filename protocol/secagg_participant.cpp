@@ -1,4 +1,4 @@
-#include "actors/secagg_participant.hpp"
+#include "protocol/secagg_participant.hpp"
 
 #include <algorithm>
 

@@ -5,8 +5,8 @@
 
 #include <httplib.h>
 
-#include "actors/network.hpp"
 #include "fedcaf/log.hpp"
+#include "protocol/network.hpp"
 
 namespace fedcaf::cli {
 

@@ -11,8 +11,8 @@
 #include <map>
 #include <random>
 
-#include "actors/secagg_coordinator.hpp"
-#include "actors/secagg_participant.hpp"
+#include "protocol/secagg_coordinator.hpp"
+#include "protocol/secagg_participant.hpp"
 
 using namespace fedcaf;
 

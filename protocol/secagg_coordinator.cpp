@@ -1,4 +1,4 @@
-#include "actors/secagg_coordinator.hpp"
+#include "protocol/secagg_coordinator.hpp"
 
 #include <algorithm>
 #include <functional>

@@ -1,0 +1,168 @@
+#pragma once
+// The typed interfaces of the server side's actors: every message one of
+// them may receive, with its reply, so that the compiler refuses a send the
+// receiver does not declare. Each role an actor plays for another is an
+// interface of its own (the server is a round_host to the scheduler and an
+// unmask_planner to the aggregator); an actor's handle extends the roles it
+// plays. The messages that carry several values are named structs.
+//
+//   evaluator_actor    the server asks it to evaluate and save a model
+//   upload_listener    the aggregator tells it how an upload it opened ended
+//   scheduler_actor    a scheduler (sync or async): connect, join, drop,
+//                      offer, and upload_listener
+//   aggregator_actor   uploads, rounds, finalize
+//   round_host         what a scheduler asks of the server
+//   unmask_planner     what the aggregator asks of the server (SecAgg+)
+//   server_gate        what a gateway asks of the server: the peer frames
+//   server_link        what a client asks of its server (or its gateway)
+//   client_inbox       what the server tells a client (or its gateway)
+//   server_actor       all of the server: both of those, round_host,
+//                      unmask_planner, its own timers
+//
+// Late bindings are one typed step: the server, when it starts, sends
+// (connect_atom, round_host) to its scheduler and (connect_atom,
+// unmask_planner) to its aggregator, before any client can reach it.
+// These messages never leave the process (gateways carry frames only), so
+// their structs are allowed as unsafe (unserialized) message types.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/messages.hpp"
+#include "fedcaf/error.hpp"
+#include "fedcaf/model_snapshot.hpp"
+#include "fedcaf/secagg_masking.hpp"
+
+namespace fedcaf {
+
+/// An evaluator's answer: the model's loss and accuracy iff evaluated, and
+/// why saving it failed (empty: saved, or nothing to save).
+struct evaluation_result {
+  bool evaluated = false;
+  double loss = 0;
+  double accuracy = 0;
+  std::string save_failure;
+};
+
+/// A scheduler opens a client's upload at the aggregator with these.
+struct upload_request {
+  std::string client_id;
+  uint32_t round = 0;
+  double weight = 1;        ///< the client's share of the average, unnormalized
+  uint64_t digest = 0;      ///< of the update, from the offer
+  uint64_t bytes = 0;       ///< the update's bytes on the wire
+  uint64_t chunks = 0;      ///< the update's chunks
+  double declared_norm = 0; ///< norm_bound: the norm the client declared
+};
+
+/// A scheduler hands a finished round (or async step) to the server.
+struct round_result {
+  uint32_t round = 0;
+  snapshot_ptr model;                    ///< the new global model
+  uint32_t clients = 0;                  ///< updates averaged into it
+  double loss = 0;                       ///< the clients' mean training loss
+  double dp_sgd_epsilon = 0;             ///< largest of the clients' (0: none)
+  std::vector<std::string> missing;      ///< known clients not in it
+  std::vector<std::string> contributors; ///< clients in it
+  std::vector<uint32_t> staleness;       ///< per contributor (async)
+};
+
+using connect_atom = caf::atom_constant<caf::atom("connect")>;
+/// The aggregator asks the server to run SecAgg+'s unmask phase.
+using unmask_atom = caf::atom_constant<caf::atom("unmask")>;
+/// A SecAgg+ phase's deadline passed (the server's own timer).
+using phase_end_atom = caf::atom_constant<caf::atom("phase_end")>;
+
+using evaluator_actor = caf::typed_actor<
+    caf::replies_to<eval_atom, snapshot_ptr>::with<evaluation_result>>;
+
+using upload_listener = caf::typed_actor<
+    caf::reacts_to<update_atom, std::string, uint32_t>,
+    caf::reacts_to<reject_atom, std::string, uint32_t, uint64_t, error>>;
+
+using round_host = caf::typed_actor<
+    caf::reacts_to<start_atom, uint32_t, std::vector<std::string>>,
+    caf::reacts_to<resend_atom, uint32_t, std::vector<std::string>>,
+    caf::reacts_to<task_atom, std::string, uint32_t>,
+    caf::reacts_to<stop_atom, std::string>,
+    caf::reacts_to<reject_atom, std::string, error>,
+    caf::replies_to<publish_atom, round_result>::with<bool>>;
+
+using unmask_planner = caf::typed_actor<
+    caf::replies_to<unmask_atom, uint32_t,
+                    std::vector<std::string>>::with<secagg::unmask_plan>>;
+
+using scheduler_actor =
+    upload_listener::extend<caf::reacts_to<connect_atom, round_host>,
+                            caf::reacts_to<join_atom, std::string>,
+                            caf::reacts_to<drop_atom, std::string>,
+                            caf::replies_to<offer_atom, frame>::with<frame>>;
+
+/// The SyncScheduler adds its round deadline (its own timer).
+using sync_scheduler_actor =
+    scheduler_actor::extend<caf::reacts_to<deadline_atom, uint32_t>>;
+
+using aggregator_actor = caf::typed_actor<
+    caf::reacts_to<connect_atom, unmask_planner>,
+    caf::replies_to<open_atom, upload_listener, upload_request>::with<frame>,
+    caf::replies_to<chunk_atom, std::string, frame>::with<frame>,
+    caf::replies_to<end_atom, std::string, frame>::with<frame>,
+    caf::replies_to<credit_atom, std::string, frame>::with<frame>,
+    caf::reacts_to<tick_atom>, caf::reacts_to<reset_atom, uint32_t>,
+    caf::replies_to<abandon_atom, std::string, uint32_t>::with<uint64_t>,
+    caf::reacts_to<expect_atom, uint32_t>,
+    caf::replies_to<finalize_atom, uint32_t>::with<snapshot_ptr>>;
+
+/// The peer frame kinds a client sends after its Hello, each answered
+/// with one frame.
+using peer_frames =
+    caf::typed_actor<caf::replies_to<fetch_atom, frame>::with<frame>,
+                     caf::replies_to<offer_atom, frame>::with<frame>,
+                     caf::replies_to<chunk_atom, frame>::with<frame>,
+                     caf::replies_to<end_atom, frame>::with<frame>,
+                     caf::replies_to<credit_atom, frame>::with<frame>,
+                     caf::replies_to<evaluated_atom, frame>::with<frame>,
+                     caf::replies_to<secagg_atom, frame>::with<frame>>;
+
+/// What a gateway may ask of the server: the eight peer frame kinds. Hello
+/// carries the peer's address and the common name of its verified client
+/// certificate ("" without TLS).
+using server_gate = peer_frames::extend<
+    caf::replies_to<hello_atom, frame, std::string, std::string>::with<frame>>;
+
+/// What a client asks of its server: the server itself in one process, or
+/// the gateway that carries its frames to a remote one (gateway.hpp).
+using server_link =
+    peer_frames::extend<caf::replies_to<hello_atom, frame>::with<frame>>;
+
+/// What the server tells a client (an in-process client actor, or the
+/// server-side gateway of a remote one), none with a reply: a round or task
+/// starts, the run ended, the round was published, its update was refused
+/// (an error frame), the SecAgg+ shares to reveal.
+using client_inbox = caf::typed_actor<
+    caf::reacts_to<round_atom, frame>, caf::reacts_to<done_atom, frame>,
+    caf::reacts_to<idle_atom, uint32_t>, caf::reacts_to<reject_atom, frame>,
+    caf::reacts_to<secagg_atom, frame>>;
+
+/// The whole server: the peer frames from a gateway or an in-process
+/// client, what its scheduler and aggregator ask of it, and its timers (a
+/// client's round announcement, a lost client's grace, a SecAgg+ phase's
+/// deadline, an overdue evaluation, its linger before quitting).
+using server_actor =
+    server_gate::extend_with<round_host, unmask_planner>::extend<
+        caf::replies_to<hello_atom, frame>::with<frame>,
+        caf::reacts_to<round_atom, std::string>,
+        caf::reacts_to<drop_atom, std::string, uint64_t>,
+        caf::reacts_to<phase_end_atom, uint32_t, uint32_t>,
+        caf::reacts_to<evaluated_atom>, caf::reacts_to<tick_atom>>;
+
+} // namespace fedcaf
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::evaluation_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::upload_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::round_result)
