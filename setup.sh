@@ -3,7 +3,7 @@
 # something is missing) and builds everything into build/.
 set -euo pipefail
 cd "$(dirname "$0")"
-packages=(g++ cmake ninja-build python3 python3-matplotlib python3-numpy
+packages=(g++ cmake ninja-build ccache python3 python3-matplotlib python3-numpy
           libcaf-dev libtorch-dev libcapnp-dev capnproto libyaml-cpp-dev
           nlohmann-json3-dev libxxhash-dev zlib1g-dev doctest-dev libzfp-dev
           libopenblas0-openmp libssl-dev openssl iproute2 procps
