@@ -1,0 +1,149 @@
+#pragma once
+// One interface over the server's accumulators, whatever the memory mode: a
+// model-sized sum (fedavg_accumulator: ram mode, averaging rules) or open
+// chunk positions (window_accumulator: window and disk modes, and the robust
+// rules in ram mode). make() picks the kind that the aggregation plan names,
+// once; the aggregator then calls the same functions in every mode (LevelDB's
+// SanitizeOptions is the precedent: decide once, then never branch on it).
+// Every call works on a chunk or a round, never on one element.
+// Thread-safety: none; owned by the aggregator actor.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+
+#include "fedcaf/aggregation_plan.hpp"
+#include "fedcaf/byte_buffer.hpp"
+#include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/error.hpp"
+#include "fedcaf/manifest.hpp"
+#include "fedcaf/secagg.hpp"
+#include "fedcaf/secagg_masking.hpp"
+#include "fedcaf/server_optimizer.hpp"
+
+namespace fedcaf {
+
+class accumulator {
+public:
+  virtual ~accumulator() = default;
+
+  /// Returns the accumulator that `p.accumulator` names, for models laid
+  /// out as `m` and cut by `plan`: a model-sized sum (model_sum), or
+  /// `window` open positions of p.position_contributors updates reduced by
+  /// p.robust, into the global model's memory iff p.in_place
+  /// (open_positions). Returns an error iff the tensors do not share one
+  /// floating dtype, or (open_positions) window or contributors is 0.
+  static result<std::unique_ptr<accumulator>> make(const manifest& m,
+                                                   chunk_plan plan,
+                                                   const aggregation_plan& p,
+                                                   uint32_t window);
+
+  /// The plan that chunk sequence numbers refer to.
+  virtual const chunk_plan& plan() const = 0;
+
+  /// Every reduced (and optimizer-stepped) value is clamped to +-limit
+  /// before it is published (also to the element type's finite range).
+  virtual void set_value_limit(float limit) = 0;
+
+  /// Returns true iff chunk `seq` may be folded now: it lies in the plan
+  /// and (open positions) in the open window.
+  virtual bool open(uint64_t seq) const = 0;
+
+  /// Positions below this one are settled: a chunk folded there may have
+  /// its credit back. A model-sized sum settles a chunk as it is folded
+  /// (returns the chunk count); open positions settle a position when every
+  /// awaited contribution reduced it (returns the lowest open position).
+  virtual uint64_t settled() const = 0;
+
+  /// The global model's bytes below this position already hold this
+  /// round's result (open positions in place: the highest settled() of the
+  /// round, not lowered by restart); 0 where the model is not written
+  /// before finalize.
+  virtual uint64_t overwritten_below() const = 0;
+
+  /// Adds weight * x to chunk `seq` (robust rules: keeps x, tagged `tag`).
+  /// Returns an error, changing nothing, iff !open(seq), x is not that
+  /// chunk's size, or (open positions) every contributor delivered it.
+  virtual result<void> fold(uint64_t seq, std::span<const std::byte> x,
+                            double weight, uint64_t tag) = 0;
+
+  /// Secure aggregation: adds the masked chunk x (little-endian uint32 per
+  /// element of an F32 model) to chunk `seq`'s sum in Z_2^32. Fails,
+  /// changing nothing, as fold() does.
+  virtual result<void> fold_ring(uint64_t seq,
+                                 std::span<const std::byte> x) = 0;
+
+  /// Returns true iff position settled() has every contribution it awaits
+  /// and can be settled now (never for a model-sized sum).
+  virtual bool ready() const = 0;
+
+  /// Settles position settled(): reduces it (after `opt`, if not null) into
+  /// the next model (in place: `model` itself, whose pages at that position
+  /// are then released if it maps a file), or (`ring`) stores its ring sum
+  /// into `model` there, where unmask() finds it. REQUIRES: ready(),
+  /// model.size() == plan().total_bytes().
+  virtual void settle_next(byte_buffer& model, server_optimizer* opt,
+                           bool ring) = 0;
+
+  /// Hands in a model-sized buffer nobody reads any more (an old global
+  /// model): it holds the next sum or the next model. Ignored (and so
+  /// freed) if not needed or of another size.
+  virtual void recycle(byte_buffer&& buffer) = 0;
+
+  /// One contributor's update was cut off before chunk `next_sequence`
+  /// (open positions: it is awaited below only; a sum needs nothing).
+  virtual void cut(uint64_t next_sequence) = 0;
+
+  /// `contributors` clients (0: unknown, ignored), and those cut off, now
+  /// complete a position (open positions; a sum needs nothing).
+  virtual void expect(uint32_t contributors) = 0;
+
+  /// Forgets every contribution of the round; `contributors` clients will
+  /// send again (open positions: at least 1 is awaited).
+  virtual void restart(uint32_t contributors) = 0;
+
+  /// Ends the round: every position's result, after `opt` (null: FedAvg),
+  /// against `model` (the global model's bytes), as the new model's bytes
+  /// (in place: `model`'s own, moved out). Returns an error iff nothing was
+  /// folded (a sum) or a position was not settled (open positions).
+  virtual result<byte_buffer> finalize(byte_buffer& model,
+                                       server_optimizer* opt) = 0;
+
+  /// Returns a copy of `global` as the next model, starting over (a round
+  /// that averaged nothing), or an error iff the round's sum was written
+  /// into the global model (open positions under secure aggregation).
+  virtual result<byte_buffer> keep(std::span<const std::byte> global) = 0;
+
+  /// Robust rules: per tag, the values dropped as extreme since the last
+  /// take; then forgets them. Empty for the other rules.
+  virtual std::map<uint64_t, uint64_t> take_trimmed() = 0;
+
+  /// Secure aggregation, at the round's end: removes the masks `plan`
+  /// names from every chunk's ring sum (chunks in parallel, up to 4
+  /// threads) and turns it into the round's mean: recorded as a sum of
+  /// plan.contributors updates that finalize() divides (a sum), or written
+  /// into `model` after `opt`'s noise, clamped (open positions in place).
+  /// Returns an error (poisoned_update) iff an unmasked sum lies beyond
+  /// what the contributors can give; then no chunk is recorded.
+  /// REQUIRES: F32 model; open positions: every position settled (ring).
+  result<void> unmask(const secagg::quantizer& q,
+                      const secagg::unmask_plan& plan, byte_buffer& model,
+                      server_optimizer* opt);
+
+protected:
+  /// Chunk `seq`'s ring sum: in the accumulator's storage (zeroed if
+  /// nothing was folded there) or in `model`.
+  virtual std::span<std::byte> ring_sum(uint64_t seq, byte_buffer& model) = 0;
+
+  /// What an unmasked chunk's mean is multiplied by: `updates` where
+  /// finalize() divides by the weight, 1 where the mean is final.
+  virtual float unmask_factor(float updates) const = 0;
+
+  /// Chunk `seq`'s ring sum `sum` holds its unmasked mean times
+  /// unmask_factor(updates): records it, or finishes it in `model`.
+  virtual void unmasked(uint64_t seq, std::span<std::byte> sum, float updates,
+                        byte_buffer& model, server_optimizer* opt) = 0;
+};
+
+} // namespace fedcaf

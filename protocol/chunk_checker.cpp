@@ -1,0 +1,160 @@
+#include "protocol/chunk_checker.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "fedcaf/delta_codec.hpp"
+#include "fedcaf/log.hpp"
+#include "fedcaf/update_check.hpp"
+
+namespace fedcaf {
+
+chunk_checker::chunk_checker(const manifest& layout, const chunk_plan& plan,
+                             const aggregation_plan& p, const rule_config& rule,
+                             const compression_config& z)
+    : layout_(layout), plan_(plan), type_(*common_floating_dtype(layout)),
+      max_contributors_(p.max_contributors), secure_(p.secure),
+      in_place_(p.in_place), max_update_norm_(rule.max_update_norm),
+      norm_bound_(rule.norm_bound), compression_(z),
+      max_payload_(plan.chunk_bytes()) {
+  if (z.up)
+    max_payload_ =
+        std::max(max_payload_, encoded_bound(z, plan.chunk_bytes() / 4 + 1));
+}
+
+double chunk_checker::max_abs(double weight) const {
+  auto terms = static_cast<double>(max_contributors_) + 1;
+  return static_cast<double>(std::numeric_limits<float>::max()) /
+         (terms * std::max(weight, 1.0));
+}
+
+double chunk_checker::scale_for(const std::string& client_id,
+                                double declared_norm) const {
+  if (norm_bound_ <= 0 || declared_norm <= norm_bound_)
+    return 1;
+  log_line(log_level::debug, "aggregator",
+           client_id + " declared an update of norm " +
+               std::to_string(declared_norm) + ", scaled to norm_bound " +
+               std::to_string(norm_bound_));
+  return norm_bound_ / declared_norm;
+}
+
+result<msg::chunk_view>
+chunk_checker::expand(const upload_record& s, const msg::chunk_view& c,
+                      std::span<const std::byte> global) {
+  if (!compression_.up)
+    return c;
+  auto seq = c.header.sequence;
+  FEDCAF_REQUIRE(!s.closed, errc::unknown_stream, c.header.stream_id, "closed");
+  FEDCAF_REQUIRE(seq == s.next_sequence && seq < plan_.chunk_count(),
+                 errc::bad_sequence, seq, s.next_sequence);
+  const auto& e = plan_.extent(seq);
+  decoded_.resize(e.bytes / 4);
+  if (auto ok = decode_delta(compression_, c.bytes,
+                             global.subspan(e.model_offset, e.bytes), decoded_);
+      !ok)
+    return error{ok.err().code, "chunk " + std::to_string(seq) + " of " +
+                                    s.client_id + ": " + ok.err().message};
+  auto out = c;
+  out.bytes = std::as_bytes(std::span{decoded_});
+  return out;
+}
+
+result<void> chunk_checker::placed(const msg::chunk_view& c) const {
+  const auto& h = c.header;
+  return plan_.check(h.sequence, h.tensor_index, h.byte_offset, c.bytes.size());
+}
+
+result<checked_chunk> chunk_checker::inspect(const upload_record& s,
+                                             const msg::chunk_view& c,
+                                             std::span<const std::byte> global,
+                                             uint64_t overwritten_below) const {
+  if (secure_) // masked: uniform in Z_2^32, nothing to check
+    return checked_chunk{};
+  auto seq = c.header.sequence;
+  if (auto ok = check_finite(layout_, plan_, seq, c.bytes, max_abs(s.weight));
+      !ok)
+    return ok.err();
+  auto bound = max_update_norm_;
+  auto declared = norm_bound_ > 0;
+  if (bound <= 0 && !declared)
+    return checked_chunk{};
+  auto checked = distance(s.client_id, c, global, overwritten_below);
+  if (!checked)
+    return checked;
+  auto so_far = s.distance_squared + checked->distance_squared;
+  if (bound > 0 && so_far > bound * bound)
+    return error{errc::poisoned_update,
+                 "its distance from the global model passed "
+                 "max_update_norm (" +
+                     std::to_string(bound) + ") at chunk " +
+                     std::to_string(seq)};
+  // norm_bound scales by what the client declared: more than that is a
+  // lie (both sides sum the same float32 differences in double).
+  auto most = s.declared_norm * (1 + 1e-6) + 1e-12;
+  if (declared && so_far > most * most)
+    return error{errc::poisoned_update,
+                 "its distance from the global model passed the update "
+                 "norm it declared (" +
+                     std::to_string(s.declared_norm) + ") at chunk " +
+                     std::to_string(seq)};
+  return checked;
+}
+
+result<checked_chunk>
+chunk_checker::distance(const std::string& id, const msg::chunk_view& c,
+                        std::span<const std::byte> global,
+                        uint64_t overwritten_below) const {
+  auto seq = c.header.sequence;
+  checked_chunk out{0, c.checksum};
+  if (seq >= overwritten_below) {
+    out.distance_squared =
+        squared_distance(layout_, plan_, seq, c.bytes, global);
+    return out;
+  }
+  auto it = first_pass_.find(id);
+  if (it == first_pass_.end() || seq >= it->second.size())
+    return error{errc::internal, "no record of chunk " + std::to_string(seq) +
+                                     " of " + id +
+                                     ", whose position was averaged"};
+  const auto& first = it->second[seq];
+  if (first.checksum != out.checksum)
+    return error{errc::poisoned_update,
+                 "chunk " + std::to_string(seq) +
+                     " differs from the one it sent before the round's "
+                     "updates were collected again"};
+  out.distance_squared = first.distance_squared;
+  return out;
+}
+
+msg::chunk_view chunk_checker::bounded(const upload_record& s,
+                                       const msg::chunk_view& c,
+                                       std::span<const std::byte> global) {
+  if (s.scale >= 1)
+    return c;
+  const auto& e = plan_.extent(c.header.sequence);
+  auto n = e.bytes / dtype_bytes(type_);
+  scaled_.resize(e.bytes);
+  const auto* g = global.data() + e.model_offset;
+  for (size_t i = 0; i < n; ++i) {
+    auto old = load_element(type_, g, i);
+    auto x = load_element(type_, c.bytes.data(), i);
+    store_element(type_, scaled_.data(), i,
+                  static_cast<float>(old + s.scale * (x - old)));
+  }
+  auto out = c;
+  out.bytes = scaled_;
+  return out;
+}
+
+void chunk_checker::record(const std::string& client_id, uint64_t seq,
+                           const checked_chunk& c) {
+  if (!in_place_ || max_update_norm_ <= 0)
+    return;
+  auto& record = first_pass_[client_id];
+  if (record.size() <= seq)
+    record.resize(seq + 1);
+  record[seq] = c;
+}
+
+} // namespace fedcaf

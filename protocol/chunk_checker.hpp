@@ -1,0 +1,132 @@
+#pragma once
+// The checks an uploaded chunk passes before it touches the sum, without
+// CAF: its place in the plan, its values once decoded (compressed uploads),
+// finite and within what the sum can hold, and the update's distance from
+// the global model within max_update_norm and the norm the client declared;
+// then norm_bound's scaling towards the global model. A chunk that fails
+// changes nothing here. The caller passes the global model's bytes; the
+// checker owns no model memory (two chunk-sized scratch buffers only).
+//
+// The distance is measured against the global model's bytes at the chunk's
+// place, except below `overwritten_below` (window and disk modes after a
+// reset, where the model already holds the round's first average there):
+// there it is the distance recorded when the client first sent that chunk,
+// and the client must send the same bytes again (same checksum), so a
+// resend cannot change an update that passed.
+// Thread-safety: none; owned by the aggregator actor.
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fedcaf/aggregation_plan.hpp"
+#include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/compression.hpp"
+#include "fedcaf/config.hpp"
+#include "fedcaf/element.hpp"
+#include "fedcaf/error.hpp"
+#include "fedcaf/manifest.hpp"
+#include "messages/codec.hpp"
+#include "protocol/upload_ledger.hpp"
+
+namespace fedcaf {
+
+/// A chunk of a client's update that passed the content checks: its
+/// distance from the global model, and its checksum (verified on decoding),
+/// recorded in place with max_update_norm.
+struct checked_chunk {
+  double distance_squared = 0;
+  uint64_t checksum = 0;
+};
+
+class chunk_checker {
+public:
+  /// Checks chunks of `plan` (which must outlive the checker) over models
+  /// laid out as `layout`, under `p` (max_contributors, secure, in_place),
+  /// `rule` (max_update_norm, norm_bound) and `z` (compressed uploads).
+  /// REQUIRES: layout has one floating dtype.
+  chunk_checker(const manifest& layout, const chunk_plan& plan,
+                const aggregation_plan& p, const rule_config& rule,
+                const compression_config& z);
+
+  /// The largest chunk payload an upload may carry (compressed: the
+  /// encoder's bound for a chunk).
+  uint64_t max_payload() const { return max_payload_; }
+
+  /// The largest magnitude an element of an update of `weight` may have:
+  /// with every term of the weighted sum at most FLT_MAX / (max_contributors
+  /// + 1), the sum of a position's max_contributors terms cannot overflow
+  /// float32, whatever the weights (a finite but huge update would otherwise
+  /// turn the sum, the published model and every later update into
+  /// infinities).
+  double max_abs(double weight) const;
+
+  /// The factor `client_id`'s update of declared norm `declared_norm` is
+  /// scaled by: norm_bound / declared_norm iff norm_bound is set and below
+  /// it (logged), else 1.
+  double scale_for(const std::string& client_id, double declared_norm) const;
+
+  /// Compressed uploads: chunk `c` of stream `s` as the model's values, the
+  /// global model's plus the delta it carries (valid until the next call);
+  /// others as they came. The checksum stays the encoded bytes'. Returns an
+  /// error iff the chunk is not the stream's next or does not decode.
+  result<msg::chunk_view> expand(const upload_record& s,
+                                 const msg::chunk_view& c,
+                                 std::span<const std::byte> global);
+
+  /// Returns ok iff chunk `c` lies in its slot of the plan (sequence,
+  /// tensor index, offset, size).
+  result<void> placed(const msg::chunk_view& c) const;
+
+  /// The checks of an update's content (none under secure aggregation:
+  /// masked words are uniform): finite values within max_abs(s.weight),
+  /// and the distance from `global` so far within max_update_norm and the
+  /// norm `s` declared (poisoned_update; internal iff a chunk below
+  /// `overwritten_below` has no record). Returns the chunk's distance.
+  /// REQUIRES: placed(c), c is `s`'s next chunk.
+  result<checked_chunk> inspect(const upload_record& s,
+                                const msg::chunk_view& c,
+                                std::span<const std::byte> global,
+                                uint64_t overwritten_below) const;
+
+  /// norm_bound: chunk `c` of stream `s` scaled towards the global model,
+  /// g + scale (x - g) (valid until the next call); as it came iff its
+  /// update is within the bound. REQUIRES: placed(c), `global` is the model
+  /// the client received.
+  msg::chunk_view bounded(const upload_record& s, const msg::chunk_view& c,
+                          std::span<const std::byte> global);
+
+  /// Chunk `seq` of `client_id`'s update was folded as `c`: recorded (in
+  /// place with max_update_norm only) for a resend after a reset.
+  void record(const std::string& client_id, uint64_t seq,
+              const checked_chunk& c);
+
+  /// Forgets the round's records.
+  void forget_round() { first_pass_.clear(); }
+
+private:
+  result<checked_chunk> distance(const std::string& id,
+                                 const msg::chunk_view& c,
+                                 std::span<const std::byte> global,
+                                 uint64_t overwritten_below) const;
+
+  manifest layout_;
+  const chunk_plan& plan_;
+  dtype type_; ///< the model's one floating dtype
+  uint32_t max_contributors_;
+  bool secure_;
+  bool in_place_;
+  double max_update_norm_;
+  double norm_bound_;
+  compression_config compression_;
+  uint64_t max_payload_;
+  std::vector<float> decoded_;    ///< compressed uploads: a chunk's values
+  std::vector<std::byte> scaled_; ///< norm_bound: a chunk scaled back
+  /// In place with max_update_norm: per client, its chunks of this round as
+  /// first checked (kept across a reset, forgotten with the round).
+  std::map<std::string, std::vector<checked_chunk>> first_pass_;
+};
+
+} // namespace fedcaf

@@ -1,0 +1,246 @@
+#include "fedcaf/accumulator.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fedcaf/fedavg_accumulator.hpp"
+#include "fedcaf/window_accumulator.hpp"
+
+namespace fedcaf {
+
+namespace {
+
+/// A model-sized running sum (ram mode, averaging rules): a chunk settles
+/// as it is folded; finalize divides each chunk by its weights.
+class model_sum final : public accumulator {
+public:
+  explicit model_sum(fedavg_accumulator sum) : sum_(std::move(sum)) {}
+
+  const chunk_plan& plan() const override { return sum_.plan(); }
+  void set_value_limit(float limit) override { sum_.set_value_limit(limit); }
+  bool open(uint64_t seq) const override {
+    return seq < sum_.plan().chunk_count();
+  }
+  uint64_t settled() const override { return sum_.plan().chunk_count(); }
+  uint64_t overwritten_below() const override { return 0; }
+
+  result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
+                    uint64_t) override {
+    return sum_.fold(seq, x, weight);
+  }
+  result<void> fold_ring(uint64_t seq, std::span<const std::byte> x) override {
+    return sum_.fold_ring(seq, x);
+  }
+
+  bool ready() const override { return false; }
+  void settle_next(byte_buffer&, server_optimizer*, bool) override {
+    assert(false && "a model-sized sum settles nothing before finalize");
+  }
+  void recycle(byte_buffer&& buffer) override {
+    sum_.recycle(std::move(buffer));
+  }
+  void cut(uint64_t) override {}
+  void expect(uint32_t) override {}
+  void restart(uint32_t) override { sum_.discard(); }
+
+  result<byte_buffer> finalize(byte_buffer& model,
+                               server_optimizer* opt) override {
+    return sum_.finalize(model.bytes(), opt);
+  }
+  result<byte_buffer> keep(std::span<const std::byte> global) override {
+    return sum_.keep(global);
+  }
+  std::map<uint64_t, uint64_t> take_trimmed() override { return {}; }
+
+protected:
+  std::span<std::byte> ring_sum(uint64_t seq, byte_buffer&) override {
+    return sum_.ring(seq); // zeroes if nobody's chunk came
+  }
+  float unmask_factor(float updates) const override { return updates; }
+  void unmasked(uint64_t seq, std::span<std::byte>, float updates, byte_buffer&,
+                server_optimizer*) override {
+    sum_.mark_folded(seq, updates);
+  }
+
+private:
+  fedavg_accumulator sum_;
+};
+
+/// `window` open chunk positions (window and disk modes; robust rules in
+/// ram mode): a position settles, into the global model's memory (in
+/// place) or into the next model's, once every awaited update reduced it.
+class open_positions final : public accumulator {
+public:
+  open_positions(window_accumulator window, bool in_place)
+      : window_(std::move(window)), in_place_(in_place) {}
+
+  const chunk_plan& plan() const override { return window_.plan(); }
+  void set_value_limit(float limit) override {
+    limit_ = limit;
+    window_.set_value_limit(limit);
+  }
+  bool open(uint64_t seq) const override { return window_.open(seq); }
+  uint64_t settled() const override { return window_.low(); }
+  uint64_t overwritten_below() const override { return overwritten_; }
+
+  result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
+                    uint64_t tag) override {
+    return window_.fold(seq, x, weight, tag);
+  }
+  result<void> fold_ring(uint64_t seq, std::span<const std::byte> x) override {
+    return window_.fold_ring(seq, x);
+  }
+
+  bool ready() const override { return window_.ready(); }
+  void settle_next(byte_buffer& model, server_optimizer* opt,
+                   bool ring) override;
+  void recycle(byte_buffer&& buffer) override {
+    if (!in_place_ && next_.size() != plan().total_bytes() &&
+        buffer.size() == plan().total_bytes())
+      next_ = std::move(buffer);
+  }
+  void cut(uint64_t next_sequence) override { window_.cut(next_sequence); }
+  void expect(uint32_t contributors) override {
+    if (contributors > 0)
+      window_.set_contributors(contributors + window_.cut_count());
+  }
+  void restart(uint32_t contributors) override {
+    window_.restart(std::max(1u, contributors));
+  }
+
+  result<byte_buffer> finalize(byte_buffer& model,
+                               server_optimizer* opt) override;
+  result<byte_buffer> keep(std::span<const std::byte>) override {
+    return error{errc::internal, "in window and disk modes the model holds "
+                                 "the masked sum: the run cannot go on"};
+  }
+  std::map<uint64_t, uint64_t> take_trimmed() override {
+    return window_.take_trimmed();
+  }
+
+protected:
+  std::span<std::byte> ring_sum(uint64_t seq, byte_buffer& model) override {
+    const auto& e = plan().extent(seq);
+    return model.bytes().subspan(e.model_offset, e.bytes);
+  }
+  float unmask_factor(float) const override { return 1; }
+  void unmasked(uint64_t seq, std::span<std::byte> sum, float updates,
+                byte_buffer& model, server_optimizer* opt) override;
+
+private:
+  /// Where position settled() goes: the global model itself (in place), or
+  /// the next one, in a recycled buffer if one was handed in.
+  std::span<std::byte> next_model(byte_buffer& model) {
+    if (in_place_)
+      return model.bytes();
+    if (next_.size() != plan().total_bytes()) // nothing to reuse
+      next_ = byte_buffer::uninitialized(plan().total_bytes());
+    return next_.bytes();
+  }
+
+  window_accumulator window_;
+  bool in_place_;
+  byte_buffer next_; ///< not in place: the model being reduced
+  uint64_t overwritten_ = 0;
+  float limit_ = std::numeric_limits<float>::max();
+};
+
+void open_positions::settle_next(byte_buffer& model, server_optimizer* opt,
+                                 bool ring) {
+  const auto& e = plan().extent(window_.low());
+  if (ring) // the ring sum waits for the unmask plan
+    window_.store_ring_next(model.bytes());
+  else
+    window_.finalize_next(model.bytes(), next_model(model), opt);
+  if (!in_place_)
+    return;
+  model.release(e.model_offset, e.bytes); // file-backed only
+  overwritten_ = std::max(overwritten_, window_.low());
+}
+
+result<byte_buffer> open_positions::finalize(byte_buffer& model,
+                                             server_optimizer* opt) {
+  if (!window_.finish_round())
+    return error{errc::internal, "finalize before every position was "
+                                 "averaged"};
+  if (opt)
+    opt->finish_round();
+  overwritten_ = 0;
+  if (!in_place_) // ram mode, robust rules
+    return std::move(next_);
+  // The model was averaged in place; it moves on to the new model.
+  return std::move(model);
+}
+
+void open_positions::unmasked(uint64_t seq, std::span<std::byte> sum,
+                              float updates, byte_buffer& model,
+                              server_optimizer* opt) {
+  const auto& e = plan().extent(seq);
+  std::span<float> mean{reinterpret_cast<float*>(sum.data()), e.bytes / 4};
+  if (opt) // DP-FedAvg's noise, in element order
+    opt->step(e.model_offset / 4, mean, sum, updates);
+  for (auto& x : mean)
+    x = std::clamp(x, -limit_, limit_);
+  model.release(e.model_offset, e.bytes); // file-backed only
+}
+
+} // namespace
+
+result<std::unique_ptr<accumulator>>
+accumulator::make(const manifest& m, chunk_plan plan, const aggregation_plan& p,
+                  uint32_t window) {
+  if (p.accumulator == accumulator_kind::model_sum) {
+    auto sum = fedavg_accumulator::make(m, std::move(plan));
+    if (!sum)
+      return sum.err();
+    return std::unique_ptr<accumulator>{new model_sum{std::move(*sum)}};
+  }
+  auto positions = window_accumulator::make(m, std::move(plan), window,
+                                            p.position_contributors, p.robust);
+  if (!positions)
+    return positions.err();
+  return std::unique_ptr<accumulator>{
+      new open_positions{std::move(*positions), p.in_place}};
+}
+
+result<void> accumulator::unmask(const secagg::quantizer& q,
+                                 const secagg::unmask_plan& plan,
+                                 byte_buffer& model, server_optimizer* opt) {
+  const auto& chunks = this->plan();
+  auto updates = static_cast<float>(plan.contributors);
+  std::vector<std::span<std::byte>> storage(chunks.chunk_count());
+  for (uint64_t seq = 0; seq < chunks.chunk_count(); ++seq)
+    storage[seq] = ring_sum(seq, model);
+  auto factor = unmask_factor(updates);
+  // The masks of different chunks are independent: every core takes
+  // chunks in turn (the caller waits; this is the round's last step).
+  std::atomic<uint64_t> next{0}, beyond{0};
+  auto work = [&q, &plan, &chunks, &storage, &next, &beyond, factor] {
+    for (auto seq = next++; seq < chunks.chunk_count(); seq = next++)
+      beyond += secagg::unmask_chunk_in_place(
+          q, plan, chunks.extent(seq).model_offset / 4, storage[seq], factor);
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (unsigned k = 1; k < std::min(4u, std::thread::hardware_concurrency());
+         ++k)
+      helpers.emplace_back(work);
+    work();
+  }
+  if (beyond > 0) // impossible for honest clients, whatever their data
+    return error{errc::poisoned_update,
+                 std::to_string(beyond.load()) +
+                     " unmasked sums lie beyond what " +
+                     std::to_string(plan.contributors) +
+                     " clients can give: a masked update was out of range"};
+  for (uint64_t seq = 0; seq < chunks.chunk_count(); ++seq)
+    unmasked(seq, storage[seq], updates, model, opt);
+  return {};
+}
+
+} // namespace fedcaf

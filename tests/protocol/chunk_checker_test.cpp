@@ -1,0 +1,193 @@
+// The checks of an uploaded chunk driven by hand: its place in the plan,
+// finite values within what the sum holds, the update's distance against
+// max_update_norm and the declared norm, a resend after a reset matched
+// against the first pass, and norm_bound's scaling.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "protocol/chunk_checker.hpp"
+
+using namespace fedcaf;
+
+namespace {
+
+constexpr uint64_t model_floats = 32; // 2 chunks of 16 floats
+
+manifest floats() {
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {model_floats}));
+  return m;
+}
+
+struct bench {
+  manifest layout = floats();
+  chunk_plan plan = *chunk_plan::make(layout, 64);
+  aggregation_plan agg;
+  rule_config rule;
+  std::vector<float> global = std::vector<float>(model_floats, 1.0f);
+
+  explicit bench(double max_update_norm = 0, double norm_bound = 0,
+                 bool in_place = false) {
+    agg.max_contributors = 3;
+    agg.in_place = in_place;
+    rule.max_update_norm = max_update_norm;
+    rule.norm_bound = norm_bound;
+  }
+
+  chunk_checker checker() const {
+    return chunk_checker{layout, plan, agg, rule, compression_config{}};
+  }
+
+  std::span<const std::byte> model() const {
+    return std::as_bytes(std::span{global});
+  }
+};
+
+/// Chunk `seq` of `values` (16 floats a chunk), as decode_chunk gives it.
+msg::chunk_view chunk(const std::vector<float>& values, uint64_t seq) {
+  msg::chunk_view c;
+  c.header.stream_id = 1;
+  c.header.sequence = seq;
+  c.header.byte_offset = seq * 64;
+  c.bytes = std::as_bytes(std::span{values}.subspan(seq * 16, 16));
+  c.checksum = msg::checksum(c.bytes);
+  return c;
+}
+
+upload_record stream_of(double declared_norm = 0, double scale = 1) {
+  upload_record s;
+  s.client_id = "A";
+  s.weight = 1;
+  s.declared_norm = declared_norm;
+  s.scale = scale;
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("an element may be at most FLT_MAX over (contributors + 1) times "
+          "the weight") {
+  bench b;
+  auto checker = b.checker();
+  auto most = static_cast<double>(std::numeric_limits<float>::max());
+  CHECK(checker.max_abs(1) == most / 4);
+  CHECK(checker.max_abs(0.5) == most / 4); // weights below 1 count as 1
+  CHECK(checker.max_abs(8) == most / 32);
+  CHECK(checker.max_payload() == 64);
+}
+
+TEST_CASE("a chunk must lie in its slot of the plan") {
+  bench b;
+  auto checker = b.checker();
+  std::vector<float> x(model_floats, 2.0f);
+  CHECK(checker.placed(chunk(x, 1)));
+  auto moved = chunk(x, 1);
+  moved.header.byte_offset = 60;
+  CHECK_FALSE(checker.placed(moved));
+  auto beyond = chunk(x, 1);
+  beyond.header.sequence = 2;
+  CHECK_FALSE(checker.placed(beyond));
+}
+
+TEST_CASE("a NaN or a value beyond what the sum holds poisons the update; "
+          "masked words are not checked") {
+  bench b;
+  std::vector<float> x(model_floats, 2.0f);
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  x[20] = std::numeric_limits<float>::max() / 2; // beyond max_abs(1)
+  auto s = stream_of();
+  {
+    auto checker = b.checker();
+    for (uint64_t seq : {0, 1}) {
+      auto checked = checker.inspect(s, chunk(x, seq), b.model(), 0);
+      REQUIRE_FALSE(checked);
+      CHECK(checked.err().code == errc::poisoned_update);
+    }
+  }
+  b.agg.secure = true;
+  auto masked = b.checker();
+  CHECK(masked.inspect(s, chunk(x, 0), b.model(), 0));
+}
+
+TEST_CASE("the update's distance from the global model is summed over its "
+          "chunks against max_update_norm and the norm it declared") {
+  std::vector<float> x(model_floats, 2.0f); // 16 x 1^2 per chunk
+  SUBCASE("max_update_norm") {
+    bench b{5}; // 25: one chunk passes, two do not
+    auto checker = b.checker();
+    auto s = stream_of();
+    auto first = checker.inspect(s, chunk(x, 0), b.model(), 0);
+    REQUIRE(first);
+    CHECK(first->distance_squared == 16);
+    CHECK(first->checksum == chunk(x, 0).checksum);
+    s.distance_squared += first->distance_squared;
+    auto second = checker.inspect(s, chunk(x, 1), b.model(), 0);
+    REQUIRE_FALSE(second);
+    CHECK(second.err().code == errc::poisoned_update);
+    CHECK(second.err().message.find("max_update_norm") != std::string::npos);
+  }
+  SUBCASE("the declared norm, under norm_bound") {
+    bench b{0, 100};
+    auto checker = b.checker();
+    auto honest = stream_of(std::sqrt(32.0));
+    auto c0 = checker.inspect(honest, chunk(x, 0), b.model(), 0);
+    REQUIRE(c0);
+    honest.distance_squared += c0->distance_squared;
+    CHECK(checker.inspect(honest, chunk(x, 1), b.model(), 0));
+    auto liar = stream_of(4.0); // declared 4, sends sqrt(32)
+    liar.distance_squared = 16;
+    auto lie = checker.inspect(liar, chunk(x, 1), b.model(), 0);
+    REQUIRE_FALSE(lie);
+    CHECK(lie.err().message.find("declared") != std::string::npos);
+  }
+}
+
+TEST_CASE("below the positions the model already holds, a resend must match "
+          "the first pass, whose distance counts") {
+  bench b{10, 0, true};
+  auto checker = b.checker();
+  std::vector<float> x(model_floats, 2.0f);
+  auto s = stream_of();
+  auto first = checker.inspect(s, chunk(x, 0), b.model(), 0);
+  REQUIRE(first);
+  checker.record("A", 0, *first);
+  // Position 0 was averaged into the model: its bytes are no longer the
+  // model the client got, so its distance is the recorded one.
+  std::fill(b.global.begin(), b.global.begin() + 16, 2.0f);
+  auto again = checker.inspect(s, chunk(x, 0), b.model(), 1);
+  REQUIRE(again);
+  CHECK(again->distance_squared == 16);
+  auto changed = x;
+  changed[0] = 3.0f;
+  auto differs = checker.inspect(s, chunk(changed, 0), b.model(), 1);
+  REQUIRE_FALSE(differs);
+  CHECK(differs.err().code == errc::poisoned_update);
+  auto other = s;
+  other.client_id = "B"; // no record of B
+  auto unknown = checker.inspect(other, chunk(x, 0), b.model(), 1);
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.err().code == errc::internal);
+  checker.forget_round();
+  CHECK_FALSE(checker.inspect(s, chunk(x, 0), b.model(), 1));
+}
+
+TEST_CASE("norm_bound scales an update above it towards the global model") {
+  bench b{0, 2};
+  auto checker = b.checker();
+  CHECK(checker.scale_for("A", 8) == 0.25);
+  CHECK(checker.scale_for("A", 1) == 1);
+  CHECK(bench{}.checker().scale_for("A", 8) == 1); // no bound
+  std::vector<float> x(model_floats, 5.0f);
+  auto as_sent = checker.bounded(stream_of(8, 1), chunk(x, 1), b.model());
+  CHECK(as_sent.bytes.data() == chunk(x, 1).bytes.data()); // not copied
+  auto scaled = checker.bounded(stream_of(8, 0.25), chunk(x, 1), b.model());
+  REQUIRE(scaled.bytes.size() == 64);
+  CHECK(scaled.header.sequence == 1);
+  const auto* v = reinterpret_cast<const float*>(scaled.bytes.data());
+  for (size_t i = 0; i < 16; ++i)
+    CHECK(v[i] == 2.0f); // 1 + 0.25 (5 - 1)
+}
