@@ -22,7 +22,8 @@ using beat_atom = caf::atom_constant<caf::atom("gw_beat")>;
 using welcomed_atom = caf::atom_constant<caf::atom("gw_welcome")>;
 /// acceptor -> gateway: give way to a newer connection if not welcomed.
 using evict_atom = caf::atom_constant<caf::atom("gw_evict")>;
-using clock_type = std::chrono::steady_clock;
+// Time is the actor clock's (CAF's test coordinator runs it virtually).
+using clock_type = caf::actor_clock::clock_type;
 using caf::io::connection_handle;
 
 /// Bytes asked of the socket per read.
@@ -116,7 +117,7 @@ public:
       // The scribe's write buffer stays the same object for its lifetime.
       tls_->set_output(&self_->wr_buf(hdl_));
     }
-    last_input_ = last_output_ = clock_type::now();
+    last_input_ = last_output_ = self_->clock().now();
   }
 
   /// Starts reading; a TLS client sends its first handshake message.
@@ -131,7 +132,7 @@ public:
   /// header, a frame past the limit, a failed TLS handshake or record.
   template <class OnFrame>
   result<void> take(const std::vector<char>& bytes, OnFrame&& on_frame) {
-    last_input_ = clock_type::now();
+    last_input_ = self_->clock().now();
     auto live = [this, &on_frame](frame&& f) {
       if (!closed_) // a frame may close the connection; ignore the rest
         on_frame(std::move(f));
@@ -152,7 +153,7 @@ public:
     if (closed_)
       return frames_sent_;
     if (pending_.empty() && !output_pending())
-      last_output_ = clock_type::now(); // the stall clock starts now
+      last_output_ = self_->clock().now(); // the stall clock starts now
     pending_.push_back(std::move(f));
     pump();
     return ++frames_sent_;
@@ -171,7 +172,7 @@ public:
   /// The socket wrote; `remaining` bytes wait in its buffers.
   void transferred(uint64_t remaining) {
     written_ = queued_ >= remaining ? queued_ - remaining : 0;
-    last_output_ = clock_type::now();
+    last_output_ = self_->clock().now();
     while (!frame_ends_.empty() && frame_ends_.front() <= written_) {
       frame_ends_.pop_front();
       ++frames_written_;
@@ -188,12 +189,12 @@ public:
 
   /// Nothing arrived for `t`.
   bool silent_for(clock_type::duration t) const {
-    return clock_type::now() - last_input_ > t;
+    return self_->clock().now() - last_input_ > t;
   }
 
   /// Output is pending and none of it moved for `t`.
   bool stalled_for(clock_type::duration t) const {
-    return output_pending() && clock_type::now() - last_output_ > t;
+    return output_pending() && self_->clock().now() - last_output_ > t;
   }
 
   /// The common name of the peer's verified certificate; "" without TLS.
@@ -322,7 +323,7 @@ public:
       : self_(self), hdl_(hdl), server_(std::move(server)), limits_(limits),
         link_(self, hdl, std::move(tls), "", limits.max_hello_bytes),
         refusals_("gateway", std::move(refusals)),
-        acceptor_(std::move(acceptor)), opened_(clock_type::now()) {
+        acceptor_(std::move(acceptor)), opened_(self_->clock().now()) {
     address_ =
         self->remote_addr(hdl) + ":" + std::to_string(self->remote_port(hdl));
   }
@@ -361,7 +362,7 @@ public:
   }
 
   void on_tick() {
-    auto now = clock_type::now();
+    auto now = self_->clock().now();
     if (stage_ == stage::closing) {
       if (now - closing_since_ > close_grace)
         close_now("");
@@ -513,7 +514,8 @@ private:
       return refuse(
           {errc::not_authorized,
            "welcomed as " + client_id_ + ", it said Hello as " + h->client_id});
-    if (stage_ == stage::welcomed && !refusal_limit_.allow())
+    if (stage_ == stage::welcomed &&
+        !refusal_limit_.allow(self_->clock().now()))
       return too_many(refusal_limit_.exceeded(limited_events));
     client_id_ = h->client_id;
     if (stage_ == stage::awaiting_hello)
@@ -544,7 +546,7 @@ private:
       stage_ = stage::welcomed;
       self_->send(acceptor_, welcomed_atom::value);
       link_.reader().set_max_frame_bytes(limits_.max_frame_bytes);
-      last_beat_ = clock_type::now();
+      last_beat_ = self_->clock().now();
     }
     link_.send(std::move(reply));
   }
@@ -582,7 +584,7 @@ private:
     log_line(log_level::warning, "gateway",
              std::string{"refused: "} + to_string(e.code) + ": " + client_id_ +
                  ": " + e.message + " (peer " + address_ + ")");
-    if (!refusal_limit_.allow())
+    if (!refusal_limit_.allow(self_->clock().now()))
       too_many(refusal_limit_.exceeded(limited_events));
   }
 
@@ -637,7 +639,7 @@ private:
 
   void start_closing() {
     stage_ = stage::closing;
-    closing_since_ = clock_type::now();
+    closing_since_ = self_->clock().now();
     if (!link_.output_pending())
       close_now("");
   }
@@ -762,7 +764,7 @@ public:
   void start() {
     if (auto ok = link_.start(); !ok)
       return fail(ok.err());
-    last_beat_ = clock_type::now();
+    last_beat_ = self_->clock().now();
     schedule_tick();
   }
 
@@ -799,7 +801,7 @@ public:
     if (link_.stalled_for(limits_.connection_timeout))
       return close("the server read nothing for " +
                    std::to_string(limits_.connection_timeout.count()) + " ms");
-    auto now = clock_type::now();
+    auto now = self_->clock().now();
     if (link_.secure() && now - last_beat_ >= limits_.heartbeat) {
       last_beat_ = now;
       link_.send(msg::encode_heartbeat());

@@ -24,17 +24,17 @@ inline refusal_counter make_refusal_counter() {
 }
 
 /// At most `limit` events per `period`, counted in fixed periods: a peer
-/// past it is refused (too_many_requests). Thread-safety: one actor's.
+/// past it is refused (too_many_requests). Reads no clock: the actor passes
+/// its time. Thread-safety: one actor's.
 class event_limit {
 public:
-  using clock = std::chrono::steady_clock;
+  using time_point = std::chrono::steady_clock::time_point;
 
   event_limit(uint32_t limit, std::chrono::seconds period)
       : limit_(limit), period_(period) {}
 
-  /// Counts one event; returns false iff it is past the limit.
-  bool allow() {
-    auto now = clock::now();
+  /// Counts one event at `now`; returns false iff it is past the limit.
+  bool allow(time_point now) {
     if (now - started_ > period_) {
       started_ = now;
       count_ = 0;
@@ -51,7 +51,7 @@ public:
 private:
   uint32_t limit_;
   std::chrono::seconds period_;
-  clock::time_point started_{};
+  time_point started_{};
   uint32_t count_ = 0;
 };
 

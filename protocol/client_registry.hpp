@@ -1,0 +1,251 @@
+#pragma once
+// The server's roll of clients, without CAF: who registered, over which
+// connection (a handle of the caller's choosing), where each stands, and
+// the rules a Hello must pass. The server actor feeds it Hellos and lost
+// connections and carries out what it returns (monitors, sends, timers).
+//
+// Per client: connected -(connection lost)-> lost -(hello again within the
+// grace period)-> connected (it resumes) | -(grace over)-> dropped (a later
+// hello joins it again as new, at its old index).
+// Thread-safety: none; owned by the server actor.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fedcaf/error.hpp"
+#include "fedcaf/model_snapshot.hpp"
+#include "messages/codec.hpp"
+#include "protocol/refusal_log.hpp"
+
+namespace fedcaf {
+
+enum class presence { connected, lost, dropped };
+
+/// client_entry::address of a client in the server's own process.
+inline constexpr const char* in_process = "this process";
+
+/// What a Hello must show, and how many clients the run takes.
+struct admission_rules {
+  /// Client id -> token; empty: no token is asked for.
+  std::vector<std::pair<std::string, std::string>> tokens;
+  /// A remote client's verified certificate must name its client id.
+  bool require_certificate_name = false;
+  uint32_t places = 0; ///< clients the run takes at once (num_clients)
+};
+
+/// Returns true iff `a` equals `b`, in time independent of where they differ.
+bool same_secret(const std::string& a, const std::string& b);
+
+/// Checks hello `h` from a peer (remote iff `remote`, with a verified
+/// certificate for `certificate_name`) against `rules`' tokens and
+/// certificate names. Returns true iff it proved its id, false iff nothing
+/// was asked of it; an error (not_authorized, the reason) iff it failed.
+result<bool> authenticate(const admission_rules& rules, const msg::hello& h,
+                          bool remote, const std::string& certificate_name);
+
+/// What a Hello the registry admitted changed.
+template <class Handle> struct admission {
+  bool resumed = false; ///< a known client came back (else a new one joined)
+  uint32_t index = 0;   ///< the client's index, for its Welcome
+  std::string from;     ///< its address, or in_process
+  /// The other connection the client's session moved from, and its
+  /// address; empty iff it came back over the same connection (or is new).
+  std::optional<Handle> replaced;
+  /// What the replaced connection is told before it is closed; empty iff
+  /// none is replaced or it was in this process.
+  std::optional<error> notice;
+};
+
+/// The clients of one run, by id. `Handle` names a connection: copyable,
+/// equality- and less-than-comparable (a CAF actor handle in the server).
+template <class Handle> class client_registry {
+public:
+  struct entry {
+    Handle handle{};
+    uint32_t index = 0;
+    presence state = presence::connected;
+    uint64_t epoch = 0; ///< bumped on every loss; names the drop timer
+    std::string address;
+    /// Takeovers of this client's session (a Hello over a new connection):
+    /// a lost client comes back once, not forty times a second.
+    event_limit takeovers{8, std::chrono::seconds{10}};
+    /// AsyncScheduler: the client's task and the model it downloads (held
+    /// until it offers its update, so that a newer version does not pull
+    /// the model away mid-download).
+    msg::frame task;
+    snapshot_ptr model;
+  };
+
+  explicit client_registry(admission_rules rules) : rules_(std::move(rules)) {}
+
+  /// Decides hello `h` from `sender`, seen at `address` (empty: in this
+  /// process), whose verified certificate names `certificate_name`; `ended`
+  /// iff the run has ended. Returns what changed iff admitted, else the
+  /// refusal ("<id> from <address>: <why>"). A known client that is not
+  /// dropped resumes: over its own connection only if remote (a stalled
+  /// transfer), over another one only if authenticated or lost, at most
+  /// 8 times in 10 s (the actor's time `now`). Anyone else joins iff the
+  /// run goes on and a place is free (a dropped client keeps its index).
+  result<admission<Handle>> admit(const msg::hello& h, const Handle& sender,
+                                  const std::string& address,
+                                  const std::string& certificate_name,
+                                  bool ended, event_limit::time_point now) {
+    bool remote = !address.empty();
+    auto from = remote ? address : std::string{in_process};
+    auto deny = [&h, &from](errc code, const std::string& why) {
+      return error{code, h.client_id + " from " + from + ": " + why};
+    };
+    auto authenticated = authenticate(rules_, h, remote, certificate_name);
+    if (!authenticated)
+      return deny(authenticated.err().code, authenticated.err().message);
+    auto it = clients_.find(h.client_id);
+    if (it != clients_.end() && it->second.state != presence::dropped)
+      return resume(it->first, it->second, sender, remote, from, *authenticated,
+                    now, deny);
+    if (ended)
+      return deny(errc::unknown_client, "the run has ended");
+    if (active_count() >= rules_.places)
+      return deny(errc::unknown_client, "all " + std::to_string(rules_.places) +
+                                            " client places are taken");
+    return join(h.client_id, sender, from);
+  }
+
+  /// Returns the id of the connected client on connection `h`, or null.
+  const std::string* id_of(const Handle& h) const {
+    auto it = senders_.find(h);
+    return it == senders_.end() ? nullptr : &it->second;
+  }
+
+  /// Returns client `id`'s entry, or null iff it never registered.
+  entry* find(const std::string& id) {
+    auto it = clients_.find(id);
+    return it == clients_.end() ? nullptr : &it->second;
+  }
+
+  /// Returns client `id`'s entry iff it is connected, else null.
+  entry* connected(const std::string& id) {
+    auto* c = find(id);
+    return c && c->state == presence::connected ? c : nullptr;
+  }
+
+  /// Calls `f(id, entry)` for every connected client, in id order.
+  template <class F> void for_each_connected(F&& f) {
+    for (auto& [id, c] : clients_)
+      if (c.state == presence::connected)
+        f(id, c);
+  }
+
+  /// Returns those of `ids` that are connected, in id order.
+  std::vector<std::string>
+  connected_among(const std::set<std::string>& ids) const {
+    std::vector<std::string> out;
+    for (const auto& [id, c] : clients_)
+      if (c.state == presence::connected && ids.count(id))
+        out.push_back(id);
+    return out;
+  }
+
+  /// The first connected client whose handle satisfies `is_it` loses its
+  /// connection: it becomes lost, its epoch moves on. Returns its id and
+  /// new epoch, or nullopt iff there is none.
+  template <class Pred>
+  std::optional<std::pair<std::string, uint64_t>> lose(Pred&& is_it) {
+    for (auto& [id, c] : clients_) {
+      if (c.state != presence::connected || !is_it(c.handle))
+        continue;
+      senders_.erase(c.handle);
+      c.state = presence::lost;
+      ++c.epoch;
+      return std::pair{id, c.epoch};
+    }
+    return std::nullopt;
+  }
+
+  /// Drops client `id` iff it is still lost since `epoch` (its grace
+  /// ended). Returns true iff it was dropped now.
+  bool drop(const std::string& id, uint64_t epoch) {
+    auto* c = find(id);
+    if (!c || c->state != presence::lost || c->epoch != epoch)
+      return false;
+    c->state = presence::dropped;
+    return true;
+  }
+
+  /// Returns the number of connected clients.
+  size_t connected_count() const {
+    return count([](presence p) { return p == presence::connected; });
+  }
+  /// Returns the number of clients not dropped (connected or lost).
+  size_t active_count() const {
+    return count([](presence p) { return p != presence::dropped; });
+  }
+
+private:
+  /// Client `id` joins (again, at its index, if it was dropped).
+  admission<Handle> join(const std::string& id, const Handle& sender,
+                         const std::string& from) {
+    auto it = clients_.find(id);
+    auto index = it != clients_.end() ? it->second.index
+                                      : static_cast<uint32_t>(clients_.size());
+    auto& c = clients_[id];
+    c.handle = sender;
+    c.index = index;
+    c.state = presence::connected;
+    ++c.epoch;
+    c.address = from;
+    c.task = {};
+    c.model = nullptr; // its takeover count stays: no churn by re-registering
+    senders_[sender] = id;
+    return admission<Handle>{false, index, from, std::nullopt, std::nullopt};
+  }
+
+  template <class Deny>
+  result<admission<Handle>> resume(const std::string& id, entry& c,
+                                   const Handle& sender, bool remote,
+                                   const std::string& from, bool authenticated,
+                                   event_limit::time_point now, Deny& deny) {
+    // A remote client registers again on its connection when its transfer
+    // stalled; over another one after losing its connection (only when
+    // authenticated, if the old one still looks alive).
+    bool same = c.handle == sender;
+    if ((same && !remote) ||
+        (!same && c.state == presence::connected && !authenticated))
+      return deny(errc::unknown_client, "already registered");
+    if (!same && !c.takeovers.allow(now))
+      return deny(errc::too_many_requests,
+                  c.takeovers.exceeded("new connections"));
+    admission<Handle> a{true, c.index, from, std::nullopt, std::nullopt};
+    if (!same)
+      a.replaced = c.handle;
+    if (!same && c.address != in_process)
+      a.notice = error{errc::not_authorized,
+                       "another connection took over as " + id +
+                           " (old connection from " + c.address + ")"};
+    senders_.erase(c.handle);
+    c.handle = sender;
+    c.state = presence::connected;
+    c.address = from;
+    ++c.epoch;
+    senders_[sender] = id;
+    return a;
+  }
+
+  size_t count(bool (*counts)(presence)) const {
+    size_t n = 0;
+    for (const auto& kv : clients_)
+      n += counts(kv.second.state) ? 1 : 0;
+    return n;
+  }
+
+  admission_rules rules_;
+  std::map<std::string, entry> clients_;
+  std::map<Handle, std::string> senders_; ///< current connections
+};
+
+} // namespace fedcaf

@@ -1,0 +1,88 @@
+#include "protocol/model_exchange.hpp"
+
+#include <span>
+#include <utility>
+
+#include "protocol/chunk_encoding.hpp"
+
+namespace fedcaf {
+
+model_exchange::model_exchange(snapshot_ptr initial, exchange_terms terms)
+    : terms_(std::move(terms)) {
+  install(std::move(initial));
+}
+
+void model_exchange::install(snapshot_ptr model) {
+  snapshot_ = std::move(model);
+  view_ = snapshot_->view();
+  auto p = chunk_plan::make(snapshot_->layout, terms_.chunk_bytes);
+  plan_.emplace(std::move(*p)); // the aggregator checked the same plan
+}
+
+msg::round_start model_exchange::announce(uint32_t round,
+                                          const msg::metrics& previous,
+                                          bool resend) const {
+  return msg::round_start{round,
+                          snapshot_->version,
+                          snapshot_->layout,
+                          terms_.chunk_bytes,
+                          terms_.window,
+                          previous,
+                          resend,
+                          false,
+                          terms_.secure_aggregation};
+}
+
+result<served_chunk> model_exchange::serve(const msg::fetch& req,
+                                           const snapshot_ptr& pinned) {
+  const auto& model = pinned ? pinned : snapshot_;
+  if (req.model_version != model->version)
+    return error{errc::wrong_round, "model version " +
+                                        std::to_string(req.model_version) +
+                                        " is not served; current is " +
+                                        std::to_string(model->version)};
+  if (req.sequence >= plan_->chunk_count())
+    return error{errc::out_of_range, "chunk " + std::to_string(req.sequence) +
+                                         " of " +
+                                         std::to_string(plan_->chunk_count())};
+  const auto& e = plan_->extent(req.sequence);
+  msg::chunk_header h{0, req.round, req.sequence, e.tensor_index,
+                      e.tensor_offset};
+  served_chunk out;
+  out.wire_bytes = out.model_bytes = e.bytes;
+  if (terms_.compression.down) { // the model's float32 values, encoded
+    std::span<const float> values{
+        reinterpret_cast<const float*>(model->bytes.data() + e.model_offset),
+        e.bytes / 4};
+    out.frame = encode_compressed_chunk(h, terms_.compression, values, encoded_,
+                                        out.wire_bytes);
+  } else {
+    auto view = model == snapshot_ ? view_ : model->view();
+    out.frame = msg::encode_chunk(
+        h, e.bytes, [this, &req, &view](std::span<std::byte> dst) {
+          plan_->copy_out(req.sequence, view, dst);
+        });
+  }
+  model->bytes.release(e.model_offset, e.bytes); // file-backed only
+  return out;
+}
+
+result<void> model_exchange::check_offer(const std::string& id,
+                                         const msg::offer& o) const {
+  if (o.client_id != id)
+    return error{errc::not_authorized,
+                 id + " offered an update as " + o.client_id};
+  const auto& z = terms_.compression;
+  auto expected = z.up ? z.method : compression_method::none;
+  if (o.encoding == static_cast<uint8_t>(expected))
+    return {};
+  return error{errc::manifest_mismatch,
+               id + " offered an update encoded as " +
+                   (o.encoding <= static_cast<uint8_t>(compression_method::zfp)
+                        ? to_string(static_cast<compression_method>(o.encoding))
+                        : std::to_string(o.encoding)) +
+                   "; this server takes " + to_string(expected) +
+                   " (client_configs.comm_configs.compression)"};
+}
+
+} // namespace fedcaf

@@ -1,0 +1,152 @@
+// The server's roll of clients driven by hand, connections named by ints:
+// admission by places, tokens and certificate names; a lost client coming
+// back over a new connection (the old one told), takeovers limited; drops
+// only for the loss they were armed for; a dropped client rejoining.
+
+#include <doctest/doctest.h>
+
+#include "protocol/client_registry.hpp"
+
+using namespace fedcaf;
+
+namespace {
+
+using registry = client_registry<int>;
+
+msg::hello hi(const std::string& id, const std::string& token = "") {
+  return msg::hello{id, token};
+}
+
+/// The time of the calls.
+const event_limit::time_point t0 =
+    event_limit::time_point{} + std::chrono::hours{1};
+
+/// The refusal's message, or "" iff it was admitted.
+template <class R> std::string refusal(const R& r) {
+  return r ? std::string{} : r.err().message;
+}
+
+} // namespace
+
+TEST_CASE("client registry: new clients take the places in turn") {
+  registry r{{{}, false, 2}};
+  auto a = r.admit(hi("A"), 1, "", "", false, t0);
+  REQUIRE(a);
+  CHECK_FALSE(a->resumed);
+  CHECK(a->index == 0);
+  CHECK(a->from == in_process);
+  auto b = r.admit(hi("B"), 2, "10.0.0.2:5000", "", false, t0);
+  REQUIRE(b);
+  CHECK(b->index == 1);
+  CHECK(b->from == "10.0.0.2:5000");
+  auto c = r.admit(hi("C"), 3, "", "", false, t0);
+  REQUIRE_FALSE(c);
+  CHECK(c.err().code == errc::unknown_client);
+  CHECK(c.err().message ==
+        "C from this process: all 2 client places are taken");
+  REQUIRE(r.id_of(2));
+  CHECK(*r.id_of(2) == "B");
+  CHECK(r.id_of(3) == nullptr);
+  CHECK(r.connected_count() == 2);
+  CHECK(r.connected_among({"B", "C"}) == std::vector<std::string>{"B"});
+}
+
+TEST_CASE("client registry: tokens and certificate names are checked") {
+  registry r{{{{"A", "secret-a"}}, true, 4}};
+  auto unknown = r.admit(hi("X", "secret-a"), 1, "h:1", "X", false, t0);
+  CHECK(refusal(unknown) == "X from h:1: unknown client id");
+  CHECK(unknown.err().code == errc::not_authorized);
+  CHECK(refusal(r.admit(hi("A", "secret-b"), 1, "h:1", "A", false, t0)) ==
+        "A from h:1: wrong token");
+  CHECK(refusal(r.admit(hi("A", "secret-a"), 1, "h:1", "B", false, t0)) ==
+        "A from h:1: its client certificate is for 'B'");
+  // In this process there is no certificate to check.
+  CHECK(r.admit(hi("A", "secret-a"), 1, "", "", false, t0));
+}
+
+TEST_CASE("client registry: same_secret compares whole strings") {
+  CHECK(same_secret("abc", "abc"));
+  CHECK_FALSE(same_secret("abc", "abd"));
+  CHECK_FALSE(same_secret("abc", "abcd"));
+  CHECK(same_secret("", ""));
+}
+
+TEST_CASE("client registry: a lost client resumes over a new connection, "
+          "and the old one is told") {
+  registry r{{{}, false, 2}};
+  REQUIRE(r.admit(hi("A"), 1, "h:1", "", false, t0));
+  auto lost = r.lose([](int h) { return h == 1; });
+  REQUIRE(lost);
+  CHECK(lost->first == "A");
+  CHECK(r.connected_count() == 0);
+  CHECK(r.active_count() == 1);
+  CHECK(r.id_of(1) == nullptr);
+  CHECK_FALSE(r.lose([](int h) { return h == 1; })); // once
+
+  auto back = r.admit(hi("A"), 5, "h:2", "", false, t0);
+  REQUIRE(back);
+  CHECK(back->resumed);
+  CHECK(back->index == 0);
+  REQUIRE(back->replaced);
+  CHECK(*back->replaced == 1);
+  REQUIRE(back->notice);
+  CHECK(back->notice->message ==
+        "another connection took over as A (old connection from h:1)");
+  REQUIRE(r.id_of(5));
+  CHECK(*r.id_of(5) == "A");
+  CHECK(r.find("A")->epoch > lost->second);
+}
+
+TEST_CASE("client registry: a stalled remote client registers again on its "
+          "connection; nobody takes over a live one unauthenticated") {
+  registry r{{{}, false, 2}};
+  REQUIRE(r.admit(hi("A"), 1, "h:1", "", false, t0));
+  auto again = r.admit(hi("A"), 1, "h:1", "", false, t0);
+  REQUIRE(again);
+  CHECK(again->resumed);
+  CHECK_FALSE(again->replaced);
+  CHECK_FALSE(again->notice);
+  CHECK(refusal(r.admit(hi("A"), 2, "h:2", "", false, t0)) ==
+        "A from h:2: already registered");
+  REQUIRE(r.admit(hi("B"), 3, "", "", false, t0));
+  CHECK(refusal(r.admit(hi("B"), 3, "", "", false, t0)) ==
+        "B from this process: already registered");
+}
+
+TEST_CASE("client registry: takeovers are limited to 8 in 10 s") {
+  registry r{{{{"A", "t"}}, false, 2}};
+  REQUIRE(r.admit(hi("A", "t"), 0, "h:0", "", false, t0));
+  for (int h = 1; h <= 8; ++h)
+    REQUIRE(r.admit(hi("A", "t"), h, "h", "", false, t0));
+  auto ninth = r.admit(hi("A", "t"), 9, "h", "", false, t0);
+  REQUIRE_FALSE(ninth);
+  CHECK(ninth.err().code == errc::too_many_requests);
+  CHECK(ninth.err().message == "A from h: more than 8 new connections in 10 s");
+  // The next period counts again.
+  CHECK(
+      r.admit(hi("A", "t"), 10, "h", "", false, t0 + std::chrono::seconds{11}));
+}
+
+TEST_CASE("client registry: a drop needs the loss it was armed for; a "
+          "dropped client rejoins as new at its index") {
+  registry r{{{}, false, 1}};
+  REQUIRE(r.admit(hi("A"), 1, "", "", false, t0));
+  auto lost = r.lose([](int h) { return h == 1; });
+  REQUIRE(lost);
+  CHECK_FALSE(r.drop("A", lost->second - 1));
+  CHECK_FALSE(r.drop("B", lost->second));
+  CHECK(r.drop("A", lost->second));
+  CHECK_FALSE(r.drop("A", lost->second)); // once
+  CHECK(r.active_count() == 0);
+  CHECK(refusal(r.admit(hi("A"), 2, "", "", true, t0)) ==
+        "A from this process: the run has ended");
+  REQUIRE(r.admit(hi("B"), 3, "", "", false, t0)); // A's place is free
+  CHECK(refusal(r.admit(hi("A"), 2, "", "", false, t0)) ==
+        "A from this process: all 1 client places are taken");
+  r.lose([](int h) { return h == 3; });
+  r.drop("B", r.find("B")->epoch);
+  auto back = r.admit(hi("A"), 2, "", "", false, t0);
+  REQUIRE(back);
+  CHECK_FALSE(back->resumed);
+  CHECK(back->index == 0);
+}

@@ -1,0 +1,92 @@
+// Federated evaluation on the server: one evaluation per client and model,
+// of the model served now or the one before, weighted by capped sample
+// counts; completeness; the final pass and its log lines.
+
+#include <doctest/doctest.h>
+
+#include "protocol/evaluation_tally.hpp"
+
+using namespace fedcaf;
+
+namespace {
+
+msg::evaluation eval(uint32_t round, uint64_t samples, double accuracy) {
+  return msg::evaluation{round, samples, {{"accuracy", accuracy}}};
+}
+
+} // namespace
+
+TEST_CASE("evaluation tally: sample counts are capped") {
+  evaluation_tally capped{100};
+  CHECK(capped.capped(1000) == 100);
+  CHECK(capped.capped(7) == 7);
+  evaluation_tally open{0};
+  CHECK(open.capped(uint64_t{1} << 50) == msg::max_evaluation_samples);
+}
+
+TEST_CASE("evaluation tally: evaluations are weighted by capped samples") {
+  evaluation_tally t{100};
+  t.serve(1);
+  t.expect(2);
+  auto a = t.add("A", eval(1, 1000, 1.0)); // counts as 100 samples
+  REQUIRE(a);
+  CHECK_FALSE(t.complete(**a));
+  auto b = t.add("B", eval(1, 100, 0.0));
+  REQUIRE(b);
+  CHECK(*a == *b);
+  CHECK(t.complete(**b));
+  CHECK(t.all_answered(**b));
+  auto m = (*b)->sum.mean();
+  CHECK(m.samples == 200);
+  REQUIRE(m.find("accuracy"));
+  CHECK(*m.find("accuracy") == doctest::Approx(0.5));
+}
+
+TEST_CASE("evaluation tally: once per client and model, of the model served "
+          "now or the one before") {
+  evaluation_tally t{0};
+  t.serve(1);
+  t.expect(1);
+  REQUIRE(t.add("A", eval(1, 10, 0.5)));
+  auto twice = t.add("A", eval(1, 10, 0.5));
+  REQUIRE_FALSE(twice);
+  CHECK(twice.err().code == errc::bad_sequence);
+  CHECK(twice.err().message == "A evaluated round 1's model a second time");
+  t.serve(2);
+  auto late = t.add("B", eval(1, 10, 0.5)); // the model before: taken
+  REQUIRE(late);
+  CHECK((*late)->round == 1);
+  CHECK_FALSE(t.complete(**late)); // not the model served now
+  CHECK(t.all_answered(**late));
+  t.serve(3);
+  auto stale = t.add("C", eval(1, 10, 0.5));
+  REQUIRE_FALSE(stale);
+  CHECK(stale.err().code == errc::wrong_round);
+  CHECK(stale.err().message ==
+        "C evaluated the model of round 1; the model served is 3's");
+}
+
+TEST_CASE("evaluation tally: the final pass expects every connected client") {
+  evaluation_tally t{0};
+  t.serve(5);
+  t.expect(3);
+  CHECK_FALSE(t.final_pass());
+  t.begin_final_pass(2);
+  CHECK(t.final_pass());
+  CHECK(t.expected() == 2);
+  REQUIRE(t.add("A", eval(5, 10, 0.5)));
+  CHECK(t.overdue_line() ==
+        "final evaluation: 1 of 2 clients answered within the time limit");
+  auto b = t.add("B", eval(5, 10, 0.5));
+  REQUIRE(b);
+  CHECK(t.complete(**b));
+}
+
+TEST_CASE("evaluation tally: the initial model's line names each figure") {
+  evaluation_tally t{0};
+  t.expect(1);
+  auto a = t.add("A", msg::evaluation{0, 4, {{"accuracy", 0.25}}});
+  REQUIRE(a);
+  CHECK(evaluation_tally::initial_line(**a) ==
+        "clients' evaluation of the initial model: accuracy 0.250000");
+}

@@ -1,0 +1,240 @@
+// The server's account of a run: traffic and offers' figures in a round's
+// record; its line printed at once or held for the clients' evaluations;
+// the report saved between rounds but not once the run ended; client
+// events and the totals at the end, read back from the metrics file.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "protocol/round_reporter.hpp"
+
+using namespace fedcaf;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A folder of its own for each test, removed at the end.
+struct scratch {
+  fs::path dir;
+  scratch() {
+    dir = fs::temp_directory_path() /
+          ("round_reporter_test." + std::to_string(::getpid()) + "." +
+           std::to_string(counter()++));
+    fs::create_directories(dir);
+  }
+  ~scratch() { fs::remove_all(dir); }
+  std::string path(const char* name) const { return (dir / name).string(); }
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+};
+
+std::string read(const std::string& path) {
+  std::ifstream in{path};
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// How many lines of the metrics file at `path` contain `what`.
+int lines_with(const std::string& path, const std::string& what) {
+  std::ifstream in{path};
+  int n = 0;
+  for (std::string line; std::getline(in, line);)
+    n += line.find(what) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+model_snapshot model_of(uint64_t bytes) {
+  model_snapshot s;
+  s.layout.tensors = {make_tensor_info("w", dtype::float32, {bytes / 4})};
+  s.bytes = byte_buffer::zeroed(bytes);
+  return s;
+}
+
+round_outcome outcome(uint32_t round, std::vector<std::string> contributors) {
+  round_outcome o;
+  o.round = round;
+  o.clients = static_cast<uint32_t>(contributors.size());
+  o.loss = 0.5;
+  o.contributors = std::move(contributors);
+  return o;
+}
+
+} // namespace
+
+TEST_CASE("round reporter: traffic and the offers' figures go into the "
+          "round's record") {
+  run_report report;
+  reporter_options o;
+  o.compression.method = compression_method::fp16;
+  o.compression.up = o.compression.down = true;
+  round_reporter r{o, &report};
+  r.round_started(1, 200);
+  r.count_down("A", 50, 100);
+  r.count_down("B", 50, 100);
+  r.count_up("A", 30);
+  r.count_up("B", 20);
+  r.note_offer("A", 10, {{"loss", 1.0}});
+  r.note_offer("C", 10, {{"loss", 3.0}}); // not a contributor
+  auto o1 = outcome(1, {"A", "B"});
+  o1.missing = {"D"};
+  auto rec = r.open_record(o1, model_of(100));
+  CHECK(rec.round == 1);
+  CHECK(rec.bytes_down == 100);
+  CHECK(rec.bytes_up == 50);
+  CHECK(rec.client_bytes ==
+        decltype(rec.client_bytes){{"A", {30, 50}}, {"B", {20, 50}}});
+  REQUIRE(rec.compression_down);
+  CHECK(*rec.compression_down == doctest::Approx(2.0));
+  REQUIRE(rec.compression_up);
+  CHECK(*rec.compression_up == doctest::Approx(4.0)); // 2 x 100 B / 50 B
+  CHECK(rec.missing_clients == std::vector<std::string>{"D"});
+  REQUIRE(rec.client_train_metrics);
+  CHECK(*rec.client_train_metrics->find("loss") == doctest::Approx(1.0));
+  CHECK_FALSE(rec.dp_epsilon);
+  CHECK(report.bytes_sent == 100);
+  CHECK(report.bytes_received == 50);
+  // The figures went with their round; the counts start again.
+  r.start_traffic();
+  auto rec2 = r.open_record(outcome(2, {"A"}), model_of(100));
+  CHECK_FALSE(rec2.client_train_metrics);
+  CHECK(rec2.bytes_down == 0);
+}
+
+TEST_CASE("round reporter: DP-FedAvg records the epsilon spent") {
+  run_report report;
+  reporter_options o;
+  o.dp_noise_multiplier = 1.0;
+  o.dp_sample_rate = 0.5;
+  round_reporter r{o, &report};
+  auto one = r.open_record(outcome(1, {}), model_of(8));
+  auto five = r.open_record(outcome(5, {}), model_of(8));
+  REQUIRE(one.dp_epsilon);
+  REQUIRE(five.dp_epsilon);
+  CHECK(*one.dp_epsilon > 0);
+  CHECK(*five.dp_epsilon > *one.dp_epsilon);
+}
+
+TEST_CASE("round reporter: a round's line waits for its evaluations iff "
+          "federated evaluation is on") {
+  scratch s;
+  auto metrics = metrics_log::open(s.path("m.jsonl"));
+  REQUIRE(metrics);
+  run_report report;
+  reporter_options o;
+  o.num_rounds = 2;
+  o.metrics = *metrics;
+  SUBCASE("off: printed at once") {
+    round_reporter r{o, &report};
+    r.finish_round(r.open_record(outcome(1, {}), model_of(8)), 1.5, 100, {});
+    CHECK(lines_with(s.path("m.jsonl"), "\"event\":\"round\"") == 1);
+    CHECK_FALSE(r.held());
+    REQUIRE(report.rounds.size() == 1);
+    CHECK(report.rounds[0].wall_seconds == 1.5);
+    CHECK(report.rounds[0].ended_unix_s == 100);
+  }
+  SUBCASE("on: held until the clients evaluated the round's model") {
+    o.federated_evaluation = true;
+    round_reporter r{o, &report};
+    r.finish_round(r.open_record(outcome(1, {}), model_of(8)), 1.5, 100, {});
+    CHECK(lines_with(s.path("m.jsonl"), "\"event\":\"round\"") == 0);
+    CHECK(r.held() == 1u);
+    model_evaluations of{1, {"A"}, {}};
+    of.sum.add(10, {{"accuracy", 0.8}, {"loss", 0.3}});
+    CHECK_FALSE(r.note_evaluations(of, false, false, {}));
+    CHECK(r.held() == 1u);
+    REQUIRE(report.rounds[0].client_metrics);
+    CHECK(r.note_evaluations(of, true, true, {}));
+    CHECK_FALSE(r.held());
+    CHECK(lines_with(s.path("m.jsonl"), "\"event\":\"round\"") == 1);
+    REQUIRE(report.rounds[0].test_accuracy);
+    CHECK(*report.rounds[0].test_accuracy == doctest::Approx(0.8));
+    CHECK(*report.rounds[0].test_loss == doctest::Approx(0.3));
+  }
+  SUBCASE("the initial model's evaluations are no round of the report") {
+    round_reporter r{o, &report};
+    model_evaluations of{0, {"A"}, {}};
+    of.sum.add(10, {{"accuracy", 0.1}});
+    CHECK_FALSE(r.note_evaluations(of, true, true, {}));
+    CHECK(report.rounds.empty());
+  }
+}
+
+TEST_CASE("round reporter: the server's own evaluation is kept over the "
+          "clients'") {
+  run_report report;
+  round_reporter r{reporter_options{}, &report};
+  auto rec = r.open_record(outcome(1, {}), model_of(8));
+  rec.test_accuracy = 0.9;
+  r.finish_round(rec, 1, 1, {});
+  figures_sum sum;
+  sum.add(10, {{"accuracy", 0.2}});
+  CHECK(r.put_client_metrics(1, sum.mean()));
+  CHECK(*report.rounds[0].test_accuracy == doctest::Approx(0.9));
+  REQUIRE(report.rounds[0].client_metrics);
+  CHECK_FALSE(r.put_client_metrics(2, sum.mean()));
+}
+
+TEST_CASE("round reporter: the report is saved between rounds, not once the "
+          "run ended") {
+  scratch s;
+  run_report report;
+  reporter_options o;
+  o.report_path = s.path("report.json");
+  round_reporter r{o, &report};
+  r.finish_round(r.open_record(outcome(1, {}), model_of(8)), 1, 1, {2.5, 7});
+  auto saved = read(o.report_path);
+  CHECK(saved.find("\"running\"") != std::string::npos);
+  CHECK(report.status.empty()); // only the file says running
+  CHECK(report.refusals == 7);
+  CHECK(report.total_seconds == 2.5);
+  r.end("interrupted by SIGINT");
+  fs::remove(o.report_path);
+  r.finish_round(r.open_record(outcome(2, {}), model_of(8)), 1, 1, {});
+  CHECK_FALSE(fs::exists(o.report_path));
+  CHECK(report.failure == "interrupted by SIGINT");
+}
+
+TEST_CASE("round reporter: client events and the end go to the metrics "
+          "file; the totals to the report") {
+  scratch s;
+  auto metrics = metrics_log::open(s.path("m.jsonl"));
+  REQUIRE(metrics);
+  run_report report;
+  reporter_options o;
+  o.metrics = *metrics;
+  o.poisoned = make_refusal_counter();
+  o.poisoned->store(3);
+  round_reporter r{o, &report};
+  r.registered("A", "h:1");
+  r.resumed("A", "h:2");
+  r.lost("A", "connection reset", 30000);
+  r.dropped("A", 30000);
+  r.evaluated("B", 4, 100);
+  CHECK(report.resumes == 1);
+  auto m = s.path("m.jsonl");
+  CHECK(lines_with(m, "\"event\":\"registered\"") == 1);
+  CHECK(lines_with(m, "\"event\":\"back\"") == 1);
+  CHECK(lines_with(m, "\"detail\":\"connection reset\"") == 1);
+  CHECK(lines_with(m, "\"event\":\"dropped\"") == 1);
+  CHECK(lines_with(m, "\"detail\":\"round 4, 100 samples\"") == 1);
+  r.end("boom");
+  r.close({12.5, 4}, 999);
+  r.close({12.5, 4}, 999); // one end event
+  CHECK(lines_with(m, "\"status\":\"failed\"") == 1);
+  CHECK(report.node == "server");
+  CHECK(report.total_seconds == 12.5);
+  CHECK(report.refusals == 4);
+  CHECK(report.peak_rss_bytes == 999);
+  CHECK(report.poisoned_updates == 3);
+}

@@ -1,0 +1,254 @@
+// The server's SecAgg+ flow with real participants' frames and recording
+// callbacks in place of the actor's promises, timers and sends: requests
+// held until their phase ends, the deadlines it asks for, the clients it
+// sends away (once), a failed keys phase ending the run, refusals as error
+// frames, and the unmask plan going back once every survivor revealed.
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <tuple>
+
+#include "protocol/secagg_participant.hpp"
+#include "protocol/server_secagg_flow.hpp"
+
+using namespace fedcaf;
+using namespace std::chrono_literals;
+
+namespace {
+
+using phase = server_secagg_flow::phase;
+
+struct trial {
+  std::vector<std::tuple<std::chrono::milliseconds, uint32_t, uint32_t>>
+      deadlines;
+  std::vector<std::pair<std::string, std::string>> sent_away;
+  std::vector<std::string> failures;
+  std::map<std::string, msg::frame> replies;
+  std::optional<result<secagg::unmask_plan>> plan;
+  std::map<std::string, secagg_participant> clients;
+  server_secagg_flow flow;
+
+  explicit trial(uint32_t threshold, std::chrono::milliseconds keys = 0ms)
+      : flow{secure_aggregation_config{true, threshold, 1.0, 22, 0},
+             true,
+             0,
+             7,
+             secagg_timeouts{keys, 900ms},
+             refusal_log{"server", nullptr},
+             port()} {}
+
+  secagg_port port() {
+    return {
+        [this](std::chrono::milliseconds after, uint32_t round, uint32_t p) {
+          deadlines.emplace_back(after, round, p);
+        },
+        [this](const std::string& id, uint32_t round, const std::string& why) {
+          CHECK(round == 4);
+          sent_away.emplace_back(id, why);
+        },
+        [this](const std::string& why) { failures.push_back(why); }};
+  }
+
+  void start(const std::set<std::string>& chosen,
+             const std::vector<std::string>& reached) {
+    for (const auto& id : reached)
+      clients.emplace(id, secagg_participant{4, 100});
+    flow.start(4, chosen, reached);
+  }
+
+  /// Client `id` sends `f`; a held request records its answer.
+  std::optional<msg::frame> send(const std::string& id, const msg::frame& f) {
+    auto now = flow.receive(id, f);
+    if (!now)
+      flow.hold(id, [this, id](msg::frame r) { replies[id] = std::move(r); });
+    return now;
+  }
+
+  void advertise(const std::string& id) {
+    CHECK_FALSE(send(id, msg::encode(clients.at(id).keys())));
+  }
+
+  /// Client `id` seals its shares for the roster it was answered.
+  void share(const std::string& id) {
+    auto roster = msg::decode<msg::secagg_roster>(replies.at(id));
+    REQUIRE(roster);
+    auto shares = clients.at(id).seal_shares(*roster);
+    REQUIRE(shares);
+    replies.erase(id);
+    CHECK_FALSE(send(id, msg::encode(*shares)));
+  }
+};
+
+bool refused(const msg::frame& f, errc code) {
+  auto e = msg::error_in(f);
+  return e && e->code == code;
+}
+
+} // namespace
+
+TEST_CASE("server secagg flow: a round from keys to the unmask plan") {
+  trial t{3};
+  t.start({"A", "B", "C", "D"}, {"A", "B", "C", "D"});
+  CHECK(t.deadlines.empty()); // no keys deadline
+  for (auto id : {"A", "B", "C"})
+    t.advertise(id);
+  CHECK(t.replies.empty()); // held until the last one advertised
+  CHECK(t.deadlines.empty());
+  t.advertise("D");
+  REQUIRE(t.replies.size() == 4);
+  CHECK(t.flow.current() == phase::shares);
+  for (auto id : {"A", "B", "C", "D"})
+    t.share(id);
+  // The first shares held started the shares phase's deadline.
+  REQUIRE(t.deadlines.size() == 1);
+  CHECK(t.deadlines[0] ==
+        std::tuple{900ms, 4u, static_cast<uint32_t>(phase::shares)});
+  REQUIRE(t.replies.size() == 4);
+  for (auto& [id, f] : t.replies) {
+    auto relayed = msg::decode<msg::secagg_shares>(f);
+    REQUIRE(relayed);
+    REQUIRE(t.clients.at(id).receive_shares(*relayed));
+  }
+  std::map<std::string, msg::frame> asks;
+  auto ask = [&asks](const std::string& id, msg::frame f) {
+    asks[id] = std::move(f);
+    return true;
+  };
+  auto opened = t.flow.open_unmask(
+      4, {"A", "B", "C", "D"}, ask,
+      [&t](result<secagg::unmask_plan> p) { t.plan = std::move(p); });
+  REQUIRE(opened);
+  REQUIRE(asks.size() == 4);
+  CHECK(std::get<2>(t.deadlines.back()) ==
+        static_cast<uint32_t>(phase::unmask));
+  for (auto& [id, f] : asks) {
+    CHECK_FALSE(t.plan);
+    auto request = msg::decode<msg::secagg_unmask>(f);
+    REQUIRE(request);
+    auto revealed = t.clients.at(id).reveal(*request);
+    REQUIRE(revealed);
+    auto echo = t.send(id, msg::encode(*revealed));
+    REQUIRE(echo); // answered at once
+    CHECK(msg::decode<msg::secagg_unmask>(*echo));
+  }
+  REQUIRE(t.plan);
+  REQUIRE(*t.plan);
+  CHECK((*t.plan)->contributors == 4);
+  CHECK(t.sent_away.empty());
+  CHECK(t.failures.empty());
+}
+
+TEST_CASE("server secagg flow: at the keys deadline the late leave the round, "
+          "each sent away once") {
+  trial t{2, 500ms};
+  t.start({"A", "B", "C", "D", "E"}, {"A", "B", "C", "D"});
+  REQUIRE(t.deadlines.size() == 1);
+  CHECK(t.deadlines[0] ==
+        std::tuple{500ms, 4u, static_cast<uint32_t>(phase::keys)});
+  for (auto id : {"A", "B", "C"})
+    t.advertise(id);
+  t.flow.expire(3, static_cast<uint32_t>(phase::keys));   // another round's
+  t.flow.expire(4, static_cast<uint32_t>(phase::shares)); // not open
+  CHECK(t.replies.empty());
+  t.flow.expire(4, static_cast<uint32_t>(phase::keys));
+  CHECK(t.replies.size() == 3);
+  CHECK(t.flow.current() == phase::shares);
+  CHECK(t.sent_away == std::vector<std::pair<std::string, std::string>>{
+                           {"D", "left the secure aggregation setup"},
+                           {"E", "missed the secure aggregation keys phase"}});
+  // D, late, is refused: it sits this round out.
+  auto late = t.send("D", msg::encode(t.clients.at("D").keys()));
+  REQUIRE(late);
+  CHECK(msg::error_in(*late));
+  // At the shares deadline, C (which did not share) leaves as well.
+  t.share("A");
+  t.share("B");
+  t.flow.expire(4, static_cast<uint32_t>(phase::shares));
+  CHECK(t.replies.size() == 3); // A's and B's relays, C's roster kept
+  CHECK(t.sent_away.back() == std::pair<std::string, std::string>{
+                                  "C", "left the secure aggregation setup"});
+}
+
+TEST_CASE("server secagg flow: too few clients for the threshold end the "
+          "run") {
+  trial t{3};
+  t.start({"A", "B", "C", "D"}, {"A", "B", "C", "D"});
+  t.advertise("A");
+  t.advertise("B");
+  t.flow.lost("C");
+  CHECK(t.failures.empty());
+  t.flow.lost("D"); // the keys phase is complete: two of threshold 3
+  REQUIRE(t.failures.size() == 1);
+  CHECK(t.failures[0].rfind("round 4: ", 0) == 0);
+  REQUIRE(t.replies.size() == 2);
+  for (auto& [id, f] : t.replies)
+    CHECK(msg::error_in(f));
+}
+
+TEST_CASE("server secagg flow: a lost client's held request is dropped; "
+          "the lost leave the round") {
+  trial t{2};
+  t.start({"A", "B", "C", "D"}, {"A", "B", "C", "D"});
+  t.advertise("A");
+  t.flow.lost("A"); // after advertising
+  t.flow.lost("C"); // before
+  t.advertise("B");
+  t.advertise("D");
+  CHECK(t.replies.count("A") == 0);
+  CHECK(t.replies.size() == 2);
+  CHECK(t.sent_away == std::vector<std::pair<std::string, std::string>>{
+                           {"C", "left the secure aggregation setup"},
+                           {"A", "missed the secure aggregation keys phase"}});
+}
+
+TEST_CASE("server secagg flow: refusals are error frames, nothing held") {
+  trial t{2};
+  t.start({"A", "B"}, {"A", "B"});
+  auto junk = t.send("A", msg::frame(40, 'x'));
+  REQUIRE(junk);
+  CHECK(msg::error_in(*junk));
+  auto hello = t.send("A", msg::encode(msg::hello{"A", ""}));
+  REQUIRE(hello);
+  CHECK(refused(*hello, errc::unexpected_message));
+  CHECK(msg::error_in(*hello)->message == "A: not a frame a client sends");
+  t.advertise("A");
+  auto again = t.send("A", msg::encode(t.clients.at("A").keys()));
+  REQUIRE(again); // advertised twice
+  CHECK(msg::error_in(*again));
+  CHECK(t.replies.empty());
+}
+
+TEST_CASE("server secagg flow: unmask for another round fails; an "
+          "unreachable survivor counts as lost") {
+  trial t{2};
+  t.start({"A", "B", "C"}, {"A", "B", "C"});
+  for (auto id : {"A", "B", "C"})
+    t.advertise(id);
+  for (auto id : {"A", "B", "C"})
+    t.share(id);
+  for (auto& [id, f] : t.replies)
+    REQUIRE(
+        t.clients.at(id).receive_shares(*msg::decode<msg::secagg_shares>(f)));
+  auto none = [](const std::string&, msg::frame) { return true; };
+  auto wrong = t.flow.open_unmask(3, {"A", "B", "C"}, none, nullptr);
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.err().code == errc::wrong_round);
+  CHECK(wrong.err().message == "no secure aggregation round 3");
+  std::map<std::string, msg::frame> asks;
+  auto ask = [&asks](const std::string& id, msg::frame f) {
+    if (id == "C")
+      return false; // gone
+    asks[id] = std::move(f);
+    return true;
+  };
+  REQUIRE(t.flow.open_unmask(
+      4, {"A", "B"}, ask,
+      [&t](result<secagg::unmask_plan> p) { t.plan = std::move(p); }));
+  for (auto& [id, f] : asks)
+    REQUIRE(t.send(id, msg::encode(*t.clients.at(id).reveal(
+                           *msg::decode<msg::secagg_unmask>(f)))));
+  REQUIRE(t.plan);
+  REQUIRE(*t.plan);
+  CHECK((*t.plan)->contributors == 2);
+}
