@@ -62,6 +62,10 @@ evaluator_actor::behavior_type evaluating(evaluator_actor::pointer,
 evaluator_actor spawn_evaluator(caf::actor_system& sys,
                                 std::shared_ptr<evaluator> impl,
                                 std::string save_path) {
+  // Evaluating blocks for as long as it takes: on a thread of its own,
+  // unless the scheduler runs every actor itself (CAF's test coordinator).
+  if (!sys.scheduler().detaches_utility_actors())
+    return sys.spawn(evaluating, std::move(impl), std::move(save_path));
   return sys.spawn<caf::detached>(evaluating, std::move(impl),
                                   std::move(save_path));
 }

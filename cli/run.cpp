@@ -164,18 +164,18 @@ trainer_factory local_trainer(std::shared_ptr<lazy_data> sets, data_config data,
   return [sets, data, index, num_threads](
              const client_configs& cc,
              const msg::welcome&) -> result<std::unique_ptr<trainer>> {
-    if (cc.train.trainer == "python")
+    if (cc.train.trainer == trainer_kind::python)
       return error{errc::bad_config,
                    "this server's clients train with their own Python code "
                    "(train_configs.trainer: python): run the Python client "
                    "(import fedcaf; see examples/python/fashion_mnist.py), "
                    "not fedcaf client"};
-    if (cc.train.trainer == "dummy") {
+    if (cc.train.trainer == trainer_kind::dummy) {
       auto layout = model_layout(cc.model);
       if (!layout)
         return layout.err();
       dummy_storage storage;
-      if (cc.train.storage == "disk")
+      if (cc.train.storage == model_storage::disk)
         storage.file = cc.train.storage_dir + "/fedcaf-client" +
                        std::to_string(index) + "-" +
                        std::to_string(::getpid()) + ".bin";
@@ -463,7 +463,7 @@ int run_server(const options& opts) {
     return failed(to_string(metrics.err()));
   interrupt_watch watch;
   warn_if_trimming_nothing(*cfg);
-  if (cfg->server.rule.client_weights_mode == "sample_size" &&
+  if (cfg->server.rule.client_weights_mode == client_weighting::sample_size &&
       cfg->server.rule.max_sample_size == 0)
     log_line(log_level::warning, "server",
              "client_weights_mode sample_size without "

@@ -92,13 +92,9 @@ result<aggregation_plan> plan_aggregation(const server_config& s) {
   p.server_optimizer = (p.rule != server_rule::fedavg && !is_robust(p.rule)) ||
                        s.rule.dp_noise_multiplier > 0;
   p.secure = s.secure_aggregation.enabled;
-  p.weights = s.rule.client_weights_mode == "sample_size"
-                  ? client_weighting::sample_size
-                  : client_weighting::equal;
-  p.on_deadline =
-      s.on_deadline == "wait" ? deadline_action::wait : deadline_action::fail;
-  p.partial = s.rule.partial_updates == "keep" ? partial_updates::keep
-                                               : partial_updates::discard;
+  p.weights = s.rule.client_weights_mode;
+  p.on_deadline = s.on_deadline;
+  p.partial = s.rule.partial_updates;
   p.secagg_keys_deadline = millis_of(s.round_deadline_s);
   p.scheduler_deadline =
       p.secure ? std::chrono::milliseconds{0} : p.secagg_keys_deadline;

@@ -26,6 +26,78 @@ namespace fedcaf {
 
 namespace {
 
+/// A config word and the enum value it is parsed into.
+template <class E> struct word {
+  E value;
+  const char* name;
+};
+
+constexpr word<model_kind> model_words[] = {
+    {model_kind::cnn, "CNN"},
+    {model_kind::torchscript, "torchscript"},
+    {model_kind::safetensors, "safetensors"},
+    {model_kind::synthetic, "synthetic"},
+    {model_kind::llama, "llama"}};
+constexpr word<trainer_kind> trainer_words[] = {
+    {trainer_kind::vanilla, "VanillaTrainer"},
+    {trainer_kind::dummy, "dummy"},
+    {trainer_kind::python, "python"}};
+constexpr word<model_storage> storage_words[] = {{model_storage::ram, "ram"},
+                                                 {model_storage::disk, "disk"}};
+constexpr word<dp_sgd_mode> dp_mode_words[] = {
+    {dp_sgd_mode::none, "none"},
+    {dp_sgd_mode::per_sample, "per_sample"},
+    {dp_sgd_mode::ghost, "ghost"},
+    {dp_sgd_mode::fused, "fused"}};
+constexpr word<client_weighting> weighting_words[] = {
+    {client_weighting::equal, "equal"},
+    {client_weighting::sample_size, "sample_size"}};
+constexpr word<staleness_kind> staleness_words[] = {
+    {staleness_kind::constant, "constant"},
+    {staleness_kind::polynomial, "polynomial"},
+    {staleness_kind::hinge, "hinge"}};
+constexpr word<partial_updates> partial_words[] = {
+    {partial_updates::discard, "discard"}, {partial_updates::keep, "keep"}};
+constexpr word<deadline_action> deadline_words[] = {
+    {deadline_action::fail, "fail"}, {deadline_action::wait, "wait"}};
+
+template <class E, size_t N>
+std::string_view name_in(const word<E> (&words)[N], E value) {
+  for (const auto& w : words)
+    if (w.value == value)
+      return w.name;
+  return "?";
+}
+
+} // namespace
+
+std::string_view name_of(model_kind k) {
+  return name_in(model_words, k);
+}
+std::string_view name_of(trainer_kind k) {
+  return name_in(trainer_words, k);
+}
+std::string_view name_of(model_storage k) {
+  return name_in(storage_words, k);
+}
+std::string_view name_of(dp_sgd_mode k) {
+  return name_in(dp_mode_words, k);
+}
+std::string_view name_of(client_weighting k) {
+  return name_in(weighting_words, k);
+}
+std::string_view name_of(staleness_kind k) {
+  return name_in(staleness_words, k);
+}
+std::string_view name_of(partial_updates k) {
+  return name_in(partial_words, k);
+}
+std::string_view name_of(deadline_action k) {
+  return name_in(deadline_words, k);
+}
+
+namespace {
+
 /// A YAML text larger than this is refused before it is parsed.
 constexpr size_t max_yaml_bytes = 16 << 20;
 /// Cap'n Proto's Data field holds under 512 MiB: the largest chunk, and the
@@ -304,6 +376,23 @@ public:
     fail(key, "must be one of " + names + ", got '" + out + "'");
   }
 
+  /// As one_of for a word, parsed into its enum (`out` keeps its default
+  /// where the key is absent or wrong).
+  template <class E, size_t N>
+  void one_of(const char* key, E& out, const word<E> (&words)[N]) {
+    std::string name{name_in(words, out)};
+    get(key, name);
+    std::string names;
+    for (const auto& w : words) {
+      if (name == w.name) {
+        out = w.value;
+        return;
+      }
+      names += names.empty() ? w.name : std::string{", "} + w.name;
+    }
+    fail(key, "must be one of " + names + ", got '" + name + "'");
+  }
+
   void positive(const char* key, double& out) {
     get(key, out);
     if (!(out > 0))
@@ -378,7 +467,7 @@ void read(section s, optim_config& o) {
 }
 
 void read(section s, dp_sgd_config& d) {
-  s.one_of("mode", d.mode, {"none", "per_sample", "ghost", "fused"});
+  s.one_of("mode", d.mode, dp_mode_words);
   s.get("noise_multiplier", d.noise_multiplier);
   if (!(d.noise_multiplier >= 0))
     s.fail("noise_multiplier", "must be 0 (no noise) or positive");
@@ -439,7 +528,7 @@ void refuse_python_file(section& s, const char* key) {
 }
 
 void read(section s, train_config& t) {
-  s.one_of("trainer", t.trainer, {"VanillaTrainer", "dummy", "python"});
+  s.one_of("trainer", t.trainer, trainer_words);
   s.get("add", t.add);
   s.get("add_by_index", t.add_by_index);
   s.get("noise", t.noise);
@@ -453,7 +542,7 @@ void read(section s, train_config& t) {
   s.get("update_clip_norm", t.update_clip_norm);
   if (t.update_clip_norm < 0)
     s.fail("update_clip_norm", "must be 0 (none) or positive");
-  s.one_of("storage", t.storage, {"ram", "disk"});
+  s.one_of("storage", t.storage, storage_words);
   s.get("storage_dir", t.storage_dir);
   s.one_of("mode", t.mode, {"epoch", "step"});
   s.get("num_local_epochs", t.num_local_epochs, 1);
@@ -478,17 +567,16 @@ void read(section s, train_config& t) {
 
 void read(section s, model_config& m) {
   auto key = s.has("name") ? "name" : "model_name";
-  s.one_of(key, m.model_name,
-           {"CNN", "torchscript", "safetensors", "synthetic", "llama"});
+  s.one_of(key, m.model_name, model_words);
   s.one_of("preset", m.preset, {"llama-3.2-1b", "llama-3.1-8b", "llama-tiny"});
   s.get("path", m.path);
   if (!m.path.empty() && !std::filesystem::is_regular_file(m.path))
     s.fail("path", "'" + m.path + "' is not a file");
-  else if (m.model_name == "safetensors" && m.path.empty())
+  else if (m.model_name == model_kind::safetensors && m.path.empty())
     s.fail("path", "is required for a safetensors model: the file of its "
                    "initial weights, whose tensors are the model's layout "
                    "(fedcaf.save_safetensors(model.state_dict(), path))");
-  else if (m.model_name == "torchscript" && m.path.empty())
+  else if (m.model_name == model_kind::torchscript && m.path.empty())
     s.fail("path", "is required for a torchscript model: the file that "
                    "torch.jit.script(model).save(path) wrote (see "
                    "examples/python/export_torchscript.py)");
@@ -523,26 +611,31 @@ void read(section s, client_configs& c) {
   read(s.child("train_configs"), c.train);
   read(s.child("model_configs"), c.model);
   read(s.child("comm_configs").child("compression"), c.compression);
-  if (c.train.storage == "disk" && c.train.trainer != "dummy")
+  if (c.train.storage == model_storage::disk &&
+      c.train.trainer != trainer_kind::dummy)
     s.fail("train_configs.storage", "disk storage needs trainer: dummy");
-  if (c.train.dp.mode != "none" && c.train.trainer != "VanillaTrainer")
+  if (c.train.dp.mode != dp_sgd_mode::none &&
+      c.train.trainer != trainer_kind::vanilla)
     s.fail("train_configs.dp.mode",
            "DP-SGD needs the LibTorch trainer (VanillaTrainer)");
-  bool torch_model =
-      c.model.model_name == "CNN" || c.model.model_name == "torchscript";
-  if (c.model.model_name == "safetensors" && c.train.trainer != "python" &&
-      c.train.trainer != "dummy")
+  bool torch_model = c.model.model_name == model_kind::cnn ||
+                     c.model.model_name == model_kind::torchscript;
+  if (c.model.model_name == model_kind::safetensors &&
+      c.train.trainer != trainer_kind::python &&
+      c.train.trainer != trainer_kind::dummy)
     s.fail("train_configs.trainer",
            "a safetensors model is trained by the clients' own Python code: "
            "use trainer: python and the Python client (import fedcaf; see "
            "examples/python/fashion_mnist.py), or model_configs.name: "
            "torchscript for fedcaf's own trainer");
-  else if (!torch_model && c.train.trainer != "dummy" &&
-           c.train.trainer != "python")
-    s.fail("train_configs.trainer", "a " + c.model.model_name +
-                                        " model has no data to train on "
-                                        "here; use trainer: dummy");
-  if (c.train.dp.mode != "none" && c.model.model_name != "CNN")
+  else if (!torch_model && c.train.trainer != trainer_kind::dummy &&
+           c.train.trainer != trainer_kind::python)
+    s.fail("train_configs.trainer",
+           "a " + std::string{name_of(c.model.model_name)} +
+               " model has no data to train on "
+               "here; use trainer: dummy");
+  if (c.train.dp.mode != dp_sgd_mode::none &&
+      c.model.model_name != model_kind::cnn)
     s.fail("train_configs.dp.mode", "DP-SGD needs the built-in CNN");
 }
 
@@ -739,8 +832,7 @@ double default_server_learning_rate(const std::string& aggregator) {
 }
 
 void read(section s, rule_config& r, const std::string& aggregator) {
-  s.one_of("client_weights_mode", r.client_weights_mode,
-           {"equal", "sample_size"});
+  s.one_of("client_weights_mode", r.client_weights_mode, weighting_words);
   r.server_learning_rate = default_server_learning_rate(aggregator);
   s.positive("server_learning_rate", r.server_learning_rate);
   s.positive("server_adapt_param", r.server_adapt_param);
@@ -754,21 +846,21 @@ void read(section s, rule_config& r, const std::string& aggregator) {
   s.get("alpha", r.alpha);
   if (!(r.alpha > 0 && r.alpha <= 1))
     s.fail("alpha", "must be in (0, 1]");
-  s.one_of("staleness_fn", r.staleness_fn, {"constant", "polynomial", "hinge"});
+  s.one_of("staleness_fn", r.staleness_fn, staleness_words);
   auto kw = s.child("staleness_fn_kwargs");
   kw.get("a", r.staleness_a);
   kw.get("b", r.staleness_b);
-  if (r.staleness_fn != "constant" && !(r.staleness_a > 0))
+  if (r.staleness_fn != staleness_kind::constant && !(r.staleness_a > 0))
     kw.fail("a", "must be greater than 0");
-  if (r.staleness_fn == "hinge" && !(r.staleness_b >= 0))
+  if (r.staleness_fn == staleness_kind::hinge && !(r.staleness_b >= 0))
     kw.fail("b", "must be 0 or more");
   s.get("K", r.buffer_k, 1, max_clients);
   bool async =
       aggregator == "FedAsyncAggregator" || aggregator == "FedBuffAggregator";
   if (async)
-    r.partial_updates = "keep";
-  s.one_of("partial_updates", r.partial_updates, {"discard", "keep"});
-  if (async && r.partial_updates == "discard")
+    r.partial_updates = partial_updates::keep;
+  s.one_of("partial_updates", r.partial_updates, partial_words);
+  if (async && r.partial_updates == partial_updates::discard)
     s.fail("partial_updates",
            aggregator + " keeps what a cut-off update delivered: its chunks "
                         "share a sum with updates whose clients have moved on");
@@ -783,7 +875,8 @@ void read(section s, rule_config& r, const std::string& aggregator) {
   if (!(r.max_update_norm >= 0))
     s.fail("max_update_norm", "must be 0 (off) or positive");
   s.get("max_sample_size", r.max_sample_size);
-  if (is_robust(rule_of(aggregator)) && r.client_weights_mode != "equal")
+  if (is_robust(rule_of(aggregator)) &&
+      r.client_weights_mode != client_weighting::equal)
     s.fail("client_weights_mode",
            aggregator + " orders each coordinate's values: it does not "
                         "weight them (use equal)");
@@ -805,7 +898,7 @@ void read(section s, rule_config& r, const std::string& aggregator) {
     dp.get("seed", r.dp_seed);
     if (aggregator != "FedAvgAggregator")
       dp.fail("", "DP-FedAvg needs FedAvgAggregator");
-    if (r.client_weights_mode != "equal")
+    if (r.client_weights_mode != client_weighting::equal)
       dp.fail("", "DP-FedAvg needs client_weights_mode: equal");
   }
 }
@@ -856,7 +949,7 @@ void check_secure_aggregation(section& s, const server_config& sc) {
          " averages with FedAvgAggregator only (the masked sum waits where "
          "the old model was, which " +
          sc.aggregator + " needs): use memory_mode ram");
-  if (sc.rule.partial_updates == "keep")
+  if (sc.rule.partial_updates == partial_updates::keep)
     fail("cannot keep a partial masked update (partial_updates: keep)");
   if (is_robust(rule_of(sc.aggregator)))
     fail(sc.aggregator + " must see each update's values to order them; "
@@ -864,7 +957,7 @@ void check_secure_aggregation(section& s, const server_config& sc) {
   if (sc.rule.max_update_norm > 0 || sc.rule.norm_bound > 0)
     fail("cannot measure a masked update: drop "
          "aggregator_kwargs.max_update_norm and norm_bound");
-  if (sc.on_deadline == "wait")
+  if (sc.on_deadline == deadline_action::wait)
     fail("ends its keys phase at round_deadline_s: scheduler_kwargs."
          "on_deadline: wait does not apply");
   auto n = sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
@@ -900,7 +993,7 @@ void read(section s, server_config& sc) {
       kw.fail("min_clients", "must not exceed the clients of a round (" +
                                  std::to_string(per_round) + ")");
     kw.seconds("round_deadline_s", sc.round_deadline_s, true);
-    kw.one_of("on_deadline", sc.on_deadline, {"fail", "wait"});
+    kw.one_of("on_deadline", sc.on_deadline, deadline_words);
     bool same_init = true;
     kw.get("same_init_model", same_init);
     if (!same_init)
@@ -1149,7 +1242,8 @@ result<config> load_config(std::string_view yaml_text, std::string source,
         read_client_file(top, c);
       else
         read_server_file(top, c);
-      if (role == config_role::simulate && c.clients.train.trainer == "python")
+      if (role == config_role::simulate &&
+          c.clients.train.trainer == trainer_kind::python)
         top.fail("client_configs.train_configs.trainer",
                  "python: Python clients train with their own code in their "
                  "own processes; simulate runs fedcaf's trainers (run fedcaf "
@@ -1163,8 +1257,8 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     if (role != config_role::client) { // clients evaluate when asked to
       auto train = root["client_configs"]["train_configs"];
       c.server.federated_evaluation = c.server.federated_evaluation.value_or(
-          c.clients.train.trainer != "dummy" &&
-          (c.clients.model.model_name != "CNN" ||
+          c.clients.train.trainer != trainer_kind::dummy &&
+          (c.clients.model.model_name != model_kind::cnn ||
            c.data.dataset_name != "FashionMNIST"));
       train["federated_evaluation"] = *c.server.federated_evaluation;
       c.clients.train.federated_evaluation = *c.server.federated_evaluation;

@@ -15,21 +15,22 @@ namespace {
 /// True iff LibTorch builds the model (the plugin): the CNN, or a
 /// TorchScript file (whose `path` is the model, not a safetensors file).
 bool built_by_torch(const model_config& cfg) {
-  return cfg.model_name == "CNN" || cfg.model_name == "torchscript";
+  return cfg.model_name == model_kind::cnn ||
+         cfg.model_name == model_kind::torchscript;
 }
 
 /// True iff model_configs.path is a safetensors file of initial weights.
 bool has_weights_file(const model_config& cfg) {
-  return !cfg.path.empty() && cfg.model_name != "torchscript";
+  return !cfg.path.empty() && cfg.model_name != model_kind::torchscript;
 }
 
 /// The layout the model's name and sizes describe (ignoring a weights
 /// file in `path`).
 result<manifest> named_layout(const model_config& cfg) {
   auto type = parse_dtype(cfg.dtype);
-  if (cfg.model_name == "synthetic")
+  if (cfg.model_name == model_kind::synthetic)
     return synthetic_layout(cfg.num_tensors, cfg.total_bytes, type);
-  if (cfg.model_name == "llama")
+  if (cfg.model_name == model_kind::llama)
     return llama_layout(cfg.preset, type);
   auto cnn = make_initial_model(cfg);
   if (!cnn)
@@ -42,7 +43,7 @@ result<safetensors_file> open_model_file(const model_config& cfg) {
   auto file = safetensors_file::open(cfg.path);
   if (!file)
     return file.err();
-  if (cfg.model_name == "CNN") {
+  if (cfg.model_name == model_kind::cnn) {
     auto cnn = named_layout(cfg);
     if (!cnn)
       return cnn.err();
@@ -131,7 +132,7 @@ result<model_snapshot> initial_model(const model_config& cfg,
 }
 
 bool has_evaluation(const model_config& cfg) {
-  return cfg.model_name == "CNN";
+  return cfg.model_name == model_kind::cnn;
 }
 
 } // namespace fedcaf

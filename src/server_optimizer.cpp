@@ -13,9 +13,9 @@ namespace fedcaf {
 
 double staleness_weight(const rule_config& cfg, uint64_t staleness) {
   auto u = static_cast<double>(staleness);
-  if (cfg.staleness_fn == "polynomial")
+  if (cfg.staleness_fn == staleness_kind::polynomial)
     return std::pow(u + 1, -cfg.staleness_a);
-  if (cfg.staleness_fn == "hinge")
+  if (cfg.staleness_fn == staleness_kind::hinge)
     return u <= cfg.staleness_b
                ? 1.0
                : 1.0 / (cfg.staleness_a * (u - cfg.staleness_b) + 1.0);

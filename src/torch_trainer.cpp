@@ -84,10 +84,10 @@ private:
 
 /// The network model_configs names: the CNN or a TorchScript file.
 result<std::unique_ptr<network>> make_network(const client_configs& cfg) {
-  if (cfg.model.model_name == "torchscript")
+  if (cfg.model.model_name == model_kind::torchscript)
     return load_script_network(cfg.model.path);
-  return std::unique_ptr<network>{
-      std::make_unique<cnn_network>(cfg.model, cfg.train.dp.mode != "none")};
+  return std::unique_ptr<network>{std::make_unique<cnn_network>(
+      cfg.model, cfg.train.dp.mode != dp_sgd_mode::none)};
 }
 
 std::vector<torch::Tensor> tensors_of(const std::vector<named_tensor>& state) {
@@ -357,13 +357,13 @@ private:
                                 .weight_decay(o.weight_decay));
   }
 
-  bool dp_on() const { return cfg_.dp.mode != "none"; }
+  bool dp_on() const { return cfg_.dp.mode != dp_sgd_mode::none; }
 
   dp::clip_mode clip_mode() const {
-    if (cfg_.dp.mode == "per_sample")
+    if (cfg_.dp.mode == dp_sgd_mode::per_sample)
       return dp::clip_mode::per_sample;
-    return cfg_.dp.mode == "ghost" ? dp::clip_mode::ghost
-                                   : dp::clip_mode::fused;
+    return cfg_.dp.mode == dp_sgd_mode::ghost ? dp::clip_mode::ghost
+                                              : dp::clip_mode::fused;
   }
 
   /// The samples of step `step`: a Poisson sample of rate `rate` (DP-SGD

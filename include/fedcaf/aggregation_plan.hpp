@@ -29,15 +29,6 @@ enum class accumulator_kind {
   open_positions,
 };
 
-/// scheduler_kwargs.on_deadline.
-enum class deadline_action { fail, wait };
-
-/// aggregator_kwargs.partial_updates.
-enum class partial_updates { discard, keep };
-
-/// aggregator_kwargs.client_weights_mode.
-enum class client_weighting { equal, sample_size };
-
 struct aggregation_plan {
   fedcaf::memory_mode memory_mode = fedcaf::memory_mode::ram;
   accumulator_kind accumulator = accumulator_kind::model_sum;

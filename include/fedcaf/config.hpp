@@ -14,6 +14,38 @@
 
 namespace fedcaf {
 
+// -- the config's word choices --------------------------------------------------
+// Each is parsed once, by load_config, into one of these enums; the rest of
+// the code never compares config strings. name_of gives the word back, for
+// messages and reports.
+
+/// client_configs.model_configs.name: CNN | torchscript | safetensors |
+/// synthetic | llama.
+enum class model_kind { cnn, torchscript, safetensors, synthetic, llama };
+/// train_configs.trainer: VanillaTrainer (LibTorch) | dummy | python.
+enum class trainer_kind { vanilla, dummy, python };
+/// train_configs.storage (dummy trainer): ram | disk.
+enum class model_storage { ram, disk };
+/// train_configs.dp.mode: none | per_sample | ghost | fused.
+enum class dp_sgd_mode { none, per_sample, ghost, fused };
+/// aggregator_kwargs.client_weights_mode: equal | sample_size.
+enum class client_weighting { equal, sample_size };
+/// aggregator_kwargs.staleness_fn: constant | polynomial | hinge.
+enum class staleness_kind { constant, polynomial, hinge };
+/// aggregator_kwargs.partial_updates: discard | keep.
+enum class partial_updates { discard, keep };
+/// scheduler_kwargs.on_deadline: fail | wait.
+enum class deadline_action { fail, wait };
+
+std::string_view name_of(model_kind k);
+std::string_view name_of(trainer_kind k);
+std::string_view name_of(model_storage k);
+std::string_view name_of(dp_sgd_mode k);
+std::string_view name_of(client_weighting k);
+std::string_view name_of(staleness_kind k);
+std::string_view name_of(partial_updates k);
+std::string_view name_of(deadline_action k);
+
 /// train_configs.optim and optim_args.
 struct optim_config {
   std::string name = "SGD"; ///< SGD | Adam
@@ -28,7 +60,7 @@ struct optim_config {
 /// max_grad_norm, adds N(0, (noise_multiplier max_grad_norm)^2) per element
 /// to their sum and divides by the expected batch size.
 struct dp_sgd_config {
-  std::string mode = "none"; ///< none | per_sample | ghost | fused
+  dp_sgd_mode mode = dp_sgd_mode::none;
   double noise_multiplier = 1.0;
   double max_grad_norm = 1.0;
   /// false: shuffled batches of train_batch_size (epsilon is then computed
@@ -41,7 +73,7 @@ struct dp_sgd_config {
 struct train_config {
   /// VanillaTrainer (LibTorch) | dummy | python: the clients are fedcaf's
   /// Python client, training with their own code (fedcaf server only).
-  std::string trainer = "VanillaTrainer";
+  trainer_kind trainer = trainer_kind::vanilla;
   double add = 0; ///< dummy: added to every element (0: no change)
   /// Evaluate each global model received on the client's own test data and
   /// report it to the server. Set by server_configs.federated_evaluation.
@@ -78,7 +110,7 @@ struct train_config {
   uint32_t num_threads = 0; ///< LibTorch intra-op threads; 0: automatic
   /// dummy trainer: ram keeps the model on the heap; disk in a file under
   /// storage_dir whose pages are given back after use.
-  std::string storage = "ram";
+  model_storage storage = model_storage::ram;
   std::string storage_dir = "/tmp";
   dp_sgd_config dp;
 };
@@ -87,7 +119,7 @@ struct train_config {
 struct model_config {
   /// `name` (or APPFL's `model_name`): CNN | torchscript | synthetic |
   /// llama.
-  std::string model_name = "CNN";
+  model_kind model_name = model_kind::cnn;
   std::string preset = "llama-tiny"; ///< llama: a Hugging Face shape preset
   /// A safetensors file holding the initial model; its layout is the
   /// model's (for CNN it must match the network). Empty: drawn from seed.
@@ -183,7 +215,7 @@ struct comm_config {
 /// server_configs.aggregator_kwargs: what the named aggregator does with the
 /// updates. Keys and meanings as APPFL names them.
 struct rule_config {
-  std::string client_weights_mode = "equal"; ///< equal | sample_size
+  client_weighting client_weights_mode = client_weighting::equal;
   /// Defaults: with each rule's, the default 3-round run reaches 0.85 or more
   /// (0.865 - 0.898; configs/simulate.yaml: CNN, Fashion-MNIST, 2 clients, SGD lr
   /// 0.05 momentum 0.9), as FedAvg does, and lies in its paper's range.
@@ -203,14 +235,14 @@ struct rule_config {
   double alpha = 0.9;
   /// staleness_fn (FedAsync, FedBuff): constant | polynomial | hinge, with
   /// staleness_fn_kwargs a (and b for hinge), as in Xie et al. 2019.
-  std::string staleness_fn = "constant";
+  staleness_kind staleness_fn = staleness_kind::constant;
   double staleness_a = 0.5;
   double staleness_b = 4;
   uint32_t buffer_k = 3; ///< FedBuff: K, updates per server step
   /// An update that was cut off (its client dropped mid-upload): keep its
   /// delivered chunks (every position averages the updates that reached it),
   /// or discard it whole (the others send theirs again).
-  std::string partial_updates = "discard"; ///< discard | keep
+  fedcaf::partial_updates partial_updates = fedcaf::partial_updates::discard;
   /// dp_fedavg (user-level DP-FedAvg, McMahan et al. 2018): clients clip
   /// their update to L2 norm clip_norm; the server adds Gaussian noise of
   /// std noise_multiplier * clip_norm / m to each averaged element (m: the
@@ -280,7 +312,7 @@ struct server_config {
   double round_deadline_s = 0;
   /// scheduler_kwargs.on_deadline: fail | wait, when the deadline passes
   /// with fewer than min_clients updates offered.
-  std::string on_deadline = "fail";
+  deadline_action on_deadline = deadline_action::fail;
   /// scheduler_kwargs.clients_per_round (or client_fraction of num_clients):
   /// the clients sampled for each round, drawn with scheduler_kwargs.seed;
   /// 0: every registered client.

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
 #include <doctest/doctest.h>
 
 #include "actors/client.hpp"
@@ -81,13 +83,17 @@ model_floats floats_of(const const_model_view& v) {
   return out;
 }
 
+/// How a trainer lets time pass while it trains (virtual_system::pause).
+using pause_fn = std::function<void(std::chrono::milliseconds)>;
+
 /// A trainer whose model lives in plain vectors and whose training applies
-/// local_update to every element.
+/// local_update to every element, after `delay` passed on `pause`.
 class synthetic_trainer final : public trainer {
 public:
   synthetic_trainer(manifest layout, uint32_t k, uint64_t samples,
-                    std::chrono::milliseconds delay = {})
-      : layout_(std::move(layout)), k_(k), samples_(samples), delay_(delay) {
+                    std::chrono::milliseconds delay = {}, pause_fn pause = {})
+      : layout_(std::move(layout)), k_(k), samples_(samples), delay_(delay),
+        pause_(std::move(pause)) {
     for (const auto& t : layout_.tensors)
       params_.emplace_back(t.byte_size / sizeof(float));
   }
@@ -99,7 +105,8 @@ public:
     return v;
   }
   result<train_metrics> train() override {
-    std::this_thread::sleep_for(delay_);
+    if (delay_ > 0ms)
+      pause_(delay_);
     for (size_t t = 0; t < params_.size(); ++t)
       for (size_t j = 0; j < params_[t].size(); ++j)
         params_[t][j] = local_update(k_, t, j, params_[t][j]);
@@ -112,6 +119,7 @@ private:
   uint32_t k_;
   uint64_t samples_;
   std::chrono::milliseconds delay_;
+  pause_fn pause_;
   model_floats params_;
 };
 
@@ -189,7 +197,7 @@ struct run_options {
   uint32_t rounds = 2;
   uint64_t chunk_bytes = 4096;
   uint32_t window = 4;
-  std::string weights = "equal";
+  client_weighting weights = client_weighting::equal;
   std::chrono::microseconds fold_delay{0};
   std::string memory_mode = "ram";
   /// Extra clients that register and then never answer.
@@ -209,26 +217,195 @@ struct run_options {
   bool declare_norm = true;
 };
 
+/// An actor system on CAF's test coordinator: every actor runs on the
+/// test's thread, one message at a time, and time is virtual: it moves only
+/// when no actor can run, so a round deadline or a linger of seconds passes
+/// in microseconds, and each run takes the same steps. A test acts as a
+/// client through scoped actors (rogue_client) and drives the rest with
+/// run_until, wait and at.
+class virtual_system {
+public:
+  virtual_system()
+      : sys_(configure(cfg_)),
+        sched_(
+            dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())) {
+    sched_.clock().current_time += std::chrono::hours(1); // not the epoch
+  }
+  virtual_system(const virtual_system&) = delete;
+  virtual_system& operator=(const virtual_system&) = delete;
+  /// Lets the actors that are still running end (exits sent by the test).
+  ~virtual_system() {
+    for (int steps = 0; steps < 100000 && sched_.has_job(); ++steps)
+      sched_.run_once();
+  }
+
+  caf::actor_system& sys() { return sys_; }
+
+  /// Runs actors one message at a time until `done()` holds, moving the
+  /// clock 1 ms whenever none can run. Returns false iff nothing is left to
+  /// happen (no message, no timer, no action) or `limit` of virtual time
+  /// passed first.
+  template <class F> bool run_until(F done, caf::timespan limit = 10min) {
+    auto end = now() + limit;
+    while (!done()) {
+      if (sched_.try_run_once())
+        continue;
+      if (now() > end || (!sched_.has_pending_timeout() && actions_.empty()))
+        return false;
+      tick();
+    }
+    return true;
+  }
+
+  /// Lets `d` of virtual time pass, the actors running as it does.
+  void wait(caf::timespan d) {
+    auto end = now() + d;
+    for (;;) {
+      sched_.run();
+      if (now() >= end)
+        return;
+      tick();
+    }
+  }
+
+  /// Runs `action` once `d` of virtual time has passed, wherever the clock
+  /// then is: inside a trainer's pause too.
+  void at(caf::timespan d, std::function<void()> action) {
+    actions_.emplace_back(now() + d, std::move(action));
+  }
+
+  /// For a trainer: `d` passes while it trains, the other actors running
+  /// meanwhile (its own messages wait in its mailbox, as while it trains).
+  pause_fn pause() {
+    return [this](std::chrono::milliseconds d) { wait(d); };
+  }
+
+private:
+  using time_point = caf::actor_clock::time_point;
+
+  static caf::actor_system_config& configure(caf::actor_system_config& cfg) {
+    add_errc_category(cfg);
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    return cfg;
+  }
+
+  time_point now() const { return sched_.clock().current_time; }
+
+  /// One millisecond on: the timers due fire, then the actions due run.
+  void tick() {
+    sched_.advance_time(1ms);
+    for (size_t i = 0; i < actions_.size();) {
+      if (actions_[i].first > now()) {
+        ++i;
+        continue;
+      }
+      auto action = std::move(actions_[i].second);
+      actions_.erase(actions_.begin() + static_cast<std::ptrdiff_t>(i));
+      action();
+    }
+  }
+
+  caf::actor_system_config cfg_;
+  caf::actor_system sys_;
+  caf::scheduler::test_coordinator& sched_;
+  std::vector<std::pair<time_point, std::function<void()>>> actions_;
+};
+
+/// Whether `self`'s mailbox holds a message that `pred` accepts.
+template <class Pred> bool holds(caf::scoped_actor& self, Pred pred) {
+  auto& box = self->mailbox();
+  if (box.size() == 0) // also moves new arrivals into the queue
+    return false;
+  bool found = false;
+  box.queue().peek_all(
+      [&](const caf::mailbox_element& x) { found = found || pred(x); });
+  return found;
+}
+
 template <class Handle>
-void await_down(caf::actor_system& sys, const std::vector<Handle>& xs) {
-  caf::scoped_actor self{sys};
+void await_down(virtual_system& vs, const std::vector<Handle>& xs) {
+  caf::scoped_actor self{vs.sys()};
   for (const auto& x : xs)
     self->monitor(x);
+  auto all_down = [&] {
+    return self->mailbox().size() == xs.size(); // only down messages come
+  };
+  if (!vs.run_until(all_down))
+    FAIL("actors did not finish");
   for (size_t i = 0; i < xs.size(); ++i)
-    self->receive([](const caf::down_msg&) {},
-                  caf::after(60s) >> [] { FAIL("actors did not finish"); });
+    self->receive([](const caf::down_msg&) {});
 }
 
-void await_down(caf::actor_system& sys, const server_actor& server) {
-  await_down(sys, std::vector<server_actor>{server});
+void await_down(virtual_system& vs, const server_actor& server) {
+  await_down(vs, std::vector<server_actor>{server});
 }
 
-caf::actor_system_config test_system_config() {
-  caf::actor_system_config cfg;
-  add_errc_category(cfg);
-  cfg.set("scheduler.max-threads", 4);
-  return cfg;
-}
+/// A hand-driven client: sends whatever frames the test builds, and waits
+/// for the answers in virtual time.
+class rogue_client {
+public:
+  rogue_client(virtual_system& vs, server_link server)
+      : vs_(vs), self_(vs.sys()), server_(std::move(server)) {}
+
+  /// Sends a request and waits for its answer (at most one is open; no
+  /// timer, so that no late timeout waits in the mailbox).
+  template <class Atom> frame ask(Atom atom, frame f) {
+    auto reply_to = self_->request(server_, caf::infinite, atom, std::move(f));
+    REQUIRE(vs_.run_until([this] {
+      return holds(self_, [](const caf::mailbox_element& x) {
+        return x.mid.is_response();
+      });
+    }));
+    frame reply;
+    reply_to.receive([&](frame& r) { reply = std::move(r); },
+                     [&](caf::error& e) {
+                       FAIL("transport error: " << self_->system().render(e));
+                     });
+    return reply;
+  }
+
+  /// Waits for the next round (or task) announcement; skips other unasked
+  /// messages (a rejection of its update).
+  msg::round_start next_round() {
+    std::optional<msg::round_start> out;
+    while (!out) {
+      auto [a, f] = next_told();
+      if (a != round_atom::value)
+        continue;
+      auto x = msg::decode<msg::round_start>(f);
+      REQUIRE(x);
+      out = *x;
+    }
+    return *out;
+  }
+
+  template <class T> T expect(caf::atom_value expected_atom) {
+    auto [a, f] = next_told();
+    CHECK(a == expected_atom);
+    auto x = msg::decode<T>(f);
+    REQUIRE(x);
+    return *x;
+  }
+
+private:
+  /// The next message the server sent unasked.
+  std::pair<caf::atom_value, frame> next_told() {
+    auto told = [](const caf::mailbox_element& x) {
+      return x.content().match_elements<caf::atom_value, frame>();
+    };
+    if (!vs_.run_until([&] { return holds(self_, told); }))
+      FAIL("nothing arrived");
+    std::pair<caf::atom_value, frame> out;
+    self_->receive([&](caf::atom_value a, frame& f) {
+      out = {a, std::move(f)};
+    });
+    return out;
+  }
+
+  virtual_system& vs_;
+  caf::scoped_actor self_;
+  server_link server_;
+};
 
 /// The server_configs a run_options stands for, planned as `fedcaf server`
 /// plans them.
@@ -241,7 +418,8 @@ aggregation_plan plan_of(const run_options& o) {
   sc.rule.client_weights_mode = o.weights;
   sc.memory_mode = parse_memory_mode(o.memory_mode).value();
   sc.round_deadline_s = static_cast<double>(o.deadline.count()) / 1000;
-  sc.on_deadline = o.wait_after_deadline ? "wait" : "fail";
+  sc.on_deadline =
+      o.wait_after_deadline ? deadline_action::wait : deadline_action::fail;
   auto plan = plan_aggregation(sc);
   REQUIRE_MESSAGE(plan, plan.err().message);
   return *plan;
@@ -279,8 +457,8 @@ federation_run run_federation(const run_options& o) {
   auto layout = test_layout();
   auto eval = std::make_shared<capturing_evaluator>();
   {
-    auto cfg = test_system_config();
-    caf::actor_system sys{cfg};
+    virtual_system vs;
+    auto& sys = vs.sys();
     auto side =
         spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
                           side_options(o), eval, &out.server);
@@ -290,12 +468,12 @@ federation_run run_federation(const run_options& o) {
     for (uint32_t k = 0; k < o.clients; ++k) {
       auto delay = k + 1 == o.clients ? o.last_client_delay : 0ms;
       auto factory =
-          [layout, k, built,
-           delay](const client_configs&,
-                  const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+          [layout, k, built, delay, pause = vs.pause()](
+              const client_configs&,
+              const msg::welcome&) -> result<std::unique_ptr<trainer>> {
         ++*built;
         return std::make_unique<synthetic_trainer>(layout, k, samples_of(k),
-                                                   delay);
+                                                   delay, pause);
       };
       client_options co{"C" + std::to_string(k), 10000ms};
       co.hold_model = o.hold_model;
@@ -303,17 +481,16 @@ federation_run run_federation(const run_options& o) {
           spawn_client(sys, side->server, co, factory, &out.clients[k]));
     }
     // Silent clients: registered, then deaf to every round.
-    std::vector<std::unique_ptr<caf::scoped_actor>> silent;
+    std::vector<std::unique_ptr<rogue_client>> silent;
     for (uint32_t k = 0; k < o.silent; ++k) {
-      silent.push_back(std::make_unique<caf::scoped_actor>(sys));
-      (*silent.back())
-          ->request(side->server, 10s, hello_atom::value,
-                    msg::encode(msg::hello{"Silent" + std::to_string(k), ""}))
-          .receive([](const frame&) {},
-                   [](caf::error&) { FAIL("a silent client was refused"); });
+      silent.push_back(std::make_unique<rogue_client>(vs, side->server));
+      auto hello = msg::hello{"Silent" + std::to_string(k), ""};
+      if (!msg::decode<msg::welcome>(
+              silent.back()->ask(hello_atom::value, msg::encode(hello))))
+        FAIL("a silent client was refused");
     }
-    await_down(sys, {side->server});
-    await_down(sys, clients);
+    await_down(vs, {side->server});
+    await_down(vs, clients);
     side->shut_down(sys);
     out.trainers_built = *built;
   }
@@ -343,10 +520,11 @@ TEST_CASE("incremental FedAvg equals whole-model FedAvg for any chunk size") {
   // 64 and 4096 split tensors; 1 MiB packs the whole model in one chunk.
   for (const char* mode : {"ram", "window"}) {
     for (uint64_t chunk : {64u, 200u, 4096u, 65536u, 1u << 20}) {
-      for (const char* weights : {"equal", "sample_size"}) {
+      for (auto weights :
+           {client_weighting::equal, client_weighting::sample_size}) {
         CAPTURE(mode);
         CAPTURE(chunk);
-        CAPTURE(weights);
+        CAPTURE(name_of(weights));
         run_options o;
         o.memory_mode = mode;
         o.chunk_bytes = chunk;
@@ -358,7 +536,7 @@ TEST_CASE("incremental FedAvg equals whole-model FedAvg for any chunk size") {
         CHECK(run.evaluations == 2);
         check_close(run.final_model,
                     reference_fedavg(layout, o.clients, o.rounds,
-                                     std::string{weights} == "sample_size"));
+                                     weights == client_weighting::sample_size));
         for (const auto& c : run.clients) {
           CHECK(c.failure == "");
           CHECK(c.rounds.size() == 2);
@@ -452,57 +630,6 @@ TEST_CASE("a slow aggregator holds every client to its window") {
 
 namespace {
 
-/// A hand-driven client: sends whatever frames the test builds.
-class rogue_client {
-public:
-  rogue_client(caf::actor_system& sys, server_link server)
-      : self_(sys), server_(std::move(server)) {}
-
-  template <class Atom> frame ask(Atom atom, frame f) {
-    frame reply;
-    self_->request(server_, 10s, atom, std::move(f))
-        .receive([&](frame& r) { reply = std::move(r); },
-                 [&](caf::error& e) {
-                   FAIL("transport error: " << self_->system().render(e));
-                 });
-    return reply;
-  }
-
-  /// Waits for the next round (or task) announcement; skips other unasked
-  /// messages (a rejection of its update).
-  msg::round_start next_round() {
-    std::optional<msg::round_start> out;
-    while (!out)
-      self_->receive(
-          [&](caf::atom_value a, const frame& f) {
-            if (a != round_atom::value)
-              return;
-            auto x = msg::decode<msg::round_start>(f);
-            REQUIRE(x);
-            out = *x;
-          },
-          caf::after(20s) >> [] { FAIL("no round arrived"); });
-    return *out;
-  }
-
-  template <class T> T expect(caf::atom_value expected_atom) {
-    T out;
-    self_->receive(
-        [&](caf::atom_value a, const frame& f) {
-          CHECK(a == expected_atom);
-          auto x = msg::decode<T>(f);
-          REQUIRE(x);
-          out = *x;
-        },
-        caf::after(20s) >> [] { FAIL("nothing arrived"); });
-    return out;
-  }
-
-private:
-  caf::scoped_actor self_;
-  server_link server_;
-};
-
 frame chunk_with(const msg::chunk_header& h, std::span<const std::byte> bytes) {
   return msg::encode_chunk(h, bytes.size(), [&](std::span<std::byte> dst) {
     std::memcpy(dst.data(), bytes.data(), bytes.size());
@@ -530,13 +657,13 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
     update[i] = 0.25f * static_cast<float>(i % 1001);
   auto bytes = std::as_bytes(std::span{update});
   {
-    auto cfg = test_system_config();
-    caf::actor_system sys{cfg};
+    virtual_system vs;
+    auto& sys = vs.sys();
     auto side =
         spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
                           side_options(o), eval, &report);
     REQUIRE(side);
-    rogue_client rogue{sys, side->server};
+    rogue_client rogue{vs, side->server};
     CHECK(msg::decode<msg::welcome>(
         rogue.ask(hello_atom::value, msg::encode(msg::hello{"Rogue", ""}))));
     // A second hello under the same name is refused.
@@ -615,7 +742,7 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
     CHECK(closed->bytes_received == layout.total_bytes());
     auto d = rogue.expect<msg::done>(done_atom::value);
     CHECK(d.reason == "");
-    await_down(sys, {side->server});
+    await_down(vs, {side->server});
     side->shut_down(sys);
   }
   CHECK(report.failure == "");
@@ -652,14 +779,14 @@ TEST_CASE("another client's stream and a poisoned update are refused; the "
     auto poisoned = honest;
     poisoned[3] = std::nanf("");
     {
-      auto cfg = test_system_config();
-      caf::actor_system sys{cfg};
+      virtual_system vs;
+      auto& sys = vs.sys();
       auto side =
           spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
                             side_options(o), eval, &report);
       REQUIRE(side);
-      rogue_client a{sys, side->server};
-      rogue_client b{sys, side->server};
+      rogue_client a{vs, side->server};
+      rogue_client b{vs, side->server};
       REQUIRE(msg::decode<msg::welcome>(
           a.ask(hello_atom::value, msg::encode(msg::hello{"A", ""}))));
       REQUIRE(msg::decode<msg::welcome>(
@@ -705,7 +832,7 @@ TEST_CASE("another client's stream and a poisoned update are refused; the "
       REQUIRE(msg::decode<msg::stream_closed>(
           a.ask(end_atom::value,
                 msg::encode(msg::end_of_stream{sa, plan.chunk_count()}))));
-      await_down(sys, {side->server});
+      await_down(vs, {side->server});
       side->shut_down(sys);
     }
     CHECK(report.failure == "");
@@ -746,8 +873,8 @@ TEST_CASE("dummy clients adding 0.5 move the model by exactly 0.5 a round") {
                      .string();
     run_report report;
     {
-      auto cfg = test_system_config();
-      caf::actor_system sys{cfg};
+      virtual_system vs;
+      auto& sys = vs.sys();
       auto so = side_options(o);
       so.save_global_model = saved;
       auto side = spawn_server_side(sys, std::move(initial), so, eval, &report);
@@ -764,8 +891,8 @@ TEST_CASE("dummy clients adding 0.5 move the model by exactly 0.5 a round") {
                                        {"D" + std::to_string(k), 10000ms},
                                        factory, &client_reports[k]));
       }
-      await_down(sys, {side->server});
-      await_down(sys, clients);
+      await_down(vs, {side->server});
+      await_down(vs, clients);
       side->shut_down(sys);
     }
     CHECK(report.failure == "");
@@ -803,10 +930,10 @@ TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
   std::vector<float> rogue_update(layout.total_bytes() / sizeof(float), 9.0f);
   auto rogue_bytes = std::as_bytes(std::span{rogue_update});
   for (uint64_t cut : {3, 0})
-    for (std::string policy : {"keep", "discard"}) {
+    for (auto policy : {partial_updates::keep, partial_updates::discard}) {
       for (std::string mode : {"ram", "window"}) {
         CAPTURE(cut);
-        CAPTURE(policy);
+        CAPTURE(name_of(policy));
         CAPTURE(mode);
         run_options o;
         o.clients = 2;
@@ -822,12 +949,12 @@ TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
         std::vector<run_report> client_reports(2);
         uint64_t cut_offset = 0;
         {
-          auto cfg = test_system_config();
-          caf::actor_system sys{cfg};
+          virtual_system vs;
+          auto& sys = vs.sys();
           auto side = spawn_server_side(sys, snapshot_of(layout, start), so,
                                         eval, &report);
           REQUIRE(side);
-          auto rogue = std::make_unique<rogue_client>(sys, side->server);
+          auto rogue = std::make_unique<rogue_client>(vs, side->server);
           REQUIRE(msg::decode<msg::welcome>(rogue->ask(
               hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
           std::vector<caf::actor> clients;
@@ -861,8 +988,8 @@ TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
                 chunk_with(h, rogue_bytes.subspan(e.model_offset, e.bytes)))));
           }
           rogue.reset(); // gone for good
-          await_down(sys, {side->server});
-          await_down(sys, clients);
+          await_down(vs, {side->server});
+          await_down(vs, clients);
           side->shut_down(sys);
         }
         CHECK(report.failure == "");
@@ -878,7 +1005,7 @@ TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
         // again: over 4 x).
         if (cut == 0)
           CHECK(report.rounds[0].bytes_up < 3 * layout.total_bytes());
-        if (policy == "keep") {
+        if (policy == partial_updates::keep) {
           uint64_t at = 0;
           for (size_t t = 0; t < want.size(); ++t)
             for (size_t j = 0; j < want[t].size(); ++j, at += sizeof(float))
@@ -981,11 +1108,11 @@ run_options async_options(const std::string& rule) {
   o.rounds = 6;
   o.aggregator = rule;
   o.rule.alpha = 0.6;
-  o.rule.staleness_fn = "polynomial";
+  o.rule.staleness_fn = staleness_kind::polynomial;
   o.rule.staleness_a = 0.5;
   o.rule.buffer_k = 2;
   o.rule.server_learning_rate = 0.8;
-  o.rule.partial_updates = "keep";
+  o.rule.partial_updates = partial_updates::keep;
   return o;
 }
 
@@ -1170,20 +1297,20 @@ void check_rejected_round(const std::string& mode, uint32_t honest,
   o.rounds = 1;
   o.memory_mode = mode;
   o.rule.max_update_norm = max_update_norm;
-  o.rule.partial_updates = "keep";
+  o.rule.partial_updates = partial_updates::keep;
   auto so = side_options(o);
   auto eval = std::make_shared<capturing_evaluator>();
   run_report report;
   std::vector<run_report> client_reports(honest);
   {
-    auto cfg = test_system_config();
-    caf::actor_system sys{cfg};
+    virtual_system vs;
+    auto& sys = vs.sys();
     auto side = spawn_server_side(
         sys, snapshot_of(layout, initial_floats(layout)), so, eval, &report);
     REQUIRE(side);
     std::vector<caf::actor> clients;
     teardown_on_failure guard{sys, *side, clients};
-    rogue_client rogue{sys, side->server};
+    rogue_client rogue{vs, side->server};
     REQUIRE(msg::decode<msg::welcome>(
         rogue.ask(hello_atom::value, msg::encode(msg::hello{"Mallory", ""}))));
     for (uint32_t k = 0; k < honest; ++k) {
@@ -1211,8 +1338,8 @@ void check_rejected_round(const std::string& mode, uint32_t honest,
     CHECK(refusal_of(rogue.ask(chunk_atom::value,
                                chunk_of(plan, stream, rs.round, refused_at + 1,
                                         mallory))) == errc::unknown_stream);
-    await_down(sys, {side->server});
-    await_down(sys, clients);
+    await_down(vs, {side->server});
+    await_down(vs, clients);
     side->shut_down(sys);
   }
   CHECK(report.failure == "");
@@ -1287,7 +1414,7 @@ TEST_CASE("max_sample_size caps the weight a client claims") {
     CAPTURE(mode);
     run_options o;
     o.memory_mode = mode;
-    o.weights = "sample_size";
+    o.weights = client_weighting::sample_size;
     o.rule.max_sample_size = 150; // claims: 107, 207, 307
     o.rounds = 2;
     auto run = run_federation(o);
@@ -1314,14 +1441,14 @@ TEST_CASE("an offer followed by silence does not stall the round") {
     run_report report;
     std::vector<run_report> client_reports(2);
     {
-      auto cfg = test_system_config();
-      caf::actor_system sys{cfg};
+      virtual_system vs;
+      auto& sys = vs.sys();
       auto side = spawn_server_side(
           sys, snapshot_of(layout, initial_floats(layout)), so, eval, &report);
       REQUIRE(side);
       std::vector<caf::actor> clients;
       teardown_on_failure guard{sys, *side, clients};
-      rogue_client quiet{sys, side->server};
+      rogue_client quiet{vs, side->server};
       REQUIRE(msg::decode<msg::welcome>(
           quiet.ask(hello_atom::value, msg::encode(msg::hello{"Quiet", ""}))));
       for (uint32_t k = 0; k < 2; ++k) {
@@ -1338,8 +1465,8 @@ TEST_CASE("an offer followed by silence does not stall the round") {
         offer_as(quiet, "Quiet", start,
                  *chunk_plan::make(start.model, start.chunk_bytes));
       }
-      await_down(sys, {side->server});
-      await_down(sys, clients);
+      await_down(vs, {side->server});
+      await_down(vs, clients);
       side->shut_down(sys);
     }
     CHECK(report.failure == "");
@@ -1355,6 +1482,92 @@ TEST_CASE("an offer followed by silence does not stall the round") {
       CHECK(c.failure == "");
   }
 }
+
+namespace {
+
+/// Patient, a hand-driven client that registers, offers `update` and sends
+/// it chunk by chunk: chunks 1 and 2 each 150 ms after the credit for the
+/// one before, the others at once; then it ends its stream and quits. What
+/// went wrong goes to `failure`.
+caf::behavior patient_client(caf::event_based_actor* self, server_link server,
+                             std::vector<float> update,
+                             std::shared_ptr<std::string> failure) {
+  struct upload {
+    msg::round_start round;
+    std::optional<chunk_plan> plan;
+    uint64_t stream = 0;
+    uint64_t next = 0;
+  };
+  auto up = std::make_shared<upload>();
+  auto fail = [self, failure](std::string why) {
+    *failure = std::move(why);
+    self->quit();
+  };
+  auto end = [self, server, up, fail] {
+    auto e = msg::end_of_stream{up->stream, up->plan->chunk_count()};
+    self->request(server, caf::infinite, end_atom::value, msg::encode(e))
+        .then([self, fail](const frame& f) {
+          if (!msg::decode<msg::stream_closed>(f))
+            return fail("the stream did not close");
+          self->quit();
+        });
+  };
+  auto send_next = std::make_shared<std::function<void()>>();
+  // Itself through a weak handle: the behavior below holds it.
+  *send_next = [self, server, up, update, fail, end,
+                again = std::weak_ptr{send_next}] {
+    if (up->next == up->plan->chunk_count())
+      return end();
+    auto f = chunk_of(*up->plan, up->stream, up->round.round, up->next, update);
+    self->request(server, caf::infinite, chunk_atom::value, std::move(f))
+        .then([self, up, fail, again](const frame& reply) {
+          if (!msg::decode<msg::credit>(reply))
+            return fail("chunk " + std::to_string(up->next) + " refused");
+          ++up->next;
+          if (up->next == 1 || up->next == 2)
+            self->delayed_send(self, 150ms, tick_atom::value);
+          else if (auto next = again.lock())
+            (*next)();
+        });
+  };
+  self->request(server, caf::infinite, hello_atom::value,
+                msg::encode(msg::hello{"Patient", ""}))
+      .then([fail](const frame& f) {
+        if (!msg::decode<msg::welcome>(f))
+          fail("Patient was refused");
+      });
+  return {
+      [self, server, up, fail, send_next](round_atom, const frame& f) {
+        auto rs = msg::decode<msg::round_start>(f);
+        if (!rs)
+          return fail("a bad round start");
+        up->round = *rs;
+        up->plan = *chunk_plan::make(rs->model, rs->chunk_bytes);
+        const auto& m = rs->model;
+        msg::offer off{rs->round,
+                       "Patient",
+                       1,
+                       digest(m),
+                       m.total_bytes(),
+                       up->plan->chunk_count(),
+                       0,
+                       0};
+        self->request(server, caf::infinite, offer_atom::value,
+                      msg::encode(off))
+            .then([up, fail, send_next](const frame& reply) {
+              auto acc = msg::decode<msg::accept>(reply);
+              if (!acc)
+                return fail("the offer was refused");
+              up->stream = acc->stream_id;
+              (*send_next)();
+            });
+      },
+      [send_next](tick_atom) { (*send_next)(); },
+      [](done_atom, const frame&) {},
+  };
+}
+
+} // namespace
 
 TEST_CASE("a stream that waits for its credits is not silent") {
   SUBCASE("every chunk sent, the last credits wait for a slow trainer") {
@@ -1402,40 +1615,31 @@ TEST_CASE("a stream that waits for its credits is not silent") {
       auto eval = std::make_shared<capturing_evaluator>();
       run_report report;
       run_report client_report;
+      auto patient_failure = std::make_shared<std::string>();
       {
-        auto cfg = test_system_config();
-        caf::actor_system sys{cfg};
+        virtual_system vs;
+        auto& sys = vs.sys();
         auto side =
             spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
                               so, eval, &report);
         REQUIRE(side);
         std::vector<caf::actor> clients;
         teardown_on_failure guard{sys, *side, clients};
-        rogue_client rogue{sys, side->server};
-        REQUIRE(msg::decode<msg::welcome>(rogue.ask(
-            hello_atom::value, msg::encode(msg::hello{"Patient", ""}))));
+        // Patient is an actor of its own, so that it goes on while C0
+        // trains (virtual time passes in C0's pause).
+        clients.push_back(
+            sys.spawn(patient_client, side->server, patient, patient_failure));
         auto factory =
-            [layout](const client_configs&,
-                     const msg::welcome&) -> result<std::unique_ptr<trainer>> {
-          return std::make_unique<synthetic_trainer>(layout, 0, 1, 1000ms);
+            [layout, pause = vs.pause()](
+                const client_configs&,
+                const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+          return std::make_unique<synthetic_trainer>(layout, 0, 1, 1000ms,
+                                                     pause);
         };
         clients.push_back(spawn_client(sys, side->server, {"C0", 10000ms},
                                        factory, &client_report));
-        auto rs = rogue.next_round();
-        auto plan = *chunk_plan::make(rs.model, rs.chunk_bytes);
-        auto stream = offer_as(rogue, "Patient", rs, plan);
-        for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
-          if (seq == 1 || seq == 2)
-            std::this_thread::sleep_for(150ms);
-          REQUIRE(msg::decode<msg::credit>(
-              rogue.ask(chunk_atom::value,
-                        chunk_of(plan, stream, rs.round, seq, patient))));
-        }
-        REQUIRE(msg::decode<msg::stream_closed>(rogue.ask(
-            end_atom::value,
-            msg::encode(msg::end_of_stream{stream, plan.chunk_count()}))));
-        await_down(sys, {side->server});
-        await_down(sys, clients);
+        await_down(vs, {side->server});
+        await_down(vs, clients);
         side->shut_down(sys);
       }
       CHECK(report.failure == "");
@@ -1443,6 +1647,7 @@ TEST_CASE("a stream that waits for its credits is not silent") {
       CHECK(report.rounds[0].clients == 2);
       CHECK(report.rounds[0].missing_clients.empty());
       CHECK(client_report.failure == "");
+      CHECK(*patient_failure == "");
       auto want = initial_floats(layout);
       size_t at = 0;
       for (size_t t = 0; t < want.size(); ++t)
@@ -1475,25 +1680,27 @@ TEST_CASE("AsyncScheduler: a poisoned update is not applied") {
     auto eval = std::make_shared<capturing_evaluator>();
     federation_run run;
     {
-      auto cfg = test_system_config();
-      caf::actor_system sys{cfg};
+      virtual_system vs;
+      auto& sys = vs.sys();
       auto side =
           spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
                             side_options(o), eval, &run.server);
       REQUIRE(side);
       std::vector<caf::actor> clients;
       teardown_on_failure guard{sys, *side, clients};
-      rogue_client rogue{sys, side->server};
+      rogue_client rogue{vs, side->server};
       REQUIRE(msg::decode<msg::welcome>(rogue.ask(
           hello_atom::value, msg::encode(msg::hello{"Mallory", ""}))));
       run.clients.resize(o.clients);
       for (uint32_t k = 0; k < o.clients; ++k) {
-        auto factory = [layout, k](const client_configs&, const msg::welcome&)
-            -> result<std::unique_ptr<trainer>> {
+        auto factory =
+            [layout, k, pause = vs.pause()](
+                const client_configs&,
+                const msg::welcome&) -> result<std::unique_ptr<trainer>> {
           // Slower than Mallory, which offers at once: its update comes
           // before the run ends.
           return std::make_unique<synthetic_trainer>(layout, k, samples_of(k),
-                                                     50ms);
+                                                     50ms, pause);
         };
         clients.push_back(spawn_client(sys, side->server,
                                        {"C" + std::to_string(k), 10000ms},
@@ -1508,8 +1715,8 @@ TEST_CASE("AsyncScheduler: a poisoned update is not applied") {
       CHECK(refusal_of(rogue.ask(chunk_atom::value,
                                  chunk_of(plan, stream, task.round, refused_at,
                                           poisoned))) == errc::poisoned_update);
-      await_down(sys, {side->server});
-      await_down(sys, clients);
+      await_down(vs, {side->server});
+      await_down(vs, clients);
       side->shut_down(sys);
     }
     run.final_model = eval->last();
@@ -1621,13 +1828,13 @@ TEST_CASE("clients leaving one after another are not counted out twice: "
       run_report report;
       std::vector<run_report> client_reports(2);
       {
-        auto cfg = test_system_config();
-        caf::actor_system sys{cfg};
+        virtual_system vs;
+        auto& sys = vs.sys();
         auto side = spawn_server_side(sys, snapshot_of(layout, start), so, eval,
                                       &report);
         REQUIRE(side);
-        auto cut = std::make_unique<rogue_client>(sys, side->server);
-        auto gone = std::make_unique<rogue_client>(sys, side->server);
+        auto cut = std::make_unique<rogue_client>(vs, side->server);
+        auto gone = std::make_unique<rogue_client>(vs, side->server);
         REQUIRE(msg::decode<msg::welcome>(
             cut->ask(hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
         REQUIRE(msg::decode<msg::welcome>(
@@ -1636,10 +1843,11 @@ TEST_CASE("clients leaving one after another are not counted out twice: "
         for (uint32_t k = 0; k < 2; ++k) {
           auto delay = k == 1 ? 1500ms : 0ms;
           auto factory =
-              [layout, k,
-               delay](const client_configs&,
-                      const msg::welcome&) -> result<std::unique_ptr<trainer>> {
-            return std::make_unique<synthetic_trainer>(layout, k, 1, delay);
+              [layout, k, delay, pause = vs.pause()](
+                  const client_configs&,
+                  const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+            return std::make_unique<synthetic_trainer>(layout, k, 1, delay,
+                                                       pause);
           };
           clients.push_back(spawn_client(sys, side->server,
                                          {"C" + std::to_string(k), 10000ms},
@@ -1654,10 +1862,11 @@ TEST_CASE("clients leaving one after another are not counted out twice: "
                                             layout.total_bytes(),
                                             plan->chunk_count(), 0, 0}))));
         cut.reset(); // dropped after 200 ms
-        std::this_thread::sleep_for(400ms);
-        gone.reset(); // dropped at about 600 ms, C1 still training
-        await_down(sys, {side->server});
-        await_down(sys, clients);
+        // Dropped at about 600 ms, C1 still training (in its pause, where
+        // the timed action runs).
+        vs.at(400ms, [&gone] { gone.reset(); });
+        await_down(vs, {side->server});
+        await_down(vs, clients);
         side->shut_down(sys);
       }
       CHECK(report.failure == "");

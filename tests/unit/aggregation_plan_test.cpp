@@ -121,9 +121,9 @@ TEST_CASE("aggregation plan: the config's words become enums once") {
   CHECK(defaults.weights == client_weighting::equal);
   CHECK(defaults.on_deadline == deadline_action::fail);
   CHECK(defaults.partial == partial_updates::discard);
-  s.rule.client_weights_mode = "sample_size";
-  s.on_deadline = "wait";
-  s.rule.partial_updates = "keep";
+  s.rule.client_weights_mode = client_weighting::sample_size;
+  s.on_deadline = deadline_action::wait;
+  s.rule.partial_updates = partial_updates::keep;
   auto chosen = plan(s);
   CHECK(chosen.weights == client_weighting::sample_size);
   CHECK(chosen.on_deadline == deadline_action::wait);

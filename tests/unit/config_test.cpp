@@ -186,7 +186,7 @@ TEST_CASE(
                    "num_tensors: 8, total_bytes: 4096, dtype: bfloat16}",
                    "client_configs.train_configs={trainer: dummy, add: 0.5}"});
   REQUIRE(c);
-  CHECK(c->clients.model.model_name == "synthetic");
+  CHECK(c->clients.model.model_name == model_kind::synthetic);
   CHECK(c->clients.model.dtype == "bfloat16");
   CHECK(c->clients.train.add == doctest::Approx(0.5));
   auto back = parse_client_configs(client_configs_yaml(*c));
@@ -274,7 +274,7 @@ TEST_CASE("aggregators, schedulers and sampling keys are read and checked") {
   CHECK(adam->server.rule.server_learning_rate == doctest::Approx(0.02));
   CHECK(adam->server.rule.server_adapt_param == doctest::Approx(0.01));
   CHECK(adam->server.rule.server_momentum_param_2 == doctest::Approx(0.9));
-  CHECK(adam->server.rule.partial_updates == "discard");
+  CHECK(adam->server.rule.partial_updates == partial_updates::discard);
   // FedAvgM's step defaults to 1 (the plain momentum of Hsu et al.).
   auto avgm = sim({"server_configs.aggregator=FedAvgMAggregator"});
   REQUIRE(avgm);
@@ -285,8 +285,8 @@ TEST_CASE("aggregators, schedulers and sampling keys are read and checked") {
                    "hinge, staleness_fn_kwargs: {a: 10, b: 4}}"});
   REQUIRE(buff);
   CHECK(buff->server.rule.buffer_k == 5);
-  CHECK(buff->server.rule.staleness_fn == "hinge");
-  CHECK(buff->server.rule.partial_updates == "keep");
+  CHECK(buff->server.rule.staleness_fn == staleness_kind::hinge);
+  CHECK(buff->server.rule.partial_updates == partial_updates::keep);
   // An aggregator set without a scheduler brings the scheduler it needs;
   // one named beside it must match.
   auto async = sim({"server_configs.aggregator=FedAsyncAggregator"});

@@ -157,7 +157,7 @@ double norm_of(const std::vector<double>& v) {
 
 /// One DP-SGD step of lr 1 over samples 0..n-1 as one batch; returns the
 /// parameter change (initial minus trained).
-std::vector<double> dp_step(const std::string& mode, uint32_t n, double clip,
+std::vector<double> dp_step(dp_sgd_mode mode, uint32_t n, double clip,
                             double sigma) {
   auto cfg = small_configs();
   cfg.train.num_local_steps = 1;
@@ -198,8 +198,9 @@ TEST_CASE("a DP-SGD step of the CNN is the mean of the clipped per-sample "
   }
   CHECK(clipped > 0); // the clip bites for some samples
   auto scale = norm_of(want);
-  for (const auto* mode : {"per_sample", "ghost", "fused"}) {
-    CAPTURE(mode);
+  for (auto mode :
+       {dp_sgd_mode::per_sample, dp_sgd_mode::ghost, dp_sgd_mode::fused}) {
+    CAPTURE(name_of(mode));
     auto got = dp_step(mode, n, clip, 0.0);
     REQUIRE(got.size() == want.size());
     double err = 0;
@@ -210,7 +211,7 @@ TEST_CASE("a DP-SGD step of the CNN is the mean of the clipped per-sample "
   // With noise: the difference from the noiseless step is N(0, (sigma C /
   // n)^2) per element.
   constexpr double sigma = 2.0;
-  auto noisy = dp_step("fused", n, clip, sigma);
+  auto noisy = dp_step(dp_sgd_mode::fused, n, clip, sigma);
   double sum = 0, squares = 0;
   for (size_t k = 0; k < noisy.size(); ++k) {
     auto d = noisy[k] - want[k];
@@ -230,7 +231,7 @@ TEST_CASE("DP-SGD draws Poisson samples of rate batch / samples") {
   cfg.train.mode = "epoch";
   cfg.train.num_local_epochs = 2;
   cfg.train.train_batch_size = 40;
-  cfg.train.dp.mode = "fused";
+  cfg.train.dp.mode = dp_sgd_mode::fused;
   auto t = make_trainer(cfg, test_samples(first(1000)), 3, 2);
   REQUIRE(t);
   auto m = (*t)->train();
@@ -298,7 +299,7 @@ std::shared_ptr<const tensor_set> separable(uint32_t n, bool one_hot) {
 client_configs script_configs(const std::string& path,
                               const std::string& loss) {
   client_configs c;
-  c.model.model_name = "torchscript";
+  c.model.model_name = model_kind::torchscript;
   c.model.path = path;
   c.train.mode = "step";
   c.train.num_local_steps = 20;

@@ -1,0 +1,24 @@
+#include "protocol/reconnect_backoff.hpp"
+
+#include <algorithm>
+
+namespace fedcaf {
+
+std::string reconnect_backoff::lost(time_point now, const std::string& why) {
+  lost_at_ = now;
+  delay_ = first_delay;
+  return "lost the server (" + why + "); reconnecting to " + server_;
+}
+
+result<reconnect_backoff::milliseconds>
+reconnect_backoff::next_delay(time_point now, const std::string& why) {
+  if (now - lost_at_ > give_up_after_)
+    return error{errc::disconnected,
+                 "the server at " + server_ + " was not back within " +
+                     std::to_string(give_up_after_.count()) + " ms: " + why};
+  auto wait = delay_;
+  delay_ = std::min(delay_ * 2, max_delay);
+  return wait;
+}
+
+} // namespace fedcaf

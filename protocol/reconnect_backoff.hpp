@@ -1,0 +1,44 @@
+#pragma once
+// When a client that lost its server tries again: the first attempt at
+// once, then after 100 ms, doubling up to 2 s between attempts, and never
+// once the server has been gone longer than the client waits for it. It
+// reads no clock: the client actor passes the time in.
+// Thread-safety: none; owned by the client actor.
+
+#include <chrono>
+#include <string>
+
+#include "fedcaf/error.hpp"
+
+namespace fedcaf {
+
+class reconnect_backoff {
+public:
+  using time_point = std::chrono::steady_clock::time_point;
+  using milliseconds = std::chrono::milliseconds;
+
+  /// Gives up on the server at `server` ("host:port") once it has been gone
+  /// longer than `give_up_after`.
+  reconnect_backoff(milliseconds give_up_after, std::string server)
+      : give_up_after_(give_up_after), server_(std::move(server)) {}
+
+  /// The server was lost at `now` for `why`: the delays start again from
+  /// the first. Returns the line to log.
+  std::string lost(time_point now, const std::string& why);
+
+  /// An attempt failed at `now` for `why`. Returns how long to wait before
+  /// the next, or an error (disconnected) iff the server has been gone
+  /// longer than `give_up_after`.
+  result<milliseconds> next_delay(time_point now, const std::string& why);
+
+  static constexpr milliseconds first_delay{100};
+  static constexpr milliseconds max_delay{2000};
+
+private:
+  milliseconds give_up_after_;
+  std::string server_;
+  time_point lost_at_{};
+  milliseconds delay_ = first_delay;
+};
+
+} // namespace fedcaf
