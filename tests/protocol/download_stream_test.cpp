@@ -11,19 +11,13 @@
 #include <vector>
 
 #include "protocol/download_stream.hpp"
+#include "tests/protocol/small_model.hpp"
 
 using namespace fedcaf;
 
 namespace {
 
-/// 10 + 40 + 3 float32 values: 212 bytes, four chunks of at most 64.
-manifest small_model() {
-  manifest m;
-  m.tensors.push_back(make_tensor_info("a", dtype::float32, {10}));
-  m.tensors.push_back(make_tensor_info("b", dtype::float32, {4, 10}));
-  m.tensors.push_back(make_tensor_info("c", dtype::float32, {3}));
-  return m;
-}
+using testing::small_model;
 
 /// A model's bytes, each float32 value i set to `base + i / 4`.
 std::vector<std::byte> model_bytes(const manifest& m, float base) {

@@ -10,19 +10,13 @@
 #include <vector>
 
 #include "protocol/upload_stream.hpp"
+#include "tests/protocol/small_model.hpp"
 
 using namespace fedcaf;
 
 namespace {
 
-/// 10 + 40 + 3 float32 values: 212 bytes, four chunks of at most 64.
-manifest small_model() {
-  manifest m;
-  m.tensors.push_back(make_tensor_info("a", dtype::float32, {10}));
-  m.tensors.push_back(make_tensor_info("b", dtype::float32, {4, 10}));
-  m.tensors.push_back(make_tensor_info("c", dtype::float32, {3}));
-  return m;
-}
+using testing::small_model;
 
 struct fixture {
   manifest layout = small_model();
