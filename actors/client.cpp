@@ -48,7 +48,7 @@ public:
                  options_.host + ":" + std::to_string(options_.port)),
         watchdog_(options_.idle_timeout) {}
 
-  void attach(caf::event_based_actor* self) {
+  void attach(client_actor::pointer self) {
     self_ = self;
     report_.start(now());
     self_->set_down_handler([this](caf::down_msg& m) {
@@ -358,7 +358,7 @@ private:
     self_->quit();
   }
 
-  caf::event_based_actor* self_ = nullptr;
+  client_actor::pointer self_ = nullptr;
   server_link server_;
   client_options options_;
   trainer_factory factory_; ///< until the Welcome
@@ -373,8 +373,8 @@ private:
   transfer_watchdog watchdog_;
 };
 
-caf::behavior client_actor(caf::event_based_actor* self,
-                           std::shared_ptr<client_state> state) {
+client_actor::behavior_type running(client_actor::pointer self,
+                                    std::shared_ptr<client_state> state) {
   state->attach(self);
   return {
       [state](round_atom, const frame& f) { state->on_round(f); },
@@ -390,12 +390,12 @@ caf::behavior client_actor(caf::event_based_actor* self,
 
 } // namespace
 
-caf::actor spawn_client(caf::actor_system& sys, server_link server,
-                        client_options options, trainer_factory factory,
-                        run_report* report) {
+client_actor spawn_client(caf::actor_system& sys, server_link server,
+                          client_options options, trainer_factory factory,
+                          run_report* report) {
   auto state = std::make_shared<client_state>(
       std::move(server), std::move(options), std::move(factory), report);
-  return sys.spawn(client_actor, std::move(state));
+  return sys.spawn(running, std::move(state));
 }
 
 } // namespace fedcaf

@@ -54,8 +54,8 @@ struct client_options {
 /// Spawns a client of `server`. `report` is written by the client only and
 /// must be read only after the client has terminated; on failure its
 /// `failure` names the reason.
-caf::actor spawn_client(caf::actor_system& sys, server_link server,
-                        client_options options, trainer_factory factory,
-                        run_report* report);
+client_actor spawn_client(caf::actor_system& sys, server_link server,
+                          client_options options, trainer_factory factory,
+                          run_report* report);
 
 } // namespace fedcaf

@@ -149,6 +149,14 @@ using client_inbox = caf::typed_actor<
     caf::reacts_to<idle_atom, uint32_t>, caf::reacts_to<reject_atom, frame>,
     caf::reacts_to<secagg_atom, frame>>;
 
+/// A client actor: what its server tells it, the evaluation its embedding
+/// program (the Python module) hands it to send, and its timers (the idle
+/// tick, a reconnection attempt of one generation).
+using client_actor =
+    client_inbox::extend<caf::reacts_to<evaluated_atom, frame>,
+                         caf::reacts_to<tick_atom>,
+                         caf::reacts_to<caf::connect_atom, uint64_t>>;
+
 /// The whole server: the peer frames from a gateway or an in-process
 /// client, what its scheduler and aggregator ask of it, and its timers (a
 /// client's round announcement, a lost client's grace, a SecAgg+ phase's

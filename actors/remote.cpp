@@ -69,7 +69,7 @@ result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
 }
 
 /// Blocks until `a` has terminated.
-void await(caf::actor_system& sys, const caf::actor& a) {
+template <class Handle> void await(caf::actor_system& sys, const Handle& a) {
   caf::scoped_actor self{sys};
   self->monitor(a);
   self->receive([](const caf::down_msg&) {});

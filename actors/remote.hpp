@@ -39,7 +39,7 @@ std::chrono::milliseconds millis(double seconds);
 /// run_remote_client returns, another thread may stop the client with
 /// caf::anon_send_exit.
 using client_started =
-    std::function<void(caf::actor_system&, const caf::actor&)>;
+    std::function<void(caf::actor_system&, const client_actor&)>;
 
 /// Runs client `cc.client_id` of the server at cc.comm.server_uri (TLS,
 /// token, resume after a lost connection, as configured) with trainers from

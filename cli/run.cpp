@@ -425,7 +425,7 @@ int run_simulate(const options& opts) {
     if (!side)
       return failed(to_string(side.err()));
     stop_on_interrupt(watch, side->server);
-    std::vector<caf::actor> clients;
+    std::vector<client_actor> clients;
     for (uint32_t i = 0; i < n; ++i) {
       client_options co;
       co.client_id = "Client" + std::to_string(i + 1);

@@ -181,7 +181,7 @@ private:
     };
     run_remote_client(
         cfg_.client, std::move(factory), report_,
-        [this](caf::actor_system&, const caf::actor& c) {
+        [this](caf::actor_system&, const client_actor& c) {
           std::lock_guard<std::mutex> guard{mtx_};
           client_ = c;
           if (stop_requested_) // stopped while it was connecting
@@ -190,7 +190,7 @@ private:
         &stop_requested_);
     {
       std::lock_guard<std::mutex> guard{mtx_};
-      client_ = nullptr;
+      client_ = client_actor{};
     }
     report_.config_yaml = cfg_.effective_yaml;
     bridge_->run_ended(report_.failure);
@@ -235,7 +235,7 @@ private:
   run_report report_; ///< written by the client; read after run_ended
   std::thread thread_;
   std::mutex mtx_;
-  caf::actor client_; ///< while the client runs
+  client_actor client_; ///< while the client runs
   std::atomic<bool> writable_update_{false};
 
 public:

@@ -129,6 +129,7 @@ TEST_CASE("interfaces: design.md's actor message table is the typed "
   add<server_link>("server_actor", inherited);
   add<round_host>("server_actor", inherited);
   add<unmask_planner>("server_actor", inherited);
+  add<client_inbox>("client_actor", inherited);
   std::set<std::string> own;
   add<scheduler_actor>("scheduler_actor", own);
   add<sync_scheduler_actor>("sync_scheduler_actor", own);
@@ -136,6 +137,7 @@ TEST_CASE("interfaces: design.md's actor message table is the typed "
   add<server_gate>("server_gate", own);
   add<server_link>("server_link", own);
   add<server_actor>("server_actor", own);
+  add<client_actor>("client_actor", own);
   for (const auto& r : own)
     if (!inherited.count(r))
       typed.insert(r);

@@ -463,7 +463,7 @@ federation_run run_federation(const run_options& o) {
         spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
                           side_options(o), eval, &out.server);
     REQUIRE(side);
-    std::vector<caf::actor> clients;
+    std::vector<client_actor> clients;
     auto built = std::make_shared<std::atomic<int>>(0);
     for (uint32_t k = 0; k < o.clients; ++k) {
       auto delay = k + 1 == o.clients ? o.last_client_delay : 0ms;
@@ -880,7 +880,7 @@ TEST_CASE("dummy clients adding 0.5 move the model by exactly 0.5 a round") {
       auto side = spawn_server_side(sys, std::move(initial), so, eval, &report);
       REQUIRE(side);
       std::vector<run_report> client_reports(o.clients);
-      std::vector<caf::actor> clients;
+      std::vector<client_actor> clients;
       for (uint32_t k = 0; k < o.clients; ++k) {
         auto factory =
             [layout](const client_configs&,
@@ -957,7 +957,7 @@ TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
           auto rogue = std::make_unique<rogue_client>(vs, side->server);
           REQUIRE(msg::decode<msg::welcome>(rogue->ask(
               hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
-          std::vector<caf::actor> clients;
+          std::vector<client_actor> clients;
           for (uint32_t k = 0; k < 2; ++k) {
             auto factory =
                 [layout,
@@ -1207,7 +1207,7 @@ namespace {
 class teardown_on_failure {
 public:
   teardown_on_failure(caf::actor_system& sys, const server_side& side,
-                      const std::vector<caf::actor>& clients)
+                      const std::vector<client_actor>& clients)
       : sys_(sys), side_(side), clients_(clients) {}
   teardown_on_failure(const teardown_on_failure&) = delete;
   teardown_on_failure& operator=(const teardown_on_failure&) = delete;
@@ -1224,7 +1224,7 @@ public:
 private:
   caf::actor_system& sys_;
   const server_side& side_;
-  const std::vector<caf::actor>& clients_;
+  const std::vector<client_actor>& clients_;
 };
 
 /// All tensors of x back to back.
@@ -1308,7 +1308,7 @@ void check_rejected_round(const std::string& mode, uint32_t honest,
     auto side = spawn_server_side(
         sys, snapshot_of(layout, initial_floats(layout)), so, eval, &report);
     REQUIRE(side);
-    std::vector<caf::actor> clients;
+    std::vector<client_actor> clients;
     teardown_on_failure guard{sys, *side, clients};
     rogue_client rogue{vs, side->server};
     REQUIRE(msg::decode<msg::welcome>(
@@ -1446,7 +1446,7 @@ TEST_CASE("an offer followed by silence does not stall the round") {
       auto side = spawn_server_side(
           sys, snapshot_of(layout, initial_floats(layout)), so, eval, &report);
       REQUIRE(side);
-      std::vector<caf::actor> clients;
+      std::vector<client_actor> clients;
       teardown_on_failure guard{sys, *side, clients};
       rogue_client quiet{vs, side->server};
       REQUIRE(msg::decode<msg::welcome>(
@@ -1623,12 +1623,12 @@ TEST_CASE("a stream that waits for its credits is not silent") {
             spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
                               so, eval, &report);
         REQUIRE(side);
-        std::vector<caf::actor> clients;
+        std::vector<client_actor> clients;
         teardown_on_failure guard{sys, *side, clients};
         // Patient is an actor of its own, so that it goes on while C0
         // trains (virtual time passes in C0's pause).
-        clients.push_back(
-            sys.spawn(patient_client, side->server, patient, patient_failure));
+        auto patient_actor =
+            sys.spawn(patient_client, side->server, patient, patient_failure);
         auto factory =
             [layout, pause = vs.pause()](
                 const client_configs&,
@@ -1640,6 +1640,7 @@ TEST_CASE("a stream that waits for its credits is not silent") {
                                        factory, &client_report));
         await_down(vs, {side->server});
         await_down(vs, clients);
+        await_down(vs, std::vector<caf::actor>{patient_actor});
         side->shut_down(sys);
       }
       CHECK(report.failure == "");
@@ -1686,7 +1687,7 @@ TEST_CASE("AsyncScheduler: a poisoned update is not applied") {
           spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
                             side_options(o), eval, &run.server);
       REQUIRE(side);
-      std::vector<caf::actor> clients;
+      std::vector<client_actor> clients;
       teardown_on_failure guard{sys, *side, clients};
       rogue_client rogue{vs, side->server};
       REQUIRE(msg::decode<msg::welcome>(rogue.ask(
@@ -1839,7 +1840,7 @@ TEST_CASE("clients leaving one after another are not counted out twice: "
             cut->ask(hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
         REQUIRE(msg::decode<msg::welcome>(
             gone->ask(hello_atom::value, msg::encode(msg::hello{"Gone", ""}))));
-        std::vector<caf::actor> clients;
+        std::vector<client_actor> clients;
         for (uint32_t k = 0; k < 2; ++k) {
           auto delay = k == 1 ? 1500ms : 0ms;
           auto factory =
