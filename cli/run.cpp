@@ -310,7 +310,8 @@ result<live_view> start_view(const options& opts, const config& cfg,
   if (!opts.http)
     return v;
   v.status = std::make_shared<live_status>();
-  v.status->set_run(role, cfg.server.num_global_epochs, cfg.server.aggregator);
+  v.status->set_run(role, cfg.server.num_global_epochs,
+                    aggregator_name(cfg.server.aggregator));
   auto h = http_view::start(*opts.http, v.status);
   if (!h)
     return h.err();
@@ -323,7 +324,7 @@ result<live_view> start_view(const options& opts, const config& cfg,
 run_report report_for(const config& cfg, const char* role) {
   run_report r;
   r.role = role;
-  r.aggregator = cfg.server.aggregator;
+  r.aggregator = aggregator_name(cfg.server.aggregator);
   r.scheduler = cfg.server.scheduler;
   r.config_yaml = cfg.effective_yaml; // written after every round
   return r;
@@ -378,7 +379,7 @@ int conclude(const options& opts, run_report& report, const config& cfg) {
 /// too few clients a round trims nothing and averages like FedAvg.
 void warn_if_trimming_nothing(const config& cfg) {
   const auto& sc = cfg.server;
-  if (sc.aggregator != "TrimmedMeanAggregator")
+  if (sc.aggregator != server_rule::trimmed_mean)
     return;
   auto k = sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
   auto trimmed = static_cast<uint32_t>(sc.rule.trim_ratio * k);

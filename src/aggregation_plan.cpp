@@ -8,18 +8,6 @@ namespace fedcaf {
 
 namespace {
 
-constexpr std::array<std::pair<server_rule, const char*>, 9> rule_names{{
-    {server_rule::fedavg, "FedAvgAggregator"},
-    {server_rule::fedavgm, "FedAvgMAggregator"},
-    {server_rule::fedadagrad, "FedAdagradAggregator"},
-    {server_rule::fedadam, "FedAdamAggregator"},
-    {server_rule::fedyogi, "FedYogiAggregator"},
-    {server_rule::fedasync, "FedAsyncAggregator"},
-    {server_rule::fedbuff, "FedBuffAggregator"},
-    {server_rule::trimmed_mean, "TrimmedMeanAggregator"},
-    {server_rule::median, "MedianAggregator"},
-}};
-
 std::chrono::milliseconds millis_of(double seconds) {
   return std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000)};
 }
@@ -55,9 +43,9 @@ error refuse(std::string why) {
 } // namespace
 
 std::optional<server_rule> parse_server_rule(std::string_view aggregator) {
-  for (const auto& [rule, name] : rule_names)
-    if (aggregator == name)
-      return rule;
+  for (const auto& r : rule_names)
+    if (aggregator == r.name)
+      return r.value;
   return std::nullopt;
 }
 
@@ -66,19 +54,15 @@ server_rule rule_of(std::string_view aggregator) {
 }
 
 const char* aggregator_name(server_rule rule) {
-  for (const auto& [r, name] : rule_names)
-    if (r == rule)
-      return name;
+  for (const auto& r : rule_names)
+    if (r.value == rule)
+      return r.name;
   return "FedAvgAggregator";
 }
 
 result<aggregation_plan> plan_aggregation(const server_config& s) {
   aggregation_plan p;
-  auto rule = parse_server_rule(s.aggregator);
-  if (!rule)
-    return refuse("server_configs.aggregator: '" + s.aggregator +
-                  "' is no aggregation rule");
-  p.rule = *rule;
+  p.rule = s.aggregator;
   p.memory_mode = s.memory_mode;
   p.in_place = s.memory_mode != memory_mode::ram;
   if (s.memory_mode == memory_mode::disk)

@@ -61,8 +61,9 @@ constexpr word<partial_updates> partial_words[] = {
 constexpr word<deadline_action> deadline_words[] = {
     {deadline_action::fail, "fail"}, {deadline_action::wait, "wait"}};
 
-template <class E, size_t N>
-std::string_view name_in(const word<E> (&words)[N], E value) {
+/// The name of `value` in `words` (elements with .value and .name).
+template <class E, class W, size_t N>
+std::string_view name_in(const W (&words)[N], E value) {
   for (const auto& w : words)
     if (w.value == value)
       return w.name;
@@ -378,8 +379,8 @@ public:
 
   /// As one_of for a word, parsed into its enum (`out` keeps its default
   /// where the key is absent or wrong).
-  template <class E, size_t N>
-  void one_of(const char* key, E& out, const word<E> (&words)[N]) {
+  template <class E, class W, size_t N>
+  void one_of(const char* key, E& out, const W (&words)[N]) {
     std::string name{name_in(words, out)};
     get(key, name);
     std::string names;
@@ -825,15 +826,16 @@ void read(section s, comm_config& c, bool server_side) {
 /// eta when aggregator_kwargs names none: the step that reaches 0.85 or more
 /// in the default 3-round run (configs/simulate.yaml), on the grid of the
 /// papers (see rule_config::server_learning_rate).
-double default_server_learning_rate(const std::string& aggregator) {
-  if (aggregator == "FedAdamAggregator" || aggregator == "FedYogiAggregator")
+double default_server_learning_rate(server_rule rule) {
+  if (rule == server_rule::fedadam || rule == server_rule::fedyogi)
     return 0.1;
   return 1.0; // FedAdagrad, FedAvgM, FedBuff (FedAvg, FedAsync: no eta)
 }
 
-void read(section s, rule_config& r, const std::string& aggregator) {
+void read(section s, rule_config& r, server_rule rule) {
+  const std::string aggregator = aggregator_name(rule);
   s.one_of("client_weights_mode", r.client_weights_mode, weighting_words);
-  r.server_learning_rate = default_server_learning_rate(aggregator);
+  r.server_learning_rate = default_server_learning_rate(rule);
   s.positive("server_learning_rate", r.server_learning_rate);
   s.positive("server_adapt_param", r.server_adapt_param);
   s.get("server_momentum_param_1", r.server_momentum_param_1);
@@ -855,8 +857,7 @@ void read(section s, rule_config& r, const std::string& aggregator) {
   if (r.staleness_fn == staleness_kind::hinge && !(r.staleness_b >= 0))
     kw.fail("b", "must be 0 or more");
   s.get("K", r.buffer_k, 1, max_clients);
-  bool async =
-      aggregator == "FedAsyncAggregator" || aggregator == "FedBuffAggregator";
+  bool async = is_async(rule);
   if (async)
     r.partial_updates = partial_updates::keep;
   s.one_of("partial_updates", r.partial_updates, partial_words);
@@ -868,19 +869,17 @@ void read(section s, rule_config& r, const std::string& aggregator) {
   s.get("norm_bound", r.norm_bound);
   if (!(r.norm_bound >= 0))
     s.fail("norm_bound", "must be 0 (off) or positive");
-  if (r.norm_bound > 0 &&
-      (is_robust(rule_of(aggregator)) || is_async(rule_of(aggregator))))
+  if (r.norm_bound > 0 && (is_robust(rule) || is_async(rule)))
     s.fail("norm_bound", "bounds the updates of the sync averaging rules: " +
                              aggregator + " is not one");
   if (!(r.max_update_norm >= 0))
     s.fail("max_update_norm", "must be 0 (off) or positive");
   s.get("max_sample_size", r.max_sample_size);
-  if (is_robust(rule_of(aggregator)) &&
-      r.client_weights_mode != client_weighting::equal)
+  if (is_robust(rule) && r.client_weights_mode != client_weighting::equal)
     s.fail("client_weights_mode",
            aggregator + " orders each coordinate's values: it does not "
                         "weight them (use equal)");
-  if (s.has("trim_ratio") && aggregator != "TrimmedMeanAggregator")
+  if (s.has("trim_ratio") && rule != server_rule::trimmed_mean)
     s.fail("trim_ratio", "applies to TrimmedMeanAggregator only");
   s.get("trim_ratio", r.trim_ratio);
   if (!(r.trim_ratio >= 0 && r.trim_ratio < 0.5))
@@ -896,7 +895,7 @@ void read(section s, rule_config& r, const std::string& aggregator) {
     if (!(r.dp_delta > 0 && r.dp_delta < 1))
       dp.fail("delta", "must be in (0, 1)");
     dp.get("seed", r.dp_seed);
-    if (aggregator != "FedAvgAggregator")
+    if (rule != server_rule::fedavg)
       dp.fail("", "DP-FedAvg needs FedAvgAggregator");
     if (r.client_weights_mode != client_weighting::equal)
       dp.fail("", "DP-FedAvg needs client_weights_mode: equal");
@@ -944,16 +943,18 @@ void check_secure_aggregation(section& s, const server_config& sc) {
   };
   if (sc.scheduler != "SyncScheduler")
     fail("runs with SyncScheduler only (a sum needs a round)");
-  if (sc.memory_mode != memory_mode::ram && sc.aggregator != "FedAvgAggregator")
+  if (sc.memory_mode != memory_mode::ram &&
+      sc.aggregator != server_rule::fedavg)
     fail(std::string{"in memory_mode "} + to_string(sc.memory_mode) +
          " averages with FedAvgAggregator only (the masked sum waits where "
          "the old model was, which " +
-         sc.aggregator + " needs): use memory_mode ram");
+         aggregator_name(sc.aggregator) + " needs): use memory_mode ram");
   if (sc.rule.partial_updates == partial_updates::keep)
     fail("cannot keep a partial masked update (partial_updates: keep)");
-  if (is_robust(rule_of(sc.aggregator)))
-    fail(sc.aggregator + " must see each update's values to order them; "
-                         "masked updates hide them");
+  if (is_robust(sc.aggregator))
+    fail(std::string{aggregator_name(sc.aggregator)} +
+         " must see each update's values to order them; "
+         "masked updates hide them");
   if (sc.rule.max_update_norm > 0 || sc.rule.norm_bound > 0)
     fail("cannot measure a masked update: drop "
          "aggregator_kwargs.max_update_norm and norm_bound");
@@ -999,16 +1000,14 @@ void read(section s, server_config& sc) {
     if (!same_init)
       kw.fail("same_init_model", "only true is supported");
   }
-  s.one_of("aggregator", sc.aggregator,
-           {"FedAvgAggregator", "FedAvgMAggregator", "FedAdamAggregator",
-            "FedYogiAggregator", "FedAdagradAggregator", "FedAsyncAggregator",
-            "FedBuffAggregator", "TrimmedMeanAggregator", "MedianAggregator"});
+  s.one_of("aggregator", sc.aggregator, rule_names);
   read(s.child("aggregator_kwargs"), sc.rule, sc.aggregator);
-  bool async_rule = is_async(rule_of(sc.aggregator));
+  bool async_rule = is_async(sc.aggregator);
   if (!s.has("scheduler")) // unnamed: the one the aggregator needs
     sc.scheduler = async_rule ? "AsyncScheduler" : "SyncScheduler";
   if (async_rule != (sc.scheduler == "AsyncScheduler"))
-    s.fail("aggregator", sc.aggregator + " needs " +
+    s.fail("aggregator", std::string{aggregator_name(sc.aggregator)} +
+                             " needs " +
                              (async_rule ? "AsyncScheduler" : "SyncScheduler") +
                              ", the scheduler is " + sc.scheduler);
   s.get("evaluate", sc.evaluate);

@@ -19,6 +19,25 @@ enum class server_rule {
   median
 };
 
+/// A rule and the name server_configs.aggregator gives it.
+struct rule_name {
+  server_rule value;
+  const char* name;
+};
+
+/// Every rule with its name, in the order config errors list them.
+inline constexpr rule_name rule_names[] = {
+    {server_rule::fedavg, "FedAvgAggregator"},
+    {server_rule::fedavgm, "FedAvgMAggregator"},
+    {server_rule::fedadam, "FedAdamAggregator"},
+    {server_rule::fedyogi, "FedYogiAggregator"},
+    {server_rule::fedadagrad, "FedAdagradAggregator"},
+    {server_rule::fedasync, "FedAsyncAggregator"},
+    {server_rule::fedbuff, "FedBuffAggregator"},
+    {server_rule::trimmed_mean, "TrimmedMeanAggregator"},
+    {server_rule::median, "MedianAggregator"},
+};
+
 /// Returns the rule that server_configs.aggregator names ("FedAvgAggregator",
 /// ..., "MedianAggregator"), or nullopt for a name that is none of them.
 std::optional<server_rule> parse_server_rule(std::string_view aggregator);

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fedcaf/aggregation_rule.hpp"
 #include "fedcaf/compression.hpp"
 #include "fedcaf/error.hpp"
 
@@ -321,7 +322,7 @@ struct server_config {
   /// FedAvgAggregator | FedAvgMAggregator | FedAdamAggregator |
   /// FedYogiAggregator | FedAdagradAggregator | FedAsyncAggregator |
   /// FedBuffAggregator
-  std::string aggregator = "FedAvgAggregator";
+  server_rule aggregator = server_rule::fedavg;
   rule_config rule;     ///< aggregator_kwargs
   bool evaluate = true; ///< evaluate each global model on the test set
   /// Clients evaluate each global model on their own data and the server

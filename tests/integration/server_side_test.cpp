@@ -413,7 +413,7 @@ aggregation_plan plan_of(const run_options& o) {
   server_config sc;
   sc.num_clients = o.clients + o.silent;
   sc.clients_per_round = o.clients_per_round;
-  sc.aggregator = o.aggregator;
+  sc.aggregator = rule_of(o.aggregator);
   sc.rule = o.rule;
   sc.rule.client_weights_mode = o.weights;
   sc.memory_mode = parse_memory_mode(o.memory_mode).value();

@@ -51,7 +51,7 @@ TEST_CASE("the embedded default config is valid") {
       load_config(embedded_simulate_yaml(), "embedded", config_role::simulate);
   REQUIRE(c);
   CHECK(c->server.num_clients >= 2);
-  CHECK(c->server.aggregator == "FedAvgAggregator");
+  CHECK(c->server.aggregator == server_rule::fedavg);
   CHECK(c->data.partition_strategy == "iid");
   CHECK(c->clients.train.optim.name == "SGD");
 }
