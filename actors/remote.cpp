@@ -95,9 +95,9 @@ gateway_limits limits_of(const comm_config& comm) {
   gateway_limits l;
   l.max_frame_bytes = comm.max_message_size;
   l.window = comm.stream.window;
-  l.handshake_timeout = millis(comm.stream.handshake_timeout_s);
-  l.heartbeat = millis(comm.stream.heartbeat_s);
-  l.connection_timeout = millis(comm.stream.connection_timeout_s);
+  l.handshake_timeout = millis_of(comm.stream.handshake_timeout_s);
+  l.heartbeat = millis_of(comm.stream.heartbeat_s);
+  l.connection_timeout = millis_of(comm.stream.connection_timeout_s);
   l.max_unauthenticated = comm.stream.max_unauthenticated;
   return l;
 }
@@ -107,10 +107,6 @@ result<std::shared_ptr<tls_context>> tls_of(const comm_config& comm,
   if (!comm.use_ssl)
     return std::shared_ptr<tls_context>{};
   return tls_context::make(comm.tls, server);
-}
-
-std::chrono::milliseconds millis(double seconds) {
-  return std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000)};
 }
 
 void run_remote_client(const client_config& cc, trainer_factory factory,
@@ -130,7 +126,7 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   }
   auto sc = make_system_config(2, true);
   caf::actor_system sys{sc};
-  auto idle = millis(cc.comm.stream.idle_timeout_s);
+  auto idle = millis_of(cc.comm.stream.idle_timeout_s);
   auto limits = limits_of(cc.comm);
   auto server =
       dial_with_retry(sys, *at, limits, *tls, idle, report.retries, stop);
@@ -141,7 +137,7 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   client_options co;
   co.client_id = cc.client_id;
   co.idle_timeout = idle;
-  co.reconnect_for = millis(cc.comm.stream.reconnect_grace_s);
+  co.reconnect_for = millis_of(cc.comm.stream.reconnect_grace_s);
   co.token = cc.comm.auth.enabled ? cc.comm.auth.token : "";
   co.connector = spawn_dialer(sys, *at, limits, *tls);
   co.host = at->host;

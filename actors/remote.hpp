@@ -32,9 +32,6 @@ gateway_limits limits_of(const comm_config& comm);
 result<std::shared_ptr<tls_context>> tls_of(const comm_config& comm,
                                             bool server);
 
-/// Returns `seconds` as milliseconds.
-std::chrono::milliseconds millis(double seconds);
-
 /// Called once the client runs, with its actor system and handle; until
 /// run_remote_client returns, another thread may stop the client with
 /// caf::anon_send_exit.

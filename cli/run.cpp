@@ -240,11 +240,11 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
         cfg.server.num_clients;
   so.rule = cfg.server.rule;
   so.scheduler.min_clients = cfg.server.min_clients;
-  so.server.reconnect_grace = millis(comm.stream.reconnect_grace_s);
+  so.server.reconnect_grace = millis_of(comm.stream.reconnect_grace_s);
   // An upload that goes silent while its client is connected is rejected;
   // one whose client lost its connection has reconnect_grace_s to resume.
   so.idle_timeout =
-      millis(comm.stream.idle_timeout_s + comm.stream.reconnect_grace_s);
+      millis_of(comm.stream.idle_timeout_s + comm.stream.reconnect_grace_s);
   if (remote) {
     if (comm.auth.enabled)
       so.server.tokens = comm.auth.tokens;
@@ -262,10 +262,10 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   so.server.progress = std::move(progress);
   so.server.federated_evaluation =
       cfg.server.federated_evaluation.value_or(false);
-  so.server.evaluation_timeout = millis(comm.stream.idle_timeout_s);
+  so.server.evaluation_timeout = millis_of(comm.stream.idle_timeout_s);
   so.server.max_sample_size = cfg.server.rule.max_sample_size;
   so.server.secure_aggregation = cfg.server.secure_aggregation;
-  so.server.secagg_phase_timeout = millis(comm.stream.idle_timeout_s);
+  so.server.secagg_phase_timeout = millis_of(comm.stream.idle_timeout_s);
   so.save_global_model = cfg.server.save_global_model;
   return spawn_server_side(sys, std::move(*initial), std::move(so),
                            std::move(eval), report);
@@ -430,7 +430,7 @@ int run_simulate(const options& opts) {
     for (uint32_t i = 0; i < n; ++i) {
       client_options co;
       co.client_id = "Client" + std::to_string(i + 1);
-      co.idle_timeout = millis(cfg->server.comm.stream.idle_timeout_s);
+      co.idle_timeout = millis_of(cfg->server.comm.stream.idle_timeout_s);
       co.hold_model = per_round == n; // sampled: no model between rounds
       clients.push_back(
           spawn_client(sys, side->server, co,

@@ -8,10 +8,6 @@ namespace fedcaf {
 
 namespace {
 
-std::chrono::milliseconds millis_of(double seconds) {
-  return std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000)};
-}
-
 position_rule robust_rule(server_rule rule, double trim_ratio) {
   position_rule r;
   if (rule == server_rule::median)

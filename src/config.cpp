@@ -97,6 +97,10 @@ std::string_view name_of(deadline_action k) {
   return name_in(deadline_words, k);
 }
 
+std::chrono::milliseconds millis_of(double seconds) {
+  return std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000)};
+}
+
 namespace {
 
 /// A YAML text larger than this is refused before it is parsed.

@@ -3,6 +3,7 @@
 // train_configs and model_configs, data_configs, comm_configs), read from YAML
 // and validated before anything starts. Value types only.
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -46,6 +47,9 @@ std::string_view name_of(client_weighting k);
 std::string_view name_of(staleness_kind k);
 std::string_view name_of(partial_updates k);
 std::string_view name_of(deadline_action k);
+
+/// A config's seconds (`*_s` keys) as milliseconds, truncated.
+std::chrono::milliseconds millis_of(double seconds);
 
 /// train_configs.optim and optim_args.
 struct optim_config {
