@@ -87,6 +87,8 @@ const char* kind_name(msg::frame_kind k) {
     return "secagg shares";
   case frame_kind::secagg_unmask:
     return "secagg unmask";
+  case frame_kind::secagg_receipt:
+    return "secagg receipt";
   }
   return "unknown";
 }
@@ -466,8 +468,9 @@ private:
       return forward(end_atom::value, std::move(f), control_, false);
     case frame_kind::secagg_keys:
     case frame_kind::secagg_shares:
+    case frame_kind::secagg_receipt:
     case frame_kind::secagg_unmask:
-      // The server answers keys and shares when their phase ends: one of
+      // The server answers keys, shares and receipts when their phase ends: one of
       // each at a time is all an honest client sends.
       if (control_ >= 2)
         return too_many("more than 2 secure aggregation requests, offers, "

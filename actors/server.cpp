@@ -44,14 +44,17 @@ secagg_timeouts secagg_timeouts_of(const server_options& o) {
 }
 
 /// What the reporter needs of a published round (its model aside).
-round_outcome outcome_of(round_result& done) {
+round_outcome
+outcome_of(round_result& done,
+           std::vector<std::pair<std::string, std::string>> excluded) {
   return {done.round,
           done.clients,
           done.loss,
           done.dp_sgd_epsilon,
           std::move(done.missing),
           std::move(done.contributors),
-          std::move(done.staleness)};
+          std::move(done.staleness),
+          std::move(excluded)};
 }
 
 // State machine: registering -> (start r: announce, serve, route) ->
@@ -277,7 +280,10 @@ public:
       for (const auto& id : registry_.connected_among(rounds_.chosen()))
         self_->send(registry_.find(id)->handle, idle_atom::value, done.round);
     auto rp = self_->make_response_promise<bool>();
-    auto record = reporter_.open_record(outcome_of(done), *exchange_.model());
+    auto record = reporter_.open_record(
+        outcome_of(done, secagg_ ? secagg_->excluded()
+                                 : decltype(secagg_->excluded()){}),
+        *exchange_.model());
     // The previous round's evaluations are as complete as they will be.
     reporter_.print_held(stamp());
     tally_.serve(done.round);
@@ -310,6 +316,8 @@ public:
   /// content or its silence. Its connection is told (and a gateway ends it).
   void tell_rejected(const std::string& id, const error& why) {
     reporter_.event("rejected", id, to_string(why));
+    if (secagg_ && why.code == errc::poisoned_update) // no masked update
+      secagg_->blame(id, why.message, false);
     if (auto* c = registry_.connected(id))
       self_->send(c->handle, reject_atom::value,
                   msg::encode(error{why.code, "its update was rejected: " +
@@ -375,7 +383,20 @@ private:
       self_->send(peers_.scheduler, reject_atom::value, id, round, uint64_t{0},
                   error{errc::not_in_round, why});
     };
-    return {deadline, send_away, [this](const auto& why) { stop(why); }};
+    auto culprit = [this](const auto& id, uint32_t, const auto& why,
+                          uint32_t times) {
+      reporter_.event("excluded", id, why);
+      if (times < 2)
+        return;
+      auto gone = error{errc::not_authorized, "dropped from the run: "
+                                              "excluded from two rounds"};
+      reporter_.event("dropped", id, gone.message);
+      if (auto connection = registry_.ban(id))
+        self_->send(*connection, reject_atom::value, msg::encode(gone));
+      self_->send(peers_.scheduler, drop_atom::value, id);
+    };
+    return {deadline, send_away, [this](const auto& why) { stop(why); },
+            culprit};
   }
 
   /// Has the evaluator test the model of `record`'s round, then finishes

@@ -322,6 +322,8 @@ result<frame_kind> kind_of(const frame& f) {
           return frame_kind::secagg_shares;
         case which::SEC_AGG_UNMASK:
           return frame_kind::secagg_unmask;
+        case which::SEC_AGG_RECEIPT:
+          return frame_kind::secagg_receipt;
         }
         return error{errc::unexpected_message, "a frame of an unknown kind"};
       },
@@ -490,6 +492,20 @@ frame encode(const secagg_shares& x) {
       list[i].setPeer(x.shares[i].peer);
       list[i].setSealed(data_of(x.shares[i].sealed));
     }
+  });
+}
+
+frame encode(const secagg_receipt& x) {
+  auto words = 8 + (x.unopened.size() + x.excluded.size()) / 2;
+  return build(words, [&](auto body) {
+    auto b = body.initSecAggReceipt();
+    b.setRound(x.round);
+    auto unopened = b.initUnopened(static_cast<uint32_t>(x.unopened.size()));
+    for (uint32_t i = 0; i < unopened.size(); ++i)
+      unopened.set(i, x.unopened[i]);
+    auto excluded = b.initExcluded(static_cast<uint32_t>(x.excluded.size()));
+    for (uint32_t i = 0; i < excluded.size(); ++i)
+      excluded.set(i, x.excluded[i]);
   });
 }
 
@@ -880,6 +896,20 @@ template <> result<secagg_shares> decode<secagg_shares>(const frame& f) {
       out.shares.push_back({sh.getPeer(), {d.begin(), d.end()}});
     }
     return out;
+  });
+}
+
+template <> result<secagg_receipt> decode<secagg_receipt>(const frame& f) {
+  return read_small<secagg_receipt>(f, [](auto body) -> result<secagg_receipt> {
+    if (!body.isSecAggReceipt())
+      return wrong_kind("secagg receipt");
+    auto b = body.getSecAggReceipt();
+    auto unopened = indices(b.getUnopened(), "secagg receipt: unopened");
+    auto excluded = indices(b.getExcluded(), "secagg receipt: excluded");
+    if (!unopened || !excluded)
+      return !unopened ? unopened.err() : excluded.err();
+    return secagg_receipt{b.getRound(), std::move(*unopened),
+                          std::move(*excluded)};
   });
 }
 

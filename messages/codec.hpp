@@ -38,7 +38,7 @@ void set_request_id(frame& f, uint32_t id);
 
 /// The kinds of frame. Peers may send the server only hello, fetch, offer,
 /// chunk, end_of_stream, credit, evaluation, secagg_keys, secagg_shares,
-/// secagg_unmask and heartbeat.
+/// secagg_receipt, secagg_unmask and heartbeat.
 enum class frame_kind : uint8_t {
   hello,
   welcome,
@@ -59,6 +59,7 @@ enum class frame_kind : uint8_t {
   secagg_roster,
   secagg_shares,
   secagg_unmask,
+  secagg_receipt,
 };
 
 /// Returns the kind of `f` without decoding its body, or an error iff it is
@@ -247,6 +248,14 @@ struct secagg_shares {
   std::vector<sealed_share> shares;
 };
 
+/// Client to server: the neighbours whose share did not open for it;
+/// server to client: the neighbours not to mask against.
+struct secagg_receipt {
+  uint32_t round = 0;
+  std::vector<uint32_t> unopened;
+  std::vector<uint32_t> excluded;
+};
+
 struct revealed_share {
   uint32_t owner = 0;
   uint8_t x = 0;
@@ -266,6 +275,7 @@ frame encode(const secagg_keys& x);
 frame encode(const secagg_roster& x);
 frame encode(const secagg_shares& x);
 frame encode(const secagg_unmask& x);
+frame encode(const secagg_receipt& x);
 frame encode(const hello& x);
 frame encode(const welcome& x);
 frame encode(const round_start& x);

@@ -249,6 +249,16 @@ struct SecAggShares {
   # masks against exactly these.
 }
 
+struct SecAggReceipt {
+  round @0 :UInt32;
+  unopened @1 :List(UInt32);
+  # Client to server: the neighbours (indices) whose relayed share did not
+  # open for it (at most 255).
+  excluded @2 :List(UInt32);
+  # Server to client: the neighbours not to mask against (they sit the
+  # round out); the client masks against every other neighbour that shared.
+}
+
 struct RevealedShare {
   owner @0 :UInt32;
   # The client whose secret this is a share of.
@@ -291,5 +301,6 @@ struct Frame {
     secAggRoster @17 :SecAggRoster;
     secAggShares @18 :SecAggShares;
     secAggUnmask @19 :SecAggUnmask;
+    secAggReceipt @20 :SecAggReceipt;
   }
 }

@@ -5,6 +5,7 @@
 
 #include "fedcaf/delta_codec.hpp"
 #include "fedcaf/log.hpp"
+#include "fedcaf/secagg_masking.hpp"
 #include "fedcaf/update_check.hpp"
 
 namespace fedcaf {
@@ -69,8 +70,14 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
                                              const msg::chunk_view& c,
                                              std::span<const std::byte> global,
                                              uint64_t overwritten_below) const {
-  if (secure_) // masked: uniform in Z_2^32, nothing to check
+  if (secure_) { // masked: uniform in Z_2^32, or no masked update
+    if (!secagg::looks_masked(c.bytes))
+      return error{errc::poisoned_update,
+                   "chunk " + std::to_string(c.header.sequence) +
+                       " is no masked update: its words are not spread over "
+                       "Z_2^32 (zeros, or values left unmasked)"};
     return checked_chunk{};
+  }
   auto seq = c.header.sequence;
   if (auto ok = check_finite(layout_, plan_, seq, c.bytes, max_abs(s.weight));
       !ok)

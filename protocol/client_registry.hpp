@@ -80,6 +80,8 @@ public:
     /// the model away mid-download).
     msg::frame task;
     snapshot_ptr model;
+    /// Dropped from the run for lying (never admitted again).
+    bool banned = false;
   };
 
   explicit client_registry(admission_rules rules) : rules_(std::move(rules)) {}
@@ -105,6 +107,8 @@ public:
     if (!authenticated)
       return deny(authenticated.err().code, authenticated.err().message);
     auto it = clients_.find(h.client_id);
+    if (it != clients_.end() && it->second.banned)
+      return deny(errc::not_authorized, "it was dropped from the run");
     if (it != clients_.end() && it->second.state != presence::dropped)
       return resume(it->first, it->second, sender, remote, from, *authenticated,
                     now, deny);
@@ -175,6 +179,18 @@ public:
       return false;
     c->state = presence::dropped;
     return true;
+  }
+
+  /// Client `id` is never admitted again (dropped from the run for lying);
+  /// returns its connection iff it is connected (to be closed: it is then
+  /// lost, and dropped when its grace ends, as any client).
+  std::optional<Handle> ban(const std::string& id) {
+    auto* c = find(id);
+    if (!c || c->banned)
+      return std::nullopt;
+    c->banned = true;
+    return c->state == presence::connected ? std::optional<Handle>{c->handle}
+                                           : std::nullopt;
   }
 
   /// Returns the number of connected clients.

@@ -172,13 +172,13 @@ result<client_round::step> client_round::on_secagg(const msg::frame& f) {
   if (next->sit_out)
     return sit_out(*next->sit_out);
   step s;
+  for (const auto& line : next->warnings)
+    log_line(log_level::warning, model_->client_id(), line);
   if (!next->next.empty()) {
     s.requests.push_back(
         {request_kind::secagg, std::move(next->next), next->what});
     return s;
   }
-  for (const auto& line : next->warnings)
-    log_line(log_level::warning, model_->client_id(), line);
   log_line(model_->client_id(), next->note);
   offer(s);
   return s;

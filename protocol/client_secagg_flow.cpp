@@ -1,10 +1,21 @@
 #include "protocol/client_secagg_flow.hpp"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace fedcaf {
 
 msg::frame client_secagg_flow::start(uint32_t round, uint64_t sample_count) {
   round_ = round;
   awaiting_ = awaiting::roster;
+  const char* fault = std::getenv("FEDCAF_FAULT");
+  auto is = [fault](const char* name) {
+    return fault && std::strcmp(fault, name) == 0;
+  };
+  lie_ = is("secagg_garbage_shares") ? lie::garbage_shares
+         : is("secagg_zero_upload")  ? lie::zero_upload
+         : is("secagg_wrong_reveal") ? lie::wrong_reveal
+                                     : lie::none;
   participant_.emplace(round, sample_count);
   return msg::encode(participant_->keys());
 }
@@ -26,6 +37,8 @@ client_secagg_flow::on_reply(const msg::frame& reply) {
     return on_roster(reply);
   case awaiting::relayed:
     return on_relayed(reply);
+  case awaiting::settled:
+    return on_settled(reply);
   default:
     return error{errc::unexpected_message,
                  "a secure aggregation answer nobody asked for"};
@@ -44,6 +57,10 @@ client_secagg_flow::on_roster(const msg::frame& reply) {
   auto shares = participant_->seal_shares(*roster);
   if (!shares)
     return shares.err();
+  if (lie_ == lie::garbage_shares)
+    for (auto& sh : shares->shares)
+      for (auto& b : sh.sealed)
+        b ^= 0x5a;
   step s;
   s.next = msg::encode(*shares);
   s.what = "secure aggregation shares";
@@ -60,16 +77,37 @@ client_secagg_flow::on_relayed(const msg::frame& reply) {
   auto relayed = msg::decode<msg::secagg_shares>(reply);
   if (!relayed)
     return relayed.err();
-  if (auto ok = participant_->receive_shares(*relayed); !ok)
-    return ok.err();
-  awaiting_ = awaiting::nothing;
+  auto receipt = participant_->receive_shares(*relayed);
+  if (!receipt)
+    return receipt.err();
+  awaiting_ = awaiting::settled;
+  relayed_ = relayed->shares.size();
   auto round = "round " + std::to_string(round_);
   step s;
   for (const auto& bad : participant_->unopened())
     s.warnings.push_back(round + ": the secure aggregation share from " + bad +
-                         " is not held; that client may not be " + "unmasked");
+                         " did not open; the server is told");
+  s.next = msg::encode(*receipt);
+  s.what = "secure aggregation receipt";
+  return s;
+}
+
+result<client_secagg_flow::step>
+client_secagg_flow::on_settled(const msg::frame& reply) {
+  awaiting_ = awaiting::nothing;
+  if (auto out = sits_out(reply))
+    return std::move(*out);
+  auto answer = msg::decode<msg::secagg_receipt>(reply);
+  if (!answer)
+    return answer.err();
+  step s;
+  auto round = "round " + std::to_string(round_);
+  if (auto ok = participant_->settle(*answer); !ok) {
+    s.sit_out = "secure aggregation: " + ok.err().message;
+    return s;
+  }
   s.note = round + ": secure aggregation keys and shares exchanged with " +
-           std::to_string(relayed->shares.size()) +
+           std::to_string(relayed_ - answer->excluded.size()) +
            " neighbours; sending the masked update";
   return s;
 }
@@ -78,7 +116,10 @@ uint64_t client_secagg_flow::mask_in_place(uint64_t first_element,
                                            std::span<std::byte> values) const {
   if (!participant_)
     return 0;
-  return participant_->mask_in_place(first_element, values);
+  auto clipped = participant_->mask_in_place(first_element, values);
+  if (lie_ == lie::zero_upload)
+    std::memset(values.data(), 0, values.size());
+  return clipped;
 }
 
 result<msg::frame> client_secagg_flow::answer_unmask(const msg::frame& ask) {
@@ -90,6 +131,10 @@ result<msg::frame> client_secagg_flow::answer_unmask(const msg::frame& ask) {
   if (!reveal) // never both secrets of one client
     return error{reveal.err().code,
                  "refused to reveal: " + reveal.err().message};
+  if (lie_ == lie::wrong_reveal)
+    for (auto* list : {&reveal->self_seed_shares, &reveal->mask_key_shares})
+      for (auto& sh : *list)
+        sh.y[7] ^= 0x40;
   return msg::encode(*reveal);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // A client's SecAgg+ steps in one round, around its secagg_participant:
-//   start: keys out -> (roster in) shares out -> (relayed shares in) ready
+//   start: keys out -> (roster in) shares out -> (relayed shares in)
+//   receipt out -> (the neighbours excluded in) ready
 // then the masked update (through mask_in_place); later, the server's
 // unmask request answered. The server may answer any step with
 // not_in_round: the client then sits the round out. It sends nothing: the
@@ -64,17 +65,28 @@ private:
   result<step> on_roster(const msg::frame& reply);
 
   /// Takes the answer to the shares: the shares relayed to this client.
-  /// Returns a step with no frame (the masked update goes next), or an
-  /// error iff the answer is another error, malformed, or a share is not
-  /// from a neighbour.
+  /// Returns the receipt to send (whose shares did not open), or an error
+  /// iff the answer is another error, malformed, or a share is not from a
+  /// neighbour.
   result<step> on_relayed(const msg::frame& reply);
+
+  /// Takes the answer to the receipt: the neighbours not to mask against.
+  /// Returns a step with no frame (the masked update goes next), or one
+  /// that sits out iff the answer is unusable (secagg_participant::settle).
+  result<step> on_settled(const msg::frame& reply);
 
   /// Set iff `reply` refuses with not_in_round: the step that sits out.
   static std::optional<step> sits_out(const msg::frame& reply);
 
-  enum class awaiting { nothing, roster, relayed };
+  /// Fault injection for tests of the server's defences (the environment
+  /// variable FEDCAF_FAULT, read at start): this client lies.
+  enum class lie { none, garbage_shares, zero_upload, wrong_reveal };
+
+  enum class awaiting { nothing, roster, relayed, settled };
+  lie lie_ = lie::none;
   uint32_t round_ = 0;
   awaiting awaiting_ = awaiting::nothing;
+  size_t relayed_ = 0; ///< shares relayed to it this round
   std::optional<secagg_participant> participant_;
 };
 

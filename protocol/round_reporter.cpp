@@ -61,6 +61,14 @@ round_record round_reporter::open_record(round_outcome o,
                                          const model_snapshot& model) {
   auto record = round_record{};
   record.round = o.round;
+  record.excluded = std::move(o.excluded);
+  if (!model.failure.empty()) { // nobody's update is in the model
+    record.status = "failed";
+    record.failure = model.failure;
+    report_->failed_rounds.push_back(o.round);
+    o.contributors.clear();
+    o.clients = 0;
+  }
   record.bytes_up = bytes_up_;
   record.bytes_down = bytes_down_;
   record.client_bytes.assign(traffic_.begin(), traffic_.end());
@@ -214,10 +222,15 @@ void round_reporter::end_event() {
   if (ended_logged_)
     return;
   ended_logged_ = true;
-  const auto& why = report_->failure;
-  std::string status = why.empty()                        ? "completed"
-                       : why.rfind("interrupted", 0) == 0 ? "interrupted"
-                                                          : "failed";
+  auto why = report_->failure;
+  std::string status = !why.empty() && why.rfind("interrupted", 0) == 0
+                           ? "interrupted"
+                       : !why.empty()                    ? "failed"
+                       : !report_->failed_rounds.empty() ? "rounds_failed"
+                                                         : "completed";
+  if (why.empty() && !report_->failed_rounds.empty())
+    why = std::to_string(report_->failed_rounds.size()) +
+          " rounds failed (see their records)";
   if (options_.live)
     options_.live->ended(status);
   if (options_.metrics)

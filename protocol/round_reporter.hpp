@@ -55,6 +55,8 @@ struct round_outcome {
   std::vector<std::string> missing;
   std::vector<std::string> contributors;
   std::vector<uint32_t> staleness;
+  /// Clients excluded from the round for lying, with what they did.
+  std::vector<std::pair<std::string, std::string>> excluded;
 };
 
 /// The run's figures at a moment, as the report states them.

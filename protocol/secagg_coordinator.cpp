@@ -69,6 +69,38 @@ robust_combine(const std::vector<secagg::share>& shares, uint32_t t,
 
 } // namespace
 
+share_verdict judge_share_complaints(
+    const std::map<uint32_t, std::set<uint32_t>>& complaints) {
+  std::set<std::pair<uint32_t, uint32_t>> disputed; // (low, high)
+  for (const auto& [u, vs] : complaints)
+    for (auto v : vs)
+      if (u != v)
+        disputed.insert({std::min(u, v), std::max(u, v)});
+  share_verdict out;
+  for (;;) {
+    std::map<uint32_t, size_t> pairs_of;
+    for (const auto& [a, b] : disputed) {
+      ++pairs_of[a];
+      ++pairs_of[b];
+    }
+    // The most disputed, the lowest index on a tie (deterministic).
+    auto worst = std::max_element(
+        pairs_of.begin(), pairs_of.end(),
+        [](const auto& x, const auto& y) { return x.second < y.second; });
+    if (worst == pairs_of.end() || worst->second < 2)
+      break;
+    auto c = worst->first;
+    out.culprits.insert(c);
+    std::erase_if(disputed,
+                  [c](const auto& p) { return p.first == c || p.second == c; });
+  }
+  for (const auto& [a, b] : disputed) {
+    out.unsure.insert(a);
+    out.unsure.insert(b);
+  }
+  return out;
+}
+
 secagg_coordinator::secagg_coordinator(secure_aggregation_config cfg,
                                        bool by_samples,
                                        uint64_t max_sample_size, uint64_t seed)
@@ -248,8 +280,109 @@ std::map<std::string, msg::secagg_shares> secagg_coordinator::close_shares() {
               [](const auto& a, const auto& b) { return a.peer < b.peer; });
     relays[id] = std::move(r);
   }
-  phase_ = phase::upload;
+  phase_ = phase::receipts;
   return relays;
+}
+
+result<void> secagg_coordinator::submit_receipt(const std::string& id,
+                                                const msg::secagg_receipt& r) {
+  auto it = members_.find(id);
+  if (phase_ != phase::receipts || r.round != round_ || it == members_.end() ||
+      !it->second.shared)
+    return refusal(errc::wrong_round, id + " sent a receipt for round " +
+                                          std::to_string(r.round) +
+                                          " outside its receipts phase");
+  auto& m = it->second;
+  if (m.receipted)
+    return refusal(errc::bad_sequence, id + " sent its receipt twice");
+  std::set<uint32_t> unopened;
+  for (auto v : r.unopened) {
+    // Only a neighbour that shared relayed it a share.
+    bool relayed =
+        std::binary_search(m.neighbours.begin(), m.neighbours.end(), v) &&
+        members_[by_index_[v]].shared;
+    if (!relayed)
+      return refusal(errc::not_authorized,
+                     id + " complained of a share from client " +
+                         std::to_string(v) + ", which relayed it none");
+    if (!unopened.insert(v).second)
+      return refusal(errc::malformed_frame,
+                     id + " complained twice of " + id_at(v));
+  }
+  m.unopened = std::move(unopened);
+  m.receipted = true;
+  return {};
+}
+
+bool secagg_coordinator::receipts_complete() const {
+  return phase_ == phase::receipts &&
+         std::all_of(members_.begin(), members_.end(), [](const auto& kv) {
+           return !kv.second.shared || kv.second.receipted;
+         });
+}
+
+void secagg_coordinator::exclude(const std::string& id) {
+  auto& m = members_[id];
+  if (!m.shared)
+    return;
+  m.shared = false; // nobody masks against it, nobody asks it to reveal
+  left_.push_back(id);
+}
+
+result<std::map<std::string, msg::secagg_receipt>>
+secagg_coordinator::close_receipts() {
+  culprits_.clear();
+  std::map<uint32_t, std::set<uint32_t>> complaints;
+  std::vector<std::string> silent;
+  for (const auto& [id, m] : members_) {
+    if (m.shared && !m.receipted)
+      silent.push_back(id);
+    else if (m.shared && !m.unopened.empty())
+      complaints[m.index] = m.unopened;
+  }
+  auto verdict = judge_share_complaints(complaints);
+  auto against = [&](uint32_t c) { // who complained of c
+    std::string names;
+    for (const auto& [u, vs] : complaints)
+      if (vs.count(c))
+        names += (names.empty() ? "" : ", ") + id_at(u);
+    return names;
+  };
+  for (auto c : verdict.culprits) {
+    auto said = complaints.count(c) ? complaints[c].size() : 0;
+    culprits_.push_back(
+        {id_at(c), said >= 2
+                       ? "said that the shares of " + std::to_string(said) +
+                             " neighbours did not open for it"
+                       : "sealed shares that did not open for " + against(c)});
+  }
+  for (const auto& c : culprits_)
+    exclude(c.id);
+  for (auto u : verdict.unsure)
+    exclude(id_at(u));
+  for (const auto& id : silent)
+    exclude(id);
+  size_t remain =
+      std::count_if(members_.begin(), members_.end(),
+                    [](const auto& kv) { return kv.second.shared; });
+  phase_ = phase::upload;
+  if (remain < std::max<uint32_t>(threshold(), 2))
+    return refusal(errc::not_in_round,
+                   "secure aggregation: " + std::to_string(remain) +
+                       " clients remain after the receipts, fewer than "
+                       "the threshold " +
+                       std::to_string(threshold()));
+  std::map<std::string, msg::secagg_receipt> answers;
+  for (const auto& [id, m] : members_) {
+    if (!m.shared)
+      continue;
+    msg::secagg_receipt r{round_, {}, {}};
+    for (auto v : m.neighbours)
+      if (!members_[by_index_[v]].shared)
+        r.excluded.push_back(v);
+    answers[id] = std::move(r);
+  }
+  return answers;
 }
 
 void secagg_coordinator::lost(const std::string& id) {
@@ -367,7 +500,7 @@ std::string secagg_coordinator::holder_at(const member& owner,
 }
 
 result<secagg::unmask_plan> secagg_coordinator::close_unmask() {
-  liars_.clear();
+  culprits_.clear();
   std::vector<secagg::round_client> clients;
   std::string short_of;
   for (const auto& [id, m] : members_) {
@@ -398,8 +531,9 @@ result<secagg::unmask_plan> secagg_coordinator::close_unmask() {
     std::vector<uint8_t> wrong;
     auto found = robust_combine(shares, threshold(), valid, wrong);
     for (auto x : wrong)
-      liars_.push_back(holder_at(m, x) + " revealed a wrong share of " + id +
-                       "'s " + (c.in_sum ? "self seed" : "mask key"));
+      culprits_.push_back(
+          {holder_at(m, x), "revealed a wrong share of " + id + "'s " +
+                                (c.in_sum ? "self seed" : "mask key")});
     if (!found) {
       phase_ = phase::idle;
       return refusal(errc::bad_checksum,

@@ -6,7 +6,8 @@
 //
 // Phases: keys (every chosen client advertises two public keys) -> shares
 // (each seals one share of its secrets per neighbour; the server keeps them
-// for their recipients) -> upload (masked updates, by the aggregator) ->
+// for their recipients) -> receipts (each says whose relayed shares did not
+// open; the liars are excluded before anyone masks) -> upload (masked updates, by the aggregator) ->
 // unmask (survivors reveal self-seed shares of the clients in the sum and
 // mask-key shares of those lost after sharing) -> done. A client that does
 // not finish a setup phase (lost, or late at its deadline) leaves the
@@ -25,9 +26,30 @@
 
 namespace fedcaf {
 
+/// Who leaves a round over complaints about shares.
+struct share_verdict {
+  std::set<uint32_t> culprits; ///< in two or more disputed pairs
+  std::set<uint32_t> unsure;   ///< one word against one: both sit out
+};
+
+/// `complaints[u]`: the clients u says sealed it a share that does not
+/// open. Each complaint is a disputed pair {u, v} (one of them lies). The
+/// client in the most disputed pairs, if two or more, is a culprit (its
+/// pairs are settled), until no client is in two; both clients of each
+/// pair left are unsure. One liar thus takes out itself, or itself and one
+/// other client, never more.
+share_verdict judge_share_complaints(
+    const std::map<uint32_t, std::set<uint32_t>>& complaints);
+
 class secagg_coordinator {
 public:
-  enum class phase { idle, keys, shares, upload, unmask };
+  enum class phase { idle, keys, shares, receipts, upload, unmask };
+
+  /// A client excluded from the round for what it did, and why.
+  struct culprit {
+    std::string id;
+    std::string why;
+  };
 
   /// `by_samples`: weights from advertised sample counts (each capped at
   /// `max_sample_size` if not 0); else equal.
@@ -58,6 +80,22 @@ public:
   /// neighbours that shared sealed for it (the clients it masks against).
   std::map<std::string, msg::secagg_shares> close_shares();
 
+  /// Client `id`'s receipt: the neighbours whose relayed share did not
+  /// open for it. Fails iff it is not in the receipts phase, sent one
+  /// already, or names a client that did not relay it a share.
+  result<void> submit_receipt(const std::string& id,
+                              const msg::secagg_receipt& r);
+  bool receipts_complete() const;
+  /// Ends the receipts phase: every complaint ("X's share did not open for
+  /// me") names a pair of which one lies. The client in the most such
+  /// pairs, if in two or more, is a culprit and excluded, until none is
+  /// left; the two clients of each pair left (one word against one) both
+  /// sit the round out, unnamed. Those excluded and those that sent no
+  /// receipt leave the round (left()); nobody masks against them. Returns
+  /// each remaining client's answer (the neighbours not to mask against),
+  /// or fails iff fewer than max(threshold, 2) clients remain.
+  result<std::map<std::string, msg::secagg_receipt>> close_receipts();
+
   /// Client `id` is gone: it leaves the setup phases; in the upload and
   /// unmask phases it counts as lost after sharing (its update is not in
   /// the sum) unless the aggregator says it is.
@@ -82,10 +120,12 @@ public:
   /// Clients that left this round during setup (they sit it out).
   const std::vector<std::string>& left() const { return left_; }
 
-  /// After close_unmask: the holders whose revealed shares disagreed with
-  /// the secret their owner advertised ("X revealed a wrong share of Y's
-  /// self seed"), for the log.
-  const std::vector<std::string>& liars() const { return liars_; }
+  /// The clients excluded for lying in this round, with why: at
+  /// close_receipts, those whose shares did not open for two or more
+  /// neighbours (or that said so of two or more); at close_unmask, the
+  /// holders whose revealed shares disagreed with the secret their owner
+  /// advertised ("X revealed a wrong share of Y's self seed").
+  const std::vector<culprit>& culprits() const { return culprits_; }
 
 private:
   struct member {
@@ -97,10 +137,14 @@ private:
     bool gone = false; ///< lost in the shares phase before sharing
     std::vector<msg::sealed_share> sealed; ///< to it, by sender index
     bool asked = false, revealed = false;
+    bool receipted = false;
+    std::set<uint32_t> unopened; ///< indices whose share did not open for it
   };
 
   uint32_t threshold() const;
   std::string id_at(uint32_t index) const;
+  /// Takes `id` out of the round after sharing, before anyone masks.
+  void exclude(const std::string& id);
   /// x of `holder`'s share of `owner`'s secrets: its place among owner's
   /// neighbours + 1; 0 iff not a neighbour.
   /// The client holding `owner`'s share at `x`.
@@ -120,7 +164,7 @@ private:
   /// Revealed shares by owner index: self seeds, mask keys.
   std::map<uint32_t, std::vector<secagg::share>> seeds_, mask_keys_;
   std::vector<std::string> left_;
-  std::vector<std::string> liars_;
+  std::vector<culprit> culprits_;
 };
 
 } // namespace fedcaf

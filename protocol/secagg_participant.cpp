@@ -71,13 +71,14 @@ secagg_participant::seal_shares(const msg::secagg_roster& roster) {
   return out;
 }
 
-result<void>
+result<msg::secagg_receipt>
 secagg_participant::receive_shares(const msg::secagg_shares& relayed) {
   if (!roster_ || relayed.round != round_)
     return error{errc::wrong_round, "shares before the roster, or of round " +
                                         std::to_string(relayed.round)};
   const auto& r = *roster_;
   masks_ = {self_seed_, {}};
+  pairs_.clear();
   held_.clear();
   unopened_.clear();
   unopened_indices_.clear();
@@ -94,16 +95,41 @@ secagg_participant::receive_shares(const msg::secagg_shares& relayed) {
     if (!seed)
       return error{seed.err().code,
                    peer->client_id + "'s mask key: " + seed.err().message};
-    // The server counts the peer as shared: the pair's masks must cancel,
-    // whatever its share holds.
-    masks_.pairwise.push_back({*seed, secagg::pair_sign(r.index, sh.peer)});
+    // Until settle(): against every sender (as the server counts them).
+    pairs_[sh.peer] = {*seed, secagg::pair_sign(r.index, sh.peer)};
+    masks_.pairwise.push_back(pairs_[sh.peer]);
     if (auto p = open_share(*peer, sh))
       held_[sh.peer] = *p;
-    else { // a peer's garbage spoils its own unmasking, not this client's run
+    else { // said in the receipt: the server excludes it, or this client
       unopened_.push_back(peer->client_id + " (" + p.err().message + ")");
       unopened_indices_.insert(sh.peer);
     }
   }
+  return msg::secagg_receipt{
+      round_, {unopened_indices_.begin(), unopened_indices_.end()}, {}};
+}
+
+result<void> secagg_participant::settle(const msg::secagg_receipt& answer) {
+  if (!roster_ || answer.round != round_)
+    return error{errc::wrong_round,
+                 "a receipt answer for round " + std::to_string(answer.round)};
+  std::set<uint32_t> excluded(answer.excluded.begin(), answer.excluded.end());
+  for (auto v : unopened_indices_)
+    if (!excluded.count(v))
+      return error{errc::not_authorized, "the server keeps client " +
+                                             std::to_string(v) +
+                                             ", whose share did not open"};
+  masks_.pairwise.clear();
+  for (const auto& [v, pair] : pairs_)
+    if (!excluded.count(v))
+      masks_.pairwise.push_back(pair);
+  auto least = std::max<uint32_t>(roster_->threshold, 2) - 1;
+  if (masks_.pairwise.size() < least)
+    return error{errc::not_authorized,
+                 "the server left " + std::to_string(masks_.pairwise.size()) +
+                     " neighbours to mask against, fewer than threshold - 1 "
+                     "(" +
+                     std::to_string(least) + ")"};
   return {};
 }
 

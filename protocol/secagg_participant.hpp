@@ -29,16 +29,22 @@ public:
   /// unusable (a low-order X25519 key).
   result<msg::secagg_shares> seal_shares(const msg::secagg_roster& roster);
 
-  /// Takes the shares relayed to it: it masks against exactly their
-  /// senders. Fails, naming the sender, iff a share is not from a
-  /// neighbour or its mask key gives no pair key. A share that does not
-  /// open (not sealed for this client in this round) or carries another
-  /// pair is not held (see unopened()): its sender's garbage can spoil the
-  /// unmasking of its own secrets, not this client's run.
-  result<void> receive_shares(const msg::secagg_shares& relayed);
+  /// Takes the shares relayed to it and returns its receipt: the senders
+  /// whose share did not open (not sealed for this client in this round,
+  /// or carrying another pair). Fails, naming the sender, iff a share is
+  /// not from a neighbour or its mask key gives no pair key.
+  result<msg::secagg_receipt> receive_shares(const msg::secagg_shares& relayed);
 
   /// The neighbours whose share did not open, with why (for the log).
   const std::vector<std::string>& unopened() const { return unopened_; }
+
+  /// Takes the server's answer to the receipt: it masks against every
+  /// sender of a relayed share but those `answer` excludes. Fails (and the
+  /// client sits the round out) iff the answer is for another round, keeps
+  /// a sender whose share did not open, or leaves fewer than threshold - 1
+  /// neighbours to mask against (a server that excluded the others could
+  /// unmask this client's update alone).
+  result<void> settle(const msg::secagg_receipt& answer);
 
   /// Quantizes weight * `update` (elements [first_element, ...)) and adds
   /// the masks into `out`. REQUIRES: receive_shares succeeded.
@@ -64,6 +70,8 @@ private:
   std::optional<msg::secagg_roster> roster_;
   std::optional<secagg::quantizer> quantizer_;
   secagg::client_masks masks_;
+  /// The pairwise mask of each sender of a relayed share, by its index.
+  std::map<uint32_t, secagg::signed_seed> pairs_;
   /// Opens the share `sh` that neighbour `peer` sealed for this client.
   result<secagg::share_payload> open_share(const msg::secagg_peer& peer,
                                            const msg::sealed_share& sh) const;

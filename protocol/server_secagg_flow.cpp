@@ -19,12 +19,16 @@ server_secagg_flow::server_secagg_flow(secure_aggregation_config cfg,
 void server_secagg_flow::start(uint32_t round,
                                const std::set<std::string>& chosen,
                                const std::vector<std::string>& reached) {
+  excluded_.clear();
   coordinator_.start(round, reached);
   chosen_ = chosen;
   waiting_.clear();
   sent_away_.clear();
   if (timeouts_.keys.count() > 0)
     port_.deadline(timeouts_.keys, round, static_cast<uint32_t>(phase::keys));
+  for (const auto& d : std::exchange(deferred_, {}))
+    if (port_.culprit)
+      port_.culprit(d.id, d.round, d.why, d.times);
 }
 
 std::optional<msg::frame> server_secagg_flow::receive(const std::string& id,
@@ -47,6 +51,14 @@ std::optional<msg::frame> server_secagg_flow::receive(const std::string& id,
     if (!s)
       return refuse(s.err());
     if (auto ok = coordinator_.submit_shares(id, *s); !ok)
+      return refuse(ok.err());
+    return std::nullopt;
+  }
+  case msg::frame_kind::secagg_receipt: {
+    auto r = msg::decode<msg::secagg_receipt>(f);
+    if (!r)
+      return refuse(r.err());
+    if (auto ok = coordinator_.submit_receipt(id, *r); !ok)
       return refuse(ok.err());
     return std::nullopt;
   }
@@ -117,6 +129,7 @@ server_secagg_flow::open_unmask(uint32_t round,
 void server_secagg_flow::advance() {
   if ((current() == phase::keys && coordinator_.keys_complete()) ||
       (current() == phase::shares && coordinator_.shares_complete()) ||
+      (current() == phase::receipts && coordinator_.receipts_complete()) ||
       (current() == phase::unmask && coordinator_.unmask_complete()))
     close(current());
 }
@@ -127,6 +140,8 @@ void server_secagg_flow::close(phase p) {
     return close_keys();
   case phase::shares:
     return close_shares();
+  case phase::receipts:
+    return close_receipts();
   case phase::unmask:
     return close_unmask();
   default:
@@ -168,11 +183,58 @@ void server_secagg_flow::close_shares() {
   send_away_left();
 }
 
+void server_secagg_flow::close_receipts() {
+  auto answers = coordinator_.close_receipts();
+  for (const auto& c : coordinator_.culprits())
+    blame(c.id, c.why);
+  if (!answers) {
+    answer_waiting([this, &answers](const std::string&) {
+      return refusals_.refuse(answers.err());
+    });
+    send_away_left();
+    return port_.fail("round " + std::to_string(round()) + ": " +
+                      answers.err().message);
+  }
+  answer_waiting([this, &answers](const std::string& id) {
+    auto it = answers->find(id);
+    if (it != answers->end())
+      return msg::encode(it->second);
+    return refusals_.refuse(
+        {errc::not_in_round, id + " sent no receipt in time, or its shares "
+                                  "are disputed; it sits this round out"});
+  });
+  send_away_left();
+}
+
+void server_secagg_flow::blame(const std::string& id, const std::string& why,
+                               bool leaves) {
+  auto again = std::find_if(excluded_.begin(), excluded_.end(),
+                            [&id](const auto& e) { return e.first == id; });
+  if (again != excluded_.end()) { // once a round, whatever it did
+    log_line(log_level::warning, "server",
+             "round " + std::to_string(round()) + ": " + id + " " + why);
+    return;
+  }
+  auto times = ++blamed_[id];
+  excluded_.emplace_back(id, why);
+  log_line(log_level::warning, "server",
+           "round " + std::to_string(round()) + ": " + id + " " + why +
+               (leaves ? "; excluded from the round ("
+                       : "; named, its update is in the sum (") +
+               std::to_string(times) + (times == 1 ? " time" : " times") +
+               "; twice: dropped from the run)");
+  if (leaves)
+    send_away(id, why);
+  if (!leaves) // its update is in this round's sum: told at the next start
+    deferred_.push_back({id, why, round(), times});
+  else if (port_.culprit)
+    port_.culprit(id, round(), why, times);
+}
+
 void server_secagg_flow::close_unmask() {
   auto plan = coordinator_.close_unmask();
-  for (const auto& liar : coordinator_.liars())
-    log_line(log_level::warning, "server",
-             "round " + std::to_string(round()) + ": " + liar);
+  for (const auto& c : coordinator_.culprits())
+    blame(c.id, c.why, false);
   if (!plan_reply_)
     return;
   auto reply = std::move(plan_reply_);
@@ -189,8 +251,9 @@ template <class F> void server_secagg_flow::answer_waiting(F&& answer) {
   for (auto& [id, reply] : waiting)
     if (std::find(left.begin(), left.end(), id) != left.end())
       reply(refusals_.refuse(
-          {errc::not_in_round,
-           id + " was late for secure aggregation; it sits this round out"}));
+          {errc::not_in_round, id + " left the round's secure aggregation "
+                                    "(late, or excluded); it sits "
+                                    "this round out"}));
     else
       reply(answer(id));
 }

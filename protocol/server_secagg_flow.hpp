@@ -11,7 +11,9 @@
 // advertised or was lost (or the keys deadline: the late ones leave the
 // round), then answered with its roster; shares: its sealed shares are
 // held until every client shared (or the phase timed out), then answered
-// with those relayed to it; unmask: at finalize the aggregator asks for the
+// with those relayed to it; receipts: held until every client that shared
+// said whose shares did not open for it, then answered with the clients it
+// must not mask against (the culprits, see secagg_coordinator); unmask: at finalize the aggregator asks for the
 // plan, the survivors are asked for their shares, and the plan goes back
 // once all answered (or the phase timed out). The server only relays
 // sealed shares it cannot open.
@@ -47,6 +49,12 @@ struct secagg_port {
       send_away;
   /// The round cannot go on: "round <r>: <why>"; the run ends.
   std::function<void(const std::string& why)> fail;
+  /// Client `id` was excluded from round `round` for lying (`why`), for
+  /// the `times`-th time in the run (from 2 on, it is to be dropped from
+  /// the run).
+  std::function<void(const std::string& id, uint32_t round,
+                     const std::string& why, uint32_t times)>
+      culprit;
 };
 
 /// How long the phases wait.
@@ -102,6 +110,17 @@ public:
   /// request, if any, is dropped unanswered.
   void lost(const std::string& id);
 
+  /// Client `id` lied in this round (`why`): its masked upload was refused
+  /// for its content, or the coordinator caught it. Counts it (once a
+  /// round), sends it away from the round iff `leaves` and tells the
+  /// port's culprit: now, or, iff not `leaves` (a holder that revealed a
+  /// wrong share has its update in the sum), at the next round's start.
+  void blame(const std::string& id, const std::string& why, bool leaves = true);
+  /// The clients blamed in this round, with why (for its report).
+  const std::vector<std::pair<std::string, std::string>>& excluded() const {
+    return excluded_;
+  }
+
   /// Opens the unmask phase for the aggregator's sum of `in_sum`'s updates
   /// in round `round`: asks each survivor through `ask`, starts the
   /// deadline; `reply` gets the plan once all answered (or the deadline).
@@ -117,6 +136,7 @@ private:
   void close(phase p);
   void close_keys();
   void close_shares();
+  void close_receipts();
   void close_unmask();
   /// Answers every held request: `answer(id)`, or not_in_round for a
   /// client the phase left behind.
@@ -133,6 +153,15 @@ private:
   std::map<std::string, secagg_reply> waiting_; ///< held, by client id
   std::set<std::string> sent_away_;
   plan_reply plan_reply_; ///< the aggregator's, while unmasking
+  std::map<std::string, uint32_t> blamed_; ///< rounds excluded, by client
+  std::vector<std::pair<std::string, std::string>> excluded_; ///< this round
+  struct blamed {
+    std::string id, why;
+    uint32_t round = 0, times = 0;
+  };
+  /// Blamed holders whose update is in the sum: the port hears of them at
+  /// the next round's start, not while their round is being published.
+  std::vector<blamed> deferred_;
 };
 
 } // namespace fedcaf

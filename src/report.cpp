@@ -119,7 +119,13 @@ json client_bytes_json(
 }
 
 json round_json(const round_record& x) {
+  json excluded = json::array();
+  for (const auto& [id, why] : x.excluded)
+    excluded.push_back({{"client", id}, {"why", why}});
   return {{"round", x.round},
+          {"status", x.status},
+          {"failure", x.failure},
+          {"excluded", excluded},
           {"test_accuracy", optional_number(x.test_accuracy)},
           {"test_loss", optional_number(x.test_loss)},
           {"wall_seconds", x.wall_seconds},
@@ -155,9 +161,10 @@ json report_json(const run_report& r) {
   } catch (const YAML::Exception&) {
     config = r.config_yaml;
   }
-  auto status = !r.status.empty()   ? r.status
-                : r.failure.empty() ? std::string{"completed"}
-                                    : std::string{"failed"};
+  auto status = !r.status.empty()          ? r.status
+                : !r.failure.empty()       ? std::string{"failed"}
+                : !r.failed_rounds.empty() ? std::string{"rounds_failed"}
+                                           : std::string{"completed"};
   json out = {{"schema_version", report_schema_version},
               {"fedcaf_version", FEDCAF_VERSION},
               {"status", status},
@@ -176,7 +183,8 @@ json report_json(const run_report& r) {
               {"resumes", r.resumes},
               {"bytes_resent", r.bytes_resent},
               {"total_seconds", r.total_seconds},
-              {"ok", r.failure.empty()},
+              {"ok", r.failure.empty() && r.failed_rounds.empty()},
+              {"failed_rounds", r.failed_rounds},
               {"failure", r.failure},
               {"config", config}};
   if (!r.rounds.empty())
@@ -295,6 +303,8 @@ std::string progress_line(const round_record& r, uint32_t num_rounds) {
                   r.round, num_rounds, r.train_loss, r.wall_seconds,
                   mib(r.bytes_up), mib(r.bytes_down));
   std::string out = line;
+  if (r.status != "completed")
+    out += "  " + r.status + ": " + r.failure;
   if (r.dp_epsilon) {
     std::snprintf(line, sizeof line, "  epsilon %.3f", *r.dp_epsilon);
     out += line;

@@ -3,6 +3,7 @@
 #include <endian.h>
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <cstdint>
 #include <cstring>
@@ -66,6 +67,21 @@ uint64_t mask_chunk_in_place(const quantizer& q, double weight,
           w = htole32(w);
       });
   return clipped;
+}
+
+bool looks_masked(std::span<const std::byte> masked) {
+  auto words = masked.size() / 4;
+  if (words < 256)
+    return true;
+  std::array<uint64_t, 16> count{};
+  for (size_t i = 0; i < words; ++i) // the top nibble: byte 3's high bits
+    ++count[std::to_integer<uint8_t>(masked[4 * i + 3]) >> 4];
+  double expected = static_cast<double>(words) / 16, chi2 = 0;
+  for (auto c : count) {
+    auto d = static_cast<double>(c) - expected;
+    chi2 += d * d / expected;
+  }
+  return chi2 <= 150;
 }
 
 result<unmask_plan> make_unmask_plan(const std::vector<round_client>& clients,

@@ -22,6 +22,9 @@ struct model_snapshot {
   byte_buffer bytes;    ///< layout.total_bytes() bytes
   /// Robust rules: per client, its values the round dropped as extreme.
   std::vector<std::pair<std::string, uint64_t>> trimmed_values;
+  /// Non-empty iff the round that produced it failed (secure aggregation
+  /// could not unmask): the model is the one the round started from.
+  std::string failure;
 
   const_model_view view() const {
     return split_contiguous(layout, bytes.bytes());

@@ -51,6 +51,14 @@ private:
 
 struct round_record {
   uint32_t round = 0;
+  /// server: "completed", or "failed" (secure aggregation could not unmask
+  /// the sum: the model stays as it was, `failure` says why).
+  std::string status = "completed";
+  std::string failure;
+  /// server, secure aggregation: the clients excluded from this round for
+  /// lying (shares that do not open, a masked upload that is no masked
+  /// update, a wrong revealed share), with what they did.
+  std::vector<std::pair<std::string, std::string>> excluded;
   std::optional<double> test_accuracy; ///< empty where not evaluated
   std::optional<double> test_loss;
   double wall_seconds = 0;
@@ -122,7 +130,10 @@ struct run_report {
   /// reconnect or a collection started again.
   uint64_t bytes_resent = 0;
   double total_seconds = 0;
-  std::string failure;     ///< empty on success
+  std::string failure; ///< empty on success
+  /// server: rounds whose status is "failed" (the run went on); with any,
+  /// the report's status is "rounds_failed" and ok is false.
+  std::vector<uint32_t> failed_rounds;
   std::string config_yaml; ///< effective config, written as JSON
   /// simulate: each client's own report (its rounds, bytes, failure).
   std::vector<run_report> clients;

@@ -29,6 +29,15 @@ int pair_sign(uint32_t self, uint32_t other);
 
 /// A client's masks for one round: its self mask and, per neighbour that
 /// completed the share phase with it, their pair's mask with its sign.
+/// True unless the little-endian uint32 words of `masked` (a masked
+/// chunk) are plainly not spread over Z_2^32: their top 4 bits fall in 16
+/// classes, and with 256 words or more a chi-squared statistic over 150
+/// (15 degrees of freedom: an honest chunk passes but with probability
+/// about 1e-23) says they are not uniform (zeros, a constant, an unmasked
+/// quantized update). Fewer words always pass. A liar that uploads random
+/// bytes passes; the unmasked sum's range check catches that.
+bool looks_masked(std::span<const std::byte> masked);
+
 struct client_masks {
   key32 self_seed{};
   std::vector<signed_seed> pairwise;

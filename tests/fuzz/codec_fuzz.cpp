@@ -48,6 +48,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto s = decode<secagg_shares>(f))
     if (!decode<secagg_shares>(encode(*s)))
       __builtin_trap();
+  if (auto r = decode<secagg_receipt>(f))
+    if (!decode<secagg_receipt>(encode(*r)))
+      __builtin_trap();
   if (auto u = decode<secagg_unmask>(f))
     if (!decode<secagg_unmask>(encode(*u)))
       __builtin_trap();

@@ -403,7 +403,9 @@ TEST_CASE("secagg protocol: with more shares than the threshold, a lying "
     FAIL(to_string(plan.err()));
   auto [worst, bound] = t.compare(sum, *plan, in_sum);
   CHECK(worst <= bound + 1e-7);
-  CHECK(t.server.liars().size() == 4);
-  for (const auto& liar : t.server.liars())
-    CHECK(liar.rfind("Client2 revealed a wrong share of ", 0) == 0);
+  CHECK(t.server.culprits().size() == 4);
+  for (const auto& c : t.server.culprits()) {
+    CHECK(c.id == "Client2");
+    CHECK(c.why.rfind("revealed a wrong share of ", 0) == 0);
+  }
 }

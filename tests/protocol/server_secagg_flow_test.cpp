@@ -24,6 +24,7 @@ struct trial {
       deadlines;
   std::vector<std::pair<std::string, std::string>> sent_away;
   std::vector<std::string> failures;
+  std::vector<std::tuple<std::string, std::string, uint32_t>> blamed;
   std::map<std::string, msg::frame> replies;
   std::optional<result<secagg::unmask_plan>> plan;
   std::map<std::string, secagg_participant> clients;
@@ -47,7 +48,9 @@ struct trial {
           CHECK(round == 4);
           sent_away.emplace_back(id, why);
         },
-        [this](const std::string& why) { failures.push_back(why); }};
+        [this](const std::string& why) { failures.push_back(why); },
+        [this](const std::string& id, uint32_t, const std::string& why,
+               uint32_t times) { blamed.emplace_back(id, why, times); }};
   }
 
   void start(const std::set<std::string>& chosen,
@@ -79,6 +82,40 @@ struct trial {
     CHECK_FALSE(send(id, msg::encode(*shares)));
   }
 };
+
+/// Round 4 for A..E up to the receipts, where E sealed garbage for all:
+/// each client's answer to its receipt.
+std::map<std::string, msg::frame> garbage_round(trial& t) {
+  std::vector<std::string> all{"A", "B", "C", "D", "E"};
+  t.clients.clear();
+  t.replies.clear();
+  t.start({all.begin(), all.end()}, all);
+  for (const auto& id : all)
+    t.advertise(id);
+  for (const auto& id : all) {
+    auto roster = msg::decode<msg::secagg_roster>(t.replies.at(id));
+    REQUIRE(roster);
+    auto shares = t.clients.at(id).seal_shares(*roster);
+    REQUIRE(shares);
+    if (id == "E")
+      for (auto& sh : shares->shares)
+        for (auto& b : sh.sealed)
+          b ^= 0x5a;
+    t.replies.erase(id);
+    CHECK_FALSE(t.send(id, msg::encode(*shares)));
+  }
+  REQUIRE(t.replies.size() == 5);
+  auto relayed = std::move(t.replies);
+  t.replies.clear();
+  for (auto& [id, f] : relayed) {
+    auto receipt =
+        t.clients.at(id).receive_shares(*msg::decode<msg::secagg_shares>(f));
+    REQUIRE(receipt);
+    CHECK(receipt->unopened.size() == (id == "E" ? 0u : 1u));
+    CHECK_FALSE(t.send(id, msg::encode(*receipt)));
+  }
+  return std::move(t.replies);
+}
 
 bool refused(const msg::frame& f, errc code) {
   auto e = msg::error_in(f);
@@ -251,4 +288,79 @@ TEST_CASE("server secagg flow: unmask for another round fails; an "
   REQUIRE(t.plan);
   REQUIRE(*t.plan);
   CHECK((*t.plan)->contributors == 2);
+}
+
+TEST_CASE("server secagg flow: a client whose shares do not open is excluded "
+          "before anyone masks, and named; the others unmask without it") {
+  trial t{3};
+  auto answers = garbage_round(t);
+  REQUIRE(answers.size() == 5);
+  CHECK(refused(answers.at("E"), errc::not_in_round));
+  REQUIRE(t.blamed.size() == 1);
+  CHECK(std::get<0>(t.blamed[0]) == "E");
+  CHECK(std::get<1>(t.blamed[0]) ==
+        "sealed shares that did not open for A, B, C, D");
+  CHECK(std::get<2>(t.blamed[0]) == 1);
+  CHECK(std::count_if(t.sent_away.begin(), t.sent_away.end(),
+                      [](const auto& s) { return s.first == "E"; }) == 1);
+  for (auto id : {"A", "B", "C", "D"}) {
+    auto a = msg::decode<msg::secagg_receipt>(answers.at(id));
+    REQUIRE(a);
+    REQUIRE(a->excluded.size() == 1); // E's index, not masked against
+    REQUIRE(t.clients.at(id).settle(*a));
+  }
+  // A server that keeps E for A is refused by A (E's share did not open).
+  msg::secagg_receipt keeps{4, {}, {}};
+  CHECK_FALSE(t.clients.at("A").settle(keeps));
+
+  std::map<std::string, msg::frame> asks;
+  auto ask = [&asks](const std::string& id, msg::frame f) {
+    asks[id] = std::move(f);
+    return true;
+  };
+  REQUIRE(t.flow.open_unmask(
+      4, {"A", "B", "C", "D"}, ask,
+      [&t](result<secagg::unmask_plan> p) { t.plan = std::move(p); }));
+  REQUIRE(asks.size() == 4);
+  for (auto& [id, f] : asks) {
+    auto request = msg::decode<msg::secagg_unmask>(f);
+    REQUIRE(request);
+    CHECK(request->dropped.empty()); // nobody masked against E
+    auto revealed = t.clients.at(id).reveal(*request);
+    REQUIRE(revealed);
+    REQUIRE(t.send(id, msg::encode(*revealed)));
+  }
+  REQUIRE(t.plan);
+  REQUIRE(*t.plan);
+  CHECK((*t.plan)->contributors == 4);
+  CHECK((*t.plan)->pairwise.empty());
+
+  // The same lie again: excluded a second time (the server drops it).
+  garbage_round(t);
+  REQUIRE(t.blamed.size() == 2);
+  CHECK(std::get<0>(t.blamed[1]) == "E");
+  CHECK(std::get<2>(t.blamed[1]) == 2);
+}
+
+TEST_CASE("secagg share complaints: the most disputed client is the culprit; "
+          "one word against one takes out both, unnamed") {
+  // 4 complains of 0..3's shares... and 0..3 all complain of 4.
+  auto all_against_one =
+      judge_share_complaints({{0, {4}}, {1, {4}}, {2, {4}}, {3, {4}}});
+  CHECK(all_against_one.culprits == std::set<uint32_t>{4});
+  CHECK(all_against_one.unsure.empty());
+  // A client that says everyone's shares failed it.
+  auto one_against_all = judge_share_complaints({{2, {0, 1, 3, 4}}});
+  CHECK(one_against_all.culprits == std::set<uint32_t>{2});
+  CHECK(one_against_all.unsure.empty());
+  // Two liars among six, one of them also complaining.
+  auto two = judge_share_complaints(
+      {{0, {4, 5}}, {1, {4, 5}}, {2, {4, 5}}, {3, {4}}, {4, {0, 1}}});
+  CHECK(two.culprits == std::set<uint32_t>{4, 5});
+  CHECK(two.unsure.empty());
+  // One disputed pair: nobody can tell who lies.
+  auto pair = judge_share_complaints({{1, {3}}});
+  CHECK(pair.culprits.empty());
+  CHECK(pair.unsure == std::set<uint32_t>{1, 3});
+  CHECK(judge_share_complaints({}).culprits.empty());
 }
