@@ -8,7 +8,7 @@ packages=(g++ cmake ninja-build ccache python3 python3-matplotlib python3-numpy
           nlohmann-json3-dev libxxhash-dev zlib1g-dev doctest-dev libzfp-dev
           libopenblas0-openmp libssl-dev openssl iproute2 procps
           dataset-fashion-mnist pybind11-dev python3-pybind11 python3-dev
-          python3-torch python3-yaml libcli11-dev libcpp-httplib-dev libspdlog-dev
+          python3-torch python3-yaml libcli11-dev libspdlog-dev
           chromium)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,16 +1,28 @@
 #include "http_view.hpp"
 
-#include <chrono>
-#include <thread>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
-#include <httplib.h>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <vector>
 
 #include "fedcaf/log.hpp"
+#include "protocol/http_exchange.hpp"
 #include "protocol/network.hpp"
+#include "protocol/refusal_log.hpp"
 
 namespace fedcaf::cli {
 
 namespace {
+
+using clock_type = std::chrono::steady_clock;
 
 /// The page: polls /status every second and draws the clients, the
 /// round's per-client transfers, memory over time and accuracy per round
@@ -64,106 +76,318 @@ tick();setInterval(tick,1000);
 </script></body></html>
 )html";
 
-/// Requests the live view answers: GET or HEAD of its own pages, without
-/// a body or a Range, naming this host. Anything else is answered here
-/// (405, 413, 416, 421) and goes no further.
-httplib::Server::HandlerResponse screen(const httplib::Request& q,
-                                        httplib::Response& r,
-                                        const std::string& host,
-                                        bool loopback) {
-  using hr = httplib::Server::HandlerResponse;
-  auto refuse = [&](int status, const char* why) {
-    r.status = status;
-    r.set_content(why, "text/plain");
-    return hr::Handled;
-  };
-  if (q.method != "GET" && q.method != "HEAD")
-    return refuse(405, "only GET and HEAD\n");
-  if (!q.body.empty())
-    return refuse(413, "no request body\n");
-  if (q.has_header("Range"))
-    return refuse(416, "no ranges\n");
-  if (loopback) { // a page elsewhere that resolves its name to us: refused
-    auto h = q.get_header_value("Host");
-    auto name = h.rfind('[', 0) == 0 ? h.substr(0, h.find(']') + 1)
-                                     : h.substr(0, h.find(':'));
-    if (name != host && name != "[" + host + "]" && name != "localhost" &&
-        name != "127.0.0.1" && name != "[::1]")
-      return refuse(421, "this live view answers to its own address only\n");
-  }
-  return hr::Unhandled;
-}
-
 /// True iff `host` is a loopback address.
 bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+/// The Host a request names, without its port.
+std::string host_name(const http_request& q) {
+  auto h = q.header("host");
+  if (!h)
+    return "";
+  return h->rfind('[', 0) == 0 ? h->substr(0, h->find(']') + 1)
+                               : h->substr(0, h->find(':'));
+}
+
+/// RLIMIT_NOFILE's soft limit (what open() and accept() run into).
+uint64_t descriptor_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY)
+    return UINT64_MAX / 2;
+  return r.rlim_cur;
+}
+
+/// A rendering of the live status, shared by the connections that ask
+/// within its age.
+struct rendering {
+  std::shared_ptr<const std::string> body;
+  clock_type::time_point at{};
+};
+
+/// At most 32 lines a second about connections; the rest are counted and
+/// the count said in the next line.
+class quiet_log {
+public:
+  void line(clock_type::time_point now, const std::string& text) {
+    if (!limit_.allow(now)) {
+      ++held_back_;
+      return;
+    }
+    auto more = held_back_ ? " (and " + std::to_string(held_back_) +
+                                 " lines held back before this one)"
+                           : std::string{};
+    held_back_ = 0;
+    log_line(log_level::warning, "http", printable_line(text) + more);
+  }
+
+private:
+  event_limit limit_{32, std::chrono::seconds{1}};
+  uint64_t held_back_ = 0;
+};
+
+/// One connection: its socket (owned), its peer and its exchange.
+struct connection {
+  int fd;
+  std::string peer;
+  http_exchange exchange;
+
+  connection(int f, const http_limits& limits, clock_type::time_point now)
+      : fd(f), peer(peer_address(f)), exchange(limits, now) {}
+  ~connection() { ::close(fd); }
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+};
+
+/// The serving loop: the listening socket, the connections (oldest
+/// first), the renderings. Runs on the view's thread until the wake fd is
+/// written to.
+class serving_loop {
+public:
+  serving_loop(int listen_fd, int wake_fd, uint32_t cap, std::string host,
+               bool loopback, std::shared_ptr<live_status> status)
+      : listen_fd_(listen_fd), wake_fd_(wake_fd), cap_(cap),
+        host_(std::move(host)), loopback_(loopback), status_(std::move(status)),
+        page_(std::make_shared<const std::string>(page)) {}
+  ~serving_loop() { ::close(listen_fd_); }
+  serving_loop(const serving_loop&) = delete;
+  serving_loop& operator=(const serving_loop&) = delete;
+
+  void run() {
+    std::vector<pollfd> fds;
+    for (;;) {
+      fds.clear();
+      fds.push_back({wake_fd_, POLLIN, 0});
+      fds.push_back({listen_fd_, POLLIN, 0});
+      for (const auto& c : conns_)
+        fds.push_back({c->fd, events_of(c->exchange), 0});
+      if (::poll(fds.data(), fds.size(), wait_ms(clock_type::now())) < 0 &&
+          errno != EINTR)
+        return;
+      if (fds[0].revents)
+        return;
+      auto now = clock_type::now();
+      for (size_t i = 0; i < conns_.size(); ++i)
+        if (fds[i + 2].revents)
+          serve(*conns_[i], fds[i + 2].revents, now);
+      close_finished(now);
+      if (fds[1].revents & POLLIN)
+        accept_some(now);
+      log_gave_way(now);
+    }
+  }
+
+private:
+  static short events_of(const http_exchange& x) {
+    short e = x.read_room() > 0 ? POLLIN : 0;
+    if (!x.pending()[0].empty())
+      e |= POLLOUT;
+    return e;
+  }
+
+  /// Milliseconds until the nearest deadline (at most a second).
+  int wait_ms(clock_type::time_point now) const {
+    auto next = now + std::chrono::seconds{1};
+    for (const auto& c : conns_)
+      next = std::min(next, c->exchange.deadline());
+    auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - now);
+    return static_cast<int>(std::max<int64_t>(0, ms.count()));
+  }
+
+  void serve(connection& c, short revents, clock_type::time_point now) {
+    auto respond = [this, now](const http_request& q) {
+      return answer(q, now);
+    };
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+      auto room = std::min(c.exchange.read_room(), sizeof buffer_);
+      if (room > 0) {
+        auto n = ::recv(c.fd, buffer_, room, MSG_DONTWAIT);
+        if (n >= 0)
+          c.exchange.received({buffer_, static_cast<size_t>(n)}, now, respond);
+        else if (errno != EAGAIN && errno != EINTR)
+          c.exchange.lost();
+      }
+    }
+    write_some(c, now, respond);
+  }
+
+  /// Sends what the socket takes now, without waiting.
+  void write_some(connection& c, clock_type::time_point now,
+                  const http_exchange::responder& respond) {
+    for (int i = 0; i < 4; ++i) { // a few pipelined responses at most
+      auto out = c.exchange.pending();
+      if (out[0].empty())
+        return;
+      iovec iov[2] = {{const_cast<char*>(out[0].data()), out[0].size()},
+                      {const_cast<char*>(out[1].data()), out[1].size()}};
+      msghdr m{};
+      m.msg_iov = iov;
+      m.msg_iovlen = out[1].empty() ? 1 : 2;
+      auto n = ::sendmsg(c.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n <= 0) {
+        if (n < 0 && errno != EAGAIN && errno != EINTR)
+          c.exchange.lost();
+        return;
+      }
+      c.exchange.sent(static_cast<size_t>(n), now, respond);
+    }
+  }
+
+  void close_finished(clock_type::time_point now) {
+    std::erase_if(conns_, [this, now](const std::unique_ptr<connection>& c) {
+      if (!c->exchange.finished(now))
+        return false;
+      auto why = c->exchange.why_finished(now);
+      if (!why.empty())
+        log_.line(now, "refused: " + why + " (peer " + c->peer + ")");
+      return true;
+    });
+  }
+
+  /// Accepts up to 4 waiting connections (so those open are read in
+  /// between); past the cap, the oldest connection waiting for a request
+  /// (else the oldest) gives way.
+  void accept_some(clock_type::time_point now) {
+    for (int i = 0; i < 4; ++i) {
+      int fd =
+          ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE)
+          log_.line(now, std::string{"cannot accept: "} + std::strerror(errno));
+        return;
+      }
+      if (conns_.size() >= cap_)
+        give_way();
+      conns_.push_back(std::make_unique<connection>(fd, limits_, now));
+    }
+  }
+
+  void give_way() {
+    auto it = std::find_if(conns_.begin(), conns_.end(),
+                           [](const auto& c) { return c->exchange.waiting(); });
+    if (it == conns_.end())
+      it = conns_.begin();
+    ++gave_way_;
+    conns_.erase(it);
+  }
+
+  /// One line a second at most for the connections that gave way.
+  void log_gave_way(clock_type::time_point now) {
+    if (gave_way_ == 0 || now - gave_way_logged_ < std::chrono::seconds{1})
+      return;
+    log_line(log_level::warning, "http",
+             "closed " + std::to_string(gave_way_) +
+                 " connection(s), oldest waiting first, to hold at most " +
+                 std::to_string(cap_));
+    gave_way_ = 0;
+    gave_way_logged_ = now;
+  }
+
+  /// The answer to a request whole and within the limits.
+  http_response answer(const http_request& q, clock_type::time_point now) {
+    if (q.header("range"))
+      return http_text(416, "no ranges\n");
+    if (loopback_) { // a page elsewhere that resolves its name to us: refused
+      auto name = host_name(q);
+      if (name != host_ && name != "[" + host_ + "]" && name != "localhost" &&
+          name != "127.0.0.1" && name != "[::1]")
+        return http_text(421,
+                         "this live view answers to its own address only\n");
+    }
+    if (q.path == "/")
+      return {200, "text/html; charset=utf-8", page_};
+    if (q.path == "/status")
+      return {200, "application/json", rendered(status_render_, now, [this] {
+                return status_->json();
+              })};
+    if (q.path == "/metrics")
+      return {200, "text/plain; version=0.0.4",
+              rendered(metrics_render_, now,
+                       [this] { return status_->prometheus(); })};
+    return http_text(404, "not found\n");
+  }
+
+  template <class Render>
+  std::shared_ptr<const std::string>
+  rendered(rendering& r, clock_type::time_point now, Render render) {
+    if (!r.body || now - r.at >= std::chrono::milliseconds{250}) {
+      r.body = std::make_shared<const std::string>(render());
+      r.at = now;
+    }
+    return r.body;
+  }
+
+  int listen_fd_;
+  int wake_fd_;
+  uint32_t cap_;
+  std::string host_;
+  bool loopback_;
+  std::shared_ptr<live_status> status_;
+  std::shared_ptr<const std::string> page_;
+  http_limits limits_;
+  std::vector<std::unique_ptr<connection>> conns_; ///< oldest first
+  rendering status_render_;
+  rendering metrics_render_;
+  quiet_log log_;
+  uint64_t gave_way_ = 0;
+  clock_type::time_point gave_way_logged_{};
+  char buffer_[16 << 10];
+};
+
 } // namespace
 
 result<std::unique_ptr<http_view>>
-http_view::start(const std::string& where,
-                 std::shared_ptr<live_status> status) {
+http_view::start(const std::string& where, std::shared_ptr<live_status> status,
+                 uint64_t reserved_descriptors) {
   auto at = where.find(':') == std::string::npos
                 ? parse_endpoint("127.0.0.1:" + where)
                 : parse_endpoint(where);
   if (!at)
     return error{errc::bad_config, "--http: " + at.err().message};
+  auto limit = descriptor_limit();
+  auto cap =
+      http_connection_cap(limit, reserved_descriptors, wanted_connections);
+  if (cap == 0)
+    return error{errc::bad_config, "--http: the descriptor limit (ulimit -n " +
+                                       std::to_string(limit) +
+                                       ") leaves none for the live "
+                                       "view after the run's " +
+                                       std::to_string(reserved_descriptors) +
+                                       ": raise it, or run without --http"};
+  auto l = listen_at(*at);
+  if (!l)
+    return error{errc::io_error, "--http: " + l.err().message};
   std::unique_ptr<http_view> view{new http_view};
-  view->server_ = std::make_shared<httplib::Server>();
-  auto& s = *view->server_;
-  bool loopback = is_loopback(at->host);
-  s.set_pre_routing_handler(
-      [host = at->host, loopback](const httplib::Request& q,
-                                  httplib::Response& r) {
-        return screen(q, r, host, loopback);
-      });
-  s.set_payload_max_length(1024);
-  s.set_read_timeout(std::chrono::seconds{5});
-  s.set_write_timeout(std::chrono::seconds{5});
-  s.set_keep_alive_max_count(100);
-  s.set_keep_alive_timeout(5);
-  s.Get("/metrics", [status](const httplib::Request&, httplib::Response& r) {
-    r.set_content(status->prometheus(), "text/plain; version=0.0.4");
-  });
-  s.Get("/status", [status](const httplib::Request&, httplib::Response& r) {
-    r.set_content(status->json(), "application/json");
-  });
-  s.Get("/", [](const httplib::Request&, httplib::Response& r) {
-    r.set_content(page, "text/html; charset=utf-8");
-  });
-  auto port = at->port == 0
-                  ? s.bind_to_any_port(at->host)
-                  : (s.bind_to_port(at->host, at->port) ? at->port : -1);
-  if (port < 0)
-    return error{errc::io_error, "--http: cannot listen on " + where +
-                                     " (in use, or not an address here)"};
+  view->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (view->wake_fd_ < 0) {
+    ::close(l->fd);
+    return error{errc::io_error,
+                 std::string{"--http: eventfd: "} + std::strerror(errno)};
+  }
+  view->max_connections_ = cap;
   auto shown = at->host.find(':') == std::string::npos
                    ? at->host
                    : "[" + at->host + "]"; // IPv6
-  view->url_ = "http://" + shown + ":" + std::to_string(port) + "/";
+  view->url_ = "http://" + shown + ":" + std::to_string(l->port) + "/";
+  bool loopback = is_loopback(at->host);
   if (!loopback)
     log_line(log_level::warning, "http",
              "the live view listens on " + where +
-                 ", beyond this host: anyone who reaches it sees the run, and "
-                 "cpp-httplib buffers request headers whole; keep it to "
-                 "operators' networks");
-  std::promise<void> ended;
-  view->served_ = ended.get_future();
-  std::thread{[server = view->server_, ended = std::move(ended)]() mutable {
-    server->listen_after_bind();
-    ended.set_value();
-  }}.detach();
+                 ", beyond this host: anyone who reaches it sees the run; "
+                 "keep it to operators' networks");
+  auto loop = std::make_unique<serving_loop>(
+      l->fd, view->wake_fd_, cap, at->host, loopback, std::move(status));
+  view->serving_ = std::thread{[loop = std::move(loop)] { loop->run(); }};
   return view;
 }
 
 http_view::~http_view() {
-  server_->stop();
-  // Workers finish the requests they are in; one held open by a slow
-  // client would hold the process: after a second, it is left to end with
-  // the process (the thread owns the server; the status it reads is
-  // shared).
-  served_.wait_for(std::chrono::seconds{1});
+  uint64_t one = 1;
+  if (::write(wake_fd_, &one, sizeof one) < 0)
+    log_line(log_level::warning, "http", "cannot stop the live view's loop");
+  if (serving_.joinable())
+    serving_.join();
+  ::close(wake_fd_);
 }
 
 } // namespace fedcaf::cli

@@ -1,37 +1,46 @@
 #pragma once
 // The live view of a run (--http HOST:PORT): /metrics in the Prometheus text
 // format, /status as JSON, and / as one self-contained HTML page (no
-// external resource) that polls /status. Served by cpp-httplib on a thread
-// of its own, from a live_status the server actor keeps current.
-// Against a peer or a web page that reaches the port: only GET and HEAD,
-// no request body past 1 KiB, no Range, a Host that names this address
-// (against DNS rebinding), keep-alive bounded, and a stop that never waits
-// for a slow connection. cpp-httplib still buffers a request line or a
-// header block whole: bind it where only operators reach it (the default,
-// 127.0.0.1; another address is logged with a warning).
+// external resource) that polls /status. Served on a thread of its own, by
+// one poll loop over plain sockets, from a live_status the server actor
+// keeps current; each connection's exchange is an http_exchange
+// (protocol/http_exchange.hpp).
+// It cannot hurt the run: a request line is at most 8 KiB and a request
+// head 32 KiB, a request must arrive whole within 5 s and a response be
+// taken within 5 s (or the connection is closed), no request body is read,
+// and at most max_connections() connections are open at once (one more
+// makes the oldest waiting for a request, else the oldest, give way): a cap under the
+// descriptors RLIMIT_NOFILE leaves after the run's own reserve. /status
+// and /metrics are rendered at most every 250 ms, shared by every
+// connection. Against a page elsewhere that reaches the port: only GET and
+// HEAD, no Range, a Host that names this address (against DNS rebinding).
+// Thread-safety: constructed and destroyed on one thread; the serving
+// thread only reads the live_status (itself thread-safe).
 
-#include <future>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "fedcaf/error.hpp"
 #include "fedcaf/live_status.hpp"
-
-namespace httplib {
-class Server;
-}
 
 namespace fedcaf::cli {
 
 class http_view {
 public:
+  /// The most connections it holds at once, where descriptors allow.
+  static constexpr uint32_t wanted_connections = 32;
+
   /// Binds `where` ("PORT" binds 127.0.0.1; "HOST:PORT") and serves
-  /// `status`. Returns an error iff the address cannot be bound.
+  /// `status`, keeping `reserved_descriptors` of RLIMIT_NOFILE for the run
+  /// (its connections, files and logs). Returns an error iff the address
+  /// cannot be bound, or the limit leaves no descriptor for the view.
   static result<std::unique_ptr<http_view>>
-  start(const std::string& where, std::shared_ptr<live_status> status);
-  /// Stops serving; waits at most a second for connections in progress
-  /// (a slow client cannot hold the process), then leaves the serving
-  /// thread to end with the process.
+  start(const std::string& where, std::shared_ptr<live_status> status,
+        uint64_t reserved_descriptors);
+  /// Stops serving and closes every connection (the loop never blocks on
+  /// one: this returns within one poll).
   ~http_view();
 
   http_view(const http_view&) = delete;
@@ -39,15 +48,16 @@ public:
 
   /// "http://HOST:PORT/".
   const std::string& url() const { return url_; }
+  /// The cap on its connections open at once.
+  uint32_t max_connections() const { return max_connections_; }
 
 private:
   http_view() = default;
 
-  /// Shared with the serving thread, which may outlive the view (see the
-  /// destructor).
-  std::shared_ptr<httplib::Server> server_;
-  std::future<void> served_; ///< ready when the serving thread has ended
+  int wake_fd_ = -1; ///< an eventfd: written to stop the loop
+  std::thread serving_;
   std::string url_;
+  uint32_t max_connections_ = 0;
 };
 
 } // namespace fedcaf::cli

@@ -304,6 +304,15 @@ struct live_view {
   std::unique_ptr<http_view> http;
 };
 
+/// Descriptors the run keeps for itself, out of the live view's reach: one
+/// per client and per connection not yet welcomed on the fedcaf port, and
+/// 64 for the rest (model, report, checkpoint and metrics files, logs,
+/// CAF's multiplexer, the libraries LibTorch's plugin maps).
+uint64_t reserved_descriptors(const config& cfg) {
+  return uint64_t{cfg.server.num_clients} +
+         cfg.server.comm.stream.max_unauthenticated + 64;
+}
+
 result<live_view> start_view(const options& opts, const config& cfg,
                              const char* role) {
   live_view v;
@@ -312,11 +321,13 @@ result<live_view> start_view(const options& opts, const config& cfg,
   v.status = std::make_shared<live_status>();
   v.status->set_run(role, cfg.server.num_global_epochs,
                     aggregator_name(cfg.server.aggregator));
-  auto h = http_view::start(*opts.http, v.status);
+  auto h = http_view::start(*opts.http, v.status, reserved_descriptors(cfg));
   if (!h)
     return h.err();
   v.http = std::move(*h);
-  log_line(role, "live view at " + v.http->url());
+  log_line(role, "live view at " + v.http->url() + " (at most " +
+                     std::to_string(v.http->max_connections()) +
+                     " connections)");
   return v;
 }
 

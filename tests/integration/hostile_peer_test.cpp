@@ -66,6 +66,7 @@ struct options {
   bool registered = false; ///< pre-auth attacks: mount them after a Welcome
   uint64_t frame_bytes = 1ull << 30;     ///< oversized_header: announced
   uint32_t held = 8;                     ///< idle_flood: max_unauthenticated
+  uint32_t count = 25;                   ///< hellos: how many
   uint32_t extra = 4;                    ///< idle_flood: beyond the bound
   double handshake_s = 2;                ///< the server's handshake_timeout_s
   uint32_t trickle_ms = 100;             ///< slow_hello: one byte this often
@@ -103,6 +104,8 @@ void usage() {
       "    zfp_garbage, zfp_over_bound, wrong_encoding [--encoding N]\n"
       "  uploads (nan_update, huge_update and the compressed ones): they\n"
       "    hold the round until --until-file F exists, if given\n"
+      "  a test device: hellos [--count N] [--id ID --token T] (each on a\n"
+      "    new connection, one after another; each must be answered)\n"
       "  all: [--heartbeat-s S] [--timeout-s S]\n");
 }
 
@@ -133,6 +136,8 @@ std::optional<options> parse_options(int argc, char** argv) {
         o.token = v;
       else if (k == "frame-bytes")
         o.frame_bytes = std::stoull(v);
+      else if (k == "count")
+        o.count = static_cast<uint32_t>(std::stoul(v));
       else if (k == "held")
         o.held = static_cast<uint32_t>(std::stoul(v));
       else if (k == "extra")
@@ -1758,6 +1763,27 @@ void attack_hold_round(const options& o, verdict& v) {
     v.note("leaving");
 }
 
+/// Not an attack but a test device: says Hello `count` times, each on a new
+/// connection, one after another, and expects every one answered (a
+/// Welcome or a refusal) within handshake_s + 2 s: the fedcaf port serves
+/// while something else (the live view) is under attack.
+void attack_hellos(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  uint32_t answered = 0;
+  for (uint32_t i = 0; i < o.count && clock_type::now() < deadline; ++i) {
+    session s{o, v, "hello" + std::to_string(i)};
+    auto w = s.hello(std::min(deadline, after_s(o.handshake_s + 2)));
+    bool ok = w || (w.err().code != errc::timeout &&
+                    w.err().code != errc::disconnected);
+    v.expect(ok, "Hello " + std::to_string(i) + " unanswered: " +
+                     (w ? std::string{"welcome"} : to_string(w.err())));
+    answered += ok ? 1 : 0;
+  }
+  v.note("answered " + std::to_string(answered) + " of " +
+         std::to_string(o.count) + " Hellos");
+  v.expect(answered == o.count, "not every Hello was answered");
+}
+
 int run(const options& o) {
   verdict v{o.attack + (o.registered ? "(registered)" : "")};
   using attack_fn = void (*)(const options&, verdict&);
@@ -1791,6 +1817,7 @@ int run(const options& o) {
       {"refusal_flood", attack_refusal_flood},
       {"offer_silent", attack_offer_silent},
       {"hold_round", attack_hold_round},
+      {"hellos", attack_hellos},
   };
   auto it = attacks.find(o.attack);
   if (it == attacks.end()) {

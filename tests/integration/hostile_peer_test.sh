@@ -51,6 +51,15 @@
 #        random bytes one more than zfp's bound from the third
 #        (out_of_range); once that one is out, random bytes within the bound
 #        from the third (out_of_range or poisoned_update).
+#   L    the live view (--http), the server at ulimit -n 256: for 12 s a
+#        200 MiB request line, 300 connections held open, 8 requests sent a
+#        byte a second, 8 clients that pipeline GETs and never read (each
+#        closed by the server: at the 5 s write timeout, or after 100
+#        requests where loopback's buffers took 100 responses)
+#        (tests/integration/live_view_attack.py), while a normal GET every
+#        250 ms must be answered, the server's RSS may grow by under 16 MiB
+#        and its descriptors by the view's cap; meanwhile 25 Hellos on the
+#        fedcaf port must each be answered and the honest clients register.
 #
 # For every run: each attack's verdict, each refusal in the server's log with
 # its code and the attacker's address, the server exits 0 after all rounds,
@@ -747,12 +756,59 @@ run_c_zfp() {
   check_run C_zfp $rounds zfp
 }
 
+# -- L: the live view (--http) under attack, ulimit -n 256 ---------------------------
+
+run_l() {
+  server_config "$out/L.yaml" L 3 ram $rounds
+  # The server runs with 256 descriptors at most, its live view on.
+  printf '#!/bin/sh\nulimit -n 256 || exit 2\nexec "%s" "$@"\n' "$fedcaf" \
+    > "$out/fedcaf_nofile256"
+  chmod +x "$out/fedcaf_nofile256"
+  local real=$fedcaf started
+  fedcaf=$out/fedcaf_nofile256
+  start_server L "$out/L.yaml" --http 127.0.0.1:0; started=$?
+  fedcaf=$real
+  [ $started = 0 ] || return
+  local url srv
+  wait_for "$out/L.log" "live view at" 10
+  url=$(sed -n 's/.*live view at \(http:[^ ]*\).*/\1/p' "$out/L.log" | head -1)
+  srv=$(pgrep -P "$server_pid" | head -1)
+  # 12 s of attacks on the view: a 200 MiB request line, 300 connections
+  # held open, 8 requests at a byte a second, 8 clients that never read,
+  # and a normal GET every 250 ms. Meanwhile the fedcaf port: 25 Hellos
+  # one after another (an unknown id: each must be answered, refused), the
+  # honest clients register, and Mallory1 holds round 1 open until the
+  # attacks are over.
+  timeout 40 python3 "$src/tests/integration/live_view_attack.py" \
+    --url "$url" --pid "${srv:-0}" --seconds 12 > "$out/L_live_view.out" 2>&1 &
+  attack_pid[L/live_view]=$!; pids+=($!); attack_names+=(L/live_view)
+  sleep 1
+  attack L hellos --attack hellos --count 25 --id Stranger --token none
+  start_clients L
+  attack L hold_round --attack hold_round $(creds 1) \
+    --until-file "$out/L.attacks_done"
+  finish_attack L live_view
+  finish_attack L hellos
+  touch "$out/L.attacks_done"
+  finish_attacks
+  finish_run
+  echo "-- L: the live view under attack, ulimit -n 256 ($url, port $port)"
+  grep -E "live_view_attack: (line|flood|server RSS|normal GETs)" \
+    "$out/L_live_view.out" | sed 's/^/      /'
+  check_verdict L live_view
+  check_verdict L hellos
+  grep -E "answered [0-9]+ of" "$out/L_hellos.out" | sed 's/^/      /'
+  check_refused L live_view "414 URI Too Long" line
+  check_refused L live_view timeout slow
+  check_run L $rounds ram
+}
+
 run_reference ram ram
 run_reference window window
-for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C}; do
+for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C L}; do
   case $r in
     A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;;
-    B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;;
+    B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;; L) run_l ;;
     *) fail "no run named $r" ;;
   esac
 done
