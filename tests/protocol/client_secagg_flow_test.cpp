@@ -63,8 +63,21 @@ TEST_CASE("keys, roster, shares and relayed shares lead to a masked update") {
     auto s = t.clients[id].on_reply(msg::encode(relayed));
     REQUIRE(s);
     CHECK_FALSE(s->sit_out);
-    CHECK(s->next.empty()); // the masked update goes next
+    CHECK(std::string{s->what} == "secure aggregation receipt");
+    auto receipt = decoded<msg::secagg_receipt>(s->next);
+    CHECK(receipt.unopened.empty()); // every share opened
     CHECK(s->warnings.empty());
+    REQUIRE(t.server.submit_receipt(id, receipt));
+  }
+  REQUIRE(t.server.receipts_complete());
+  auto answers = t.server.close_receipts();
+  REQUIRE(answers);
+  for (auto& [id, answer] : *answers) {
+    CHECK(answer.excluded.empty());
+    auto s = t.clients[id].on_reply(msg::encode(answer));
+    REQUIRE(s);
+    CHECK_FALSE(s->sit_out);
+    CHECK(s->next.empty()); // the masked update goes next
     CHECK(s->note == "round 4: secure aggregation keys and shares exchanged "
                      "with 2 neighbours; sending the masked update");
   }
