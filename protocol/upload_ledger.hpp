@@ -118,8 +118,8 @@ public:
   /// The open streams, in id order, to reject at `now`, each with why:
   /// silent (could send, no progress for more than `idle`; zero: never)
   /// or slower than `min_bytes_per_s` over the rate window (see slow).
-  std::vector<std::pair<uint64_t, error>>
-  stalled(time_point now, duration idle, double min_bytes_per_s) const;
+  std::vector<std::pair<uint64_t, error>> stalled(time_point now, duration idle,
+                                                  double min_bytes_per_s) const;
 
   /// What the round deadline does to the streams of clients still
   /// uploading.
