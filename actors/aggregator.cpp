@@ -52,7 +52,10 @@ std::chrono::milliseconds check_period(const aggregator_options& o) {
 // idle_timeout (idle_timeout_s + reconnect_grace_s) while the stream could
 // send (it holds a credit: for its next chunk, or all of them for its end),
 // counted from its last chunk or the last credit the window returned to it.
-// A stream waiting for the window (for slower clients) is never silent. The
+// A stream waiting for the window (for slower clients) is never silent. So
+// does slowness: fewer than min_rate_bytes_per_s over rate_window of the
+// time it could send (protocol/send_rate.hpp), and the round deadline
+// (expire_atom from the scheduler: upload_ledger::past_deadline). The
 // stream is closed for good (later frames: unknown_stream; its end:
 // poisoned_update), the scheduler is told (reject_atom with the chunks
 // already folded), and the client leaves the round: with nothing folded the

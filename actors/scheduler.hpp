@@ -3,8 +3,9 @@
 // expected clients are registered (r = 1) or round r-1 is published; it
 // finalizes when the update of every client that can still deliver has
 // closed, if at least min_clients did (clients are dropped after losing
-// their connection for good, sit the round out when they have not offered
-// by the deadline, or leave it when the aggregator rejects their update).
+// their connection for good, sit the round out when they have not delivered
+// their update by the deadline, or leave it when the aggregator rejects
+// their update). A registration deadline starts the run with fewer.
 // Messages: see actors/messages.hpp.
 
 #include <chrono>
