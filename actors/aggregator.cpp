@@ -23,6 +23,20 @@ namespace fedcaf {
 
 namespace {
 
+/// The window the minimum rate is measured over; zero: no minimum.
+std::chrono::milliseconds rate_window(const aggregator_options& o) {
+  return o.min_rate_bytes_per_s > 0 ? o.rate_window
+                                    : std::chrono::milliseconds{};
+}
+
+/// idle_timeout or the rate window, the shorter one in use; zero: none.
+std::chrono::milliseconds check_period(const aggregator_options& o) {
+  auto rate = rate_window(o);
+  auto idle = o.idle_timeout;
+  return idle.count() == 0 || rate.count() == 0 ? std::max(idle, rate)
+                                                : std::min(idle, rate);
+}
+
 // State machine: collecting (streams open and close) -> finalize_atom ->
 // collecting the next round. A chunk is validated in full (its place in the
 // stream, then its content: chunk_checker) before it touches the
@@ -38,7 +52,10 @@ namespace {
 // idle_timeout (idle_timeout_s + reconnect_grace_s) while the stream could
 // send (it holds a credit: for its next chunk, or all of them for its end),
 // counted from its last chunk or the last credit the window returned to it.
-// A stream waiting for the window (for slower clients) is never silent. The
+// A stream waiting for the window (for slower clients) is never silent. So
+// does slowness: fewer than min_rate_bytes_per_s over rate_window of the
+// time it could send (protocol/send_rate.hpp), and the round deadline
+// (expire_atom from the scheduler: upload_ledger::past_deadline). The
 // stream is closed for good (later frames: unknown_stream; its end:
 // poisoned_update), the scheduler is told (reject_atom with the chunks
 // already folded), and the client leaves the round: with nothing folded the
@@ -89,7 +106,7 @@ public:
         plan_(acc_->plan()), current_(std::move(initial)),
         checker_(layout_, plan_, options_.plan, options_.rule_cfg,
                  options_.compression),
-        ledger_(plan_.chunk_count(), options_.window),
+        ledger_(plan_.chunk_count(), options_.window, rate_window(options_)),
         refusals_("aggregator", options_.refusals) {
     // The published model stays within half of what one client's update
     // may carry (max_abs(1)), so that honest updates near it pass,
@@ -97,10 +114,11 @@ public:
     acc_->set_value_limit(static_cast<float>(checker_.max_abs(1.0) / 2));
   }
 
-  /// Binds the state to its actor and starts the silence checks, if any.
+  /// Binds the state to its actor and starts the silence and rate checks,
+  /// if any.
   void attach(aggregator_actor::pointer self) {
     self_ = self;
-    if (options_.idle_timeout.count() > 0)
+    if (check_period(options_).count() > 0)
       arm_silence_check();
   }
 
@@ -150,26 +168,36 @@ public:
     auto folded = checker_.bounded(s, *c, model());
     if (auto ok = fold(s, folded); !ok)
       return refuse_from(sender, ok.err());
-    upload_ledger::folded(s, folded.bytes.size(), checked->distance_squared,
-                          now());
+    ledger_.folded(s, folded.bytes.size(), checked->distance_squared, now());
     checker_.record(s.client_id, h.sequence, *checked);
     return credit(s, h.stream_id, h.sequence);
   }
 
-  /// Rejects streams that could send but sent nothing for idle_timeout.
+  /// Rejects streams that could send but sent nothing for idle_timeout,
+  /// and streams slower than the minimum rate over the rate window.
   void check_silence() {
-    for (auto sid : ledger_.silent(now(), options_.idle_timeout))
-      reject(sid, *ledger_.find(sid),
-             {errc::timeout,
-              "no chunk for " + std::to_string(options_.idle_timeout.count()) +
-                  " ms (idle_timeout_s + reconnect_grace_s) while it could "
-                  "send"});
+    for (const auto& [sid, why] : ledger_.stalled(
+             now(), options_.idle_timeout, options_.min_rate_bytes_per_s))
+      reject(sid, *ledger_.find(sid), why);
     arm_silence_check();
   }
 
-  /// The next silence check, a quarter of idle_timeout from now.
+  /// The round deadline passed with `ids` still uploading to `round`: ends
+  /// (rejects, for `why`) the streams that owe what the accumulator waits
+  /// for (upload_ledger::past_deadline). Returns the ids without a stream.
+  std::vector<std::string> expire(uint32_t round,
+                                  const std::vector<std::string>& ids,
+                                  const error& why) {
+    auto overdue = ledger_.past_deadline(round, ids, acc_->settled());
+    for (auto sid : overdue.cut)
+      reject(sid, *ledger_.find(sid), why);
+    return overdue.without_stream;
+  }
+
+  /// The next silence and rate check, a quarter of the shorter of
+  /// idle_timeout and the rate window from now.
   void arm_silence_check() {
-    self_->delayed_send(self_, options_.idle_timeout / 4, tick_atom::value);
+    self_->delayed_send(self_, check_period(options_) / 4, tick_atom::value);
   }
 
   /// A resumed upload asks for a credit it is owed (window mode).
@@ -196,7 +224,7 @@ public:
         return rp;
       }
     waiting.emplace_back(rp, c->stream_id);
-    upload_ledger::hold(**owned);
+    ledger_.hold(**owned, now());
     return rp;
   }
 
@@ -364,7 +392,7 @@ private:
       return msg::encode(msg::credit{sid, seq});
     auto rp = self_->make_response_promise<frame>();
     held_[seq].emplace_back(rp, sid);
-    upload_ledger::hold(s);
+    ledger_.hold(s, now());
     advance_window();
     return rp;
   }
@@ -486,6 +514,8 @@ aggregating(aggregator_actor::pointer self,
         return state->owed_credit(sender, f);
       },
       [state](tick_atom) { state->check_silence(); },
+      [state](expire_atom, uint32_t round, const std::vector<std::string>& ids,
+              const error& why) { return state->expire(round, ids, why); },
       [state](reset_atom, uint32_t contributors) {
         state->reset(contributors);
       },

@@ -42,6 +42,12 @@ struct aggregator_options {
   /// An open upload that could send but sent no chunk this long is
   /// rejected (stream_configs.idle_timeout_s); zero: never.
   std::chrono::milliseconds idle_timeout{0};
+  /// An open upload that moved fewer bytes per second than this over the
+  /// last rate_window of the time it could send (credits the window held
+  /// back left out) is rejected (stream_configs.min_rate_bytes_per_s and
+  /// rate_window_s); zero: never.
+  double min_rate_bytes_per_s = 0;
+  std::chrono::milliseconds rate_window{0};
   /// plan.secure (SecAgg+): updates arrive masked and quantized (one
   /// uint32 per float32 element), are summed in Z_2^32, and are unmasked at
   /// finalize with the plan the server returns for (unmask_atom, round,

@@ -8,6 +8,7 @@
 #include "actors/messages.hpp"
 #include "actors/scheduler.hpp"
 #include "fedcaf/log.hpp"
+#include "protocol/round_deadline.hpp"
 
 namespace fedcaf {
 
@@ -44,6 +45,9 @@ struct queued_offer {
 // aggregator finalizes the step and the server publishes version v + 1.
 // The run ends after num_rounds steps (num_global_epochs, as APPFL counts
 // them).
+// At the registration deadline (deadline_atom, 0) the run starts with the
+// clients registered, if at least min_clients (default num_clients), or
+// ends naming those that never came.
 //   waiting -(num_clients joined)-> running -(step complete)-> stepping
 //   -(published)-> running ... -> stopped
 // A client dropped mid-upload leaves what it delivered in the step (its
@@ -69,8 +73,14 @@ public:
 
   void attach(scheduler_actor::pointer self) { self_ = self; }
 
-  /// The server, before any client joins.
-  void connect(round_host server) { server_ = std::move(server); }
+  /// The server, before any client joins; the registration deadline
+  /// starts.
+  void connect(round_host server) {
+    server_ = std::move(server);
+    if (options_.registration_deadline.count() > 0)
+      self_->delayed_send(self_, options_.registration_deadline,
+                          deadline_atom::value, uint32_t{0});
+  }
 
   void join(const std::string& id) {
     registered_.insert(id);
@@ -78,9 +88,23 @@ public:
       return assign(id);
     if (registered_.size() < options_.num_clients)
       return;
-    running_ = true;
-    for (const auto& c : registered_)
-      assign(c);
+    start();
+  }
+
+  /// The registration deadline passed: the run starts with the clients
+  /// registered, or ends naming those that never came.
+  void registration_over() {
+    if (running_ || stopped_)
+      return;
+    auto fewest =
+        options_.min_clients ? options_.min_clients : options_.num_clients;
+    auto v = registration_deadline_passed(
+        registered_, options_.expected_clients, options_.num_clients,
+        std::min(fewest, options_.num_clients), options_.registration_deadline);
+    if (!v.start)
+      return stop(v.message);
+    log_line(log_level::warning, "scheduler", v.message);
+    start();
   }
 
   void drop(const std::string& id) {
@@ -176,6 +200,13 @@ public:
   }
 
 private:
+  /// The run starts: every registered client gets a task.
+  void start() {
+    running_ = true;
+    for (const auto& c : registered_)
+      assign(c);
+  }
+
   void assign(const std::string& id) {
     if (stopped_)
       return;
@@ -328,7 +359,9 @@ async_scheduling(scheduler_actor::pointer self,
       [state](connect_atom, const round_host& server) {
         state->connect(server);
       },
-      [state](join_atom, const std::string& id) { state->join(id); },
+      [state](join_atom, const std::string& id, const std::string&) {
+        state->join(id);
+      },
       [state](drop_atom, const std::string& id) { state->drop(id); },
       [state](reject_atom, const std::string& id, uint32_t round,
               uint64_t folded, const error& refusal) {
@@ -338,6 +371,7 @@ async_scheduling(scheduler_actor::pointer self,
       [state](update_atom, const std::string& id, uint32_t round) {
         state->update_closed(id, round);
       },
+      [state](deadline_atom, uint32_t) { state->registration_over(); },
   };
 }
 

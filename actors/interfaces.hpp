@@ -97,15 +97,16 @@ using unmask_planner = caf::typed_actor<
     caf::replies_to<unmask_atom, uint32_t,
                     std::vector<std::string>>::with<secagg::unmask_plan>>;
 
+/// A scheduler's own timer: (deadline_atom, 0) the registration deadline,
+/// (deadline_atom, r) round r's deadline (the SyncScheduler's).
 using scheduler_actor =
     upload_listener::extend<caf::reacts_to<connect_atom, round_host>,
-                            caf::reacts_to<join_atom, std::string>,
+                            caf::reacts_to<join_atom, std::string, std::string>,
                             caf::reacts_to<drop_atom, std::string>,
-                            caf::replies_to<offer_atom, frame>::with<frame>>;
+                            caf::replies_to<offer_atom, frame>::with<frame>,
+                            caf::reacts_to<deadline_atom, uint32_t>>;
 
-/// The SyncScheduler adds its round deadline (its own timer).
-using sync_scheduler_actor =
-    scheduler_actor::extend<caf::reacts_to<deadline_atom, uint32_t>>;
+using sync_scheduler_actor = scheduler_actor;
 
 using aggregator_actor = caf::typed_actor<
     caf::reacts_to<connect_atom, unmask_planner>,
@@ -116,6 +117,8 @@ using aggregator_actor = caf::typed_actor<
     caf::reacts_to<tick_atom>, caf::reacts_to<reset_atom, uint32_t>,
     caf::replies_to<abandon_atom, std::string, uint32_t>::with<uint64_t>,
     caf::reacts_to<expect_atom, uint32_t>,
+    caf::replies_to<expire_atom, uint32_t, std::vector<std::string>,
+                    error>::with<std::vector<std::string>>,
     caf::replies_to<finalize_atom, uint32_t>::with<snapshot_ptr>>;
 
 /// The peer frame kinds a client sends after its Hello, each answered

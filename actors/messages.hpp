@@ -42,6 +42,8 @@ using expect_atom = caf::atom_constant<caf::atom("expect")>;
 using task_atom = caf::atom_constant<caf::atom("task")>;
 using idle_atom = caf::atom_constant<caf::atom("idle")>;
 using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
+/// The round deadline passed: the aggregator ends the streams still owed.
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using reject_atom = caf::atom_constant<caf::atom("reject")>;
 using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;

@@ -9,17 +9,11 @@
 
 #include "actors/messages.hpp"
 #include "fedcaf/log.hpp"
+#include "protocol/round_deadline.hpp"
 
 namespace fedcaf {
 
 namespace {
-
-std::string join_ids(const std::set<std::string>& ids) {
-  std::string out;
-  for (const auto& id : ids)
-    out += (out.empty() ? "" : ", ") + id;
-  return out;
-}
 
 // State machine:
 //   registering -(num_clients joined)-> collecting(r) -(every contributor's
@@ -38,11 +32,17 @@ std::string join_ids(const std::set<std::string>& ids) {
 // for the idle timeout) leaves the round the same way, except that its
 // chunks never stay: partial_updates: keep applies to drops only.
 //
-// The round deadline bounds the wait for offers, not how long an upload
-// takes: a large model over a slow link may take longer than the deadline,
-// and an upload that progresses is never cut off. An upload that stops
-// progressing is the aggregator's to reject (idle timeout), whatever the
-// deadline.
+// The round deadline bounds the whole round, uploads included (see
+// protocol/round_deadline.hpp): at the deadline, a participant that has not
+// offered leaves the round, and the aggregator ends the stream of each one
+// still uploading that owes the chunk the accumulator waits for (each comes
+// back as a rejection: reject below); a stream that only waits for the
+// window is spared, it waits for those. on_deadline: wait and fewer than
+// min_clients delivered: nobody is cut until min_clients have. An upload
+// too slow or silent is the aggregator's to reject at any time (minimum
+// rate, idle timeout). The registration deadline (deadline_atom, 0) starts
+// round 1 with the clients registered by then, or ends the run naming
+// those that never came.
 class scheduler_state {
 public:
   scheduler_state(aggregator_actor aggregator, scheduler_options options)
@@ -56,11 +56,19 @@ public:
 
   void attach(sync_scheduler_actor::pointer self) { self_ = self; }
 
-  /// The server, before any client joins.
-  void connect(round_host server) { server_ = std::move(server); }
+  /// The server, before any client joins; the registration deadline
+  /// starts.
+  void connect(round_host server) {
+    server_ = std::move(server);
+    if (options_.registration_deadline.count() > 0)
+      self_->delayed_send(self_, options_.registration_deadline,
+                          deadline_atom::value, uint32_t{0});
+  }
 
-  void join(const std::string& id) {
+  /// Client `id` registered from `from` (its address, or in-process).
+  void join(const std::string& id, const std::string& from) {
     registered_.insert(id);
+    addresses_[id] = from;
     known_.insert(id);
     if (round_ == 0 && registered_.size() == options_.num_clients)
       start_round(1);
@@ -127,19 +135,18 @@ public:
       auto samples = cap > 0 ? std::min(o->sample_count, cap) : o->sample_count;
       weight = static_cast<double>(samples);
     }
-    auto opened = self_->delegate(
+    return self_->delegate(
         aggregator_, open_atom::value, upload_listener{self_},
         upload_request{o->client_id, o->round, weight, o->manifest_digest,
                        o->total_bytes, o->chunk_count, o->update_norm});
-    if (overdue_ && offered_.size() >= options_.min_clients)
-      self_->send(self_, deadline_atom::value, round_); // enough now
-    return opened;
   }
 
   void update_closed(const std::string& id, uint32_t round) {
     if (round != round_ || !offered_.count(id))
       return;
     closed_.insert(id);
+    if (overdue_ && closed_.size() >= options_.min_clients)
+      self_->send(self_, deadline_atom::value, round_); // enough now
     check_round();
   }
 
@@ -168,35 +175,40 @@ public:
   }
 
   void deadline(uint32_t round) {
+    if (round == 0)
+      return registration_over();
     if (round != round_ || finalizing_ || stopped_)
       return;
-    std::set<std::string> late;
-    for (const auto& id : participants_)
-      if (!offered_.count(id))
-        late.insert(id);
-    if (late.empty())
-      return;
-    if (options_.wait_after_deadline &&
-        participants_.size() - late.size() < options_.min_clients) {
+    auto cut =
+        cut_at_deadline(participants_, offered_, closed_, options_.min_clients,
+                        options_.wait_after_deadline);
+    if (cut.wait) {
       if (!overdue_)
         log_line(log_level::warning, "scheduler",
                  "round " + std::to_string(round_) +
                      ": the deadline passed with " +
-                     std::to_string(offered_.size()) + " updates offered, " +
+                     std::to_string(closed_.size()) + " updates delivered, " +
                      "min_clients is " + std::to_string(options_.min_clients) +
-                     "; waiting for " + join_ids(late));
+                     "; waiting for min_clients");
       overdue_ = true;
       return;
     }
     overdue_ = false;
-    for (const auto& id : late) {
+    if (cut.uploading.empty() && cut.not_offered.empty())
+      return;
+    // First the streams: the window must not move before they are judged.
+    if (!cut.uploading.empty())
+      expire(cut.uploading);
+    for (const auto& id : cut.not_offered) {
       participants_.erase(id);
       missing_.insert(id);
+      refusals_.refuse(not_offered_by_deadline(id, addresses_[id], round_));
     }
-    log_line(log_level::warning, "scheduler",
-             "round " + std::to_string(round_) +
-                 ": the deadline passed without an update from " +
-                 join_ids(late));
+    if (!cut.not_offered.empty())
+      log_line(log_level::warning, "scheduler",
+               "round " + std::to_string(round_) +
+                   ": the deadline passed without an update from " +
+                   join_ids(cut.not_offered));
     self_->send(aggregator_, expect_atom::value, contributors());
     check_round();
   }
@@ -243,6 +255,50 @@ private:
     if (options_.round_deadline.count() > 0)
       self_->delayed_send(self_, options_.round_deadline, deadline_atom::value,
                           r);
+  }
+
+  /// The round deadline passed while `ids` were uploading: the aggregator
+  /// ends the streams still owed (each comes back as a rejection) and
+  /// names the clients without a stream, who leave the round here. The
+  /// round waits for the answer.
+  void expire(const std::set<std::string>& ids) {
+    auto r = round_;
+    log_line(log_level::warning, "scheduler",
+             "round " + std::to_string(r) +
+                 ": the deadline passed before the uploads of " +
+                 join_ids(ids) + " were complete");
+    ++abandoning_;
+    self_
+        ->request(aggregator_, caf::infinite, expire_atom::value, r,
+                  std::vector<std::string>(ids.begin(), ids.end()),
+                  upload_past_deadline(options_.round_deadline))
+        .then([this, r](const std::vector<std::string>& without_stream) {
+          --abandoning_;
+          if (r != round_ || stopped_ || finalizing_)
+            return;
+          for (const auto& id : without_stream)
+            if (participants_.erase(id)) {
+              missing_.insert(id);
+              offered_.erase(id);
+              figures_.erase(id);
+            }
+          self_->send(aggregator_, expect_atom::value, contributors());
+          check_round();
+        });
+  }
+
+  /// The registration deadline passed: round 1 starts with the clients
+  /// registered, or the run ends naming those that never came.
+  void registration_over() {
+    if (round_ != 0 || stopped_)
+      return;
+    auto v = registration_deadline_passed(
+        registered_, options_.expected_clients, options_.num_clients,
+        options_.min_clients, options_.registration_deadline);
+    if (!v.start)
+      return stop(v.message);
+    log_line(log_level::warning, "scheduler", v.message);
+    start_round(1);
   }
 
   /// partial_updates: keep. What `dropped` delivered stays in the round.
@@ -377,6 +433,7 @@ private:
     double dp_epsilon = 0;
   };
   std::map<std::string, offered_figures> figures_;
+  std::map<std::string, std::string> addresses_; ///< where each registered
   uint32_t round_ = 0;
   bool finalizing_ = false;
   uint32_t abandoning_ = 0; ///< drops whose folded chunks are being asked
@@ -393,7 +450,9 @@ scheduling(sync_scheduler_actor::pointer self,
       [state](connect_atom, const round_host& server) {
         state->connect(server);
       },
-      [state](join_atom, const std::string& id) { state->join(id); },
+      [state](join_atom, const std::string& id, const std::string& from) {
+        state->join(id, from);
+      },
       [state](drop_atom, const std::string& id) { state->drop(id); },
       [state](offer_atom, const frame& f) { return state->offer(f); },
       [state](update_atom, const std::string& id, uint32_t round) {

@@ -3,13 +3,15 @@
 // expected clients are registered (r = 1) or round r-1 is published; it
 // finalizes when the update of every client that can still deliver has
 // closed, if at least min_clients did (clients are dropped after losing
-// their connection for good, sit the round out when they have not offered
-// by the deadline, or leave it when the aggregator rejects their update).
+// their connection for good, sit the round out when they have not delivered
+// their update by the deadline, or leave it when the aggregator rejects
+// their update). A registration deadline starts the run with fewer.
 // Messages: see actors/messages.hpp.
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <caf/fwd.hpp>
 
@@ -29,14 +31,22 @@ struct scheduler_options {
   client_weighting weights = client_weighting::equal;
   /// The fewest updates a round may finalize with (0: num_clients).
   uint32_t min_clients = 0;
-  /// Clients that have not offered this long after a round started sit it
-  /// out; zero: no deadline. An upload under way is not bound by it (only
-  /// by the aggregator's idle timeout).
+  /// How long a round may take: clients whose update has not arrived whole
+  /// this long after the round started (not offered, or still uploading:
+  /// the aggregator ends their streams) sit it out; zero: no deadline.
   std::chrono::milliseconds round_deadline{0};
-  /// When the deadline passes with fewer than min_clients offers: false,
-  /// the round fails naming the missing clients; true, it waits until
-  /// min_clients have offered, then goes on without the rest.
+  /// When the deadline passes with fewer than min_clients updates
+  /// delivered: false, the round fails naming the missing clients; true, it
+  /// waits until min_clients have delivered, then goes on without the rest.
   bool wait_after_deadline = false;
+  /// How long to wait, from the scheduler's start, for num_clients to
+  /// register: then the run starts with the registered ones if they are at
+  /// least min_clients, else fails naming those of expected_clients that
+  /// never came. Zero: no deadline.
+  std::chrono::milliseconds registration_deadline{0};
+  /// The client ids the server knows of before they come (its tokens);
+  /// empty where any id may register.
+  std::vector<std::string> expected_clients;
   /// Clients sampled per round (0: every registered client), drawn with
   /// sampling_seed.
   uint32_t clients_per_round = 0;

@@ -122,7 +122,7 @@ public:
     } else {
       self_->monitor(sender);
       reporter_.registered(h->client_id, a->from);
-      self_->send(peers_.scheduler, join_atom::value, h->client_id);
+      self_->send(peers_.scheduler, join_atom::value, h->client_id, a->from);
     }
     return msg::encode(msg::welcome{a->index, options_.num_clients,
                                     options_.client_configs_yaml});

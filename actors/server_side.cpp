@@ -61,6 +61,8 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   ao.refusals = refusals;
   ao.poisoned = make_refusal_counter();
   ao.idle_timeout = options.idle_timeout;
+  ao.min_rate_bytes_per_s = options.min_rate_bytes_per_s;
+  ao.rate_window = options.rate_window;
   options.server.poisoned = ao.poisoned;
   const auto& secure = options.server.secure_aggregation;
   ao.secagg_clipping_range = secure.clipping_range;

@@ -50,6 +50,9 @@ struct server_side_options {
   /// (stream_configs.idle_timeout_s + reconnect_grace_s: a client that
   /// lost its connection may still resume); zero: never.
   std::chrono::milliseconds idle_timeout{0};
+  /// The slowest an upload may be (see aggregator_options); zero: any.
+  double min_rate_bytes_per_s = 0;
+  std::chrono::milliseconds rate_window{0};
 };
 
 /// Spawns the server side around the initial model. Chunk size and window

@@ -245,9 +245,15 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   // one whose client lost its connection has reconnect_grace_s to resume.
   so.idle_timeout =
       millis_of(comm.stream.idle_timeout_s + comm.stream.reconnect_grace_s);
+  so.min_rate_bytes_per_s = comm.stream.min_rate_bytes_per_s;
+  so.rate_window = millis_of(comm.stream.rate_window_for(*chunk_bytes));
+  so.scheduler.registration_deadline =
+      millis_of(cfg.server.registration_deadline_s);
   if (remote) {
     if (comm.auth.enabled)
       so.server.tokens = comm.auth.tokens;
+    for (const auto& [id, token] : so.server.tokens)
+      so.scheduler.expected_clients.push_back(id);
     so.server.require_certificate_name = comm.use_ssl;
   }
   so.server.num_clients = cfg.server.num_clients;

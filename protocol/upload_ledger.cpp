@@ -15,6 +15,8 @@ uint64_t upload_ledger::open(std::string client_id, uint32_t round,
   s.declared_norm = declared_norm;
   s.scale = scale;
   s.last_progress = now;
+  s.rate = send_rate{rate_window_};
+  sync_rate(s, now);
   return stream_id;
 }
 
@@ -59,6 +61,8 @@ void upload_ledger::folded(upload_record& s, uint64_t bytes,
   s.bytes += bytes;
   s.distance_squared += distance_squared;
   s.last_progress = now;
+  s.rate.moved(bytes, now);
+  sync_rate(s, now);
 }
 
 result<void> upload_ledger::owes_credit(const upload_record& s,
@@ -74,6 +78,7 @@ void upload_ledger::release(uint64_t stream_id, time_point now) {
   if (auto* s = find(stream_id)) {
     --s->held;
     s->last_progress = now;
+    sync_rate(*s, now);
   }
 }
 
@@ -90,6 +95,66 @@ std::vector<uint64_t> upload_ledger::silent(time_point now,
     if (could_send(s) && now - s.last_progress > idle)
       out.push_back(sid);
   return out;
+}
+
+std::vector<std::pair<uint64_t, double>>
+upload_ledger::slow(time_point now, double min_bytes_per_s) const {
+  std::vector<std::pair<uint64_t, double>> out;
+  for (const auto& [sid, s] : streams_) {
+    if (s.closed)
+      continue;
+    if (auto r = s.rate.rate(now); r && *r < min_bytes_per_s)
+      out.emplace_back(sid, *r);
+  }
+  return out;
+}
+
+std::vector<std::pair<uint64_t, error>>
+upload_ledger::stalled(time_point now, duration idle,
+                       double min_bytes_per_s) const {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  std::vector<std::pair<uint64_t, error>> out;
+  if (idle > duration{})
+    for (auto sid : silent(now, idle))
+      out.emplace_back(
+          sid,
+          error{errc::timeout,
+                "no chunk for " +
+                    std::to_string(duration_cast<milliseconds>(idle).count()) +
+                    " ms (idle_timeout_s + reconnect_grace_s) while it "
+                    "could send"});
+  for (auto [sid, rate] : slow(now, min_bytes_per_s))
+    if (std::none_of(out.begin(), out.end(),
+                     [sid = sid](const auto& x) { return x.first == sid; }))
+      out.emplace_back(
+          sid,
+          error{errc::timeout,
+                "too slow: " + std::to_string(static_cast<uint64_t>(rate)) +
+                    " bytes/s over the last " +
+                    std::to_string(
+                        duration_cast<milliseconds>(rate_window_).count()) +
+                    " ms it could send, below stream_configs."
+                    "min_rate_bytes_per_s (" +
+                    std::to_string(static_cast<uint64_t>(min_bytes_per_s)) +
+                    ")"});
+  return out;
+}
+
+upload_ledger::overdue
+upload_ledger::past_deadline(uint32_t round,
+                             const std::vector<std::string>& ids,
+                             uint64_t settled) const {
+  overdue o;
+  for (const auto& id : ids) {
+    auto sid = find(id, round);
+    if (!sid)
+      o.without_stream.push_back(id);
+    else if (const auto& s = streams_.at(*sid);
+             !s.closed && s.next_sequence <= settled)
+      o.cut.push_back(*sid);
+  }
+  return o;
 }
 
 result<upload_ledger::ending> upload_ledger::end(upload_record& s,

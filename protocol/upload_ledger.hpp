@@ -21,6 +21,7 @@
 
 #include "fedcaf/error.hpp"
 #include "messages/codec.hpp"
+#include "protocol/send_rate.hpp"
 
 namespace fedcaf {
 
@@ -45,6 +46,8 @@ struct upload_record {
   /// update is scaled by (x' = g + scale (x - g)).
   double declared_norm = 0;
   double scale = 1;
+  /// Its bytes over the time it could send (the window's waits left out).
+  send_rate rate;
 };
 
 class upload_ledger {
@@ -53,9 +56,12 @@ public:
   using duration = std::chrono::steady_clock::duration;
 
   /// A ledger for streams of `chunk_count` chunks each, with at most
-  /// `window` credits per stream. Stream ids start at 1 (0 names downloads).
-  upload_ledger(uint64_t chunk_count, uint32_t window)
-      : chunk_count_(chunk_count), window_(window) {}
+  /// `window` credits per stream, whose rates look back over `rate_window`
+  /// of the time each could send (zero: rates are not measured). Stream
+  /// ids start at 1 (0 names downloads).
+  upload_ledger(uint64_t chunk_count, uint32_t window,
+                duration rate_window = {})
+      : chunk_count_(chunk_count), window_(window), rate_window_(rate_window) {}
 
   /// Opens a stream for `client_id`'s update to `round`, whose progress
   /// counts from `now`; returns its id, never used before by this ledger.
@@ -82,16 +88,19 @@ public:
 
   /// A chunk of `bytes` bytes and squared distance `distance_squared` was
   /// folded into the sum from stream `s` at `now`: the stream moves on.
-  static void folded(upload_record& s, uint64_t bytes, double distance_squared,
-                     time_point now);
+  void folded(upload_record& s, uint64_t bytes, double distance_squared,
+              time_point now);
 
   /// Returns ok iff stream `stream_id` (of `s`) is owed the credit of chunk
   /// `sequence`: it is open and sent that chunk (else unknown_stream).
   static result<void> owes_credit(const upload_record& s, uint64_t stream_id,
                                   uint64_t sequence);
 
-  /// The window holds one more of `s`'s credits.
-  static void hold(upload_record& s) { ++s.held; }
+  /// The window holds one more of `s`'s credits, from `now`.
+  void hold(upload_record& s, time_point now) {
+    ++s.held;
+    sync_rate(s, now);
+  }
 
   /// A credit the window held goes back to stream `stream_id` (if it is
   /// still known) at `now`: that is progress.
@@ -105,6 +114,37 @@ public:
   /// The streams, in id order, that could send but made no progress for
   /// more than `idle` up to `now`.
   std::vector<uint64_t> silent(time_point now, duration idle) const;
+
+  /// The open streams, in id order, to reject at `now`, each with why:
+  /// silent (could send, no progress for more than `idle`; zero: never)
+  /// or slower than `min_bytes_per_s` over the rate window (see slow).
+  std::vector<std::pair<uint64_t, error>> stalled(time_point now, duration idle,
+                                                  double min_bytes_per_s) const;
+
+  /// What the round deadline does to the streams of clients still
+  /// uploading.
+  struct overdue {
+    std::vector<uint64_t> cut;               ///< to be ended
+    std::vector<std::string> without_stream; ///< ids with no stream
+  };
+
+  /// The round deadline of `round` passed with `ids` still uploading. A
+  /// stream that owes the chunk the accumulator waits for (its next chunk
+  /// is at or below `settled`, the lowest open position; ram mode: every
+  /// open stream) is cut; one that only waits for the window is spared (it
+  /// waits for those cut).
+  overdue past_deadline(uint32_t round, const std::vector<std::string>& ids,
+                        uint64_t settled) const;
+
+  /// The open streams, in id order, with their rate (bytes per second),
+  /// that moved fewer than `min_bytes_per_s` over the last rate window of
+  /// the time they could send, up to `now`. A stream that could send for
+  /// less than the window so far is not judged yet.
+  std::vector<std::pair<uint64_t, double>> slow(time_point now,
+                                                double min_bytes_per_s) const;
+
+  /// The rate window (zero: rates are not measured).
+  duration rate_window() const { return rate_window_; }
 
   /// Where stream `s` stands for a client that offers again: its next
   /// chunk (the chunk count once closed).
@@ -149,8 +189,14 @@ public:
   void forget() { streams_.clear(); }
 
 private:
+  /// Tells `s`'s rate meter whether it can send from `now` on.
+  void sync_rate(upload_record& s, time_point now) const {
+    s.rate.set_can_send(could_send(s), now);
+  }
+
   uint64_t chunk_count_;
   uint32_t window_;
+  duration rate_window_;
   std::map<uint64_t, upload_record> streams_;
   uint64_t next_stream_id_ = 1; // 0 names downloads
 };

@@ -813,6 +813,10 @@ void read(section s, comm_config& c, bool server_side) {
   stream.get("chunk_bytes", c.stream.chunk_bytes, 64, capnp_data_limit);
   stream.get("window", c.stream.window, 1, max_window);
   stream.seconds("idle_timeout_s", c.stream.idle_timeout_s);
+  stream.get("min_rate_bytes_per_s", c.stream.min_rate_bytes_per_s);
+  if (!(c.stream.min_rate_bytes_per_s >= 0))
+    stream.fail("min_rate_bytes_per_s", "must be 0 (none) or positive");
+  stream.seconds("rate_window_s", c.stream.rate_window_s);
   stream.seconds("heartbeat_s", c.stream.heartbeat_s);
   stream.seconds("connection_timeout_s", c.stream.connection_timeout_s);
   if (c.stream.connection_timeout_s <= c.stream.heartbeat_s)
@@ -998,6 +1002,7 @@ void read(section s, server_config& sc) {
       kw.fail("min_clients", "must not exceed the clients of a round (" +
                                  std::to_string(per_round) + ")");
     kw.seconds("round_deadline_s", sc.round_deadline_s, true);
+    kw.seconds("registration_deadline_s", sc.registration_deadline_s, true);
     kw.one_of("on_deadline", sc.on_deadline, deadline_words);
     bool same_init = true;
     kw.get("same_init_model", same_init);

@@ -3,6 +3,7 @@
 // train_configs and model_configs, data_configs, comm_configs), read from YAML
 // and validated before anything starts. Value types only.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -167,6 +168,26 @@ struct stream_config {
   uint64_t chunk_bytes = 1 << 20; ///< payload bytes per chunk
   uint32_t window = 4;            ///< chunks unacknowledged per stream
   double idle_timeout_s = 60;     ///< fail a stream idle this long
+  /// Server: an upload stream that moved fewer bytes per second than this
+  /// over the last rate_window_s of the time it could send (the server's
+  /// withheld credits left out) is ended and its client leaves the round;
+  /// 0: no minimum. The default is a 512 kbit/s link, the slowest one a
+  /// deployment is expected to have.
+  double min_rate_bytes_per_s = 65536;
+  /// Server: the window the minimum rate is measured over (at least two
+  /// chunks at the minimum rate: a longer one is used where chunk_bytes /
+  /// min_rate_bytes_per_s asks for it).
+  double rate_window_s = 120;
+
+  /// The window the minimum rate is measured over, in seconds, for chunks
+  /// of `chunk_bytes` (bytes count as whole chunks arrive): rate_window_s,
+  /// or the time two chunks take at min_rate_bytes_per_s if longer.
+  double rate_window_for(uint64_t chunk_bytes) const {
+    if (min_rate_bytes_per_s <= 0)
+      return rate_window_s;
+    return std::max(rate_window_s, 2.0 * static_cast<double>(chunk_bytes) /
+                                       min_rate_bytes_per_s);
+  }
   /// Between processes: each side sends a heartbeat this often, and drops a
   /// connection on which nothing arrived for connection_timeout_s.
   double heartbeat_s = 5;
@@ -312,9 +333,16 @@ struct server_config {
   /// updates when clients were dropped or missed the deadline (default:
   /// num_clients, i.e. every client).
   uint32_t min_clients = 0;
-  /// scheduler_kwargs.round_deadline_s: clients that have not offered their
-  /// update this long after the round started sit the round out; 0: none.
-  double round_deadline_s = 0;
+  /// scheduler_kwargs.round_deadline_s: how long a round may take, from its
+  /// start to the last update: clients that have not delivered their whole
+  /// update by then (not offered, or still uploading) are cut off and sit
+  /// the round out; 0: none.
+  double round_deadline_s = 600;
+  /// scheduler_kwargs.registration_deadline_s: how long the server waits,
+  /// from its start, for num_clients to register; then the run starts with
+  /// those registered if they are at least min_clients, else fails naming
+  /// the clients that never came. 0: no deadline.
+  double registration_deadline_s = 600;
   /// scheduler_kwargs.on_deadline: fail | wait, when the deadline passes
   /// with fewer than min_clients updates offered.
   deadline_action on_deadline = deadline_action::fail;

@@ -75,6 +75,7 @@ struct options {
   uint8_t encoding = 1;                  ///< wrong_encoding: the offer's
   double heartbeat_s = 0.5;              ///< welcomed: send one this often
   double timeout_s = 30;                 ///< bound on the whole attack
+  double drip_s = 2.5;                   ///< slow_drip: one chunk this often
   std::optional<uint64_t> target_stream; ///< hijack_stream: else guessed
   std::string accomplice_id; ///< hijack_stream: opens the stream attacked
   std::string accomplice_token;
@@ -98,7 +99,9 @@ void usage() {
       "    reoffer_keepalive, takeover_flood, refusal_flood, hijack_stream\n"
       "    --accomplice-id ID --accomplice-token T [--delay-s S]\n"
       "    [--target-stream ID], hold_round --until-file F (joins a round,\n"
-      "    never offers, leaves once F exists)\n"
+      "    never offers, leaves once F exists), never_offer (joins every\n"
+      "    round, never offers), slow_drip [--drip-s S] (offers, then one\n"
+      "    chunk every S seconds)\n"
       "  registered, to a server that takes compressed uploads (chunks\n"
       "    spoiled from --finite-chunks N on): int8_nan_scale, short_chunk,\n"
       "    zfp_garbage, zfp_over_bound, wrong_encoding [--encoding N]\n"
@@ -164,6 +167,8 @@ std::optional<options> parse_options(int argc, char** argv) {
         o.accomplice_token = v;
       else if (k == "until-file")
         o.until_file = v;
+      else if (k == "drip-s")
+        o.drip_s = std::stod(v);
       else
         return std::nullopt;
     }
@@ -1784,6 +1789,78 @@ void attack_hellos(const options& o, verdict& v) {
   v.expect(answered == o.count, "not every Hello was answered");
 }
 
+/// Joins every round it is asked to and never offers, sending heartbeats,
+/// until the run ends (Done or the connection closed). The driver checks
+/// that each round ended by its deadline without it.
+void attack_never_offer(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "never_offer", deadline);
+  uint32_t rounds = 1;
+  for (int i = 0; i < 1000; ++i) {
+    auto next = r.s->await_round(deadline);
+    if (!next) {
+      v.note("the session ended: " + to_string(next.err()) + " after " +
+             std::to_string(rounds) + " rounds joined, none offered");
+      v.expect(next.err().code != errc::timeout, "still waiting after " +
+                                                     fmt_s(o.timeout_s) +
+                                                     ": the run did not end");
+      return;
+    }
+    ++rounds;
+    v.note("round " + std::to_string(next->round) + " started; not offering");
+  }
+}
+
+/// Offers an update, then sends one chunk every --drip-s seconds (just
+/// under the server's idle timeout), each after the last one's credit, as
+/// an honest but slow client would. The server must cut it off (--expect:
+/// timeout, for the round deadline or the minimum rate) and close the
+/// connection; the driver checks that the round ended by its deadline and
+/// the model holds none of it.
+void attack_slow_drip(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "slow_drip", deadline);
+  require_float32(r);
+  auto own = offer_update(o, v, r, deadline);
+  auto started = clock_type::now();
+  v.note("dripping stream " + std::to_string(own.stream_id) +
+         ": one chunk every " + fmt_s(o.drip_s));
+  ending out;
+  auto lost = [&out](const wire_event& ev) {
+    out.closed = ev.state == wire_state::closed;
+    out.closed_how = ev.detail;
+  };
+  for (uint64_t seq = 0; seq < r.plan->chunk_count(); ++seq) {
+    if (auto ended = r.s->idle_until(after_s(o.drip_s))) {
+      lost(*ended);
+      break;
+    }
+    r.s->socket().send_frame(
+        with_id(chunk_of(r, own.stream_id, seq, 1000.0f), r.s->next_id()));
+    auto ev = r.s->next_reply(deadline);
+    if (ev.state != wire_state::frame) {
+      lost(ev);
+      break;
+    }
+    if (auto e = refusal_of(ev.f)) {
+      out.refusal = e;
+      out.frames.push_back(describe(ev.f));
+      await_close(r.s->socket(), after_s(close_after_refusal_s), out, started,
+                  o.heartbeat_s);
+      break;
+    }
+    v.note("chunk " + std::to_string(seq) + " credited after " +
+           fmt_s(seconds_since(started)));
+  }
+  out.seconds = seconds_since(started);
+  while (auto f = r.s->take_unasked())
+    if (auto e = refusal_of(*f); e && !out.refusal) {
+      out.refusal = e;
+      out.frames.push_back(describe(*f));
+    }
+  expect_refusal(v, out, o.expect, "slow_drip");
+}
+
 int run(const options& o) {
   verdict v{o.attack + (o.registered ? "(registered)" : "")};
   using attack_fn = void (*)(const options&, verdict&);
@@ -1818,6 +1895,8 @@ int run(const options& o) {
       {"offer_silent", attack_offer_silent},
       {"hold_round", attack_hold_round},
       {"hellos", attack_hellos},
+      {"never_offer", attack_never_offer},
+      {"slow_drip", attack_slow_drip},
   };
   auto it = attacks.find(o.attack);
   if (it == attacks.end()) {

@@ -803,12 +803,109 @@ run_l() {
   check_run L $rounds ram
 }
 
+# -- D: every round ends, against the shipped configs/server.yaml ---------------------
+# The shipped server config, with overrides only for the synthetic model,
+# the port, three clients (min_clients 2), the saved models and the test's
+# short timeouts (idle_timeout_s + reconnect_grace_s: 3 s). D_never: a
+# registered client that joins every round and never offers (round
+# deadline 4 s). D_drip_ram, D_drip_window: a client that offers, then
+# sends one chunk every 2.5 s (just under the idle timeout): cut off at the
+# round deadline (4 s). D_rate (window mode, the shipped round deadline):
+# the same drip, ended by the minimum rate (the shipped 64 KiB/s over a
+# rate_window_s of 4 s). Each round must end by its deadline (+ 1.5 s for
+# the honest clients to upload again where the cut-off update had chunks
+# in the sum), the attacker's refusal logged with its address, the models
+# equal to the honest reference.
+
+deadline_s=4
+
+# shipped_server RUN MODE [ARGS...]: configs/server.yaml with the overrides.
+shipped_server() {
+  local run=$1 mode=$2; shift 2
+  local s=server_configs c=server_configs.comm_configs.stream_configs
+  start_server "$run" "$src/configs/server.yaml" \
+    --set $s.comm_configs.grpc_configs.server_uri=127.0.0.1:0 \
+    --set $s.num_clients=3 --set $s.scheduler_kwargs.min_clients=2 \
+    --set $s.memory_mode="$mode" \
+    --set $s.save_global_model="$out/${run}_{round}.safetensors" \
+    --set "client_configs.train_configs={trainer: dummy, add: 0.5, add_by_index: true}" \
+    --set "client_configs.model_configs={name: synthetic, num_tensors: 8, total_bytes: $model_bytes, seed: 7}" \
+    --set data_configs.dataset_kwargs.num_clients=3 \
+    --set $c.heartbeat_s=0.5 --set $c.connection_timeout_s=3 \
+    --set $c.idle_timeout_s=2 --set $c.reconnect_grace_s=1 "$@"
+}
+
+# check_rounds_within RUN LIMIT_S: every round of RUN's report took at most
+# LIMIT_S seconds (wall_seconds: from its start to its model).
+check_rounds_within() {
+  local got
+  got=$(python3 - "$out/$1.json" "$2" <<'PY' 2>&1
+import json, sys
+r = json.load(open(sys.argv[1]))
+walls = [x["wall_seconds"] for x in r["rounds"]]
+print(("ok " if walls and max(walls) <= float(sys.argv[2]) else "over ") +
+      ", ".join(f"{w:.2f}" for w in walls))
+PY
+)
+  if [[ $got == ok* ]]; then
+    pass "$1: every round ended within $2 s (round times ${got#ok } s)"
+  else
+    fail "$1: a round took longer than $2 s: ${got#over }"
+  fi
+}
+
+run_d_never() {
+  shipped_server D_never ram \
+    --set server_configs.scheduler_kwargs.round_deadline_s=$deadline_s || return
+  attack D_never never_offer --attack never_offer $(creds 1) --timeout-s 30
+  wait_for "$out/D_never.log" "registered Mallory1" 10
+  start_clients D_never
+  finish_attacks
+  finish_run
+  echo "-- D_never: a client that never offers, shipped config, deadline ${deadline_s} s (port $port)"
+  check_verdict D_never never_offer
+  check_refused D_never never_offer timeout
+  check_rounds_within D_never "$deadline_s.5"
+  check_run D_never $rounds ram
+}
+
+# run_d_drip RUN MODE [SERVER_ARGS...]: the slow drip against MODE.
+run_d_drip() {
+  local run=$1 mode=$2; shift 2
+  shipped_server "$run" "$mode" "$@" || return
+  attack "$run" slow_drip --attack slow_drip $(creds 1) --drip-s 2.5 \
+    --expect timeout --timeout-s 30
+  wait_for "$out/$run.log" "registered Mallory1" 10
+  start_clients "$run"
+  finish_attacks
+  finish_run
+  echo "-- $run: a slow drip (a chunk every 2.5 s), $mode mode, shipped config (port $port)"
+  check_verdict "$run" slow_drip
+  check_refused "$run" slow_drip timeout
+  check_rounds_within "$run" $(( deadline_s + 1 )).5
+  check_run "$run" $rounds "$mode"
+}
+
+run_d() {
+  run_d_never
+  local d=server_configs.scheduler_kwargs.round_deadline_s
+  run_d_drip D_drip_ram ram --set $d=$deadline_s
+  run_d_drip D_drip_window window --set $d=$deadline_s
+  run_d_drip D_rate window \
+    --set server_configs.comm_configs.stream_configs.rate_window_s=4
+  if grep -q "refused: timeout: Mallory1: its update was rejected: too slow: .*min_rate_bytes_per_s" "$out/D_rate.log"; then
+    pass "D_rate: the drip was ended by the minimum rate"
+  else
+    fail "D_rate: no 'too slow' refusal in the log"
+  fi
+}
+
 run_reference ram ram
 run_reference window window
-for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C L}; do
+for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C D L}; do
   case $r in
     A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;;
-    B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;; L) run_l ;;
+    B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;; D) run_d ;; L) run_l ;;
     *) fail "no run named $r" ;;
   esac
 done

@@ -31,7 +31,7 @@ void fold_all(upload_ledger& book, uint64_t sid,
   REQUIRE(s);
   for (uint64_t seq = 0; seq < chunks; ++seq) {
     REQUIRE(upload_ledger::check_next(*s, header(sid, s->round, seq)));
-    upload_ledger::folded(*s, 64, 1.0, now);
+    book.folded(*s, 64, 1.0, now);
   }
 }
 
@@ -71,8 +71,8 @@ TEST_CASE("a chunk must be the next one of its open stream, of its round") {
   auto ahead = upload_ledger::check_next(s, header(sid, 4, 1));
   REQUIRE_FALSE(ahead);
   CHECK(ahead.err().code == errc::bad_sequence);
-  upload_ledger::folded(s, 100, 0.5, t0 + 1s);
-  upload_ledger::folded(s, 60, 0.25, t0 + 2s);
+  book.folded(s, 100, 0.5, t0 + 1s);
+  book.folded(s, 60, 0.25, t0 + 2s);
   CHECK(s.next_sequence == 2);
   CHECK(s.bytes == 160);
   CHECK(s.distance_squared == 0.75);
@@ -92,8 +92,8 @@ TEST_CASE("a stream waiting for the window is never silent; one that could "
   auto& sa = *book.find(a);
   // A sent two chunks whose credits the window holds: it cannot send.
   for (int k = 0; k < 2; ++k) {
-    upload_ledger::folded(sa, 64, 0, t0);
-    upload_ledger::hold(sa);
+    book.folded(sa, 64, 0, t0);
+    book.hold(sa, t0);
   }
   CHECK_FALSE(book.could_send(sa));
   CHECK(book.silent(t0 + 10s, 5s) == std::vector<uint64_t>{b});
@@ -105,7 +105,7 @@ TEST_CASE("a stream waiting for the window is never silent; one that could "
   CHECK(book.silent(t0 + 12s, 5s) == std::vector<uint64_t>{b});
   CHECK(book.silent(t0 + 14s, 5s) == std::vector<uint64_t>{a, b});
   // Every chunk sent: its end may come only once every credit is back.
-  upload_ledger::folded(sa, 64, 0, t0 + 14s);
+  book.folded(sa, 64, 0, t0 + 14s);
   CHECK_FALSE(book.could_send(sa));
   book.release(a, t0 + 15s);
   CHECK(book.could_send(sa));
@@ -119,7 +119,7 @@ TEST_CASE("credits are owed only for chunks an open stream sent") {
   auto sid = book.open("A", 1, 1.0, 0, 1, t0);
   auto& s = *book.find(sid);
   CHECK_FALSE(upload_ledger::owes_credit(s, sid, 0));
-  upload_ledger::folded(s, 64, 0, t0);
+  book.folded(s, 64, 0, t0);
   CHECK(upload_ledger::owes_credit(s, sid, 0));
   auto ahead = upload_ledger::owes_credit(s, sid, 1);
   REQUIRE_FALSE(ahead);
@@ -131,14 +131,14 @@ TEST_CASE("an end closes a complete stream once; a short or rejected one is "
   upload_ledger book{chunks, window};
   auto a = book.open("A", 1, 1.0, 0, 1, t0);
   auto& s = *book.find(a);
-  upload_ledger::folded(s, 64, 0, t0);
+  book.folded(s, 64, 0, t0);
   auto early = book.end(s, a, chunks);
   REQUIRE_FALSE(early);
   CHECK(early.err().code == errc::bad_sequence);
   CHECK(early.err().message == "stream 1 ended after 1 of 3 chunks");
   CHECK_FALSE(s.closed);
-  upload_ledger::folded(s, 64, 0, t0);
-  upload_ledger::folded(s, 64, 0, t0);
+  book.folded(s, 64, 0, t0);
+  book.folded(s, 64, 0, t0);
   auto lying = book.end(s, a, chunks + 1); // declares another count
   REQUIRE_FALSE(lying);
   CHECK(book.next_chunk(s) == 3);
@@ -165,7 +165,7 @@ TEST_CASE("the sum holds closed, unrejected updates; abandoned and cut-off "
   auto d = book.open("D", 1, 1.0, 0, 1, t0);
   fold_all(book, a, t0);
   REQUIRE(book.end(*book.find(a), a, chunks));
-  upload_ledger::folded(*book.find(b), 64, 0, t0); // B: one chunk, then gone
+  book.folded(*book.find(b), 64, 0, t0); // B: one chunk, then gone
   CHECK(book.open_count() == 3);
   CHECK(book.abandon("B", 1) == 1u);
   CHECK(book.abandon("B", 1) == std::nullopt); // closed already
@@ -178,4 +178,35 @@ TEST_CASE("the sum holds closed, unrejected updates; abandoned and cut-off "
   auto per_client = book.by_client({{a, 5}, {c, 2}, {d, 1}, {42, 7}});
   CHECK(per_client == std::vector<std::pair<std::string, uint64_t>>{
                           {"A", 5}, {"C", 2}, {"D", 1}});
+}
+
+TEST_CASE("a stream slower than the minimum over the rate window is slow; "
+          "one waiting for the window is not") {
+  upload_ledger book{chunks, window, 10s};
+  CHECK(book.rate_window() == 10s);
+  auto a = book.open("A", 1, 1.0, 0, 1, t0);
+  auto b = book.open("B", 1, 1.0, 0, 1, t0);
+  auto& sa = *book.find(a);
+  auto& sb = *book.find(b);
+  // A: one chunk of 64 bytes at 1 s, its credit held by the window from
+  // then on. B: one chunk of 64 bytes at 1 s, credit returned at once.
+  book.folded(sa, 64, 0, t0 + 1s);
+  book.hold(sa, t0 + 1s);
+  book.hold(sa, t0 + 1s); // both credits held: A cannot send
+  book.folded(sb, 64, 0, t0 + 1s);
+  CHECK(book.slow(t0 + 9s, 100).empty());   // not a whole window yet
+  auto slow = book.slow(t0 + 10500ms, 100); // B: 64 bytes in 10 s
+  REQUIRE(slow.size() == 1);
+  CHECK(slow[0].first == b);
+  CHECK(slow[0].second == doctest::Approx(6.4));
+  CHECK(book.slow(t0 + 10500ms, 6.0).empty());
+  // A could send for 1 s only: the window's wait is not its fault.
+  CHECK(book.slow(t0 + 100s, 100) ==
+        std::vector<std::pair<uint64_t, double>>{{b, 0.0}});
+  upload_ledger::reject(sb); // closed streams are not judged
+  CHECK(book.slow(t0 + 100s, 100).empty());
+  upload_ledger unmeasured{chunks, window};
+  auto c = unmeasured.open("C", 1, 1.0, 0, 1, t0);
+  CHECK(c == 1);
+  CHECK(unmeasured.slow(t0 + 1000s, 1e9).empty());
 }
