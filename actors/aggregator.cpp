@@ -59,11 +59,14 @@ std::chrono::milliseconds check_period(const aggregator_options& o) {
 // stream is closed for good (later frames: unknown_stream; its end:
 // poisoned_update), the scheduler is told (reject_atom with the chunks
 // already folded), and the client leaves the round: with nothing folded the
-// round expects one update fewer; otherwise its share cannot be taken out
-// of the sum, and the round's updates are collected again from the others
-// (as for a client dropped mid-upload, whatever partial_updates says: a
-// rejected update never stays in the model). Under the AsyncScheduler see
-// async_scheduler.cpp.
+// round expects one update fewer; otherwise partial_updates decides, as for
+// a client dropped mid-upload: discard, its share cannot be taken out of
+// the sum and the round's updates are collected again from the others;
+// keep, the chunks that passed every check stay (its stream is cut there)
+// and nobody sends again. Under the AsyncScheduler see async_scheduler.cpp.
+// The bound on an update's distance is max_update_ratio x the global
+// model's norm (measured once per published model) or max_update_norm,
+// the lesser (chunk_checker).
 //
 // The distance is measured against the global model's bytes at the chunk's
 // place. ram mode: the global model changes only at finalize, so they are
@@ -112,6 +115,7 @@ public:
     // may carry (max_abs(1)), so that honest updates near it pass,
     // whatever a server optimizer or a client at the bound made of it.
     acc_->set_value_limit(static_cast<float>(checker_.max_abs(1.0) / 2));
+    checker_.measure_global(current_->bytes);
   }
 
   /// Binds the state to its actor and starts the silence and rate checks,
@@ -299,6 +303,8 @@ public:
     auto ended = ledger_.end(s, end->stream_id, end->chunk_count);
     if (!ended)
       return refuse_from(sender, ended.err());
+    if (*ended == upload_ledger::ending::closed && checker_.update_bound() > 0)
+      log_line(log_level::debug, "aggregator", checker_.distance_line(s));
     if (*ended == upload_ledger::ending::closed)
       self_->send(listeners_[end->stream_id], update_atom::value, s.client_id,
                   s.round);
@@ -332,6 +338,7 @@ public:
     next->bytes = std::move(bytes);
     previous_ = std::move(current_);
     current_ = next;
+    checker_.measure_global(current_->bytes);
     return snapshot_ptr{std::move(next)};
   }
 
@@ -400,6 +407,8 @@ private:
   /// Refuses the whole update of stream `sid` and tells the scheduler.
   frame reject(uint64_t sid, upload_record& s, const error& why) {
     upload_ledger::reject(s);
+    if (options_.plan.partial == partial_updates::keep && s.next_sequence > 0)
+      acc_->cut(s.next_sequence); // its checked chunks stay, as a cut-off's
     if (why.code == errc::poisoned_update && options_.poisoned)
       options_.poisoned->fetch_add(1, std::memory_order_relaxed);
     log_line(log_level::warning, "aggregator",

@@ -128,9 +128,9 @@ public:
     figures_[o->client_id] = {o->train_loss, o->dp_epsilon};
     double weight = 1.0;
     if (options_.weights == client_weighting::sample_size) {
-      // A claimed sample count is capped at max_sample_size (if set: with
-      // no cap, a client claiming 2^64 samples outweighs all the others;
-      // `fedcaf server` warns of that).
+      // A claimed sample count is capped at max_sample_size (2^20 unless
+      // set): one client's weight share stays at most cap / (cap + the
+      // others' weights).
       auto cap = options_.rule_cfg.max_sample_size;
       auto samples = cap > 0 ? std::min(o->sample_count, cap) : o->sample_count;
       weight = static_cast<double>(samples);
@@ -166,11 +166,11 @@ public:
     offered_.erase(id);
     closed_.erase(id);
     figures_.erase(id);
-    if (folded > 0 && !finalizing_)
+    if (folded > 0 && !finalizing_ && !options_.keep_partial)
       collect_again(id, "its rejected update had " + std::to_string(folded) +
                             " chunks in the sum");
     else
-      self_->send(aggregator_, expect_atom::value, contributors());
+      keep_checked(id, folded);
     check_round();
   }
 
@@ -299,6 +299,19 @@ private:
       return stop(v.message);
     log_line(log_level::warning, "scheduler", v.message);
     start_round(1);
+  }
+
+  /// `id`'s update was rejected after `folded` chunks that passed every
+  /// check (partial_updates: keep; none under discard): they stay in the
+  /// round, as a cut-off update's delivered chunks do (the aggregator cut
+  /// its stream there), and nobody sends again.
+  void keep_checked(const std::string& id, uint64_t folded) {
+    if (folded > 0)
+      log_line(log_level::warning, "scheduler",
+               "round " + std::to_string(round_) + ": the " +
+                   std::to_string(folded) + " chunks of " + id +
+                   " that passed every check stay (partial_updates: keep)");
+    self_->send(aggregator_, expect_atom::value, contributors());
   }
 
   /// partial_updates: keep. What `dropped` delivered stays in the round.

@@ -82,7 +82,7 @@ public:
         registry_({options_.tokens, options_.require_certificate_name,
                    options_.num_clients}),
         reporter_(reporter_options_of(options_), report),
-        tally_(options_.max_sample_size) {
+        tally_(options_.max_sample_size, options_.secagg_by_samples) {
     if (options_.secure_aggregation.enabled)
       secagg_.emplace(options_.secure_aggregation, options_.secagg_by_samples,
                       options_.max_sample_size, std::random_device{}(),
@@ -229,7 +229,7 @@ public:
         return refuse(ok.err());
       registry_.find(id)->model.reset(); // its download is complete
       if (o.round == rounds_.round()) // a repeated offer replaces its figures
-        reporter_.note_offer(id, tally_.capped(o.sample_count),
+        reporter_.note_offer(id, tally_.offered(id, o.sample_count),
                              std::move(o.metrics));
       return frame{};
     });

@@ -74,7 +74,9 @@ struct server_options {
   std::shared_ptr<transfer_progress> progress;
   /// SecAgg+ (server_configs.secure_aggregation); enabled false: off. The
   /// weights come from the clients' advertised sample counts iff
-  /// secagg_by_samples (capped at max_sample_size).
+  /// secagg_by_samples (capped at max_sample_size): client_weights_mode
+  /// sample_size, which also weighs evaluations by capped counts (else each
+  /// client's evaluation weighs 1, as its update does).
   secure_aggregation_config secure_aggregation;
   bool secagg_by_samples = false;
   /// How long each SecAgg+ setup phase waits for the slowest client.

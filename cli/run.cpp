@@ -481,13 +481,6 @@ int run_server(const options& opts) {
     return failed(to_string(metrics.err()));
   interrupt_watch watch;
   warn_if_trimming_nothing(*cfg);
-  if (cfg->server.rule.client_weights_mode == client_weighting::sample_size &&
-      cfg->server.rule.max_sample_size == 0)
-    log_line(log_level::warning, "server",
-             "client_weights_mode sample_size without "
-             "aggregator_kwargs.max_sample_size: each client's claimed sample "
-             "count is its weight, uncapped, so one client can outweigh all "
-             "the others");
   if (cfg->server.round_deadline_s == 0 &&
       cfg->server.scheduler == "SyncScheduler")
     log_line("server", "note: no scheduler_kwargs.round_deadline_s: a "

@@ -1,6 +1,8 @@
 #include "protocol/chunk_checker.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "fedcaf/delta_codec.hpp"
@@ -16,6 +18,8 @@ chunk_checker::chunk_checker(const manifest& layout, const chunk_plan& plan,
     : layout_(layout), plan_(plan), type_(*common_floating_dtype(layout)),
       max_contributors_(p.max_contributors), secure_(p.secure),
       in_place_(p.in_place), max_update_norm_(rule.max_update_norm),
+      max_update_ratio_(rule.max_update_ratio),
+      update_norm_floor_(rule.update_norm_floor), bound_(max_update_norm_),
       norm_bound_(rule.norm_bound), compression_(z),
       max_payload_(plan.chunk_bytes()) {
   if (z.up)
@@ -27,6 +31,33 @@ double chunk_checker::max_abs(double weight) const {
   auto terms = static_cast<double>(max_contributors_) + 1;
   return static_cast<double>(std::numeric_limits<float>::max()) /
          (terms * std::max(weight, 1.0));
+}
+
+void chunk_checker::measure_global(const byte_buffer& global) {
+  bound_ = max_update_norm_;
+  if (max_update_ratio_ <= 0 || secure_)
+    return;
+  double squares = 0;
+  for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
+    const auto& e = plan_.extent(seq);
+    squares += squared_norm(layout_, plan_, seq, global.bytes());
+    global.release(e.model_offset, e.bytes);
+  }
+  global_norm_ = std::sqrt(squares);
+  auto ratio_bound =
+      max_update_ratio_ * std::max(global_norm_, update_norm_floor_);
+  bound_ = bound_ > 0 ? std::min(bound_, ratio_bound) : ratio_bound;
+}
+
+std::string chunk_checker::distance_line(const upload_record& s) const {
+  char line[160];
+  auto d = std::sqrt(s.distance_squared);
+  std::snprintf(line, sizeof line,
+                "update of round %u at distance %.6g from the global model "
+                "(%.4g x its norm %.6g; bound %.6g)",
+                s.round, d, d / std::max(global_norm_, update_norm_floor_),
+                global_norm_, bound_);
+  return s.client_id + ": " + line;
 }
 
 double chunk_checker::scale_for(const std::string& client_id,
@@ -82,7 +113,7 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
   if (auto ok = check_finite(layout_, plan_, seq, c.bytes, max_abs(s.weight));
       !ok)
     return ok.err();
-  auto bound = max_update_norm_;
+  auto bound = bound_;
   auto declared = norm_bound_ > 0;
   if (bound <= 0 && !declared)
     return checked_chunk{};
@@ -91,11 +122,7 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
     return checked;
   auto so_far = s.distance_squared + checked->distance_squared;
   if (bound > 0 && so_far > bound * bound)
-    return error{errc::poisoned_update,
-                 "its distance from the global model passed "
-                 "max_update_norm (" +
-                     std::to_string(bound) + ") at chunk " +
-                     std::to_string(seq)};
+    return error{errc::poisoned_update, bound_exceeded(so_far, seq)};
   // norm_bound scales by what the client declared: more than that is a
   // lie (both sides sum the same float32 differences in double).
   auto most = s.declared_norm * (1 + 1e-6) + 1e-12;
@@ -154,9 +181,23 @@ msg::chunk_view chunk_checker::bounded(const upload_record& s,
   return out;
 }
 
+std::string chunk_checker::bound_exceeded(double so_far, uint64_t seq) const {
+  char what[160];
+  std::snprintf(what, sizeof what,
+                "its distance from the global model (%.4g so far) passed the "
+                "update bound %.4g at chunk %llu",
+                std::sqrt(so_far), bound_,
+                static_cast<unsigned long long>(seq));
+  return std::string{what} +
+         (bound_ == max_update_norm_
+              ? " (aggregator_kwargs.max_update_norm)"
+              : " (aggregator_kwargs.max_update_ratio x the global model's "
+                "norm)");
+}
+
 void chunk_checker::record(const std::string& client_id, uint64_t seq,
                            const checked_chunk& c) {
-  if (!in_place_ || max_update_norm_ <= 0)
+  if (!in_place_ || bound_ <= 0)
     return;
   auto& record = first_pass_[client_id];
   if (record.size() <= seq)

@@ -2,8 +2,10 @@
 // The checks an uploaded chunk passes before it touches the sum, without
 // CAF: its place in the plan, its values once decoded (compressed uploads),
 // finite and within what the sum can hold, and the update's distance from
-// the global model within max_update_norm and the norm the client declared;
-// then norm_bound's scaling towards the global model. A chunk that fails
+// the global model within its bound (the least of max_update_norm and
+// max_update_ratio * max(||g||, update_norm_floor), ||g|| measured once per
+// model: measure_global) and the norm the client declared; then
+// norm_bound's scaling towards the global model. A chunk that fails
 // changes nothing here. The caller passes the global model's bytes; the
 // checker owns no model memory (two chunk-sized scratch buffers only).
 //
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "fedcaf/aggregation_plan.hpp"
+#include "fedcaf/byte_buffer.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/compression.hpp"
 #include "fedcaf/config.hpp"
@@ -63,6 +66,20 @@ public:
   /// infinities).
   double max_abs(double weight) const;
 
+  /// Measures the global model `global` (once per published model): the
+  /// update bound becomes the least of max_update_norm and max_update_ratio
+  /// * max(||global||, update_norm_floor) (each where set). Gives the pages
+  /// of a file-backed model back as it goes (disk mode).
+  void measure_global(const byte_buffer& global);
+
+  /// The bound on an update's L2 distance from the global model that
+  /// inspect() applies; 0: none.
+  double update_bound() const { return bound_; }
+
+  /// A line for the log: the distance of `s`'s update from the global model
+  /// as measured, and its ratio to max(||g||, update_norm_floor).
+  std::string distance_line(const upload_record& s) const;
+
   /// The factor `client_id`'s update of declared norm `declared_norm` is
   /// scaled by: norm_bound / declared_norm iff norm_bound is set and below
   /// it (logged), else 1.
@@ -82,7 +99,7 @@ public:
 
   /// The checks of an update's content (none under secure aggregation:
   /// masked words are uniform): finite values within max_abs(s.weight),
-  /// and the distance from `global` so far within max_update_norm and the
+  /// and the distance from `global` so far within update_bound() and the
   /// norm `s` declared (poisoned_update; internal iff a chunk below
   /// `overwritten_below` has no record). Returns the chunk's distance.
   /// REQUIRES: placed(c), c is `s`'s next chunk.
@@ -99,7 +116,7 @@ public:
                           std::span<const std::byte> global);
 
   /// Chunk `seq` of `client_id`'s update was folded as `c`: recorded (in
-  /// place with max_update_norm only) for a resend after a reset.
+  /// place with an update bound only) for a resend after a reset.
   void record(const std::string& client_id, uint64_t seq,
               const checked_chunk& c);
 
@@ -107,6 +124,10 @@ public:
   void forget_round() { first_pass_.clear(); }
 
 private:
+  /// The refusal's reason: the distance `so_far` (squared) passed bound_
+  /// at chunk `seq`, and which key set it.
+  std::string bound_exceeded(double so_far, uint64_t seq) const;
+
   result<checked_chunk> distance(const std::string& id,
                                  const msg::chunk_view& c,
                                  std::span<const std::byte> global,
@@ -119,12 +140,16 @@ private:
   bool secure_;
   bool in_place_;
   double max_update_norm_;
+  double max_update_ratio_;
+  double update_norm_floor_;
+  double bound_ = 0;       ///< update_bound()
+  double global_norm_ = 0; ///< ||g|| of the model measure_global saw
   double norm_bound_;
   compression_config compression_;
   uint64_t max_payload_;
   std::vector<float> decoded_;    ///< compressed uploads: a chunk's values
   std::vector<std::byte> scaled_; ///< norm_bound: a chunk scaled back
-  /// In place with max_update_norm: per client, its chunks of this round as
+  /// In place with an update bound: per client, its chunks of this round as
   /// first checked (kept across a reset, forgotten with the round).
   std::map<std::string, std::vector<checked_chunk>> first_pass_;
 };

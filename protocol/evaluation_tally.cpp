@@ -10,6 +10,22 @@ uint64_t evaluation_tally::capped(uint64_t samples) const {
   return max_sample_size_ ? std::min(samples, max_sample_size_) : samples;
 }
 
+uint64_t evaluation_tally::offered(const std::string& id, uint64_t samples) {
+  auto weight = by_samples_ ? capped(samples) : 1;
+  offered_[id] = weight;
+  return weight;
+}
+
+uint64_t evaluation_tally::weight_of(const std::string& id,
+                                     uint64_t claimed) const {
+  if (!by_samples_)
+    return 1;
+  auto weight = capped(claimed);
+  if (auto it = offered_.find(id); it != offered_.end())
+    weight = std::min(weight, it->second);
+  return weight;
+}
+
 void evaluation_tally::serve(uint32_t round) {
   previous_ = std::move(current_);
   current_ = model_evaluations{round, {}, {}};
@@ -29,7 +45,7 @@ evaluation_tally::add(const std::string& id, const msg::evaluation& e) {
     return error{errc::bad_sequence, id + " evaluated round " +
                                          std::to_string(e.round) +
                                          "'s model a second time"};
-  of->sum.add(capped(e.sample_count), e.metrics);
+  of->sum.add(weight_of(id, e.sample_count), e.metrics);
   return of;
 }
 

@@ -2,11 +2,14 @@
 // Federated evaluation on the server, without CAF: the clients' evaluations
 // of the model served now and of the one before it (an evaluation sent
 // after the upload may arrive once the round is published), one per client
-// and model, weighted by capped sample counts; and the final pass, in which
-// every connected client evaluates the last model.
+// and model, each weighted as its client's update is (1 under equal
+// weights; under sample_size the capped count of its last offer, or of the
+// evaluation if less), never by the evaluation's own claim alone; and the
+// final pass, in which every connected client evaluates the last model.
 // Thread-safety: none; owned by the server actor.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -26,14 +29,26 @@ struct model_evaluations {
 
 class evaluation_tally {
 public:
-  /// Claimed sample counts are capped at `max_sample_size` (0: no cap).
-  explicit evaluation_tally(uint64_t max_sample_size)
-      : max_sample_size_(max_sample_size) {}
+  /// Claimed sample counts are capped at `max_sample_size` (0: no cap);
+  /// `by_samples`: updates are weighted by them (client_weights_mode
+  /// sample_size), else equally.
+  evaluation_tally(uint64_t max_sample_size, bool by_samples)
+      : max_sample_size_(max_sample_size), by_samples_(by_samples) {}
 
   /// Returns a claimed sample count as a figure's weight: at most
   /// max_sample_size (if set) and 2^40 (so that weighted sums stay finite
   /// and exact).
   uint64_t capped(uint64_t samples) const;
+
+  /// Client `id` offered an update of `samples` claimed samples: returns
+  /// the weight the aggregator gives it (1, or capped(samples) under
+  /// sample_size), which its figures and later evaluations weigh at most.
+  uint64_t offered(const std::string& id, uint64_t samples);
+
+  /// The weight of an evaluation of `claimed` samples by `id`: 1 under
+  /// equal weights; under sample_size capped(claimed), and at most the
+  /// weight of `id`'s last offer, if it made one.
+  uint64_t weight_of(const std::string& id, uint64_t claimed) const;
 
   /// The model served now goes to `clients` clients: as many evaluations
   /// of it are expected.
@@ -76,7 +91,9 @@ public:
 
 private:
   uint64_t max_sample_size_;
-  model_evaluations current_; ///< of the model served now
+  bool by_samples_;
+  std::map<std::string, uint64_t> offered_; ///< per client: its last weight
+  model_evaluations current_;               ///< of the model served now
   std::optional<model_evaluations> previous_;
   size_t expected_ = 0; ///< clients the model was sent to
   bool final_pass_ = false;

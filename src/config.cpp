@@ -882,7 +882,16 @@ void read(section s, rule_config& r, server_rule rule) {
                              aggregator + " is not one");
   if (!(r.max_update_norm >= 0))
     s.fail("max_update_norm", "must be 0 (off) or positive");
+  s.get("max_update_ratio", r.max_update_ratio);
+  if (!(r.max_update_ratio >= 0))
+    s.fail("max_update_ratio", "must be 0 (off) or positive");
+  s.get("update_norm_floor", r.update_norm_floor);
+  if (!(r.update_norm_floor > 0))
+    s.fail("update_norm_floor", "must be positive");
   s.get("max_sample_size", r.max_sample_size);
+  if (r.max_sample_size == 0)
+    s.fail("max_sample_size", "must be positive (a claimed sample count is "
+                              "always capped)");
   if (is_robust(rule) && r.client_weights_mode != client_weighting::equal)
     s.fail("client_weights_mode",
            aggregator + " orders each coordinate's values: it does not "

@@ -109,12 +109,19 @@ bool out_of_bounds(dtype t, const std::byte* p, uint64_t bytes,
   }
 }
 
-/// The sum of (load(u, i) - load(g, i))^2 over n elements: one pass, the
-/// loader inlined (no call per element).
+/// The sum of (load(u, i) - load(g, i))^2 over n elements (g null: of
+/// load(u, i)^2): one pass, the loader inlined (no call per element).
 template <class Load>
 double squares_loaded(const std::byte* u, const std::byte* g, uint64_t n,
                       Load load) {
   double sum = 0;
+  if (!g) {
+    for (uint64_t i = 0; i < n; ++i) {
+      double x = load(u, i);
+      sum += x * x;
+    }
+    return sum;
+  }
   for (uint64_t i = 0; i < n; ++i) {
     double d = load(u, i) - load(g, i);
     sum += d * d;
@@ -187,6 +194,17 @@ double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
   for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
     sum += distance_of(m.tensors[tensor].type, update.data() + at,
                        global.data() + base + at, n);
+  });
+  return sum;
+}
+
+double squared_norm(const manifest& m, const chunk_plan& plan, uint64_t seq,
+                    std::span<const std::byte> model) {
+  double sum = 0;
+  auto base = plan.extent(seq).model_offset;
+  for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
+    sum += distance_of(m.tensors[tensor].type, model.data() + base + at,
+                       nullptr, n);
   });
   return sum;
 }

@@ -280,9 +280,20 @@ struct rule_config {
   /// Refuse an update whose L2 distance from the global model exceeds this;
   /// 0: no bound.
   double max_update_norm = 0;
-  /// client_weights_mode sample_size: a client's claimed sample count is
-  /// capped at this; 0: no cap.
-  uint64_t max_sample_size = 0;
+  /// On by default: refuse an update whose L2 distance from the global
+  /// model g exceeds max_update_ratio * max(||g||, update_norm_floor); 0:
+  /// off. Honest updates measured at most 1.89 ||g|| (docs/design.md,
+  /// "Bounded influence"): 10 leaves a margin of 5. Not applied under
+  /// secure aggregation (masked updates), where clipping_range bounds each
+  /// element instead.
+  double max_update_ratio = 10;
+  /// The least ||g|| the ratio is taken of, so that a model near zero (a
+  /// zero initialisation) still takes updates; must be positive.
+  double update_norm_floor = 1;
+  /// Sample counts a client claims (its offer's weight under
+  /// client_weights_mode sample_size, the weight of its evaluations) are
+  /// capped at this; must be positive (default 2^20 = 1,048,576).
+  uint64_t max_sample_size = uint64_t{1} << 20;
   /// Averaging rules (Sun et al. 2019, norm bounding): an update further
   /// than this (L2) from the model its client received is scaled back to
   /// it, x' = g + (x - g) min(1, norm_bound / ||x - g||); 0: off. The

@@ -33,4 +33,10 @@ double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
                         std::span<const std::byte> update,
                         std::span<const std::byte> global);
 
+/// Returns the sum of x^2 over the floating-point elements of chunk `seq`
+/// of `model` (all tensors back to back): its share of ||model||^2.
+/// REQUIRES: plan made from m, model.size() == m.total_bytes().
+double squared_norm(const manifest& m, const chunk_plan& plan, uint64_t seq,
+                    std::span<const std::byte> model);
+
 } // namespace fedcaf

@@ -95,7 +95,8 @@ void usage() {
       "    slow_tls (to a TLS server) [--trickle-ms MS], idle_flood\n"
       "    [--held N --extra N]\n"
       "  registered (--id ID --token T): fetch_flood, credit_flood,\n"
-      "    nan_update [--finite-chunks N], huge_update, offer_silent,\n"
+      "    nan_update [--finite-chunks N], huge_update, big_update,\n"
+      "    offer_silent,\n"
       "    reoffer_keepalive, takeover_flood, refusal_flood, hijack_stream\n"
       "    --accomplice-id ID --accomplice-token T [--delay-s S]\n"
       "    [--target-stream ID], hold_round --until-file F (joins a round,\n"
@@ -1475,6 +1476,18 @@ void attack_huge_update(const options& o, verdict& v) {
   });
 }
 
+/// Uploads an update of 1e30 everywhere: finite, and within what the
+/// round's sum holds (FLT_MAX / (num_clients + 1)), so only the default
+/// bound on the update's distance (max_update_ratio x the global model's
+/// norm) keeps it out. It must be refused as poisoned_update.
+void attack_big_update(const options& o, verdict& v) {
+  upload_poisoned(o, v, "big_update", [&](const in_round& r, uint64_t sid) {
+    v.note("uploading stream " + std::to_string(sid) +
+           ": every value 1e30 (finite, within the sum's bound)");
+    return [&r, sid](uint64_t seq) { return chunk_of(r, sid, seq, 1e30f); };
+  });
+}
+
 /// Uploads to a server that takes uploads compressed by `m` what an honest
 /// client would for an update of +1.0 everywhere (encoded_delta), but
 /// `spoil(r, seq, payload)` changes the payload of every chunk from
@@ -1884,6 +1897,7 @@ int run(const options& o) {
       {"hijack_stream", attack_hijack_stream},
       {"nan_update", attack_nan_update},
       {"huge_update", attack_huge_update},
+      {"big_update", attack_big_update},
       {"int8_nan_scale", attack_int8_nan_scale},
       {"short_chunk", attack_short_chunk},
       {"zfp_garbage", attack_zfp_garbage},

@@ -42,6 +42,9 @@
 #        connections that take the same session over one after another
 #        (each taken over is closed; past 8 in 10 s, refused);
 #        200 requests refused one at a time (wrong_round).
+#   I    (ram, then window mode) an update of 1e30 everywhere: finite and
+#        within the sum's bound, refused by the default update bound
+#        (max_update_ratio) at its first chunk.
 #   C    compressed uploads (client_configs.comm_configs.compression,
 #        direction up), ram mode, all in round 1. C_int8 (method int8): an
 #        offer naming fp16 (manifest_mismatch); int8 chunks one byte short
@@ -900,12 +903,35 @@ run_d() {
   fi
 }
 
+# -- I: an update of 1e30 everywhere, ram and window modes ---------------------------
+# Finite and within what the sum holds: only the default bound on an
+# update's distance (max_update_ratio 10 x the global model's norm) refuses
+# it, at its first chunk, in either memory mode.
+
+run_i() {
+  local mode
+  for mode in ram window; do
+    server_config "$out/I_$mode.yaml" "I_$mode" 3 $mode $rounds
+    start_server "I_$mode" "$out/I_$mode.yaml" || continue
+    attack "I_$mode" big_update --attack big_update $(creds 1) \
+      --expect poisoned_update
+    start_clients "I_$mode"
+    finish_attacks
+    finish_run
+    echo "-- I_$mode: an update of 1e30 everywhere, $mode mode (port $port)"
+    check_verdict "I_$mode" big_update
+    check_refused "I_$mode" big_update poisoned_update
+    check_run "I_$mode" $rounds $mode
+  done
+}
+
 run_reference ram ram
 run_reference window window
-for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C D L}; do
+for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C D I L}; do
   case $r in
     A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;;
-    B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;; D) run_d ;; L) run_l ;;
+    B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;; D) run_d ;;
+    I) run_i ;; L) run_l ;;
     *) fail "no run named $r" ;;
   esac
 done

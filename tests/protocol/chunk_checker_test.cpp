@@ -1,11 +1,13 @@
 // The checks of an uploaded chunk driven by hand: its place in the plan,
 // finite values within what the sum holds, the update's distance against
-// max_update_norm and the declared norm, a resend after a reset matched
+// max_update_norm, the default ratio bound (max_update_ratio x the global
+// model's norm) and the declared norm, a resend after a reset matched
 // against the first pass, and norm_bound's scaling.
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -45,6 +47,13 @@ struct bench {
   std::span<const std::byte> model() const {
     return std::as_bytes(std::span{global});
   }
+
+  /// The global model as the aggregator holds it.
+  byte_buffer buffer() const {
+    auto out = byte_buffer::uninitialized(global.size() * sizeof(float));
+    std::memcpy(out.data(), global.data(), out.size());
+    return out;
+  }
 };
 
 /// Chunk `seq` of `values` (16 floats a chunk), as decode_chunk gives it.
@@ -65,6 +74,19 @@ upload_record stream_of(double declared_norm = 0, double scale = 1) {
   s.declared_norm = declared_norm;
   s.scale = scale;
   return s;
+}
+
+/// The result of checking both chunks of `x` as one stream.
+result<checked_chunk> inspect_all(const chunk_checker& checker, const bench& b,
+                                  const std::vector<float>& x) {
+  auto s = stream_of();
+  result<checked_chunk> last = checked_chunk{};
+  for (uint64_t seq = 0; seq < 2 && last; ++seq) {
+    last = checker.inspect(s, chunk(x, seq), b.model(), 0);
+    if (last)
+      s.distance_squared += last->distance_squared;
+  }
+  return last;
 }
 
 } // namespace
@@ -190,4 +212,61 @@ TEST_CASE("norm_bound scales an update above it towards the global model") {
   const auto* v = reinterpret_cast<const float*>(scaled.bytes.data());
   for (size_t i = 0; i < 16; ++i)
     CHECK(v[i] == 2.0f); // 1 + 0.25 (5 - 1)
+}
+
+TEST_CASE("by default an update may be at most max_update_ratio (10) times "
+          "the global model's norm away from it") {
+  bench b; // ||g|| = sqrt(32): the bound is 10 sqrt(32)
+  auto checker = b.checker();
+  CHECK(checker.update_bound() == 0); // nothing measured yet
+  checker.measure_global(b.buffer());
+  CHECK(checker.update_bound() == doctest::Approx(10 * std::sqrt(32.0)));
+  CHECK(inspect_all(checker, b, std::vector<float>(model_floats, 10.0f)));
+  SUBCASE("11 x the norm: refused at the chunk that passes the bound") {
+    std::vector<float> x(model_floats, 12.0f);
+    auto s = stream_of();
+    auto first = checker.inspect(s, chunk(x, 0), b.model(), 0);
+    REQUIRE(first); // 44 of 56.6 so far
+    s.distance_squared += first->distance_squared;
+    auto second = checker.inspect(s, chunk(x, 1), b.model(), 0);
+    REQUIRE_FALSE(second);
+    CHECK(second.err().code == errc::poisoned_update);
+    CHECK(second.err().message.find("max_update_ratio") != std::string::npos);
+    CHECK(second.err().message.find("at chunk 1") != std::string::npos);
+  }
+  SUBCASE("1e30 everywhere: within what the sum holds, refused at once") {
+    std::vector<float> x(model_floats, 1e30f);
+    auto s = stream_of();
+    auto first = checker.inspect(s, chunk(x, 0), b.model(), 0);
+    REQUIRE_FALSE(first);
+    CHECK(first.err().code == errc::poisoned_update);
+  }
+  SUBCASE("max_update_norm below the ratio's bound wins") {
+    b.rule.max_update_norm = 5;
+    auto tighter = b.checker();
+    tighter.measure_global(b.buffer());
+    CHECK(tighter.update_bound() == 5);
+  }
+  SUBCASE("0 turns it off; secure aggregation cannot measure") {
+    b.rule.max_update_ratio = 0;
+    auto off = b.checker();
+    off.measure_global(b.buffer());
+    CHECK(off.update_bound() == 0);
+    CHECK(inspect_all(off, b, std::vector<float>(model_floats, 1e30f)));
+    b.rule.max_update_ratio = 10;
+    b.agg.secure = true;
+    auto secure = b.checker();
+    secure.measure_global(b.buffer());
+    CHECK(secure.update_bound() == 0);
+  }
+}
+
+TEST_CASE("a model near zero is measured as of norm update_norm_floor") {
+  bench b;
+  b.global.assign(model_floats, 0.0f);
+  auto checker = b.checker();
+  checker.measure_global(b.buffer());
+  CHECK(checker.update_bound() == doctest::Approx(10.0)); // 10 x floor 1
+  CHECK(inspect_all(checker, b, std::vector<float>(model_floats, 1.0f)));
+  CHECK_FALSE(inspect_all(checker, b, std::vector<float>(model_floats, 2.0f)));
 }

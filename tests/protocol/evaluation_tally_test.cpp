@@ -1,6 +1,7 @@
 // Federated evaluation on the server: one evaluation per client and model,
-// of the model served now or the one before, weighted by capped sample
-// counts; completeness; the final pass and its log lines.
+// of the model served now or the one before, weighted as the client's
+// update is (capped sample counts, never above its offer's); completeness;
+// the final pass and its log lines.
 
 #include <doctest/doctest.h>
 
@@ -14,18 +15,30 @@ msg::evaluation eval(uint32_t round, uint64_t samples, double accuracy) {
   return msg::evaluation{round, samples, {{"accuracy", accuracy}}};
 }
 
+/// Round 1's mean after A and B evaluate 5000 samples at 0.8 and Mallory
+/// claims 2^40 at 0.99.
+client_figures with_a_liar(evaluation_tally& t) {
+  t.serve(1);
+  t.expect(3);
+  REQUIRE(t.add("A", eval(1, 5000, 0.8)));
+  REQUIRE(t.add("B", eval(1, 5000, 0.8)));
+  auto m = t.add("Mallory", eval(1, uint64_t{1} << 40, 0.99));
+  REQUIRE(m);
+  return (*m)->sum.mean();
+}
+
 } // namespace
 
 TEST_CASE("evaluation tally: sample counts are capped") {
-  evaluation_tally capped{100};
+  evaluation_tally capped{100, true};
   CHECK(capped.capped(1000) == 100);
   CHECK(capped.capped(7) == 7);
-  evaluation_tally open{0};
+  evaluation_tally open{0, true};
   CHECK(open.capped(uint64_t{1} << 50) == msg::max_evaluation_samples);
 }
 
 TEST_CASE("evaluation tally: evaluations are weighted by capped samples") {
-  evaluation_tally t{100};
+  evaluation_tally t{100, true};
   t.serve(1);
   t.expect(2);
   auto a = t.add("A", eval(1, 1000, 1.0)); // counts as 100 samples
@@ -44,7 +57,7 @@ TEST_CASE("evaluation tally: evaluations are weighted by capped samples") {
 
 TEST_CASE("evaluation tally: once per client and model, of the model served "
           "now or the one before") {
-  evaluation_tally t{0};
+  evaluation_tally t{0, true};
   t.serve(1);
   t.expect(1);
   REQUIRE(t.add("A", eval(1, 10, 0.5)));
@@ -67,7 +80,7 @@ TEST_CASE("evaluation tally: once per client and model, of the model served "
 }
 
 TEST_CASE("evaluation tally: the final pass expects every connected client") {
-  evaluation_tally t{0};
+  evaluation_tally t{0, true};
   t.serve(5);
   t.expect(3);
   CHECK_FALSE(t.final_pass());
@@ -83,10 +96,35 @@ TEST_CASE("evaluation tally: the final pass expects every connected client") {
 }
 
 TEST_CASE("evaluation tally: the initial model's line names each figure") {
-  evaluation_tally t{0};
+  evaluation_tally t{0, true};
   t.expect(1);
   auto a = t.add("A", msg::evaluation{0, 4, {{"accuracy", 0.25}}});
   REQUIRE(a);
   CHECK(evaluation_tally::initial_line(**a) ==
         "clients' evaluation of the initial model: accuracy 0.250000");
+}
+
+TEST_CASE("evaluation tally: under equal weights every evaluation weighs 1, "
+          "whatever it claims") {
+  evaluation_tally t{uint64_t{1} << 20, false};
+  CHECK(t.offered("A", 5000) == 1);
+  auto mean = with_a_liar(t);
+  CHECK(mean.samples == 3);
+  CHECK(*mean.find("accuracy") == doctest::Approx(0.8633).epsilon(0.001));
+}
+
+TEST_CASE("evaluation tally: under sample_size an evaluation weighs at most "
+          "what its client's last offer did") {
+  evaluation_tally t{uint64_t{1} << 20, true};
+  CHECK(t.offered("A", 30000) == 30000);
+  CHECK(t.offered("B", 30000) == 30000);
+  CHECK(t.offered("Mallory", 100) == 100);
+  CHECK(t.weight_of("A", 5000) == 5000);
+  CHECK(t.weight_of("Mallory", uint64_t{1} << 40) == 100);
+  CHECK(t.weight_of("Unknown", uint64_t{1} << 40) == uint64_t{1} << 20);
+  auto mean = with_a_liar(t);
+  CHECK(mean.samples == 10100);
+  CHECK(*mean.find("accuracy") == doctest::Approx(0.8019).epsilon(0.001));
+  // An offer's claim is capped too: 2^64 - 1 samples weigh 2^20.
+  CHECK(t.offered("Mallory", ~uint64_t{0}) == uint64_t{1} << 20);
 }

@@ -361,7 +361,9 @@ TEST_CASE(
   CHECK(defaults->server.comm.stream.handshake_timeout_s == 10);
   CHECK(defaults->server.comm.stream.max_unauthenticated == 64);
   CHECK(defaults->server.rule.max_update_norm == 0);
-  CHECK(defaults->server.rule.max_sample_size == 0);
+  CHECK(defaults->server.rule.max_sample_size == uint64_t{1} << 20);
+  CHECK(defaults->server.rule.max_update_ratio == 10);
+  CHECK(defaults->server.rule.update_norm_floor == 1);
   const std::string stream = "server_configs.comm_configs.stream_configs.";
   const std::string rule = "server_configs.aggregator_kwargs.";
   auto set = sim({stream + "handshake_timeout_s=2.5",
@@ -382,6 +384,15 @@ TEST_CASE(
                  "max_update_norm: must be 0 (off) or positive"));
   CHECK(contains(message_of(sim({rule + "max_sample_size=-1"})),
                  "max_sample_size: must be from 0 to"));
+  CHECK(contains(message_of(sim({rule + "max_sample_size=0"})),
+                 "max_sample_size: must be positive"));
+  CHECK(contains(message_of(sim({rule + "max_update_ratio=-1"})),
+                 "max_update_ratio: must be 0 (off) or positive"));
+  CHECK(contains(message_of(sim({rule + "update_norm_floor=0"})),
+                 "update_norm_floor: must be positive"));
+  auto off = sim({rule + "max_update_ratio=0"});
+  REQUIRE(off);
+  CHECK(off->server.rule.max_update_ratio == 0);
   auto client = load_config_file(
       FEDCAF_SOURCE_DIR "/configs/client_1.yaml", config_role::client,
       {"comm_configs.stream_configs.handshake_timeout_s=3"});
