@@ -59,11 +59,12 @@ std::chrono::milliseconds check_period(const aggregator_options& o) {
 // stream is closed for good (later frames: unknown_stream; its end:
 // poisoned_update), the scheduler is told (reject_atom with the chunks
 // already folded), and the client leaves the round: with nothing folded the
-// round expects one update fewer; otherwise partial_updates decides, as for
-// a client dropped mid-upload: discard, its share cannot be taken out of
-// the sum and the round's updates are collected again from the others;
-// keep, the chunks that passed every check stay (its stream is cut there)
-// and nobody sends again. Under the AsyncScheduler see async_scheduler.cpp.
+// round expects one update fewer; otherwise its share cannot be taken out
+// of the sum, and the round's updates are collected again from the others
+// (as for a client dropped mid-upload, whatever partial_updates says: a
+// rejected update never stays in the model; the honest clients' uploads
+// sent again count in their bytes_resent and the server says why). Under
+// the AsyncScheduler see async_scheduler.cpp.
 // The bound on an update's distance is max_update_ratio x the global
 // model's norm (measured once per published model) or max_update_norm,
 // the lesser (chunk_checker).
@@ -407,8 +408,6 @@ private:
   /// Refuses the whole update of stream `sid` and tells the scheduler.
   frame reject(uint64_t sid, upload_record& s, const error& why) {
     upload_ledger::reject(s);
-    if (options_.plan.partial == partial_updates::keep && s.next_sequence > 0)
-      acc_->cut(s.next_sequence); // its checked chunks stay, as a cut-off's
     if (why.code == errc::poisoned_update && options_.poisoned)
       options_.poisoned->fetch_add(1, std::memory_order_relaxed);
     log_line(log_level::warning, "aggregator",

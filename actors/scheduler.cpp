@@ -166,11 +166,11 @@ public:
     offered_.erase(id);
     closed_.erase(id);
     figures_.erase(id);
-    if (folded > 0 && !finalizing_ && !options_.keep_partial)
+    if (folded > 0 && !finalizing_) // a rejected update never stays
       collect_again(id, "its rejected update had " + std::to_string(folded) +
                             " chunks in the sum");
     else
-      keep_checked(id, folded);
+      self_->send(aggregator_, expect_atom::value, contributors());
     check_round();
   }
 
@@ -299,19 +299,6 @@ private:
       return stop(v.message);
     log_line(log_level::warning, "scheduler", v.message);
     start_round(1);
-  }
-
-  /// `id`'s update was rejected after `folded` chunks that passed every
-  /// check (partial_updates: keep; none under discard): they stay in the
-  /// round, as a cut-off update's delivered chunks do (the aggregator cut
-  /// its stream there), and nobody sends again.
-  void keep_checked(const std::string& id, uint64_t folded) {
-    if (folded > 0)
-      log_line(log_level::warning, "scheduler",
-               "round " + std::to_string(round_) + ": the " +
-                   std::to_string(folded) + " chunks of " + id +
-                   " that passed every check stay (partial_updates: keep)");
-    self_->send(aggregator_, expect_atom::value, contributors());
   }
 
   /// partial_updates: keep. What `dropped` delivered stays in the round.

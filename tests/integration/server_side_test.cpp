@@ -207,7 +207,14 @@ struct run_options {
   uint32_t clients_per_round = 0;
   bool hold_model = true;
   std::string aggregator = "FedAvgAggregator";
-  rule_config rule;
+  /// The updates here are patterns far from the model (the default bound
+  /// on an update's distance, max_update_ratio, is off unless a test sets
+  /// it; it is tested in chunk_checker_test and hostile_peer's run I).
+  rule_config rule = [] {
+    rule_config r;
+    r.max_update_ratio = 0;
+    return r;
+  }();
   /// The last client trains this long each round.
   std::chrono::milliseconds last_client_delay{0};
   bool wait_after_deadline = false;
