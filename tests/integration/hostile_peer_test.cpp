@@ -1447,18 +1447,19 @@ uint64_t spoiled_chunk(const options& o, verdict& v, const in_round& r,
 }
 
 /// Offers an update and uploads it whole as an honest client would:
-/// chunks of 1000.0, but for one NaN in chunk finite_chunks, then the end.
+/// chunks of 1.0 (within the update bound), but for one NaN in chunk
+/// finite_chunks, then the end.
 /// The whole update must be refused (poisoned_update, at that chunk or at
 /// the end) and the connection closed; the driver checks that the global
 /// model holds none of it.
 void attack_nan_update(const options& o, verdict& v) {
   upload_poisoned(o, v, "nan_update", [&](const in_round& r, uint64_t sid) {
     auto poisoned =
-        spoiled_chunk(o, v, r, sid, "chunks of 1000.0", "with a NaN");
+        spoiled_chunk(o, v, r, sid, "chunks of 1.0", "with a NaN");
     return [&r, sid, poisoned](uint64_t seq) {
       if (seq != poisoned)
-        return chunk_of(r, sid, seq, 1000.0f);
-      return chunk_of(r, sid, seq, 1000.0f,
+        return chunk_of(r, sid, seq, 1.0f);
+      return chunk_of(r, sid, seq, 1.0f,
                       std::numeric_limits<float>::quiet_NaN());
     };
   });
@@ -1849,7 +1850,7 @@ void attack_slow_drip(const options& o, verdict& v) {
       break;
     }
     r.s->socket().send_frame(
-        with_id(chunk_of(r, own.stream_id, seq, 1000.0f), r.s->next_id()));
+        with_id(chunk_of(r, own.stream_id, seq, 1.0f), r.s->next_id()));
     auto ev = r.s->next_reply(deadline);
     if (ev.state != wire_state::frame) {
       lost(ev);

@@ -248,7 +248,10 @@ def main():
     note(f"server RSS {base[0] / MiB:.1f} -> peak {peaks[0] / MiB:.1f} MiB "
          f"(+{growth / MiB:.1f} MiB); descriptors {base[1]} -> peak {peaks[1]}")
     expect(growth < 16 * MiB, f"RSS grew by {growth / MiB:.1f} MiB")
-    expect(peaks[1] <= base[1] + o.cap + 2,
+    # The view's cap, its listener and one connection past the cap, plus
+    # what the fedcaf port holds meanwhile (the honest clients, Mallory,
+    # the Hello device's connection, their files): never the 256.
+    expect(peaks[1] <= base[1] + o.cap + 2 + 8,
            f"descriptors grew from {base[1]} to {peaks[1]} (cap {o.cap})")
     good = sum(1 for ok, _ in results if ok)
     slowest = max((t for _, t in results), default=0)

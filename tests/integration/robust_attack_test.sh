@@ -17,7 +17,9 @@ if [ -n "${FEDCAF_ROBUST_STEPS:-}" ]; then
 fi
 
 # run NAME AGGREGATOR ATTACKERS: clients 1..10-ATTACKERS honest, the rest
-# attackers; the server's report in $out/NAME.json.
+# attackers; the server's report in $out/NAME.json. The default bound on an
+# update's distance (max_update_ratio 10) is off here: it would refuse these
+# attackers (11 x the model's norm away) before any rule sees them.
 run() {
   local name=$1 rule=$2 attackers=$3 rc=0 clients=()
   local port=$(free_port); local uri="127.0.0.1:$port"
@@ -27,6 +29,7 @@ run() {
     --set server_configs.num_clients=10 \
     --set data_configs.dataset_kwargs.num_clients=10 \
     --set server_configs.aggregator=$rule \
+    --set server_configs.aggregator_kwargs.max_update_ratio=0 \
     --report "$out/$name.json" > "$out/$name/server.log" 2>&1 & pids+=($!)
   local server=$!
   for k in $(seq 1 10); do
