@@ -192,12 +192,15 @@ public:
   }
 
   /// Drops client `id` iff it is still lost since `epoch` (its grace
-  /// ended). Returns true iff it was dropped now.
+  /// ended): its AsyncScheduler task and the model version it pinned go
+  /// (a rejoin gets a new task). Returns true iff it was dropped now.
   bool drop(const std::string& id, uint64_t epoch) {
     auto* c = find(id);
     if (!c || c->state != presence::lost || c->epoch != epoch)
       return false;
     c->state = presence::dropped;
+    c->task = {};
+    c->model = nullptr;
     return true;
   }
 

@@ -134,7 +134,15 @@ TEST_CASE("client registry: a drop needs the loss it was armed for; a "
   REQUIRE(lost);
   CHECK_FALSE(r.drop("A", lost->second - 1));
   CHECK_FALSE(r.drop("B", lost->second));
+  // An AsyncScheduler task's model stays pinned while A is lost, and goes
+  // when A is dropped.
+  auto pinned = std::make_shared<const model_snapshot>();
+  r.find("A")->model = pinned;
+  r.find("A")->task = msg::frame(8);
+  CHECK(pinned.use_count() == 2);
   CHECK(r.drop("A", lost->second));
+  CHECK(pinned.use_count() == 1);
+  CHECK(r.find("A")->task.empty());
   CHECK_FALSE(r.drop("A", lost->second)); // once
   CHECK(r.active_count() == 0);
   CHECK(refusal(r.admit(hi("A"), 2, "", "", true, t0)) ==
