@@ -21,10 +21,14 @@ done
 # The packaged binaries are hardened (CMakeLists.txt, FEDCAF_HARDEN): PIE,
 # stack protector, _FORTIFY_SOURCE, RELRO and BIND_NOW, checked by Debian's
 # hardening-check (devscripts) where it is installed. Control-flow
-# protection (-fcf-protection) is not asked for.
+# protection (-fcf-protection) is not asked for. The plugin is built with
+# _FORTIFY_SOURCE=2 too, but none of its libc calls has a size the compiler
+# knows (it copies into tensors and vectors), so no call is fortified and
+# hardening-check cannot see it: not asked of the plugin.
 if command -v hardening-check > /dev/null; then
-  hardening-check --nocfprotection "$fedcaf" \
-    "$out/root/usr/lib/fedcaf/libfedcaf_torch.so" ||
+  hardening-check --nocfprotection "$fedcaf" &&
+    hardening-check --nocfprotection --nofortify \
+      "$out/root/usr/lib/fedcaf/libfedcaf_torch.so" ||
     { echo "FAIL: hardening-check"; exit 1; }
 else
   echo "hardening-check not installed (Debian's devscripts): not checked"
