@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/errors.hpp"
 #include "actors/messages.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
@@ -51,6 +52,8 @@ public:
   void attach(client_actor::pointer self) {
     self_ = self;
     report_.start(now());
+    self_->set_exception_handler(
+        [this](std::exception_ptr& x) { return on_exception(x); });
     self_->set_down_handler([this](caf::down_msg& m) {
       if (m.source != server_.address())
         return;
@@ -351,6 +354,15 @@ private:
   void fail(const error& e) {
     report_.failed(e);
     finish();
+  }
+
+  /// An exception escaped a handler (std::bad_alloc from sizes the server
+  /// gave, a trainer's own): the client ends as failed, its report says
+  /// why, and the command exits non-zero.
+  caf::error on_exception(const std::exception_ptr& x) {
+    report_.failed(error_of(x));
+    report_.finish(now(), sample_memory().peak_rss_bytes);
+    return caf::exit_reason::unhandled_exception;
   }
 
   void finish() {

@@ -1,6 +1,7 @@
 #include "actors/errors.hpp"
 
 #include <limits>
+#include <new>
 #include <type_traits>
 
 #include <caf/message.hpp>
@@ -69,6 +70,19 @@ void add_errc_category(caf::actor_system_config& cfg) {
     std::string out = to_string(static_cast<errc>(code));
     return message.empty() ? out : out + ": " + message;
   });
+}
+
+error error_of(const std::exception_ptr& x) {
+  try {
+    std::rethrow_exception(x);
+  } catch (const std::bad_alloc&) {
+    return {errc::out_of_memory,
+            "an allocation failed (std::bad_alloc, unhandled)"};
+  } catch (const std::exception& e) {
+    return {errc::internal, std::string{"unhandled exception: "} + e.what()};
+  } catch (...) {
+    return {errc::internal, "unhandled exception of an unknown type"};
+  }
 }
 
 } // namespace fedcaf

@@ -4,6 +4,7 @@
 // message, so the receiver of a failed request gets the code back, not a
 // CAF runtime_error with a string. Thread-safety: pure functions.
 
+#include <exception>
 #include <string>
 
 #include <caf/actor_system_config.hpp>
@@ -30,6 +31,11 @@ caf::error to_caf(const error& e);
 /// do (a dead or unreachable actor: disconnected; a timed-out request:
 /// timeout; anything else: internal) and CAF's rendering as the message.
 error from_caf(const caf::error& e);
+
+/// Returns what exception `x` says: out_of_memory for std::bad_alloc,
+/// internal ("unhandled exception: <what()>") for anything else. For an
+/// actor's exception handler. REQUIRES: x is not null.
+error error_of(const std::exception_ptr& x);
 
 /// Lets `cfg`'s system render fedcaf's errors by name ("bad_checksum:
 /// ..."). Every actor system that runs fedcaf's actors calls it.

@@ -116,7 +116,7 @@ public:
     auto a = registry_.admit(*h, sender, address, certificate_name, stopping_,
                              self_->clock().now());
     if (!a)
-      return refuse(a.err());
+      return refusals_.refuse_logged_if(a.err(), registry_.log_refusal());
     if (a->resumed) {
       resumed(h->client_id, sender, *a);
     } else {

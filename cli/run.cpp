@@ -424,6 +424,11 @@ int run_simulate(const options& opts) {
   if (!test)
     return failed(to_string(test.err()));
   auto sets = std::make_shared<lazy_data>(cfg->data);
+  // The clients train with LibTorch on the training split: read and check
+  // it now, so that a bad file stops the command before the run starts.
+  if (cfg->clients.train.trainer == trainer_kind::vanilla)
+    if (auto train = sets->train.get(); !train)
+      return failed(to_string(train.err()));
   auto n = cfg->server.num_clients;
   auto per_round = cfg->server.clients_per_round
                        ? std::min(n, cfg->server.clients_per_round)

@@ -151,6 +151,13 @@ size_t manifest_words(const manifest& m) {
 
 result<manifest> get(wire::Manifest::Reader in) {
   manifest m;
+  auto count = in.getTensors().size();
+  if (count > max_model_tensors) // before a tensor is copied out
+    return error{errc::malformed_frame, "a manifest of " +
+                                            std::to_string(count) +
+                                            " tensors, more than " +
+                                            std::to_string(max_model_tensors)};
+  m.tensors.reserve(count);
   for (auto t : in.getTensors()) {
     auto type = from_wire(t.getDtype());
     if (!type)

@@ -1,29 +1,48 @@
 #include "protocol/client_registry.hpp"
 
-#include <algorithm>
+#include <array>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 namespace fedcaf {
 
-bool same_secret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size())
-    return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+namespace {
+
+using digest = std::array<unsigned char, 32>;
+
+/// SHA-256 of `s`: tokens of any length compare in the same time.
+digest digest_of(const std::string& s) {
+  digest d{};
+  unsigned int size = 0;
+  EVP_Digest(s.data(), s.size(), d.data(), &size, EVP_sha256(), nullptr);
+  return d;
 }
+
+/// Returns true iff a configured (id, token) pair is `h`'s. Every pair is
+/// looked at, whether or not the id is known: the same work either way.
+bool token_matches(const admission_rules& rules, const msg::hello& h) {
+  auto id = digest_of(h.client_id);
+  auto token = digest_of(h.token);
+  int found = 0;
+  for (const auto& [known_id, known_token] : rules.tokens) {
+    auto i = digest_of(known_id);
+    auto t = digest_of(known_token);
+    int same_id = CRYPTO_memcmp(i.data(), id.data(), id.size()) == 0;
+    int same_token = CRYPTO_memcmp(t.data(), token.data(), token.size()) == 0;
+    found |= same_id & same_token;
+  }
+  return found != 0;
+}
+
+} // namespace
 
 result<bool> authenticate(const admission_rules& rules, const msg::hello& h,
                           bool remote, const std::string& certificate_name) {
   bool authenticated = false;
   if (!rules.tokens.empty()) {
-    auto t =
-        std::find_if(rules.tokens.begin(), rules.tokens.end(),
-                     [&h](const auto& kv) { return kv.first == h.client_id; });
-    if (t == rules.tokens.end())
-      return error{errc::not_authorized, "unknown client id"};
-    if (!same_secret(t->second, h.token))
-      return error{errc::not_authorized, "wrong token"};
+    if (!token_matches(rules, h))
+      return error{errc::not_authorized, "unknown client id or wrong token"};
     authenticated = true;
   }
   if (rules.require_certificate_name && remote) {

@@ -21,6 +21,7 @@
 #include "fedcaf/error.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "messages/codec.hpp"
+#include "protocol/hello_throttle.hpp"
 #include "protocol/refusal_log.hpp"
 
 namespace fedcaf {
@@ -39,13 +40,13 @@ struct admission_rules {
   uint32_t places = 0; ///< clients the run takes at once (num_clients)
 };
 
-/// Returns true iff `a` equals `b`, in time independent of where they differ.
-bool same_secret(const std::string& a, const std::string& b);
-
 /// Checks hello `h` from a peer (remote iff `remote`, with a verified
 /// certificate for `certificate_name`) against `rules`' tokens and
 /// certificate names. Returns true iff it proved its id, false iff nothing
 /// was asked of it; an error (not_authorized, the reason) iff it failed.
+/// An unknown client id and a wrong token get one answer ("unknown client
+/// id or wrong token"), after the same work: the token's digest compared,
+/// in constant time, with every configured one.
 result<bool> authenticate(const admission_rules& rules, const msg::hello& h,
                           bool remote, const std::string& certificate_name);
 
@@ -94,6 +95,8 @@ public:
   /// transfer), over another one only if authenticated or lost, at most
   /// 8 times in 10 s (the actor's time `now`). Anyone else joins iff the
   /// run goes on and a place is free (a dropped client keeps its index).
+  /// A remote host past its failed Hellos is refused unheard
+  /// (too_many_requests) during its back-off (protocol/hello_throttle.hpp).
   result<admission<Handle>> admit(const msg::hello& h, const Handle& sender,
                                   const std::string& address,
                                   const std::string& certificate_name,
@@ -103,9 +106,23 @@ public:
     auto deny = [&h, &from](errc code, const std::string& why) {
       return error{code, h.client_id + " from " + from + ": " + why};
     };
+    log_refusal_ = true;
+    auto host = host_of(address);
+    if (auto left = remote ? throttle_.backoff_left(host, now)
+                           : hello_throttle::milliseconds{0};
+        left.count() > 0) {
+      log_refusal_ = false; // the throttle logs one line per burst
+      return deny(errc::too_many_requests,
+                  "too many failed Hellos from " + host +
+                      ": refused unheard for another " +
+                      std::to_string(left.count()) + " ms");
+    }
     auto authenticated = authenticate(rules_, h, remote, certificate_name);
-    if (!authenticated)
+    if (!authenticated) {
+      if (remote)
+        note_failure(host, now);
       return deny(authenticated.err().code, authenticated.err().message);
+    }
     auto it = clients_.find(h.client_id);
     if (it != clients_.end() && it->second.banned)
       return deny(errc::not_authorized, "it was dropped from the run");
@@ -119,6 +136,13 @@ public:
                                             " client places are taken");
     return join(h.client_id, sender, from);
   }
+
+  /// Returns true iff the refusal of the last admit() is to be logged
+  /// (false: a failed Hello the throttle counts instead, one line a burst).
+  bool log_refusal() const { return log_refusal_; }
+
+  /// Returns the number of remote hosts whose failed Hellos are counted.
+  size_t throttled_hosts() const { return throttle_.hosts(); }
 
   /// Returns the id of the connected client on connection `h`, or null.
   const std::string* id_of(const Handle& h) const {
@@ -172,12 +196,15 @@ public:
   }
 
   /// Drops client `id` iff it is still lost since `epoch` (its grace
-  /// ended). Returns true iff it was dropped now.
+  /// ended): its AsyncScheduler task and the model version it pinned go
+  /// (a rejoin gets a new task). Returns true iff it was dropped now.
   bool drop(const std::string& id, uint64_t epoch) {
     auto* c = find(id);
     if (!c || c->state != presence::lost || c->epoch != epoch)
       return false;
     c->state = presence::dropped;
+    c->task = {};
+    c->model = nullptr;
     return true;
   }
 
@@ -252,6 +279,13 @@ private:
     return a;
   }
 
+  void note_failure(const std::string& host, event_limit::time_point now) {
+    auto v = throttle_.failed(host, now);
+    log_refusal_ = v.log_refusal;
+    if (v.burst)
+      log_line(log_level::warning, "server", "refused: " + *v.burst);
+  }
+
   size_t count(bool (*counts)(presence)) const {
     size_t n = 0;
     for (const auto& kv : clients_)
@@ -260,6 +294,8 @@ private:
   }
 
   admission_rules rules_;
+  hello_throttle throttle_;
+  bool log_refusal_ = true; ///< of the last admit()
   std::map<std::string, entry> clients_;
   std::map<Handle, std::string> senders_; ///< current connections
 };

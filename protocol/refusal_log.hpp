@@ -79,6 +79,15 @@ public:
     return msg::encode(e);
   }
 
+  /// As refuse(e), with its log line iff `logged` (a limiter that counts
+  /// refusals and logs once per burst says so).
+  msg::frame refuse_logged_if(const error& e, bool logged) const {
+    if (logged)
+      return refuse(e);
+    counter_->fetch_add(1, std::memory_order_relaxed);
+    return msg::encode(e);
+  }
+
   uint64_t count() const { return counter_->load(std::memory_order_relaxed); }
 
 private:

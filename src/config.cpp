@@ -5,6 +5,7 @@
 
 #include "fedcaf/aggregation_rule.hpp"
 #include "fedcaf/client_id.hpp"
+#include "fedcaf/manifest.hpp"
 
 #include <algorithm>
 #include <array>
@@ -114,6 +115,10 @@ constexpr uint64_t max_threads = 1024;
 constexpr uint64_t max_model_bytes = 1ull << 48;
 constexpr uint64_t max_message_bytes = (1ull << 32) - 1;
 constexpr uint64_t max_window = 1024;
+/// dp_profile's model: each dimension at most 2^16, at most 256 layers (a
+/// 2^16 x 2^16 float32 tensor is 16 GiB).
+constexpr uint64_t max_dp_profile_dim = 1 << 16;
+constexpr uint64_t max_dp_profile_layers = 256;
 /// About 31 years: every duration converts to 64-bit milliseconds.
 constexpr double max_seconds = 1e9;
 
@@ -586,7 +591,7 @@ void read(section s, model_config& m) {
                    "torch.jit.script(model).save(path) wrote (see "
                    "examples/python/export_torchscript.py)");
   s.get("seed", m.seed);
-  s.get("num_tensors", m.num_tensors, 1);
+  s.get("num_tensors", m.num_tensors, 1, max_model_tensors);
   s.get("total_bytes", m.total_bytes, 64, max_model_bytes);
   s.one_of("dtype", m.dtype, {"float32", "bfloat16", "float16"});
   if (m.total_bytes / 4 < m.num_tensors)
@@ -1350,12 +1355,14 @@ void read(section& s, profile_matrix& m) {
 void read(section& s, dp_profile_config& d) {
   {
     auto m = s.child("model");
-    m.get("vocab_size", d.vocab_size, 2);
-    m.get("d_model", d.d_model, 1);
-    m.get("num_heads", d.num_heads, 1);
-    m.get("num_layers", d.num_layers, 1);
-    m.get("d_ff", d.d_ff, 1);
-    m.get("num_labels", d.num_labels, 2);
+    // Bounded so that the model's tensors (vocab_size x d_model, d_model
+    // x d_ff, per layer) are checked here, before any is allocated.
+    m.get("vocab_size", d.vocab_size, 2, max_dp_profile_dim);
+    m.get("d_model", d.d_model, 1, max_dp_profile_dim);
+    m.get("num_heads", d.num_heads, 1, max_dp_profile_dim);
+    m.get("num_layers", d.num_layers, 1, max_dp_profile_layers);
+    m.get("d_ff", d.d_ff, 1, max_dp_profile_dim);
+    m.get("num_labels", d.num_labels, 2, max_dp_profile_dim);
     if (d.d_model % d.num_heads != 0)
       m.fail("num_heads",
              "must divide d_model (" + std::to_string(d.d_model) + ")");

@@ -16,6 +16,9 @@ namespace {
 constexpr uint64_t max_idx_bytes = 1ull << 34;
 /// Rows and columns of an image at most.
 constexpr uint32_t max_image_side = 1 << 14;
+/// Fashion-MNIST: 28 x 28 images of 10 classes (the CNN is built for them).
+constexpr uint32_t image_side = 28;
+constexpr uint32_t num_classes = 10;
 
 /// An open IDX file, plain or gzip (zlib reads both); closes on destruction.
 struct gz_file {
@@ -160,8 +163,25 @@ result<image_set> read_fashion_mnist(const std::string& dir,
   if (!labels)
     return labels.err();
   if (images->dims[0] != labels->dims[0])
-    return error{errc::io_error, images_path + " and " + labels_path +
-                                     " hold different sample counts"};
+    return error{errc::io_error,
+                 images_path + " and " + labels_path +
+                     " hold different sample counts (" +
+                     std::to_string(images->dims[0]) + " images, " +
+                     std::to_string(labels->dims[0]) + " labels)"};
+  if (images->dims[1] != image_side || images->dims[2] != image_side)
+    return error{
+        errc::io_error,
+        images_path + ": images of " + std::to_string(images->dims[1]) + " x " +
+            std::to_string(images->dims[2]) + " pixels; Fashion-MNIST's are " +
+            std::to_string(image_side) + " x " + std::to_string(image_side)};
+  auto bad = std::find_if(labels->body.begin(), labels->body.end(),
+                          [](uint8_t l) { return l >= num_classes; });
+  if (bad != labels->body.end())
+    return error{
+        errc::io_error,
+        labels_path + ": label " + std::to_string(*bad) + " of sample " +
+            std::to_string(bad - labels->body.begin()) +
+            " is not a class from 0 to " + std::to_string(num_classes - 1)};
   image_set set;
   set.count = images->dims[0];
   set.rows = images->dims[1];

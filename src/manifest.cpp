@@ -76,6 +76,8 @@ tensor_info make_tensor_info(std::string name, dtype type,
 }
 
 result<void> validate(const manifest& m) {
+  FEDCAF_REQUIRE(m.tensors.size() <= max_model_tensors, errc::out_of_range,
+                 m.tensors.size(), max_model_tensors);
   std::set<std::string_view> names;
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     const auto& t = m.tensors[i];

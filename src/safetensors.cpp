@@ -83,6 +83,11 @@ result<parsed_header> parse_header(const std::string& path,
   }
   if (!header.is_object())
     return file_error(path, "header is not a JSON object");
+  if (header.size() > max_model_tensors + 1) // + __metadata__
+    return file_error(path, "its header names " +
+                                std::to_string(header.size()) +
+                                " entries, more than max_model_tensors (" +
+                                std::to_string(max_model_tensors) + ")");
   struct entry {
     uint64_t begin, end;
     tensor_info info;

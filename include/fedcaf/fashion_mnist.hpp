@@ -25,8 +25,10 @@ struct image_set {
 /// is missing, truncated, not an IDX file of the expected kind, declares a
 /// dimension of 0, an image side past 16384 or more than 16 GiB, or holds
 /// more bytes than its header declares (a gzip file is inflated no further
-/// than that, so a gzip bomb costs no memory); errc::out_of_memory iff the
-/// declared bytes cannot be allocated.
+/// than that, so a gzip bomb costs no memory), or its contents are not
+/// Fashion-MNIST's: images other than 28 x 28, a label past 9, image and
+/// label counts that differ; errc::out_of_memory iff the declared bytes
+/// cannot be allocated.
 result<image_set> read_fashion_mnist(const std::string& dir,
                                      const std::string& prefix);
 

@@ -44,6 +44,50 @@ expect_error "fedcaf: out_of_memory: running 'fedcaf simulate'" "$fedcaf" simula
   --set "client_configs.model_configs={name: synthetic, num_tensors: 1, total_bytes: 281474976710656}" \
   --set client_configs.train_configs.trainer=dummy
 expect_error "unknown command 'train'" "$fedcaf" train
+# Tensor counts are bounded at load, before anything is allocated per
+# tensor: 1e8 tensors once reached 11 GB first. Under a 2 GiB address space
+# the refusal must still be the config's.
+expect_error "client_configs.model_configs.num_tensors: must be from 1 to 65536, got '100000000'" \
+  bash -c 'ulimit -v 2097152; exec "$@"' _ "$fedcaf" simulate \
+  --set "client_configs.model_configs={name: synthetic, num_tensors: 100000000, total_bytes: 1073741824}" \
+  --set client_configs.train_configs.trainer=dummy
+sed 's/d_model: 256/d_model: 1000000/' "$src/configs/dp_profile.yaml" > "$tmp/dpp.yaml"
+expect_error "model.d_model: must be from 1 to 65536, got '1000000'" \
+  "$fedcaf" dp-profile -c "$tmp/dpp.yaml" -o "$tmp/dpp_out"
+# IDX files are checked at load: magic, dimensions, size, labels, counts.
+idx() { # dir prefix count rows cols label-of-sample-3 [labels count]
+  "$py" - "$@" <<'PY'
+import gzip, struct, sys
+d, prefix, n, rows, cols, bad = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
+nl = int(sys.argv[7]) if len(sys.argv) > 7 else n
+with gzip.open(f"{d}/{prefix}-images-idx3-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, rows, cols) + bytes(n * rows * cols))
+labels = bytearray(i % 10 for i in range(nl)); labels[3] = bad
+with gzip.open(f"{d}/{prefix}-labels-idx1-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">II", 0x801, nl) + bytes(labels))
+PY
+}
+mkdir -p "$tmp/idx_label" "$tmp/idx_side" "$tmp/idx_count" "$tmp/idx_magic"
+idx "$tmp/idx_label" t10k 10 28 28 12
+expect_error "t10k-labels-idx1-ubyte.gz: label 12 of sample 3 is not a class from 0 to 9" \
+  "$fedcaf" simulate --set "data_configs.dataset_path=$tmp/idx_label"
+idx "$tmp/idx_side" t10k 10 32 32 3
+expect_error "t10k-images-idx3-ubyte.gz: images of 32 x 32 pixels; Fashion-MNIST's are 28 x 28" \
+  "$fedcaf" simulate --set "data_configs.dataset_path=$tmp/idx_side"
+idx "$tmp/idx_count" t10k 10 28 28 3 12
+expect_error "hold different sample counts (10 images, 12 labels)" \
+  "$fedcaf" simulate --set "data_configs.dataset_path=$tmp/idx_count"
+# A bad training split stops simulate before the run (not a client in it,
+# after the server's grace period).
+mkdir -p "$tmp/idx_train"
+idx "$tmp/idx_train" t10k 10 28 28 3
+idx "$tmp/idx_train" train 10 28 28 200
+expect_error "train-labels-idx1-ubyte.gz: label 200 of sample 3 is not a class from 0 to 9" \
+  timeout 20 "$fedcaf" simulate --set "data_configs.dataset_path=$tmp/idx_train"
+printf 'not an idx file at all' | gzip > "$tmp/idx_magic/t10k-images-idx3-ubyte.gz"
+cp "$tmp/idx_count/t10k-labels-idx1-ubyte.gz" "$tmp/idx_magic/"
+expect_error "t10k-images-idx3-ubyte.gz: not an IDX file of rank 3" \
+  "$fedcaf" simulate --set "data_configs.dataset_path=$tmp/idx_magic"
 "$fedcaf" --help | grep -q "usage: fedcaf" || { echo "FAIL: --help"; fails=$((fails + 1)); }
 "$fedcaf" simulate --help | grep -q -- "--set" || { echo "FAIL: simulate --help"; fails=$((fails + 1)); }
 # One command's help has only that command's options; --version; options

@@ -81,6 +81,10 @@ struct options {
   std::string accomplice_token;
   /// hold_round: leave once this file exists; uploads: offer once it does.
   std::string until_file;
+  /// The local address the connections come from (token_guess: another
+  /// loopback address than the honest clients').
+  std::string source = "127.0.0.1";
+  uint32_t attempts = 200; ///< token_guess: Hellos, each on a connection
 };
 
 void usage() {
@@ -110,7 +114,9 @@ void usage() {
       "    hold the round until --until-file F exists, if given\n"
       "  a test device: hellos [--count N] [--id ID --token T] (each on a\n"
       "    new connection, one after another; each must be answered)\n"
-      "  all: [--heartbeat-s S] [--timeout-s S]\n");
+      "  token_guess --id ID [--source ADDR] [--attempts N]: wrong tokens\n"
+      "    for ID, each on a new connection from ADDR\n"
+      "  all: [--heartbeat-s S] [--timeout-s S] [--source ADDR]\n");
 }
 
 std::optional<options> parse_options(int argc, char** argv) {
@@ -170,6 +176,10 @@ std::optional<options> parse_options(int argc, char** argv) {
         o.until_file = v;
       else if (k == "drip-s")
         o.drip_s = std::stod(v);
+      else if (k == "source")
+        o.source = v;
+      else if (k == "attempts")
+        o.attempts = static_cast<uint32_t>(std::stoul(v));
       else
         return std::nullopt;
     }
@@ -354,13 +364,22 @@ struct wire_event {
 /// with msg::frame_reader, so a frame the server sends is read exactly.
 class peer_socket {
 public:
-  /// Connects to 127.0.0.1:`port`. Throws local_failure iff it cannot.
-  explicit peer_socket(uint16_t port) : reader_(64u << 20) {
+  /// Connects to 127.0.0.1:`port` from `source` (an IPv4 address of this
+  /// host). Throws local_failure iff it cannot.
+  explicit peer_socket(uint16_t port, const std::string& source = "127.0.0.1")
+      : source_(source), reader_(64u << 20) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0)
       throw local_failure{std::string{"socket: "} + std::strerror(errno)};
     int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, source.c_str(), &from.sin_addr) != 1 ||
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+      ::close(fd_);
+      throw local_failure{"cannot connect from " + source};
+    }
     sockaddr_in at{};
     at.sin_family = AF_INET;
     at.sin_port = htons(port);
@@ -385,7 +404,7 @@ public:
   int fd() const { return fd_; }
   uint16_t local_port() const { return local_port_; }
   std::string address() const {
-    return "127.0.0.1:" + std::to_string(local_port_);
+    return source_ + ":" + std::to_string(local_port_);
   }
 
   /// Sends all of `bytes` within 5 s. Returns false iff the server closed
@@ -442,6 +461,7 @@ public:
 private:
   int fd_ = -1;
   uint16_t local_port_ = 0;
+  std::string source_;
   msg::frame_reader reader_;
   bool failed_ = false;
 };
@@ -449,7 +469,7 @@ private:
 /// Opens a connection and announces it for the driver.
 std::unique_ptr<peer_socket> open_conn(const options& o, verdict& v,
                                        const std::string& label) {
-  auto s = std::make_unique<peer_socket>(o.port);
+  auto s = std::make_unique<peer_socket>(o.port, o.source);
   v.note("conn " + label + " " + s->address());
   return s;
 }
@@ -1454,8 +1474,7 @@ uint64_t spoiled_chunk(const options& o, verdict& v, const in_round& r,
 /// model holds none of it.
 void attack_nan_update(const options& o, verdict& v) {
   upload_poisoned(o, v, "nan_update", [&](const in_round& r, uint64_t sid) {
-    auto poisoned =
-        spoiled_chunk(o, v, r, sid, "chunks of 1.0", "with a NaN");
+    auto poisoned = spoiled_chunk(o, v, r, sid, "chunks of 1.0", "with a NaN");
     return [&r, sid, poisoned](uint64_t seq) {
       if (seq != poisoned)
         return chunk_of(r, sid, seq, 1.0f);
@@ -1875,6 +1894,73 @@ void attack_slow_drip(const options& o, verdict& v) {
   expect_refusal(v, out, o.expect, "slow_drip");
 }
 
+// -- online token guessing -----------------------------------------------------
+
+/// Says Hello as `id` with `token` on a new connection from o.source;
+/// returns the server's refusal, or nullopt iff it gave none.
+std::optional<error> hello_answer(const options& o, const std::string& id,
+                                  const std::string& token,
+                                  clock_type::time_point deadline) {
+  peer_socket s{o.port, o.source};
+  s.send_frame(with_id(msg::encode(msg::hello{id, token}), 1));
+  return await_close(s, std::min(deadline, after_s(5))).refusal;
+}
+
+/// The reason of a Hello's refusal "<id> from <address>: <reason>".
+std::string reason_of(const error& e) {
+  auto from = e.message.find(" from ");
+  auto colon = e.message.find(": ", from == std::string::npos ? 0 : from);
+  return colon == std::string::npos ? e.message : e.message.substr(colon + 2);
+}
+
+/// Online token guessing from --source: first a Hello for an id that does
+/// not exist and one with a wrong token for --id, whose answers must be
+/// the same (code and reason); then --attempts more wrong tokens for --id,
+/// each on a new connection, as fast as the server answers. Only the first
+/// few may be heard (not_authorized); the rest must be refused unheard
+/// (too_many_requests) during the back-off. Prints the counts and rate.
+void attack_token_guess(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto unknown = hello_answer(o, "Nobody", "guess-a", deadline);
+  auto wrong = hello_answer(o, o.client_id, "guess-b", deadline);
+  if (!unknown || !wrong)
+    return v.expect(false, "a failed Hello got no error frame");
+  v.note(std::string{"unknown id: "} + to_string(unknown->code) + ": " +
+         reason_of(*unknown) + "; wrong token: " + to_string(wrong->code) +
+         ": " + reason_of(*wrong));
+  v.expect(unknown->code == errc::not_authorized &&
+               wrong->code == errc::not_authorized &&
+               reason_of(*unknown) == reason_of(*wrong),
+           "an unknown id and a wrong token got different answers");
+  std::map<std::string, uint32_t> answers;
+  auto started = clock_type::now();
+  uint32_t sent = 0;
+  for (; sent < o.attempts && clock_type::now() < deadline; ++sent) {
+    auto e =
+        hello_answer(o, o.client_id, "guess-" + std::to_string(sent), deadline);
+    ++answers[e ? to_string(e->code) : std::string{"none"}];
+  }
+  auto seconds = seconds_since(started);
+  std::string counts;
+  for (const auto& [code, n] : answers)
+    counts += " " + code + " " + std::to_string(n);
+  v.note(std::to_string(sent) + " guesses in " + fmt_s(seconds) + " (" +
+         std::to_string(static_cast<int>(sent / std::max(seconds, 1e-3))) +
+         " a second):" + counts);
+  // 5 failures a burst (the two above among the first), then back-offs of
+  // 1, 2, 4 ... s: the bursts that can have begun within `seconds`.
+  uint32_t bursts = 1;
+  for (double end = 1; end <= seconds; end = 2 * end + 1)
+    ++bursts;
+  auto heard = answers["not_authorized"];
+  v.note(std::to_string(heard) + " heard, at most " +
+         std::to_string(5 * bursts - 2) + " allowed in " + fmt_s(seconds));
+  v.expect(heard <= 5 * bursts - 2,
+           std::to_string(heard) + " guesses were heard");
+  v.expect(answers["too_many_requests"] + heard == sent,
+           "some guesses got neither not_authorized nor too_many_requests");
+}
+
 int run(const options& o) {
   verdict v{o.attack + (o.registered ? "(registered)" : "")};
   using attack_fn = void (*)(const options&, verdict&);
@@ -1912,6 +1998,7 @@ int run(const options& o) {
       {"hellos", attack_hellos},
       {"never_offer", attack_never_offer},
       {"slow_drip", attack_slow_drip},
+      {"token_guess", attack_token_guess},
   };
   auto it = attacks.find(o.attack);
   if (it == attacks.end()) {

@@ -64,6 +64,13 @@
 #        and its descriptors by the view's cap; meanwhile 25 Hellos on the
 #        fedcaf port must each be answered and the honest clients register.
 #
+#   G    (ram mode) online token guessing from 127.0.0.2: an unknown id
+#        and a wrong token must get one answer; of 300 wrong tokens for
+#        Client1, each on a new connection, only the first few are heard,
+#        the rest refused unheard (too_many_requests) during the back-off,
+#        with one log line per burst; the honest clients (127.0.0.1,
+#        Client1 among them) get in at once meanwhile.
+#
 # For every run: each attack's verdict, each refusal in the server's log with
 # its code and the attacker's address, the server exits 0 after all rounds,
 # the honest clients exit 0, the server's peak RSS stays under the bound
@@ -925,13 +932,50 @@ run_i() {
   done
 }
 
+# -- G: online token guessing from another address, ram mode -------------------------
+
+run_g() {
+  server_config "$out/G.yaml" G 2 ram $rounds
+  start_server G "$out/G.yaml" || return
+  # The guesser, from 127.0.0.2, goes first, for Client1's id. Once the
+  # server refuses its Hellos unheard, the honest clients (127.0.0.1, Client1
+  # among them) start: they must get in at once, and the rounds run as in
+  # the reference.
+  attack G token_guess --attack token_guess --id Client1 --source 127.0.0.2 \
+    --attempts 300 --timeout-s 15
+  wait_for "$out/G.log" "refused: 127.0.0.2: 5 failed Hellos" 10
+  local t0 t1; t0=$(date +%s%N)
+  start_clients G
+  wait_count "$out/G.log" "registered Client" 2 10; t1=$(date +%s%N)
+  finish_attacks
+  finish_run
+  echo "-- G: token guessing from 127.0.0.2 (port $port)"
+  check_verdict G token_guess
+  local ms=$(( (t1 - t0) / 1000000 ))
+  if [ "$(grep -c "registered Client" "$out/G.log")" -ge 2 ] && [ $ms -lt 5000 ]; then
+    pass "G: both honest clients got in $ms ms after they started, while 127.0.0.2 was refused"
+  else
+    fail "G: the honest clients did not get in within 5 s ($ms ms)"
+  fi
+  # One line for the first failed Hello of the window, then one per burst,
+  # however many guesses came: 300 guesses, a handful of lines.
+  local lines; lines=$(grep -c "127\.0\.0\.2" "$out/G.log")
+  if [ "$lines" -ge 2 ] && [ "$lines" -le 6 ]; then
+    pass "G: $lines log lines name 127.0.0.2 for 302 failed Hellos"
+  else
+    fail "G: $lines log lines name 127.0.0.2 (expected 2 to 6)"
+    excerpt "$out/G.log" 10
+  fi
+  check_run G $rounds ram
+}
+
 run_reference ram ram
 run_reference window window
-for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C D I L}; do
+for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C D G I L}; do
   case $r in
     A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;;
     B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;; D) run_d ;;
-    I) run_i ;; L) run_l ;;
+    G) run_g ;; I) run_i ;; L) run_l ;;
     *) fail "no run named $r" ;;
   esac
 done

@@ -159,7 +159,7 @@ for i in 1 2 3; do start_client tls_c$i c$i "$out/client$i.yaml"; done
 wait $server_pid || fail "the TLS server failed"
 for p in "${pids[@]}"; do wait "$p" 2> /dev/null; done
 pids=()
-grep -q "refused: not_authorized: Client3 from .*: wrong token" "$out/tls.log" ||
+grep -q "refused: not_authorized: Client3 from .*: unknown client id or wrong token" "$out/tls.log" ||
   fail "no log line for the wrong token"
 [ "$(grep -c "refused: not_authorized: TLS handshake failed.*(peer [0-9]" "$out/tls.log")" -ge 2 ] ||
   fail "no log lines for the refused TLS handshakes"

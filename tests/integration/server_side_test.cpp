@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 #include <thread>
@@ -90,10 +91,13 @@ using pause_fn = std::function<void(std::chrono::milliseconds)>;
 /// local_update to every element, after `delay` passed on `pause`.
 class synthetic_trainer final : public trainer {
 public:
+  /// Iff `throws`, train() throws std::bad_alloc (as an allocation of a
+  /// size its server chose would).
   synthetic_trainer(manifest layout, uint32_t k, uint64_t samples,
-                    std::chrono::milliseconds delay = {}, pause_fn pause = {})
+                    std::chrono::milliseconds delay = {}, pause_fn pause = {},
+                    bool throws = false)
       : layout_(std::move(layout)), k_(k), samples_(samples), delay_(delay),
-        pause_(std::move(pause)) {
+        pause_(std::move(pause)), throws_(throws) {
     for (const auto& t : layout_.tensors)
       params_.emplace_back(t.byte_size / sizeof(float));
   }
@@ -107,6 +111,8 @@ public:
   result<train_metrics> train() override {
     if (delay_ > 0ms)
       pause_(delay_);
+    if (throws_)
+      throw std::bad_alloc{};
     for (size_t t = 0; t < params_.size(); ++t)
       for (size_t j = 0; j < params_[t].size(); ++j)
         params_[t][j] = local_update(k_, t, j, params_[t][j]);
@@ -120,6 +126,7 @@ private:
   uint64_t samples_;
   std::chrono::milliseconds delay_;
   pause_fn pause_;
+  bool throws_;
   model_floats params_;
 };
 
@@ -222,6 +229,8 @@ struct run_options {
   std::chrono::milliseconds idle_timeout{0};
   /// norm_bound: the clients declare their update's norm (else they lie 0).
   bool declare_norm = true;
+  /// The last client's training throws std::bad_alloc.
+  bool last_client_throws = false;
 };
 
 /// An actor system on CAF's test coordinator: every actor runs on the
@@ -474,13 +483,14 @@ federation_run run_federation(const run_options& o) {
     auto built = std::make_shared<std::atomic<int>>(0);
     for (uint32_t k = 0; k < o.clients; ++k) {
       auto delay = k + 1 == o.clients ? o.last_client_delay : 0ms;
+      auto throws = k + 1 == o.clients && o.last_client_throws;
       auto factory =
-          [layout, k, built, delay, pause = vs.pause()](
+          [layout, k, built, delay, throws, pause = vs.pause()](
               const client_configs&,
               const msg::welcome&) -> result<std::unique_ptr<trainer>> {
         ++*built;
         return std::make_unique<synthetic_trainer>(layout, k, samples_of(k),
-                                                   delay, pause);
+                                                   delay, pause, throws);
       };
       client_options co{"C" + std::to_string(k), 10000ms};
       co.hold_model = o.hold_model;
@@ -926,6 +936,21 @@ TEST_CASE("dummy clients adding 0.5 move the model by exactly 0.5 a round") {
       std::filesystem::remove(path);
     }
   }
+}
+
+TEST_CASE("an exception in a client actor ends that client as failed") {
+  // The third client's training throws std::bad_alloc; the other two go on
+  // (min_clients 2) without it, for the 2 rounds run_options holds.
+  run_options o;
+  o.clients = 3;
+  o.min_clients = 2;
+  o.last_client_throws = true;
+  auto run = run_federation(o);
+  CHECK(run.clients[2].failure ==
+        "out_of_memory: an allocation failed (std::bad_alloc, unhandled)");
+  CHECK(run.clients[0].failure == "");
+  CHECK(run.clients[1].failure == "");
+  CHECK(run.server.rounds.size() == 2);
 }
 
 TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {

@@ -332,3 +332,18 @@ TEST_CASE("secagg frames round-trip and refuse what a round cannot hold") {
   u.mask_key_shares[0].x = 0;
   CHECK_FALSE(decode<secagg_unmask>(encode(u)));
 }
+
+TEST_CASE("a manifest of more than max_model_tensors tensors is refused") {
+  manifest m;
+  for (uint64_t i = 0; i <= max_model_tensors; ++i)
+    m.tensors.push_back(
+        make_tensor_info("t" + std::to_string(i), dtype::float32, {1}));
+  auto r = decode<round_start>(encode(round_start{1, 1, m, 64, 2, {}}));
+  REQUIRE_FALSE(r);
+  CHECK(r.err().code == errc::malformed_frame);
+  CHECK(r.err().message == "a manifest of 65537 tensors, more than 65536");
+  // One fewer passes.
+  m.tensors.pop_back();
+  CHECK(decode<round_start>(encode(round_start{1, 1, m, 64, 2, {}})));
+  CHECK(validate(m));
+}

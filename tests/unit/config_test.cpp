@@ -692,3 +692,17 @@ TEST_CASE("secure_aggregation: what it cannot run with is refused at load") {
        "server_configs.aggregator_kwargs.dp_fedavg.clip_norm=1",
        "server_configs.aggregator_kwargs.dp_fedavg.noise_multiplier=1"}));
 }
+
+TEST_CASE("tensor counts and model dimensions are bounded at load") {
+  auto msg = message_of(
+      load_config(embedded_simulate_yaml(), "embedded", config_role::simulate,
+                  {"client_configs.train_configs.trainer=dummy",
+                   "client_configs.model_configs.model_name=synthetic",
+                   "client_configs.model_configs.num_tensors=100000000"}));
+  CHECK(contains(msg, "client_configs.model_configs.num_tensors: must be "
+                      "from 1 to 65536, got '100000000'"));
+  CHECK(load_config(embedded_simulate_yaml(), "embedded", config_role::simulate,
+                    {"client_configs.train_configs.trainer=dummy",
+                     "client_configs.model_configs.model_name=synthetic",
+                     "client_configs.model_configs.num_tensors=65536"}));
+}

@@ -182,3 +182,31 @@ TEST_CASE("IDX dimensions out of range are refused from the header") {
   refused({0, 28, 28}, "IDX dimension 0 of 0");
   refused({10, 28, 28}, "truncated (100 of 7840 bytes)");
 }
+
+TEST_CASE("IDX contents that are not Fashion-MNIST's are refused when read") {
+  idx_dir dir;
+  auto images = dir.path + "/t10k-images-idx3-ubyte.gz";
+  auto labels = dir.path + "/t10k-labels-idx1-ubyte.gz";
+  auto refused = [&](const std::string& part) {
+    auto t = read_fashion_mnist(dir.path, "t10k");
+    REQUIRE_FALSE(t);
+    CHECK(t.err().code == errc::io_error);
+    CHECK(t.err().message.find(part) != std::string::npos);
+  };
+  // A label past 9 (sample 3 of 10).
+  write_gz(images, idx_header(3, {10, 28, 28}), 10 * 28 * 28);
+  auto bad_label = idx_header(1, {10});
+  bad_label.insert(bad_label.end(), {0, 1, 2, 12, 4, 5, 6, 7, 8, 9});
+  write_gz(labels, bad_label, 0);
+  refused(labels + ": label 12 of sample 3 is not a class from 0 to 9");
+  // Images of another size than 28 x 28.
+  write_gz(labels, idx_header(1, {10}), 10);
+  write_gz(images, idx_header(3, {10, 32, 32}), 10 * 32 * 32);
+  refused(images + ": images of 32 x 32 pixels; Fashion-MNIST's are 28 x 28");
+  // Counts that disagree.
+  write_gz(images, idx_header(3, {12, 28, 28}), 12 * 28 * 28);
+  refused("hold different sample counts (12 images, 10 labels)");
+  // A magic of another rank or type.
+  write_gz(images, idx_header(1, {10}), 10);
+  refused(images + ": not an IDX file of rank 3");
+}
