@@ -328,8 +328,12 @@ public:
 
   /// Publishes `bytes` as round `round`'s model; the round's uploads are
   /// forgotten.
-  snapshot_ptr publish(uint32_t round, byte_buffer bytes) {
+  /// `failure`: non-empty iff the round failed and `bytes` are the model
+  /// it started from.
+  snapshot_ptr publish(uint32_t round, byte_buffer bytes,
+                       std::string failure = {}) {
     auto next = std::make_shared<model_snapshot>();
+    next->failure = std::move(failure);
     next->trimmed_values = ledger_.by_client(acc_->take_trimmed());
     forget_streams();
     checker_.forget_round();
@@ -359,7 +363,8 @@ public:
              "round " + std::to_string(round) +
                  ": secure aggregation failed: " + why +
                  "; the global model stays as it was");
-    return publish(round, std::move(*bytes));
+    return publish(round, std::move(*bytes),
+                   "secure aggregation failed: " + why);
   }
 
 private:

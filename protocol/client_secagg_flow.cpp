@@ -12,10 +12,11 @@ msg::frame client_secagg_flow::start(uint32_t round, uint64_t sample_count) {
   auto is = [fault](const char* name) {
     return fault && std::strcmp(fault, name) == 0;
   };
-  lie_ = is("secagg_garbage_shares") ? lie::garbage_shares
-         : is("secagg_zero_upload")  ? lie::zero_upload
-         : is("secagg_wrong_reveal") ? lie::wrong_reveal
-                                     : lie::none;
+  lie_ = is("secagg_garbage_shares")  ? lie::garbage_shares
+         : is("secagg_zero_upload")   ? lie::zero_upload
+         : is("secagg_random_upload") ? lie::random_upload
+         : is("secagg_wrong_reveal")  ? lie::wrong_reveal
+                                      : lie::none;
   participant_.emplace(round, sample_count);
   return msg::encode(participant_->keys());
 }
@@ -107,7 +108,7 @@ client_secagg_flow::on_settled(const msg::frame& reply) {
     return s;
   }
   s.note = round + ": secure aggregation keys and shares exchanged with " +
-           std::to_string(relayed_ - answer->excluded.size()) +
+           std::to_string(participant_->masked_against()) +
            " neighbours; sending the masked update";
   return s;
 }
@@ -119,6 +120,10 @@ uint64_t client_secagg_flow::mask_in_place(uint64_t first_element,
   auto clipped = participant_->mask_in_place(first_element, values);
   if (lie_ == lie::zero_upload)
     std::memset(values.data(), 0, values.size());
+  if (lie_ == lie::random_upload) // uniform, as a masked update looks
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] =
+          static_cast<std::byte>((first_element * 4 + i) * 2654435761u >> 13);
   return clipped;
 }
 

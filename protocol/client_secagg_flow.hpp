@@ -80,7 +80,13 @@ private:
 
   /// Fault injection for tests of the server's defences (the environment
   /// variable FEDCAF_FAULT, read at start): this client lies.
-  enum class lie { none, garbage_shares, zero_upload, wrong_reveal };
+  enum class lie {
+    none,
+    garbage_shares,
+    zero_upload,
+    random_upload,
+    wrong_reveal
+  };
 
   enum class awaiting { nothing, roster, relayed, settled };
   lie lie_ = lie::none;

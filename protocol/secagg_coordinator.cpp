@@ -69,8 +69,9 @@ robust_combine(const std::vector<secagg::share>& shares, uint32_t t,
 
 } // namespace
 
-share_verdict judge_share_complaints(
-    const std::map<uint32_t, std::set<uint32_t>>& complaints) {
+share_verdict
+judge_share_complaints(const std::map<uint32_t, std::set<uint32_t>>& complaints,
+                       const std::map<uint32_t, size_t>& neighbours) {
   std::set<std::pair<uint32_t, uint32_t>> disputed; // (low, high)
   for (const auto& [u, vs] : complaints)
     for (auto v : vs)
@@ -83,11 +84,19 @@ share_verdict judge_share_complaints(
       ++pairs_of[a];
       ++pairs_of[b];
     }
-    // The most disputed, the lowest index on a tie (deterministic).
-    auto worst = std::max_element(
-        pairs_of.begin(), pairs_of.end(),
-        [](const auto& x, const auto& y) { return x.second < y.second; });
-    if (worst == pairs_of.end() || worst->second < 2)
+    // Of those disputed by most of their neighbours (and by two or more),
+    // the most disputed; the lowest index on a tie (deterministic).
+    auto majority = [&neighbours](const auto& x) {
+      auto of = neighbours.find(x.first);
+      auto k = of == neighbours.end() ? size_t{0} : of->second;
+      return x.second >= 2 && 2 * x.second > k;
+    };
+    auto worst = pairs_of.end();
+    for (auto it = pairs_of.begin(); it != pairs_of.end(); ++it)
+      if (majority(*it) &&
+          (worst == pairs_of.end() || it->second > worst->second))
+        worst = it;
+    if (worst == pairs_of.end())
       break;
     auto c = worst->first;
     out.culprits.insert(c);
@@ -340,7 +349,10 @@ secagg_coordinator::close_receipts() {
     else if (m.shared && !m.unopened.empty())
       complaints[m.index] = m.unopened;
   }
-  auto verdict = judge_share_complaints(complaints);
+  std::map<uint32_t, size_t> neighbours;
+  for (const auto& [id, m] : members_)
+    neighbours[m.index] = m.neighbours.size();
+  auto verdict = judge_share_complaints(complaints, neighbours);
   auto against = [&](uint32_t c) { // who complained of c
     std::string names;
     for (const auto& [u, vs] : complaints)
@@ -362,6 +374,21 @@ secagg_coordinator::close_receipts() {
     exclude(id_at(u));
   for (const auto& id : silent)
     exclude(id);
+  // A client left with fewer than threshold - 1 neighbours to mask against
+  // would refuse its answer (secagg_participant::settle), and too few could
+  // hold its secrets: it sits out too, until every one left has enough.
+  for (bool again = true; again;) {
+    again = false;
+    for (auto& [id, m] : members_) {
+      auto left = std::count_if(
+          m.neighbours.begin(), m.neighbours.end(),
+          [this](uint32_t v) { return members_[by_index_[v]].shared; });
+      if (m.shared && static_cast<uint32_t>(left) + 1 < threshold()) {
+        exclude(id);
+        again = true;
+      }
+    }
+  }
   size_t remain =
       std::count_if(members_.begin(), members_.end(),
                     [](const auto& kv) { return kv.second.shared; });

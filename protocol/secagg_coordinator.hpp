@@ -28,18 +28,22 @@ namespace fedcaf {
 
 /// Who leaves a round over complaints about shares.
 struct share_verdict {
-  std::set<uint32_t> culprits; ///< in two or more disputed pairs
-  std::set<uint32_t> unsure;   ///< one word against one: both sit out
+  std::set<uint32_t> culprits; ///< disputed by most of its neighbours
+  std::set<uint32_t> unsure;   ///< word against word: they sit out
 };
 
 /// `complaints[u]`: the clients u says sealed it a share that does not
-/// open. Each complaint is a disputed pair {u, v} (one of them lies). The
-/// client in the most disputed pairs, if two or more, is a culprit (its
-/// pairs are settled), until no client is in two; both clients of each
-/// pair left are unsure. One liar thus takes out itself, or itself and one
-/// other client, never more.
-share_verdict judge_share_complaints(
-    const std::map<uint32_t, std::set<uint32_t>>& complaints);
+/// open. Each complaint is a disputed pair {u, v} (one of them lies; a
+/// complaint cannot be checked). The client in the most disputed pairs is
+/// a culprit if they are two or more and more than half of its
+/// `neighbours` (so that fewer colluders than half a client's neighbours
+/// cannot make it one), and its pairs are settled; until there is none.
+/// Both clients of every pair left are unsure. One liar thus takes out
+/// itself, or itself and the few clients it disputes with, never a
+/// majority's word against an honest client.
+share_verdict
+judge_share_complaints(const std::map<uint32_t, std::set<uint32_t>>& complaints,
+                       const std::map<uint32_t, size_t>& neighbours);
 
 class secagg_coordinator {
 public:

@@ -35,6 +35,9 @@ public:
   /// not from a neighbour or its mask key gives no pair key.
   result<msg::secagg_receipt> receive_shares(const msg::secagg_shares& relayed);
 
+  /// The neighbours it masks against.
+  size_t masked_against() const { return masks_.pairwise.size(); }
+
   /// The neighbours whose share did not open, with why (for the log).
   const std::vector<std::string>& unopened() const { return unopened_; }
 

@@ -26,9 +26,6 @@ void server_secagg_flow::start(uint32_t round,
   sent_away_.clear();
   if (timeouts_.keys.count() > 0)
     port_.deadline(timeouts_.keys, round, static_cast<uint32_t>(phase::keys));
-  for (const auto& d : std::exchange(deferred_, {}))
-    if (port_.culprit)
-      port_.culprit(d.id, d.round, d.why, d.times);
 }
 
 std::optional<msg::frame> server_secagg_flow::receive(const std::string& id,
@@ -219,22 +216,29 @@ void server_secagg_flow::blame(const std::string& id, const std::string& why,
   excluded_.emplace_back(id, why);
   log_line(log_level::warning, "server",
            "round " + std::to_string(round()) + ": " + id + " " + why +
-               (leaves ? "; excluded from the round ("
-                       : "; named, its update is in the sum (") +
-               std::to_string(times) + (times == 1 ? " time" : " times") +
+               "; excluded from the round (" + std::to_string(times) +
+               (times == 1 ? " time" : " times") +
                "; twice: dropped from the run)");
   if (leaves)
     send_away(id, why);
-  if (!leaves) // its update is in this round's sum: told at the next start
-    deferred_.push_back({id, why, round(), times});
-  else if (port_.culprit)
+  if (port_.culprit)
     port_.culprit(id, round(), why, times);
+}
+
+void server_secagg_flow::name(const std::string& id, const std::string& why) {
+  log_line(log_level::warning, "server",
+           "round " + std::to_string(round()) + ": " + id + " " + why +
+               " (or its owner dealt it a wrong share): named, not excluded");
+  auto known = std::find_if(excluded_.begin(), excluded_.end(),
+                            [&id](const auto& e) { return e.first == id; });
+  if (known == excluded_.end())
+    excluded_.emplace_back(id, why);
 }
 
 void server_secagg_flow::close_unmask() {
   auto plan = coordinator_.close_unmask();
   for (const auto& c : coordinator_.culprits())
-    blame(c.id, c.why, false);
+    name(c.id, c.why);
   if (!plan_reply_)
     return;
   auto reply = std::move(plan_reply_);

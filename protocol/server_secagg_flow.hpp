@@ -111,11 +111,14 @@ public:
   void lost(const std::string& id);
 
   /// Client `id` lied in this round (`why`): its masked upload was refused
-  /// for its content, or the coordinator caught it. Counts it (once a
-  /// round), sends it away from the round iff `leaves` and tells the
-  /// port's culprit: now, or, iff not `leaves` (a holder that revealed a
-  /// wrong share has its update in the sum), at the next round's start.
+  /// for its content, or most of its neighbours disputed its shares.
+  /// Counts it (once a round), sends it away from the round iff `leaves`
+  /// and tells the port's culprit.
   void blame(const std::string& id, const std::string& why, bool leaves = true);
+  /// For what cannot be checked (a wrong revealed share: its holder cannot
+  /// tell whether its owner dealt it a wrong one): named in the round's
+  /// report and the log, not counted toward dropping it.
+  void name(const std::string& id, const std::string& why);
   /// The clients blamed in this round, with why (for its report).
   const std::vector<std::pair<std::string, std::string>>& excluded() const {
     return excluded_;
@@ -155,13 +158,6 @@ private:
   plan_reply plan_reply_; ///< the aggregator's, while unmasking
   std::map<std::string, uint32_t> blamed_; ///< rounds excluded, by client
   std::vector<std::pair<std::string, std::string>> excluded_; ///< this round
-  struct blamed {
-    std::string id, why;
-    uint32_t round = 0, times = 0;
-  };
-  /// Blamed holders whose update is in the sum: the port hears of them at
-  /// the next round's start, not while their round is being published.
-  std::vector<blamed> deferred_;
 };
 
 } // namespace fedcaf

@@ -13,12 +13,15 @@
 #                          the others unmask without it;
 #   secagg_wrong_reveal    reveals wrong shares at the unmask: the server
 #                          finds a threshold of shares that opens each
-#                          secret, names it; its update is in the sum.
+#                          secret, names it (every round: a wrong share may
+#                          be its owner's doing, so it is never dropped for
+#                          it); its update is in the sum.
 #
 # Every lie: each round completes (status completed, ok), the liar is named
 # in round 1's excluded list, excluded twice it is dropped from the run
-# (round 3 has 4 clients), and the last model is within the quantizer's
-# bound of FedAvg of the clients whose updates are in it.
+# (round 3 has 4 clients; not for wrong revealed shares), and the last model
+# is within the quantizer's bound of FedAvg of the clients whose updates are
+# in it.
 #
 #   secagg_liar_test.sh FEDCAF SOURCE_DIR
 set -u
@@ -77,7 +80,11 @@ for r in rs:
     if fault != "secagg_wrong_reveal":
         assert sorted(r["contributors"]) == honest, r["contributors"]
 assert [e["client"] for e in rs[0]["excluded"]][:1] == ["Client5"], rs[0]["excluded"]
-assert "Client5" not in rs[-1]["contributors"], "excluded twice, it is still in"
+if fault == "secagg_wrong_reveal":  # named every round, never dropped
+    assert all(e["client"] == "Client5" for r in rs for e in r["excluded"])
+    assert all("Client5" in r["contributors"] for r in rs)
+else:
+    assert "Client5" not in rs[-1]["contributors"], "excluded twice, still in"
 # Every round: the model moves by the mean of its contributors' additions.
 initial = load(f"{out}/initial_1.safetensors")
 expected = initial.astype(np.float64)
@@ -105,5 +112,49 @@ for mode in ${LIAR_MODES:-ram window}; do
     run_lie "${mode}_${fault#secagg_}" "$mode" "$fault"
   done
 done
+# A liar whose masked upload is uniform bytes (no server can tell it from a
+# masked update): the unmasked sum is out of range, the round cannot
+# complete and says so (status failed, ok false, no contributors), the
+# model stays as it was (ram mode), the run goes on.
+if [ -z "${LIAR_FAULTS:-}" ]; then
+  name=ram_random_upload; port=$(free_port); uri="127.0.0.1:$port"; clients=()
+  timeout 200 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" "${model[@]}" \
+    --set server_configs.num_global_epochs=2 --set server_configs.num_clients=3 \
+    --set server_configs.secure_aggregation.enabled=true \
+    --set "server_configs.comm_configs.grpc_configs.server_uri=$uri" \
+    --set "server_configs.save_global_model=$out/${name}_{round}.safetensors" \
+    --report "$out/$name.json" --metrics "$out/$name.jsonl" > "$out/$name.server.log" 2>&1 &
+  server=$!; pids+=("$server")
+  for k in 1 2 3; do
+    lie=""; [ "$k" -eq 3 ] && lie=secagg_random_upload
+    FEDCAF_FAULT=$lie timeout 200 "$fedcaf" client -c "$src/configs/client_1.yaml" \
+      --set "client_id=Client$k" --set data_configs.dataset_kwargs.num_clients=3 \
+      --set "data_configs.dataset_kwargs.client_id=$((k - 1))" \
+      --set "comm_configs.grpc_configs.server_uri=$uri" > "$out/$name.client_$k.log" 2>&1 &
+    clients+=($!); pids+=($!)
+  done
+  rc=0; wait "$server" || rc=$?
+  for c in "${clients[@]}"; do wait "$c" 2> /dev/null; done
+  [ "$rc" -eq 0 ] || fail "$name: the server exited $rc"
+  grep -h "secure aggregation failed" "$out/$name.server.log" | head -1
+  "$py" - "$src" "$out" "$name" <<'PY' || fail "$name"
+import json, sys, numpy as np
+sys.path.insert(0, sys.argv[1] + "/tests/integration")
+from safetensors_f32 import load_flat as load
+out, name = sys.argv[2], sys.argv[3]
+report = json.load(open(f"{out}/{name}.json"))
+print("status", report["status"], "ok", report["ok"], "failed_rounds", report["failed_rounds"])
+assert report["status"] == "rounds_failed" and not report["ok"], report["status"]
+assert report["failed_rounds"] == [1, 2], report["failed_rounds"]
+for r in report["rounds"]:
+    assert r["status"] == "failed" and r["contributors"] == [], r
+    assert "secure aggregation failed" in r["failure"], r["failure"]
+lines = [json.loads(l) for l in open(f"{out}/{name}.jsonl")]
+assert [l["status"] for l in lines if l["event"] == "round"] == ["failed", "failed"]
+assert [l["status"] for l in lines if l["event"] == "end"] == ["rounds_failed"]
+initial = load(f"{out}/initial_1.safetensors")
+assert np.array_equal(load(f"{out}/{name}_2.safetensors"), initial), "the model moved"
+PY
+fi
 [ "$fails" -eq 0 ] && echo "secagg_liar: all checks passed"
 exit "$fails"

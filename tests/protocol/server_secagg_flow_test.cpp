@@ -342,25 +342,37 @@ TEST_CASE("server secagg flow: a client whose shares do not open is excluded "
   CHECK(std::get<2>(t.blamed[1]) == 2);
 }
 
-TEST_CASE("secagg share complaints: the most disputed client is the culprit; "
-          "one word against one takes out both, unnamed") {
-  // 4 complains of 0..3's shares... and 0..3 all complain of 4.
+TEST_CASE("secagg share complaints: a client disputed by most of its "
+          "neighbours is the culprit; word against word takes out all, "
+          "unnamed") {
+  auto each = [](uint32_t n) { // every client neighbours every other
+    std::map<uint32_t, size_t> k;
+    for (uint32_t i = 0; i < n; ++i)
+      k[i] = n - 1;
+    return k;
+  };
+  // 0..3 all complain of 4.
   auto all_against_one =
-      judge_share_complaints({{0, {4}}, {1, {4}}, {2, {4}}, {3, {4}}});
+      judge_share_complaints({{0, {4}}, {1, {4}}, {2, {4}}, {3, {4}}}, each(5));
   CHECK(all_against_one.culprits == std::set<uint32_t>{4});
   CHECK(all_against_one.unsure.empty());
   // A client that says everyone's shares failed it.
-  auto one_against_all = judge_share_complaints({{2, {0, 1, 3, 4}}});
+  auto one_against_all = judge_share_complaints({{2, {0, 1, 3, 4}}}, each(5));
   CHECK(one_against_all.culprits == std::set<uint32_t>{2});
   CHECK(one_against_all.unsure.empty());
   // Two liars among six, one of them also complaining.
   auto two = judge_share_complaints(
-      {{0, {4, 5}}, {1, {4, 5}}, {2, {4, 5}}, {3, {4}}, {4, {0, 1}}});
+      {{0, {4, 5}}, {1, {4, 5}}, {2, {4, 5}}, {3, {4}}, {4, {0, 1}}}, each(6));
   CHECK(two.culprits == std::set<uint32_t>{4, 5});
   CHECK(two.unsure.empty());
+  // Two colluders framing an honest client: 2 of its 4 neighbours are no
+  // majority; the three sit out, nobody is named.
+  auto framed = judge_share_complaints({{3, {0}}, {4, {0}}}, each(5));
+  CHECK(framed.culprits.empty());
+  CHECK(framed.unsure == std::set<uint32_t>{0, 3, 4});
   // One disputed pair: nobody can tell who lies.
-  auto pair = judge_share_complaints({{1, {3}}});
+  auto pair = judge_share_complaints({{1, {3}}}, each(5));
   CHECK(pair.culprits.empty());
   CHECK(pair.unsure == std::set<uint32_t>{1, 3});
-  CHECK(judge_share_complaints({}).culprits.empty());
+  CHECK(judge_share_complaints({}, each(5)).culprits.empty());
 }
