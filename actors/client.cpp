@@ -252,6 +252,8 @@ private:
 
   void on_welcome(const frame& f) {
     auto w = msg::decode<msg::welcome>(f);
+    if (!w && w.err().code == errc::too_many_requests) // the server's Hello
+      return lost_server(w.err().message); // throttle: back off, come back
     if (!w)
       return fail(w.err());
     if (model_) {

@@ -793,7 +793,8 @@ run_l() {
     --url "$url" --pid "${srv:-0}" --seconds 12 > "$out/L_live_view.out" 2>&1 &
   attack_pid[L/live_view]=$!; pids+=($!); attack_names+=(L/live_view)
   sleep 1
-  attack L hellos --attack hellos --count 25 --id Stranger --token none
+  attack L hellos --attack hellos --count 25 --id Stranger --token none \
+    --source 127.0.0.3
   start_clients L
   attack L hold_round --attack hold_round $(creds 1) \
     --until-file "$out/L.attacks_done"
