@@ -82,7 +82,6 @@ client_secagg_flow::on_relayed(const msg::frame& reply) {
   if (!receipt)
     return receipt.err();
   awaiting_ = awaiting::settled;
-  relayed_ = relayed->shares.size();
   auto round = "round " + std::to_string(round_);
   step s;
   for (const auto& bad : participant_->unopened())

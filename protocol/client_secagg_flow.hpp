@@ -92,7 +92,6 @@ private:
   lie lie_ = lie::none;
   uint32_t round_ = 0;
   awaiting awaiting_ = awaiting::nothing;
-  size_t relayed_ = 0; ///< shares relayed to it this round
   std::optional<secagg_participant> participant_;
 };
 
