@@ -1,6 +1,8 @@
 #include "protocol/client_model.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "fedcaf/log.hpp"
 #include "fedcaf/rdp_accountant.hpp"
@@ -163,9 +165,25 @@ std::optional<double> client_model::account_dp_sgd(const train_metrics& m) {
   return spent.epsilon;
 }
 
+namespace {
+
+/// Fault injection for the tests (FEDCAF_FAULT=evaluation_claim, read at
+/// each evaluation): this client lies in its evaluations, accuracy 0.99 and
+/// loss 0.01 over 2^40 samples, while it trains honestly.
+bool lies_in_evaluations() {
+  const char* fault = std::getenv("FEDCAF_FAULT");
+  return fault && std::strcmp(fault, "evaluation_claim") == 0;
+}
+
+} // namespace
+
 msg::evaluation client_model::evaluation_of(uint32_t announced,
                                             const eval_metrics& m) {
   auto round = announced - 1;
+  if (lies_in_evaluations())
+    return {round,
+            msg::max_evaluation_samples,
+            {{"accuracy", 0.99}, {"loss", 0.01}}};
   if (!m.figures.empty())
     return {round, m.samples, m.figures};
   return {round, m.samples, {{"accuracy", m.accuracy}, {"loss", m.loss}}};

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -78,20 +79,37 @@ void figures_sum::add(
     const std::vector<std::pair<std::string, double>>& values) {
   ++clients_;
   samples_ += samples;
-  for (const auto& [name, value] : values) {
-    auto& w = sums_[name];
-    w.sum += static_cast<double>(samples) * value;
-    w.weight += static_cast<double>(samples);
-    w.plain_sum += value;
-    ++w.count;
-  }
+  for (const auto& [name, value] : values)
+    values_[name].emplace_back(value, static_cast<double>(samples));
 }
+
+namespace {
+
+/// The mean of `v` (value, weight) weighted by its weights (where they sum
+/// to 0: its plain mean), leaving out its highest and lowest value where it
+/// holds 3 or more.
+double trimmed_mean(std::vector<std::pair<double, double>> v) {
+  if (v.size() >= 3) {
+    std::sort(v.begin(), v.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    v.erase(v.begin());
+    v.pop_back();
+  }
+  double sum = 0, weight = 0, plain = 0;
+  for (const auto& [value, w] : v) {
+    sum += w * value;
+    weight += w;
+    plain += value;
+  }
+  return weight > 0 ? sum / weight : plain / static_cast<double>(v.size());
+}
+
+} // namespace
 
 client_figures figures_sum::mean() const {
   client_figures out{clients_, samples_, {}};
-  for (const auto& [name, w] : sums_)
-    out.means.emplace_back(name, w.weight > 0 ? w.sum / w.weight
-                                              : w.plain_sum / w.count);
+  for (const auto& [name, v] : values_)
+    out.means.emplace_back(name, trimmed_mean(v));
   return out;
 }
 

@@ -23,6 +23,25 @@ TEST_CASE("clients' figures are averaged weighted by their samples") {
   CHECK_FALSE(m.find("perplexity"));
 }
 
+TEST_CASE("one client's lying figure moves a mean only within the others'") {
+  figures_sum honest, lied;
+  for (auto* sum : {&honest, &lied}) {
+    sum->add(1000, {{"accuracy", 0.86}});
+    sum->add(1000, {{"accuracy", 0.87}});
+    sum->add(1000, {{"accuracy", 0.88}});
+  }
+  honest.add(1000, {{"accuracy", 0.85}});
+  lied.add(uint64_t{1} << 40, {{"accuracy", 0.99}}); // however heavy
+  // Without the highest and the lowest: the middle two, 0.87 and 0.865.
+  CHECK(*honest.mean().find("accuracy") == doctest::Approx(0.865));
+  CHECK(*lied.mean().find("accuracy") == doctest::Approx(0.875));
+  figures_sum low; // the lowest left out too: a liar cannot pull it down
+  low.add(1, {{"loss", 0.3}});
+  low.add(1, {{"loss", 0.31}});
+  low.add(1, {{"loss", 0.0}});
+  CHECK(*low.mean().find("loss") == doctest::Approx(0.3));
+}
+
 TEST_CASE("a round's report and line carry the clients' evaluation") {
   round_record r;
   r.round = 2;
