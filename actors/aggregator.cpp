@@ -347,12 +347,13 @@ public:
     return snapshot_ptr{std::move(next)};
   }
 
-  /// Secure aggregation failed to unmask round `round` (`why`): ram mode
-  /// publishes the model unchanged (the round is skipped: one client's
-  /// garbage must not end everyone's run); window and disk modes cannot,
-  /// their model's bytes hold the masked sum, and fail.
+  /// Secure aggregation failed to unmask round `round` (`why`): publishes
+  /// the model unchanged (the round is skipped: one client's garbage must
+  /// not end everyone's run). In window and disk modes, whose model's bytes
+  /// hold the masked sum, each position's old bytes come back from the
+  /// file they were kept in; fails iff they could not be kept.
   result<snapshot_ptr> skip(uint32_t round, const std::string& why) {
-    auto bytes = acc_->keep(current_->bytes.bytes());
+    auto bytes = acc_->keep(current_->bytes);
     if (!bytes) {
       error e{errc::internal, "round " + std::to_string(round) + ": " + why +
                                   "; " + bytes.err().message};

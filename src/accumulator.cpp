@@ -52,8 +52,8 @@ public:
                                server_optimizer* opt) override {
     return sum_.finalize(model.bytes(), opt);
   }
-  result<byte_buffer> keep(std::span<const std::byte> global) override {
-    return sum_.keep(global);
+  result<byte_buffer> keep(byte_buffer& model) override {
+    return sum_.keep(model.bytes());
   }
   std::map<uint64_t, uint64_t> take_trimmed() override { return {}; }
 
@@ -115,10 +115,7 @@ public:
 
   result<byte_buffer> finalize(byte_buffer& model,
                                server_optimizer* opt) override;
-  result<byte_buffer> keep(std::span<const std::byte>) override {
-    return error{errc::internal, "in window and disk modes the model holds "
-                                 "the masked sum: the run cannot go on"};
-  }
+  result<byte_buffer> keep(byte_buffer& model) override;
   std::map<uint64_t, uint64_t> take_trimmed() override {
     return window_.take_trimmed();
   }
@@ -143,19 +140,56 @@ private:
     return next_.bytes();
   }
 
+  /// Secure aggregation: writes the old bytes of the position about to
+  /// take its ring sum in `model` to the spill file, at their offset.
+  void spill(uint64_t seq, const byte_buffer& model);
+
   window_accumulator window_;
   bool in_place_;
   byte_buffer next_; ///< not in place: the model being reduced
   uint64_t overwritten_ = 0;
   float limit_ = std::numeric_limits<float>::max();
+  /// Secure aggregation: the model's bytes each position held before its
+  /// ring sum overwrote them, at their offsets in an unlinked file under
+  /// $TMPDIR (else /var/tmp): page cache, not the server's memory.
+  spill_file spilled_;
 };
+
+void open_positions::spill(uint64_t seq, const byte_buffer& model) {
+  const auto& e = plan().extent(seq);
+  spilled_.write(model.bytes().subspan(e.model_offset, e.bytes),
+                 e.model_offset);
+}
+
+result<byte_buffer> open_positions::keep(byte_buffer& model) {
+  auto settled = window_.low();
+  if (auto ok = spilled_.status(); !ok)
+    return error{errc::internal, "the model could not be kept apart from "
+                                 "the masked sum (" +
+                                     ok.err().message +
+                                     "): the run cannot go on"};
+  for (uint64_t seq = 0; seq < settled; ++seq) {
+    const auto& e = plan().extent(seq);
+    if (auto ok = spilled_.read(model.bytes().subspan(e.model_offset, e.bytes),
+                                e.model_offset);
+        !ok)
+      return error{errc::internal, "reading the model kept apart from the "
+                                   "masked sum back: " +
+                                       ok.err().message};
+    model.release(e.model_offset, e.bytes); // file-backed only
+  }
+  window_.abandon_round();
+  overwritten_ = 0;
+  return std::move(model);
+}
 
 void open_positions::settle_next(byte_buffer& model, server_optimizer* opt,
                                  bool ring) {
   const auto& e = plan().extent(window_.low());
-  if (ring) // the ring sum waits for the unmask plan
+  if (ring) { // the ring sum waits for the unmask plan
+    spill(window_.low(), model);
     window_.store_ring_next(model.bytes());
-  else
+  } else
     window_.finalize_next(model.bytes(), next_model(model), opt);
   if (!in_place_)
     return;

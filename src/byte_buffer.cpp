@@ -74,4 +74,59 @@ void byte_buffer::release(size_t offset, size_t size) const {
   ::madvise(base + first, last - first, MADV_DONTNEED);
 }
 
+spill_file::~spill_file() {
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+void spill_file::write(std::span<const std::byte> bytes, uint64_t offset) {
+  if (!failure_.empty())
+    return;
+  if (fd_ < 0) {
+    const char* env = std::getenv("TMPDIR");
+    std::string dir = env && *env ? env : "/var/tmp";
+    fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd_ < 0) {
+      failure_ = "a file under " + dir + ": " + std::strerror(errno);
+      return;
+    }
+  }
+  while (!bytes.empty()) {
+    auto n =
+        ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      failure_ = std::string{"writing: "} +
+                 (n < 0 ? std::strerror(errno) : "no space");
+      return;
+    }
+    bytes = bytes.subspan(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+}
+
+result<void> spill_file::read(std::span<std::byte> out, uint64_t offset) const {
+  while (!out.empty()) {
+    auto n = fd_ < 0 ? -1
+                     : ::pread(fd_, out.data(), out.size(),
+                               static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return error{errc::io_error,
+                   std::string{"reading: "} +
+                       (n < 0 ? std::strerror(errno) : "the file is short")};
+    out = out.subspan(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+  return {};
+}
+
+result<void> spill_file::status() const {
+  if (failure_.empty())
+    return {};
+  return error{errc::io_error, failure_};
+}
+
 } // namespace fedcaf

@@ -185,11 +185,15 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
 bool window_accumulator::finish_round() {
   if (low_ != plan_.chunk_count())
     return false;
+  abandon_round();
+  return true;
+}
+
+void window_accumulator::abandon_round() {
   low_ = 0;
   cuts_.clear();
   std::fill(counts_.begin(), counts_.end(), 0);
   std::fill(weights_.begin(), weights_.end(), 0.0);
-  return true;
 }
 
 void window_accumulator::restart(uint32_t contributors) {

@@ -110,10 +110,13 @@ public:
   virtual result<byte_buffer> finalize(byte_buffer& model,
                                        server_optimizer* opt) = 0;
 
-  /// Returns a copy of `global` as the next model, starting over (a round
-  /// that averaged nothing), or an error iff the round's sum was written
-  /// into the global model (open positions under secure aggregation).
-  virtual result<byte_buffer> keep(std::span<const std::byte> global) = 0;
+  /// Returns the global model `model` as it was before the round, as the
+  /// next model, starting over (a secure round that could not unmask): a
+  /// sum copies it; open positions, which wrote the round's ring sums into
+  /// it, read each position's old bytes back from the file they were kept
+  /// in apart (so the mode's memory holds no second model) and move
+  /// `model`'s bytes out. Returns an error iff they could not be kept.
+  virtual result<byte_buffer> keep(byte_buffer& model) = 0;
 
   /// Robust rules: per tag, the values dropped as extreme since the last
   /// take; then forgets them. Empty for the other rules.

@@ -7,6 +7,7 @@
 // Thread-safety: none; one owner at a time (move-only).
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <span>
@@ -70,6 +71,31 @@ private:
 
   std::unique_ptr<std::byte[], deleter> data_;
   size_t size_ = 0;
+};
+
+/// Bytes kept apart at offsets of their own in an unlinked temporary file
+/// under $TMPDIR (else /var/tmp), opened at the first write: they stay in
+/// the page cache or on disk, never in this process's resident memory.
+/// A write that fails is remembered (status), not thrown. Move-only.
+class spill_file {
+public:
+  spill_file() = default;
+  spill_file(spill_file&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), failure_(std::move(other.failure_)) {
+  }
+  spill_file& operator=(spill_file&&) = delete;
+  ~spill_file();
+
+  /// Writes `bytes` at `offset`; on failure status() says why from then on.
+  void write(std::span<const std::byte> bytes, uint64_t offset);
+  /// Reads bytes [offset, offset + out.size()) into `out`.
+  result<void> read(std::span<std::byte> out, uint64_t offset) const;
+  /// Returns ok iff every write so far succeeded.
+  result<void> status() const;
+
+private:
+  int fd_ = -1;
+  std::string failure_;
 };
 
 } // namespace fedcaf

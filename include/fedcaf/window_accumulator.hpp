@@ -104,6 +104,9 @@ public:
   /// Returns true iff every position of the round has been averaged; then
   /// starts the next round (the cuts are forgotten).
   bool finish_round();
+  /// Forgets the round, settled or not, as if it had not begun (the
+  /// awaited contributors stay).
+  void abandon_round();
 
   /// Forgets the round's contributions, weights and trimmed counts and
   /// starts it again at position 0 with `contributors` clients (robust

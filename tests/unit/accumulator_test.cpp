@@ -178,19 +178,40 @@ TEST_CASE("a restart forgets the round's contributions but not which "
   }
 }
 
-TEST_CASE("keep hands the global model back from a sum; open positions, "
-          "whose model holds the sum, refuse") {
+TEST_CASE("keep hands the global model back as it was before the round, "
+          "also where open positions wrote the masked sum into it") {
   std::vector<float> global(model_floats, 7.0f);
+  for (size_t i = 0; i < model_floats; ++i)
+    global[i] += static_cast<float>(i);
   auto model = buffer_of(global);
   auto sum = make_acc(accumulator_kind::model_sum, 2);
-  auto kept = sum->keep(model.bytes());
+  auto kept = sum->keep(model);
   REQUIRE(kept);
   CHECK(floats_of(*kept) == global);
   CHECK(kept->data() != model.data());
+  // Open positions under secure aggregation: every position's ring sum
+  // goes into the model's own bytes, then the unmask fails.
   auto positions = make_acc(accumulator_kind::open_positions, 2);
-  auto refused = positions->keep(model.bytes());
-  REQUIRE_FALSE(refused);
-  CHECK(refused.err().message.find("masked sum") != std::string::npos);
+  std::vector<std::byte> masked(model_floats * 4, std::byte{0x5a});
+  for (uint64_t seq = 0; seq < positions->plan().chunk_count(); ++seq) {
+    const auto& e = positions->plan().extent(seq);
+    auto x =
+        std::span<const std::byte>{masked}.subspan(e.model_offset, e.bytes);
+    REQUIRE(positions->fold_ring(seq, x));
+    REQUIRE(positions->fold_ring(seq, x));
+    REQUIRE(positions->ready());
+    positions->settle_next(model, nullptr, true);
+  }
+  CHECK(floats_of(model) != global); // the masked sum is in the model
+  auto restored = positions->keep(model);
+  REQUIRE(restored);
+  CHECK(floats_of(*restored) == global);
+  // The next round starts afresh at position 0.
+  auto next = std::move(*restored);
+  std::vector<float> y(model_floats, 3.0f);
+  auto v = run_round(*positions, next, {y, y}, {1.0, 1.0});
+  CHECK(v[0] == 3.0f);
+  CHECK(v[model_floats - 1] == 3.0f);
 }
 
 TEST_CASE("secure aggregation: both kinds unmask the same ring sum to the "
