@@ -108,7 +108,8 @@ void usage() {
       "    round, never offers), slow_drip [--drip-s S] (offers, then one\n"
       "    chunk every S seconds)\n"
       "  registered, to a server that takes compressed uploads (chunks\n"
-      "    spoiled from --finite-chunks N on): int8_nan_scale, short_chunk,\n"
+      "    spoiled from --finite-chunks N on): int8_nan_scale,\n"
+      "    int8_huge_scale, short_chunk,\n"
       "    zfp_garbage, zfp_over_bound, wrong_encoding [--encoding N]\n"
       "  uploads (nan_update, huge_update and the compressed ones): they\n"
       "    hold the round until --until-file F exists, if given\n"
@@ -1541,6 +1542,17 @@ void attack_int8_nan_scale(const options& o, verdict& v) {
                  });
 }
 
+/// int8 uploads whose first block's scale is 1e35 (finite; its values
+/// decode to up to 1.3e37): the whole update must be refused
+/// (poisoned_update, by the update bound), the connection closed.
+void attack_int8_huge_scale(const options& o, verdict& v) {
+  upload_spoiled(o, v, "int8_huge_scale", compression_method::int8,
+                 "with the first block's scale 1e35",
+                 [](const in_round&, uint64_t, payload_bytes& p) {
+                   put_f32(p, 0, 1e35f);
+                 });
+}
+
 /// int8 chunks one byte short (a fixed-size encoding of the wrong size):
 /// refused (out_of_range), the connection closed.
 void attack_short_chunk(const options& o, verdict& v) {
@@ -1986,6 +1998,7 @@ int run(const options& o) {
       {"huge_update", attack_huge_update},
       {"big_update", attack_big_update},
       {"int8_nan_scale", attack_int8_nan_scale},
+      {"int8_huge_scale", attack_int8_huge_scale},
       {"short_chunk", attack_short_chunk},
       {"zfp_garbage", attack_zfp_garbage},
       {"zfp_over_bound", attack_zfp_over_bound},

@@ -44,7 +44,9 @@
 #        200 requests refused one at a time (wrong_round).
 #   I    (ram, then window mode) an update of 1e30 everywhere: finite and
 #        within the sum's bound, refused by the default update bound
-#        (max_update_ratio) at its first chunk.
+#        (max_update_ratio) at its first chunk. I_int8 (ram mode, int8
+#        uploads): int8 chunks whose first block's scale is 1e35 (finite),
+#        refused as poisoned_update.
 #   C    compressed uploads (client_configs.comm_configs.compression,
 #        direction up), ram mode, all in round 1. C_int8 (method int8): an
 #        offer naming fp16 (manifest_mismatch); int8 chunks one byte short
@@ -933,6 +935,23 @@ run_i() {
   done
 }
 
+# An int8 block of scale 1e35: finite, refused by the same bound.
+run_i_int8() {
+  [ -f "$out/ref_int8_$rounds.safetensors" ] ||
+    run_reference int8 ram $(compression int8)
+  server_config "$out/I_int8.yaml" I_int8 3 ram $rounds
+  start_server I_int8 "$out/I_int8.yaml" $(compression int8) || return
+  attack I_int8 int8_huge_scale --attack int8_huge_scale $(creds 1) \
+    --expect poisoned_update
+  start_clients I_int8
+  finish_attacks
+  finish_run
+  echo "-- I_int8: int8 blocks of scale 1e35, ram mode (port $port)"
+  check_verdict I_int8 int8_huge_scale
+  check_refused I_int8 int8_huge_scale poisoned_update
+  check_run I_int8 $rounds int8
+}
+
 # -- G: online token guessing from another address, ram mode -------------------------
 
 run_g() {
@@ -972,11 +991,11 @@ run_g() {
 
 run_reference ram ram
 run_reference window window
-for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C D G I L}; do
+for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C D G I I_int8 L}; do
   case $r in
     A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;;
     B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;; D) run_d ;;
-    G) run_g ;; I) run_i ;; L) run_l ;;
+    G) run_g ;; I) run_i ;; I_int8) run_i_int8 ;; L) run_l ;;
     *) fail "no run named $r" ;;
   esac
 done
