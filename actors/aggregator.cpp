@@ -611,11 +611,19 @@ spawn_aggregator(caf::actor_system& sys,
                      "compression needs a float32 model; tensor " + t.name +
                          " is " + std::string{dtype_name(t.type)}};
   if (p.secure)
-    for (const auto& t : initial->layout.tensors)
+    for (const auto& t : initial->layout.tensors) {
       if (t.type != dtype::float32)
         return error{errc::unsupported_dtype,
                      "secure aggregation needs a float32 model; tensor " +
                          t.name + " is " + std::string{dtype_name(t.type)}};
+      if (t.held) // its counts would be clipped to clipping_range
+        return error{errc::unsupported_dtype,
+                     "secure aggregation quantizes every value into "
+                     "+-clipping_range: tensor " +
+                         t.name + " is " + std::string{dtype_name(*t.held)} +
+                         " (leave integer and bool buffers out of the model "
+                         "sent, or run without secure aggregation)"};
+    }
   auto state = std::make_shared<aggregator_state>(
       std::move(initial), options, std::move(*acc), std::move(optimizer));
   return sys.spawn(aggregating, std::move(state));

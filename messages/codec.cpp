@@ -111,7 +111,7 @@ wire::DType to_wire(dtype t) {
 
 result<dtype> from_wire(wire::DType t) {
   auto raw = static_cast<uint16_t>(t);
-  FEDCAF_REQUIRE(raw <= static_cast<uint16_t>(dtype::uint8),
+  FEDCAF_REQUIRE(raw <= static_cast<uint16_t>(dtype::boolean),
                  errc::unsupported_dtype, raw);
   return static_cast<dtype>(raw);
 }
@@ -139,13 +139,17 @@ void put(wire::Manifest::Builder out, const manifest& m) {
     for (uint32_t d = 0; d < t.shape.size(); ++d)
       shape.set(d, t.shape[d]);
     b.setByteSize(t.byte_size);
+    if (t.held) {
+      b.setCarried(true);
+      b.setHeld(to_wire(*t.held));
+    }
   }
 }
 
 size_t manifest_words(const manifest& m) {
   size_t words = 4;
   for (const auto& t : m.tensors)
-    words += 6 + text_words(t.name) + t.shape.size();
+    words += 7 + text_words(t.name) + t.shape.size();
   return words;
 }
 
@@ -165,8 +169,15 @@ result<manifest> get(wire::Manifest::Reader in) {
     std::vector<uint64_t> shape;
     for (auto d : t.getShape())
       shape.push_back(d);
+    std::optional<dtype> held;
+    if (t.getCarried()) {
+      auto h = from_wire(t.getHeld());
+      if (!h)
+        return h.err();
+      held = *h;
+    }
     m.tensors.push_back(
-        {t.getName().cStr(), *type, std::move(shape), t.getByteSize()});
+        {t.getName().cStr(), *type, std::move(shape), t.getByteSize(), held});
   }
   if (auto ok = validate(m); !ok)
     return ok.err();

@@ -18,6 +18,9 @@ enum DType {
   int64 @4;
   int32 @5;
   uint8 @6;
+  int16 @7;
+  int8 @8;
+  boolean @9;
 }
 
 struct TensorInfo {
@@ -26,6 +29,12 @@ struct TensorInfo {
   shape @2 :List(UInt64);
   byteSize @3 :UInt64;
   # Must equal the product of shape times the size of dtype.
+  carried @4 :Bool;
+  # True iff the model holds this tensor as `held`, an integer or bool
+  # dtype, and it travels (and is averaged) as `dtype`, the model's floating
+  # dtype: each value converted exactly; the receiving model rounds it back
+  # (docs/protocol.md, "Integer and bool tensors").
+  held @5 :DType;
 }
 
 struct Manifest {

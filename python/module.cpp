@@ -17,6 +17,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/remote.hpp"
+#include "fedcaf/carried.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/report.hpp"
 #include "task_bridge.hpp"
@@ -61,6 +62,12 @@ const char* numpy_format(dtype t) {
     return "int32";
   case dtype::uint8:
     return "uint8";
+  case dtype::int16:
+    return "int16";
+  case dtype::int8:
+    return "int8";
+  case dtype::boolean:
+    return "bool";
   }
   return "uint8";
 }
@@ -72,7 +79,8 @@ result<dtype> dtype_named(const std::string& name) {
       {"float32", dtype::float32},   {"float16", dtype::float16},
       {"bfloat16", dtype::bfloat16}, {"float64", dtype::float64},
       {"int64", dtype::int64},       {"int32", dtype::int32},
-      {"uint8", dtype::uint8}};
+      {"uint8", dtype::uint8},       {"int16", dtype::int16},
+      {"int8", dtype::int8},         {"bool", dtype::boolean}};
   auto it = names.find(name);
   if (it == names.end())
     return error{errc::unsupported_dtype,
@@ -120,6 +128,7 @@ public:
       }
       if (r == py_task_bridge::wait_result::ready) {
         pins_.clear(); // the previous update is no longer read
+        widened_.clear();
         return py::cast(task{this, std::move(info), false});
       }
       if (r == py_task_bridge::wait_result::ended)
@@ -225,6 +234,8 @@ private:
   struct pinned_update {
     model_view view;
     std::vector<py::buffer_info> pins;
+    /// Integer and bool tensors, widened to the model's floating dtype.
+    std::vector<std::vector<std::byte>> widened;
   };
 
   /// Checks Python's tensors against the model's layout and pins them.
@@ -247,6 +258,7 @@ private:
   /// The update's buffers, held until the next task: the client may be
   /// asked to send it again.
   std::vector<py::buffer_info> pins_;
+  std::vector<std::vector<std::byte>> widened_; ///< as pins_, converted
 };
 
 py::dict client_handle::task::arrays() const {
@@ -262,9 +274,17 @@ py::dict client_handle::task::arrays() const {
   uint64_t offset = 0;
   for (const auto& t : model->layout.tensors) {
     std::vector<py::ssize_t> shape(t.shape.begin(), t.shape.end());
-    py::array a{py::dtype{numpy_format(t.type)}, shape,
-                model->bytes.data() + offset, base};
-    out[py::str(t.name)] = a;
+    auto received =
+        std::span<const std::byte>{model->bytes.data() + offset, t.byte_size};
+    if (t.held) { // an integer or bool tensor: rounded back, in its own array
+      py::array a{py::dtype{numpy_format(*t.held)}, shape};
+      narrow(t, received,
+             {static_cast<std::byte*>(a.mutable_data()), held_bytes(t)});
+      out[py::str(t.name)] = a;
+    } else {
+      out[py::str(t.name)] = py::array{py::dtype{numpy_format(t.type)}, shape,
+                                       received.data(), base};
+    }
     offset += t.byte_size;
   }
   return out;
@@ -274,8 +294,8 @@ py::list client_handle::task::layout() const {
   py::list out;
   if (!info.model)
     return out;
-  for (const auto& t : info.model->layout.tensors)
-    out.append(py::make_tuple(t.name, dtype_label(t.type),
+  for (const auto& t : info.model->layout.tensors) // as the model holds them
+    out.append(py::make_tuple(t.name, dtype_label(t.held.value_or(t.type)),
                               py::tuple(py::cast(t.shape))));
   return out;
 }
@@ -288,6 +308,8 @@ client_handle::pin_update(const task_info& info, const py::list& tensors) {
     index[layout.tensors[i].name] = i;
   std::vector<py::buffer_info> pins(layout.tensors.size());
   std::vector<bool> given(layout.tensors.size(), false);
+  std::vector<std::vector<std::byte>> widened;
+  widened.reserve(layout.tensors.size()); // views point into its elements
   model_view view;
   view.tensors.resize(layout.tensors.size());
   auto bad = [](const std::string& why) {
@@ -303,10 +325,11 @@ client_handle::pin_update(const task_info& info, const py::list& tensors) {
     auto type = dtype_named(entry[2].cast<std::string>());
     if (!type)
       raise(type.err());
-    if (*type != t.type)
+    auto held = t.held.value_or(t.type);
+    if (*type != held && *type != t.type)
       raise({errc::manifest_mismatch,
              "task.send: tensor '" + name + "' is " + dtype_label(*type) +
-                 ", the server's model has " + dtype_label(t.type)});
+                 ", the server's model has " + dtype_label(held)});
     auto buf = entry[1].cast<py::buffer>();
     py::buffer_info b;
     try {
@@ -322,8 +345,9 @@ client_handle::pin_update(const task_info& info, const py::list& tensors) {
                                           ", the server's model has " +
                                           shape_string(t.shape)});
     auto bytes = static_cast<uint64_t>(b.size) * b.itemsize;
-    if (b.itemsize != static_cast<py::ssize_t>(dtype_bytes(t.type)) ||
-        bytes != t.byte_size)
+    auto expected = *type == t.type ? t.byte_size : held_bytes(t);
+    if (b.itemsize != static_cast<py::ssize_t>(dtype_bytes(*type)) ||
+        bytes != expected)
       bad("tensor '" + name + "' has elements of " +
           std::to_string(b.itemsize) + " bytes");
     auto stride = b.itemsize;
@@ -333,6 +357,13 @@ client_handle::pin_update(const task_info& info, const py::list& tensors) {
       stride *= b.shape[d];
     }
     view.tensors[it->second] = {static_cast<std::byte*>(b.ptr), bytes};
+    if (*type != t.type) { // integer or bool: it travels widened
+      auto& w = widened.emplace_back(t.byte_size);
+      if (auto ok = widen(t, {static_cast<const std::byte*>(b.ptr), bytes}, w);
+          !ok)
+        raise({ok.err().code, "task.send: " + ok.err().message});
+      view.tensors[it->second] = {w.data(), w.size()};
+    }
     given[it->second] = true;
     pins[it->second] = std::move(b);
   }
@@ -340,7 +371,7 @@ client_handle::pin_update(const task_info& info, const py::list& tensors) {
     if (!given[i])
       bad("tensor '" + layout.tensors[i].name +
           "' of the server's model is missing from the update");
-  return {std::move(view), std::move(pins)};
+  return {std::move(view), std::move(pins), std::move(widened)};
 }
 
 void client_handle::task::send(const py::list& tensors, uint64_t samples,
@@ -358,6 +389,7 @@ void client_handle::task::send(const py::list& tensors, uint64_t samples,
       !ok)
     raise(ok.err()); // the update sent before (if any) stays pinned
   owner->pins_ = std::move(update.pins);
+  owner->widened_ = std::move(update.widened);
   for (;;) { // until the server has the whole update
     py_task_bridge::wait_result r;
     {

@@ -21,7 +21,8 @@ constexpr dtype_traits dtypes[] = {
     {dtype::float32, 4, "F32"},   {dtype::float16, 2, "F16"},
     {dtype::bfloat16, 2, "BF16"}, {dtype::float64, 8, "F64"},
     {dtype::int64, 8, "I64"},     {dtype::int32, 4, "I32"},
-    {dtype::uint8, 1, "U8"},
+    {dtype::uint8, 1, "U8"},      {dtype::int16, 2, "I16"},
+    {dtype::int8, 1, "I8"},       {dtype::boolean, 1, "BOOL"},
 };
 
 const dtype_traits* traits_of(dtype t) {
@@ -72,7 +73,7 @@ uint64_t element_count(const std::vector<uint64_t>& shape) {
 tensor_info make_tensor_info(std::string name, dtype type,
                              std::vector<uint64_t> shape) {
   auto bytes = element_count(shape) * dtype_bytes(type);
-  return {std::move(name), type, std::move(shape), bytes};
+  return {std::move(name), type, std::move(shape), bytes, std::nullopt};
 }
 
 result<void> validate(const manifest& m) {
@@ -87,6 +88,14 @@ result<void> validate(const manifest& m) {
     auto expected = element_count(t.shape) * dtype_bytes(t.type);
     FEDCAF_REQUIRE(t.byte_size == expected, errc::manifest_mismatch, t.name,
                    t.byte_size, expected);
+    // A carried tensor travels in a floating dtype, held as another one.
+    auto floating = [](dtype x) {
+      return x == dtype::float32 || x == dtype::float16 ||
+             x == dtype::bfloat16 || x == dtype::float64;
+    };
+    FEDCAF_REQUIRE(!t.held || (floating(t.type) && t.type != dtype::float64 &&
+                               dtype_bytes(*t.held) > 0 && !floating(*t.held)),
+                   errc::manifest_mismatch, t.name);
   }
   return {};
 }
@@ -98,6 +107,10 @@ uint64_t digest(const manifest& m) {
     XXH3_64bits_update(state, t.name.data(), t.name.size() + 1);
     auto type = static_cast<uint8_t>(t.type);
     XXH3_64bits_update(state, &type, 1);
+    if (t.held) { // absent for a tensor held as it travels: digests stay
+      uint8_t held[2] = {0xff, static_cast<uint8_t>(*t.held)};
+      XXH3_64bits_update(state, held, 2);
+    }
     uint64_t rank = t.shape.size();
     XXH3_64bits_update(state, &rank, sizeof rank);
     XXH3_64bits_update(state, t.shape.data(), rank * sizeof(uint64_t));

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <optional>
 
+#include "fedcaf/carried.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/llama.hpp"
 #include "fedcaf/safetensors.hpp"
@@ -38,6 +39,16 @@ result<manifest> named_layout(const model_config& cfg) {
   return cnn->layout;
 }
 
+/// The layout `file`'s tensors travel as (fedcaf/carried.hpp), with an
+/// error naming the file iff they cannot.
+result<manifest> carried_layout_of(const safetensors_file& file,
+                                   const std::string& path) {
+  auto carried = carry_layout(file.layout());
+  if (!carried)
+    return error{carried.err().code, path + ": " + carried.err().message};
+  return carried;
+}
+
 /// Opens model_configs.path and checks it against a CNN's layout.
 result<safetensors_file> open_model_file(const model_config& cfg) {
   auto file = safetensors_file::open(cfg.path);
@@ -70,19 +81,31 @@ result<manifest> model_layout(const model_config& cfg) {
   auto file = open_model_file(cfg);
   if (!file)
     return file.err();
-  return file->layout();
+  return carried_layout_of(*file, cfg.path);
 }
 
 namespace {
 
-/// Copies `from` into `to`, giving both sides' pages back as it goes.
-void copy_released(const const_model_view& from, byte_buffer& to) {
+/// Copies `from` into `to` (laid out as `layout`), giving `to`'s pages back
+/// as it goes; `held`: `from` is laid out as the model holds its tensors,
+/// and carried ones are widened.
+result<void> copy_released(const const_model_view& from, const manifest& layout,
+                           bool held, byte_buffer& to) {
   size_t at = 0;
-  for (auto t : from.tensors) {
-    std::memcpy(to.data() + at, t.data(), t.size());
-    to.release(at, t.size());
-    at += t.size();
+  for (size_t i = 0; i < from.tensors.size(); ++i) {
+    auto t = from.tensors[i];
+    const auto& info = layout.tensors[i];
+    if (info.held && held) {
+      auto ok = widen(info, t, to.bytes().subspan(at, info.byte_size));
+      if (!ok)
+        return ok;
+    } else {
+      std::memcpy(to.data() + at, t.data(), t.size());
+    }
+    to.release(at, info.byte_size);
+    at += info.byte_size;
   }
+  return {};
 }
 
 } // namespace
@@ -98,7 +121,10 @@ result<model_snapshot> initial_model(const model_config& cfg,
     if (!opened)
       return opened.err();
     file.emplace(std::move(*opened));
-    s.layout = file->layout();
+    auto carried = carried_layout_of(*file, cfg.path);
+    if (!carried)
+      return carried.err();
+    s.layout = std::move(*carried);
   } else if (built_by_torch(cfg)) {
     auto built = make_initial_model(cfg);
     if (!built)
@@ -122,11 +148,13 @@ result<model_snapshot> initial_model(const model_config& cfg,
       return mapped.err();
     s.bytes = std::move(*mapped);
   }
-  if (file)
-    copy_released(file->view(), s.bytes);
-  else if (cnn)
-    copy_released(cnn->view(), s.bytes);
-  else
+  if (file) {
+    if (auto ok = copy_released(file->view(), s.layout, true, s.bytes); !ok)
+      return error{ok.err().code, cfg.path + ": " + ok.err().message};
+  } else if (cnn) {
+    if (auto ok = copy_released(cnn->view(), s.layout, false, s.bytes); !ok)
+      return ok.err();
+  } else
     fill_synthetic(s.layout, cfg.seed, s.bytes);
   return s;
 }

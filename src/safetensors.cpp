@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fedcaf/carried.hpp"
+
 namespace fedcaf {
 
 namespace {
@@ -237,11 +239,13 @@ std::string header_text(const manifest& layout,
   if (!metadata.empty())
     header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const auto& t : layout.tensors) {
-    header[t.name] = {{"dtype", std::string{dtype_name(t.type)}},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.byte_size}}};
-    offset += t.byte_size;
+  for (const auto& t : layout.tensors) { // carried ones as the model holds
+    auto bytes = held_bytes(t);
+    header[t.name] = {
+        {"dtype", std::string{dtype_name(t.held.value_or(t.type))}},
+        {"shape", t.shape},
+        {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
   }
   auto text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' '); // data starts 8-aligned
@@ -271,8 +275,19 @@ write_safetensors(const std::string& path, const manifest& layout,
                    text.size(), tmp);
   constexpr uint64_t piece = 64u << 20;
   uint64_t offset = 0;
+  std::vector<std::byte> narrowed;
   for (size_t i = 0; ok && i < model.tensors.size(); ++i) {
     auto t = model.tensors[i];
+    if (const auto& info = layout.tensors[i]; info.held) {
+      // Integer and bool tensors (small): rounded back, in one piece.
+      narrowed.resize(held_bytes(info));
+      narrow(info, t, narrowed);
+      ok = write_all(fd.fd, narrowed.data(), narrowed.size(), tmp);
+      if (ok && written)
+        written(offset, t.size());
+      offset += t.size();
+      continue;
+    }
     for (uint64_t at = 0; ok && at < t.size(); at += piece) {
       auto n = std::min<uint64_t>(piece, t.size() - at);
       ok = write_all(fd.fd, t.data() + at, n, tmp);

@@ -4,6 +4,7 @@
 // Included only by src/torch_*.cpp. Thread-safety: one user at a time.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,8 +36,9 @@ public:
   /// The trainable parameters, for the optimizer.
   virtual std::vector<torch::Tensor> parameters() = 0;
 
-  /// What travels: parameters, then floating-point buffers, named and
-  /// ordered as in PyTorch's state_dict.
+  /// What travels: parameters, then buffers (integer and bool ones are
+  /// carried in float32, fedcaf/carried.hpp), named and ordered as in
+  /// PyTorch's state_dict.
   virtual std::vector<named_tensor> state() = 0;
 
   /// Moves every tensor to `device` (state() then names the moved ones).
@@ -51,7 +53,12 @@ public:
 /// not float32 or not contiguous.
 result<std::unique_ptr<network>> load_script_network(const std::string& path);
 
-/// Returns the layout of `state`, each tensor as float32.
+/// Returns the dtype an integer or bool tensor is held as, or nullopt for
+/// any other.
+std::optional<dtype> held_dtype_of(const torch::Tensor& t);
+
+/// Returns the layout of `state`, each tensor as float32 (integer and bool
+/// ones carried: tensor_info::held).
 manifest layout_of(const std::vector<named_tensor>& state);
 
 } // namespace fedcaf

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "dp_sgd.hpp"
+#include "fedcaf/carried.hpp"
 #include "fedcaf/trainer.hpp"
 #include "torch_network.hpp"
 
@@ -264,27 +265,62 @@ torch::Device device_of(const train_config& t) {
 /// A network's state in host memory, what parameters() views. On the CPU
 /// it is the network's own tensors; on a GPU a host copy, loaded into the
 /// network before it runs and stored back after it trained.
+/// Integer and bool buffers travel as float32 (fedcaf/carried.hpp): what
+/// parameters() views of them is a float32 copy, rounded into the network
+/// before it runs (load) and widened from it after (store).
 class host_state {
 public:
   host_state(network& net, const torch::Device& device) {
     auto state = net.state();
     layout_ = layout_of(state);
     host_ = tensors_of(state);
-    if (device.is_cpu())
-      return;
-    net.to(device);
-    device_ = tensors_of(net.state());
-    for (auto& t : host_)
-      t = t.clone();
+    for (size_t i = 0; i < host_.size(); ++i)
+      if (layout_.tensors[i].held) {
+        held_.push_back({i, host_[i]});
+        host_[i] = torch::empty(host_[i].sizes(), torch::kFloat32);
+      }
+    if (!device.is_cpu()) {
+      net.to(device);
+      device_ = tensors_of(net.state());
+      for (auto& t : host_)
+        if (t.is_floating_point())
+          t = t.clone();
+    }
+    if (auto ok = store(); !ok)
+      throw std::invalid_argument{ok.err().message};
   }
 
   const manifest& layout() const { return layout_; }
   model_view view() const { return view_of(host_); }
 
-  void load() { copy(host_, device_); }
-  void store() { copy(device_, host_); }
+  void load() {
+    copy(host_, device_);
+    for (auto& [i, held] : held_) {
+      narrow(layout_.tensors[i], bytes_of(host_[i]), bytes_of(held));
+      if (!device_.empty())
+        device_[i].copy_(held);
+    }
+  }
+
+  /// Fails iff a counter outgrew float32's integers (2^24).
+  result<void> store() {
+    copy(device_, host_);
+    for (auto& [i, held] : held_) {
+      if (!device_.empty())
+        held.copy_(device_[i]);
+      if (auto ok =
+              widen(layout_.tensors[i], bytes_of(held), bytes_of(host_[i]));
+          !ok)
+        return ok;
+    }
+    return {};
+  }
 
 private:
+  static std::span<std::byte> bytes_of(const torch::Tensor& t) {
+    return {static_cast<std::byte*>(t.data_ptr()), t.nbytes()};
+  }
+
   /// Copies `from` into `to`; nothing on the CPU (device_ is empty).
   void copy(const std::vector<torch::Tensor>& from,
             std::vector<torch::Tensor>& to) {
@@ -298,6 +334,9 @@ private:
   manifest layout_;
   std::vector<torch::Tensor> host_;
   std::vector<torch::Tensor> device_; // empty on the CPU
+  /// Carried tensors: their index, and the network's own (on the CPU) or
+  /// a host copy of it.
+  std::vector<std::pair<size_t, torch::Tensor>> held_;
 };
 
 class torch_trainer final : public trainer {
@@ -327,7 +366,8 @@ public:
     return guarded("training", [this]() -> result<train_metrics> {
       state_.load();
       auto m = run_training();
-      state_.store();
+      if (auto ok = state_.store(); !ok)
+        return ok.err();
       return m;
     });
   }
@@ -575,9 +615,18 @@ result<model_snapshot> make_initial_model(const model_config& cfg) {
     s.layout = layout_of(state);
     s.bytes = byte_buffer::uninitialized(s.layout.total_bytes());
     size_t at = 0;
-    for (const auto& [name, t] : state) {
-      std::memcpy(s.bytes.data() + at, t.data_ptr(), t.nbytes());
-      at += t.nbytes();
+    for (size_t i = 0; i < state.size(); ++i) {
+      const auto& t = state[i].second;
+      const auto& info = s.layout.tensors[i];
+      std::span<const std::byte> from{static_cast<std::byte*>(t.data_ptr()),
+                                      t.nbytes()};
+      if (!info.held)
+        std::memcpy(s.bytes.data() + at, from.data(), from.size());
+      else if (auto ok = widen(info, from,
+                               s.bytes.bytes().subspan(at, info.byte_size));
+               !ok)
+        return ok.err();
+      at += info.byte_size;
     }
     return s;
   });

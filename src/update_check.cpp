@@ -192,8 +192,9 @@ double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
   double sum = 0;
   auto base = plan.extent(seq).model_offset;
   for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
-    sum += distance_of(m.tensors[tensor].type, update.data() + at,
-                       global.data() + base + at, n);
+    if (!m.tensors[tensor].held) // integer and bool tensors are no part
+      sum += distance_of(m.tensors[tensor].type, update.data() + at,
+                         global.data() + base + at, n);
   });
   return sum;
 }
@@ -203,8 +204,9 @@ double squared_norm(const manifest& m, const chunk_plan& plan, uint64_t seq,
   double sum = 0;
   auto base = plan.extent(seq).model_offset;
   for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
-    sum += distance_of(m.tensors[tensor].type, model.data() + base + at,
-                       nullptr, n);
+    if (!m.tensors[tensor].held)
+      sum += distance_of(m.tensors[tensor].type, model.data() + base + at,
+                         nullptr, n);
   });
   return sum;
 }

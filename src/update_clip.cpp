@@ -25,7 +25,9 @@ double update_norm(const manifest& layout, const const_model_view& params,
   size_t at = 0;
   for (size_t t = 0; t < layout.tensors.size(); ++t) {
     auto type = layout.tensors[t].type;
-    auto n = params.tensors[t].size() / dtype_bytes(type);
+    auto n = layout.tensors[t].held
+                 ? 0 // integer and bool tensors: no part
+                 : params.tensors[t].size() / dtype_bytes(type);
     for (size_t i = 0; i < n; ++i) {
       double d =
           static_cast<double>(load_element(type, params.tensors[t].data(), i)) -
@@ -50,7 +52,9 @@ double clip_update(const manifest& layout, const model_view& params,
   for (size_t t = 0; t < layout.tensors.size(); ++t) {
     auto type = layout.tensors[t].type;
     auto* p = params.tensors[t].data();
-    auto n = params.tensors[t].size() / dtype_bytes(type);
+    auto n = layout.tensors[t].held
+                 ? 0 // kept as they are
+                 : params.tensors[t].size() / dtype_bytes(type);
     for (size_t i = 0; i < n; ++i) {
       double b = load_element(type, base.data() + at, i);
       double x = load_element(type, p, i);

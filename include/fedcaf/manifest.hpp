@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,6 +22,9 @@ enum class dtype : uint8_t {
   int64,
   int32,
   uint8,
+  int16,
+  int8,
+  boolean,
 };
 
 /// Returns the size of one element in bytes.
@@ -36,9 +40,13 @@ result<dtype> dtype_from_name(std::string_view name);
 /// One tensor of a model: its name, element type, shape and size in bytes.
 struct tensor_info {
   std::string name;
-  dtype type = dtype::float32;
+  dtype type = dtype::float32; ///< as it travels and is averaged
   std::vector<uint64_t> shape;
   uint64_t byte_size = 0;
+  /// Set iff the model holds this tensor as an integer or bool dtype and it
+  /// travels, and is averaged, in `type`, the model's floating dtype
+  /// (fedcaf/carried.hpp): the dtype the model holds it in.
+  std::optional<dtype> held;
 
   friend bool operator==(const tensor_info&, const tensor_info&) = default;
 };

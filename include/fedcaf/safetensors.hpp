@@ -61,7 +61,9 @@ using written_fn = std::function<void(uint64_t offset, uint64_t size)>;
 /// given metadata, in layout order and in pieces of at most 64 MiB, calling
 /// `written` after each (e.g. to release the pages of a mapped model). The
 /// file appears complete or not at all (written to "<path>.tmp", then
-/// renamed). Returns an error iff a write fails.
+/// renamed). Carried tensors (tensor_info::held) are written as the model
+/// holds them, rounded back (fedcaf/carried.hpp). Returns an error iff a
+/// write fails.
 result<void>
 write_safetensors(const std::string& path, const manifest& layout,
                   const const_model_view& model,

@@ -38,9 +38,11 @@ Error.message = property(lambda self: self.args[1] if len(self.args) > 1 else ""
 Error.__str__ = lambda self: f"{self.code}: {self.message}"
 
 # dtype names as fedcaf (and the manifest) spell them.
-_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "uint8")
+_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32",
+           "uint8", "int16", "int8", "bool")
 _SAFETENSORS = {"float32": "F32", "float16": "F16", "bfloat16": "BF16",
-                "float64": "F64", "int64": "I64", "int32": "I32", "uint8": "U8"}
+                "float64": "F64", "int64": "I64", "int32": "I32", "uint8": "U8",
+                "int16": "I16", "int8": "I8", "bool": "BOOL"}
 
 
 def _torch_dtype_name(t):
@@ -98,7 +100,9 @@ class Task:
     def arrays(self):
         """dict name -> numpy array viewing the received model (no copy).
         bfloat16 tensors are uint16 arrays of their bits. The memory is the
-        client's: the next round's model is received into it."""
+        client's: the next round's model is received into it. Integer and
+        bool tensors (which travel in the model's floating dtype) are arrays
+        of their own dtype, rounded back: copies."""
         if self._arrays is None:
             self._arrays = self._task.arrays()
         return self._arrays

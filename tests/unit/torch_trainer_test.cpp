@@ -247,8 +247,10 @@ TEST_CASE("DP-SGD draws Poisson samples of rate batch / samples") {
 namespace {
 
 /// A TorchScript module saved to a temporary file: a float buffer `scale`,
-/// an int64 buffer `steps` (not part of the model), and a linear child `fc`
-/// of 4 inputs and 2 outputs. state_dict order: scale, fc.weight, fc.bias.
+/// an int64 buffer `steps` (counts training forwards, as BatchNorm's
+/// num_batches_tracked does; carried in float32), and a linear child `fc`
+/// of 4 inputs and 2 outputs. state_dict order: scale, steps, fc.weight,
+/// fc.bias.
 std::string save_script_model() {
   torch::manual_seed(1);
   torch::jit::Module fc("Linear");
@@ -262,9 +264,12 @@ def forward(self, x):
   torch::jit::Module m("Net");
   m.register_buffer("scale", torch::ones({1}));
   m.register_buffer("steps", torch::zeros({1}, torch::kInt64));
+  m.register_attribute("training", c10::BoolType::get(), true);
   m.register_module("fc", fc);
   m.define(R"(
 def forward(self, x):
+    if self.training:
+        self.steps.add_(1)
     return self.fc.forward(x * self.scale)
 )");
   auto path = (std::filesystem::temp_directory_path() /
@@ -321,8 +326,11 @@ TEST_CASE("a TorchScript model: its layout is its state_dict's, it trains, "
   std::vector<std::string> names;
   for (const auto& t : initial->layout.tensors)
     names.push_back(t.name);
-  CHECK(names == std::vector<std::string>{"scale", "fc.weight", "fc.bias"});
-  CHECK(initial->layout.tensors[1].shape == std::vector<uint64_t>{2, 4});
+  CHECK(names ==
+        std::vector<std::string>{"scale", "steps", "fc.weight", "fc.bias"});
+  CHECK(initial->layout.tensors[1].type == dtype::float32);
+  CHECK(initial->layout.tensors[1].held == dtype::int64);
+  CHECK(initial->layout.tensors[2].shape == std::vector<uint64_t>{2, 4});
   auto train = separable(400, false);
   auto test = separable(100, false);
   auto t = make_trainer(cfg, {train, first(400), test, first(60)}, 1, 1);
@@ -332,10 +340,21 @@ TEST_CASE("a TorchScript model: its layout is its state_dict's, it trains, "
   REQUIRE(before);
   REQUIRE(*before);
   CHECK((*before)->samples == 60);
+  auto steps = [&t] {
+    float v;
+    std::memcpy(&v, (*t)->parameters().tensors[1].data(), 4);
+    return v;
+  };
+  CHECK(steps() == 0.0f);
   auto first_round = (*t)->train();
-  auto second_round = (*t)->train();
   REQUIRE(first_round);
+  CHECK(steps() == 20.0f); // the int64 counter, widened after training
+  // A received mean of 5.6 goes into the network as 6 and counts on.
+  float received = 5.6f;
+  std::memcpy((*t)->parameters().tensors[1].data(), &received, 4);
+  auto second_round = (*t)->train();
   REQUIRE(second_round);
+  CHECK(steps() == 26.0f);
   CHECK(second_round->loss < first_round->loss);
   auto after = (*t)->evaluate_local();
   REQUIRE(after);
