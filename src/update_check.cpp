@@ -159,6 +159,16 @@ double distance_of(dtype t, const std::byte* u, const std::byte* g,
   }
 }
 
+/// True iff tensor `t` takes no part in an update's distance: an integer
+/// or bool tensor (carried), or a BatchNorm running statistic (PyTorch's
+/// `.running_mean`, `.running_var`), which honest training moves far from
+/// its initial value (a running_var of ones becomes the activations'
+/// variance: 40 x the CNN's norm in one round, measured).
+bool outside_distance(const tensor_info& t) {
+  return t.held || t.name.ends_with(".running_mean") ||
+         t.name.ends_with(".running_var");
+}
+
 } // namespace
 
 result<void> check_finite(const manifest& m, const chunk_plan& plan,
@@ -192,7 +202,7 @@ double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
   double sum = 0;
   auto base = plan.extent(seq).model_offset;
   for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
-    if (!m.tensors[tensor].held) // integer and bool tensors are no part
+    if (!outside_distance(m.tensors[tensor]))
       sum += distance_of(m.tensors[tensor].type, update.data() + at,
                          global.data() + base + at, n);
   });
@@ -204,7 +214,7 @@ double squared_norm(const manifest& m, const chunk_plan& plan, uint64_t seq,
   double sum = 0;
   auto base = plan.extent(seq).model_offset;
   for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
-    if (!m.tensors[tensor].held)
+    if (!outside_distance(m.tensors[tensor]))
       sum += distance_of(m.tensors[tensor].type, model.data() + base + at,
                          nullptr, n);
   });

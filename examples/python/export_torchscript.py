@@ -6,13 +6,16 @@ torch.jit.script and saved with .save(path).
 
     python3 examples/python/export_torchscript.py -o build/examples/cnn.pt
 
-Any model scripted the same way works: fedcaf trains its parameters and
-floating-point buffers, named and ordered as in its state_dict. Needs
+`--model resnet` writes a ResNet-style CNN with BatchNorm instead
+(examples/python/resnet_bn.py). Any model scripted the same way works:
+fedcaf trains its parameters and federates its buffers (integer and bool
+ones carried in float32), named and ordered as in its state_dict. Needs
 PyTorch (Debian: python3-torch).
 """
 
 import argparse
 import os
+import sys
 
 import torch
 from torch import nn
@@ -43,9 +46,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=42,
                         help="seed of the initial weights (default: 42)")
     parser.add_argument("--num-classes", type=int, default=10)
+    parser.add_argument("--model", choices=("cnn", "resnet"), default="cnn")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
-    model = torch.jit.script(CNN(num_classes=args.num_classes))
+    if args.model == "resnet":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from resnet_bn import ResNetBN
+        net = ResNetBN(num_classes=args.num_classes)
+    else:
+        net = CNN(num_classes=args.num_classes)
+    model = torch.jit.script(net)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     model.save(args.output)
     print(f"wrote {args.output}")

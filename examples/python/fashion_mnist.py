@@ -6,6 +6,11 @@ your training loop; fedcaf moves the model.
     python3 examples/python/fashion_mnist.py -c configs/client_1.yaml
     python3 examples/python/fashion_mnist.py -c configs/client_2.yaml
 
+`--model resnet` trains a ResNet-style CNN with BatchNorm
+(examples/python/resnet_bn.py) instead: its int64 num_batches_tracked
+buffers travel as they are. (`--float-only` shows the workaround other
+setups need: send only the float tensors and load with strict=False.)
+
 The client config gives the client id, the server's address and this
 client's share of the data (data_configs.dataset_kwargs: num_clients,
 client_id, seed). `--init PATH` writes the model's initial weights, which
@@ -26,6 +31,8 @@ from torch import nn
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "build", "python"))
 import fedcaf  # noqa: E402  (PYTHONPATH=build/python works too)
+sys.path.insert(0, HERE)
+from resnet_bn import ResNetBN  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530
 
@@ -75,14 +82,15 @@ def share(n, num_clients, index, seed):
     return torch.from_numpy(np.array_split(order, num_clients)[index])
 
 
-def train(model, x, y, epochs, lr, batch, seed, prox=None):
+def train(model, x, y, epochs, lr, batch, seed, prox=None, steps=0):
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     g = torch.Generator().manual_seed(seed)
     model.train()
     total, seen = 0.0, 0
     for _ in range(epochs):
-        for idx in torch.randperm(len(y), generator=g).split(batch):
+        batches = torch.randperm(len(y), generator=g).split(batch)
+        for idx in batches[:steps] if steps else batches:
             opt.zero_grad()
             loss = loss_fn(model(x[idx]), y[idx])
             objective = loss + prox.term() if prox else loss
@@ -128,15 +136,28 @@ def main():
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--steps", type=int, default=0,
+                   help="at most this many batches per epoch (0: all)")
+    p.add_argument("--model", choices=("cnn", "resnet"), default="cnn")
+    p.add_argument("--float-only", action="store_true",
+                   help="send and load only the float tensors (a workaround "
+                        "fedcaf does not need; for comparison)")
     p.add_argument("--record", metavar="DIR",
                    help="save each model received and update sent (safetensors)")
     args = p.parse_args()
 
     torch.manual_seed(42)
-    model = Net()
+    model = ResNetBN() if args.model == "resnet" else Net()
+
+    def state():
+        s = model.state_dict()
+        if args.float_only:
+            s = {k: v for k, v in s.items() if v.is_floating_point()}
+        return s
+
     if args.init:
         os.makedirs(os.path.dirname(os.path.abspath(args.init)), exist_ok=True)
-        fedcaf.save_safetensors(model.state_dict(), args.init)
+        fedcaf.save_safetensors(state(), args.init)
         return 0
     if not args.config:
         p.error("-c CONFIG is required (or --init PATH)")
@@ -152,7 +173,8 @@ def main():
     overrides = dict(kv.split("=", 1) for kv in args.set)
     with fedcaf.Client(args.config, set=overrides) as client:
         for task in client.tasks():
-            model.load_state_dict(task.model_state(torch))
+            model.load_state_dict(task.model_state(torch),
+                                  strict=not args.float_only)
             scores = evaluate(model, tx, ty)  # the global model, on my data
             task.evaluate(scores, num_samples=len(ty))
             if task.evaluate_only:
@@ -167,12 +189,12 @@ def main():
             # FedProx when the server sets train_configs.proximal_mu
             prox = fedcaf.FedProx(model, task) if task.proximal_mu > 0 else None
             n, loss = train(model, x, y, args.epochs, args.lr, args.batch,
-                            s["seed"] + task.round, prox)
+                            s["seed"] + task.round, prox, args.steps)
             if args.record:
                 fedcaf.save_safetensors(
                     model.state_dict(),
                     os.path.join(args.record, f"sent-{task.round}.safetensors"))
-            task.send(model.state_dict(), num_samples=n, metrics={"loss": loss})
+            task.send(state(), num_samples=n, metrics={"loss": loss})
             print(f"round {task.round}: trained on {n} samples in "
                   f"{time.time() - start:.1f} s, loss {loss:.4f}; global model "
                   f"accuracy {scores['accuracy']:.4f}", flush=True)
