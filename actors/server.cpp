@@ -125,7 +125,8 @@ public:
       self_->send(peers_.scheduler, join_atom::value, h->client_id, a->from);
     }
     return msg::encode(msg::welcome{a->index, options_.num_clients,
-                                    options_.client_configs_yaml});
+                                    options_.client_configs_yaml,
+                                    options_.terms});
   }
 
   /// Opens round `round` for the clients the scheduler chose.

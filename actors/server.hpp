@@ -36,6 +36,7 @@ struct server_options {
   uint64_t chunk_bytes = 1 << 20; ///< the plan both ends derive
   uint32_t window = 4;
   std::string client_configs_yaml; ///< handed to every client in Welcome
+  msg::client_terms terms;         ///< typed in every Welcome
   /// After the run, how long to wait for clients to disconnect.
   std::chrono::milliseconds linger{5000};
   /// How long a client that lost its connection may take to come back and

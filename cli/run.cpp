@@ -191,6 +191,28 @@ trainer_factory local_trainer(std::shared_ptr<lazy_data> sets, data_config data,
   };
 }
 
+/// What every client must obey, typed for Welcome (the same values the
+/// client_configs YAML carries, where it has them).
+msg::client_terms client_terms_of(const config& cfg) {
+  const auto& s = cfg.server.comm.stream;
+  auto ms = [](double seconds) {
+    return static_cast<uint32_t>(std::clamp(seconds * 1000.0, 0.0, 4.0e9));
+  };
+  const auto& z = cfg.clients.compression;
+  const auto& t = cfg.clients.train;
+  return {ms(s.heartbeat_s),
+          ms(s.connection_timeout_s),
+          ms(s.idle_timeout_s),
+          ms(s.reconnect_grace_s),
+          cfg.server.comm.max_message_size,
+          t.federated_evaluation,
+          t.declare_update_norm,
+          t.update_clip_norm,
+          static_cast<uint8_t>(z.up ? z.method : compression_method::none),
+          static_cast<uint8_t>(z.down ? z.method : compression_method::none),
+          z.method == compression_method::zfp ? z.zfp_tolerance : 0.0};
+}
+
 /// Returns the test set iff the server will evaluate, else null.
 result<dataset_ptr> test_set_for(const config& cfg) {
   if (!cfg.server.evaluate || !has_evaluation(cfg.clients.model) ||
@@ -262,6 +284,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   so.server.chunk_bytes = *chunk_bytes;
   so.server.window = comm.stream.window;
   so.server.client_configs_yaml = client_configs_yaml(cfg);
+  so.server.terms = client_terms_of(cfg);
   so.server.report_path = opts.report_path.value_or("");
   so.server.metrics = std::move(metrics);
   so.server.live = std::move(live);

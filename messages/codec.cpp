@@ -396,11 +396,23 @@ frame encode(const hello& x) {
 }
 
 frame encode(const welcome& x) {
-  return build(8 + text_words(x.client_configs), [&](auto body) {
+  return build(16 + text_words(x.client_configs), [&](auto body) {
     auto b = body.initWelcome();
     b.setClientIndex(x.client_index);
     b.setNumClients(x.num_clients);
     b.setClientConfigs(x.client_configs);
+    const auto& t = x.terms;
+    b.setHeartbeatMs(t.heartbeat_ms);
+    b.setConnectionTimeoutMs(t.connection_timeout_ms);
+    b.setIdleTimeoutMs(t.idle_timeout_ms);
+    b.setReconnectGraceMs(t.reconnect_grace_ms);
+    b.setMaxMessageBytes(t.max_message_bytes);
+    b.setFederatedEvaluation(t.federated_evaluation);
+    b.setDeclareUpdateNorm(t.declare_update_norm);
+    b.setUpdateClipNorm(t.update_clip_norm);
+    b.setUploadEncoding(t.upload_encoding);
+    b.setDownloadEncoding(t.download_encoding);
+    b.setZfpTolerance(t.zfp_tolerance);
   });
 }
 
@@ -623,7 +635,7 @@ frame encode_chunk(const chunk_header& h, size_t payload_bytes,
     b.setRound(h.round);
     b.setSequence(h.sequence);
     b.setTensorIndex(h.tensor_index);
-    b.setByteOffset(h.byte_offset);
+    b.setTensorOffset(h.byte_offset);
     auto data = b.initBytes(static_cast<uint32_t>(payload_bytes));
     auto bytes = std::span<std::byte>{
         reinterpret_cast<std::byte*>(data.begin()), data.size()};
@@ -656,8 +668,14 @@ template <> result<welcome> decode<welcome>(const frame& f) {
     if (!body.isWelcome())
       return wrong_kind("welcome");
     auto b = body.getWelcome();
+    client_terms t{b.getHeartbeatMs(),         b.getConnectionTimeoutMs(),
+                   b.getIdleTimeoutMs(),       b.getReconnectGraceMs(),
+                   b.getMaxMessageBytes(),     b.getFederatedEvaluation(),
+                   b.getDeclareUpdateNorm(),   b.getUpdateClipNorm(),
+                   b.getUploadEncoding(),      b.getDownloadEncoding(),
+                   b.getZfpTolerance()};
     return welcome{b.getClientIndex(), b.getNumClients(),
-                   b.getClientConfigs().cStr()};
+                   b.getClientConfigs().cStr(), t};
   });
 }
 
@@ -965,7 +983,7 @@ result<chunk_view> decode_chunk(const frame& f, uint64_t max_chunk_bytes) {
         FEDCAF_REQUIRE(sum == b.getChecksum(), errc::bad_checksum, sum,
                        b.getChecksum());
         chunk_header h{b.getStreamId(), b.getRound(), b.getSequence(),
-                       b.getTensorIndex(), b.getByteOffset()};
+                       b.getTensorIndex(), b.getTensorOffset()};
         return chunk_view{h, bytes, sum};
       });
 }

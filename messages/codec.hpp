@@ -109,10 +109,28 @@ struct hello {
   std::string token;
 };
 
+/// What every client must obey, typed in Welcome (docs/protocol.md).
+struct client_terms {
+  uint32_t heartbeat_ms = 0;
+  uint32_t connection_timeout_ms = 0;
+  uint32_t idle_timeout_ms = 0;
+  uint32_t reconnect_grace_ms = 0;
+  uint64_t max_message_bytes = 0;
+  bool federated_evaluation = false;
+  bool declare_update_norm = false;
+  double update_clip_norm = 0;
+  uint8_t upload_encoding = 0; ///< compression_method as a number
+  uint8_t download_encoding = 0;
+  double zfp_tolerance = 0;
+
+  friend bool operator==(const client_terms&, const client_terms&) = default;
+};
+
 struct welcome {
   uint32_t client_index = 0;
   uint32_t num_clients = 0;
-  std::string client_configs; ///< YAML text
+  std::string client_configs; ///< YAML text: the trainer's own settings
+  client_terms terms;
 };
 
 struct round_start {

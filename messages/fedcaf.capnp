@@ -79,7 +79,35 @@ struct Welcome {
   # The position of the client in the server's registry (0-based).
   numClients @1 :UInt32;
   clientConfigs @2 :Text;
-  # The server's client_configs section (train and model configs) as YAML.
+  # The server's client_configs section (train and model configs) as YAML:
+  # the trainer's own settings. What every client must obey is typed below
+  # (the same values as in the YAML, where it has them).
+  heartbeatMs @3 :UInt32;
+  # Send a frame (a heartbeat if nothing else) at least this often.
+  connectionTimeoutMs @4 :UInt32;
+  # The server drops a connection on which nothing arrived for this long.
+  idleTimeoutMs @5 :UInt32;
+  # A transfer (fetch or upload) without a chunk or credit moving for this
+  # long has stalled: the server cuts an upload idle this long.
+  reconnectGraceMs @6 :UInt32;
+  # A client whose connection is lost may come back (Hello, then resume)
+  # within this long before it is dropped from the run.
+  maxMessageBytes @7 :UInt64;
+  # The largest frame the server takes (header included); larger: refused.
+  federatedEvaluation @8 :Bool;
+  # Evaluate the model of each roundStart after the first (and the
+  # evaluateOnly one) on the client's own data and send an Evaluation.
+  declareUpdateNorm @9 :Bool;
+  # Offers must carry updateNorm, the update's L2 norm (norm_bound).
+  updateClipNorm @10 :Float64;
+  # DP-FedAvg: clip the update to this L2 norm before sending (0: none).
+  uploadEncoding @11 :UInt8;
+  # What upload chunks must carry, as Offer.encoding numbers it (0: none,
+  # 1 fp16, 2 bf16, 3 int8, 4 zfp; see "Compression").
+  downloadEncoding @12 :UInt8;
+  # What download chunks carry (the same numbers).
+  zfpTolerance @13 :Float64;
+  # zfp's absolute error bound, where an encoding is zfp.
 }
 
 struct RoundStart {
@@ -151,7 +179,7 @@ struct Chunk {
   sequence @2 :UInt64;
   tensorIndex @3 :UInt32;
   # The tensor holding the first byte of this chunk.
-  byteOffset @4 :UInt64;
+  tensorOffset @4 :UInt64;
   # Offset of the first byte inside that tensor.
   checksum @5 :UInt64;
   # XXH3-64 of bytes.

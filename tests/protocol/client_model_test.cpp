@@ -43,12 +43,12 @@ struct fixture {
 
 TEST_CASE("registration builds the trainer iff the client holds its model") {
   fixture x;
-  client_model holds{"C1", x.factory, x.plain, msg::welcome{2, 4, ""}};
+  client_model holds{"C1", x.factory, x.plain, msg::welcome{2, 4, "", {}}};
   auto line = holds.registered(true);
   REQUIRE(line);
   CHECK(*line == "registered as client 2 of 4, 30 samples");
   CHECK(holds.has_trainer());
-  client_model lazy{"C2", x.factory, x.plain, msg::welcome{3, 4, ""}};
+  client_model lazy{"C2", x.factory, x.plain, msg::welcome{3, 4, "", {}}};
   auto later = lazy.registered(false);
   REQUIRE(later);
   CHECK(
@@ -61,14 +61,14 @@ TEST_CASE("registration builds the trainer iff the client holds its model") {
 TEST_CASE("the Welcome makes the model from the configs it carries") {
   fixture x;
   auto made =
-      client_model::welcome("C1", x.factory, msg::welcome{2, 4, ""}, true);
+      client_model::welcome("C1", x.factory, msg::welcome{2, 4, "", {}}, true);
   REQUIRE(made);
   CHECK(made->line == "registered as client 2 of 4, 30 samples");
   CHECK(made->model->has_trainer());
   CHECK(made->model->client_id() == "C1");
   CHECK(x.built == 1);
   auto bad = client_model::welcome(
-      "C1", x.factory, msg::welcome{2, 4, "train_configs: ["}, true);
+      "C1", x.factory, msg::welcome{2, 4, "train_configs: [", {}}, true);
   REQUIRE_FALSE(bad);
   CHECK(bad.err().code == errc::bad_config);
   CHECK(x.built == 1); // no trainer from configs that do not parse
@@ -76,7 +76,7 @@ TEST_CASE("the Welcome makes the model from the configs it carries") {
 
 TEST_CASE("a round builds the trainer once, and again after it was given up") {
   fixture x;
-  client_model m{"C1", x.factory, x.plain, msg::welcome{0, 4, ""}};
+  client_model m{"C1", x.factory, x.plain, msg::welcome{0, 4, "", {}}};
   auto plan = m.begin_round(x.announced(1));
   REQUIRE(plan);
   CHECK((*plan)->chunk_count() == 4);
@@ -91,7 +91,7 @@ TEST_CASE("a round builds the trainer once, and again after it was given up") {
 
 TEST_CASE("a layout other than the trainer's is refused") {
   fixture x;
-  client_model m{"C1", x.factory, x.plain, msg::welcome{0, 4, ""}};
+  client_model m{"C1", x.factory, x.plain, msg::welcome{0, 4, "", {}}};
   auto rs = x.announced(1);
   rs.model.tensors[0].name = "other";
   CHECK_FALSE(m.begin_round(rs));
@@ -99,7 +99,7 @@ TEST_CASE("a layout other than the trainer's is refused") {
 
 TEST_CASE("without test data the final evaluation has no figures") {
   fixture x;
-  client_model m{"C1", x.factory, x.plain, msg::welcome{0, 4, ""}};
+  client_model m{"C1", x.factory, x.plain, msg::welcome{0, 4, "", {}}};
   REQUIRE(m.begin_round(x.announced(5)));
   auto e = m.evaluate_final(5);
   REQUIRE(e);
@@ -114,7 +114,7 @@ TEST_CASE("without test data the final evaluation has no figures") {
 
 TEST_CASE("the encoder's hooks exist iff uploads are compressed") {
   fixture x;
-  client_model plain{"C1", x.factory, x.plain, msg::welcome{0, 4, ""}};
+  client_model plain{"C1", x.factory, x.plain, msg::welcome{0, 4, "", {}}};
   REQUIRE(plain.begin_round(x.announced(1)));
   REQUIRE(plain.prepare_encoder(x.announced(1)));
   CHECK_FALSE(plain.encode_hook());
@@ -123,7 +123,7 @@ TEST_CASE("the encoder's hooks exist iff uploads are compressed") {
   client_configs z;
   z.compression.method = compression_method::int8;
   z.compression.up = true;
-  client_model packed{"C2", x.factory, z, msg::welcome{0, 4, ""}};
+  client_model packed{"C2", x.factory, z, msg::welcome{0, 4, "", {}}};
   REQUIRE(packed.begin_round(x.announced(1)));
   REQUIRE(packed.prepare_encoder(x.announced(1)));
   CHECK(packed.encode_hook());
@@ -136,7 +136,7 @@ TEST_CASE("training offers the update with its encoding and no DP epsilon") {
   client_configs z;
   z.compression.method = compression_method::bf16;
   z.compression.up = true;
-  client_model m{"C1", x.factory, z, msg::welcome{0, 4, ""}};
+  client_model m{"C1", x.factory, z, msg::welcome{0, 4, "", {}}};
   auto plan = m.begin_round(x.announced(2));
   REQUIRE(plan);
   REQUIRE(m.prepare_encoder(x.announced(2)));

@@ -33,7 +33,7 @@ struct fixture {
                      [this](const client_configs&, const msg::welcome&) {
                        return make_dummy_trainer(layout, 1.0f, 50);
                      },
-                     configs, msg::welcome{0, 2, ""}};
+                     configs, msg::welcome{0, 2, "", {}}};
   client_secagg_flow secagg;
   chunk_plan plan = *chunk_plan::make(layout, 64);
   client_reporter::time_point t0{seconds{100}};
