@@ -668,11 +668,11 @@ template <> result<welcome> decode<welcome>(const frame& f) {
     if (!body.isWelcome())
       return wrong_kind("welcome");
     auto b = body.getWelcome();
-    client_terms t{b.getHeartbeatMs(),         b.getConnectionTimeoutMs(),
-                   b.getIdleTimeoutMs(),       b.getReconnectGraceMs(),
-                   b.getMaxMessageBytes(),     b.getFederatedEvaluation(),
-                   b.getDeclareUpdateNorm(),   b.getUpdateClipNorm(),
-                   b.getUploadEncoding(),      b.getDownloadEncoding(),
+    client_terms t{b.getHeartbeatMs(),       b.getConnectionTimeoutMs(),
+                   b.getIdleTimeoutMs(),     b.getReconnectGraceMs(),
+                   b.getMaxMessageBytes(),   b.getFederatedEvaluation(),
+                   b.getDeclareUpdateNorm(), b.getUpdateClipNorm(),
+                   b.getUploadEncoding(),    b.getDownloadEncoding(),
                    b.getZfpTolerance()};
     return welcome{b.getClientIndex(), b.getNumClients(),
                    b.getClientConfigs().cStr(), t};

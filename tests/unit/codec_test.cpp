@@ -94,8 +94,8 @@ TEST_CASE("every small message survives a round trip") {
   auto d = decode<done>(encode(done{3, {3, 0.9, 0.3, true}, ""}));
   REQUIRE(d);
   CHECK(d->rounds == 3);
-  client_terms terms{5000, 30000, 60000, 30000, 16 << 20, true, true,
-                     1.5,  3,     0,     1e-3};
+  client_terms terms{5000, 30000, 60000, 30000, 16 << 20, true,
+                     true, 1.5,   3,     0,     1e-3};
   auto w = decode<welcome>(encode(welcome{1, 2, "train_configs: {}", terms}));
   REQUIRE(w);
   CHECK(w->client_configs == "train_configs: {}");
