@@ -45,8 +45,9 @@ evaluator_actor::behavior_type evaluating(evaluator_actor::pointer,
         if (!impl)
           return r;
         auto m = impl->evaluate(s->view());
-        if (!m) {
-          log_line(log_level::error, "evaluator", to_string(m.err()));
+        if (!m) { // cancelled: the run is ending, nobody waits for it
+          if (m.err().code != errc::cancelled)
+            log_line(log_level::error, "evaluator", to_string(m.err()));
           return r;
         }
         r.evaluated = true;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
@@ -139,6 +140,12 @@ public:
       if (!closed_) // a frame may close the connection; ignore the rest
         on_frame(std::move(f));
     };
+    bool first = !input_seen_ && !bytes.empty();
+    input_seen_ = input_seen_ || first;
+    if (!tls_ && first && opens_tls(bytes))
+      return error{errc::malformed_frame,
+                   "the peer speaks TLS, and this end does not (use_ssl is "
+                   "off here)"};
     if (!tls_)
       return reader_.feed(bytes, live);
     tls_->set_input(bytes);
@@ -160,6 +167,19 @@ public:
     pump();
     return ++frames_sent_;
   }
+
+  /// Queues `f` unencrypted, for a peer that speaks no TLS (plain_peer()):
+  /// the one frame that tells it why it is refused.
+  void send_plain(const frame& f) {
+    if (closed_)
+      return;
+    auto& buf = self_->wr_buf(hdl_);
+    buf.insert(buf.end(), f.begin(), f.end());
+    note_queued(f.size());
+  }
+
+  /// True iff this end speaks TLS and the peer's first bytes were none.
+  bool plain_peer() const { return tls_ && tls_->plain_peer(); }
 
   /// Closes the connection; nothing is read or sent after this.
   void close() {
@@ -205,6 +225,14 @@ public:
   }
 
 private:
+  /// True iff `bytes`, the first from the peer, open a TLS handshake record
+  /// (content type 22, version 3.x); a frame never starts so (its first
+  /// byte is 0: one segment).
+  static bool opens_tls(const std::vector<char>& bytes) {
+    return static_cast<unsigned char>(bytes[0]) == 22 &&
+           (bytes.size() < 2 || bytes[1] == 3);
+  }
+
   template <class OnFrame> result<void> take_tls(OnFrame& on_frame) {
     if (!secure_) {
       if (auto ok = advance_handshake(); !ok || !secure_)
@@ -289,6 +317,7 @@ private:
   std::unique_ptr<tls_session> tls_;
   bool secure_ = false;
   bool closed_ = false;
+  bool input_seen_ = false;
   std::deque<frame> pending_;       ///< not yet in the socket's write buffer
   std::deque<uint64_t> frame_ends_; ///< where each handed frame ends, in
                                     ///< bytes queued
@@ -594,6 +623,11 @@ private:
   static constexpr const char* limited_events =
       "refused requests or repeated Hellos";
 
+  /// What a client that speaks no TLS to a TLS server is told.
+  static constexpr const char* tls_only =
+      "it accepts TLS only: set comm_configs.grpc_configs.use_ssl: true, "
+      "with client_certificate, client_certificate_key and root_certificate";
+
   /// Refusals by the server side that mark the peer as broken or hostile:
   /// after its answer, the connection ends. Others (a stale round, a reset
   /// stream, sitting a round out) are part of an honest client's life.
@@ -637,6 +671,8 @@ private:
         {e.code, who + e.message + " (peer " + address_ + ")"});
     if (link_.secure())
       link_.send(std::move(reply));
+    else if (link_.plain_peer()) // it reads no TLS: say so in plain bytes
+      link_.send_plain(msg::encode(error{errc::not_authorized, tls_only}));
     start_closing();
   }
 
@@ -748,12 +784,16 @@ caf::behavior acceptor_actor(caf::io::broker* self, int fd, server_gate server,
 // -- client side --------------------------------------------------------------
 
 // State machine: connecting (TLS handshake) -> open -(connection closed,
-// silence, or exit)-> quit. Requests of the client actor leave as frames
-// with fresh request ids and are answered by the reply of the same id;
-// requests still open when the connection ends fail with a CAF error (the
-// client reconnects through a new gateway). A TLS handshake that fails
-// answers the open requests with a not_authorized error frame: the client
-// should not retry that.
+// silence, or exit)-> quit; connecting | open -(refused)-> refused
+// -(the reason answered)-> quit. Requests of the client actor leave as
+// frames with fresh request ids and are answered by the reply of the same
+// id; requests still open when the connection ends fail with a CAF error
+// (the client reconnects through a new gateway). A refusal (a TLS
+// handshake that fails, the server's alert on this client's certificate,
+// or the server's not_authorized error frame) is final: the open requests,
+// or else the next one (a TLS 1.3 refusal may come before the client's
+// Hello), are answered with a not_authorized error frame that says why, so
+// that the client stops at once instead of reconnecting.
 class client_gateway {
 public:
   client_gateway(caf::io::broker* self, connection_handle hdl,
@@ -766,12 +806,18 @@ public:
 
   void start() {
     if (auto ok = link_.start(); !ok)
-      return fail(ok.err());
+      return fail(ok.err(), "the server at " + where_ + ": ");
     last_beat_ = self_->clock().now();
     schedule_tick();
   }
 
   caf::result<frame> ask(frame&& f) {
+    if (refused_) {
+      auto rp = self_->make_response_promise<frame>();
+      rp.deliver(msg::encode(*refused_));
+      self_->quit();
+      return rp;
+    }
     if (!owner_) {
       owner_ = caf::actor_cast<caf::actor>(self_->current_sender());
       self_->monitor(owner_);
@@ -788,9 +834,11 @@ public:
   }
 
   void on_data(const caf::io::new_data_msg& m) {
+    if (refused_)
+      return;
     auto ok = link_.take(m.buf, [this](frame&& f) { on_frame(std::move(f)); });
     if (!ok)
-      fail(ok.err());
+      fail(ok.err(), "the server at " + where_ + ": ");
   }
 
   void on_transferred(const caf::io::data_transferred_msg& m) {
@@ -798,6 +846,11 @@ public:
   }
 
   void on_tick() {
+    if (refused_) { // nobody asked for the reason
+      if (self_->clock().now() - refused_at_ > close_grace)
+        return self_->quit();
+      return schedule_tick();
+    }
     if (link_.silent_for(limits_.connection_timeout))
       return close("nothing arrived from the server for " +
                    std::to_string(limits_.connection_timeout.count()) + " ms");
@@ -810,6 +863,12 @@ public:
       link_.send(msg::encode_heartbeat());
     }
     schedule_tick();
+  }
+
+  /// The server closed the connection (after a refusal: already known).
+  void on_closed() {
+    if (!refused_)
+      close("the server closed the connection");
   }
 
   void close(const std::string& why) {
@@ -856,11 +915,16 @@ private:
       if (auto r = msg::decode<msg::round_over>(f); r && owner_)
         self_->send(owner_, idle_atom::value, r->round);
       return;
-    case msg::frame_kind::error: // a refusal of the connection follows
-      if (auto e = msg::decode<msg::round_over>(f); !e)
+    case msg::frame_kind::error: { // a refusal of the connection follows
+      auto e = msg::error_in(f);
+      if (e && e->code == errc::not_authorized)
+        return fail(*e,
+                    "the server at " + where_ + " refused the connection: ");
+      if (e)
         log_line(log_level::warning, "gateway",
-                 "the server at " + where_ + " refused: " + to_string(e.err()));
+                 "the server at " + where_ + " refused: " + to_string(*e));
       return;
+    }
     default:
       return fail({errc::unexpected_message,
                    std::string{"the server sent an unasked "} +
@@ -873,17 +937,21 @@ private:
       self_->send(owner_, atom, std::move(f));
   }
 
-  /// The stream from the server is broken. A refused TLS handshake answers
-  /// the open requests with its reason (final: no retry helps).
-  void fail(const error& e) {
-    if (e.code == errc::not_authorized) {
-      log_line(log_level::warning, "gateway",
-               "TLS with " + where_ + ": " + e.message);
-      for (auto& [id, rp] : pending_)
-        rp.deliver(msg::encode(e));
-      pending_.clear();
-    }
-    close(e.code == errc::not_authorized ? "" : to_string(e));
+  /// The stream from the server is broken. A refusal (not_authorized) is
+  /// final: the open requests, or else the next one, are answered with its
+  /// reason after `about`, and the client stops (no retry helps).
+  void fail(const error& e, const std::string& about = "") {
+    if (e.code != errc::not_authorized)
+      return close(to_string(e));
+    refused_ = error{e.code, about + e.message};
+    refused_at_ = self_->clock().now();
+    link_.close();
+    if (pending_.empty())
+      return; // the next request takes it (see on_tick)
+    for (auto& [id, rp] : pending_)
+      rp.deliver(msg::encode(*refused_));
+    pending_.clear();
+    self_->quit();
   }
 
   caf::io::broker* self_;
@@ -895,6 +963,8 @@ private:
   std::map<uint32_t, caf::typed_response_promise<frame>> pending_;
   uint32_t next_id_ = 1;
   clock_type::time_point last_beat_;
+  std::optional<error> refused_; ///< why the server refused this client
+  clock_type::time_point refused_at_;
 };
 
 caf::behavior client_gateway_actor(caf::io::broker* self, int fd,
@@ -917,9 +987,7 @@ caf::behavior client_gateway_actor(caf::io::broker* self, int fd,
       [ask](secagg_atom, frame& f) { return ask(f); },
       [st](const caf::io::new_data_msg& m) { st->on_data(m); },
       [st](const caf::io::data_transferred_msg& m) { st->on_transferred(m); },
-      [st](const caf::io::connection_closed_msg&) {
-        st->close("the server closed the connection");
-      },
+      [st](const caf::io::connection_closed_msg&) { st->on_closed(); },
       [st](beat_atom) { st->on_tick(); },
   };
 }

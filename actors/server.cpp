@@ -1,5 +1,6 @@
 #include "actors/server.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <random>
@@ -449,7 +450,11 @@ private:
     });
     if (registry_.connected_count() == 0)
       return quit();
-    self_->delayed_send(self_, options_.linger, tick_atom::value);
+    self_->delayed_send(
+        self_,
+        reason.empty() ? options_.linger
+                       : std::min(options_.linger, options_.early_end_linger),
+        tick_atom::value);
   }
 
   void on_down(const caf::down_msg& m) {

@@ -39,6 +39,10 @@ struct server_options {
   msg::client_terms terms;         ///< typed in every Welcome
   /// After the run, how long to wait for clients to disconnect.
   std::chrono::milliseconds linger{5000};
+  /// After a run that ends early (interrupted, or failed), how long to wait
+  /// for them at most: the Done frames leave at once, and a client that is
+  /// training reads its own only after the last step.
+  std::chrono::milliseconds early_end_linger{100};
   /// How long a client that lost its connection may take to come back and
   /// resume before it is dropped from the run.
   std::chrono::milliseconds reconnect_grace{30000};

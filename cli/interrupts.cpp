@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string>
+
+#include "fedcaf/log.hpp"
 
 namespace fedcaf::cli {
 
@@ -11,6 +14,14 @@ namespace {
 
 /// Ends the watch's thread (never sent from outside the process).
 constexpr int stop_watch = SIGUSR2;
+
+/// Prints "fedcaf: <sig>: <what>" on stderr, and the same line into the
+/// log file (--log-file), if any.
+void say(int sig, const char* what) {
+  std::fprintf(stderr, "fedcaf: %s: %s\n", signal_name(sig), what);
+  log_to_file_only(log_level::warning, "fedcaf",
+                   std::string{signal_name(sig)} + ": " + what);
+}
 
 } // namespace
 
@@ -46,13 +57,10 @@ void interrupt_watch::watch(sigset_t set) {
       on = on_;
     }
     if (signal_.exchange(sig) != 0 || !on) {
-      std::fprintf(stderr, "fedcaf: %s: stopping now\n", signal_name(sig));
+      say(sig, "stopping now");
       _exit(128 + sig);
     }
-    std::fprintf(stderr,
-                 "fedcaf: %s: ending the run and writing the report (again "
-                 "to stop at once)\n",
-                 signal_name(sig));
+    say(sig, "ending the run and writing the report (again to stop at once)");
     on(sig);
   }
 }

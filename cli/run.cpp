@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -40,9 +41,10 @@ namespace {
 
 using dataset_ptr = std::shared_ptr<const image_set>;
 
-/// Prints "fedcaf: <why>" and returns exit code 1.
+/// Prints "fedcaf: <why>" (into the --log-file too) and returns exit code 1.
 int failed(const std::string& why) {
   std::fprintf(stderr, "fedcaf: %s\n", why.c_str());
+  log_to_file_only(log_level::error, "fedcaf", why);
   return 1;
 }
 
@@ -157,37 +159,50 @@ result<client_data> data_of(lazy_data& sets, const data_config& data,
   return cd;
 }
 
+/// Client `index`'s trainer for the server's client_configs `cc`: the
+/// dummy trainer, or LibTorch on its partition of the data.
+result<std::unique_ptr<trainer>>
+make_local_trainer(lazy_data& sets, const data_config& data, uint32_t index,
+                   uint32_t num_threads, const client_configs& cc) {
+  if (cc.train.trainer == trainer_kind::python)
+    return error{errc::bad_config,
+                 "this server's clients train with their own Python code "
+                 "(train_configs.trainer: python): run the Python client "
+                 "(import fedcaf; see examples/python/fashion_mnist.py), "
+                 "not fedcaf client"};
+  if (cc.train.trainer == trainer_kind::dummy) {
+    auto layout = model_layout(cc.model);
+    if (!layout)
+      return layout.err();
+    dummy_storage storage;
+    if (cc.train.storage == model_storage::disk)
+      storage.file = cc.train.storage_dir + "/fedcaf-client" +
+                     std::to_string(index) + "-" + std::to_string(::getpid()) +
+                     ".bin";
+    auto add = cc.train.add * (cc.train.add_by_index ? index + 1 : 1);
+    return make_dummy_trainer(std::move(*layout), static_cast<float>(add), 1,
+                              storage, static_cast<float>(cc.train.noise),
+                              index);
+  }
+  auto cd = data_of(sets, data, index, cc.train.federated_evaluation);
+  if (!cd)
+    return cd.err();
+  return make_trainer(cc, std::move(*cd), data.seed + index, num_threads);
+}
+
 /// Builds client `index`'s trainer once the server's client_configs are
-/// known: the dummy trainer, or LibTorch on its partition of the data.
+/// known: the dummy trainer, or LibTorch on its partition of the data. Its
+/// training stops at the next step once `stop` is set (null: never).
 trainer_factory local_trainer(std::shared_ptr<lazy_data> sets, data_config data,
-                              uint32_t index, uint32_t num_threads) {
-  return [sets, data, index, num_threads](
-             const client_configs& cc,
-             const msg::welcome&) -> result<std::unique_ptr<trainer>> {
-    if (cc.train.trainer == trainer_kind::python)
-      return error{errc::bad_config,
-                   "this server's clients train with their own Python code "
-                   "(train_configs.trainer: python): run the Python client "
-                   "(import fedcaf; see examples/python/fashion_mnist.py), "
-                   "not fedcaf client"};
-    if (cc.train.trainer == trainer_kind::dummy) {
-      auto layout = model_layout(cc.model);
-      if (!layout)
-        return layout.err();
-      dummy_storage storage;
-      if (cc.train.storage == model_storage::disk)
-        storage.file = cc.train.storage_dir + "/fedcaf-client" +
-                       std::to_string(index) + "-" +
-                       std::to_string(::getpid()) + ".bin";
-      auto add = cc.train.add * (cc.train.add_by_index ? index + 1 : 1);
-      return make_dummy_trainer(std::move(*layout), static_cast<float>(add), 1,
-                                storage, static_cast<float>(cc.train.noise),
-                                index);
-    }
-    auto cd = data_of(*sets, data, index, cc.train.federated_evaluation);
-    if (!cd)
-      return cd.err();
-    return make_trainer(cc, std::move(*cd), data.seed + index, num_threads);
+                              uint32_t index, uint32_t num_threads,
+                              stop_flag stop) {
+  return [sets, data, index, num_threads,
+          stop](const client_configs& cc,
+                const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+    auto made = make_local_trainer(*sets, data, index, num_threads, cc);
+    if (made)
+      (*made)->stop_when(stop);
+    return made;
   };
 }
 
@@ -221,12 +236,14 @@ result<dataset_ptr> test_set_for(const config& cfg) {
   return load_images(cfg.data, "t10k");
 }
 
+/// Spawns the server side of `cfg`; its evaluation stops at the next batch
+/// once `stop` is set.
 result<server_side>
 spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
                   run_report* report, bool remote, const options& opts,
                   std::shared_ptr<metrics_log> metrics,
                   std::shared_ptr<live_status> live,
-                  std::shared_ptr<transfer_progress> progress) {
+                  std::shared_ptr<transfer_progress> progress, stop_flag stop) {
   auto plan = plan_aggregation(cfg.server);
   if (!plan)
     return error{errc::bad_config, cfg.source + ": " + plan.err().message};
@@ -246,6 +263,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
     auto e = make_evaluator(cfg.clients, std::move(test), cores());
     if (!e)
       return e.err();
+    (*e)->stop_when(std::move(stop));
     eval = std::move(*e);
   }
   server_side_options so;
@@ -371,11 +389,15 @@ run_report report_for(const config& cfg, const char* role) {
 }
 
 /// SIGINT or SIGTERM ends the run: the server stops it (clients are told),
-/// and the report says "interrupted".
-void stop_on_interrupt(interrupt_watch& watch, const round_host& server) {
-  watch.on_interrupt([server](int sig) {
+/// then training and evaluation in this process stop at their next step
+/// (`stop`), and the report says "interrupted". The server hears first, so
+/// that a client that ends its training early is not taken for a failure.
+void stop_on_interrupt(interrupt_watch& watch, const round_host& server,
+                       std::shared_ptr<std::atomic<bool>> stop) {
+  watch.on_interrupt([server, stop](int sig) {
     caf::anon_send(server, stop_atom::value,
                    std::string{"interrupted by "} + signal_name(sig));
+    stop->store(true);
   });
 }
 
@@ -442,6 +464,12 @@ int run_simulate(const options& opts) {
   if (!metrics)
     return failed(to_string(metrics.err()));
   interrupt_watch watch;
+  // Before the data is read: a --http address that cannot be bound stops
+  // the command at once.
+  auto view = start_view(opts, *cfg, "simulate");
+  if (!view)
+    return failed(to_string(view.err()));
+  auto stop = std::make_shared<std::atomic<bool>>(false);
   warn_if_trimming_nothing(*cfg);
   auto test = test_set_for(*cfg);
   if (!test)
@@ -462,25 +490,23 @@ int run_simulate(const options& opts) {
   {
     auto sc = make_system_config(per_round + 3, false);
     caf::actor_system sys{sc};
-    auto view = start_view(opts, *cfg, "simulate");
-    if (!view)
-      return failed(to_string(view.err()));
     console_progress console;
-    auto side = spawn_from_config(sys, *cfg, *test, &report, false, opts,
-                                  *metrics, view->status, console.meter());
+    auto side =
+        spawn_from_config(sys, *cfg, *test, &report, false, opts, *metrics,
+                          view->status, console.meter(), stop);
     if (!side)
       return failed(to_string(side.err()));
-    stop_on_interrupt(watch, side->server);
+    stop_on_interrupt(watch, side->server, stop);
     std::vector<client_actor> clients;
     for (uint32_t i = 0; i < n; ++i) {
       client_options co;
       co.client_id = "Client" + std::to_string(i + 1);
       co.idle_timeout = millis_of(cfg->server.comm.stream.idle_timeout_s);
       co.hold_model = per_round == n; // sampled: no model between rounds
-      clients.push_back(
-          spawn_client(sys, side->server, co,
-                       local_trainer(sets, cfg->data, i, threads_per_client),
-                       &client_reports[i]));
+      clients.push_back(spawn_client(
+          sys, side->server, co,
+          local_trainer(sets, cfg->data, i, threads_per_client, stop),
+          &client_reports[i]));
     }
     std::printf("simulating %u clients, %u rounds\n", n,
                 cfg->server.num_global_epochs);
@@ -518,25 +544,29 @@ int run_server(const options& opts) {
   auto at = parse_endpoint(comm.server_uri);
   if (!at)
     return failed(to_string(at.err()));
-  auto test = test_set_for(*cfg);
-  if (!test)
-    return failed(to_string(test.err()));
   auto tls = tls_of(comm, true);
   if (!tls)
     return failed(to_string(tls.err()));
+  // Before the test set is read: a --http address that cannot be bound
+  // stops the command at once.
+  auto view = start_view(opts, *cfg, "server");
+  if (!view)
+    return failed(to_string(view.err()));
+  auto test = test_set_for(*cfg);
+  if (!test)
+    return failed(to_string(test.err()));
+  auto stop = std::make_shared<std::atomic<bool>>(false);
   auto report = report_for(*cfg, "server");
   {
     auto sc = make_system_config(4, true);
     caf::actor_system sys{sc};
-    auto view = start_view(opts, *cfg, "server");
-    if (!view)
-      return failed(to_string(view.err()));
     console_progress console;
-    auto side = spawn_from_config(sys, *cfg, *test, &report, true, opts,
-                                  *metrics, view->status, console.meter());
+    auto side =
+        spawn_from_config(sys, *cfg, *test, &report, true, opts, *metrics,
+                          view->status, console.meter(), stop);
     if (!side)
       return failed(to_string(side.err()));
-    stop_on_interrupt(watch, side->server);
+    stop_on_interrupt(watch, side->server, stop);
     auto gate =
         listen(sys, side->server, *at, limits_of(comm), *tls, side->refusals);
     if (!gate) {
@@ -572,9 +602,10 @@ int run_client(const options& opts) {
   run_report report;
   {
     console_progress console;
-    run_remote_client(
-        cc, local_trainer(sets, cc.data, cc.data.client_index, cc.num_threads),
-        report, {}, nullptr, console.meter());
+    run_remote_client(cc,
+                      local_trainer(sets, cc.data, cc.data.client_index,
+                                    cc.num_threads, nullptr),
+                      report, {}, nullptr, console.meter());
   }
   return conclude(opts, report, *cfg);
 }

@@ -104,7 +104,10 @@ public:
   result<train_metrics> train() override {
     auto start = std::chrono::steady_clock::now();
     if (add_ != 0 || !noise_.empty())
-      add_to_all();
+      if (!add_to_all())
+        return error{errc::cancelled,
+                     "training stopped between two pieces of the model: the "
+                     "run is ending"};
     std::chrono::duration<double> took =
         std::chrono::steady_clock::now() - start;
     train_metrics m;
@@ -120,9 +123,16 @@ public:
   }
 
 private:
-  void add_to_all() {
+  /// Adds to every element, a piece (of at most 64 MiB) at a time; returns
+  /// false iff a stop was asked before the last piece (the rest is left).
+  bool add_to_all() {
+    bool stopped = false;
     for_each_piece(
-        layout_, params_, [this](dtype type, std::byte* base, size_t n) {
+        layout_, params_,
+        [this, &stopped](dtype type, std::byte* base, size_t n) {
+          stopped = stopped || stop_asked();
+          if (stopped)
+            return;
           if (type == dtype::float32) {
             auto* x = reinterpret_cast<float*>(base);
             if (noise_.empty()) {
@@ -145,6 +155,7 @@ private:
         });
     if (!noise_.empty()) // the next round draws elsewhere in the table
       noise_at_ = (noise_at_ + 7919) % noise_.size();
+    return !stopped;
   }
 
   /// A table of 2^20 values uniform in [-noise, noise) (the top 24 bits

@@ -145,6 +145,16 @@ spdlog::level::level_enum to_spdlog(log_level level) {
   return spdlog::level::off;
 }
 
+/// "who: message", each part printable.
+std::string format_line(std::string_view who, std::string_view message) {
+  std::string line;
+  line.reserve(who.size() + std::min(message.size(), max_message) + 24);
+  append_printable(line, who);
+  line += ": ";
+  append_printable(line, message);
+  return line;
+}
+
 } // namespace
 
 void log_line(log_level level, std::string_view who, std::string_view message) {
@@ -152,12 +162,24 @@ void log_line(log_level level, std::string_view who, std::string_view message) {
   auto lvl = to_spdlog(level);
   if (!s.logger.should_log(lvl))
     return;
-  std::string line;
-  line.reserve(who.size() + std::min(message.size(), max_message) + 24);
-  append_printable(line, who);
-  line += ": ";
-  append_printable(line, message);
+  auto line = format_line(who, message);
   s.logger.log(lvl, spdlog::string_view_t{line.data(), line.size()});
+}
+
+void log_to_file_only(log_level level, std::string_view who,
+                      std::string_view message) {
+  auto& s = state();
+  auto lvl = to_spdlog(level);
+  if (!s.logger.should_log(lvl) || s.logger.sinks().size() < 2)
+    return;
+  auto line = format_line(who, message);
+  spdlog::details::log_msg m{s.logger.name(), lvl,
+                             spdlog::string_view_t{line.data(), line.size()}};
+  for (const auto& sink : s.logger.sinks())
+    if (sink != s.console && sink->should_log(lvl)) {
+      sink->log(m);
+      sink->flush();
+    }
 }
 
 std::optional<log_level> parse_log_level(std::string_view name) {

@@ -34,6 +34,63 @@ bool is_ip_literal(const std::string& host) {
          inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
+/// The reason code of OpenSSL's first queued error, if it is the TLS
+/// library's; 0 otherwise.
+int first_ssl_reason() {
+  auto e = ERR_peek_error();
+  return ERR_GET_LIB(e) == ERR_LIB_SSL ? ERR_GET_REASON(e) : 0;
+}
+
+/// The alert the peer sent, if the first queued error is one (OpenSSL
+/// reports a received alert as reason SSL_AD_REASON_OFFSET + alert); -1
+/// otherwise.
+int received_alert() {
+  auto reason = first_ssl_reason();
+  return reason > SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256
+             ? reason - SSL_AD_REASON_OFFSET
+             : -1;
+}
+
+/// True iff `alert` is a verdict on the certificate its receiver sent.
+bool is_certificate_alert(int alert) {
+  switch (alert) {
+  case SSL_AD_BAD_CERTIFICATE:
+  case SSL_AD_UNSUPPORTED_CERTIFICATE:
+  case SSL_AD_CERTIFICATE_REVOKED:
+  case SSL_AD_CERTIFICATE_EXPIRED:
+  case SSL_AD_CERTIFICATE_UNKNOWN:
+  case SSL_AD_UNKNOWN_CA:
+  case SSL_AD_ACCESS_DENIED:
+  case SSL_AD_CERTIFICATE_REQUIRED:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// Why the peer ended the session with `alert`, for this end (`server`) to
+/// act on.
+std::string alert_reason(int alert, bool server) {
+  std::string said =
+      std::string{"(TLS alert '"} + SSL_alert_desc_string_long(alert) + "')";
+  const char* peer = server ? "the client" : "the server";
+  if (is_certificate_alert(alert))
+    return std::string{peer} + " refused " +
+           (server ? "this server's" : "this client's") + " certificate " +
+           said +
+           (alert == SSL_AD_UNKNOWN_CA
+                ? std::string{": "} +
+                      (server ? "server_certificate" : "client_certificate") +
+                      " must be signed by the CA in " + peer +
+                      "'s root_certificate"
+                : std::string{});
+  if (alert == SSL_AD_PROTOCOL_VERSION || alert == SSL_AD_HANDSHAKE_FAILURE ||
+      alert == SSL_AD_INSUFFICIENT_SECURITY)
+    return std::string{"no TLS version or cipher suite in common with "} +
+           peer + " " + said + "; fedcaf speaks TLS 1.2 and 1.3";
+  return std::string{peer} + " ended the session " + said;
+}
+
 } // namespace
 
 result<std::shared_ptr<tls_context>> tls_context::make(const tls_config& tls,
@@ -114,7 +171,7 @@ const BIO_METHOD* session_bio_method() {
 
 tls_session::tls_session(std::shared_ptr<tls_context> ctx,
                          const std::string& peer_host)
-    : ctx_(std::move(ctx)) {
+    : ctx_(std::move(ctx)), peer_host_(peer_host) {
   ssl_ = SSL_new(ctx_->native());
   auto* bio = BIO_new(session_bio_method());
   BIO_set_data(bio, this);
@@ -154,6 +211,15 @@ int tls_session::bio_write(const char* src, int n) {
   return n;
 }
 
+void tls_session::set_input(std::span<const char> bytes) {
+  if (!input_seen_ && !bytes.empty()) {
+    input_seen_ = true;
+    // Every TLS connection opens with a handshake record: content type 22.
+    plain_peer_ = static_cast<unsigned char>(bytes[0]) != 22;
+  }
+  input_ = bytes;
+}
+
 result<bool> tls_session::handshake() {
   auto rc = SSL_do_handshake(ssl_);
   if (rc == 1)
@@ -161,23 +227,47 @@ result<bool> tls_session::handshake() {
   auto e = SSL_get_error(ssl_, rc);
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
     return false;
+  return error{errc::not_authorized, "TLS handshake failed: " + failure()};
+}
+
+std::string tls_session::failure() {
+  bool server = ctx_->server();
   std::string why;
-  if (auto v = SSL_get_verify_result(ssl_); v != X509_V_OK)
-    why = X509_verify_cert_error_string(v);
-  why += (why.empty() ? "" : "; ") + openssl_errors();
-  return error{errc::not_authorized, "TLS handshake failed: " + why};
+  if (plain_peer_)
+    why = server ? "the peer does not speak TLS (a client without use_ssl?)"
+                 : "the server does not speak TLS (its answer is no TLS "
+                   "record): use_ssl must be on at both ends or off at both, "
+                   "and server_uri must name the fedcaf port";
+  else if (auto v = SSL_get_verify_result(ssl_); v != X509_V_OK)
+    why = std::string{server ? "the client's" : "the server's"} +
+          " certificate is not trusted: " + X509_verify_cert_error_string(v) +
+          (server ? ""
+                  : " (root_certificate must be the CA that signed it, and "
+                    "it must name " +
+                        peer_host_ + ")");
+  else if (auto alert = received_alert(); alert >= 0)
+    why = alert_reason(alert, server);
+  // OpenSSL's own words too: the operator's search terms.
+  return why.empty() ? openssl_errors() : why + "; " + openssl_errors();
 }
 
 result<size_t> tls_session::read(std::span<char> dst) {
   auto n = SSL_read(ssl_, dst.data(),
                     static_cast<int>(std::min<size_t>(dst.size(), 1 << 30)));
-  if (n > 0)
+  if (n > 0) {
+    plaintext_seen_ = true;
     return static_cast<size_t>(n);
+  }
   auto e = SSL_get_error(ssl_, n);
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
     return size_t{0};
   if (e == SSL_ERROR_ZERO_RETURN)
     return error{errc::disconnected, "the peer closed the TLS session"};
+  // TLS 1.3: a client's handshake is done before the server has checked
+  // its certificate, and the server's verdict arrives as an alert in place
+  // of its first record.
+  if (!plaintext_seen_ && received_alert() >= 0)
+    return error{errc::not_authorized, "TLS handshake failed: " + failure()};
   return error{errc::malformed_frame, "TLS: " + openssl_errors()};
 }
 

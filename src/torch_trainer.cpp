@@ -212,15 +212,29 @@ double correct_in(const std::string& loss, const torch::Tensor& out,
   return 0;
 }
 
+/// Returns the error of work stopped before `unit` `at` of `of` (`what`:
+/// training, evaluation).
+error stopped(const char* what, const char* unit, int64_t at, int64_t of) {
+  return {errc::cancelled, std::string{what} + " stopped at " + unit + " " +
+                               std::to_string(at + 1) + " of " +
+                               std::to_string(of) + ": the run is ending"};
+}
+
 /// Evaluates `net` on samples `idx` of `data` in batches of `batch`.
-eval_metrics evaluate_on(network& net, const torch_samples& data,
-                         const torch::Tensor& idx, int64_t batch,
-                         const std::string& loss, const torch::Device& device) {
+/// Returns cancelled iff `by` is asked to stop (checked between batches).
+result<eval_metrics> evaluate_on(network& net, const torch_samples& data,
+                                 const torch::Tensor& idx, int64_t batch,
+                                 const std::string& loss,
+                                 const torch::Device& device,
+                                 const stoppable& by) {
   torch::NoGradGuard no_grad;
   net.set_training(false);
   const int64_t n = idx.numel();
   double loss_sum = 0, correct = 0;
   for (int64_t at = 0; at < n; at += batch) {
+    if (by.stop_asked())
+      return stopped("evaluation", "batch", at / batch,
+                     (n + batch - 1) / batch);
     auto part = idx.slice(0, at, std::min(n, at + batch));
     auto y = data.y(part, loss).to(device);
     auto out = net.forward(data.x(part).to(device));
@@ -375,13 +389,17 @@ public:
   result<std::optional<eval_metrics>> evaluate_local() override {
     if (!test_)
       return std::optional<eval_metrics>{};
-    return guarded(
-        "evaluation", [this]() -> result<std::optional<eval_metrics>> {
-          at::set_num_threads(static_cast<int>(num_threads_));
-          state_.load();
-          return evaluate_on(*net_, *test_, test_indices_, cfg_.val_batch_size,
-                             cfg_.loss_fn, device_);
-        });
+    return guarded("evaluation",
+                   [this]() -> result<std::optional<eval_metrics>> {
+                     at::set_num_threads(static_cast<int>(num_threads_));
+                     state_.load();
+                     auto m = evaluate_on(*net_, *test_, test_indices_,
+                                          cfg_.val_batch_size, cfg_.loss_fn,
+                                          device_, *this);
+                     if (!m)
+                       return m.err();
+                     return std::optional<eval_metrics>{*m};
+                   });
   }
 
 private:
@@ -481,7 +499,9 @@ private:
     }
   }
 
-  train_metrics run_training() {
+  /// Trains step by step; returns cancelled iff a stop is asked before the
+  /// last step.
+  result<train_metrics> run_training() {
     auto start = std::chrono::steady_clock::now();
     at::set_num_threads(static_cast<int>(num_threads_));
     net_->set_training(true);
@@ -504,6 +524,8 @@ private:
     double loss_sum = 0;
     uint64_t seen = 0;
     for (int64_t s = 0; s < steps; ++s) {
+      if (stop_asked())
+        return stopped("training", "step", s, steps);
       auto idx = draw_batch(s, batches_per_epoch, rate);
       loss_sum += step(*optimizer, idx, expected_batch);
       seen += idx.numel();
@@ -560,7 +582,7 @@ public:
       at::set_num_threads(static_cast<int>(num_threads_));
       auto all = torch::arange(int64_t{test_->count}, torch::kInt64);
       return evaluate_on(net_, samples_, all, batch_, "cross_entropy",
-                         torch::kCPU);
+                         torch::kCPU, *this);
     });
   }
 

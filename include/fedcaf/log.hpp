@@ -39,6 +39,12 @@ log_level current_log_level();
 /// Also writes every line to `path` (appended, flushed line by line).
 result<void> log_to_file(const std::string& path);
 
+/// Writes one line at `level` to the log file only (nothing without
+/// log_to_file): for a line the command prints on stderr in its own form,
+/// "fedcaf: <why>", which the file should keep too.
+void log_to_file_only(log_level level, std::string_view who,
+                      std::string_view message);
+
 /// `text` as a log line writes it: control bytes and bytes past ASCII as
 /// \xNN, cut at 1 KiB. For any other line that may hold a peer's text.
 std::string printable_line(std::string_view text);

@@ -54,20 +54,28 @@ public:
 
   /// Ciphertext from the peer for the following calls. REQUIRES: it
   /// outlives them; read() returns 0 only once all of it was taken.
-  void set_input(std::span<const char> bytes) { input_ = bytes; }
+  void set_input(std::span<const char> bytes);
 
   /// Where ciphertext for the peer goes during the following calls (null:
   /// nowhere yet; OpenSSL then waits).
   void set_output(std::vector<char>* out) { output_ = out; }
 
   /// Drives the handshake. Returns true once it is complete, false while it
-  /// needs more ciphertext, and an error iff it failed (the reason names the
-  /// verification failure).
+  /// needs more ciphertext, and an error (not_authorized) iff it failed: the
+  /// reason says, for this end to act on, whether the peer speaks no TLS,
+  /// which certificate failed verification, or what the peer's alert said,
+  /// then OpenSSL's words.
   result<bool> handshake();
 
   /// Decrypts into `dst`. Returns the bytes written (0: more ciphertext
-  /// needed), or an error iff the stream is corrupt or the peer closed it.
+  /// needed), or an error iff the stream is corrupt or the peer closed it:
+  /// not_authorized iff the peer ended it with an alert before its first
+  /// record (a TLS 1.3 server refusing this client's certificate).
   result<size_t> read(std::span<char> dst);
+
+  /// True iff the peer's first bytes were no TLS record (a plain TCP peer):
+  /// it can read only plain bytes.
+  bool plain_peer() const { return plain_peer_; }
 
   /// Encrypts `plaintext` into the output.
   result<void> write(std::span<const char> plaintext);
@@ -83,8 +91,15 @@ public:
   int bio_write(const char* src, int n);
 
 private:
+  /// Why the session failed (see handshake()); clears OpenSSL's queue.
+  std::string failure();
+
   std::shared_ptr<tls_context> ctx_;
+  std::string peer_host_;
   ssl_st* ssl_ = nullptr;
+  bool input_seen_ = false;
+  bool plain_peer_ = false;     ///< its first byte was no TLS record's
+  bool plaintext_seen_ = false; ///< read() has returned data
   std::span<const char> input_;
   std::vector<char>* output_ = nullptr;
   uint64_t bytes_out_ = 0;

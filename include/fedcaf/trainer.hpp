@@ -1,8 +1,9 @@
 #pragma once
 // Local training and evaluation behind interfaces free of LibTorch, so only
 // src/torch_*.cpp pay for its headers. Thread-safety: a trainer or evaluator
-// is used by one actor at a time.
+// is used by one actor at a time; its stop flag may be set from any thread.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,8 +41,31 @@ struct eval_metrics {
   std::vector<std::pair<std::string, double>> figures{};
 };
 
+/// A flag that asks long work to stop: set from any thread (an interrupt's),
+/// read between steps.
+using stop_flag = std::shared_ptr<const std::atomic<bool>>;
+
+/// Work of many steps (training, evaluation) that stops at its next step
+/// once asked, with errc::cancelled.
+class stoppable {
+public:
+  /// Stops at the next step once `*flag` is true. Null: never.
+  void stop_when(stop_flag flag) { stop_ = std::move(flag); }
+
+  /// True iff the work should stop now.
+  bool stop_asked() const {
+    return stop_ && stop_->load(std::memory_order_relaxed);
+  }
+
+protected:
+  ~stoppable() = default;
+
+private:
+  stop_flag stop_;
+};
+
 /// A local model and the data it trains on.
-class trainer {
+class trainer : public stoppable {
 public:
   virtual ~trainer() = default;
 
@@ -67,7 +91,8 @@ public:
   /// straight into it and an upload reads straight from it.
   virtual model_view parameters() = 0;
 
-  /// Trains as train_configs says. Returns an error iff LibTorch fails.
+  /// Trains as train_configs says. Returns an error iff LibTorch fails, or
+  /// cancelled iff a stop was asked (see stoppable; checked between steps).
   virtual result<train_metrics> train() = 0;
 
   /// The number of local training samples (FedAvg's sample_size weight).
@@ -75,7 +100,8 @@ public:
 
   /// Evaluates the model now in parameters() (the global model received)
   /// on the client's own test data. Returns nullopt iff this trainer has
-  /// none; an error iff evaluation failed. Default: nullopt.
+  /// none; an error iff evaluation failed (cancelled iff a stop was asked).
+  /// Default: nullopt.
   virtual result<std::optional<eval_metrics>> evaluate_local() {
     return std::optional<eval_metrics>{};
   }
@@ -95,12 +121,13 @@ public:
 };
 
 /// Evaluates a model given as bytes on a fixed test set.
-class evaluator {
+class evaluator : public stoppable {
 public:
   virtual ~evaluator() = default;
 
   /// Loads `model` into its own network and returns loss and accuracy.
-  /// Returns an error iff the layout does not match or LibTorch fails.
+  /// Returns an error iff the layout does not match or LibTorch fails, or
+  /// cancelled iff a stop was asked (checked between batches).
   virtual result<eval_metrics> evaluate(const const_model_view& model) = 0;
 };
 

@@ -1,5 +1,8 @@
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include <doctest/doctest.h>
 #include <torch/script.h>
@@ -438,4 +441,38 @@ TEST_CASE("FedProx adds mu (w - w_received) to every gradient") {
   }
   CHECK(moved > 1e-4); // the term did something
   CHECK(worst <= 1e-6 + 1e-3 * moved);
+}
+
+TEST_CASE("a stop asked from another thread ends training at its next step, "
+          "and evaluation before its next batch") {
+  auto cfg = small_configs();
+  cfg.train.num_local_steps = 1000000; // far longer than this test
+  auto data = test_samples(first(200));
+  data.test = data.train;
+  data.test_indices = data.train_indices;
+  auto t = make_trainer(cfg, std::move(data), 1, 1);
+  REQUIRE(t);
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  (*t)->stop_when(stop);
+  std::thread asker{[stop] {
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    stop->store(true);
+  }};
+  auto m = (*t)->train();
+  asker.join();
+  REQUIRE_FALSE(m);
+  CHECK(m.err().code == errc::cancelled);
+  CHECK(m.err().message.find("training stopped at step ") == 0);
+  auto local = (*t)->evaluate_local();
+  REQUIRE_FALSE(local);
+  CHECK(local.err().code == errc::cancelled);
+  auto eval = make_evaluator(cfg, test_set(), 1);
+  REQUIRE(eval);
+  (*eval)->stop_when(stop);
+  auto initial = make_initial_model(cfg.model);
+  REQUIRE(initial);
+  auto e = (*eval)->evaluate(initial->view());
+  REQUIRE_FALSE(e);
+  CHECK(e.err().message == "evaluation stopped at batch 1 of 20: the run is "
+                           "ending");
 }
