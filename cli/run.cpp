@@ -63,17 +63,11 @@ result<config> load(const options& opts, config_role role) {
   auto cfg = load_any(opts, role);
   if (!cfg || cfg->ignored_keys.empty())
     return cfg;
-  std::string keys;
-  for (const auto& k : cfg->ignored_keys)
-    keys += (keys.empty() ? "" : ", ") + k;
   if (opts.strict)
     return error{errc::bad_config,
-                 cfg->source +
-                     ": keys fedcaf does not use (--strict): " + keys};
-  std::fprintf(stderr,
-               "fedcaf: warning: %s: ignored %zu keys fedcaf does not use: %s "
-               "(--strict refuses them)\n",
-               cfg->source.c_str(), cfg->ignored_keys.size(), keys.c_str());
+                 cfg->source + ": keys fedcaf does not use (--strict): " +
+                     ignored_keys_text(*cfg)};
+  std::fprintf(stderr, "fedcaf: %s\n", ignored_keys_warning(*cfg).c_str());
   return cfg;
 }
 

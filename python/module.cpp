@@ -9,6 +9,7 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -98,9 +99,12 @@ public:
   client_handle(const std::string& config_path,
                 const std::vector<std::string>& overrides)
       : bridge_(std::make_shared<py_task_bridge>()) {
-    auto cfg = load_config_file(config_path, config_role::client, overrides);
+    auto cfg =
+        load_config_file(config_path, config_role::python_client, overrides);
     if (!cfg)
       raise(cfg.err());
+    if (auto warning = ignored_keys_warning(*cfg); !warning.empty())
+      std::fprintf(stderr, "fedcaf: %s\n", warning.c_str());
     cfg_ = std::move(*cfg);
     tune_malloc_for_streams();
     thread_ = std::thread([this] { run(); });

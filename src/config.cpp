@@ -19,6 +19,7 @@
 #include <set>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
@@ -420,6 +421,25 @@ public:
       fail(key, "must be at most 1e9 seconds");
   }
 
+  /// Marks `key` as belonging to the user's own code (a Python client's
+  /// data_configs): accepted unread, and not warned about.
+  void accept(const char* key) { seen_.insert(key); }
+
+  /// Returns true iff the mapping holds the key path `keys` (no key is
+  /// marked as read).
+  bool holds(std::initializer_list<const char*> keys) const {
+    YAML::Node at = node_;
+    for (const auto* k : keys) {
+      if (!at || !at.IsMap())
+        return false;
+      const YAML::Node next = std::as_const(at)[k]; // const: inserts nothing
+      if (!next)
+        return false;
+      at.reset(next);
+    }
+    return true;
+  }
+
   /// Marks keys accepted for compatibility with APPFL configs but unused.
   /// Keys of APPFL's that fedcaf does not use: accepted, and recorded for
   /// the warning that lists them.
@@ -529,12 +549,42 @@ void read_loss(section& s, std::string& loss) {
       loss = name;
 }
 
-/// APPFL's keys that name Python files (a model, a loss, a dataset loader):
-/// fedcaf's trainer runs no Python, so each is refused rather than ignored.
+/// APPFL's keys that name Python files (a model, a loss, a metric, a
+/// dataset loader): fedcaf's trainer runs no Python, so each is refused
+/// rather than ignored.
 void refuse_python_file(section& s, const char* key) {
   if (!s.has(key))
     return;
   s.fail(key, python_file_refusal);
+}
+
+/// APPFL's DP switches. use_dp with dp_mechanism: opacus is DP-SGD (Opacus
+/// clips each sample's gradient and adds Gaussian noise), read as fedcaf's
+/// dp with dp_config's noise_multiplier and max_grad_norm (mode fused: the
+/// modes differ in memory, not in the gradients). APPFL's output
+/// perturbation (dp_mechanism laplace, its default, or gaussian) has no
+/// counterpart and is refused: a privacy switch is never dropped. With
+/// use_dp false the keys are ignored.
+void read_appfl_dp(section& s, dp_sgd_config& dp) {
+  bool use_dp = false;
+  s.get("use_dp", use_dp);
+  if (!use_dp)
+    return s.ignore({"use_dp", "dp_mechanism", "dp_config"});
+  std::string mechanism = "laplace"; // APPFL's default
+  s.get("dp_mechanism", mechanism);
+  if (mechanism != "opacus")
+    return s.fail("use_dp",
+                  "APPFL's '" + mechanism +
+                      "' mechanism perturbs the trained model, which fedcaf "
+                      "does not do: use dp_mechanism: opacus or "
+                      "train_configs.dp (DP-SGD), or server_configs."
+                      "aggregator_kwargs.dp_fedavg (user-level DP)");
+  if (dp.mode != dp_sgd_mode::none)
+    return s.fail("use_dp", "give train_configs.dp or APPFL's use_dp, not "
+                            "both");
+  read(s.child("dp_config"), dp); // noise_multiplier, max_grad_norm
+  if (dp.mode == dp_sgd_mode::none)
+    dp.mode = dp_sgd_mode::fused;
 }
 
 void read(section s, train_config& t) {
@@ -565,14 +615,18 @@ void read(section s, train_config& t) {
   read_device(s, t.device);
   s.get("num_threads", t.num_threads, 0, max_threads);
   read(s.child("dp"), t.dp);
+  read_appfl_dp(s, t.dp);
   refuse_python_file(s, "loss_fn_path");
-  // APPFL's validation, metric, its own DP switches and loader shuffling:
-  // fedcaf evaluates on the server (or the clients, federated_evaluation),
-  // configures DP under dp / dp_fedavg, and always shuffles training data.
+  refuse_python_file(s, "metric_path");
+  // APPFL's validation, metric name, output perturbation's epsilon, batch
+  // gradient clipping and loader shuffling: fedcaf evaluates on the server
+  // (or the clients, federated_evaluation) with accuracy and loss, and
+  // always shuffles training data. loss_fn_name names a class in the
+  // loss_fn_path file; without that file the loss is loss_fn.
   s.ignore({"logging_output_dirname", "logging_output_filename",
-            "do_validation", "do_pre_validation", "metric_path", "metric_name",
-            "use_dp", "epsilon", "clip_grad", "clip_value", "clip_norm",
-            "train_data_shuffle", "val_data_shuffle"});
+            "do_validation", "do_pre_validation", "metric_name", "epsilon",
+            "clip_grad", "clip_value", "clip_norm", "train_data_shuffle",
+            "val_data_shuffle", "loss_fn_name"});
 }
 
 void read(section s, model_config& m) {
@@ -617,10 +671,61 @@ void read(section s, compression_config& c) {
   s.get("error_feedback", c.error_feedback);
 }
 
+/// APPFL's compressor_configs, read as fedcaf's compression where they
+/// mean the same. enable_compression false: none (the other keys, used only
+/// when it is on, are ignored). On, with an error-bounded lossy compressor
+/// (SZ2, SZ3, SZx or ZFP) and error_bounding_mode ABS: zfp on uploads (APPFL
+/// compresses uploads only), every value within zfp_tolerance = error_bound
+/// of what the client sent, so without error feedback (which moves a value
+/// by the last round's loss too). APPFL's lossless stage, flat dtype and
+/// param_cutoff have no counterpart (zfp encodes every float tensor): they
+/// are ignored. A REL bound (error_bound times each tensor's value range)
+/// has none either: the block is then ignored whole, and nothing is
+/// compressed.
+void read_appfl_compressor(section s, compression_config& c) {
+  bool enabled = false;
+  std::string lossy = "SZ2Compressor", bounding;
+  double bound = 0;
+  s.get("enable_compression", enabled);
+  s.get("error_bounding_mode", bounding);
+  s.get("error_bound", bound);
+  if (enabled)
+    s.one_of("lossy_compressor", lossy,
+             {"SZ2Compressor", "SZ3Compressor", "SZxCompressor",
+              "ZFPCompressor", "SZ2", "SZ3", "SZx", "ZFP"});
+  if (enabled && bounding != "ABS" && bounding != "REL")
+    s.fail("error_bounding_mode", "must be ABS or REL, got '" + bounding + "'");
+  if (!enabled || bounding != "ABS") {
+    if (enabled)
+      s.ignore({"enable_compression"});
+    return s.ignore({"lossy_compressor", "lossless_compressor",
+                     "error_bounding_mode", "error_bound", "flat_model_dtype",
+                     "param_cutoff"});
+  }
+  if (!(bound > 0))
+    return s.fail("error_bound", "must be greater than 0");
+  c.method = compression_method::zfp;
+  c.up = true;
+  c.down = false;
+  c.zfp_tolerance = bound;
+  c.error_feedback = false;
+  s.ignore({"lossless_compressor", "flat_model_dtype", "param_cutoff"});
+}
+
 void read(section s, client_configs& c) {
   read(s.child("train_configs"), c.train);
   read(s.child("model_configs"), c.model);
-  read(s.child("comm_configs").child("compression"), c.compression);
+  {
+    auto comm = s.child("comm_configs");
+    read(comm.child("compression"), c.compression);
+    if (comm.has("compressor_configs") && comm.has("compression"))
+      comm.fail("compressor_configs", "give compression (fedcaf's) or "
+                                      "compressor_configs (APPFL's), not both");
+    else if (comm.has("compressor_configs"))
+      read_appfl_compressor(comm.child("compressor_configs"), c.compression);
+  }
+  // APPFL's data readiness report: fedcaf makes none.
+  s.ignore({"data_readiness_configs"});
   if (c.train.storage == model_storage::disk &&
       c.train.trainer != trainer_kind::dummy)
     s.fail("train_configs.storage", "disk storage needs trainer: dummy");
@@ -714,7 +819,15 @@ void read(section s, data_config& d, bool needs_partition) {
   kwargs.get("classes_per_client", d.classes_per_client, 1, 256); // uint8
   kwargs.positive("dirichlet_alpha", d.dirichlet_alpha);
   kwargs.get("seed", d.seed);
-  if (needs_partition && d.client_index >= d.num_clients)
+  // APPFL's plot of the partition (a PDF): fedcaf draws none.
+  kwargs.ignore({"visualization", "output_dirname", "output_filename"});
+  if (needs_partition && !kwargs.has("num_clients"))
+    kwargs.fail("num_clients",
+                "is required: fedcaf client trains on its partition "
+                "(dataset_kwargs.client_id, from 0) of the data set split "
+                "num_clients ways; a Python client (import fedcaf) brings its "
+                "own data and needs no data_configs");
+  else if (needs_partition && d.client_index >= d.num_clients)
     kwargs.fail("client_id", "must be below num_clients (" +
                                  std::to_string(d.num_clients) + ")");
   refuse_python_file(s, "dataset_path_py");
@@ -1068,29 +1181,51 @@ void read(section s, server_config& sc) {
   s.ignore({"logging_output_dirname", "logging_output_filename"});
 }
 
-void read_client_file(section& root, config& c) {
+/// A client's own file. `fedcaf client` (role client) reads its device and
+/// its partition of the data set here; a Python client's device and
+/// data_configs, if any, are its own code's, accepted unread.
+void read_client_file(section& root, config& c, config_role role) {
+  auto train = root.child("train_configs");
   root.get("client_id", c.client.client_id);
-  if (!root.has("client_id"))
+  // APPFL takes train_configs.logging_id, its older name, where client_id
+  // is absent; with client_id given, logging_id only names its logs.
+  bool appfl_id = !root.has("client_id") && train.has("logging_id");
+  if (appfl_id)
+    train.get("logging_id", c.client.client_id);
+  else
+    train.ignore({"logging_id"});
+  if (!root.has("client_id") && !appfl_id)
     root.fail("client_id", "is required");
   else if (auto ok = check_client_id(c.client.client_id); !ok)
-    root.fail("client_id", ok.err().message);
-  auto train = root.child("train_configs");
-  read_device(train, c.client.device);
+    root.fail(appfl_id ? "train_configs.logging_id" : "client_id",
+              ok.err().message);
   train.get("num_threads", c.client.num_threads, 0, max_threads);
   train.ignore({"logging_output_dirname", "logging_output_filename"});
-  read(root.child("data_configs"), c.client.data, true);
+  if (role == config_role::python_client) {
+    // Its own code picks the device (any torch) and reads the data.
+    train.accept("device");
+    root.accept("data_configs");
+  } else {
+    read_device(train, c.client.device);
+    read(root.child("data_configs"), c.client.data, true);
+  }
   read(root.child("comm_configs"), c.client.comm, false);
 }
 
 /// Refuses what compressed uploads cannot run with: the server adds each
 /// decoded delta to the model the client received, which it must still
-/// hold and which must be the round's.
+/// hold and which must be the round's. Errors name the key the file gave
+/// (compression, or APPFL's compressor_configs).
 void check_compression(section& root, const config& c) {
   const auto& z = c.clients.compression;
   if (!z.up)
     return;
+  bool appfl =
+      root.holds({"client_configs", "comm_configs", "compressor_configs"});
   auto fail = [&](const std::string& why) {
-    root.fail("client_configs.comm_configs.compression", why);
+    root.fail(appfl ? "client_configs.comm_configs.compressor_configs"
+                    : "client_configs.comm_configs.compression",
+              why);
   };
   const auto& sc = c.server;
   if (sc.rule.norm_bound > 0)
@@ -1185,6 +1320,23 @@ void follow_aggregator(YAML::Node& root,
     server.remove("scheduler");
 }
 
+/// Replaces APPFL's compressor_configs in the client_configs that clients
+/// receive by the compression it was read as, so that every client (fedcaf's,
+/// or one written from docs/protocol.md) reads one key.
+void send_compression_as_read(YAML::Node clients, const compression_config& z) {
+  if (!clients.IsMap() || !clients["comm_configs"].IsMap() ||
+      !clients["comm_configs"]["compressor_configs"])
+    return;
+  YAML::Node comm = clients["comm_configs"];
+  comm.remove("compressor_configs");
+  YAML::Node out{YAML::NodeType::Map};
+  out["method"] = to_string(z.method);
+  out["direction"] = z.down ? (z.up ? "both" : "down") : "up";
+  out["zfp_tolerance"] = z.zfp_tolerance;
+  out["error_feedback"] = z.error_feedback;
+  comm["compression"] = out;
+}
+
 /// Replaces every secret (auth_token, tokens) below `node` by a marker, so
 /// that reports never carry one.
 void redact(YAML::Node node) {
@@ -1260,8 +1412,8 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     {
       section top{root, "", errors};
       top.track_ignored(&c.ignored_keys);
-      if (role == config_role::client)
-        read_client_file(top, c);
+      if (is_client_role(role))
+        read_client_file(top, c, role);
       else
         read_server_file(top, c);
       if (role == config_role::simulate &&
@@ -1276,7 +1428,7 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     redact(shown);
     out << shown;
     c.effective_yaml = out.c_str();
-    if (role != config_role::client) { // clients evaluate when asked to
+    if (!is_client_role(role)) { // clients evaluate when asked to
       auto train = root["client_configs"]["train_configs"];
       c.server.federated_evaluation = c.server.federated_evaluation.value_or(
           c.clients.train.trainer != trainer_kind::dummy &&
@@ -1292,6 +1444,8 @@ result<config> load_config(std::string_view yaml_text, std::string source,
       root["client_configs"]["train_configs"]["declare_update_norm"] = true;
       c.clients.train.declare_update_norm = true;
     }
+    if (!is_client_role(role))
+      send_compression_as_read(root["client_configs"], c.clients.compression);
     YAML::Emitter clients;
     if (root.IsMap() && root["client_configs"])
       clients << root["client_configs"];
@@ -1312,6 +1466,22 @@ result<config> load_config_file(const std::string& path, config_role role,
   if (!text)
     return text.err();
   return load_config(*text, path, role, overrides);
+}
+
+std::string ignored_keys_text(const config& c) {
+  std::string keys;
+  for (const auto& k : c.ignored_keys)
+    keys += (keys.empty() ? "" : ", ") + k;
+  return keys;
+}
+
+std::string ignored_keys_warning(const config& c) {
+  if (c.ignored_keys.empty())
+    return {};
+  return "warning: " + c.source + ": ignored " +
+         std::to_string(c.ignored_keys.size()) +
+         " keys fedcaf does not use: " + ignored_keys_text(c) +
+         " (--strict refuses them)";
 }
 
 namespace {

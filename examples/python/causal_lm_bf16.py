@@ -43,8 +43,11 @@ from torch import nn
 from torch.nn import functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "build", "python"))
-import fedcaf  # noqa: E402  (PYTHONPATH=build/python works too)
+try:
+    import fedcaf  # pip-installed, the .deb's, or on PYTHONPATH
+except ImportError:  # run from a source tree built with cmake --build build
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "build", "python"))
+    import fedcaf  # noqa: E402
 
 VOCAB, D_MODEL, LAYERS, HEADS, FFN, CONTEXT = 256, 128, 2, 4, 352, 128
 DTYPE = torch.bfloat16

@@ -29,8 +29,11 @@ import torch
 from torch import nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "build", "python"))
-import fedcaf  # noqa: E402  (PYTHONPATH=build/python works too)
+try:
+    import fedcaf  # pip-installed, the .deb's, or on PYTHONPATH
+except ImportError:  # run from a source tree built with cmake --build build
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "build", "python"))
+    import fedcaf  # noqa: E402
 sys.path.insert(0, HERE)
 from resnet_bn import ResNetBN  # noqa: E402
 

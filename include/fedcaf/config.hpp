@@ -404,7 +404,16 @@ struct client_config {
 };
 
 /// Which command a config file is for; decides the allowed top-level keys.
-enum class config_role { simulate, server, client };
+/// client is `fedcaf client`, whose trainer reads its partition of the data
+/// set (data_configs.dataset_kwargs.num_clients is required);
+/// python_client is `fedcaf.Client` in Python, whose own code brings the
+/// data: its data_configs is optional and accepted unread.
+enum class config_role { simulate, server, client, python_client };
+
+/// Returns true iff `r` is a client's own file (client or python_client).
+constexpr bool is_client_role(config_role r) {
+  return r == config_role::client || r == config_role::python_client;
+}
 
 /// A validated configuration.
 struct config {
@@ -432,6 +441,14 @@ result<config> load_config(std::string_view yaml_text, std::string source,
 /// Reads a file and calls load_config on it.
 result<config> load_config_file(const std::string& path, config_role role,
                                 const std::vector<std::string>& overrides = {});
+
+/// Returns the keys of c.ignored_keys joined by ", " ("" if none).
+std::string ignored_keys_text(const config& c);
+
+/// Returns the one warning that lists the keys of APPFL's layout the config
+/// gave and fedcaf does not use: "warning: SOURCE: ignored N keys fedcaf does
+/// not use: K1, K2 (--strict refuses them)"; "" iff there are none.
+std::string ignored_keys_warning(const config& c);
 
 /// Returns the client_configs section as YAML (sent to clients in Welcome).
 std::string client_configs_yaml(const config& c);

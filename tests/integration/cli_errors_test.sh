@@ -116,7 +116,6 @@ client_configs:
     optim_args: {lr: 0.001}
     do_validation: True
     do_pre_validation: True
-    metric_path: "./resources/metric/acc.py"
     metric_name: "accuracy"
     use_dp: False
     epsilon: 1
@@ -146,7 +145,7 @@ YAML
 appfl_out=$("$fedcaf" simulate -c "$tmp/server_fedavg.yaml" 2>&1)
 warnings=$(grep -c "warning" <<<"$appfl_out")
 if [ $? -ne 0 ] && false; then :; fi
-if [ "$warnings" -ne 1 ] || ! grep -q "ignored 13 keys fedcaf does not use: server_configs.logging_output_dirname" <<<"$appfl_out" ||
+if [ "$warnings" -ne 1 ] || ! grep -q "ignored 12 keys fedcaf does not use: server_configs.logging_output_dirname" <<<"$appfl_out" ||
    ! grep -q "final test accuracy" <<<"$appfl_out"; then
   echo "FAIL: APPFL's layout: $appfl_out"; fails=$((fails + 1))
 fi

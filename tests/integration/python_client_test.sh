@@ -77,7 +77,10 @@ PY
 fi
 [ "$part" = fashion ] && exit 0
 
-# A small synthetic model for the refusals: one client, one round.
+# A small synthetic model for the refusals: one client, one round. The
+# client's file has no data_configs: a Python client brings its own data.
+printf 'client_id: Client1\ncomm_configs:\n  grpc_configs: {server_uri: 127.0.0.1:50051}\n' \
+  > "$out/client_no_data.yaml"
 port=$(free_port); uri="127.0.0.1:$port"
 timeout 120 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" \
   --set server_configs.comm_configs.grpc_configs.server_uri=$uri \
@@ -90,7 +93,7 @@ timeout 120 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" \
   --set server_configs.aggregator=FedAdamAggregator \
   --report "$out/small.json" > "$out/small.log" 2>&1 & pids+=($!); server=$!
 timeout 120 "$python" "$src/tests/integration/python_client_check.py" \
-  refusals "$src/configs/client_1.yaml" "$uri" || { cat "$out/small.log"; exit 1; }
+  refusals "$out/client_no_data.yaml" "$uri" || { cat "$out/small.log"; exit 1; }
 wait $server || { echo "FAIL: the small server failed"; cat "$out/small.log"; exit 1; }
 "$python" - "$out/small.json" <<'PY'
 import json, sys

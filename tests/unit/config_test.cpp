@@ -1,5 +1,6 @@
 #include "fedcaf/config.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -572,6 +573,7 @@ TEST_CASE("APPFL's keys naming Python files are refused, not ignored") {
   for (std::string set :
        {"client_configs.model_configs.model_path=resources/model/cnn.py",
         "client_configs.train_configs.loss_fn_path=resources/loss/celoss.py",
+        "client_configs.train_configs.metric_path=resources/metric/acc.py",
         "data_configs.dataset_path=resources/dataset/mnist_dataset.py"}) {
     CAPTURE(set);
     auto c = load_config(embedded_simulate_yaml(), "embedded",
@@ -705,4 +707,246 @@ TEST_CASE("tensor counts and model dimensions are bounded at load") {
                     {"client_configs.train_configs.trainer=dummy",
                      "client_configs.model_configs.model_name=synthetic",
                      "client_configs.model_configs.num_tensors=65536"}));
+}
+
+namespace {
+
+/// APPFL's shipped example configs, Python-file keys removed.
+const std::string appfl_dir = FEDCAF_SOURCE_DIR "/tests/fixtures/appfl/";
+
+/// The keys of APPFL's layout that fedcaf ignores in each server fixture,
+/// under the prefixes they share.
+std::vector<std::string> appfl_ignored(std::vector<std::string> server,
+                                       std::vector<std::string> train,
+                                       std::vector<std::string> compressor,
+                                       std::vector<std::string> clients) {
+  std::vector<std::string> keys;
+  for (const auto& k : server)
+    keys.push_back("server_configs." + k);
+  for (const auto& k : train)
+    keys.push_back("client_configs.train_configs." + k);
+  for (const auto& k : compressor)
+    keys.push_back("client_configs.comm_configs.compressor_configs." + k);
+  for (const auto& k : clients)
+    keys.push_back("client_configs." + k);
+  return keys;
+}
+
+const std::vector<std::string> appfl_compressor_unused{
+    "lossy_compressor", "lossless_compressor", "error_bounding_mode",
+    "error_bound", "param_cutoff"};
+
+} // namespace
+
+TEST_CASE("APPFL's server_fedavg.yaml loads with one warning naming exactly "
+          "the keys fedcaf ignores") {
+  auto c =
+      load_config_file(appfl_dir + "server_fedavg.yaml", config_role::server);
+  REQUIRE(c);
+  CHECK(
+      c->ignored_keys ==
+      appfl_ignored({"logging_output_dirname", "logging_output_filename"},
+                    {"do_validation", "do_pre_validation", "metric_name",
+                     "clip_grad", "clip_value", "clip_norm",
+                     "train_data_shuffle", "val_data_shuffle", "loss_fn_name"},
+                    appfl_compressor_unused, {}));
+  auto warning = ignored_keys_warning(*c);
+  CHECK(warning.rfind("warning: " + appfl_dir +
+                          "server_fedavg.yaml: ignored "
+                          "16 keys fedcaf does not use: "
+                          "server_configs.logging_output_dirname, ",
+                      0) == 0);
+  CHECK(contains(warning, "compressor_configs.param_cutoff (--strict"));
+  // What it says is read as fedcaf's keys: FedAvg over 2 clients, 100
+  // steps of Adam at lr 0.001, batch 64, Opacus's DP-SGD, no compression.
+  CHECK(c->server.aggregator == server_rule::fedavg);
+  CHECK(c->server.num_clients == 2);
+  CHECK(c->server.num_global_epochs == 10);
+  CHECK(c->clients.train.mode == "step");
+  CHECK(c->clients.train.num_local_steps == 100);
+  CHECK(c->clients.train.optim.name == "Adam");
+  CHECK(c->clients.train.optim.lr == doctest::Approx(0.001));
+  CHECK(c->clients.train.train_batch_size == 64);
+  CHECK(c->clients.train.dp.mode == dp_sgd_mode::fused);
+  CHECK(c->clients.train.dp.noise_multiplier == 1.0);
+  CHECK(c->clients.train.dp.max_grad_norm == 1.0);
+  CHECK(c->clients.compression.method == compression_method::none);
+  CHECK(c->server.comm.max_message_size == 1048576);
+}
+
+TEST_CASE("APPFL's server_fedadam.yaml loads with one warning naming exactly "
+          "the keys fedcaf ignores") {
+  auto c =
+      load_config_file(appfl_dir + "server_fedadam.yaml", config_role::server);
+  REQUIRE(c);
+  CHECK(c->ignored_keys ==
+        appfl_ignored({"logging_output_dirname", "logging_output_filename"},
+                      {"use_dp", "do_validation", "do_pre_validation",
+                       "metric_name", "epsilon", "clip_grad", "clip_value",
+                       "clip_norm", "train_data_shuffle", "val_data_shuffle",
+                       "loss_fn_name"},
+                      appfl_compressor_unused, {"data_readiness_configs"}));
+  CHECK(contains(ignored_keys_warning(*c), "ignored 19 keys"));
+  CHECK(c->server.aggregator == server_rule::fedadam);
+  CHECK(c->server.rule.server_learning_rate == doctest::Approx(0.1));
+  CHECK(c->server.rule.server_adapt_param == doctest::Approx(1e-3));
+  CHECK(c->server.rule.server_momentum_param_1 == doctest::Approx(0.9));
+  CHECK(c->server.rule.server_momentum_param_2 == doctest::Approx(0.99));
+  CHECK(c->clients.train.dp.mode == dp_sgd_mode::none);
+}
+
+TEST_CASE("APPFL's client configs load for fedcaf client and the Python "
+          "client") {
+  for (int i : {1, 2}) {
+    auto file = appfl_dir + "client_" + std::to_string(i) + ".yaml";
+    CAPTURE(file);
+    auto c = load_config_file(file, config_role::client);
+    REQUIRE(c);
+    CHECK(c->client.client_id == "Client" + std::to_string(i)); // logging_id
+    CHECK(c->client.data.num_clients == 2);
+    CHECK(c->client.data.client_index == static_cast<uint32_t>(i - 1));
+    CHECK(c->client.data.partition_strategy == "class_noniid");
+    CHECK(c->ignored_keys ==
+          std::vector<std::string>{
+              "train_configs.logging_output_dirname",
+              "train_configs.logging_output_filename",
+              "data_configs.dataset_kwargs.visualization",
+              "data_configs.dataset_kwargs.output_dirname",
+              "data_configs.dataset_kwargs.output_filename"});
+    // The Python client's code reads data_configs, if anything does.
+    auto py = load_config_file(file, config_role::python_client);
+    REQUIRE(py);
+    CHECK(py->ignored_keys ==
+          std::vector<std::string>{"train_configs.logging_output_dirname",
+                                   "train_configs.logging_output_filename"});
+  }
+  // APPFL's Python dataset loader stays refused for fedcaf's client.
+  auto py_data = load_config_file(
+      appfl_dir + "client_1.yaml", config_role::client,
+      {"data_configs.dataset_path=./resources/dataset/mnist_dataset.py"});
+  CHECK(contains(message_of(py_data), "data_configs.dataset_path: names a "
+                                      "Python file"));
+  // client_id wins over logging_id, which then only names logs.
+  auto both = load_config_file(appfl_dir + "client_1.yaml", config_role::client,
+                               {"client_id=Site7"});
+  REQUIRE(both);
+  CHECK(both->client.client_id == "Site7");
+  CHECK(both->ignored_keys.front() == "train_configs.logging_id");
+}
+
+TEST_CASE("a Python client's config needs no data_configs; fedcaf client's "
+          "says what is missing") {
+  std::string text = "client_id: Client1\n"
+                     "comm_configs: {grpc_configs: {server_uri: "
+                     "127.0.0.1:50051}}\n";
+  auto py = load_config(text, "py.yaml", config_role::python_client);
+  REQUIRE(py);
+  CHECK(py->ignored_keys.empty());
+  // Whatever its own code reads there is its own, the device too (its own
+  // torch picks it, whatever LibTorch fedcaf was built with).
+  CHECK(load_config(text + "data_configs: {dataset_name: get_cifar10, "
+                           "dataset_kwargs: {shards: 8}}\n"
+                           "train_configs: {device: 'cuda:1'}\n",
+                    "py.yaml", config_role::python_client));
+  auto msg = message_of(load_config(text, "c.yaml", config_role::client));
+  CHECK(contains(msg, "c.yaml: data_configs.dataset_kwargs.num_clients: is "
+                      "required"));
+  CHECK(contains(msg, "a Python client (import fedcaf) brings its own data"));
+  CHECK_FALSE(contains(msg, "client_id: must be below"));
+}
+
+TEST_CASE("APPFL's compressor_configs map to compression where they mean "
+          "the same") {
+  const std::string key = "client_configs.comm_configs.compressor_configs";
+  auto fedavg = [&](std::vector<std::string> sets) {
+    return load_config_file(appfl_dir + "server_fedavg.yaml",
+                            config_role::server, sets);
+  };
+  auto on = [&](std::string lossy, std::string mode) {
+    return std::vector<std::string>{key + ".enable_compression=true",
+                                    key + ".lossy_compressor=" + lossy,
+                                    key + ".error_bounding_mode=" + mode};
+  };
+  // An error-bounded lossy compressor with an absolute bound: zfp on
+  // uploads, every value within error_bound.
+  for (std::string lossy : {"ZFPCompressor", "SZ2Compressor", "SZ3"}) {
+    CAPTURE(lossy);
+    auto c = fedavg(on(lossy, "ABS"));
+    REQUIRE(c);
+    const auto& z = c->clients.compression;
+    CHECK(z.method == compression_method::zfp);
+    CHECK(z.up);
+    CHECK_FALSE(z.down);
+    CHECK(z.zfp_tolerance == doctest::Approx(1e-3));
+    CHECK_FALSE(z.error_feedback);
+    // Of the block only what has no counterpart is ignored.
+    auto ignored = c->ignored_keys;
+    ignored.erase(ignored.begin(), ignored.end() - 2);
+    CHECK(ignored == std::vector<std::string>{key + ".lossless_compressor",
+                                              key + ".param_cutoff"});
+    CHECK(c->ignored_keys.size() == 13);
+    // Clients receive fedcaf's key, read the same way.
+    CHECK_FALSE(contains(c->client_configs_text, "compressor_configs"));
+    auto sent = parse_client_configs(c->client_configs_text);
+    REQUIRE(sent);
+    CHECK(sent->compression.method == compression_method::zfp);
+    CHECK(sent->compression.up);
+    CHECK_FALSE(sent->compression.down);
+    CHECK(sent->compression.zfp_tolerance == doctest::Approx(1e-3));
+    CHECK_FALSE(sent->compression.error_feedback);
+  }
+  // A REL bound (times each tensor's range) has no counterpart: the whole
+  // block is ignored, enable_compression with it, and nothing compressed.
+  auto rel = fedavg(on("SZ2Compressor", "REL"));
+  REQUIRE(rel);
+  CHECK(rel->clients.compression.method == compression_method::none);
+  CHECK(std::find(rel->ignored_keys.begin(), rel->ignored_keys.end(),
+                  key + ".enable_compression") != rel->ignored_keys.end());
+  // Off: only the keys used when on are ignored.
+  auto off = fedavg({});
+  REQUIRE(off);
+  CHECK(std::find(off->ignored_keys.begin(), off->ignored_keys.end(),
+                  key + ".enable_compression") == off->ignored_keys.end());
+  CHECK(contains(message_of(fedavg(on("Blosc", "ABS"))),
+                 key + ".lossy_compressor: must be one of SZ2Compressor"));
+  CHECK(contains(message_of(fedavg(on("ZFP", "PW_REL"))),
+                 key + ".error_bounding_mode: must be ABS or REL"));
+  CHECK(contains(
+      message_of(fedavg({"client_configs.comm_configs.compression={method: "
+                         "int8}"})),
+      key + ": give compression (fedcaf's) or compressor_configs"));
+  // What compressed uploads cannot run with names the key the file gave.
+  auto sets = on("ZFP", "ABS");
+  sets.push_back("server_configs.memory_mode=window");
+  CHECK(contains(message_of(fedavg(sets)),
+                 key + ": compressed uploads (deltas) need memory_mode ram"));
+}
+
+TEST_CASE("APPFL's use_dp is DP-SGD with opacus and refused otherwise") {
+  auto fedadam = [](std::vector<std::string> sets) {
+    return load_config_file(appfl_dir + "server_fedadam.yaml",
+                            config_role::server, sets);
+  };
+  const std::string train = "client_configs.train_configs.";
+  auto opacus = fedadam({train + "use_dp=true", train + "dp_mechanism=opacus",
+                         train + "dp_config={noise_multiplier: 0.8, "
+                                 "max_grad_norm: 2}"});
+  REQUIRE(opacus);
+  CHECK(opacus->clients.train.dp.mode == dp_sgd_mode::fused);
+  CHECK(opacus->clients.train.dp.noise_multiplier == doctest::Approx(0.8));
+  CHECK(opacus->clients.train.dp.max_grad_norm == doctest::Approx(2));
+  for (std::string mechanism : {"", "laplace", "gaussian"}) {
+    CAPTURE(mechanism);
+    std::vector<std::string> sets{train + "use_dp=true"};
+    if (!mechanism.empty())
+      sets.push_back(train + "dp_mechanism=" + mechanism);
+    auto msg = message_of(fedadam(sets));
+    CHECK(contains(msg, train + "use_dp: APPFL's '" +
+                            (mechanism.empty() ? "laplace" : mechanism) +
+                            "' mechanism perturbs the trained model"));
+  }
+  CHECK(contains(
+      message_of(fedadam({train + "use_dp=true", train + "dp_mechanism=opacus",
+                          train + "dp={mode: ghost}"})),
+      "not both"));
 }
