@@ -8,6 +8,9 @@
 # (default 1), its federated accuracy checked.
 #
 #   python_install_test.sh FEDCAF SOURCE_DIR PIP_BUILD_DIR [PYTHON]
+# pip builds in PIP_BUILD_DIR-cpXY: a folder beside build/ (the same depth)
+# with the main build's flags (-DFEDCAF_WERROR=ON), so that the compiler
+# cache serves the core libraries the main build compiled.
 # PYTHON: the interpreter (default $FEDCAF_TEST_PYTHON, else the newest
 # pyenv CPython 3.11). Its venv gets numpy, torch and PyYAML (what the
 # example imports) from the interpreter itself where it has them
@@ -62,7 +65,8 @@ fi
 tag=$("$venv/bin/python" -c "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')")
 start=$(date +%s)
 if timeout 1200 "$venv/bin/python" -m pip install --no-build-isolation --no-index \
-     --config-settings build-dir="$pip_build/$tag" --config-settings parallel=2 "$src" > "$out/pip.log" 2>&1; then
+     --config-settings build-dir="$pip_build-$tag" --config-settings parallel=2 \
+     --config-settings cmake-args=-DFEDCAF_WERROR=ON "$src" > "$out/pip.log" 2>&1; then
   pass "pip install --no-build-isolation --no-index of the source tree ($(( $(date +%s) - start )) s)"
 else
   cat "$out/pip.log"; fail "pip install"; finish
