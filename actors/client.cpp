@@ -395,6 +395,9 @@ client_actor::behavior_type running(client_actor::pointer self,
       [state](done_atom, const frame& f) { state->on_done(f); },
       [state](idle_atom, uint32_t round) { state->on_round_over(round); },
       [state](reject_atom, const frame& f) { state->on_rejected(f); },
+      // Only a remote client's gateway is taken over; one in this process
+      // would end as refused.
+      [state](replaced_atom, const frame& f) { state->on_rejected(f); },
       [state](tick_atom) { state->on_tick(); },
       [state](evaluated_atom, const frame& f) { state->on_evaluated(f); },
       [state](secagg_atom, const frame& f) { state->on_unmask_asked(f); },

@@ -181,11 +181,16 @@ public:
   /// True iff this end speaks TLS and the peer's first bytes were none.
   bool plain_peer() const { return tls_ && tls_->plain_peer(); }
 
-  /// Closes the connection; nothing is read or sent after this.
+  /// Closes the connection, after close_notify on a TLS one; nothing is
+  /// read or sent after this.
   void close() {
     if (closed_)
       return;
     closed_ = true;
+    if (tls_ && secure_) { // TLS's clean end; the socket writes it first
+      tls_->close_notify();
+      account_ciphertext();
+    }
     if (tls_)
       tls_->set_output(nullptr);
     self_->close(hdl_);
@@ -372,8 +377,11 @@ public:
     if (stage_ == stage::closing)
       return;
     auto ok = link_.take(m.buf, [this](frame&& f) { on_frame(std::move(f)); });
-    if (!ok)
-      refuse(ok.err());
+    if (ok)
+      return;
+    if (ok.err().code == errc::disconnected) // close_notify: as a TCP close
+      return close_now("");
+    refuse(ok.err());
   }
 
   void on_transferred(const caf::io::data_transferred_msg& m) {
@@ -660,6 +668,16 @@ public:
     start_closing();
   }
 
+  /// Its client resumed its session on another connection: this one closes,
+  /// told why (the frame pushed), neither counted nor logged as a refusal.
+  void replaced() {
+    if (stage_ == stage::closing)
+      return;
+    log_line("gateway", "closing the connection of " + client_id_ + " (peer " +
+                            address_ + "): it resumed on another connection");
+    start_closing();
+  }
+
 private:
   /// Counts and logs `e` with the peer's address, tells the peer if it can
   /// still read, and closes the connection.
@@ -736,6 +754,10 @@ caf::behavior server_gateway_actor(caf::io::broker* self, connection_handle hdl,
         st->push(f);
         if (auto e = msg::error_in(f))
           st->disconnect(*e);
+      },
+      [st](replaced_atom, const frame& f) { // resumed on another connection
+        st->push(f);
+        st->replaced();
       },
       [st](idle_atom, uint32_t round) {
         st->push(msg::encode(msg::round_over{round}));

@@ -146,11 +146,12 @@ using server_link =
 /// What the server tells a client (an in-process client actor, or the
 /// server-side gateway of a remote one), none with a reply: a round or task
 /// starts, the run ended, the round was published, its update was refused
-/// (an error frame), the SecAgg+ shares to reveal.
+/// (an error frame), the SecAgg+ shares to reveal, its session taken over by
+/// another connection (the error frame its peer is told before the close).
 using client_inbox = caf::typed_actor<
     caf::reacts_to<round_atom, frame>, caf::reacts_to<done_atom, frame>,
     caf::reacts_to<idle_atom, uint32_t>, caf::reacts_to<reject_atom, frame>,
-    caf::reacts_to<secagg_atom, frame>>;
+    caf::reacts_to<secagg_atom, frame>, caf::reacts_to<replaced_atom, frame>>;
 
 /// A client actor: what its server tells it, the evaluation its embedding
 /// program (the Python module) hands it to send, and its timers (the idle

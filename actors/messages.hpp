@@ -46,6 +46,9 @@ using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using reject_atom = caf::atom_constant<caf::atom("reject")>;
+/// Another connection of the same client took its session over: close
+/// this one (not a refusal).
+using replaced_atom = caf::atom_constant<caf::atom("replaced")>;
 using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
 using secagg_atom = caf::atom_constant<caf::atom("secagg")>;
 

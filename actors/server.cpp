@@ -368,8 +368,8 @@ private:
                const admission<client_inbox>& a) {
     if (a.replaced) // the connection taken over is closed by its gateway
       self_->monitor(sender);
-    if (a.notice) // one session per client, whatever its peer does
-      self_->send(*a.replaced, reject_atom::value, refuse(*a.notice));
+    if (a.notice) // one session per client; the old connection is told
+      self_->send(*a.replaced, replaced_atom::value, msg::encode(*a.notice));
     reporter_.resumed(id, a.from);
     // After the Welcome, which the Hello's reply carries.
     self_->send(self_, round_atom::value, id);

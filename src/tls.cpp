@@ -271,6 +271,11 @@ result<size_t> tls_session::read(std::span<char> dst) {
   return error{errc::malformed_frame, "TLS: " + openssl_errors()};
 }
 
+void tls_session::close_notify() {
+  if (SSL_is_init_finished(ssl_) == 1 && SSL_shutdown(ssl_) < 0)
+    ERR_clear_error(); // a session already broken: nothing to say
+}
+
 result<void> tls_session::write(std::span<const char> plaintext) {
   while (!plaintext.empty()) {
     auto n = SSL_write(

@@ -80,6 +80,10 @@ public:
   /// Encrypts `plaintext` into the output.
   result<void> write(std::span<const char> plaintext);
 
+  /// Writes close_notify into the output, once the handshake is complete:
+  /// this end sends nothing more (a clean end, not a refusal).
+  void close_notify();
+
   /// Returns the common name of the peer's verified certificate, or "".
   std::string peer_common_name() const;
 

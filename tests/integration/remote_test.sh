@@ -166,6 +166,14 @@ grep -q "refused: not_authorized: Client3 from .*: unknown client id or wrong to
 grep -q "certificate verify failed" "$out/tls.log" || fail "the foreign CA was not named"
 grep -q "wrong version number" "$out/tls.log" || fail "the plain client was not named"
 grep "refused" "$out/tls.log" | sort -u -k2 | head -8
+$py - "$out/tls.json" <<'PY' || fail "clean closes after done were counted as refusals"
+import json, sys
+r = json.load(open(sys.argv[1]))
+# The wrong token, the foreign CA and the plain client: three refusals; the
+# three clients leaving after done (TLS close_notify) are none.
+assert r["refusals"] == 3, r["refusals"]
+print("   refusals in the report: 3 (the three bad clients; clean closes none)")
+PY
 
 timeout 300 "$fedcaf" simulate -c "$out/tls.yaml" \
   --set "server_configs.save_global_model=$out/local_{round}.safetensors" \
@@ -275,6 +283,8 @@ model = 50331648
 server = json.load(open(f"{out}/slow.json"))
 c2 = json.load(open(f"{out}/slow_c2.json"))
 assert server["ok"] and [r["clients"] for r in server["rounds"]] == [3, 3, 3], server["rounds"]
+# Resumes over new connections are neither refusals nor takeovers refused.
+assert server["refusals"] == 0, server["refusals"]
 assert c2["ok"] and c2["resumes"] >= 1, (c2["failure"], c2["resumes"])
 assert c2["bytes_resent"] < model / 10, c2["bytes_resent"]
 c1 = json.load(open(f"{out}/slow_c1.json"))  # a link that only was slow
