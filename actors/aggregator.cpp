@@ -16,6 +16,7 @@
 #include "fedcaf/accumulator.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/log.hpp"
+#include "fedcaf/update_check.hpp"
 #include "protocol/chunk_checker.hpp"
 #include "protocol/upload_ledger.hpp"
 
@@ -610,6 +611,18 @@ spawn_aggregator(caf::actor_system& sys,
         return error{errc::unsupported_dtype,
                      "compression needs a float32 model; tensor " + t.name +
                          " is " + std::string{dtype_name(t.type)}};
+  auto kept = kept_tensors(initial->layout, options.rule_cfg.tensor_rules);
+  if (!kept)
+    return kept.err();
+  if (std::find(kept->begin(), kept->end(), true) != kept->end() &&
+      (p.secure || noisy))
+    return error{errc::bad_config,
+                 "server_configs.aggregator_kwargs.tensor_rules: keep is "
+                 "not applied under " +
+                     std::string{p.secure ? "secure aggregation (masked "
+                                            "uploads are summed as sent)"
+                                          : "dp_fedavg (its noise is added "
+                                            "to every element)"}};
   if (p.secure)
     for (const auto& t : initial->layout.tensors) {
       if (t.type != dtype::float32)

@@ -25,6 +25,10 @@ chunk_checker::chunk_checker(const manifest& layout, const chunk_plan& plan,
   if (z.up)
     max_payload_ =
         std::max(max_payload_, encoded_bound(z, plan.chunk_bytes() / 4 + 1));
+  // Checked before (spawn_aggregator): a pattern matching nothing fails.
+  auto kept = kept_tensors(layout, rule.tensor_rules);
+  kept_ = kept ? std::move(*kept) : std::vector<bool>(layout.tensors.size());
+  any_kept_ = std::find(kept_.begin(), kept_.end(), true) != kept_.end();
 }
 
 double chunk_checker::max_abs(double weight) const {
@@ -164,18 +168,26 @@ chunk_checker::distance(const std::string& id, const msg::chunk_view& c,
 msg::chunk_view chunk_checker::bounded(const upload_record& s,
                                        const msg::chunk_view& c,
                                        std::span<const std::byte> global) {
-  if (s.scale >= 1)
+  auto seq = c.header.sequence;
+  bool keep = any_kept_ && touches_kept(layout_, plan_, seq, kept_);
+  if (s.scale >= 1 && !keep)
     return c;
-  const auto& e = plan_.extent(c.header.sequence);
-  auto n = e.bytes / dtype_bytes(type_);
-  scaled_.resize(e.bytes);
-  const auto* g = global.data() + e.model_offset;
-  for (size_t i = 0; i < n; ++i) {
-    auto old = load_element(type_, g, i);
-    auto x = load_element(type_, c.bytes.data(), i);
-    store_element(type_, scaled_.data(), i,
-                  static_cast<float>(old + s.scale * (x - old)));
+  const auto& e = plan_.extent(seq);
+  if (s.scale >= 1) {
+    scaled_.assign(c.bytes.begin(), c.bytes.end());
+  } else {
+    auto n = e.bytes / dtype_bytes(type_);
+    scaled_.resize(e.bytes);
+    const auto* g = global.data() + e.model_offset;
+    for (size_t i = 0; i < n; ++i) {
+      auto old = load_element(type_, g, i);
+      auto x = load_element(type_, c.bytes.data(), i);
+      store_element(type_, scaled_.data(), i,
+                    static_cast<float>(old + s.scale * (x - old)));
+    }
   }
+  if (keep)
+    keep_kept(layout_, plan_, seq, kept_, scaled_, global);
   auto out = c;
   out.bytes = scaled_;
   return out;

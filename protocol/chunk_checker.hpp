@@ -108,10 +108,11 @@ public:
                                 std::span<const std::byte> global,
                                 uint64_t overwritten_below) const;
 
-  /// norm_bound: chunk `c` of stream `s` scaled towards the global model,
-  /// g + scale (x - g) (valid until the next call); as it came iff its
-  /// update is within the bound. REQUIRES: placed(c), `global` is the model
-  /// the client received.
+  /// Chunk `c` of stream `s` as it is folded (valid until the next call):
+  /// norm_bound, scaled towards the global model, g + scale (x - g);
+  /// tensor_rules keep, the global model's values in its kept tensors; as
+  /// it came where neither applies. REQUIRES: placed(c), `global` is the
+  /// model the client received.
   msg::chunk_view bounded(const upload_record& s, const msg::chunk_view& c,
                           std::span<const std::byte> global);
 
@@ -149,6 +150,9 @@ private:
   uint64_t max_payload_;
   std::vector<float> decoded_;    ///< compressed uploads: a chunk's values
   std::vector<std::byte> scaled_; ///< norm_bound: a chunk scaled back
+  /// tensor_rules: the tensors whose values the server keeps, by index.
+  std::vector<bool> kept_;
+  bool any_kept_ = false;
   /// In place with an update bound: per client, its chunks of this round as
   /// first checked (kept across a reset, forgotten with the round).
   std::map<std::string, std::vector<checked_chunk>> first_pass_;

@@ -60,6 +60,8 @@ constexpr word<staleness_kind> staleness_words[] = {
     {staleness_kind::hinge, "hinge"}};
 constexpr word<partial_updates> partial_words[] = {
     {partial_updates::discard, "discard"}, {partial_updates::keep, "keep"}};
+constexpr word<tensor_rule> tensor_rule_words[] = {
+    {tensor_rule::average, "average"}, {tensor_rule::keep, "keep"}};
 constexpr word<deadline_action> deadline_words[] = {
     {deadline_action::fail, "fail"}, {deadline_action::wait, "wait"}};
 
@@ -261,6 +263,15 @@ public:
     seen_.insert(key);
     YAML::Node sub = node_ && node_.IsMap() ? node_[key] : YAML::Node{};
     return section{sub, join(key), errors_, ignored_};
+  }
+
+  /// The keys of this mapping, in order (each is known once read).
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out;
+    if (node_ && node_.IsMap())
+      for (const auto& kv : node_)
+        out.push_back(kv.first.as<std::string>(""));
+    return out;
   }
 
   /// Where ignore() records the keys it found (null: nowhere).
@@ -1019,6 +1030,12 @@ void read(section s, rule_config& r, server_rule rule) {
   s.get("trim_ratio", r.trim_ratio);
   if (!(r.trim_ratio >= 0 && r.trim_ratio < 0.5))
     s.fail("trim_ratio", "must be in [0, 0.5)");
+  auto rules = s.child("tensor_rules");
+  for (const auto& pattern : rules.keys()) {
+    auto rule = tensor_rule::average;
+    rules.one_of(pattern.c_str(), rule, tensor_rule_words);
+    r.tensor_rules.emplace_back(pattern, rule);
+  }
   s.ignore({"optimize_memory", "gradient_based"});
   if (s.has("dp_fedavg")) {
     auto dp = s.child("dp_fedavg");

@@ -1,5 +1,7 @@
 #include "fedcaf/update_check.hpp"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -219,6 +221,54 @@ double squared_norm(const manifest& m, const chunk_plan& plan, uint64_t seq,
                          nullptr, n);
   });
   return sum;
+}
+
+result<std::vector<bool>>
+kept_tensors(const manifest& m,
+             const std::vector<std::pair<std::string, tensor_rule>>& rules) {
+  auto matches = [](const std::string& pattern, const tensor_info& t) {
+    return fnmatch(pattern.c_str(), t.name.c_str(), 0) == 0;
+  };
+  for (const auto& [pattern, rule] : rules)
+    if (std::none_of(m.tensors.begin(), m.tensors.end(),
+                     [&](const tensor_info& t) { return matches(pattern, t); }))
+      return error{errc::bad_config,
+                   "server_configs.aggregator_kwargs.tensor_rules: '" +
+                       pattern + "' matches no tensor of the model (" +
+                       std::to_string(m.tensors.size()) +
+                       " tensors, the first '" +
+                       (m.tensors.empty() ? "" : m.tensors[0].name) + "')"};
+  std::vector<bool> kept(m.tensors.size(), false);
+  for (size_t t = 0; t < m.tensors.size(); ++t) {
+    auto first = std::find_if(rules.begin(), rules.end(), [&](const auto& r) {
+      return matches(r.first, m.tensors[t]);
+    });
+    kept[t] = first != rules.end() && first->second == tensor_rule::keep;
+  }
+  return kept;
+}
+
+bool touches_kept(const manifest& m, const chunk_plan& plan, uint64_t seq,
+                  const std::vector<bool>& kept) {
+  bool any = false;
+  for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t, uint64_t) {
+    any = any || kept[tensor];
+  });
+  return any;
+}
+
+bool keep_kept(const manifest& m, const chunk_plan& plan, uint64_t seq,
+               const std::vector<bool>& kept, std::span<std::byte> update,
+               std::span<const std::byte> global) {
+  bool any = false;
+  auto start = plan.extent(seq).model_offset;
+  for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
+    if (!kept[tensor])
+      return;
+    std::memcpy(update.data() + at, global.data() + start + at, n);
+    any = true;
+  });
+  return any;
 }
 
 } // namespace fedcaf

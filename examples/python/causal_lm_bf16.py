@@ -11,7 +11,9 @@ The model is a decoder-only transformer in plain PyTorch (byte vocabulary of
 positions, a causal mask from torch.triu) whose parameters are
 torch.bfloat16 and whose state_dict names are Llama's
 (model.embed_tokens.weight, model.layers.N.self_attn.q_proj.weight, ...,
-model.norm.weight, lm_head.weight). The global model arrives through
+model.norm.weight, lm_head.weight), plus an int64 position buffer in the
+state_dict (model.position_ids, as BERT-style models and older Hugging Face
+checkpoints keep one): it travels as bf16 and comes back int64. The global model arrives through
 task.model_state(torch) (torch.frombuffer(..., dtype=torch.bfloat16), no
 copy) and the update leaves as model.state_dict(): the wire, the server's
 aggregation input and its saved models are all BF16.
@@ -124,6 +126,9 @@ class Decoder(nn.Module):
         self.embed_tokens = nn.Embedding(VOCAB, D_MODEL)
         self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
         self.norm = RMSNorm(D_MODEL)
+        # An integer buffer in the state_dict: fedcaf carries it in the
+        # model's bf16 (exact up to 256) and hands it back as int64.
+        self.register_buffer("position_ids", torch.arange(CONTEXT)[None, :])
 
 
 class CausalLM(nn.Module):
@@ -145,7 +150,9 @@ class CausalLM(nn.Module):
     def forward(self, tokens):
         t = tokens.shape[1]
         x = self.model.embed_tokens(tokens)
-        cos, sin = self.cos[:t].to(x.dtype), self.sin[:t].to(x.dtype)
+        positions = self.model.position_ids[0, :t]
+        cos = self.cos[positions].to(x.dtype)
+        sin = self.sin[positions].to(x.dtype)
         for layer in self.model.layers:
             x = layer(x, cos, sin, self.mask)
         return self.lm_head(self.model.norm(x))

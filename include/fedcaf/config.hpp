@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fedcaf/aggregation_rule.hpp"
@@ -37,6 +38,10 @@ enum class client_weighting { equal, sample_size };
 enum class staleness_kind { constant, polynomial, hinge };
 /// aggregator_kwargs.partial_updates: discard | keep.
 enum class partial_updates { discard, keep };
+/// aggregator_kwargs.tensor_rules' values: average (as the tensor's kind
+/// says: floats by the rule, integers rounded, bools by majority) | keep
+/// (the server's value stays; clients' values are not used).
+enum class tensor_rule { average, keep };
 /// scheduler_kwargs.on_deadline: fail | wait.
 enum class deadline_action { fail, wait };
 
@@ -303,6 +308,11 @@ struct rule_config {
   /// TrimmedMeanAggregator: the fraction of a coordinate's values dropped
   /// from each end, in [0, 0.5); 0.2 as Flower's FedTrimmedAvg.
   double trim_ratio = 0.2;
+  /// tensor_rules: per tensor name pattern (fnmatch: *, ?, [...]), in the
+  /// config's order, the rule for the tensors it matches (the first
+  /// pattern that matches decides); a tensor no pattern matches is
+  /// averaged. Every pattern must match a tensor of the model.
+  std::vector<std::pair<std::string, tensor_rule>> tensor_rules;
 };
 
 /// server_configs.memory_mode, parsed once here. ram: the global model and

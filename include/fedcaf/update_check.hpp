@@ -8,8 +8,12 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/config.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 
@@ -39,5 +43,27 @@ double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
 /// REQUIRES: plan made from m, model.size() == m.total_bytes().
 double squared_norm(const manifest& m, const chunk_plan& plan, uint64_t seq,
                     std::span<const std::byte> model);
+
+/// aggregator_kwargs.tensor_rules over the model `m`: true at the index of
+/// each tensor the server keeps (the first pattern, fnmatch, that matches
+/// its name says keep). Returns an error (bad_config) iff a pattern matches
+/// no tensor of `m`: a misspelled name would otherwise change nothing.
+result<std::vector<bool>>
+kept_tensors(const manifest& m,
+             const std::vector<std::pair<std::string, tensor_rule>>& rules);
+
+/// Copies, over each piece of chunk `seq` that lies in a tensor `kept`
+/// marks, the global model's bytes there into `update`: those tensors are
+/// aggregated as every client had sent the server's own values, so every
+/// rule leaves them as they were. Returns true iff it copied any.
+/// REQUIRES: update.size() == plan.extent(seq).bytes, global.size() ==
+/// m.total_bytes(), kept.size() == m.tensors.size().
+bool keep_kept(const manifest& m, const chunk_plan& plan, uint64_t seq,
+               const std::vector<bool>& kept, std::span<std::byte> update,
+               std::span<const std::byte> global);
+
+/// True iff chunk `seq` has a piece in a tensor `kept` marks.
+bool touches_kept(const manifest& m, const chunk_plan& plan, uint64_t seq,
+                  const std::vector<bool>& kept);
 
 } // namespace fedcaf

@@ -81,20 +81,33 @@ for i in range(2):
         "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
         "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
         "input_layernorm", "post_attention_layernorm")}
+# The int64 position buffer: carried as bf16, saved as I64, 0 .. 127 as the
+# clients hold it (the rounded mean of equal values).
+names.add("model.position_ids")
 params = 0
 for r in range(1, rounds + 1):
-    h = header(f"{out}/global-{r}.safetensors")
+    path = f"{out}/global-{r}.safetensors"
+    h = header(path)
     if set(h) != names:
         fail(f"global-{r}: names {sorted(set(h) ^ names)} differ")
+    pos = h.pop("model.position_ids")
     bad = {k: t["dtype"] for k, t in h.items() if t["dtype"] != "BF16"}
-    if bad:
-        fail(f"global-{r}: not BF16: {bad}")
-    params = sum(t["data_offsets"][1] - t["data_offsets"][0] for t in h.values()) // 2
+    if bad or pos["dtype"] != "I64" or pos["shape"] != [1, 128]:
+        fail(f"global-{r}: not BF16: {bad}, position_ids {pos}")
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        f.seek(8 + n + pos["data_offsets"][0])
+        values = struct.unpack("<128q", f.read(8 * 128))
+    if list(values) != list(range(128)):
+        fail(f"global-{r}: position_ids {values[:8]} ...")
+    params = 128 + sum(t["data_offsets"][1] - t["data_offsets"][0]
+                       for t in h.values()) // 2
 # 2 bytes a parameter each way, not 4 (2 clients a round; a little framing)
 for r in report["rounds"]:
     if not 2 * 2 * params <= r["bytes_up"] < 2 * 2 * params * 1.1:
         fail(f"round {r['round']}: {r['bytes_up']} bytes up for 2 x {params} "
              "bf16 parameters")
 print(f"global models BF16 with Llama-style names ({len(names)} tensors, "
-      f"{params} parameters); {report['rounds'][-1]['bytes_up']} bytes up a round")
+      f"{params} parameters), position_ids I64 0 .. 127; "
+      f"{report['rounds'][-1]['bytes_up']} bytes up a round")
 PY

@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "fedcaf/update_check.hpp"
 #include "protocol/chunk_checker.hpp"
 
 using namespace fedcaf;
@@ -269,4 +270,38 @@ TEST_CASE("a model near zero is measured as of norm update_norm_floor") {
   CHECK(checker.update_bound() == doctest::Approx(10.0)); // 10 x floor 1
   CHECK(inspect_all(checker, b, std::vector<float>(model_floats, 1.0f)));
   CHECK_FALSE(inspect_all(checker, b, std::vector<float>(model_floats, 2.0f)));
+}
+
+TEST_CASE("tensor_rules keep: a kept tensor's values are the global model's "
+          "whatever the client sent; the first matching pattern decides") {
+  bench b;
+  b.layout.tensors.clear(); // 20 + 4 + 8 floats: chunk 1 holds all three
+  b.layout.tensors.push_back(make_tensor_info("w", dtype::float32, {20}));
+  b.layout.tensors.push_back(make_tensor_info("pos_ids", dtype::float32, {4}));
+  b.layout.tensors.push_back(make_tensor_info("b", dtype::float32, {8}));
+  b.plan = *chunk_plan::make(b.layout, 64);
+  b.rule.tensor_rules = {{"b", tensor_rule::average},
+                         {"pos_*", tensor_rule::keep},
+                         {"[bw]", tensor_rule::keep}};
+  auto kept = kept_tensors(b.layout, b.rule.tensor_rules);
+  REQUIRE(kept);
+  CHECK(*kept == std::vector<bool>{true, true, false}); // b: "b" came first
+  b.rule.tensor_rules.pop_back();
+  auto checker = b.checker();
+  std::vector<float> x(model_floats, 5.0f);
+  auto first = checker.bounded(stream_of(), chunk(x, 0), b.model());
+  CHECK(first.bytes.data() == chunk(x, 0).bytes.data()); // w only: as sent
+  for (double scale : {1.0, 0.25}) {
+    auto folded = checker.bounded(stream_of(8, scale), chunk(x, 1), b.model());
+    REQUIRE(folded.bytes.size() == 64);
+    const auto* v = reinterpret_cast<const float*>(folded.bytes.data());
+    float moved = static_cast<float>(1 + scale * 4);
+    for (size_t i = 0; i < 16; ++i)
+      CHECK(v[i] == (i >= 4 && i < 8 ? 1.0f : moved)); // pos_ids kept at 1
+  }
+  auto typo = kept_tensors(b.layout, {{"pos_id", tensor_rule::keep}});
+  REQUIRE(!typo);
+  CHECK(typo.err().code == errc::bad_config);
+  CHECK(typo.err().message.find("'pos_id' matches no tensor") !=
+        std::string::npos);
 }
