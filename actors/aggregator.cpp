@@ -16,6 +16,7 @@
 #include "fedcaf/accumulator.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/log.hpp"
+#include "fedcaf/stopwatch.hpp"
 #include "fedcaf/update_check.hpp"
 #include "protocol/chunk_checker.hpp"
 #include "protocol/upload_ledger.hpp"
@@ -348,6 +349,28 @@ public:
     return snapshot_ptr{std::move(next)};
   }
 
+  /// Writes the checkpoint `state` describes (its round just published):
+  /// the global model and the server optimizer's state with it. Returns
+  /// "" or why it could not be written.
+  std::string checkpoint(checkpoint_state state) {
+    state.model_version = version_;
+    state.optimizer_steps = optimizer_ ? optimizer_->steps() : 0;
+    std::vector<std::pair<std::string, const byte_buffer*>> moments;
+    if (optimizer_)
+      for (const auto& [name, buffer] : optimizer_->moments())
+        moments.emplace_back(name, buffer);
+    auto started = steady_clock::now();
+    auto ok = write_checkpoint(
+        options_.checkpoint, state,
+        {&current_->layout, &current_->bytes, options_.model_file}, moments);
+    if (!ok)
+      return ok.err().message;
+    log_line(log_level::debug, "aggregator",
+             "checkpoint of round " + std::to_string(state.round) + " in " +
+                 std::to_string(seconds_since(started)) + " s");
+    return {};
+  }
+
   /// Secure aggregation failed to unmask round `round` (`why`): publishes
   /// the model unchanged (the round is skipped: one client's garbage must
   /// not end everyone's run). In window and disk modes, whose model's bytes
@@ -540,6 +563,9 @@ aggregating(aggregator_actor::pointer self,
       [state](expect_atom, uint32_t contributors) {
         state->expect(contributors);
       },
+      [state](checkpoint_atom, checkpoint_state& s) {
+        return state->checkpoint(std::move(s));
+      },
       [state](connect_atom, const unmask_planner& server) {
         state->set_server(server);
       },
@@ -604,6 +630,12 @@ spawn_aggregator(caf::actor_system& sys,
       optimizer->set_noise(options.rule_cfg.dp_noise_multiplier,
                            options.rule_cfg.dp_clip_norm,
                            options.rule_cfg.dp_seed);
+  }
+  if (options.resume && optimizer) {
+    auto moments = optimizer->moments();
+    if (auto ok = read_moments(*options.resume, moments); !ok)
+      return ok.err();
+    optimizer->restore_steps(options.resume->state.optimizer_steps);
   }
   if (options.compression.up || options.compression.down)
     for (const auto& t : initial->layout.tensors)

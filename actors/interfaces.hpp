@@ -119,7 +119,8 @@ using aggregator_actor = caf::typed_actor<
     caf::reacts_to<expect_atom, uint32_t>,
     caf::replies_to<expire_atom, uint32_t, std::vector<std::string>,
                     error>::with<std::vector<std::string>>,
-    caf::replies_to<finalize_atom, uint32_t>::with<snapshot_ptr>>;
+    caf::replies_to<finalize_atom, uint32_t>::with<snapshot_ptr>,
+    caf::replies_to<checkpoint_atom, checkpoint_state>::with<std::string>>;
 
 /// The peer frame kinds a client sends after its Hello, each answered
 /// with one frame.

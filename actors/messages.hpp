@@ -11,6 +11,7 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
 
+#include "fedcaf/checkpoint.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/secagg_masking.hpp"
@@ -49,6 +50,8 @@ using reject_atom = caf::atom_constant<caf::atom("reject")>;
 /// Another connection of the same client took its session over: close
 /// this one (not a refusal).
 using replaced_atom = caf::atom_constant<caf::atom("replaced")>;
+/// Write a run checkpoint (server_configs.checkpoint).
+using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
 using secagg_atom = caf::atom_constant<caf::atom("secagg")>;
 
@@ -57,5 +60,6 @@ using msg::frame;
 } // namespace fedcaf
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::error)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::checkpoint_state)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::snapshot_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::secagg::unmask_plan)

@@ -71,7 +71,7 @@ public:
     addresses_[id] = from;
     known_.insert(id);
     if (round_ == 0 && registered_.size() == options_.num_clients)
-      start_round(1);
+      start_round(options_.first_round);
   }
 
   void drop(const std::string& id) {
@@ -298,7 +298,7 @@ private:
     if (!v.start)
       return stop(v.message);
     log_line(log_level::warning, "scheduler", v.message);
-    start_round(1);
+    start_round(options_.first_round);
   }
 
   /// partial_updates: keep. What `dropped` delivered stays in the round.

@@ -26,6 +26,8 @@ namespace fedcaf {
 struct scheduler_options {
   uint32_t num_clients = 2;
   uint32_t num_rounds = 3;
+  /// The first round run (a run resumed after round k: k + 1).
+  uint32_t first_round = 1;
   /// Set by spawn_server_side from the aggregation plan, as are
   /// round_deadline, wait_after_deadline, keep_partial and rule.
   client_weighting weights = client_weighting::equal;

@@ -10,6 +10,7 @@
 #include "actors/errors.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
+#include "fedcaf/checkpoint.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/stopwatch.hpp"
@@ -91,6 +92,11 @@ public:
                       secagg_port_of());
     if (options_.live)
       options_.live->set_model_bytes(exchange_.model_bytes());
+    report_ = report;
+    if (!options_.resumed_from.empty())
+      reporter_.event("resumed", "",
+                      "from the checkpoint of round " +
+                          std::to_string(options_.resumed_from.back()));
   }
 
   /// Connects the scheduler and the aggregator to the server before any
@@ -412,16 +418,65 @@ private:
         record.test_loss = e.loss;
         rounds_.set_previous({record.round, e.accuracy, e.loss, true});
       }
+      auto round = record.round;
       reporter_.finish_round(std::move(record), seconds_from(started),
                              unix_seconds(), stamp());
-      if (!e.save_failure.empty())
+      if (!e.save_failure.empty()) {
         stop(e.save_failure);
-      rp.deliver(e.save_failure.empty());
+        rp.deliver(false);
+      } else {
+        checkpoint_then(round, rp);
+      }
     };
     self_
         ->request(peers_.evaluator, caf::infinite, eval_atom::value,
                   exchange_.model())
         .then(done, [done](caf::error&) mutable { done(evaluation_result{}); });
+  }
+
+  /// Writes round `round`'s checkpoint where one is due (the aggregator
+  /// writes the model and its optimizer's state), then answers `rp`: go on,
+  /// or not where the checkpoint failed and on_error is stop.
+  void checkpoint_then(uint32_t round, caf::typed_response_promise<bool> rp) {
+    const auto& c = options_.checkpoint;
+    if (c.dir.empty() || options_.async ||
+        (round % c.every_rounds != 0 && round != options_.num_rounds)) {
+      rp.deliver(true);
+      return;
+    }
+    checkpoint_state state;
+    state.round = round;
+    state.config_yaml = options_.config_yaml;
+    state.config_digest = config_digest(options_.config_yaml);
+    state.resumed_from = options_.resumed_from;
+    state.report_rounds = report_ ? rounds_json(report_->rounds) : "[]";
+    self_
+        ->request(peers_.aggregator, caf::infinite, checkpoint_atom::value,
+                  std::move(state))
+        .then(
+            [this, rp, round](const std::string& failure) mutable {
+              if (failure.empty())
+                rp.deliver(true);
+              else
+                checkpoint_failed(round, failure, rp);
+            },
+            [this, rp, round](caf::error& e) mutable {
+              checkpoint_failed(round, self_->system().render(e), rp);
+            });
+  }
+
+  void checkpoint_failed(uint32_t round, const std::string& why,
+                         caf::typed_response_promise<bool> rp) {
+    auto line = "the checkpoint of round " + std::to_string(round) +
+                " could not be written: " + why + " (the last good one stays)";
+    reporter_.event("checkpoint_failed", "", line);
+    if (options_.checkpoint.on_error == checkpoint_failure::go_on) {
+      log_line(log_level::error, "server", line + "; the run goes on");
+      rp.deliver(true);
+      return;
+    }
+    stop(line);
+    rp.deliver(false);
   }
 
   void begin_final_pass() {
@@ -485,6 +540,7 @@ private:
   model_exchange exchange_;
   round_announcement rounds_;
   client_registry<client_inbox> registry_;
+  run_report* report_ = nullptr; ///< its rounds go into checkpoints
   round_reporter reporter_;
   evaluation_tally tally_;
   std::optional<server_secagg_flow> secagg_;

@@ -68,6 +68,14 @@ struct server_options {
   /// An evaluation's (and an offer's figures') claimed samples are capped
   /// at this; 0: no cap.
   uint64_t max_sample_size = 0;
+  /// server_configs.checkpoint (dir empty: none): after every
+  /// every_rounds-th round and the last, the aggregator writes the model
+  /// and its optimizer's state, and this the run's: `config_yaml` (the
+  /// config it runs with), `resumed_from` (the rounds this run resumed
+  /// from, oldest first) and the report's rounds.
+  checkpoint_config checkpoint;
+  std::string config_yaml;
+  std::vector<uint32_t> resumed_from;
   /// Where the report is written after every round (atomically), so that
   /// an interrupted run keeps its figures; empty: only at the end.
   std::string report_path;

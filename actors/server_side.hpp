@@ -44,6 +44,12 @@ struct server_side_options {
   rule_config rule;
   /// Where each global model is written (see spawn_evaluator); empty: none.
   std::string save_global_model;
+  /// disk mode: the file the global model is mapped from (checkpoints copy
+  /// it file to file); else empty.
+  std::string model_file;
+  /// A resumed run: the checkpoint its initial model came from (the
+  /// server optimizer's state comes from it too).
+  std::shared_ptr<const stored_checkpoint> resume;
   /// Test seam: a slow consumer (see aggregator_options).
   std::chrono::microseconds fold_delay{0};
   /// An upload that could send but sent nothing this long is rejected

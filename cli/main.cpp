@@ -68,6 +68,18 @@ void add_run_options(CLI::App* c, options& o, bool config_required) {
                 "written)");
 }
 
+/// simulate and server: --resume DIR and --resume-force.
+void add_resume_options(CLI::App* c, options& o) {
+  c->add_option("--resume", o.resume,
+                "go on from the newest complete checkpoint in DIR "
+                "(server_configs.checkpoint.dir), as if the run had never "
+                "stopped; refused where the config differs from the "
+                "checkpoint's (naming the keys)");
+  c->add_flag("--resume-force", o.resume_force,
+              "with --resume: let the keys that may change differ "
+              "(deadlines, timeouts, ports, checkpoint and output paths)");
+}
+
 void add_metrics_option(CLI::App* c, options& o) {
   c->add_option("--metrics", o.metrics_path,
                 "one JSON line per round and per client event, as they "
@@ -98,8 +110,10 @@ CLI::App* add_run_command(command_line& cl, const char* name,
                           bool config_required, bool metrics) {
   auto* c = cl.app.add_subcommand(name, description);
   add_run_options(c, cl.opts, config_required);
-  if (metrics)
+  if (metrics) { // the server side's commands
     add_metrics_option(c, cl.opts);
+    add_resume_options(c, cl.opts);
+  }
   cl.run[name] = run;
   return c;
 }

@@ -24,6 +24,7 @@
 #include "actors/remote.hpp"
 #include "actors/server_side.hpp"
 #include "fedcaf/aggregation_plan.hpp"
+#include "fedcaf/checkpoint.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/fashion_mnist.hpp"
@@ -230,6 +231,77 @@ result<dataset_ptr> test_set_for(const config& cfg) {
   return load_images(cfg.data, "t10k");
 }
 
+/// Keys a resumed run may change with --resume-force: when and where, not
+/// what it computes.
+bool may_change(const std::string& key) {
+  for (const char* part :
+       {"deadline", "timeout", "server_uri", "reconnect_grace_s",
+        "server_configs.checkpoint.", "save_global_model", "storage_dir",
+        "logging_output", "rate_window_s", "min_rate_bytes_per_s"})
+    if (key.find(part) != std::string::npos)
+      return true;
+  return false;
+}
+
+/// The checkpoint `opts.resume` names, if any, checked against `cfg`: the
+/// same config (keys that may change aside under --resume-force), rounds
+/// left to run.
+result<std::shared_ptr<const stored_checkpoint>>
+checkpoint_to_resume(const config& cfg, const options& opts) {
+  if (!opts.resume)
+    return std::shared_ptr<const stored_checkpoint>{};
+  auto c = latest_checkpoint(*opts.resume);
+  if (!c)
+    return c.err();
+  std::vector<std::string> refused;
+  for (const auto& key :
+       differing_keys(c->state.config_yaml, cfg.effective_yaml))
+    if (!opts.resume_force || !may_change(key))
+      refused.push_back(key);
+  if (!refused.empty()) {
+    std::string keys;
+    for (const auto& k : refused)
+      keys += (keys.empty() ? "" : ", ") + k;
+    return error{errc::bad_config,
+                 "--resume " + *opts.resume +
+                     ": the config differs from the "
+                     "checkpoint's (" +
+                     c->folder + ") in " + keys +
+                     (opts.resume_force
+                          ? " (only deadlines, timeouts, ports and paths may "
+                            "change)"
+                          : " (--resume-force lets deadlines, timeouts, ports "
+                            "and paths change)")};
+  }
+  if (c->state.round >= cfg.server.num_global_epochs)
+    return error{errc::bad_config,
+                 "--resume " + *opts.resume + ": the checkpoint (" + c->folder +
+                     ") is of the last round, " +
+                     std::to_string(c->state.round) + ": the run is complete"};
+  if (cfg.server.scheduler == "AsyncScheduler")
+    return error{errc::bad_config,
+                 "--resume: the asynchronous rules write no checkpoints"};
+  log_line("server", "resuming from " + c->folder + ": round " +
+                         std::to_string(c->state.round) + " of " +
+                         std::to_string(cfg.server.num_global_epochs) +
+                         " was the last completed");
+  return std::make_shared<const stored_checkpoint>(std::move(*c));
+}
+
+/// The initial model of a resumed run: the checkpoint's.
+result<void> resume_model(const stored_checkpoint& c, model_snapshot& initial) {
+  if (c.layout != initial.layout)
+    return error{errc::bad_config,
+                 "--resume: the checkpoint's model (" + c.model_path +
+                     ") is laid out otherwise than the config's model"};
+  if (auto ok = read_model(c, initial.bytes); !ok)
+    return ok.err();
+  initial.bytes.release(0, initial.bytes.size()); // disk mode: to its file
+  initial.version = c.state.model_version;
+  initial.round = c.state.round;
+  return {};
+}
+
 /// Spawns the server side of `cfg`; its evaluation stops at the next batch
 /// once `stop` is set.
 result<server_side>
@@ -244,9 +316,15 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   std::string storage_file;
   if (plan->memory_mode == memory_mode::disk)
     storage_file = global_model_file(*plan, ::getpid());
+  auto resume = checkpoint_to_resume(cfg, opts);
+  if (!resume)
+    return resume.err();
   auto initial = initial_model(cfg.clients.model, storage_file);
   if (!initial)
     return initial.err();
+  if (*resume)
+    if (auto ok = resume_model(**resume, *initial); !ok)
+      return ok.err();
   const auto& comm = cfg.server.comm;
   auto chunk_bytes = comm.chunk_bytes_for(initial->layout.total_bytes());
   if (!chunk_bytes)
@@ -308,6 +386,20 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   so.server.secure_aggregation = cfg.server.secure_aggregation;
   so.server.secagg_phase_timeout = millis_of(comm.stream.idle_timeout_s);
   so.save_global_model = cfg.server.save_global_model;
+  so.server.checkpoint = cfg.server.checkpoint;
+  so.server.config_yaml = cfg.effective_yaml;
+  so.model_file = storage_file;
+  if (const auto& c = *resume) {
+    auto rounds = rounds_from_json(c->state.report_rounds);
+    if (!rounds)
+      return rounds.err();
+    report->rounds = std::move(*rounds);
+    report->resumed_from = c->state.resumed_from;
+    report->resumed_from.push_back(c->state.round);
+    so.server.resumed_from = report->resumed_from;
+    so.scheduler.first_round = c->state.round + 1;
+    so.resume = c;
+  }
   return spawn_server_side(sys, std::move(*initial), std::move(so),
                            std::move(eval), report);
 }

@@ -19,6 +19,11 @@ struct options {
   std::optional<std::string> log_level;    ///< --log-level debug|info|...
   std::optional<std::string> log_file;     ///< --log-file FILE (appended)
   bool strict = false; ///< --strict: APPFL keys fedcaf ignores are errors
+  /// --resume DIR: go on from the newest complete checkpoint there;
+  /// --resume-force: even where keys that may change (deadlines, ports,
+  /// timeouts, checkpoint and output paths) differ from its config.
+  std::optional<std::string> resume;
+  bool resume_force = false;
   std::optional<std::string> out_dir; ///< -o DIR (profile)
   /// dp-epsilon / dp-sigma: --noise-multiplier, --epsilon, --sample-rate,
   /// --steps, --delta, as given (checked by the command).

@@ -62,6 +62,9 @@ constexpr word<partial_updates> partial_words[] = {
     {partial_updates::discard, "discard"}, {partial_updates::keep, "keep"}};
 constexpr word<tensor_rule> tensor_rule_words[] = {
     {tensor_rule::average, "average"}, {tensor_rule::keep, "keep"}};
+constexpr word<checkpoint_failure> checkpoint_failure_words[] = {
+    {checkpoint_failure::stop, "stop"},
+    {checkpoint_failure::go_on, "continue"}};
 constexpr word<deadline_action> deadline_words[] = {
     {deadline_action::fail, "fail"}, {deadline_action::wait, "wait"}};
 
@@ -1189,6 +1192,15 @@ void read(section s, server_config& sc) {
     if (!dir.empty() && !std::filesystem::is_directory(dir))
       s.fail("save_global_model",
              "directory '" + dir.string() + "' does not exist");
+  }
+  if (s.has("checkpoint")) {
+    auto c = s.child("checkpoint");
+    c.get("dir", sc.checkpoint.dir);
+    if (sc.checkpoint.dir.empty())
+      c.fail("dir", "names the folder checkpoints are written to");
+    c.get("every_rounds", sc.checkpoint.every_rounds, 1);
+    c.get("keep", sc.checkpoint.keep, 1);
+    c.one_of("on_error", sc.checkpoint.on_error, checkpoint_failure_words);
   }
   std::string device = "cpu";
   s.one_of("device", device, {"cpu"});

@@ -168,6 +168,61 @@ json round_json(const round_record& x) {
           {"compression_down", optional_number(x.compression_down)}};
 }
 
+/// The inverse of optional_number.
+std::optional<double> number_or_null(const json& j) {
+  return j.is_null() ? std::nullopt : std::optional<double>{j.get<double>()};
+}
+
+std::optional<client_figures> figures_from(const json& j) {
+  if (j.is_null())
+    return std::nullopt;
+  client_figures f{
+      j.at("clients").get<uint32_t>(), j.at("samples").get<uint64_t>(), {}};
+  for (const auto& [name, value] : j.at("means").items())
+    f.means.emplace_back(name, value.get<double>());
+  return f;
+}
+
+/// The inverse of round_json.
+round_record round_from(const json& j) {
+  round_record x;
+  x.round = j.at("round").get<uint32_t>();
+  x.status = j.at("status").get<std::string>();
+  x.failure = j.at("failure").get<std::string>();
+  for (const auto& e : j.at("excluded"))
+    x.excluded.emplace_back(e.at("client").get<std::string>(),
+                            e.at("why").get<std::string>());
+  x.test_accuracy = number_or_null(j.at("test_accuracy"));
+  x.test_loss = number_or_null(j.at("test_loss"));
+  x.wall_seconds = j.at("wall_seconds").get<double>();
+  x.bytes_up = j.at("bytes_up").get<uint64_t>();
+  x.bytes_down = j.at("bytes_down").get<uint64_t>();
+  x.train_loss = j.at("train_loss").get<double>();
+  x.clients = j.at("clients").get<uint32_t>();
+  x.download_seconds = j.at("download_seconds").get<double>();
+  x.train_seconds = j.at("train_seconds").get<double>();
+  x.upload_seconds = j.at("upload_seconds").get<double>();
+  x.ended_unix_s = j.at("ended_unix_s").get<double>();
+  x.missing_clients = j.at("missing_clients").get<std::vector<std::string>>();
+  x.contributors = j.at("contributors").get<std::vector<std::string>>();
+  x.staleness = j.at("staleness").get<std::vector<uint32_t>>();
+  x.dp_epsilon = number_or_null(j.at("dp_epsilon"));
+  x.dp_sgd_epsilon = number_or_null(j.at("dp_sgd_epsilon"));
+  x.client_metrics = figures_from(j.at("client_metrics"));
+  x.client_train_metrics = figures_from(j.at("client_train_metrics"));
+  if (const auto& t = j.at("trimmed_values"); !t.is_null()) {
+    x.trimmed_values.emplace();
+    for (const auto& [id, n] : t.items())
+      x.trimmed_values->emplace_back(id, n.get<uint64_t>());
+  }
+  for (const auto& [id, b] : j.at("client_bytes").items())
+    x.client_bytes.emplace_back(id, std::pair{b.at("up").get<uint64_t>(),
+                                              b.at("down").get<uint64_t>()});
+  x.compression_up = number_or_null(j.at("compression_up"));
+  x.compression_down = number_or_null(j.at("compression_down"));
+  return x;
+}
+
 json report_json(const run_report& r) {
   json rounds = json::array();
   for (const auto& x : r.rounds)
@@ -191,6 +246,7 @@ json report_json(const run_report& r) {
               {"role", r.role},
               {"node", r.node},
               {"rounds", rounds},
+              {"resumed_from", r.resumed_from},
               {"peak_rss_bytes", r.peak_rss_bytes},
               {"refusals", r.refusals},
               {"poisoned_updates", r.poisoned_updates},
@@ -345,6 +401,26 @@ std::string progress_line(const round_record& r, uint32_t num_rounds) {
       }
   }
   return out;
+}
+
+std::string rounds_json(const std::vector<round_record>& rounds) {
+  json out = json::array();
+  for (const auto& x : rounds)
+    out.push_back(round_json(x));
+  return out.dump();
+}
+
+result<std::vector<round_record>> rounds_from_json(const std::string& text) {
+  try {
+    std::vector<round_record> out;
+    for (const auto& j : json::parse(text))
+      out.push_back(round_from(j));
+    return out;
+  } catch (const std::exception& e) {
+    return error{errc::bad_argument,
+                 std::string{"a report's rounds do not read back: "} +
+                     e.what()};
+  }
 }
 
 } // namespace fedcaf

@@ -69,8 +69,11 @@ void server_optimizer::step(uint64_t first, std::span<float> avg,
   step_rule(first, avg, global, weight_sum);
   if (noise_scale_ > 0 && weight_sum > 0) {
     std::normal_distribution<double> noise{0.0, noise_scale_ / weight_sum};
+    std::seed_seq seeds{seed_ & 0xffffffffu, seed_ >> 32, rounds_, first,
+                        first >> 32};
+    std::mt19937_64 rng{seeds};
     for (auto& x : avg)
-      x = static_cast<float>(x + noise(rng_));
+      x = static_cast<float>(x + noise(rng));
   }
 }
 

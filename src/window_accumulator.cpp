@@ -40,7 +40,7 @@ window_accumulator::window_accumulator(dtype type, chunk_plan plan,
                                        position_rule rule)
     : type_(type), plan_(std::move(plan)), window_(window),
       contributors_(contributors), rule_(rule),
-      depth_(rule.robust() ? contributors : 1),
+      depth_(rule.robust() ? contributors : 2),
       slot_floats_(plan_.chunk_bytes() / dtype_bytes(type) + 1),
       slots_(byte_buffer::uninitialized(uint64_t{window} * depth_ *
                                         slot_floats_ * sizeof(float))),
@@ -67,11 +67,10 @@ result<void> window_accumulator::fold(uint64_t seq,
     for (size_t i = 0; i < n; ++i)
       keep[i] = load_element(type_, x.data(), i);
     tags_[(seq % window_) * depth_ + count] = tag;
-  } else {
-    auto* acc = slot(seq);
-    auto w = static_cast<float>(weight);
+  } else { // a float64 sum, exact for a round's values (see the header)
+    auto* acc = reinterpret_cast<double*>(slot(seq));
     for (size_t i = 0; i < n; ++i) {
-      auto v = w * load_element(type_, x.data(), i);
+      auto v = weight * static_cast<double>(load_element(type_, x.data(), i));
       acc[i] = count == 0 ? v : acc[i] + v;
     }
   }
@@ -165,9 +164,14 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
   if (count > 0 && rule_.robust()) {
     reduce(low_, n, count);
   } else if (count > 0) {
-    auto inv = static_cast<float>(1.0 / weight);
-    for (size_t i = 0; i < n; ++i)
-      acc[i] *= inv;
+    // The float64 sum to float means in place: float i lies at or before
+    // the bytes of sum i, which are read first.
+    const auto* sum = reinterpret_cast<const std::byte*>(acc);
+    for (size_t i = 0; i < n; ++i) {
+      double x;
+      std::memcpy(&x, sum + i * sizeof(double), sizeof x);
+      acc[i] = static_cast<float>(x / weight);
+    }
   } else {
     for (size_t i = 0; i < n; ++i)
       acc[i] = load_element(type_, old, i);

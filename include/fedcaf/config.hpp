@@ -42,6 +42,8 @@ enum class partial_updates { discard, keep };
 /// says: floats by the rule, integers rounded, bools by majority) | keep
 /// (the server's value stays; clients' values are not used).
 enum class tensor_rule { average, keep };
+/// server_configs.checkpoint.on_error: stop | continue.
+enum class checkpoint_failure { stop, go_on };
 /// scheduler_kwargs.on_deadline: fail | wait.
 enum class deadline_action { fail, wait };
 
@@ -328,7 +330,18 @@ const char* to_string(memory_mode m);
 /// The mode named `name` ("ram", "window", "disk"); nullopt for another.
 std::optional<memory_mode> parse_memory_mode(std::string_view name);
 
-/// server_configs.
+/// server_configs.checkpoint: after every every_rounds-th round (and the
+/// last) the server writes what the run needs to go on into dir (see
+/// fedcaf/checkpoint.hpp), keeping the last `keep`; a checkpoint that
+/// cannot be written stops the run (on_error: stop) or is logged and
+/// skipped (continue). Empty dir: none.
+struct checkpoint_config {
+  std::string dir;
+  uint32_t every_rounds = 1;
+  uint32_t keep = 2;
+  checkpoint_failure on_error = checkpoint_failure::stop;
+};
+
 /// server_configs.secure_aggregation: SecAgg+ (Bell et al. 2020). Each
 /// client shares its secrets with `neighbours` others (the paper: O(log n)
 /// suffices against a fraction of dropouts and corrupt clients; 0: every
@@ -391,6 +404,7 @@ struct server_config {
   /// Write each new global model to this safetensors file ("{round}" is
   /// replaced by the round number); empty: do not save.
   std::string save_global_model;
+  checkpoint_config checkpoint;
   secure_aggregation_config secure_aggregation;
   comm_config comm;
 };

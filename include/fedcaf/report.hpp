@@ -108,6 +108,9 @@ struct run_report {
   std::string role; ///< simulate | server | client
   /// running (written between rounds) | completed | failed | interrupted
   /// (SIGINT or SIGTERM); empty: completed or failed, as `failure` says.
+  /// server: the checkpoints this run resumed from (their rounds), oldest
+  /// first; its rounds before the last of them came from the checkpoint.
+  std::vector<uint32_t> resumed_from;
   std::string status;
   std::string aggregator; ///< server_configs.aggregator (server, simulate)
   std::string scheduler;  ///< server_configs.scheduler
@@ -179,5 +182,12 @@ private:
 
 /// Returns the one progress line printed per round.
 std::string progress_line(const round_record& r, uint32_t num_rounds);
+
+/// `rounds` as the report writes them: a JSON array.
+std::string rounds_json(const std::vector<round_record>& rounds);
+
+/// The rounds of rounds_json's text. Returns an error iff the text is not
+/// such an array.
+result<std::vector<round_record>> rounds_from_json(const std::string& text);
 
 } // namespace fedcaf

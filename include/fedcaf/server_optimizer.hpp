@@ -42,6 +42,8 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fedcaf/aggregation_rule.hpp"
 #include "fedcaf/byte_buffer.hpp"
@@ -82,10 +84,25 @@ public:
   void finish_round() { ++rounds_; }
 
   /// DP-FedAvg: from now on every element stepped gets N(0, (z S / W)^2),
-  /// drawn from `seed` in element order.
+  /// drawn in element order from a generator seeded with `seed`, the round
+  /// and the first element of the step: a run resumed from a checkpoint
+  /// draws the same noise.
   void set_noise(double multiplier, double clip_norm, uint64_t seed) {
     noise_scale_ = multiplier * clip_norm;
-    rng_.seed(seed);
+    seed_ = seed;
+  }
+
+  /// Checkpoints: the rounds stepped so far, and the state buffers by name
+  /// (none for FedAvg and the asynchronous rules).
+  uint64_t steps() const { return rounds_; }
+  void restore_steps(uint64_t n) { rounds_ = n; }
+  std::vector<std::pair<std::string, byte_buffer*>> moments() {
+    std::vector<std::pair<std::string, byte_buffer*>> out;
+    if (m_.size())
+      out.emplace_back("m", &m_);
+    if (v_.size())
+      out.emplace_back("v", &v_);
+    return out;
   }
 
   /// Bytes of optimizer state (for reports).
@@ -104,7 +121,7 @@ private:
   uint64_t rounds_ = 0;
   uint64_t updates_ = 1;
   double noise_scale_ = 0; ///< z S; 0: no noise
-  std::mt19937_64 rng_;
+  uint64_t seed_ = 0;
   byte_buffer m_; ///< first moment (FedAvgM: the momentum v)
   byte_buffer v_; ///< second moment (adaptive rules only)
 };

@@ -1,9 +1,13 @@
 #pragma once
 // FedAvg in bounded memory for a sync round in which every client streams
 // the same chunk plan in the same order: only `window` chunk positions are
-// open at once, each summed in a chunk-sized float slot, and a position is
+// open at once, each summed in a chunk-sized float64 slot, and a position is
 // averaged straight into the global model's memory as soon as every expected
-// client has delivered it. Memory: the global model plus window slots.
+// client has delivered it. Memory: the global model plus window slots. The
+// float64 sum of a round's float32 (or 16-bit) values is exact where they
+// lie within 2^29 of each other in magnitude, so a position's mean does not
+// depend on the order its chunks arrived in: a run, resumed or not, gives
+// the same model bytes.
 // Thread-safety: none; owned by the aggregator actor.
 
 #include <algorithm>
@@ -139,7 +143,9 @@ private:
   uint32_t window_;
   uint32_t contributors_;
   position_rule rule_;
-  uint32_t depth_; ///< contributions a slot holds: 1 (mean) or contributors
+  /// Floats per element a slot holds: 2 (mean: one float64 sum) or
+  /// contributors (robust: each contribution as it came).
+  uint32_t depth_;
   uint64_t slot_floats_;
   uint64_t low_ = 0;
   byte_buffer slots_;            ///< window x slot_floats_ floats

@@ -42,6 +42,7 @@ FEDCAF_NAME(secagg::unmask_plan, "unmask_plan");
 FEDCAF_NAME(upload_listener, "upload_listener");
 FEDCAF_NAME(round_host, "round_host");
 FEDCAF_NAME(unmask_planner, "unmask_planner");
+FEDCAF_NAME(checkpoint_state, "checkpoint_state");
 #undef FEDCAF_NAME
 
 template <caf::atom_value V> struct name_of<caf::atom_constant<V>> {

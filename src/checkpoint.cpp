@@ -1,0 +1,452 @@
+#include "fedcaf/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+#include <yaml-cpp/yaml.h>
+
+#include "fedcaf/log.hpp"
+#include "fedcaf/safetensors.hpp"
+
+namespace fedcaf {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr const char* model_name = "model.safetensors";
+constexpr const char* optimizer_name = "optimizer.safetensors";
+constexpr const char* state_name = "state.json";
+constexpr const char* held_key = "fedcaf.held";
+constexpr uint64_t piece = 64u << 20;
+
+error io_failure(const std::string& path, const std::string& what) {
+  return error{errc::io_error, "checkpoint: " + path + ": " + what};
+}
+
+error io_failure(const std::string& path) {
+  return io_failure(path, std::strerror(errno));
+}
+
+/// An open file descriptor, closed on destruction.
+struct file {
+  int fd = -1;
+  explicit file(int f) : fd(f) {}
+  file(const file&) = delete;
+  ~file() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+/// "round-000007".
+std::string folder_name(uint32_t round) {
+  char name[32];
+  std::snprintf(name, sizeof name, "round-%06u", round);
+  return name;
+}
+
+result<void> write_all(int fd, const std::byte* p, uint64_t n,
+                       const std::string& path) {
+  while (n > 0) {
+    auto k = ::write(fd, p, std::min<uint64_t>(n, piece));
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return io_failure(path);
+    p += k;
+    n -= static_cast<uint64_t>(k);
+  }
+  return {};
+}
+
+result<void> sync_path(const std::string& path, int flags) {
+  file f{::open(path.c_str(), flags | O_CLOEXEC)};
+  if (f.fd < 0 || ::fsync(f.fd) != 0)
+    return io_failure(path);
+  return {};
+}
+
+/// The safetensors header of tensors laid out as `layout` travels (every
+/// tensor in its floating dtype), `metadata` in "__metadata__": 8 bytes of
+/// length, then the JSON, padded to 8.
+std::string header_of(const manifest& layout,
+                      const std::map<std::string, std::string>& metadata) {
+  json h = json::object();
+  if (!metadata.empty())
+    h["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& t : layout.tensors) {
+    h[t.name] = {{"dtype", std::string{dtype_name(t.type)}},
+                 {"shape", t.shape},
+                 {"data_offsets", {offset, offset + t.byte_size}}};
+    offset += t.byte_size;
+  }
+  auto text = h.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint64_t n = text.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &n, 8);
+  return out + text;
+}
+
+/// Writes `header`, then the bytes: from `source` (a file: copied in the
+/// kernel) or from `bytes` (releasing a mapped buffer's pages behind it).
+/// Fsynced. Returns the file's size.
+result<uint64_t> write_tensors(const std::string& path,
+                               const std::string& header,
+                               const byte_buffer& bytes,
+                               const std::string& source) {
+  file out{
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+  if (out.fd < 0)
+    return io_failure(path);
+  auto ok = write_all(out.fd, reinterpret_cast<const std::byte*>(header.data()),
+                      header.size(), path);
+  if (!ok)
+    return ok.err();
+  if (!source.empty()) {
+    file in{::open(source.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (in.fd < 0)
+      return io_failure(source);
+    loff_t from = 0;
+    uint64_t left = bytes.size();
+    while (left > 0) {
+      auto k = ::copy_file_range(in.fd, &from, out.fd, nullptr,
+                                 std::min<uint64_t>(left, 1u << 30), 0);
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k <= 0)
+        return k == 0 ? io_failure(source, "shorter than the model")
+                      : io_failure(path);
+      left -= static_cast<uint64_t>(k);
+    }
+  } else {
+    for (uint64_t at = 0; at < bytes.size(); at += piece) {
+      auto n = std::min<uint64_t>(piece, bytes.size() - at);
+      ok = write_all(out.fd, bytes.data() + at, n, path);
+      if (!ok)
+        return ok.err();
+      bytes.release(at, n); // a mapped model's pages go back
+    }
+  }
+  if (::fsync(out.fd) != 0)
+    return io_failure(path);
+  return header.size() + bytes.size();
+}
+
+/// The metadata that restores carried tensors' dtypes: {name: dtype}.
+std::map<std::string, std::string> held_metadata(const manifest& layout) {
+  json held = json::object();
+  for (const auto& t : layout.tensors)
+    if (t.held)
+      held[t.name] = std::string{dtype_name(*t.held)};
+  if (held.empty())
+    return {};
+  return {{held_key, held.dump()}};
+}
+
+json state_json(const checkpoint_state& s, const json& files) {
+  return {
+      {"round", s.round},
+      {"model_version", s.model_version},
+      {"optimizer_steps", s.optimizer_steps},
+      {"config_digest", s.config_digest},
+      {"config_yaml", s.config_yaml},
+      {"resumed_from", s.resumed_from},
+      {"report_rounds", json::parse(s.report_rounds.empty() ? std::string{"[]"}
+                                                            : s.report_rounds)},
+      {"files", files}};
+}
+
+/// Removes the complete checkpoints past the newest `keep`, and partial
+/// folders (writes cut short).
+void prune(const std::string& dir, uint32_t keep) {
+  std::vector<std::string> complete;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    auto name = e.path().filename().string();
+    if (name.starts_with(".round-") && name.ends_with(".partial"))
+      fs::remove_all(e.path(), ec);
+    else if (name.starts_with("round-"))
+      complete.push_back(name);
+  }
+  std::sort(complete.begin(), complete.end());
+  for (size_t i = 0; i + keep < complete.size(); ++i)
+    fs::remove_all(fs::path{dir} / complete[i], ec);
+}
+
+/// The checkpoint in `folder`, checked against its state.json.
+result<stored_checkpoint> read_folder(const fs::path& folder) {
+  auto state_path = (folder / state_name).string();
+  std::ifstream in{state_path};
+  if (!in)
+    return io_failure(state_path, "missing");
+  json j;
+  try {
+    j = json::parse(in);
+    stored_checkpoint c;
+    c.folder = folder.string();
+    c.state.round = j.at("round").get<uint32_t>();
+    c.state.model_version = j.at("model_version").get<uint64_t>();
+    c.state.optimizer_steps = j.at("optimizer_steps").get<uint64_t>();
+    c.state.config_digest = j.at("config_digest").get<std::string>();
+    c.state.config_yaml = j.at("config_yaml").get<std::string>();
+    c.state.resumed_from = j.at("resumed_from").get<std::vector<uint32_t>>();
+    c.state.report_rounds = j.at("report_rounds").dump();
+    for (const auto& [name, size] : j.at("files").items()) {
+      auto path = (folder / name).string();
+      std::error_code ec;
+      auto actual = fs::file_size(path, ec);
+      if (ec || actual != size.get<uint64_t>())
+        return io_failure(path, ec ? "missing"
+                                   : "holds " + std::to_string(actual) +
+                                         " bytes, state.json says " +
+                                         std::to_string(size.get<uint64_t>()));
+      if (name == optimizer_name)
+        c.optimizer_path = path;
+    }
+    c.model_path = (folder / model_name).string();
+    auto model = safetensors_file::open(c.model_path);
+    if (!model)
+      return model.err();
+    c.layout = model->layout();
+    const auto& meta = model->metadata();
+    if (auto it = meta.find(held_key); it != meta.end()) {
+      auto held = json::parse(it->second);
+      for (auto& t : c.layout.tensors)
+        if (held.contains(t.name))
+          if (auto d = dtype_from_name(held[t.name].get<std::string>()))
+            t.held = *d;
+    }
+    std::ifstream raw{c.model_path, std::ios::binary};
+    uint64_t header = 0;
+    raw.read(reinterpret_cast<char*>(&header), 8);
+    c.model_data_offset = 8 + header;
+    return c;
+  } catch (const std::exception& e) {
+    return io_failure(state_path, e.what());
+  }
+}
+
+/// Copies `n` bytes at `offset` of `path` into `out`.
+result<void> read_bytes(const std::string& path, uint64_t offset,
+                        std::span<std::byte> out) {
+  file in{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (in.fd < 0)
+    return io_failure(path);
+  uint64_t done = 0;
+  while (done < out.size()) {
+    auto k = ::pread(in.fd, out.data() + done,
+                     std::min<uint64_t>(out.size() - done, piece),
+                     static_cast<off_t>(offset + done));
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return k == 0 ? io_failure(path, "shorter than its header says")
+                    : io_failure(path);
+    done += static_cast<uint64_t>(k);
+  }
+  return {};
+}
+
+/// Flattens `n` into "a.b.c" -> scalar text (sequences as YAML text).
+void flatten(const YAML::Node& n, const std::string& prefix,
+             std::map<std::string, std::string>& out) {
+  if (n.IsMap()) {
+    for (const auto& kv : n)
+      flatten(kv.second,
+              prefix.empty() ? kv.first.as<std::string>()
+                             : prefix + "." + kv.first.as<std::string>(),
+              out);
+    return;
+  }
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  out[prefix] = e.c_str();
+}
+
+std::map<std::string, std::string> flat(const std::string& yaml) {
+  std::map<std::string, std::string> out;
+  try {
+    flatten(YAML::Load(yaml), "", out);
+  } catch (const YAML::Exception&) {
+    out[""] = yaml;
+  }
+  return out;
+}
+
+} // namespace
+
+result<void> write_checkpoint(
+    const checkpoint_config& cfg, const checkpoint_state& state,
+    const checkpoint_model& model,
+    std::span<const std::pair<std::string, const byte_buffer*>> moments) {
+  std::error_code ec;
+  fs::create_directories(cfg.dir, ec);
+  if (ec)
+    return io_failure(cfg.dir, ec.message());
+  auto name = folder_name(state.round);
+  auto partial = (fs::path{cfg.dir} / ("." + name + ".partial")).string();
+  auto final_path = (fs::path{cfg.dir} / name).string();
+  fs::remove_all(partial, ec);
+  if (!fs::create_directory(partial, ec))
+    return io_failure(partial, ec ? ec.message() : "exists");
+  json files = json::object();
+  auto model_size =
+      write_tensors(partial + "/" + model_name,
+                    header_of(*model.layout, held_metadata(*model.layout)),
+                    *model.bytes, model.file);
+  if (!model_size)
+    return model_size.err();
+  files[model_name] = *model_size;
+  if (!moments.empty()) {
+    manifest m;
+    uint64_t total = 0;
+    for (const auto& [n, b] : moments) {
+      m.tensors.push_back(
+          make_tensor_info(n, dtype::float32, {b->size() / sizeof(float)}));
+      total += b->size();
+    }
+    auto path = partial + "/" + optimizer_name;
+    file out{
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    if (out.fd < 0)
+      return io_failure(path);
+    auto header = header_of(m, {});
+    auto ok =
+        write_all(out.fd, reinterpret_cast<const std::byte*>(header.data()),
+                  header.size(), path);
+    for (const auto& [n, b] : moments) {
+      for (uint64_t at = 0; ok && at < b->size(); at += piece) {
+        auto k = std::min<uint64_t>(piece, b->size() - at);
+        ok = write_all(out.fd, b->data() + at, k, path);
+        b->release(at, k);
+      }
+    }
+    if (!ok)
+      return ok.err();
+    if (::fsync(out.fd) != 0)
+      return io_failure(path);
+    files[optimizer_name] = header.size() + total;
+  }
+  auto text = state_json(state, files).dump(1);
+  auto state_path = partial + "/" + state_name;
+  {
+    file out{::open(state_path.c_str(),
+                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
+    if (out.fd < 0)
+      return io_failure(state_path);
+    auto ok = write_all(out.fd, reinterpret_cast<const std::byte*>(text.data()),
+                        text.size(), state_path);
+    if (!ok)
+      return ok.err();
+    if (::fsync(out.fd) != 0)
+      return io_failure(state_path);
+  }
+  if (auto ok = sync_path(partial, O_RDONLY | O_DIRECTORY); !ok)
+    return ok.err();
+  fs::remove_all(final_path, ec); // a round written again (after a resume)
+  if (::rename(partial.c_str(), final_path.c_str()) != 0)
+    return io_failure(final_path);
+  if (auto ok = sync_path(cfg.dir, O_RDONLY | O_DIRECTORY); !ok)
+    return ok.err();
+  prune(cfg.dir, cfg.keep);
+  return {};
+}
+
+result<stored_checkpoint> latest_checkpoint(const std::string& dir) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    names.push_back(e.path().filename().string());
+  if (ec)
+    return io_failure(dir, ec.message());
+  std::sort(names.rbegin(), names.rend());
+  for (const auto& name : names)
+    if (name.starts_with(".round-") && name.ends_with(".partial"))
+      log_line(log_level::warning, "checkpoint",
+               dir + "/" + name +
+                   " is not complete (the process stopped while writing "
+                   "it): not loaded");
+  for (const auto& name : names) {
+    if (!name.starts_with("round-"))
+      continue;
+    auto c = read_folder(fs::path{dir} / name);
+    if (c)
+      return c;
+    log_line(log_level::warning, "checkpoint",
+             c.err().message + ": passed over for the one before");
+  }
+  return error{errc::io_error,
+               "checkpoint: " + dir + " holds no complete checkpoint"};
+}
+
+result<void>
+read_moments(const stored_checkpoint& c,
+             std::span<std::pair<std::string, byte_buffer*>> moments) {
+  if (moments.empty())
+    return {};
+  if (c.optimizer_path.empty())
+    return io_failure(c.folder, "no optimizer state (the run had none)");
+  auto f = safetensors_file::open(c.optimizer_path);
+  if (!f)
+    return f.err();
+  auto view = f->view();
+  for (auto& [name, buffer] : moments) {
+    const auto& ts = f->layout().tensors;
+    auto it = std::find_if(ts.begin(), ts.end(),
+                           [&](const auto& t) { return t.name == name; });
+    if (it == ts.end() || it->byte_size != buffer->size())
+      return io_failure(c.optimizer_path, "no moment '" + name + "' of " +
+                                              std::to_string(buffer->size()) +
+                                              " bytes");
+    auto src = view.tensors[static_cast<size_t>(it - ts.begin())];
+    std::memcpy(buffer->data(), src.data(), src.size());
+  }
+  return {};
+}
+
+result<void> read_model(const stored_checkpoint& c, byte_buffer& out) {
+  return read_bytes(c.model_path, c.model_data_offset, out.bytes());
+}
+
+std::string config_digest(const std::string& yaml) {
+  std::string canonical;
+  for (const auto& [k, v] : flat(yaml))
+    canonical += k + "=" + v + "\n";
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                static_cast<unsigned long long>(
+                    XXH3_64bits(canonical.data(), canonical.size())));
+  return hex;
+}
+
+std::vector<std::string> differing_keys(const std::string& a,
+                                        const std::string& b) {
+  auto x = flat(a), y = flat(b);
+  std::vector<std::string> out;
+  for (const auto& [k, v] : x)
+    if (auto it = y.find(k); it == y.end() || it->second != v)
+      out.push_back(k);
+  for (const auto& [k, v] : y)
+    if (!x.count(k))
+      out.push_back(k);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+} // namespace fedcaf
