@@ -32,12 +32,19 @@ exchange_terms exchange_terms_of(const server_options& o) {
 
 /// What the round reporter needs of the server's options.
 reporter_options reporter_options_of(const server_options& o) {
-  return {o.num_rounds,     o.federated_evaluation,
-          o.report_path,    o.metrics,
-          o.live,           o.progress,
-          o.compression,    o.dp_noise_multiplier,
-          o.dp_sample_rate, o.dp_delta,
-          o.robust,         o.poisoned};
+  return {o.num_rounds,
+          o.federated_evaluation,
+          o.report_path,
+          o.report_html_path,
+          o.metrics,
+          o.live,
+          o.progress,
+          o.compression,
+          o.dp_noise_multiplier,
+          o.dp_sample_rate,
+          o.dp_delta,
+          o.robust,
+          o.poisoned};
 }
 
 /// How long the SecAgg+ phases wait, from the server's options.
@@ -91,7 +98,8 @@ public:
                       secagg_timeouts_of(options_), refusals_,
                       secagg_port_of());
     if (options_.live)
-      options_.live->set_model_bytes(exchange_.model_bytes());
+      options_.live->set_model(exchange_.model_bytes(), options_.chunk_bytes,
+                               exchange_.chunk_count());
     report_ = report;
     if (!options_.resumed_from.empty())
       reporter_.event("resumed", "",
@@ -147,6 +155,7 @@ public:
       self_->send(registry_.find(id)->handle, round_atom::value, announced);
     if (secagg_)
       secagg_->start(round, rounds_.chosen(), reached);
+    note_secagg_phase();
   }
 
   caf::result<frame> secagg_frame(const frame& f) {
@@ -157,11 +166,14 @@ public:
       return refuse({errc::unexpected_message,
                      *id + ": a secure aggregation frame in a run without "
                            "secure aggregation"});
-    if (auto answer = secagg_->receive(*id, f))
+    if (auto answer = secagg_->receive(*id, f)) {
+      note_secagg_phase();
       return std::move(*answer);
+    }
     auto rp = self_->make_response_promise<frame>();
     secagg_->hold(
         *id, [rp](frame answer) mutable { rp.deliver(std::move(answer)); });
+    note_secagg_phase();
     return rp;
   }
 
@@ -169,6 +181,7 @@ public:
   void secagg_deadline(uint32_t round, uint32_t p) {
     if (secagg_)
       secagg_->expire(round, p);
+    note_secagg_phase();
   }
 
   /// The aggregator's request at finalize: the plan that unmasks the sum of
@@ -191,6 +204,7 @@ public:
         });
     if (!ok)
       rp.deliver(to_caf(ok.err()));
+    note_secagg_phase();
     return rp;
   }
 
@@ -204,6 +218,7 @@ public:
     c->task = rounds_.task(round);
     c->model = exchange_.model();
     reporter_.expect_task(exchange_.model_bytes());
+    reporter_.task_started(id, round);
     if (c->state == presence::connected)
       self_->send(c->handle, round_atom::value, c->task);
   }
@@ -211,11 +226,13 @@ public:
   /// The scheduler collects these clients' updates again.
   void resend(uint32_t round, const std::vector<std::string>& ids) {
     auto f = rounds_.resend(round);
-    for (const auto& id : f ? ids : std::vector<std::string>{})
+    for (const auto& id : f ? ids : std::vector<std::string>{}) {
+      reporter_.upload_again(id);
       if (auto* c = registry_.connected(id))
         self_->send(c->handle, round_atom::value, *f);
       else if (registry_.find(id))
         rounds_.resend_later(id);
+    }
   }
 
   /// Returns the id of the registered client that sent the current message,
@@ -272,7 +289,8 @@ public:
       auto chunk = exchange_.serve(req, registry_.find(id)->model);
       if (!chunk)
         return refuse(chunk.err());
-      reporter_.count_down(id, chunk->wire_bytes, chunk->model_bytes);
+      reporter_.count_down(id, chunk->wire_bytes, chunk->model_bytes,
+                           chunk->last);
       return std::move(chunk->frame);
     });
   }
@@ -280,6 +298,9 @@ public:
   void count_upload(const frame& f) {
     reporter_.count_up(*sender_id(), f.size());
   }
+
+  /// The sender ended its upload stream (after its last credit).
+  void upload_ended() { reporter_.upload_ended(*sender_id()); }
 
   caf::typed_response_promise<bool> publish(round_result done) {
     exchange_.install(std::move(done.model));
@@ -482,6 +503,7 @@ private:
   void begin_final_pass() {
     const auto& f = rounds_.evaluate_only(tally_.current().round + 1);
     tally_.begin_final_pass(registry_.connected_count());
+    reporter_.final_evaluation_started();
     registry_.for_each_connected([this, &f](const auto&, const auto& c) {
       self_->send(c.handle, round_atom::value, f);
     });
@@ -518,8 +540,10 @@ private:
     if (!lost)
       return;
     const auto& [id, epoch] = *lost;
-    if (secagg_)
+    if (secagg_) {
       secagg_->lost(id);
+      note_secagg_phase();
+    }
     if (stopping_) {
       if (registry_.connected_count() == 0)
         quit();
@@ -532,6 +556,12 @@ private:
   }
 
   frame refuse(const error& e) const { return refusals_.refuse(e); }
+
+  /// Tells the live view secure aggregation's phase (if it is on).
+  void note_secagg_phase() {
+    if (secagg_)
+      reporter_.secagg_phase(to_string(secagg_->current()));
+  }
 
   server_actor::pointer self_ = nullptr;
   server_peers peers_;
@@ -577,6 +607,7 @@ server_actor::behavior_type serving(server_actor::pointer self,
       [self, state, peers](end_atom, const frame& f) -> caf::result<frame> {
         if (!state->sender_id())
           return state->not_registered();
+        state->upload_ended();
         self->delegate(peers.aggregator, end_atom::value, *state->sender_id(),
                        f);
         return caf::delegated<frame>{};

@@ -79,6 +79,9 @@ struct server_options {
   /// Where the report is written after every round (atomically), so that
   /// an interrupted run keeps its figures; empty: only at the end.
   std::string report_path;
+  /// Where the live view's static page is written with the report
+  /// (--report-html); empty: not written. REQUIRES: live set where this is.
+  std::string report_html_path;
   /// The JSON-lines metrics file (--metrics); null: none.
   std::shared_ptr<metrics_log> metrics;
   /// What the live view (--http) shows; null: no live view.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "fedcaf/live_page.hpp"
 #include "fedcaf/log.hpp"
 #include "protocol/http_exchange.hpp"
 #include "protocol/network.hpp"
@@ -24,57 +25,12 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// The page: polls /status every second and draws the clients, the
-/// round's per-client transfers, memory over time and accuracy per round
-/// with inline SVG. Nothing is fetched from anywhere else.
-constexpr const char* page = R"html(<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>fedcaf</title>
-<style>
-body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
-h1{font-size:1.3em;margin:0 0 .3em} h2{font-size:1.05em;margin:1.2em 0 .4em}
-table{border-collapse:collapse} td,th{padding:3px 10px;text-align:left;border-bottom:1px solid #ddd}
-.bar{width:160px;height:10px;background:#eee;display:inline-block;vertical-align:middle}
-.bar span{display:block;height:10px;background:#3b7dd8}
-svg{background:#fafafa;border:1px solid #ddd} .muted{color:#777}
-</style></head><body>
-<h1>fedcaf <span id="role"></span></h1>
-<div id="summary" class="muted">connecting...</div>
-<h2>Clients</h2>
-<table><thead><tr><th>client</th><th>state</th><th>address</th>
-<th>model down (this round)</th><th>update up (this round)</th></tr></thead>
-<tbody id="clients"></tbody></table>
-<h2>Accuracy per round</h2><svg id="acc" width="520" height="160"></svg>
-<h2>Memory (RSS, MiB) over time (s)</h2><svg id="mem" width="520" height="160"></svg>
-<script>
-function esc(s){return String(s).replace(/[&<>"']/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;',"'":'&#39;'}[c]))}
-function bar(b,total){const p=total?Math.min(100,100*b/total):0;
- return '<span class="bar"><span style="width:'+p.toFixed(1)+'%"></span></span> '+p.toFixed(0)+'%'}
-function plot(id,pts,ymin,ymax,label){const s=document.getElementById(id),W=520,H=160,L=45,B=20;
- if(!pts.length){s.innerHTML='<text x="60" y="80" fill="#777">no data yet</text>';return}
- const xs=pts.map(p=>p[0]),x0=Math.min(...xs),x1=Math.max(...xs,x0+1);
- const X=x=>L+(W-L-10)*(x-x0)/(x1-x0),Y=y=>H-B-(H-B-10)*(y-ymin)/((ymax-ymin)||1);
- let d=pts.map((p,i)=>(i?'L':'M')+X(p[0]).toFixed(1)+' '+Y(p[1]).toFixed(1)).join(' ');
- s.innerHTML='<path d="'+d+'" fill="none" stroke="#3b7dd8" stroke-width="2"/>'+
-  pts.map(p=>'<circle cx="'+X(p[0])+'" cy="'+Y(p[1])+'" r="2.5" fill="#3b7dd8"/>').join('')+
-  '<text x="2" y="14" font-size="11">'+ymax.toFixed(label)+'</text><text x="2" y="'+(H-B)+'" font-size="11">'+ymin.toFixed(label)+'</text>'+
-  '<text x="'+L+'" y="'+(H-4)+'" font-size="11">'+x0.toFixed(0)+'</text><text x="'+(W-40)+'" y="'+(H-4)+'" font-size="11">'+x1.toFixed(0)+'</text>'}
-async function tick(){try{const r=await fetch('/status');const s=await r.json();
- document.getElementById('role').textContent=s.role+' - '+s.aggregator;
- const last=s.rounds.length?s.rounds[s.rounds.length-1]:null;
- document.getElementById('summary').innerHTML='round <b id="round">'+s.round+'</b> of '+s.num_rounds+
-  ' &middot; status <b id="status">'+esc(s.status)+'</b> &middot; '+s.clients.length+' clients &middot; model '+
-  (s.model_bytes/1048576).toFixed(1)+' MiB &middot; refusals '+s.refusals+
-  (last&&last.test_accuracy!==null?' &middot; accuracy '+last.test_accuracy.toFixed(4):'');
- document.getElementById('clients').innerHTML=s.clients.map(c=>'<tr class="client"><td>'+esc(c.id)+'</td><td>'+esc(c.state)+
-  '</td><td>'+esc(c.address)+'</td><td>'+bar(c.bytes_down_round,s.model_bytes)+'</td><td>'+bar(c.bytes_up_round,s.model_bytes)+'</td></tr>').join('');
- const acc=s.rounds.filter(x=>x.test_accuracy!==null).map(x=>[x.round,x.test_accuracy]);
- plot('acc',acc,0,1,2);
- const mem=s.memory.map(m=>[m[0],m[1]/1048576]);
- plot('mem',mem,0,Math.max(1,...mem.map(m=>m[1]))*1.1,0);
-}catch(e){document.getElementById('summary').textContent='the run has ended or is unreachable'}}
-tick();setInterval(tick,1000);
-</script></body></html>
-)html";
+/// A 200 response of `type` with `body`, served with `policy` (a literal;
+/// empty: no Content-Security-Policy).
+http_response ok(const char* type, std::shared_ptr<const std::string> body,
+                 std::string_view policy = {}) {
+  return {200, type, std::move(body), false, policy};
+}
 
 /// True iff `host` is a loopback address.
 bool is_loopback(const std::string& host) {
@@ -103,6 +59,7 @@ uint64_t descriptor_limit() {
 struct rendering {
   std::shared_ptr<const std::string> body;
   clock_type::time_point at{};
+  bool ended = false; ///< of a run that had ended
 };
 
 /// At most 32 lines a second about connections; the rest are counted and
@@ -145,10 +102,12 @@ struct connection {
 class serving_loop {
 public:
   serving_loop(int listen_fd, int wake_fd, uint32_t cap, std::string host,
-               bool loopback, std::shared_ptr<live_status> status)
+               bool loopback, std::shared_ptr<live_status> status,
+               std::shared_ptr<http_view::page_watch> watch)
       : listen_fd_(listen_fd), wake_fd_(wake_fd), cap_(cap),
         host_(std::move(host)), loopback_(loopback), status_(std::move(status)),
-        page_(std::make_shared<const std::string>(page)) {}
+        watch_(std::move(watch)),
+        script_(std::make_shared<const std::string>(live_page_script())) {}
   ~serving_loop() { ::close(listen_fd_); }
   serving_loop(const serving_loop&) = delete;
   serving_loop& operator=(const serving_loop&) = delete;
@@ -294,25 +253,33 @@ private:
         return http_text(421,
                          "this live view answers to its own address only\n");
     }
-    if (q.path == "/")
-      return {200, "text/html; charset=utf-8", page_};
+    if (q.path == "/" || q.path == "/view") {
+      auto& r = q.path == "/" ? page_render_ : view_render_;
+      auto body = q.path == "/" ? rendered(r, now, live_page_html)
+                                : rendered(r, now, live_view_html);
+      watch_->served_page(r.ended);
+      return ok("text/html; charset=utf-8", body, live_page_policy());
+    }
+    if (q.path == "/view.js")
+      return ok("text/javascript; charset=utf-8", script_);
     if (q.path == "/status")
-      return {200, "application/json", rendered(status_render_, now, [this] {
-                return status_->json();
-              })};
+      return ok("application/json", rendered(status_render_, now, status_json));
     if (q.path == "/metrics")
-      return {200, "text/plain; version=0.0.4",
-              rendered(metrics_render_, now,
-                       [this] { return status_->prometheus(); })};
+      return ok("text/plain; version=0.0.4",
+                rendered(metrics_render_, now, prometheus_text));
     return http_text(404, "not found\n");
   }
 
+  /// `r`, rendered again by `render` from a snapshot of the status if it
+  /// is older than 250 ms.
   template <class Render>
   std::shared_ptr<const std::string>
   rendered(rendering& r, clock_type::time_point now, Render render) {
     if (!r.body || now - r.at >= std::chrono::milliseconds{250}) {
-      r.body = std::make_shared<const std::string>(render());
+      auto s = status_->snapshot();
+      r.body = std::make_shared<const std::string>(render(s));
       r.at = now;
+      r.ended = s.ended();
     }
     return r.body;
   }
@@ -323,9 +290,12 @@ private:
   std::string host_;
   bool loopback_;
   std::shared_ptr<live_status> status_;
-  std::shared_ptr<const std::string> page_;
+  std::shared_ptr<http_view::page_watch> watch_;
+  std::shared_ptr<const std::string> script_;
   http_limits limits_;
   std::vector<std::unique_ptr<connection>> conns_; ///< oldest first
+  rendering page_render_;
+  rendering view_render_;
   rendering status_render_;
   rendering metrics_render_;
   quiet_log log_;
@@ -375,10 +345,32 @@ http_view::start(const std::string& where, std::shared_ptr<live_status> status,
              "the live view listens on " + where +
                  ", beyond this host: anyone who reaches it sees the run; "
                  "keep it to operators' networks");
-  auto loop = std::make_unique<serving_loop>(
-      l->fd, view->wake_fd_, cap, at->host, loopback, std::move(status));
+  auto loop =
+      std::make_unique<serving_loop>(l->fd, view->wake_fd_, cap, at->host,
+                                     loopback, std::move(status), view->watch_);
   view->serving_ = std::thread{[loop = std::move(loop)] { loop->run(); }};
   return view;
+}
+
+void http_view::page_watch::served_page(bool ended) {
+  last_page_ms.store(now_ms());
+  if (ended)
+    final_served.store(true);
+}
+
+int64_t http_view::page_watch::now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             clock_type::now().time_since_epoch())
+      .count();
+}
+
+void http_view::keep_for_open_pages(std::chrono::milliseconds most) {
+  auto watched_since = page_watch::now_ms() - watch_->last_page_ms.load();
+  if (watched_since > 3000) // no page open (it asks every second)
+    return;
+  auto until = clock_type::now() + most;
+  while (!watch_->final_served.load() && clock_type::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
 }
 
 http_view::~http_view() {

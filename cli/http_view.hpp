@@ -1,7 +1,8 @@
 #pragma once
 // The live view of a run (--http HOST:PORT): /metrics in the Prometheus text
 // format, /status as JSON, and / as one self-contained HTML page (no
-// external resource) that polls /status. Served on a thread of its own, by
+// external resource; fedcaf/live_page.hpp) whose script (/view.js) replaces
+// its view from /view every second. Served on a thread of its own, by
 // one poll loop over plain sockets, from a live_status the server actor
 // keeps current; each connection's exchange is an http_exchange
 // (protocol/http_exchange.hpp).
@@ -17,6 +18,8 @@
 // Thread-safety: constructed and destroyed on one thread; the serving
 // thread only reads the live_status (itself thread-safe).
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -51,6 +54,22 @@ public:
   /// The cap on its connections open at once.
   uint32_t max_connections() const { return max_connections_; }
 
+  /// The run has ended: if a page asked for its view in the last 3 s (a
+  /// page open asks every second), waits until one has been served the
+  /// ended run's view, at most `most`, so that the page keeps the final
+  /// state once the process is gone. Returns at once otherwise.
+  void keep_for_open_pages(std::chrono::milliseconds most);
+
+  /// What the serving thread tells keep_for_open_pages about the pages.
+  struct page_watch {
+    std::atomic<int64_t> last_page_ms{INT64_MIN / 2}; ///< steady clock
+    std::atomic<bool> final_served{false};
+    /// A page or its view was served, rendered from an ended run iff
+    /// `ended`.
+    void served_page(bool ended);
+    static int64_t now_ms();
+  };
+
 private:
   http_view() = default;
 
@@ -58,6 +77,7 @@ private:
   std::thread serving_;
   std::string url_;
   uint32_t max_connections_ = 0;
+  std::shared_ptr<page_watch> watch_ = std::make_shared<page_watch>();
 };
 
 } // namespace fedcaf::cli

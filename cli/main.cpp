@@ -88,6 +88,10 @@ void add_metrics_option(CLI::App* c, options& o) {
                 "[HOST:]PORT: a live view of the run (/ a page, /metrics "
                 "Prometheus text, /status JSON); HOST defaults to "
                 "127.0.0.1");
+  c->add_option("--report-html", o.report_html_path,
+                "write the live view's page of the run as one static HTML "
+                "file (after every round and at the end; refused before the "
+                "run if it cannot be written)");
 }
 
 /// A number option kept as text: the command checks it and says why.

@@ -28,6 +28,7 @@
 #include "fedcaf/config.hpp"
 #include "fedcaf/dummy_trainer.hpp"
 #include "fedcaf/fashion_mnist.hpp"
+#include "fedcaf/live_page.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/models.hpp"
@@ -376,6 +377,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   so.server.client_configs_yaml = client_configs_yaml(cfg);
   so.server.terms = client_terms_of(cfg);
   so.server.report_path = opts.report_path.value_or("");
+  so.server.report_html_path = opts.report_html_path.value_or("");
   so.server.metrics = std::move(metrics);
   so.server.live = std::move(live);
   so.server.progress = std::move(progress);
@@ -421,21 +423,48 @@ result<void> writable_report(const options& opts) {
   return check_report_path(*opts.report_path);
 }
 
-/// Before a server side run: refuses a --report path that cannot be
-/// written, and opens the --metrics file (null without --metrics).
+/// Before a server side run: refuses a --report or --report-html path
+/// that cannot be written, and opens the --metrics file (null without
+/// --metrics).
 result<std::shared_ptr<metrics_log>> open_outputs(const options& opts) {
   if (auto ok = writable_report(opts); !ok)
     return ok.err();
+  if (opts.report_html_path)
+    if (auto ok = check_writable(*opts.report_html_path, "HTML report"); !ok)
+      return ok.err();
   if (!opts.metrics_path)
     return std::shared_ptr<metrics_log>{};
   return metrics_log::open(*opts.metrics_path);
 }
 
-/// The live view (--http) and what it shows; both null without --http.
+/// The live view (--http) and what it shows: the status is kept iff
+/// --http or --report-html asks for it, the view runs iff --http does.
 struct live_view {
   std::shared_ptr<live_status> status;
   std::unique_ptr<http_view> http;
 };
+
+/// What the live view states of `cfg`'s run.
+live_run live_run_of(const config& cfg, const char* role) {
+  const auto& sc = cfg.server;
+  const auto& z = cfg.clients.compression;
+  live_run r;
+  r.role = role;
+  r.aggregator = aggregator_name(sc.aggregator);
+  r.scheduler = sc.scheduler;
+  r.num_rounds = sc.num_global_epochs;
+  r.num_clients = sc.num_clients;
+  r.async = sc.scheduler == "AsyncScheduler";
+  r.federated_evaluation = sc.federated_evaluation.value_or(false);
+  r.secure_aggregation = sc.secure_aggregation.enabled;
+  r.upload_encoding = z.upload_encoding();
+  r.download_encoding = z.down ? to_string(z.method) : "none";
+  r.zfp_tolerance = z.zfp_tolerance;
+  r.dp_noise_multiplier = sc.rule.dp_noise_multiplier;
+  r.dp_delta = sc.rule.dp_delta;
+  r.dp_sgd = cfg.clients.train.dp.mode != dp_sgd_mode::none;
+  return r;
+}
 
 /// Descriptors the run keeps for itself, out of the live view's reach: one
 /// per client and per connection not yet welcomed on the fedcaf port, and
@@ -449,11 +478,12 @@ uint64_t reserved_descriptors(const config& cfg) {
 result<live_view> start_view(const options& opts, const config& cfg,
                              const char* role) {
   live_view v;
-  if (!opts.http)
+  if (!opts.http && !opts.report_html_path)
     return v;
   v.status = std::make_shared<live_status>();
-  v.status->set_run(role, cfg.server.num_global_epochs,
-                    aggregator_name(cfg.server.aggregator));
+  v.status->set_run(live_run_of(cfg, role));
+  if (!opts.http)
+    return v;
   auto h = http_view::start(*opts.http, v.status, reserved_descriptors(cfg));
   if (!h)
     return h.err();
@@ -496,14 +526,29 @@ void note_interrupt(const interrupt_watch& watch, run_report& report) {
         std::string{"interrupted by "} + signal_name(watch.signal());
 }
 
-/// Writes the report if asked, prints the final accuracy, returns the exit
-/// code.
-int conclude(const options& opts, run_report& report, const config& cfg) {
+/// The live view's final state: how the run ended, shown by the view and
+/// written to --report-html. Returns an error iff that cannot be written.
+result<void> show_end(const options& opts, const run_report& report,
+                      const live_view& view) {
+  if (!view.status)
+    return {};
+  view.status->ended(run_status(report), report.failure);
+  if (!opts.report_html_path)
+    return {};
+  return write_static_page(view.status->snapshot(), *opts.report_html_path);
+}
+
+/// Writes the report and the HTML page if asked, prints the final
+/// accuracy, returns the exit code.
+int write_outputs(const options& opts, run_report& report, const config& cfg,
+                  const live_view& view) {
   report.config_yaml = cfg.effective_yaml;
   report.peak_rss_bytes = sample_memory().peak_rss_bytes;
   if (opts.report_path)
     if (auto ok = write_report(report, *opts.report_path); !ok)
       return failed(to_string(ok.err()));
+  if (auto ok = show_end(opts, report, view); !ok)
+    return failed(to_string(ok.err()));
   if (!report.failure.empty()) // may name a peer's text: escaped
     return failed(printable_line(report.failure));
   if (report.rounds.empty() || !report.rounds.back().test_accuracy)
@@ -519,6 +564,16 @@ int conclude(const options& opts, run_report& report, const config& cfg) {
     std::printf("final test accuracy: %.4f (%zu test images)\n",
                 *last.test_accuracy, size_t{10000});
   return 0;
+}
+
+/// As write_outputs; then, unless interrupted, a page open on the live
+/// view gets the final state before the process exits (at most 1.5 s).
+int conclude(const options& opts, run_report& report, const config& cfg,
+             const live_view& view) {
+  auto code = write_outputs(opts, report, cfg, view);
+  if (view.http && report.status != "interrupted")
+    view.http->keep_for_open_pages(std::chrono::milliseconds{1500});
+  return code;
 }
 
 } // namespace
@@ -608,7 +663,7 @@ int run_simulate(const options& opts) {
       report.failure = c.node + ": " + c.failure;
   }
   report.clients = std::move(client_reports);
-  return conclude(opts, report, *cfg);
+  return conclude(opts, report, *cfg, *view);
 }
 
 int run_server(const options& opts) {
@@ -673,7 +728,7 @@ int run_server(const options& opts) {
     side->shut_down(sys);
   }
   note_interrupt(watch, report);
-  return conclude(opts, report, *cfg);
+  return conclude(opts, report, *cfg, *view);
 }
 
 int run_client(const options& opts) {
@@ -693,7 +748,7 @@ int run_client(const options& opts) {
                                     cc.num_threads, nullptr),
                       report, {}, nullptr, console.meter());
   }
-  return conclude(opts, report, *cfg);
+  return conclude(opts, report, *cfg, live_view{});
 }
 
 } // namespace fedcaf::cli

@@ -11,13 +11,14 @@ namespace fedcaf::cli {
 
 /// Options shared by every subcommand.
 struct options {
-  std::optional<std::string> config_path;  ///< -c FILE
-  std::vector<std::string> overrides;      ///< --set key.path=value
-  std::optional<std::string> report_path;  ///< --report FILE
-  std::optional<std::string> metrics_path; ///< --metrics FILE (JSON lines)
-  std::optional<std::string> http;         ///< --http [HOST:]PORT
-  std::optional<std::string> log_level;    ///< --log-level debug|info|...
-  std::optional<std::string> log_file;     ///< --log-file FILE (appended)
+  std::optional<std::string> config_path;      ///< -c FILE
+  std::vector<std::string> overrides;          ///< --set key.path=value
+  std::optional<std::string> report_path;      ///< --report FILE
+  std::optional<std::string> report_html_path; ///< --report-html FILE
+  std::optional<std::string> metrics_path;     ///< --metrics FILE (JSON lines)
+  std::optional<std::string> http;             ///< --http [HOST:]PORT
+  std::optional<std::string> log_level;        ///< --log-level debug|info|...
+  std::optional<std::string> log_file;         ///< --log-file FILE (appended)
   bool strict = false; ///< --strict: APPFL keys fedcaf ignores are errors
   /// --resume DIR: go on from the newest complete checkpoint there;
   /// --resume-force: even where keys that may change (deadlines, ports,

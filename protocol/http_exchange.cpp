@@ -93,8 +93,11 @@ const std::string* http_request::header(std::string_view name) const {
 }
 
 http_response http_text(int status, std::string text, bool close) {
-  return {status, "text/plain; charset=utf-8",
-          std::make_shared<const std::string>(std::move(text)), close};
+  return {status,
+          "text/plain; charset=utf-8",
+          std::make_shared<const std::string>(std::move(text)),
+          close,
+          {}};
 }
 
 http_request_reader::state http_request_reader::refuse(int status,
@@ -236,7 +239,12 @@ void http_exchange::start_response(const http_response& r, bool head_only,
               "\r\nContent-Length: " + std::to_string(bytes) +
               "\r\nCache-Control: no-store\r\nX-Content-Type-Options: "
               "nosniff\r\nConnection: " +
-              (r.close ? "close" : "keep-alive") + "\r\n\r\n";
+              (r.close ? "close" : "keep-alive") + "\r\n";
+  if (!r.policy.empty())
+    out_head_.append("Content-Security-Policy: ")
+        .append(r.policy)
+        .append("\r\n");
+  out_head_ += "\r\n";
   out_body_ = head_only ? nullptr : r.body;
   out_sent_ = 0;
   close_after_ = r.close;

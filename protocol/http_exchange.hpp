@@ -50,6 +50,9 @@ struct http_response {
   std::string content_type = "text/plain";
   std::shared_ptr<const std::string> body;
   bool close = false; ///< close the connection once it is sent
+  /// Its Content-Security-Policy header (text that outlives the response,
+  /// a literal); empty: none.
+  std::string_view policy;
 };
 
 /// A response of `status` whose body is `text` (text/plain), closing iff

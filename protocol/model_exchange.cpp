@@ -50,6 +50,7 @@ result<served_chunk> model_exchange::serve(const msg::fetch& req,
                       e.tensor_offset};
   served_chunk out;
   out.wire_bytes = out.model_bytes = e.bytes;
+  out.last = req.sequence + 1 == plan_->chunk_count();
   if (terms_.compression.down) { // the model's float32 values, encoded
     std::span<const float> values{
         reinterpret_cast<const float*>(model->bytes.data() + e.model_offset),

@@ -32,6 +32,7 @@ struct served_chunk {
   msg::frame frame;
   uint64_t wire_bytes = 0;  ///< payload bytes sent (encoded, if so)
   uint64_t model_bytes = 0; ///< model bytes those carry, decoded
+  bool last = false;        ///< the plan's last chunk
 };
 
 class model_exchange {
@@ -47,6 +48,8 @@ public:
   const snapshot_ptr& model() const { return snapshot_; }
   /// The size of the model served now.
   uint64_t model_bytes() const { return snapshot_->layout.total_bytes(); }
+  /// The chunks it is served in.
+  uint64_t chunk_count() const { return plan_->chunk_count(); }
 
   /// Returns the announcement of round `round` of the model served now,
   /// carrying `previous` (the last evaluated figures); `resend` iff the

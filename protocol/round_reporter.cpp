@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "fedcaf/live_page.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/rdp_accountant.hpp"
 
@@ -14,7 +15,7 @@ round_reporter::round_reporter(reporter_options options, run_report* report)
 
 void round_reporter::round_started(uint32_t round, uint64_t expected_bytes) {
   if (options_.live)
-    options_.live->round_started(round);
+    options_.live->round_started(round, evaluates(round));
   if (options_.progress)
     options_.progress->round_started(round, expected_bytes, expected_bytes);
   start_traffic();
@@ -31,12 +32,12 @@ void round_reporter::start_traffic() {
 }
 
 void round_reporter::count_down(const std::string& id, uint64_t wire_bytes,
-                                uint64_t model_bytes) {
+                                uint64_t model_bytes, bool last) {
   bytes_down_ += wire_bytes;
   raw_down_ += model_bytes;
   traffic_[id].second += wire_bytes;
   if (options_.live)
-    options_.live->sent_to(id, wire_bytes);
+    options_.live->served(id, wire_bytes, model_bytes, last);
   if (options_.progress)
     options_.progress->moved_down(wire_bytes);
   report_->bytes_sent += wire_bytes;
@@ -45,11 +46,40 @@ void round_reporter::count_down(const std::string& id, uint64_t wire_bytes,
 void round_reporter::count_up(const std::string& id, uint64_t frame_bytes) {
   traffic_[id].first += frame_bytes;
   if (options_.live)
-    options_.live->received_from(id, frame_bytes);
+    options_.live->received(id, frame_bytes);
   if (options_.progress)
     options_.progress->moved_up(frame_bytes);
   bytes_up_ += frame_bytes;
   report_->bytes_received += frame_bytes;
+}
+
+void round_reporter::task_started(const std::string& id, uint32_t round) {
+  if (options_.live)
+    options_.live->task_started(id, evaluates(round));
+}
+
+void round_reporter::upload_ended(const std::string& id) {
+  if (options_.live)
+    options_.live->upload_ended(id);
+}
+
+void round_reporter::upload_again(const std::string& id) {
+  if (options_.live)
+    options_.live->upload_again(id);
+}
+
+void round_reporter::final_evaluation_started() {
+  if (options_.live)
+    options_.live->final_evaluation_started();
+}
+
+void round_reporter::secagg_phase(const char* phase) {
+  if (options_.live)
+    options_.live->set_secagg_phase(phase);
+}
+
+bool round_reporter::evaluates(uint32_t round) const {
+  return options_.federated_evaluation && round > 1;
 }
 
 void round_reporter::note_offer(const std::string& id, uint64_t samples,
@@ -106,10 +136,11 @@ void round_reporter::finish_round(round_record record, double wall_seconds,
   record.wall_seconds = wall_seconds;
   record.ended_unix_s = ended_unix_s;
   report_->rounds.push_back(record);
+  show(record);                      // published: the live view counts it now
   if (options_.federated_evaluation) // printed with the clients' figures
     held_round_ = record.round;
   else
-    print_line(record, now.refusals);
+    print_line(record);
   save(now);
 }
 
@@ -117,7 +148,7 @@ void round_reporter::print_held(const report_stamp& now) {
   if (!held_round_)
     return;
   if (auto* r = record_of(*held_round_))
-    print_line(*r, now.refusals);
+    print_line(*r);
   held_round_.reset();
   save(now); // with the clients' evaluation
 }
@@ -133,6 +164,7 @@ bool round_reporter::put_client_metrics(uint32_t round,
     r->test_accuracy = r->client_metrics->find("accuracy");
     r->test_loss = r->client_metrics->find("loss");
   }
+  show(*r);
   return true;
 }
 
@@ -150,22 +182,37 @@ bool round_reporter::note_evaluations(const model_evaluations& of,
 }
 
 void round_reporter::save(const report_stamp& now) {
-  if (options_.report_path.empty() || ended_)
+  if (options_.live)
+    options_.live->set_refusals(now.refusals);
+  if (ended_)
     return;
-  report_->status = "running";
-  report_->refusals = now.refusals;
-  report_->total_seconds = now.total_seconds;
-  if (auto ok = write_report(*report_, options_.report_path); !ok)
-    log_line(log_level::error, "server", to_string(ok.err()));
-  report_->status.clear();
+  if (!options_.report_path.empty()) {
+    report_->status = "running";
+    report_->refusals = now.refusals;
+    report_->total_seconds = now.total_seconds;
+    if (auto ok = write_report(*report_, options_.report_path); !ok)
+      log_line(log_level::error, "server", to_string(ok.err()));
+    report_->status.clear();
+  }
+  if (!options_.report_html_path.empty() && options_.live)
+    if (auto ok = write_static_page(options_.live->snapshot(),
+                                    options_.report_html_path);
+        !ok)
+      log_line(log_level::error, "server", to_string(ok.err()));
 }
 
 void round_reporter::event(const char* what, const std::string& id,
                            const std::string& detail) {
   if (options_.metrics)
     options_.metrics->client(what, id, detail);
-  if (options_.live && std::string_view{what} != "evaluated" &&
-      std::string_view{what} != "rejected")
+  if (!options_.live)
+    return;
+  std::string_view w{what};
+  if (w == "evaluated")
+    options_.live->evaluated(id);
+  else if (w == "rejected" || w == "excluded")
+    options_.live->rejected(id);
+  else
     options_.live->client_event(id, what, detail);
 }
 
@@ -232,21 +279,21 @@ void round_reporter::end_event() {
     why = std::to_string(report_->failed_rounds.size()) +
           " rounds failed (see their records)";
   if (options_.live)
-    options_.live->ended(status);
+    options_.live->ended(status, why);
   if (options_.metrics)
     options_.metrics->end(status, why);
 }
 
-void round_reporter::print_line(const round_record& record,
-                                uint64_t refusals) const {
+void round_reporter::print_line(const round_record& record) const {
   if (options_.metrics)
     options_.metrics->round(record);
-  if (options_.live) {
-    options_.live->round_finished(record);
-    options_.live->set_refusals(refusals);
-  }
   fedcaf::print_line(progress_line(record, options_.num_rounds));
   std::fflush(stdout);
+}
+
+void round_reporter::show(const round_record& record) const {
+  if (options_.live)
+    options_.live->round_finished(record);
 }
 
 /// Robust rules: says whose values the round dropped most, as shares of

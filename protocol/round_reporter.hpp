@@ -32,9 +32,12 @@ struct reporter_options {
   uint32_t num_rounds = 0;
   /// A round's line waits for the clients' evaluation of its model.
   bool federated_evaluation = false;
-  std::string report_path;              ///< empty: written only at the end
-  std::shared_ptr<metrics_log> metrics; ///< null: no metrics file
-  std::shared_ptr<live_status> live;    ///< null: no live view
+  std::string report_path; ///< empty: written only at the end
+  /// --report-html: the live view's static page, written with the report
+  /// (empty: none). REQUIRES: live is set where this is.
+  std::string report_html_path;
+  std::shared_ptr<metrics_log> metrics;        ///< null: no metrics file
+  std::shared_ptr<live_status> live;           ///< null: no live view
   std::shared_ptr<transfer_progress> progress; ///< null: no console counts
   compression_config compression; ///< for the records' compression ratios
   /// DP-FedAvg (noise multiplier 0: off): each record's epsilon.
@@ -79,11 +82,23 @@ public:
   /// A round (or, async, a model version) starts: its counts start at 0.
   void start_traffic();
   /// Client `id` was served `wire_bytes` of payload standing for
-  /// `model_bytes` of the model.
+  /// `model_bytes` of the model; `last` iff the model's last chunk.
   void count_down(const std::string& id, uint64_t wire_bytes,
-                  uint64_t model_bytes);
+                  uint64_t model_bytes, bool last);
   /// Client `id` sent an upload frame of `frame_bytes`.
   void count_up(const std::string& id, uint64_t frame_bytes);
+
+  // -- clients' phases (the live view) ---------------------------------------
+  /// AsyncScheduler: client `id` got task `round`.
+  void task_started(const std::string& id, uint32_t round);
+  /// Client `id` ended its upload stream.
+  void upload_ended(const std::string& id);
+  /// Client `id` sends its update of the round again.
+  void upload_again(const std::string& id);
+  /// The connected clients are asked to evaluate the final model.
+  void final_evaluation_started();
+  /// Secure aggregation's phase is now `phase`.
+  void secagg_phase(const char* phase);
   /// Client `id`'s offer for the open round: its training figures over
   /// `samples` samples (a repeated offer replaces them).
   void note_offer(const std::string& id, uint64_t samples,
@@ -115,13 +130,13 @@ public:
   /// Returns true iff `complete` and `of` is of a round of the report.
   bool note_evaluations(const model_evaluations& of, bool all_answered,
                         bool complete, const report_stamp& now);
-  /// Writes the report as it stands (status running), iff a path is set
-  /// and the run has not ended.
+  /// Writes the report and the HTML page as they stand (status running),
+  /// those whose path is set, iff the run has not ended.
   void save(const report_stamp& now);
 
   // -- events and the end ----------------------------------------------------
-  /// A client event for the metrics file and the live view (which shows
-  /// neither "evaluated" nor "rejected").
+  /// A client event for the metrics file and the live view ("evaluated"
+  /// moves the client's phase on, "rejected" and "excluded" end it).
   void event(const char* what, const std::string& id,
              const std::string& detail);
   /// Client `id` registered from `from`: logged, an event.
@@ -141,7 +156,12 @@ public:
   void close(const report_stamp& now, uint64_t peak_rss_bytes);
 
 private:
-  void print_line(const round_record& record, uint64_t refusals) const;
+  void print_line(const round_record& record) const;
+  /// Shows round `record` (published, or with its clients' evaluation
+  /// added) in the live view.
+  void show(const round_record& record) const;
+  /// True iff clients evaluate the model of round `round` before training.
+  bool evaluates(uint32_t round) const;
   void log_trimmed(uint32_t round, const model_snapshot& model) const;
   std::optional<client_figures>
   train_figures_of(const std::vector<std::string>& contributors);

@@ -594,4 +594,10 @@ secagg::quantizer secagg_coordinator::quantizer() const {
   return {cfg_.clipping_range, cfg_.quantization_bits};
 }
 
+const char* to_string(secagg_coordinator::phase p) {
+  static constexpr const char* names[] = {"idle",     "keys",   "shares",
+                                          "receipts", "upload", "unmask"};
+  return names[static_cast<size_t>(p)];
+}
+
 } // namespace fedcaf

@@ -171,4 +171,7 @@ private:
   std::vector<culprit> culprits_;
 };
 
+/// "idle", "keys", "shares", "receipts", "upload" or "unmask".
+const char* to_string(secagg_coordinator::phase p);
+
 } // namespace fedcaf

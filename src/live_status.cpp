@@ -1,6 +1,8 @@
 #include "fedcaf/live_status.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <iterator>
 
 #include <nlohmann/json.hpp>
 
@@ -11,87 +13,284 @@ namespace fedcaf {
 
 namespace {
 
-/// At most this many memory samples are kept (the oldest half is thinned).
-constexpr size_t max_memory_points = 2048;
+/// Keeps `v` within `most` entries: every other entry of its older half
+/// goes once it is past `most`.
+template <class T> void thin_older_half(std::vector<T>& v, size_t most) {
+  if (v.size() <= most)
+    return;
+  std::vector<T> kept;
+  kept.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    if (i >= v.size() / 2 || i % 2 == 0)
+      kept.push_back(std::move(v[i]));
+  v = std::move(kept);
+}
+
+/// Clients a run shows beyond num_clients (dropped ones, until they give
+/// way to newcomers).
+constexpr size_t extra_clients = 64;
+
+live_round round_of(const round_record& r) {
+  return {r.round,         r.status,         r.test_accuracy,    r.test_loss,
+          r.train_loss,    r.wall_seconds,   r.clients,          r.bytes_up,
+          r.bytes_down,    r.compression_up, r.compression_down, r.dp_epsilon,
+          r.dp_sgd_epsilon};
+}
 
 } // namespace
 
-void live_status::set_run(std::string role, uint32_t num_rounds,
-                          std::string aggregator) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  role_ = std::move(role);
-  num_rounds_ = num_rounds;
-  aggregator_ = std::move(aggregator);
-  started_ = unix_seconds();
+const char* to_string(client_phase p) {
+  static constexpr const char* names[] = {
+      "waiting",   "downloading", "evaluating", "training",
+      "uploading", "done",        "rejected"};
+  static_assert(std::size(names) == client_phase_count);
+  return names[static_cast<size_t>(p)];
 }
 
-void live_status::set_model_bytes(uint64_t model_bytes) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  model_bytes_ = model_bytes;
+uint32_t live_snapshot::completed() const {
+  return static_cast<uint32_t>(rounds.size());
 }
+
+std::optional<double> live_snapshot::last_accuracy() const {
+  for (auto it = rounds.rbegin(); it != rounds.rend(); ++it)
+    if (it->test_accuracy)
+      return it->test_accuracy;
+  return std::nullopt;
+}
+
+uint64_t live_snapshot::up_bytes(const live_client& c) const {
+  return std::min(model_bytes, c.up_chunks * chunk_bytes);
+}
+
+// -- the run -------------------------------------------------------------
+
+void live_status::set_run(live_run run) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  s_.run = std::move(run);
+  s_.started_unix_s = unix_seconds();
+  if (s_.run.secure_aggregation)
+    s_.secagg_phase = "idle";
+}
+
+void live_status::set_model(uint64_t model_bytes, uint64_t chunk_bytes,
+                            uint64_t chunk_count) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  s_.model_bytes = model_bytes;
+  s_.chunk_bytes = chunk_bytes;
+  s_.chunk_count = chunk_count;
+}
+
+// -- clients' connections ------------------------------------------------
 
 void live_status::client_event(const std::string& id, const std::string& state,
                                const std::string& address) {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto& c = clients_[id];
-  c.state = state;
-  if (!address.empty())
-    c.address = address;
+  auto* c = find_locked(id);
+  if (!c) {
+    if (state != "registered")
+      return;
+    if (!make_room_locked()) {
+      ++s_.clients_not_shown;
+      return;
+    }
+    c = &clients_[id];
+    restart_locked(*c, unix_seconds());
+  }
+  c->state = state;
+  c->changed_unix_s = unix_seconds();
+  if (state == "registered" || state == "back")
+    c->address = address;
 }
 
-void live_status::round_started(uint32_t round) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  round_ = round;
+bool live_status::make_room_locked() {
+  if (clients_.size() < size_t{s_.run.num_clients} + extra_clients)
+    return true;
+  auto oldest = clients_.end();
+  for (auto it = clients_.begin(); it != clients_.end(); ++it)
+    if (it->second.state == "dropped" &&
+        (oldest == clients_.end() ||
+         it->second.changed_unix_s < oldest->second.changed_unix_s))
+      oldest = it;
+  if (oldest == clients_.end())
+    return false;
+  clients_.erase(oldest);
+  return true;
+}
+
+live_client* live_status::find_locked(const std::string& id) {
+  auto it = clients_.find(id);
+  return it == clients_.end() ? nullptr : &it->second;
+}
+
+// -- rounds and phases ---------------------------------------------------
+
+void live_status::enter_locked(live_client& c, client_phase p) {
+  if (c.phase == p)
+    return;
+  c.phase = p;
+  auto& at = c.entered_s[static_cast<size_t>(p)];
+  if (at < 0)
+    at = unix_seconds() - c.started_unix_s;
+}
+
+void live_status::restart_locked(live_client& c, double now) {
+  c.phase = client_phase::waiting;
+  c.down_bytes = c.down_wire_bytes = c.up_chunks = c.up_wire_bytes = 0;
+  c.started_unix_s = now;
+  c.entered_s.fill(-1);
+  c.entered_s[static_cast<size_t>(client_phase::waiting)] = 0;
+}
+
+void live_status::restart_all_locked(bool evaluates) {
+  s_.round_started_unix_s = unix_seconds();
+  evaluates_ = evaluates;
   for (auto& [id, c] : clients_)
-    c.bytes_down_round = c.bytes_up_round = 0;
+    restart_locked(c, s_.round_started_unix_s);
 }
 
-void live_status::sent_to(const std::string& id, uint64_t bytes) {
+void live_status::round_started(uint32_t round, bool evaluates) {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto& c = clients_[id];
-  c.bytes_down_round += bytes;
-  c.bytes_down_total += bytes;
+  s_.round = round;
+  restart_all_locked(evaluates);
 }
 
-void live_status::received_from(const std::string& id, uint64_t bytes) {
+void live_status::task_started(const std::string& id, bool evaluates) {
   std::lock_guard<std::mutex> guard{mtx_};
-  auto& c = clients_[id];
-  c.bytes_up_round += bytes;
-  c.bytes_up_total += bytes;
+  evaluates_ = evaluates;
+  if (s_.round == 0) { // the run's first tasks
+    s_.round = 1;
+    s_.round_started_unix_s = unix_seconds();
+  }
+  if (auto* c = find_locked(id))
+    restart_locked(*c, unix_seconds());
 }
+
+void live_status::final_evaluation_started() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  s_.final_evaluation = true;
+  restart_all_locked(true);
+}
+
+void live_status::served(const std::string& id, uint64_t wire_bytes,
+                         uint64_t model_bytes, bool last) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto* c = find_locked(id);
+  if (!c)
+    return;
+  c->down_bytes = std::min(s_.model_bytes, c->down_bytes + model_bytes);
+  c->down_wire_bytes += wire_bytes;
+  c->down_wire_total += wire_bytes;
+  if (c->phase == client_phase::waiting || c->phase == client_phase::done)
+    enter_locked(*c, client_phase::downloading);
+  if (last && c->phase == client_phase::downloading)
+    enter_locked(*c, evaluates_ ? client_phase::evaluating
+                                : client_phase::training);
+}
+
+void live_status::evaluated(const std::string& id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto* c = find_locked(id);
+  if (c && c->phase == client_phase::evaluating)
+    enter_locked(*c, s_.final_evaluation ? client_phase::done
+                                         : client_phase::training);
+}
+
+void live_status::received(const std::string& id, uint64_t frame_bytes) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto* c = find_locked(id);
+  if (!c)
+    return;
+  ++c->up_chunks;
+  c->up_wire_bytes += frame_bytes;
+  c->up_wire_total += frame_bytes;
+  if (c->phase != client_phase::rejected)
+    enter_locked(*c, client_phase::uploading);
+}
+
+void live_status::upload_ended(const std::string& id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto* c = find_locked(id);
+  if (c && c->phase == client_phase::uploading &&
+      c->up_chunks >= s_.chunk_count)
+    enter_locked(*c, client_phase::done);
+}
+
+void live_status::upload_again(const std::string& id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  auto* c = find_locked(id);
+  if (!c)
+    return;
+  c->up_chunks = c->up_wire_bytes = 0;
+  c->phase = client_phase::training; // it sends its update once more
+}
+
+void live_status::rejected(const std::string& id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (auto* c = find_locked(id))
+    enter_locked(*c, client_phase::rejected);
+}
+
+void live_status::set_secagg_phase(const std::string& phase) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (s_.secagg_phase != phase)
+    s_.secagg_phase = phase;
+}
+
+// -- results and the end -------------------------------------------------
 
 void live_status::round_finished(const round_record& r) {
   std::lock_guard<std::mutex> guard{mtx_};
   for (auto& x : rounds_)
     if (x.round == r.round) {
-      x = r;
+      x = round_of(r);
       return;
     }
-  rounds_.push_back(r);
+  rounds_.push_back(round_of(r));
+  thin_older_half(rounds_, max_rounds);
+  if (s_.run.async) // steps: the one under way follows the last
+    s_.round = std::min(s_.run.num_rounds, r.round + 1);
 }
 
 void live_status::set_refusals(uint64_t refusals) {
   std::lock_guard<std::mutex> guard{mtx_};
-  refusals_ = refusals;
+  s_.refusals = refusals;
 }
 
-void live_status::ended(const std::string& status) {
+void live_status::ended(const std::string& status, const std::string& failure) {
   std::lock_guard<std::mutex> guard{mtx_};
-  status_ = status;
+  s_.status = status;
+  s_.failure = failure;
+  if (s_.ended_unix_s == 0)
+    s_.ended_unix_s = unix_seconds();
 }
+
+// -- reading -------------------------------------------------------------
 
 void live_status::sample_memory_locked() {
   auto now = unix_seconds();
-  if (!memory_.empty() && now - memory_.back().t < 1.0)
+  if (!memory_.empty() && now - s_.started_unix_s - memory_.back().first < 1.0)
     return;
-  memory_.push_back({now, sample_memory().rss_bytes});
-  if (memory_.size() > max_memory_points) { // keep every other old point
-    std::vector<memory_point> thinned;
-    for (size_t i = 0; i < memory_.size(); ++i)
-      if (i >= memory_.size() / 2 || i % 2 == 0)
-        thinned.push_back(memory_[i]);
-    memory_ = std::move(thinned);
-  }
+  memory_.emplace_back(now - s_.started_unix_s, sample_memory().rss_bytes);
+  thin_older_half(memory_, max_memory_points);
+}
+
+live_snapshot live_status::snapshot() {
+  std::lock_guard<std::mutex> guard{mtx_};
+  sample_memory_locked();
+  live_snapshot out = s_;
+  out.now_unix_s = unix_seconds();
+  out.clients.assign(clients_.begin(), clients_.end());
+  out.rounds = rounds_;
+  out.memory = memory_;
+  return out;
+}
+
+std::string live_status::prometheus() {
+  return prometheus_text(snapshot());
+}
+
+std::string live_status::json() {
+  return status_json(snapshot());
 }
 
 namespace {
@@ -115,97 +314,232 @@ std::string prometheus_label(std::string_view text) {
   return out + '"';
 }
 
-} // namespace
-
-std::string live_status::prometheus() {
-  std::lock_guard<std::mutex> guard{mtx_};
-  sample_memory_locked();
-  std::string out;
-  auto metric = [&](const char* name, const char* type, const char* help) {
-    out += std::string{"# HELP "} + name + " " + help + "\n# TYPE " + name +
-           " " + type + "\n";
-  };
-  auto value = [&](const std::string& name, double v) {
+/// Writes metric families: each one's HELP and TYPE, then its samples.
+class exposition {
+public:
+  void family(const char* name, const char* type, const char* help) {
+    out_ += std::string{"# HELP "} + name + " " + help + "\n# TYPE " + name +
+            " " + type + "\n";
+  }
+  void sample(const std::string& name, double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, " %.17g\n", v);
-    out += name + buf;
-  };
-  metric("fedcaf_rounds_completed", "counter", "Rounds published.");
-  value("fedcaf_rounds_completed", static_cast<double>(rounds_.size()));
-  metric("fedcaf_round", "gauge", "The round under way.");
-  value("fedcaf_round", round_);
-  metric("fedcaf_clients_connected", "gauge", "Clients connected now.");
-  size_t connected = 0;
-  for (const auto& [id, c] : clients_)
-    connected += c.state == "registered" || c.state == "back" ? 1 : 0;
-  value("fedcaf_clients_connected", static_cast<double>(connected));
+    out_ += name + buf;
+  }
+  /// A family with one sample, or none when `v` is empty.
+  void gauge(const char* name, const char* help, std::optional<double> v) {
+    family(name, "gauge", help);
+    if (v)
+      sample(name, *v);
+  }
+  std::string take() { return std::move(out_); }
+
+private:
+  std::string out_;
+};
+
+/// The secure aggregation phases /metrics names (secagg_coordinator's).
+constexpr const char* secagg_phases[] = {"idle",     "keys",   "shares",
+                                         "receipts", "upload", "unmask"};
+
+void transfer_families(exposition& x, const live_snapshot& s) {
   uint64_t sent = 0, received = 0;
-  for (const auto& [id, c] : clients_) {
-    sent += c.bytes_down_total;
-    received += c.bytes_up_total;
+  for (const auto& [id, c] : s.clients) {
+    sent += c.down_wire_total;
+    received += c.up_wire_total;
   }
-  metric("fedcaf_bytes_sent_total", "counter",
-         "Model bytes served to clients.");
-  value("fedcaf_bytes_sent_total", static_cast<double>(sent));
-  metric("fedcaf_bytes_received_total", "counter",
-         "Update bytes received from clients (frames).");
-  value("fedcaf_bytes_received_total", static_cast<double>(received));
-  metric("fedcaf_client_round_progress", "gauge",
-         "Share of the model moved this round, per client and direction.");
-  for (const auto& [id, c] : clients_) {
-    auto share = [&](uint64_t b) {
-      return model_bytes_ ? std::min(1.0, static_cast<double>(b) /
-                                              static_cast<double>(model_bytes_))
-                          : 0.0;
-    };
+  x.family("fedcaf_bytes_sent_total", "counter",
+           "Model bytes served to clients.");
+  x.sample("fedcaf_bytes_sent_total", static_cast<double>(sent));
+  x.family("fedcaf_bytes_received_total", "counter",
+           "Update bytes received from clients (frames).");
+  x.sample("fedcaf_bytes_received_total", static_cast<double>(received));
+  x.family("fedcaf_client_round_progress", "gauge",
+           "Share of the model moved this round, per client and direction.");
+  auto share = [&s](uint64_t b) {
+    return s.model_bytes ? std::min(1.0, static_cast<double>(b) /
+                                             static_cast<double>(s.model_bytes))
+                         : 0.0;
+  };
+  for (const auto& [id, c] : s.clients) {
     auto label = prometheus_label(id);
-    value("fedcaf_client_round_progress{client=" + label +
-              ",direction=\"down\"}",
-          share(c.bytes_down_round));
-    value("fedcaf_client_round_progress{client=" + label + ",direction=\"up\"}",
-          share(c.bytes_up_round));
+    x.sample("fedcaf_client_round_progress{client=" + label +
+                 ",direction=\"down\"}",
+             share(c.down_bytes));
+    x.sample("fedcaf_client_round_progress{client=" + label +
+                 ",direction=\"up\"}",
+             share(s.up_bytes(c)));
   }
-  metric("fedcaf_rss_bytes", "gauge", "Resident memory of this process.");
-  value("fedcaf_rss_bytes", static_cast<double>(memory_.back().rss_bytes));
-  metric("fedcaf_refusals_total", "counter", "Frames refused as bad input.");
-  value("fedcaf_refusals_total", static_cast<double>(refusals_));
-  metric("fedcaf_test_accuracy", "gauge", "The last round's test accuracy.");
-  if (!rounds_.empty() && rounds_.back().test_accuracy)
-    value("fedcaf_test_accuracy", *rounds_.back().test_accuracy);
-  return out;
+  x.family("fedcaf_clients_in_phase", "gauge",
+           "Clients in each phase of the round under way.");
+  std::array<size_t, client_phase_count> in{};
+  for (const auto& [id, c] : s.clients)
+    ++in[static_cast<size_t>(c.phase)];
+  for (size_t p = 0; p < client_phase_count; ++p)
+    x.sample(std::string{"fedcaf_clients_in_phase{phase=\""} +
+                 to_string(static_cast<client_phase>(p)) + "\"}",
+             static_cast<double>(in[p]));
 }
 
-std::string live_status::json() {
-  std::lock_guard<std::mutex> guard{mtx_};
-  sample_memory_locked();
-  using nlohmann::json;
+void round_families(exposition& x, const live_snapshot& s) {
+  const live_round* last = s.rounds.empty() ? nullptr : &s.rounds.back();
+  auto of = [last](auto field) -> std::optional<double> {
+    if (!last)
+      return std::nullopt;
+    return field(*last);
+  };
+  x.gauge("fedcaf_test_accuracy", "The last round's test accuracy.",
+          s.last_accuracy());
+  x.gauge("fedcaf_test_loss", "The last round's test loss.",
+          of([](const live_round& r) { return r.test_loss; }));
+  x.gauge("fedcaf_train_loss",
+          "The last round's mean training loss of its clients.",
+          of([](const live_round& r) { return r.train_loss; }));
+  x.gauge("fedcaf_round_seconds", "The last round's wall time.",
+          of([](const live_round& r) { return r.wall_seconds; }));
+  x.family("fedcaf_compression_ratio", "gauge",
+           "The last round's model bytes over wire bytes, per direction "
+           "(compressed directions only).");
+  if (last && last->compression_up)
+    x.sample("fedcaf_compression_ratio{direction=\"up\"}",
+             *last->compression_up);
+  if (last && last->compression_down)
+    x.sample("fedcaf_compression_ratio{direction=\"down\"}",
+             *last->compression_down);
+  x.gauge("fedcaf_dp_epsilon",
+          "DP-FedAvg: epsilon spent after the last round (at its delta).",
+          of([](const live_round& r) { return r.dp_epsilon; }));
+  x.gauge("fedcaf_dp_sgd_epsilon",
+          "DP-SGD: the largest epsilon a client spent, after the last round.",
+          of([](const live_round& r) { return r.dp_sgd_epsilon; }));
+}
+
+void secagg_families(exposition& x, const live_snapshot& s) {
+  x.gauge("fedcaf_secure_aggregation", "1 iff secure aggregation is on.",
+          s.run.secure_aggregation ? 1.0 : 0.0);
+  x.family("fedcaf_secagg_phase", "gauge",
+           "Secure aggregation: 1 for the phase under way, 0 for the others.");
+  if (!s.run.secure_aggregation)
+    return;
+  for (const char* p : secagg_phases)
+    x.sample(std::string{"fedcaf_secagg_phase{phase=\""} + p + "\"}",
+             s.secagg_phase == p ? 1.0 : 0.0);
+}
+
+} // namespace
+
+std::string prometheus_text(const live_snapshot& s) {
+  exposition x;
+  x.family("fedcaf_rounds_completed", "counter", "Rounds published.");
+  x.sample("fedcaf_rounds_completed", s.completed());
+  x.gauge("fedcaf_round", "The round under way (the last, once ended).",
+          s.round);
+  size_t connected = 0;
+  for (const auto& [id, c] : s.clients)
+    connected += c.state == "registered" || c.state == "back" ? 1 : 0;
+  x.gauge("fedcaf_clients_connected", "Clients connected now.",
+          static_cast<double>(connected));
+  transfer_families(x, s);
+  x.gauge("fedcaf_rss_bytes", "Resident memory of this process.",
+          s.memory.empty() ? std::nullopt
+                           : std::optional<double>(
+                                 static_cast<double>(s.memory.back().second)));
+  x.family("fedcaf_refusals_total", "counter", "Frames refused as bad input.");
+  x.sample("fedcaf_refusals_total", static_cast<double>(s.refusals));
+  round_families(x, s);
+  secagg_families(x, s);
+  return x.take();
+}
+
+namespace {
+
+using nlohmann::json;
+
+json optional_json(const std::optional<double>& v) {
+  return v ? json(*v) : json();
+}
+
+json client_json(const live_snapshot& s, const std::string& id,
+                 const live_client& c) {
+  json entered = json::object();
+  for (size_t p = 0; p < client_phase_count; ++p)
+    if (c.entered_s[p] >= 0)
+      entered[to_string(static_cast<client_phase>(p))] = c.entered_s[p];
+  return {{"id", id},
+          {"state", c.state},
+          {"address", c.address},
+          {"phase", to_string(c.phase)},
+          {"phase_entered_s", entered},
+          {"down_bytes", c.down_bytes},
+          {"up_bytes", s.up_bytes(c)},
+          {"total_bytes", s.model_bytes},
+          {"bytes_down_round", c.down_wire_bytes},
+          {"bytes_up_round", c.up_wire_bytes}};
+}
+
+json round_json(const live_round& r) {
+  return {{"round", r.round},
+          {"status", r.status},
+          {"test_accuracy", optional_json(r.test_accuracy)},
+          {"test_loss", optional_json(r.test_loss)},
+          {"train_loss", r.train_loss},
+          {"wall_seconds", r.wall_seconds},
+          {"clients", r.clients},
+          {"bytes_up", r.bytes_up},
+          {"bytes_down", r.bytes_down},
+          {"compression_up", optional_json(r.compression_up)},
+          {"compression_down", optional_json(r.compression_down)},
+          {"dp_epsilon", optional_json(r.dp_epsilon)},
+          {"dp_sgd_epsilon", optional_json(r.dp_sgd_epsilon)}};
+}
+
+json run_json(const live_snapshot& s) {
+  const auto& r = s.run;
+  return {{"scheduler", r.scheduler},
+          {"num_clients", r.num_clients},
+          {"federated_evaluation", r.federated_evaluation},
+          {"secure_aggregation",
+           {{"enabled", r.secure_aggregation},
+            {"phase", r.secure_aggregation ? json(s.secagg_phase) : json()}}},
+          {"compression",
+           {{"upload", r.upload_encoding},
+            {"download", r.download_encoding},
+            {"zfp_tolerance", r.zfp_tolerance}}},
+          {"dp",
+           {{"dp_fedavg_noise_multiplier", r.dp_noise_multiplier},
+            {"delta", r.dp_delta},
+            {"dp_sgd", r.dp_sgd}}}};
+}
+
+} // namespace
+
+std::string status_json(const live_snapshot& s) {
   json clients = json::array();
-  for (const auto& [id, c] : clients_)
-    clients.push_back({{"id", id},
-                       {"state", c.state},
-                       {"address", c.address},
-                       {"bytes_down_round", c.bytes_down_round},
-                       {"bytes_up_round", c.bytes_up_round}});
+  for (const auto& [id, c] : s.clients)
+    clients.push_back(client_json(s, id, c));
   json rounds = json::array();
-  for (const auto& r : rounds_)
-    rounds.push_back(
-        {{"round", r.round},
-         {"test_accuracy", r.test_accuracy ? json(*r.test_accuracy) : json()},
-         {"wall_seconds", r.wall_seconds},
-         {"train_loss", r.train_loss}});
+  for (const auto& r : s.rounds)
+    rounds.push_back(round_json(r));
   json memory = json::array();
-  for (const auto& m : memory_)
-    memory.push_back({m.t - started_, m.rss_bytes});
-  json out = {{"role", role_},
-              {"status", status_},
-              {"aggregator", aggregator_},
-              {"round", round_},
-              {"num_rounds", num_rounds_},
-              {"model_bytes", model_bytes_},
-              {"refusals", refusals_},
-              {"clients", clients},
-              {"rounds", rounds},
-              {"memory", memory}};
+  for (const auto& [t, rss] : s.memory)
+    memory.push_back({t, rss});
+  json out = {
+      {"role", s.run.role},
+      {"status", s.status},
+      {"failure", s.failure},
+      {"aggregator", s.run.aggregator},
+      {"run", run_json(s)},
+      {"round", s.round},
+      {"rounds_completed", s.completed()},
+      {"num_rounds", s.run.num_rounds},
+      {"final_evaluation", s.final_evaluation},
+      {"final_accuracy", s.ended() ? optional_json(s.last_accuracy()) : json()},
+      {"model_bytes", s.model_bytes},
+      {"refusals", s.refusals},
+      {"clients_not_shown", s.clients_not_shown},
+      {"clients", clients},
+      {"rounds", rounds},
+      {"memory", memory}};
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -223,6 +223,17 @@ round_record round_from(const json& j) {
   return x;
 }
 
+} // namespace
+
+std::string run_status(const run_report& r) {
+  return !r.status.empty()          ? r.status
+         : !r.failure.empty()       ? std::string{"failed"}
+         : !r.failed_rounds.empty() ? std::string{"rounds_failed"}
+                                    : std::string{"completed"};
+}
+
+namespace {
+
 json report_json(const run_report& r) {
   json rounds = json::array();
   for (const auto& x : r.rounds)
@@ -234,13 +245,9 @@ json report_json(const run_report& r) {
   } catch (const YAML::Exception&) {
     config = r.config_yaml;
   }
-  auto status = !r.status.empty()          ? r.status
-                : !r.failure.empty()       ? std::string{"failed"}
-                : !r.failed_rounds.empty() ? std::string{"rounds_failed"}
-                                           : std::string{"completed"};
   json out = {{"schema_version", report_schema_version},
               {"fedcaf_version", FEDCAF_VERSION},
-              {"status", status},
+              {"status", run_status(r)},
               {"aggregator", r.aggregator},
               {"scheduler", r.scheduler},
               {"role", r.role},
@@ -283,24 +290,30 @@ std::string to_json(const run_report& r) {
   return report_json(r).dump(2, ' ', false, json::error_handler_t::replace);
 }
 
-result<void> write_report(const run_report& r, const std::string& path) {
-  // A reader (or a run interrupted while writing) sees the old report or
-  // the new one whole, never a part.
+result<void> write_file_atomically(const std::string& path,
+                                   std::string_view text,
+                                   const std::string& what) {
+  // A reader (or a run interrupted while writing) sees the old file or the
+  // new one whole, never a part.
   auto temp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out{temp};
-    out << to_json(r) << '\n';
+    out << text;
     out.flush();
     if (!out) {
       std::remove(temp.c_str());
-      return error{errc::io_error, path + ": cannot write the report"};
+      return error{errc::io_error, path + ": cannot write the " + what};
     }
   }
   if (std::rename(temp.c_str(), path.c_str()) != 0) {
     std::remove(temp.c_str());
-    return error{errc::io_error, path + ": cannot write the report"};
+    return error{errc::io_error, path + ": cannot write the " + what};
   }
   return {};
+}
+
+result<void> write_report(const run_report& r, const std::string& path) {
+  return write_file_atomically(path, to_json(r) + '\n', "report");
 }
 
 result<std::shared_ptr<metrics_log>>
@@ -343,16 +356,20 @@ void metrics_log::end(const std::string& status, const std::string& failure) {
   write(j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
-result<void> check_report_path(const std::string& path) {
+result<void> check_writable(const std::string& path, const std::string& what) {
   auto temp = path + ".tmp." + std::to_string(::getpid());
   std::ofstream out{temp};
   if (!out)
     return error{errc::io_error,
-                 "cannot write the report to " + path +
+                 "cannot write the " + what + " to " + path +
                      ": its directory does not exist or is not writable"};
   out.close();
   std::remove(temp.c_str());
   return {};
+}
+
+result<void> check_report_path(const std::string& path) {
+  return check_writable(path, "report");
 }
 
 std::string progress_line(const round_record& r, uint32_t num_rounds) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -144,6 +145,10 @@ struct run_report {
 /// Returns the report as JSON text (schema in README.md).
 std::string to_json(const run_report& r);
 
+/// The report's status: its own, else "failed" (a failure), else
+/// "rounds_failed" (failed rounds), else "completed".
+std::string run_status(const run_report& r);
+
 /// The version of the report's JSON layout: 2 added schema_version,
 /// fedcaf_version, status, aggregator, scheduler and the clients' figures.
 constexpr int report_schema_version = 2;
@@ -155,6 +160,16 @@ result<void> write_report(const run_report& r, const std::string& path);
 /// Returns ok iff a report can be written at `path` (checked before a run,
 /// so that a bad path does not lose a long run's figures at its end).
 result<void> check_report_path(const std::string& path);
+
+/// Writes `text` to `path` atomically (a temporary file renamed over it).
+/// Returns an error ("PATH: cannot write the WHAT") iff it cannot.
+result<void> write_file_atomically(const std::string& path,
+                                   std::string_view text,
+                                   const std::string& what);
+
+/// Returns ok iff a file can be written at `path`; else an error naming
+/// `what` ("cannot write the WHAT to PATH: ...").
+result<void> check_writable(const std::string& path, const std::string& what);
 
 /// A JSON-lines file of the run's events, one object per line, flushed as
 /// each is written, for a tracking tool or a notebook to tail:

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Metrics that survive: the report is written after every round, and SIGTERM
 # after round 2 of 3 leaves a valid report of 2 rounds with "status":
-# "interrupted" (and the --metrics file its events, ending "interrupted");
-# a --report path that cannot be written is refused before
-# the run starts.
+# "interrupted" (and the --metrics file its events, ending "interrupted",
+# and the --report-html page the same state); a --report or --report-html
+# path that cannot be written is refused before the run starts.
 set -u
 fedcaf=$1
 out=$(mktemp -d); pid=
@@ -18,10 +18,18 @@ grep -q "cannot write the report to /nonexistent-dir/report.json" "$out/bad.log"
   { echo "FAIL: unclear refusal:"; cat "$out/bad.log"; exit 1; }
 [ $(( $(date +%s) - start )) -le 5 ] || { echo "FAIL: refused only after the run"; exit 1; }
 echo "an unwritable --report path is refused before the run: $(cat "$out/bad.log")"
+if "$fedcaf" simulate --report-html /nonexistent-dir/run.html > "$out/bad.log" 2>&1; then
+  echo "FAIL: an unwritable --report-html path was accepted"; exit 1
+fi
+grep -q "cannot write the HTML report to /nonexistent-dir/run.html" "$out/bad.log" ||
+  { echo "FAIL: unclear refusal:"; cat "$out/bad.log"; exit 1; }
+[ $(( $(date +%s) - start )) -le 10 ] || { echo "FAIL: refused only after the run"; exit 1; }
+echo "and an unwritable --report-html path: $(cat "$out/bad.log")"
 
 timeout 600 "$fedcaf" simulate --set client_configs.train_configs.mode=step \
   --set client_configs.train_configs.num_local_steps=100 \
-  --report "$out/report.json" --metrics "$out/metrics.jsonl" > "$out/run.log" 2>&1 &
+  --report "$out/report.json" --metrics "$out/metrics.jsonl" \
+  --report-html "$out/run.html" > "$out/run.log" 2>&1 &
 pid=$!
 rounds=0
 for _ in $(seq 1 3000); do  # at most 300 s
@@ -38,7 +46,7 @@ kill -TERM $(pgrep -P $pid)
 rc=0; wait $pid || rc=$?; pid=
 cat "$out/run.log"
 [ $rc -ne 0 ] || { echo "FAIL: an interrupted run exited 0"; exit 1; }
-python3 - "$out/report.json" "$out/metrics.jsonl" <<'PY'
+python3 - "$out/report.json" "$out/metrics.jsonl" "$out/run.html" <<'PY'
 import json, sys
 events = [json.loads(line) for line in open(sys.argv[2])]
 kinds = [e["event"] for e in events]
@@ -53,4 +61,8 @@ assert r["aggregator"] == "FedAvgAggregator" and r["scheduler"] == "SyncSchedule
 assert [c["node"] for c in r["clients"]] == ["Client1", "Client2"], r.get("clients")
 assert all(len(c["rounds"]) >= 2 for c in r["clients"]), r["clients"]
 print("after SIGTERM: status", r["status"], "with", len(r["rounds"]), "rounds; failure:", r["failure"])
+page = open(sys.argv[3]).read()
+assert 'id="final-status">interrupted<' in page, "the HTML page is not the interrupted state"
+assert page.count('<tr class="round">') == 2 and "<script" not in page
+print("the --report-html page: interrupted, 2 rounds")
 PY

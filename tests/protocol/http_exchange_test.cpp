@@ -58,6 +58,21 @@ TEST_CASE("a GET is answered, kept alive, and a pipelined one after it") {
   CHECK(x.read_room() == http_limits{}.max_header_bytes);
 }
 
+TEST_CASE("a response's Content-Security-Policy is a header of its own") {
+  http_exchange x{{}, t0};
+  auto page = [](const http_request&) {
+    auto r = http_text(200, "<p>page</p>");
+    r.policy = "default-src 'none'";
+    return r;
+  };
+  x.received("GET / HTTP/1.1\r\n\r\n", t0, page);
+  auto p = x.pending();
+  std::string head{p[0]};
+  CHECK(head.find("\r\nContent-Security-Policy: default-src 'none'\r\n\r\n") !=
+        std::string::npos);
+  CHECK(std::string{p[1]} == "<p>page</p>");
+}
+
 TEST_CASE("HEAD sends the head alone; HTTP/1.0 and Connection: close end "
           "the connection once answered") {
   http_exchange x{{}, t0};

@@ -80,8 +80,8 @@ TEST_CASE("round reporter: traffic and the offers' figures go into the "
   o.compression.up = o.compression.down = true;
   round_reporter r{o, &report};
   r.round_started(1, 200);
-  r.count_down("A", 50, 100);
-  r.count_down("B", 50, 100);
+  r.count_down("A", 50, 100, true);
+  r.count_down("B", 50, 100, true);
   r.count_up("A", 30);
   r.count_up("B", 20);
   r.note_offer("A", 10, {{"loss", 1.0}});
@@ -168,6 +168,51 @@ TEST_CASE("round reporter: a round's line waits for its evaluations iff "
     CHECK_FALSE(r.note_evaluations(of, true, true, {}));
     CHECK(report.rounds.empty());
   }
+}
+
+TEST_CASE("round reporter: the live view counts a round once published, "
+          "its accuracy once its clients evaluated it; phases follow") {
+  scratch s;
+  run_report report;
+  reporter_options o;
+  o.num_rounds = 3;
+  o.federated_evaluation = true;
+  o.live = std::make_shared<live_status>();
+  o.report_html_path = s.path("run.html");
+  live_run run;
+  run.num_clients = 1;
+  o.live->set_run(run);
+  o.live->set_model(8, 8, 1);
+  round_reporter r{o, &report};
+  r.registered("A", "10.0.0.1:1");
+  r.round_started(1, 8);
+  r.count_down("A", 8, 8, true);
+  CHECK(o.live->snapshot().clients[0].second.phase == client_phase::training);
+  r.count_up("A", 96);
+  r.upload_ended("A");
+  CHECK(o.live->snapshot().clients[0].second.phase == client_phase::done);
+  r.finish_round(r.open_record(outcome(1, {"A"}), model_of(8)), 1, 1, {});
+  r.round_started(2, 8); // its clients evaluate round 1's model first
+  auto live = o.live->snapshot();
+  CHECK(live.round == 2);
+  CHECK(live.completed() == 1); // the round is in, its line held
+  CHECK(r.held() == 1u);
+  CHECK_FALSE(live.last_accuracy());
+  auto page = read(o.report_html_path); // written with the round
+  CHECK(page.find("<b id=\"completed\">1</b>") != std::string::npos);
+  r.count_down("A", 8, 8, true);
+  CHECK(o.live->snapshot().clients[0].second.phase == client_phase::evaluating);
+  r.evaluated("A", 1, 10);
+  CHECK(o.live->snapshot().clients[0].second.phase == client_phase::training);
+  model_evaluations of{1, {"A"}, {}};
+  of.sum.add(10, {{"accuracy", 0.8}});
+  CHECK(r.note_evaluations(of, true, true, {}));
+  live = o.live->snapshot();
+  CHECK(live.completed() == 1);
+  REQUIRE(live.last_accuracy());
+  CHECK(*live.last_accuracy() == doctest::Approx(0.8));
+  r.event("rejected", "A", "poisoned_update: ...");
+  CHECK(o.live->snapshot().clients[0].second.phase == client_phase::rejected);
 }
 
 TEST_CASE("round reporter: the server's own evaluation is kept over the "
