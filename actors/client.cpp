@@ -258,7 +258,7 @@ private:
       return fail(w.err());
     if (model_) {
       if (reconnecting_)
-        resume();
+        resume(w->resumed);
       return; // a second Welcome of one reconnection changes nothing
     }
     auto made = client_model::welcome(options_.client_id, std::move(factory_),
@@ -295,10 +295,20 @@ private:
     self_->delayed_send(self_, *delay, caf::connect_atom::value, generation_);
   }
 
-  /// Back on the server after a lost connection: go on where we stopped.
-  void resume() {
+  /// Back on the server after a lost connection: go on where we stopped,
+  /// or, where the server no longer knew this client (it restarted), wait
+  /// for its round: the one in progress is void.
+  void resume(bool session_known) {
     report_.resumed();
     reconnecting_ = false;
+    if (!session_known) {
+      log_line(options_.client_id,
+               "reconnected to a restarted server; registered anew");
+      round_.reset();
+      next_task_.reset();
+      watchdog_.stop();
+      return;
+    }
     log_line(options_.client_id, "reconnected; resuming");
     if (round_)
       run(round_->resume());

@@ -141,7 +141,7 @@ public:
     }
     return msg::encode(msg::welcome{a->index, options_.num_clients,
                                     options_.client_configs_yaml,
-                                    options_.terms});
+                                    options_.terms, a->resumed});
   }
 
   /// Opens round `round` for the clients the scheduler chose.

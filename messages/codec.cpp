@@ -413,6 +413,7 @@ frame encode(const welcome& x) {
     b.setUploadEncoding(t.upload_encoding);
     b.setDownloadEncoding(t.download_encoding);
     b.setZfpTolerance(t.zfp_tolerance);
+    b.setResumed(x.resumed);
   });
 }
 
@@ -675,7 +676,7 @@ template <> result<welcome> decode<welcome>(const frame& f) {
                    b.getUploadEncoding(),    b.getDownloadEncoding(),
                    b.getZfpTolerance()};
     return welcome{b.getClientIndex(), b.getNumClients(),
-                   b.getClientConfigs().cStr(), t};
+                   b.getClientConfigs().cStr(), t, b.getResumed()};
   });
 }
 

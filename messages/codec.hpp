@@ -131,6 +131,8 @@ struct welcome {
   uint32_t num_clients = 0;
   std::string client_configs; ///< YAML text: the trainer's own settings
   client_terms terms;
+  /// The server still held this client's session (see Welcome.resumed).
+  bool resumed = false;
 };
 
 struct round_start {

@@ -108,6 +108,12 @@ struct Welcome {
   # What download chunks carry (the same numbers).
   zfpTolerance @13 :Float64;
   # zfp's absolute error bound, where an encoding is zfp.
+  resumed @14 :Bool;
+  # True iff the server still held this client's session (a Hello after a
+  # lost connection: the round in progress goes on). False on a first
+  # registration, and on one after the server restarted (from a checkpoint
+  # or anew): a round in progress on the client is void, and the server's
+  # next RoundStart starts it again, even with the same round and version.
 }
 
 struct RoundStart {
