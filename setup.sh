@@ -9,7 +9,7 @@ packages=(g++ cmake ninja-build ccache python3 python3-matplotlib python3-numpy
           libopenblas0-openmp libssl-dev openssl iproute2 procps
           dataset-fashion-mnist pybind11-dev python3-pybind11 python3-dev
           python3-torch python3-yaml libcli11-dev libspdlog-dev
-          chromium)
+          chromium dpkg-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

@@ -103,9 +103,12 @@ json run_child(const dp_profile_config& cfg, const options& opts,
   auto log = out + "/logs/" + name + ".log";
   auto result_path = out + "/" + name + "_result.json";
   fs::remove(result_path);
-  auto pid = launch_self({"fedcaf", "dp-profile", "-c", *opts.config_path, "-o",
-                          out, "--run", mode + ":" + std::to_string(len)},
-                         log);
+  std::vector<std::string> args{
+      "fedcaf", "dp-profile", "-c",    *opts.config_path,
+      "-o",     out,          "--run", mode + ":" + std::to_string(len)};
+  for (const auto& item : opts.overrides) // the child reads what we read
+    args.insert(args.end(), {"--set", item});
+  auto pid = launch_self(args, log);
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds{cfg.timeout_s};
   int status = 0;
@@ -215,7 +218,7 @@ int run_dp_profile(const options& opts) {
   if (auto rc = prepare_output(opts, "dp-profile", "CONFIG",
                                opts.out_dir.value_or("") + "/logs"))
     return rc;
-  auto cfg = load_dp_profile_config(*opts.config_path);
+  auto cfg = load_dp_profile_config(*opts.config_path, opts.overrides);
   if (!cfg) {
     std::fprintf(stderr, "fedcaf: %s\n", to_string(cfg.err()).c_str());
     return 1;

@@ -40,17 +40,22 @@ int out_of_memory(const char* command, const char* what) {
   return 1;
 }
 
+/// --set KEY.PATH=VALUE (repeatable); `example` shows one.
+void add_set_option(CLI::App* c, options& o, const std::string& example) {
+  c->add_option("--set", o.overrides,
+                "override one config key: --set KEY.PATH=VALUE, e.g. --set " +
+                    example + " (repeatable)")
+      ->take_all()
+      ->allow_extra_args(false);
+}
+
 /// The options every run command takes: a config, overrides, the report.
 void add_run_options(CLI::App* c, options& o, bool config_required) {
   auto* config =
       c->add_option("-c,--config", o.config_path, "YAML config (APPFL layout)");
   if (config_required)
     config->description("YAML config (APPFL layout); required");
-  c->add_option("--set", o.overrides,
-                "override one config key: --set KEY.PATH=VALUE, e.g. --set "
-                "server_configs.num_global_epochs=2 (repeatable)")
-      ->take_all()
-      ->allow_extra_args(false);
+  add_set_option(c, o, "server_configs.num_global_epochs=2");
   c->add_flag("--strict", o.strict,
               "refuse APPFL keys fedcaf does not use (default: one warning "
               "lists them)");
@@ -145,6 +150,7 @@ void add_commands(command_line& cl) {
                  "write JSON, CSV, a report and figures");
   profile->add_option("-c,--config", o.config_path, "the matrix file");
   profile->add_option("-o,--out", o.out_dir, "where results go");
+  add_set_option(profile, o, "sizes_mib=[8]");
   cl.run["profile"] = fedcaf::cli::run_profile;
   auto* eps = app.add_subcommand(
       "dp-epsilon", "epsilon of DP-SGD (RDP accountant); last line "
@@ -163,6 +169,7 @@ void add_commands(command_line& cl) {
                     "small transformer: JSON per run, summary.txt, figures");
   dpp->add_option("-c,--config", o.config_path, "the dp-profile file");
   dpp->add_option("-o,--out", o.out_dir, "where results go");
+  add_set_option(dpp, o, "seq_lengths=[64]");
   dpp->add_option("--run", o.dp_run,
                   "MODE:LENGTH, one measurement (the child process's)");
   cl.run["dp-profile"] = fedcaf::cli::run_dp_profile;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fedcaf/install_layout.hpp"
 #include "run.hpp"
 
 namespace fedcaf::cli {
@@ -58,16 +59,9 @@ nlohmann::json read_json(const std::string& path) {
 /// Where a plotting script is: ../share/fedcaf/tools next to the command
 /// (an installed tree), else the checkout's tools/ (a build tree).
 std::filesystem::path tool_path(const std::string& script) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    auto installed =
-        exe.parent_path().parent_path() / "share" / "fedcaf" / "tools" / script;
-    if (fs::exists(installed, ec))
-      return installed;
-  }
-  return fs::path{FEDCAF_SOURCE_DIR} / "tools" / script;
+  if (auto installed = installed_share_file("tools/" + script))
+    return *installed;
+  return std::filesystem::path{FEDCAF_SOURCE_DIR} / "tools" / script;
 }
 
 void draw_figures(const std::string& script, const std::string& out) {

@@ -229,7 +229,7 @@ int run_profile(const options& opts) {
   if (auto rc =
           prepare_output(opts, "profile", "MATRIX", opts.out_dir.value_or("")))
     return rc;
-  auto m = load_profile_matrix(*opts.config_path);
+  auto m = load_profile_matrix(*opts.config_path, opts.overrides);
   if (!m) {
     std::fprintf(stderr, "fedcaf: %s\n", to_string(m.err()).c_str());
     return 1;

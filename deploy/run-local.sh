@@ -9,10 +9,12 @@
 # process go to $LOG_DIR (default runs/local-<time>). Ctrl-C or TERM ends
 # every process this script started. Exit code: the server's, else the
 # first failing client's.
-#   FEDCAF   the binary (default: build/fedcaf next to this script's repo)
+#   FEDCAF   the binary (default: build/fedcaf of this script's checkout,
+#            else fedcaf on PATH, as for /usr/share/fedcaf/deploy)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 fedcaf=${FEDCAF:-$here/../build/fedcaf}
+[ -n "${FEDCAF:-}" ] || [ -x "$fedcaf" ] || fedcaf=$(command -v fedcaf || echo fedcaf)
 n=${1:?usage: run-local.sh N SERVER_CONFIG CLIENT_CONFIG...}
 server_cfg=${2:?usage: run-local.sh N SERVER_CONFIG CLIENT_CONFIG...}
 shift 2

@@ -5,6 +5,7 @@
 
 #include "fedcaf/aggregation_rule.hpp"
 #include "fedcaf/client_id.hpp"
+#include "fedcaf/install_layout.hpp"
 #include "fedcaf/manifest.hpp"
 
 #include <algorithm>
@@ -469,6 +470,9 @@ public:
     errors_.push_back(join(key) + ": " + what);
   }
 
+  /// Returns the whole key path of `key` ("a.b.key"), as --set names it.
+  std::string key_path(const std::string& key) const { return join(key); }
+
 private:
   std::string join(const std::string& key) const {
     if (key.empty())
@@ -572,6 +576,42 @@ void refuse_python_file(section& s, const char* key) {
   s.fail(key, python_file_refusal);
 }
 
+/// `path` made absolute against the working directory, as it is opened.
+std::string absolute_of(const std::string& path) {
+  std::error_code ec;
+  auto abs = std::filesystem::absolute(path, ec);
+  return ec ? path : abs.lexically_normal().string();
+}
+
+/// Records that `key` names `path`, which is not a file: the message gives
+/// the absolute path tried and `how` to write it ("" where no example
+/// does), or to name another file with --set.
+void fail_missing_file(section& s, const char* key, const std::string& path,
+                       const std::string& how = "") {
+  auto abs = absolute_of(path);
+  std::string why = "'" + abs + "' is not a file";
+  if (abs != path)
+    why += " (a relative path is read from the working directory)";
+  auto other = "name another with --set " + s.key_path(key) + "=FILE";
+  s.fail(key, why + "; " + (how.empty() ? other : how + ", or " + other));
+}
+
+/// How the examples write a model file of `kind` at `path`; "" where none
+/// does (the built-in CNN's weights come from fedcaf itself).
+std::string model_writer(model_kind kind, const std::string& path) {
+  if (kind == model_kind::torchscript)
+    return "write it with '" +
+           example_command("export_torchscript.py", "-o " + path) + "'";
+  if (kind == model_kind::safetensors)
+    return "write your model's initial weights there "
+           "(fedcaf.save_safetensors), as the examples do with '" +
+           example_command("fashion_mnist.py", "--init " + path) +
+           "' (a CNN) or '" +
+           example_command("causal_lm_bf16.py", "--init " + path) +
+           "' (a bfloat16 transformer)";
+  return "";
+}
+
 /// APPFL's DP switches. use_dp with dp_mechanism: opacus is DP-SGD (Opacus
 /// clips each sample's gradient and adds Gaussian noise), read as fedcaf's
 /// dp with dp_config's noise_multiplier and max_grad_norm (mode fused: the
@@ -643,13 +683,18 @@ void read(section s, train_config& t) {
             "val_data_shuffle", "loss_fn_name"});
 }
 
-void read(section s, model_config& m) {
+/// Reads model_configs; `opens_file`: this process reads model_configs.path
+/// (the server, and clients that train with fedcaf's trainers), so the file
+/// must exist here.
+void read(section s, model_config& m, bool opens_file) {
   auto key = s.has("name") ? "name" : "model_name";
   s.one_of(key, m.model_name, model_words);
   s.one_of("preset", m.preset, {"llama-3.2-1b", "llama-3.1-8b", "llama-tiny"});
   s.get("path", m.path);
-  if (!m.path.empty() && !std::filesystem::is_regular_file(m.path))
-    s.fail("path", "'" + m.path + "' is not a file");
+  if (!m.path.empty() && opens_file &&
+      !std::filesystem::is_regular_file(m.path))
+    fail_missing_file(s, "path", m.path,
+                      model_writer(m.model_name, absolute_of(m.path)));
   else if (m.model_name == model_kind::safetensors && m.path.empty())
     s.fail("path", "is required for a safetensors model: the file of its "
                    "initial weights, whose tensors are the model's layout "
@@ -726,9 +771,14 @@ void read_appfl_compressor(section s, compression_config& c) {
   s.ignore({"lossless_compressor", "flat_model_dtype", "param_cutoff"});
 }
 
-void read(section s, client_configs& c) {
+/// Reads client_configs: the server's (`on_server`: from its own file), or
+/// as a client received them. A Python client never opens
+/// model_configs.path (its model's layout comes with the model), so the
+/// server's file need not exist where it runs.
+void read(section s, client_configs& c, bool on_server) {
   read(s.child("train_configs"), c.train);
-  read(s.child("model_configs"), c.model);
+  read(s.child("model_configs"), c.model,
+       on_server || c.train.trainer != trainer_kind::python);
   {
     auto comm = s.child("comm_configs");
     read(comm.child("compression"), c.compression);
@@ -776,16 +826,32 @@ std::string tensor_file_of(const std::string& value) {
              : value.substr(0, at + sizeof ".safetensors" - 1);
 }
 
+/// How examples/python/export_tensors.py writes tensor file `path`
+/// (Fashion-MNIST as DIR/{train,test}_{features,labels}.npy); "" for a
+/// file of another name.
+std::string tensor_writer(const std::string& path) {
+  auto abs = std::filesystem::path{absolute_of(path)};
+  auto name = abs.filename().string();
+  for (const char* known : {"train_features.npy", "train_labels.npy",
+                            "test_features.npy", "test_labels.npy"})
+    if (name == known)
+      return "write it with '" +
+             example_command("export_tensors.py",
+                             "-o " + abs.parent_path().string()) +
+             "' (Fashion-MNIST as .npy files)";
+  return "";
+}
+
 /// Checks a tensors-dataset file key: required iff `needed`, and its file
 /// must exist.
 void check_tensor_file(section& kwargs, const char* key,
                        const std::string& value, bool needed) {
+  auto file = tensor_file_of(value);
   if (value.empty() && needed)
     kwargs.fail(key, "is required with dataset_name: tensors (a .npy or "
                      ".safetensors file)");
-  else if (!value.empty() &&
-           !std::filesystem::is_regular_file(tensor_file_of(value)))
-    kwargs.fail(key, "'" + tensor_file_of(value) + "' is not a file");
+  else if (!value.empty() && !std::filesystem::is_regular_file(file))
+    fail_missing_file(kwargs, key, file, tensor_writer(file));
 }
 
 void read_tensor_files(section& kwargs, data_config& d) {
@@ -1279,7 +1345,7 @@ void read_server_file(section& root, config& c) {
   if (!root.has("server_configs"))
     root.fail("server_configs", "is required");
   read(root.child("server_configs"), c.server);
-  read(root.child("client_configs"), c.clients);
+  read(root.child("client_configs"), c.clients, true);
   check_compression(root, c);
   c.data.num_clients = c.server.num_clients;
   read(root.child("data_configs"), c.data, false);
@@ -1515,30 +1581,53 @@ std::string ignored_keys_warning(const config& c) {
 
 namespace {
 
-/// Reads the YAML file `path` as one section into a T with `read`; errors
-/// name the file and the key path.
+/// Reads the YAML file `path`, after each `--set` override, as one section
+/// into a T with `read`; errors name the file (or the --set) and the key
+/// path.
 template <class T, class Read>
-result<T> load_file(const std::string& path, Read read) {
+result<T> load_file(const std::string& path,
+                    const std::vector<std::string>& overrides, Read read) {
   T out;
   std::vector<std::string> errors;
   auto text = read_yaml_file(path, "config file");
   if (!text)
     return text.err();
   try {
-    section s{load_yaml(*text), "", errors};
+    YAML::Node root = load_yaml(*text);
+    for (const auto& item : overrides)
+      if (auto ok = apply_override(root, item); !ok)
+        return ok.err();
+    section s{root, "", errors};
     read(s, out);
   } catch (const YAML::Exception& e) {
     return error{errc::bad_config, path + ": " + e.what()};
   }
   if (!errors.empty())
-    return error{errc::bad_config, join_errors(path, errors)};
+    return error{errc::bad_config, join_errors(path, errors, overrides)};
   return out;
 }
 
-void read(section& s, profile_matrix& m) {
+/// `name` as a file that another config names: a relative name is looked
+/// for beside that config (in `dir`) first, then in the working directory
+/// (where configs written before this rule found it).
+std::string beside(const std::string& name, const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  auto there = dir / name;
+  std::error_code ec;
+  if (fs::path{name}.is_relative() && fs::is_regular_file(there, ec))
+    return there.lexically_normal().string();
+  return name;
+}
+
+/// Reads a profile matrix found in the folder `dir`.
+void read(section& s, profile_matrix& m, const std::filesystem::path& dir) {
   s.get("base", m.base);
+  m.base = beside(m.base, dir);
   if (!std::filesystem::is_regular_file(m.base))
-    s.fail("base", "'" + m.base + "' is not a file");
+    s.fail("base", "'" + m.base +
+                       "' is not a file (a relative base is looked for "
+                       "beside the matrix file, then in the working "
+                       "directory)");
   s.get_whole_list("sizes_mib", m.sizes_mib, 1, max_model_bytes >> 20);
   s.get_whole_list("clients", m.clients, 1, max_clients);
   s.get_list("chunking", m.chunking);
@@ -1588,14 +1677,20 @@ void read(section& s, dp_profile_config& d) {
 
 } // namespace
 
-result<profile_matrix> load_profile_matrix(const std::string& path) {
+result<profile_matrix>
+load_profile_matrix(const std::string& path,
+                    const std::vector<std::string>& overrides) {
+  auto dir = std::filesystem::path{path}.parent_path();
   return load_file<profile_matrix>(
-      path, [](section& s, profile_matrix& m) { read(s, m); });
+      path, overrides,
+      [&dir](section& s, profile_matrix& m) { read(s, m, dir); });
 }
 
-result<dp_profile_config> load_dp_profile_config(const std::string& path) {
+result<dp_profile_config>
+load_dp_profile_config(const std::string& path,
+                       const std::vector<std::string>& overrides) {
   return load_file<dp_profile_config>(
-      path, [](section& s, dp_profile_config& d) { read(s, d); });
+      path, overrides, [](section& s, dp_profile_config& d) { read(s, d); });
 }
 
 std::string client_configs_yaml(const config& c) {
@@ -1607,7 +1702,7 @@ result<client_configs> parse_client_configs(std::string_view yaml_text) {
   std::vector<std::string> errors;
   try {
     read(section{load_yaml(std::string{yaml_text}), "client_configs", errors},
-         c);
+         c, false);
   } catch (const YAML::Exception& e) {
     return error{errc::bad_config,
                  std::string{"client_configs from the server: "} + e.what()};

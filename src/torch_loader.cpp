@@ -6,7 +6,9 @@
 
 #include <filesystem>
 #include <mutex>
+#include <optional>
 
+#include "fedcaf/install_layout.hpp"
 #include "torch_plugin.hpp"
 
 namespace fedcaf {
@@ -18,23 +20,35 @@ namespace fs = std::filesystem;
 /// Where the plugin may be, in order: beside the executable (the build
 /// tree), then in ../lib/fedcaf (an installed tree).
 std::vector<fs::path> plugin_paths() {
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  auto dir = ec ? fs::path{"."} : exe.parent_path();
+  auto dir = executable_dir();
   return {dir / FEDCAF_TORCH_PLUGIN,
           dir / ".." / "lib" / "fedcaf" / FEDCAF_TORCH_PLUGIN};
 }
 
+/// What to install when the plugin is there but does not load: LibTorch
+/// itself (the fedcaf-torch package depends on it; a plugin copied
+/// without it finds none).
+std::string load_failure(const fs::path& path, const std::string& why) {
+  auto hint = why.find("cannot open shared object file") != std::string::npos
+                  ? " (a library it needs is missing: install Debian's "
+                    "libtorch1.13, on which the fedcaf-torch package "
+                    "depends)"
+                  : "";
+  return path.lexically_normal().string() + " does not load: " + why + hint;
+}
+
 result<const torch_plugin*> open_plugin() {
-  std::string tried;
-  for (const auto& path : plugin_paths()) {
+  auto paths = plugin_paths();
+  std::optional<error> failure; // the first plugin that did not load
+  for (const auto& path : paths) {
     if (!fs::exists(path))
       continue;
     // RTLD_LOCAL: the plugin's copies of fedcaf's own functions stay its
     // own (it is linked with -Bsymbolic as well).
     void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-      tried += std::string{" "} + ::dlerror();
+      if (!failure)
+        failure = error{errc::io_error, load_failure(path, ::dlerror())};
       continue;
     }
     auto entry = reinterpret_cast<const torch_plugin* (*)()>(
@@ -44,10 +58,14 @@ result<const torch_plugin*> open_plugin() {
                    path.string() + " is not fedcaf's LibTorch plugin"};
     return entry(); // the handle stays open for the process's lifetime
   }
-  auto paths = plugin_paths();
+  if (failure)
+    return *failure;
   return error{errc::io_error,
-               "the LibTorch trainer (" FEDCAF_TORCH_PLUGIN ") is neither at " +
-                   paths[0].string() + " nor at " + paths[1].string() + tried};
+               "this run trains or evaluates with LibTorch, and fedcaf's "
+               "LibTorch trainer is not installed: install the fedcaf-torch "
+               "package (" FEDCAF_TORCH_PLUGIN " is neither at " +
+                   paths[0].lexically_normal().string() + " nor at " +
+                   paths[1].lexically_normal().string() + ")"};
 }
 
 /// The plugin, loaded once for the process.

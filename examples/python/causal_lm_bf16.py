@@ -50,6 +50,8 @@ try:
 except ImportError:  # run from a source tree built with cmake --build build
     sys.path.insert(0, os.path.join(HERE, "..", "..", "build", "python"))
     import fedcaf  # noqa: E402
+sys.path.insert(0, HERE)
+from client_config import read_client_config  # noqa: E402
 
 VOCAB, D_MODEL, LAYERS, HEADS, FFN, CONTEXT = 256, 128, 2, 4, 352, 128
 DTYPE = torch.bfloat16
@@ -241,10 +243,8 @@ def evaluate(model, windows, batch=32):
     return {"loss": loss, "perplexity": math.exp(loss)}
 
 
-def client_settings(path):
-    import yaml
-    with open(path) as f:
-        cfg = yaml.safe_load(f) or {}
+def client_settings(path, overrides):
+    cfg = read_client_config(path, overrides)
     kw = cfg.get("data_configs", {}).get("dataset_kwargs", {})
     return {"num_clients": int(kw.get("num_clients", 1)),
             "index": int(kw.get("client_id", 0)),
@@ -257,7 +257,8 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-c", "--config", help="client config file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a key of the client config (as fedcaf --set)")
+                   help="override a key of the client config (as fedcaf --set; "
+                        "data_configs keys move this client's data too)")
     p.add_argument("--init", metavar="PATH",
                    help="write the initial bf16 model (safetensors) and exit")
     p.add_argument("--steps", type=int, default=120, help="training steps per round")
@@ -275,7 +276,7 @@ def main():
     if not args.config:
         p.error("-c CONFIG is required (or --init PATH)")
 
-    s = client_settings(args.config)
+    s = client_settings(args.config, args.set)
     torch.set_num_threads(s["threads"] or max(1, os.cpu_count() // 2))
     shard, windows = split(load_text(args.bytes), s["num_clients"], s["index"])
 

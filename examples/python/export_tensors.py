@@ -25,6 +25,10 @@ def read_idx(path: str) -> np.ndarray:
     """Reads an IDX file of unsigned bytes (path, or path + '.gz')."""
     if not os.path.exists(path) and os.path.exists(path + ".gz"):
         path += ".gz"
+    if not os.path.exists(path):
+        raise SystemExit(f"export_tensors.py: {path}[.gz] not found "
+                         "(install dataset-fashion-mnist, or name another "
+                         "folder with -d)")
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
         data = f.read()

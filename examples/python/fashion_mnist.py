@@ -35,6 +35,7 @@ except ImportError:  # run from a source tree built with cmake --build build
     sys.path.insert(0, os.path.join(HERE, "..", "..", "build", "python"))
     import fedcaf  # noqa: E402
 sys.path.insert(0, HERE)
+from client_config import read_client_config  # noqa: E402
 from resnet_bn import ResNetBN  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530
@@ -72,7 +73,9 @@ def load_split(root, prefix):
         for candidate in (name, name + ".gz"):
             if os.path.exists(os.path.join(root, candidate)):
                 return os.path.join(root, candidate)
-        raise SystemExit(f"fashion_mnist.py: {name} not found in {root}")
+        raise SystemExit(f"fashion_mnist.py: {name} not found in {root} "
+                         "(install dataset-fashion-mnist, or name another "
+                         "folder in data_configs.dataset_path)")
     images = read_idx(find(f"{prefix}-images-idx3-ubyte"))
     labels = read_idx(find(f"{prefix}-labels-idx1-ubyte"))
     x = (torch.from_numpy(images.astype(np.float32) / 255.0) - MEAN) / STD
@@ -115,10 +118,8 @@ def evaluate(model, x, y):
     return {"accuracy": correct / len(y), "loss": loss_sum / len(y)}
 
 
-def client_settings(path):
-    import yaml
-    with open(path) as f:
-        cfg = yaml.safe_load(f) or {}
+def client_settings(path, overrides):
+    cfg = read_client_config(path, overrides)
     data = cfg.get("data_configs", {})
     kw = data.get("dataset_kwargs", {})
     return {"root": data.get("dataset_path", "/usr/share/datasets/fashion-mnist"),
@@ -133,7 +134,8 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-c", "--config", help="client config file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a key of the client config (as fedcaf --set)")
+                   help="override a key of the client config (as fedcaf --set; "
+                        "data_configs keys move this client's data too)")
     p.add_argument("--init", metavar="PATH",
                    help="write the initial model (safetensors) and exit")
     p.add_argument("--epochs", type=int, default=1)
@@ -165,7 +167,7 @@ def main():
     if not args.config:
         p.error("-c CONFIG is required (or --init PATH)")
 
-    s = client_settings(args.config)
+    s = client_settings(args.config, args.set)
     torch.set_num_threads(s["threads"] or max(1, os.cpu_count() // 2))
     x, y = load_split(s["root"], "train")
     tx, ty = load_split(s["root"], "t10k")

@@ -493,8 +493,13 @@ struct profile_matrix {
   uint32_t timeout_s = 1800; ///< per run
 };
 
-/// Reads and validates a profile matrix file (unknown keys, types, values).
-result<profile_matrix> load_profile_matrix(const std::string& path);
+/// Reads and validates a profile matrix file (unknown keys, types, values)
+/// after applying each `--set` override ("a.b=value"). A relative `base`
+/// names a file beside the matrix file, or else one in the working
+/// directory; m.base holds the path found.
+result<profile_matrix>
+load_profile_matrix(const std::string& path,
+                    const std::vector<std::string>& overrides = {});
 
 /// What `fedcaf dp-profile` measures: DP-SGD's memory and time on a small
 /// transformer sequence classifier over synthetic tokens, for every mode and
@@ -527,8 +532,11 @@ struct dp_profile_config {
   uint32_t timeout_s = 600; ///< per run; a run past it is recorded as failed
 };
 
-/// Reads and validates a dp-profile file (unknown keys, types, values).
-result<dp_profile_config> load_dp_profile_config(const std::string& path);
+/// Reads and validates a dp-profile file (unknown keys, types, values)
+/// after applying each `--set` override ("a.b=value").
+result<dp_profile_config>
+load_dp_profile_config(const std::string& path,
+                       const std::vector<std::string>& overrides = {});
 
 /// The default configuration that `fedcaf simulate` runs without -c.
 std::string_view embedded_simulate_yaml();

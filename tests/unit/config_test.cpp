@@ -950,3 +950,95 @@ TEST_CASE("APPFL's use_dp is DP-SGD with opacus and refused otherwise") {
                           train + "dp={mode: ghost}"})),
       "not both"));
 }
+
+TEST_CASE("a missing model or tensor file names the absolute path tried and "
+          "the example that writes it") {
+  namespace fs = std::filesystem;
+  auto load = [](std::vector<std::string> sets) {
+    return load_config(embedded_simulate_yaml(), "embedded",
+                       config_role::simulate, sets);
+  };
+  // Relative paths are the working directory's.
+  auto abs = [](const std::string& p) {
+    return (fs::current_path() / p).lexically_normal().string();
+  };
+  auto ts =
+      message_of(load({"client_configs.model_configs.name=torchscript",
+                       "client_configs.model_configs.path=nowhere/cnn.pt"}));
+  CHECK(contains(ts, "model_configs.path: '" + abs("nowhere/cnn.pt") +
+                         "' is not a file (a relative path is read from the "
+                         "working directory)"));
+  CHECK(contains(ts, "export_torchscript.py -o " + abs("nowhere/cnn.pt")));
+  CHECK(contains(ts, "--set client_configs.model_configs.path=FILE"));
+  auto st = message_of(
+      load({"client_configs.train_configs.trainer=python",
+            "client_configs.model_configs.name=safetensors",
+            "client_configs.model_configs.path=/nowhere/m.safetensors"}));
+  CHECK(contains(st, "'/nowhere/m.safetensors' is not a file; write"));
+  CHECK(contains(st, "fashion_mnist.py --init /nowhere/m.safetensors"));
+  CHECK(contains(st, "causal_lm_bf16.py --init /nowhere/m.safetensors"));
+  std::string kw = "data_configs.dataset_kwargs.";
+  auto tensors = message_of(load({"data_configs.dataset_name=tensors",
+                                  kw + "train_features=/x/train_features.npy",
+                                  kw + "train_labels=/x/labels.npy"}));
+  CHECK(contains(tensors, "train_features: '/x/train_features.npy' is not a "
+                          "file; write it with"));
+  CHECK(contains(tensors, "export_tensors.py -o /x'"));
+  // No example writes a file of another name.
+  CHECK(contains(tensors, "train_labels: '/x/labels.npy' is not a file; "
+                          "name another with --set " +
+                              kw + "train_labels=FILE"));
+}
+
+TEST_CASE("a Python client takes the server's client_configs without the "
+          "server's model file") {
+  auto python = parse_client_configs(
+      "train_configs: {trainer: python}\n"
+      "model_configs: {name: safetensors, path: /server/only.safetensors}\n");
+  REQUIRE(python);
+  CHECK(python->model.path == "/server/only.safetensors");
+  // A dummy trainer lays the model out from the file: it must be here.
+  auto dummy = parse_client_configs(
+      "train_configs: {trainer: dummy}\n"
+      "model_configs: {name: safetensors, path: /server/only.safetensors}\n");
+  REQUIRE_FALSE(dummy);
+  CHECK(contains(dummy.err().message, "'/server/only.safetensors' is not"));
+}
+
+TEST_CASE("a profile matrix's relative base is looked for beside it, then in "
+          "the working directory; --set overrides its keys") {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() /
+             ("fedcaf_matrix_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir / "matrices");
+  std::ofstream{dir / "matrices" / "base.yaml"} << "server_configs: {}\n";
+  std::ofstream{dir / "cwd_base.yaml"} << "server_configs: {}\n";
+  auto matrix = (dir / "matrices" / "m.yaml").string();
+  std::ofstream{matrix} << "base: base.yaml\nsizes_mib: [8]\n";
+  auto beside = load_profile_matrix(matrix);
+  REQUIRE(beside);
+  CHECK(beside->base == (dir / "matrices" / "base.yaml").string());
+  auto set = load_profile_matrix(matrix, {"sizes_mib=[1, 2]", "rounds=1"});
+  REQUIRE(set);
+  CHECK(set->sizes_mib == std::vector<uint64_t>{1, 2});
+  CHECK(set->rounds == 1);
+  auto bad = load_profile_matrix(matrix, {"rounds=0"});
+  REQUIRE_FALSE(bad);
+  CHECK(contains(bad.err().message, "--set rounds: must be"));
+  // Not beside the matrix: the working directory's, as before.
+  auto cwd = fs::current_path();
+  fs::current_path(dir);
+  std::ofstream{matrix} << "base: cwd_base.yaml\n";
+  auto fallback = load_profile_matrix(matrix);
+  std::ofstream{matrix} << "base: nowhere.yaml\n";
+  auto missing = load_profile_matrix(matrix);
+  fs::current_path(cwd);
+  REQUIRE(fallback);
+  CHECK(fallback->base == "cwd_base.yaml");
+  REQUIRE_FALSE(missing);
+  CHECK(contains(missing.err().message,
+                 "base: 'nowhere.yaml' is not a file (a relative base is "
+                 "looked for beside the matrix file, then in the working "
+                 "directory)"));
+  fs::remove_all(dir);
+}
