@@ -362,7 +362,8 @@ public:
     auto started = steady_clock::now();
     auto ok = write_checkpoint(
         options_.checkpoint, state,
-        {&current_->layout, &current_->bytes, options_.model_file}, moments);
+        {&current_->layout, &current_->bytes, current_->bytes.mapped_file()},
+        moments);
     if (!ok)
       return ok.err().message;
     log_line(log_level::debug, "aggregator",

@@ -59,10 +59,8 @@ struct aggregator_options {
   compression_config compression;
   double secagg_clipping_range = 8.0;
   uint32_t secagg_quantization_bits = 22;
-  /// server_configs.checkpoint: where (checkpoint_atom) writes; in disk
-  /// mode `model_file` is the global model's file, copied file to file.
+  /// server_configs.checkpoint: where (checkpoint_atom) writes.
   checkpoint_config checkpoint;
-  std::string model_file;
   /// A run resumed from this checkpoint: the server optimizer's moments
   /// and steps come from it (the initial model already did).
   std::shared_ptr<const stored_checkpoint> resume;

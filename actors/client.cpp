@@ -83,6 +83,8 @@ public:
     reconnecting_ = false;
     if (a == answer::send_again)
       return run(round_->send_again());
+    if (!seen_round_)
+      warn_joined_late(rs->round);
     auto started = client_round::start(*rs, *model_, report_, secagg_, now());
     if (!started)
       return fail(started.err());
@@ -314,6 +316,28 @@ private:
       run(round_->resume());
   }
 
+  /// The first round this process takes part in: past round 1, what a
+  /// client keeps across rounds starts here (a client that restarted has
+  /// lost it). Said once, where there is such state.
+  void warn_joined_late(uint32_t round) {
+    seen_round_ = true;
+    if (round <= 1)
+      return;
+    const auto& c = model_->configs();
+    std::string fresh;
+    if (c.compression.up && c.compression.error_feedback)
+      fresh = "compression's error-feedback residuals start at zero";
+    if (c.train.dp.mode != dp_sgd_mode::none)
+      fresh += (fresh.empty() ? "" : "; ") +
+               std::string{"the DP-SGD accountant counts this process's "
+                           "steps only"};
+    if (!fresh.empty())
+      log_line(log_level::warning, options_.client_id,
+               "first round here is " + std::to_string(round) + ": " + fresh +
+                   " (a client that restarted has lost its earlier ones; "
+                   "README, \"Restarting a run\")");
+  }
+
   // -- evaluations, refusals, the next task ----------------------------------
 
   /// Sends evaluation `e` (of the model of round e.round). A refusal is
@@ -391,6 +415,7 @@ private:
   std::unique_ptr<client_model> model_; ///< from the Welcome on
   client_secagg_flow secagg_;
   std::optional<client_round> round_; ///< the round announced last
+  bool seen_round_ = false;           ///< a RoundStart has started a round here
   std::optional<frame> next_task_;    ///< arrived while uploading
   uint64_t generation_ = 0;
   bool reconnecting_ = false; ///< lost the server, registering again

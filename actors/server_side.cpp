@@ -68,7 +68,6 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   ao.secagg_clipping_range = secure.clipping_range;
   ao.secagg_quantization_bits = secure.quantization_bits;
   ao.checkpoint = options.server.checkpoint;
-  ao.model_file = options.model_file;
   ao.resume = options.resume;
   take_plan(options, plan);
   auto aggregator = spawn_aggregator(sys, snapshot, ao);

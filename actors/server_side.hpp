@@ -44,9 +44,6 @@ struct server_side_options {
   rule_config rule;
   /// Where each global model is written (see spawn_evaluator); empty: none.
   std::string save_global_model;
-  /// disk mode: the file the global model is mapped from (checkpoints copy
-  /// it file to file); else empty.
-  std::string model_file;
   /// A resumed run: the checkpoint its initial model came from (the
   /// server optimizer's state comes from it too).
   std::shared_ptr<const stored_checkpoint> resume;

@@ -390,7 +390,6 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   so.save_global_model = cfg.server.save_global_model;
   so.server.checkpoint = cfg.server.checkpoint;
   so.server.config_yaml = cfg.effective_yaml;
-  so.model_file = storage_file;
   if (const auto& c = *resume) {
     auto rounds = rounds_from_json(c->state.report_rounds);
     if (!rounds)

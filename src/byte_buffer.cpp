@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -59,6 +60,19 @@ result<byte_buffer> byte_buffer::map_file(const std::string& path,
   auto* base = static_cast<std::byte*>(p);
   return byte_buffer{base + (offset - start), size,
                      deleter{base, length == 0 ? 1 : length}};
+}
+
+std::string byte_buffer::mapped_file() const {
+  const auto& d = data_.get_deleter();
+  if (!file_backed() || data_.get() != d.base)
+    return {};
+  auto start = reinterpret_cast<uintptr_t>(d.base);
+  auto end = start + (d.mapped + page_size() - 1) / page_size() * page_size();
+  char path[96];
+  std::snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx",
+                static_cast<unsigned long>(start),
+                static_cast<unsigned long>(end));
+  return path;
 }
 
 void byte_buffer::release(size_t offset, size_t size) const {

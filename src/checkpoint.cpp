@@ -118,10 +118,8 @@ result<uint64_t> write_tensors(const std::string& path,
                       header.size(), path);
   if (!ok)
     return ok.err();
-  if (!source.empty()) {
-    file in{::open(source.c_str(), O_RDONLY | O_CLOEXEC)};
-    if (in.fd < 0)
-      return io_failure(source);
+  file in{source.empty() ? -1 : ::open(source.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (in.fd >= 0) { // file to file, in the kernel
     loff_t from = 0;
     uint64_t left = bytes.size();
     while (left > 0) {
@@ -134,13 +132,15 @@ result<uint64_t> write_tensors(const std::string& path,
                       : io_failure(path);
       left -= static_cast<uint64_t>(k);
     }
-  } else {
+    log_line(log_level::debug, "checkpoint",
+             path + ": the model copied file to file");
+  } else { // from memory; a mapped model's pages go back behind the write
     for (uint64_t at = 0; at < bytes.size(); at += piece) {
       auto n = std::min<uint64_t>(piece, bytes.size() - at);
       ok = write_all(out.fd, bytes.data() + at, n, path);
       if (!ok)
         return ok.err();
-      bytes.release(at, n); // a mapped model's pages go back
+      bytes.release(at, n);
     }
   }
   if (::fsync(out.fd) != 0)

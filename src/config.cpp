@@ -1019,6 +1019,11 @@ void read(section s, comm_config& c, bool server_side) {
   stream.seconds("connection_timeout_s", c.stream.connection_timeout_s);
   if (c.stream.connection_timeout_s <= c.stream.heartbeat_s)
     stream.fail("connection_timeout_s", "must exceed heartbeat_s");
+  // A client waits out a server's restart (process start, model and
+  // checkpoint loaded: minutes for a large model); a server drops a lost
+  // client after 30 s, so that its round goes on.
+  if (!server_side)
+    c.stream.reconnect_grace_s = client_reconnect_grace_s;
   stream.seconds("reconnect_grace_s", c.stream.reconnect_grace_s);
   stream.seconds("handshake_timeout_s", c.stream.handshake_timeout_s);
   stream.get("max_unauthenticated", c.stream.max_unauthenticated, 1, 65535);

@@ -51,6 +51,11 @@ public:
   /// Returns true iff the buffer maps a file.
   bool file_backed() const { return data_.get_deleter().mapped > 0; }
 
+  /// A file mapping's file, even unlinked, as /proc/self/map_files names
+  /// it (openable by root, or where the kernel lets the owner); "" for
+  /// heap memory and for a mapping that does not start at data().
+  std::string mapped_file() const;
+
   std::byte* data() { return data_.get(); }
   const std::byte* data() const { return data_.get(); }
   size_t size() const { return size_; }

@@ -49,12 +49,14 @@ struct checkpoint_state {
   std::string report_rounds;
 };
 
-/// The model a checkpoint is written from: its layout and bytes; in disk
-/// mode also the file its bytes are mapped from (copied file to file).
+/// The model a checkpoint is written from: its layout and bytes, and where
+/// they are a file's (disk mode) the file, copied file to file where it
+/// can be opened (byte_buffer::mapped_file); else written from memory,
+/// a mapped model's pages given back behind the write.
 struct checkpoint_model {
   const manifest* layout = nullptr;
   const byte_buffer* bytes = nullptr;
-  std::string file; ///< disk mode: the mapped file (offset 0); else empty
+  std::string file; ///< the bytes' file (from offset 0), or empty
 };
 
 /// Writes the checkpoint of `state.round` into `cfg.dir`, with the server

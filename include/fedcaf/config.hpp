@@ -200,8 +200,10 @@ struct stream_config {
   double heartbeat_s = 5;
   double connection_timeout_s = 30;
   /// Server: how long a lost client may take to reconnect and resume before
-  /// it is dropped from the run (the scheduler's rule then applies).
-  /// Client: how long it keeps trying to get back to a lost server.
+  /// it is dropped from the run (the scheduler's rule then applies); 30 s.
+  /// Client: how long it keeps trying to get back to a lost server; by
+  /// default client_reconnect_grace_s, long enough for a server's restart
+  /// from its checkpoint.
   double reconnect_grace_s = 30;
   /// Server: a connection must finish its TLS handshake and its Hello within
   /// this time, or it is closed.
@@ -329,6 +331,9 @@ const char* to_string(memory_mode m);
 
 /// The mode named `name` ("ram", "window", "disk"); nullopt for another.
 std::optional<memory_mode> parse_memory_mode(std::string_view name);
+
+/// A client's default reconnect_grace_s: 10 minutes.
+constexpr double client_reconnect_grace_s = 600;
 
 /// server_configs.checkpoint: after every every_rounds-th round (and the
 /// last) the server writes what the run needs to go on into dir (see
