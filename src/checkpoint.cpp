@@ -406,7 +406,9 @@ read_moments(const stored_checkpoint& c,
   if (!f)
     return f.err();
   auto view = f->view();
-  for (auto& [name, buffer] : moments) {
+  for (auto& moment : moments) {
+    const auto& name = moment.first;
+    auto* buffer = moment.second;
     const auto& ts = f->layout().tensors;
     auto it = std::find_if(ts.begin(), ts.end(),
                            [&](const auto& t) { return t.name == name; });

@@ -361,7 +361,7 @@ public:
         state_(*net_, device_), data_(std::move(data)),
         train_(samples_of(*data_.train)),
         indices_(index_tensor(data_.train_indices)),
-        generator_(at::detail::createCPUGenerator(seed)),
+        generator_(at::detail::createCPUGenerator(seed)), seed_(seed),
         num_threads_(
             threads_or_all(num_threads ? num_threads : cfg.train.num_threads)) {
     if (data_.test && !data_.test_indices.empty()) {
@@ -371,6 +371,14 @@ public:
   }
 
   const manifest& layout() const override { return state_.layout(); }
+
+  /// Each round's shuffles (and DP-SGD's noise) come from the seed and the
+  /// round: a round trains the same whatever this process did before (a
+  /// client, or a run, resumed after a restart trains as one never
+  /// stopped).
+  void begin_round(uint32_t round, bool) override {
+    generator_.set_current_seed(seed_ * 1000003ull + round);
+  }
 
   model_view parameters() override { return state_.view(); }
 
@@ -555,6 +563,7 @@ private:
   torch::Tensor order_;               // this epoch's shuffled samples
   std::vector<torch::Tensor> global_; ///< FedProx: the round's received model
   at::Generator generator_;
+  uint64_t seed_; ///< the client's; each round reseeds generator_ from it
   uint32_t num_threads_;
 };
 

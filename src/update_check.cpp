@@ -229,8 +229,9 @@ kept_tensors(const manifest& m,
   auto matches = [](const std::string& pattern, const tensor_info& t) {
     return fnmatch(pattern.c_str(), t.name.c_str(), 0) == 0;
   };
-  for (const auto& [pattern, rule] : rules)
-    if (std::none_of(m.tensors.begin(), m.tensors.end(),
+  for (const auto& rule : rules)
+    if (const auto& pattern = rule.first;
+        std::none_of(m.tensors.begin(), m.tensors.end(),
                      [&](const tensor_info& t) { return matches(pattern, t); }))
       return error{errc::bad_config,
                    "server_configs.aggregator_kwargs.tensor_rules: '" +
