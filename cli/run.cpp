@@ -297,7 +297,6 @@ result<void> resume_model(const stored_checkpoint& c, model_snapshot& initial) {
                      ") is laid out otherwise than the config's model"};
   if (auto ok = read_model(c, initial.bytes); !ok)
     return ok.err();
-  initial.bytes.release(0, initial.bytes.size()); // disk mode: to its file
   initial.version = c.state.model_version;
   initial.round = c.state.round;
   return {};

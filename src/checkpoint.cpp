@@ -423,7 +423,16 @@ read_moments(const stored_checkpoint& c,
 }
 
 result<void> read_model(const stored_checkpoint& c, byte_buffer& out) {
-  return read_bytes(c.model_path, c.model_data_offset, out.bytes());
+  // In pieces, a mapped model's pages given back behind them (disk mode).
+  for (uint64_t at = 0; at < out.size(); at += piece) {
+    auto n = std::min<uint64_t>(piece, out.size() - at);
+    if (auto ok = read_bytes(c.model_path, c.model_data_offset + at,
+                             out.bytes().subspan(at, n));
+        !ok)
+      return ok;
+    out.release(at, n);
+  }
+  return {};
 }
 
 std::string config_digest(const std::string& yaml) {

@@ -92,7 +92,8 @@ result<void>
 read_moments(const stored_checkpoint& c,
              std::span<std::pair<std::string, byte_buffer*>> moments);
 
-/// Copies the model bytes of `c` into `out` (of layout.total_bytes()).
+/// Copies the model bytes of `c` into `out` (of layout.total_bytes()); a
+/// file-backed `out` gives each piece's pages back once written.
 result<void> read_model(const stored_checkpoint& c, byte_buffer& out);
 
 /// A digest of a config's YAML text, key order and comments aside.
