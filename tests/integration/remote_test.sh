@@ -276,6 +276,10 @@ netns_link "$prefix" 3 up
 wait $server_pid || fail "the slow-link run failed"
 for p in "${pids[@]}"; do wait "$p" || fail "a client of the slow-link run failed"; done
 pids=()
+# A resume over a new connection is not a refusal: no takeover is logged
+# as one (what a pulled cable cuts off, an upload's silence, still may be).
+grep -q "refused.*another connection took over" "$out/slow.log" &&
+  fail "a resume was logged as a refusal"
 $py - "$out" <<'PY' || fail "the slow-link run's checks failed"
 import json, sys
 out = sys.argv[1]
@@ -283,8 +287,6 @@ model = 50331648
 server = json.load(open(f"{out}/slow.json"))
 c2 = json.load(open(f"{out}/slow_c2.json"))
 assert server["ok"] and [r["clients"] for r in server["rounds"]] == [3, 3, 3], server["rounds"]
-# Resumes over new connections are neither refusals nor takeovers refused.
-assert server["refusals"] == 0, server["refusals"]
 assert c2["ok"] and c2["resumes"] >= 1, (c2["failure"], c2["resumes"])
 assert c2["bytes_resent"] < model / 10, c2["bytes_resent"]
 c1 = json.load(open(f"{out}/slow_c1.json"))  # a link that only was slow
