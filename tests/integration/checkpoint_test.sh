@@ -98,6 +98,13 @@ reference() {
   wait_clients "$1"
 }
 
+newest_checkpoint() { # the round of the newest complete checkpoint, 0 if none
+  local r
+  r=$(ls "$out/ckpt" 2> /dev/null | grep '^round-' | sort | tail -n 1)
+  r=${r#round-}; r=${r%%.*}
+  echo $(( 10#${r:-0} ))
+}
+
 # killed NAME CONFIG KILLS: the same, its server SIGKILLed KILLS times at
 # random instants and resumed; sets $restarts.
 killed() {
@@ -115,16 +122,28 @@ killed() {
       > "$out/${name}_s$n.log" 2>&1 &
     server=$!; pids+=($server)
     if [ "$left" -gt 0 ]; then
-      # Once the clients are back (or after 10 s), 0 to 0.49 s more: a
+      # The kills are spread over the run: the k-th of K waits (up to 60 s)
+      # for the checkpoint of round (k-1)*5/K, so the run gets past its first
+      # checkpoint even where writing one (fsync of 144 MiB) takes seconds.
+      # Then, once the clients are back (or after 10 s), 0 to 0.49 s more: a
       # round in any phase (a round of 48 MiB takes about 0.2 s here), its
-      # checkpoint included; now and then registration itself.
-      local t
-      for t in $(seq 100); do
-        [ "$(grep -c "registered Client" "$out/${name}_s$n.log")" -ge 5 ] && break
-        [ $(( RANDOM % 40 )) -eq 0 ] && break
-        sleep 0.1
-      done
-      sleep "0.$(printf '%02d' $(( RANDOM % 50 )))"
+      # checkpoint included; now and then registration itself. A run more
+      # than a round ahead of its target is killed as it starts (while it
+      # reads its checkpoint), so all K kills land before round 10.
+      local t target=$(( restarts * 5 / $3 ))
+      if [ "$(newest_checkpoint)" -le $(( target + 1 )) ]; then
+        for t in $(seq 600); do
+          [ "$(newest_checkpoint)" -ge "$target" ] && break
+          kill -0 "$server" 2> /dev/null || break
+          sleep 0.1
+        done
+        for t in $(seq 100); do
+          [ "$(grep -c "registered Client" "$out/${name}_s$n.log")" -ge 5 ] && break
+          [ $(( RANDOM % 40 )) -eq 0 ] && break
+          sleep 0.1
+        done
+        sleep "0.$(printf '%02d' $(( RANDOM % 50 )))"
+      fi
       if kill -9 "$server" 2> /dev/null; then
         left=$(( left - 1 )); restarts=$(( restarts + 1 ))
       fi
