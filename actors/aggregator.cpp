@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <string>
 #include <thread>
@@ -139,12 +140,21 @@ public:
           error{errc::manifest_mismatch, "offer of " + id +
                                              " does not match the global "
                                              "model's layout"});
-    if (auto known = ledger_.find(id, r.round))
-      return resume(*known, *ledger_.find(*known));
+    if (auto known = ledger_.find(id, r.round)) {
+      auto& s = *ledger_.find(*known);
+      if (r.update_id != 0 && s.update_id != 0 && r.update_id != s.update_id &&
+          !s.rejected)
+        return replaced(*known, s);
+      return resume(*known, s);
+    }
     recycle_previous();
     auto stream_id =
         ledger_.open(id, r.round, r.weight, r.declared_norm,
                      checker_.scale_for(id, r.declared_norm), now());
+    if (auto* opened = ledger_.find(stream_id)) {
+      opened->summed = r.summed;
+      opened->update_id = r.update_id;
+    }
     listeners_[stream_id] = notify;
     return msg::encode(msg::accept{stream_id, options_.window});
   }
@@ -343,6 +353,24 @@ public:
     next->version = ++version_;
     next->round = round;
     next->bytes = std::move(bytes);
+    next->position_weights = acc_->take_position_weights();
+    previous_ = std::move(current_);
+    current_ = next;
+    checker_.measure_global(current_->bytes);
+    return snapshot_ptr{std::move(next)};
+  }
+
+  /// A relay: `upstream` (its parent's model for the next round) becomes
+  /// the global model the children's updates are checked and summed
+  /// against, as a new version. Returns it.
+  snapshot_ptr adopt(const model_snapshot& upstream) {
+    auto next = std::make_shared<model_snapshot>();
+    next->layout = layout_;
+    next->version = ++version_;
+    next->round = current_->round;
+    next->bytes = byte_buffer::uninitialized(upstream.bytes.size());
+    std::memcpy(next->bytes.data(), upstream.bytes.data(),
+                upstream.bytes.size());
     previous_ = std::move(current_);
     current_ = next;
     checker_.measure_global(current_->bytes);
@@ -420,7 +448,9 @@ private:
     const auto& h = c.header;
     if (options_.fold_delay.count() > 0)
       std::this_thread::sleep_for(options_.fold_delay);
-    return secure() ? acc_->fold_ring(h.sequence, c.bytes)
+    if (secure())
+      return acc_->fold_ring(h.sequence, c.bytes);
+    return s.summed ? acc_->fold_sum(h.sequence, c.bytes, s.weight)
                     : acc_->fold(h.sequence, c.bytes, s.weight, h.stream_id);
   }
 
@@ -448,6 +478,26 @@ private:
     self_->send(listeners_[sid], reject_atom::value, s.client_id, s.round,
                 s.next_sequence, why);
     return refuse({why.code, s.client_id + ": " + why.message});
+  }
+
+  /// An offer of another update (another updateId) where `s` (stream
+  /// `sid`) is the client's of the round: a process that lost the first
+  /// and trained again. The two are never mixed: a whole one stays and the
+  /// new one is refused; a partial one is rejected (its chunks leave the
+  /// sum) and the client sits the round out.
+  frame replaced(uint64_t sid, upload_record& s) {
+    if (s.closed)
+      return refuse(
+          {errc::not_in_round, s.client_id + " delivered its update of round " +
+                                   std::to_string(s.round) +
+                                   " whole already; another one is not taken"});
+    return reject(sid, s,
+                  error{errc::not_in_round,
+                        "another update was offered while this one was cut "
+                        "off at chunk " +
+                            std::to_string(s.next_sequence) +
+                            " (a restarted process); neither is taken this "
+                            "round"});
   }
 
   /// Answers a repeated offer with where stream `stream_id` stands. Not
@@ -566,6 +616,9 @@ aggregating(aggregator_actor::pointer self,
       },
       [state](checkpoint_atom, checkpoint_state& s) {
         return state->checkpoint(std::move(s));
+      },
+      [state](adopt_atom, const snapshot_ptr& upstream) {
+        return state->adopt(*upstream);
       },
       [state](connect_atom, const unmask_planner& server) {
         state->set_server(server);

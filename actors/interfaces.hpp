@@ -58,6 +58,10 @@ struct upload_request {
   uint64_t bytes = 0;       ///< the update's bytes on the wire
   uint64_t chunks = 0;      ///< the update's chunks
   double declared_norm = 0; ///< norm_bound: the norm the client declared
+  /// A relay's partial sum: the chunks carry sum w_i x_i, `weight` is
+  /// sum w_i; folded as they are.
+  bool summed = false;
+  uint64_t update_id = 0; ///< from the offer: a repeat resumes
 };
 
 /// A scheduler hands a finished round (or async step) to the server.
@@ -70,6 +74,15 @@ struct round_result {
   std::vector<std::string> missing;      ///< known clients not in it
   std::vector<std::string> contributors; ///< clients in it
   std::vector<uint32_t> staleness;       ///< per contributor (async)
+  double weight = 0;                     ///< the weights in it, summed
+};
+
+/// What a relay's round of its children sends upstream.
+struct relay_result {
+  snapshot_ptr sums; ///< position by position: sum w_i x_i, and its weight
+  double weight = 0; ///< sum w_i over the updates that completed
+  uint32_t clients = 0;
+  double loss = 0;
 };
 
 using connect_atom = caf::atom_constant<caf::atom("connect")>;
@@ -120,7 +133,8 @@ using aggregator_actor = caf::typed_actor<
     caf::replies_to<expire_atom, uint32_t, std::vector<std::string>,
                     error>::with<std::vector<std::string>>,
     caf::replies_to<finalize_atom, uint32_t>::with<snapshot_ptr>,
-    caf::replies_to<checkpoint_atom, checkpoint_state>::with<std::string>>;
+    caf::replies_to<checkpoint_atom, checkpoint_state>::with<std::string>,
+    caf::replies_to<adopt_atom, snapshot_ptr>::with<snapshot_ptr>>;
 
 /// The peer frame kinds a client sends after its Hello, each answered
 /// with one frame.
@@ -172,10 +186,12 @@ using server_actor =
         caf::reacts_to<round_atom, std::string>,
         caf::reacts_to<drop_atom, std::string, uint64_t>,
         caf::reacts_to<phase_end_atom, uint32_t, uint32_t>,
-        caf::reacts_to<evaluated_atom>, caf::reacts_to<tick_atom>>;
+        caf::reacts_to<evaluated_atom>, caf::reacts_to<tick_atom>,
+        caf::replies_to<relay_atom, snapshot_ptr>::with<relay_result>>;
 
 } // namespace fedcaf
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::evaluation_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::upload_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::round_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::relay_result)

@@ -52,6 +52,9 @@ using reject_atom = caf::atom_constant<caf::atom("reject")>;
 using replaced_atom = caf::atom_constant<caf::atom("replaced")>;
 /// Write a run checkpoint (server_configs.checkpoint).
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
+/// A relay: the round's model from upstream, served to its children.
+using relay_atom = caf::atom_constant<caf::atom("relay")>;
+using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
 using secagg_atom = caf::atom_constant<caf::atom("secagg")>;
 

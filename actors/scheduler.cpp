@@ -124,10 +124,32 @@ public:
       return refuse({errc::out_of_range,
                      o->client_id + " offered an update of 0 samples, which "
                                     "sample_size weights cannot average"});
-    offered_.insert(o->client_id);
-    figures_[o->client_id] = {o->train_loss, o->dp_epsilon};
+    auto relay = options_.relays.find(o->client_id);
+    if (o->partial_sum != (relay != options_.relays.end()))
+      return refuse({errc::not_authorized,
+                     o->partial_sum
+                         ? o->client_id + " offered a partial sum, which "
+                                          "only a relay in "
+                                          "server_configs.relays may"
+                         : o->client_id + " is a relay in "
+                                          "server_configs.relays and "
+                                          "must offer a partial sum"});
     double weight = 1.0;
-    if (options_.weights == client_weighting::sample_size) {
+    if (relay != options_.relays.end()) {
+      // A relay weighs what its children do, at most as many as it has.
+      auto cap = options_.rule_cfg.max_sample_size;
+      auto most = relay->second;
+      if (options_.weights == client_weighting::sample_size)
+        most *= cap > 0 ? cap : uint64_t{1} << 20;
+      if (o->sample_count == 0 || o->sample_count > most)
+        return refuse({errc::out_of_range,
+                       o->client_id + " offered a partial sum of weight " +
+                           std::to_string(o->sample_count) +
+                           "; a relay of at most " +
+                           std::to_string(relay->second) +
+                           " clients weighs 1 to " + std::to_string(most)});
+      weight = static_cast<double>(o->sample_count);
+    } else if (options_.weights == client_weighting::sample_size) {
       // A claimed sample count is capped at max_sample_size (2^20 unless
       // set): one client's weight share stays at most cap / (cap + the
       // others' weights).
@@ -135,10 +157,13 @@ public:
       auto samples = cap > 0 ? std::min(o->sample_count, cap) : o->sample_count;
       weight = static_cast<double>(samples);
     }
+    offered_.insert(o->client_id);
+    figures_[o->client_id] = {o->train_loss, o->dp_epsilon, weight};
     return self_->delegate(
         aggregator_, open_atom::value, upload_listener{self_},
         upload_request{o->client_id, o->round, weight, o->manifest_digest,
-                       o->total_bytes, o->chunk_count, o->update_norm});
+                       o->total_bytes, o->chunk_count, o->update_norm,
+                       o->partial_sum, o->update_id});
   }
 
   void update_closed(const std::string& id, uint32_t round) {
@@ -375,9 +400,11 @@ private:
 
   void publish(uint32_t r, snapshot_ptr next) {
     auto clients = static_cast<uint32_t>(closed_.size());
-    double loss = 0, epsilon = 0;
-    for (const auto& id : closed_)
+    double loss = 0, epsilon = 0, weight = 0;
+    for (const auto& id : closed_) {
       loss += figures_[id].train_loss;
+      weight += figures_[id].weight;
+    }
     // Epsilon also counts a kept partial update's client.
     for (const auto& [id, f] : figures_)
       epsilon = std::max(epsilon, f.dp_epsilon);
@@ -393,7 +420,7 @@ private:
         ->request(server_, caf::infinite, publish_atom::value,
                   round_result{r, std::move(next), clients, loss, epsilon,
                                std::move(missing), std::move(in),
-                               std::move(staleness)})
+                               std::move(staleness), weight})
         .then(
             [this, r](bool go_on) {
               if (!go_on) // the server stopped the run and said why
@@ -427,10 +454,12 @@ private:
   std::set<std::string> missing_;      ///< left this round
   std::set<std::string> offered_;
   std::set<std::string> closed_;
-  /// What each offer of the round reported: its loss and DP-SGD epsilon.
+  /// What each offer of the round reported: its loss and DP-SGD epsilon,
+  /// and the weight it was given.
   struct offered_figures {
     double train_loss = 0;
     double dp_epsilon = 0;
+    double weight = 1;
   };
   std::map<std::string, offered_figures> figures_;
   std::map<std::string, std::string> addresses_; ///< where each registered

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,10 @@ struct scheduler_options {
   /// aggregator_kwargs: the AsyncScheduler's rule; max_sample_size (sync,
   /// sample_size weights: a claimed sample count is capped at it).
   rule_config rule_cfg;
+  /// server_configs.relays: client id -> the most clients under it. Only
+  /// these offer partial sums (and must), weighing at most that many
+  /// clients (sample_size: that many times max_sample_size).
+  std::map<std::string, uint64_t> relays;
   /// Counts refused offers; shared with the server for its report.
   refusal_counter refusals;
 };

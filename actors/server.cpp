@@ -32,7 +32,7 @@ exchange_terms exchange_terms_of(const server_options& o) {
 
 /// What the round reporter needs of the server's options.
 reporter_options reporter_options_of(const server_options& o) {
-  return {o.num_rounds,
+  return {o.relay ? 0 : o.num_rounds, // a relay runs its parent's rounds
           o.federated_evaluation,
           o.report_path,
           o.report_html_path,
@@ -144,8 +144,14 @@ public:
                                     options_.terms, a->resumed});
   }
 
-  /// Opens round `round` for the clients the scheduler chose.
+  /// Opens round `round` for the clients the scheduler chose (a relay: once
+  /// its parent's model for the round is in place).
   void start_round(uint32_t round, const std::vector<std::string>& chosen) {
+    if (options_.relay && !relay_.ready) {
+      relay_.held_start = {round, chosen};
+      return;
+    }
+    relay_.ready = false;
     round_started_ = self_->clock().now();
     const auto& announced = rounds_.open(round, chosen);
     tally_.expect(rounds_.chosen().size());
@@ -302,7 +308,44 @@ public:
   /// The sender ended its upload stream (after its last credit).
   void upload_ended() { reporter_.upload_ended(*sender_id()); }
 
+  /// A relay: `upstream` is its parent's model for the next round (the
+  /// first: the initial model it was spawned with). Answers with the round's
+  /// partial sum once its children's updates are in.
+  caf::result<relay_result> relay(snapshot_ptr upstream) {
+    if (!options_.relay || relay_.promise)
+      return make_error(errc::unexpected_message, "not a relay, or a relay "
+                                                  "round already open");
+    relay_.promise = self_->make_response_promise<relay_result>();
+    auto rp = *relay_.promise;
+    if (relay_.first) { // the model the server was spawned with
+      relay_.first = false;
+      return rp;
+    }
+    self_
+        ->request(peers_.aggregator, caf::infinite, adopt_atom::value,
+                  std::move(upstream))
+        .then(
+            [this](snapshot_ptr& model) {
+              exchange_.install(std::move(model));
+              relay_.ready = true;
+              if (auto held = std::move(relay_.held_start)) {
+                relay_.held_start.reset();
+                start_round(held->first, held->second);
+              }
+            },
+            [this](caf::error& e) {
+              stop("the parent's model could not be taken: " +
+                   self_->system().render(e));
+            });
+    return rp;
+  }
+
   caf::typed_response_promise<bool> publish(round_result done) {
+    if (options_.relay && relay_.promise) {
+      relay_.promise->deliver(
+          relay_result{done.model, done.weight, done.clients, done.loss});
+      relay_.promise.reset();
+    }
     exchange_.install(std::move(done.model));
     rounds_.close(options_.async); // async: tasks go on
     if (!options_.async) // the round's clients may give up their models
@@ -520,6 +563,12 @@ private:
     stopping_ = true;
     rounds_.end();
     reporter_.end(reason);
+    if (relay_.promise) {
+      relay_.promise->deliver(
+          make_error(errc::internal, "the relay's run ended: " +
+                                         (reason.empty() ? "done" : reason)));
+      relay_.promise.reset();
+    }
     auto f =
         msg::encode(msg::done{rounds_.round(), rounds_.previous(), reason});
     registry_.for_each_connected([this, &f](const auto&, const auto& c) {
@@ -577,6 +626,14 @@ private:
   time_point started_;
   time_point round_started_;
   bool stopping_ = false;
+  /// A relay's rounds: the open request of its upstream side, whether the
+  /// next round's model is in place, a round start waiting for it.
+  struct {
+    std::optional<caf::typed_response_promise<relay_result>> promise;
+    bool first = true;
+    bool ready = true;
+    std::optional<std::pair<uint32_t, std::vector<std::string>>> held_start;
+  } relay_;
 };
 
 server_actor::behavior_type serving(server_actor::pointer self,
@@ -652,6 +709,9 @@ server_actor::behavior_type serving(server_actor::pointer self,
       },
       [state](evaluated_atom) { state->evaluation_overdue(); },
       [state](tick_atom) { state->quit(); },
+      [state](relay_atom, snapshot_ptr& upstream) {
+        return state->relay(std::move(upstream));
+      },
   };
 }
 

@@ -101,6 +101,9 @@ struct server_options {
   /// started (scheduler_kwargs.round_deadline_s; zero: when every chosen
   /// client advertised or was lost).
   std::chrono::milliseconds secagg_keys_timeout{0};
+  /// A relay's server side (fedcaf relay): each round waits for its
+  /// parent's model (relay_atom), and its partial sum answers that request.
+  bool relay = false;
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
   /// Counts updates the aggregator refused for their content.

@@ -5,6 +5,7 @@
 #include "console_progress.hpp"
 #include "http_view.hpp"
 #include "interrupts.hpp"
+#include "relay.hpp"
 
 #include <unistd.h>
 
@@ -309,7 +310,8 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
                   run_report* report, bool remote, const options& opts,
                   std::shared_ptr<metrics_log> metrics,
                   std::shared_ptr<live_status> live,
-                  std::shared_ptr<transfer_progress> progress, stop_flag stop) {
+                  std::shared_ptr<transfer_progress> progress, stop_flag stop,
+                  relay_upstream* relay = nullptr) {
   auto plan = plan_aggregation(cfg.server);
   if (!plan)
     return error{errc::bad_config, cfg.source + ": " + plan.err().message};
@@ -319,7 +321,8 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   auto resume = checkpoint_to_resume(cfg, opts);
   if (!resume)
     return resume.err();
-  auto initial = initial_model(cfg.clients.model, storage_file);
+  auto initial = relay ? result<model_snapshot>{std::move(relay->initial)}
+                       : initial_model(cfg.clients.model, storage_file);
   if (!initial)
     return initial.err();
   if (*resume)
@@ -399,6 +402,15 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
     so.server.resumed_from = report->resumed_from;
     so.scheduler.first_round = c->state.round + 1;
     so.resume = c;
+  }
+  so.scheduler.relays = cfg.server.relays;
+  if (relay) { // its parent's rounds, as many as the parent runs
+    so.plan.partial_sums = true;
+    so.server.relay = true;
+    so.scheduler.num_rounds = so.server.num_rounds = relay_rounds;
+    so.server.client_configs_yaml = relay->client_configs_yaml;
+    so.server.terms = relay->terms;
+    so.server.federated_evaluation = false;
   }
   return spawn_server_side(sys, std::move(*initial), std::move(so),
                            std::move(eval), report);
@@ -576,6 +588,23 @@ int conclude(const options& opts, run_report& report, const config& cfg,
 
 } // namespace
 
+namespace {
+
+/// Where a server side listens (server_uri) and its TLS context (null:
+/// plain TCP).
+result<std::pair<endpoint, std::shared_ptr<tls_context>>>
+front_door_of(const comm_config& comm) {
+  auto at = parse_endpoint(comm.server_uri);
+  if (!at)
+    return at.err();
+  auto tls = tls_of(comm, true);
+  if (!tls)
+    return tls.err();
+  return std::pair{std::move(*at), std::move(*tls)};
+}
+
+} // namespace
+
 /// TrimmedMean trims floor(trim_ratio k) values of k from each end: with
 /// too few clients a round trims nothing and averages like FedAvg.
 void warn_if_trimming_nothing(const config& cfg) {
@@ -680,12 +709,11 @@ int run_server(const options& opts) {
                        "registered client that never offers holds each round "
                        "open until it is dropped");
   const auto& comm = cfg->server.comm;
-  auto at = parse_endpoint(comm.server_uri);
-  if (!at)
-    return failed(to_string(at.err()));
-  auto tls = tls_of(comm, true);
-  if (!tls)
-    return failed(to_string(tls.err()));
+  auto door = front_door_of(comm);
+  if (!door)
+    return failed(to_string(door.err()));
+  const auto& at = door->first;
+  const auto& tls = door->second;
   // Before the test set is read: a --http address that cannot be bound
   // stops the command at once.
   auto view = start_view(opts, *cfg, "server");
@@ -707,14 +735,14 @@ int run_server(const options& opts) {
       return failed(to_string(side.err()));
     stop_on_interrupt(watch, side->server, stop);
     auto gate =
-        listen(sys, side->server, *at, limits_of(comm), *tls, side->refusals);
+        listen(sys, side->server, at, limits_of(comm), tls, side->refusals);
     if (!gate) {
       side->shut_down(sys);
       caf::anon_send_exit(side->server, caf::exit_reason::user_shutdown);
       return failed(to_string(gate.err()));
     }
     log_line("server",
-             "listening on " + at->host + ":" + std::to_string(gate->port) +
+             "listening on " + at.host + ":" + std::to_string(gate->port) +
                  (comm.use_ssl ? " (TLS, client certificates required)"
                                : " (plain TCP)") +
                  (comm.auth.enabled ? ", tokens required" : "") +
@@ -747,6 +775,75 @@ int run_client(const options& opts) {
                       report, {}, nullptr, console.meter());
   }
   return conclude(opts, report, *cfg, live_view{});
+}
+
+int run_relay(const options& opts) {
+  tune_malloc_for_streams();
+  if (!opts.config_path)
+    return failed("relay needs -c FILE (client_id, comm_configs for its "
+                  "parent; server_configs for its children)");
+  auto files = load_relay_file(*opts.config_path, opts.overrides);
+  if (!files)
+    return failed(to_string(files.err()));
+  if (auto ok = writable_report(opts); !ok)
+    return failed(to_string(ok.err()));
+  const auto& down = files->server;
+  const auto& comm = down.server.comm;
+  auto door = front_door_of(comm);
+  if (!door)
+    return failed(to_string(door.err()));
+  const auto& at = door->first;
+  const auto& tls = door->second;
+  auto report = report_for(down, "relay");
+  run_report upstream;
+  std::optional<server_side> side;
+  std::optional<listening> gate;
+  {
+    auto sc = make_system_config(4, true);
+    caf::actor_system sys{sc};
+    auto stop = std::make_shared<std::atomic<bool>>(false);
+    std::mutex spawning; // the spawner runs on the upstream client's thread
+    auto spawn = [&](relay_upstream up) -> result<relay_side> {
+      std::lock_guard<std::mutex> lock{spawning};
+      auto chunk = comm.chunk_bytes_for(up.initial.layout.total_bytes());
+      if (!chunk)
+        return error{errc::bad_config,
+                     down.source + ": " + chunk.err().message};
+      auto s = spawn_from_config(sys, down, nullptr, &report, true, opts,
+                                 nullptr, nullptr, nullptr, stop, &up);
+      if (!s)
+        return s.err();
+      auto g = listen(sys, s->server, at, limits_of(comm), tls, s->refusals);
+      if (!g) {
+        s->shut_down(sys);
+        caf::anon_send_exit(s->server, caf::exit_reason::user_shutdown);
+        return g.err();
+      }
+      log_line("relay", "listening on " + at.host + ":" +
+                            std::to_string(g->port) + " for " +
+                            std::to_string(down.server.num_clients) +
+                            " clients" + (comm.use_ssl ? " (TLS)" : ""));
+      side = *s;
+      gate = *g;
+      return relay_side{s->server, &sys, *chunk};
+    };
+    run_remote_client(files->client.client, relay_trainers(spawn), upstream);
+    std::lock_guard<std::mutex> lock{spawning};
+    if (side) { // the parent's run is over: so is the children's
+      caf::anon_send(side->server, stop_atom::value,
+                     upstream.failure.empty()
+                         ? std::string{}
+                         : "the relay's parent: " + upstream.failure);
+      await_all(sys, std::vector<server_actor>{side->server});
+      caf::anon_send_exit(gate->acceptor, caf::exit_reason::user_shutdown);
+      side->shut_down(sys);
+    }
+    side.reset(); // no handle may outlive the actor system
+    gate.reset();
+  }
+  if (!upstream.failure.empty() && report.failure.empty())
+    report.failure = "upstream: " + upstream.failure;
+  return conclude(opts, report, down, live_view{});
 }
 
 } // namespace fedcaf::cli

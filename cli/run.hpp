@@ -36,6 +36,7 @@ struct options {
 int run_simulate(const options& opts);
 int run_server(const options& opts);
 int run_client(const options& opts);
+int run_relay(const options& opts);
 int run_profile(const options& opts);
 int run_dp_epsilon(const options& opts);
 int run_dp_sigma(const options& opts);

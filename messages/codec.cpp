@@ -447,6 +447,8 @@ frame encode(const offer& x) {
         b.setDpEpsilon(x.dp_epsilon);
         b.setEncoding(x.encoding);
         b.setUpdateNorm(x.update_norm);
+        b.setPartialSum(x.partial_sum);
+        b.setUpdateId(x.update_id);
         put(b.initMetrics(static_cast<uint32_t>(x.metrics.size())), x.metrics);
       });
 }
@@ -715,7 +717,8 @@ template <> result<offer> decode<offer>(const frame& f) {
     return offer{b.getRound(),          std::move(*id),      b.getSampleCount(),
                  b.getManifestDigest(), b.getTotalBytes(),   b.getChunkCount(),
                  b.getTrainLoss(),      b.getTrainSeconds(), b.getDpEpsilon(),
-                 std::move(*figures),   b.getEncoding(),     b.getUpdateNorm()};
+                 std::move(*figures),   b.getEncoding(),     b.getUpdateNorm(),
+                 b.getPartialSum(),     b.getUpdateId()};
   });
 }
 

@@ -163,6 +163,12 @@ struct offer {
   /// What the chunks carry: compression_method as a number (0: none).
   uint8_t encoding = 0;
   double update_norm = 0; ///< ||x - g|| when the server asks for it
+  /// A relay's partial sum: the chunks carry sum w_i x_i, sample_count
+  /// is sum w_i.
+  bool partial_sum = false;
+  /// Drawn per trained update (0: not told): a repeat resumes, another
+  /// number is another update.
+  uint64_t update_id = 0;
 };
 
 struct accept {

@@ -165,6 +165,20 @@ struct Offer {
   # ||x - g||, the L2 distance of the update from the model the client
   # received (finite, >= 0); what aggregator_kwargs.norm_bound scales by.
   # 0 unless the server's train_configs.declare_update_norm is set.
+  partialSum @12 :Bool;
+  # A relay's group (docs/design.md, "Trees of aggregators"): the chunks
+  # carry sum_i w_i x_i over the updates the relay folded, and sampleCount
+  # is their total weight sum_i w_i (each client 1 under equal weights,
+  # its capped sample count under sample_size). Only a client id the server
+  # lists in server_configs.relays may set it, and such a one must.
+  updateId @13 :UInt64;
+  # A number the client draws for each update it trains (not 0; 0: not
+  # told). An offer repeated after a lost connection carries the same one
+  # and resumes its stream (Accept.nextSequence). One that carries another
+  # number is another update of the round (a restarted process trained
+  # again): the server refuses it, not_in_round, and with it the stream it
+  # would have replaced, unless that one was delivered whole: no update
+  # is ever made of two updates' chunks.
 }
 
 struct Accept {

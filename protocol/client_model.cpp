@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "fedcaf/log.hpp"
 #include "fedcaf/rdp_accountant.hpp"
@@ -106,6 +107,19 @@ upload_stream::encode_hook client_model::encode_hook() {
   };
 }
 
+namespace {
+
+/// A number for one trained update, never 0 (see Offer.updateId).
+uint64_t draw_update_id() {
+  static thread_local std::mt19937_64 draw{std::random_device{}()};
+  uint64_t id = 0;
+  while (id == 0)
+    id = draw();
+  return id;
+}
+
+} // namespace
+
 result<client_model::trained> client_model::train(uint32_t round,
                                                   const chunk_plan& plan) {
   auto clip = configs_.train.update_clip_norm;
@@ -144,7 +158,9 @@ result<client_model::trained> client_model::train(uint32_t round,
                  std::move(m->figures),
                  static_cast<uint8_t>(encoder_ ? configs_.compression.method
                                                : compression_method::none),
-                 norm};
+                 norm,
+                 trainer_->partial_sum(),
+                 draw_update_id()};
   return out;
 }
 

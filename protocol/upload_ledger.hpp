@@ -46,6 +46,12 @@ struct upload_record {
   /// update is scaled by (x' = g + scale (x - g)).
   double declared_norm = 0;
   double scale = 1;
+  /// A relay's partial sum (weight = the weights summed in it): folded
+  /// as it is.
+  bool summed = false;
+  /// The offer's updateId: a repeated offer with another one is another
+  /// update (0: not told).
+  uint64_t update_id = 0;
   /// Its bytes over the time it could send (the window's waits left out).
   send_rate rate;
 };

@@ -33,6 +33,14 @@ public:
                     uint64_t) override {
     return sum_.fold(seq, x, weight);
   }
+  result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
+                        double weight) override {
+    return sum_.fold_sum(seq, x, weight);
+  }
+  void emit_sums() override { sum_.emit_sums(); }
+  std::vector<double> take_position_weights() override {
+    return sum_.take_position_weights();
+  }
   result<void> fold_ring(uint64_t seq, std::span<const std::byte> x) override {
     return sum_.fold_ring(seq, x);
   }
@@ -91,6 +99,14 @@ public:
   result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
                     uint64_t tag) override {
     return window_.fold(seq, x, weight, tag);
+  }
+  result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
+                        double weight) override {
+    return window_.fold_sum(seq, x, weight);
+  }
+  void emit_sums() override { window_.emit_sums(); }
+  std::vector<double> take_position_weights() override {
+    return window_.take_position_weights();
   }
   result<void> fold_ring(uint64_t seq, std::span<const std::byte> x) override {
     return window_.fold_ring(seq, x);
@@ -232,12 +248,16 @@ accumulator::make(const manifest& m, chunk_plan plan, const aggregation_plan& p,
     auto sum = fedavg_accumulator::make(m, std::move(plan));
     if (!sum)
       return sum.err();
+    if (p.partial_sums)
+      sum->emit_sums();
     return std::unique_ptr<accumulator>{new model_sum{std::move(*sum)}};
   }
   auto positions = window_accumulator::make(m, std::move(plan), window,
                                             p.position_contributors, p.robust);
   if (!positions)
     return positions.err();
+  if (p.partial_sums)
+    positions->emit_sums();
   return std::unique_ptr<accumulator>{
       new open_positions{std::move(*positions), p.in_place}};
 }

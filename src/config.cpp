@@ -1201,6 +1201,58 @@ void check_secure_aggregation(section& s, const server_config& sc) {
          std::to_string(k) + " neighbours a client shares with (+1)");
 }
 
+/// server_configs.relays: client id -> the most clients under it. A tree
+/// sums: what does not decompose into sums of groups is refused here.
+void read_relays(section& s, server_config& sc) {
+  std::vector<std::pair<std::string, std::string>> relays;
+  s.get_map("relays", relays);
+  for (const auto& [id, most] : relays) {
+    auto key = "relays." + id;
+    if (auto ok = check_client_id(id); !ok)
+      return s.fail(key.c_str(), ok.err().message);
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(most.data(), most.data() + most.size(), n);
+    if (ec != std::errc{} || end != most.data() + most.size() || n == 0 ||
+        n > max_clients)
+      return s.fail(key.c_str(), "the most clients under the relay, 1 to " +
+                                     std::to_string(max_clients));
+    sc.relays[id] = n;
+  }
+  if (sc.relays.empty())
+    return;
+  auto refuse = [&](const char* key, const std::string& why) {
+    s.fail(key, why + " (server_configs.relays names relays)");
+  };
+  if (is_robust(sc.aggregator))
+    refuse("aggregator",
+           std::string{aggregator_name(sc.aggregator)} +
+               " does not decompose into the sums a tree forwards: the "
+               "median or trimmed mean of relays' sums is not that of their "
+               "clients' updates; use FedAvg or a server optimizer");
+  if (is_async(sc.aggregator))
+    refuse("aggregator",
+           std::string{aggregator_name(sc.aggregator)} +
+               " weighs each update by its own staleness as it arrives: a "
+               "relay's sum mixes updates of one round and has no single "
+               "staleness; use a SyncScheduler rule");
+  if (sc.secure_aggregation.enabled)
+    refuse("secure_aggregation.enabled",
+           "secure aggregation across relays is not built: the masks of a "
+           "relay's group do not cancel in its partial sum");
+  if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
+    refuse("aggregator_kwargs.dp_noise_multiplier",
+           "DP-FedAvg clips each update at the server, which sees only a "
+           "relay's sum, not its clients' updates");
+  if (sc.rule.norm_bound > 0)
+    refuse("aggregator_kwargs.norm_bound",
+           "a relay's sum is not one update: its distance from the model "
+           "says nothing of its clients'");
+  if (!sc.rule.tensor_rules.empty())
+    refuse("aggregator_kwargs.tensor_rules",
+           "kept tensors replace a client's bytes by the model's, which a "
+           "relay's sum would need times its weight");
+}
+
 void read(section s, server_config& sc) {
   s.get("num_clients", sc.num_clients, 1, max_clients);
   s.get("num_global_epochs", sc.num_global_epochs, 1);
@@ -1278,6 +1330,7 @@ void read(section s, server_config& sc) {
   read(s.child("comm_configs"), sc.comm, true);
   read(s.child("secure_aggregation"), sc.secure_aggregation);
   check_secure_aggregation(s, sc);
+  read_relays(s, sc);
   s.ignore({"logging_output_dirname", "logging_output_filename"});
 }
 
@@ -1344,6 +1397,9 @@ void check_compression(section& root, const config& c) {
   if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
     fail("compressed uploads would move a clipped update past clip_norm: "
          "DP-FedAvg needs method: none");
+  if (!sc.relays.empty())
+    fail("a relay's partial sum is sent whole: compressed uploads need "
+         "direction: down where server_configs.relays names relays");
 }
 
 void read_server_file(section& root, config& c) {

@@ -48,9 +48,9 @@ void fedavg_accumulator::recycle(byte_buffer&& buffer) {
   }
 }
 
-result<void> fedavg_accumulator::fold(uint64_t seq,
-                                      std::span<const std::byte> x,
-                                      double weight) {
+result<void> fedavg_accumulator::fold_scaled(uint64_t seq,
+                                             std::span<const std::byte> x,
+                                             double weight, double scale) {
   FEDCAF_REQUIRE(seq < plan_.chunk_count(), errc::out_of_range, seq,
                  plan_.chunk_count());
   const auto& e = plan_.extent(seq);
@@ -63,7 +63,7 @@ result<void> fedavg_accumulator::fold(uint64_t seq,
   auto element = dtype_bytes(type_);
   auto* acc = reinterpret_cast<float*>(sum_.data()) + e.model_offset / element;
   auto n = x.size() / element;
-  auto w = static_cast<float>(weight);
+  auto w = static_cast<float>(scale);
   if (weights_[seq] > 0)
     scale_into<false>(acc, type_, x.data(), n, w);
   else
@@ -140,7 +140,9 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
     auto first = e.model_offset / element;
     auto n = e.bytes / element;
     const auto* old = global.data() + e.model_offset;
-    if (weights_[seq] > 0) {
+    if (weights_[seq] > 0 && sums_) {
+      // a relay's partial sum: left as it is
+    } else if (weights_[seq] > 0) {
       auto inv = static_cast<float>(1.0 / weights_[seq]);
       for (size_t i = first; i < first + n; ++i)
         acc[i] *= inv;
@@ -150,13 +152,18 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
     }
     if (opt)
       opt->step(first, {acc + first, n}, {old, e.bytes}, weights_[seq]);
-    saturate(acc + first, n, std::min(limit_, finite_limit(type_)));
+    // A sum of clamped updates is clamped at the root, after its division.
+    saturate(acc + first, n,
+             sums_ ? finite_limit(type_)
+                   : std::min(limit_, finite_limit(type_)));
     if (type_ != dtype::float32)
       for (size_t i = first; i < first + n; ++i)
         store_element(type_, out.data(), i, acc[i]);
   }
   if (opt)
     opt->finish_round();
+  if (sums_)
+    position_weights_ = weights_;
   weights_.clear();
   ring_started_.clear();
   if (type_ == dtype::float32)

@@ -394,6 +394,11 @@ std::string progress_line(const round_record& r, uint32_t num_rounds) {
                   r.round, num_rounds, r.train_loss, r.wall_seconds,
                   mib(r.bytes_up), mib(r.bytes_down));
   std::string out = line;
+  if (num_rounds == 0) { // a relay's: its parent decides how many
+    auto slash = out.find("/0 ");
+    if (slash != std::string::npos)
+      out.erase(slash, 2);
+  }
   if (r.status != "completed")
     out += "  " + r.status + ": " + r.failure;
   if (r.dp_epsilon) {

@@ -52,9 +52,23 @@ float* window_accumulator::slot(uint64_t seq) {
          (seq % window_) * depth_ * slot_floats_;
 }
 
+result<void> window_accumulator::fold_sum(uint64_t seq,
+                                          std::span<const std::byte> x,
+                                          double weight) {
+  FEDCAF_REQUIRE(!rule_.robust(), errc::internal, "a sum under a robust rule");
+  return fold_scaled(seq, x, weight, 1.0, 0);
+}
+
 result<void> window_accumulator::fold(uint64_t seq,
                                       std::span<const std::byte> x,
                                       double weight, uint64_t tag) {
+  return fold_scaled(seq, x, weight, weight, tag);
+}
+
+result<void> window_accumulator::fold_scaled(uint64_t seq,
+                                             std::span<const std::byte> x,
+                                             double weight, double scale,
+                                             uint64_t tag) {
   FEDCAF_REQUIRE(open(seq), errc::out_of_range, seq, low_, window_);
   const auto& e = plan_.extent(seq);
   FEDCAF_REQUIRE(x.size() == e.bytes, errc::out_of_range, x.size(), e.bytes);
@@ -70,7 +84,7 @@ result<void> window_accumulator::fold(uint64_t seq,
   } else { // a float64 sum, exact for a round's values (see the header)
     auto* acc = reinterpret_cast<double*>(slot(seq));
     for (size_t i = 0; i < n; ++i) {
-      auto v = weight * static_cast<double>(load_element(type_, x.data(), i));
+      auto v = scale * static_cast<double>(load_element(type_, x.data(), i));
       acc[i] = count == 0 ? v : acc[i] + v;
     }
   }
@@ -170,7 +184,12 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
     for (size_t i = 0; i < n; ++i) {
       double x;
       std::memcpy(&x, sum + i * sizeof(double), sizeof x);
-      acc[i] = static_cast<float>(x / weight);
+      acc[i] = static_cast<float>(sums_ ? x : x / weight);
+    }
+    if (sums_) {
+      if (position_weights_.size() < plan_.chunk_count())
+        position_weights_.resize(plan_.chunk_count(), 0.0);
+      position_weights_[low_] = weight;
     }
   } else {
     for (size_t i = 0; i < n; ++i)
@@ -178,7 +197,9 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
   }
   if (opt)
     opt->step(e.model_offset / element, {acc, n}, {old, e.bytes}, weight);
-  saturate(acc, n, std::min(limit_, finite_limit(type_)));
+  // A sum of clamped updates is clamped at the root, after its division.
+  saturate(acc, n,
+           sums_ ? finite_limit(type_) : std::min(limit_, finite_limit(type_)));
   for (size_t i = 0; i < n; ++i)
     store_element(type_, out, i, acc[i]);
   counts_[low_ % window_] = 0;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "fedcaf/aggregation_plan.hpp"
 #include "fedcaf/byte_buffer.hpp"
@@ -67,6 +68,18 @@ public:
   /// chunk's size, or (open positions) every contributor delivered it.
   virtual result<void> fold(uint64_t seq, std::span<const std::byte> x,
                             double weight, uint64_t tag) = 0;
+
+  /// Adds x, a relay's partial sum of updates of total weight `weight`, to
+  /// chunk `seq` as it is (not scaled). Fails as fold() does, and under a
+  /// robust rule.
+  virtual result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
+                                double weight) = 0;
+
+  /// A relay's accumulator: settled positions (finalize's result) hold the
+  /// weighted sums, not the means, and take_position_weights() the weight
+  /// summed at each position.
+  virtual void emit_sums() = 0;
+  virtual std::vector<double> take_position_weights() = 0;
 
   /// Secure aggregation: adds the masked chunk x (little-endian uint32 per
   /// element of an F32 model) to chunk `seq`'s sum in Z_2^32. Fails,

@@ -58,6 +58,9 @@ struct aggregation_plan {
   /// SecAgg+: updates arrive masked and quantized and are summed in Z_2^32
   /// (ram: a model-sized sum; window: the open positions).
   bool secure = false;
+  /// A relay (fedcaf relay): a round's result is each position's weighted
+  /// sum (and its weight), sent upstream as a partial sum, not a mean.
+  bool partial_sums = false;
   client_weighting weights = client_weighting::equal;
   deadline_action on_deadline = deadline_action::fail;
   partial_updates partial = partial_updates::discard;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -411,6 +412,10 @@ struct server_config {
   std::string save_global_model;
   checkpoint_config checkpoint;
   secure_aggregation_config secure_aggregation;
+  /// relays: client id -> the most clients under it (fedcaf relay; see
+  /// docs/design.md, "Trees of aggregators"). Such a client offers its
+  /// group's partial sum, weighing as many clients as it folded.
+  std::map<std::string, uint64_t> relays;
   comm_config comm;
 };
 

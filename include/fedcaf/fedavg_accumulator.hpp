@@ -38,7 +38,23 @@ public:
   /// Adds weight * x to the sum over chunk `seq` of the plan. Returns an
   /// error, leaving the sum unchanged, iff seq is outside the plan or x is
   /// not exactly that chunk's size.
-  result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight);
+  result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight) {
+    return fold_scaled(seq, x, weight, weight);
+  }
+  /// Adds x, a relay's partial sum of updates of total weight `weight`, to
+  /// chunk `seq` as it is. Fails as fold() does.
+  result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
+                        double weight) {
+    return fold_scaled(seq, x, weight, 1.0);
+  }
+
+  /// finalize() leaves each position's weighted sum, not its mean (a
+  /// relay's partial sum), and position_weights() its weight.
+  void emit_sums() { sums_ = true; }
+  /// The weight summed at each position by the last finalize() (emit_sums).
+  std::vector<double> take_position_weights() {
+    return std::move(position_weights_);
+  }
 
   /// The weights folded into chunk `seq` so far. REQUIRES: seq < chunks.
   double weight_sum(uint64_t seq) const {
@@ -90,6 +106,10 @@ public:
   void set_value_limit(float limit) { limit_ = limit; }
 
 private:
+  result<void> fold_scaled(uint64_t seq, std::span<const std::byte> x,
+                           double weight, double scale);
+  bool sums_ = false;
+  std::vector<double> position_weights_;
   fedavg_accumulator(uint64_t total_bytes, dtype type, chunk_plan plan)
       : total_bytes_(total_bytes), type_(type), plan_(std::move(plan)) {}
 

@@ -25,6 +25,9 @@ struct model_snapshot {
   /// Non-empty iff the round that produced it failed (secure aggregation
   /// could not unmask): the model is the one the round started from.
   std::string failure;
+  /// A relay's round (aggregation_plan::partial_sums): `bytes` hold each
+  /// position's weighted sum, and this the weight summed there.
+  std::vector<double> position_weights;
 
   const_model_view view() const {
     return split_contiguous(layout, bytes.bytes());

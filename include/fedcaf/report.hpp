@@ -195,7 +195,8 @@ private:
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
 };
 
-/// Returns the one progress line printed per round.
+/// Returns the one progress line printed per round ("round r/N ...";
+/// num_rounds 0: "round r ...").
 std::string progress_line(const round_record& r, uint32_t num_rounds);
 
 /// `rounds` as the report writes them: a JSON array.

@@ -98,6 +98,11 @@ public:
   /// The number of local training samples (FedAvg's sample_size weight).
   virtual uint64_t sample_count() const = 0;
 
+  /// A relay's "trainer" (its group's round): parameters() hold, after
+  /// train(), the sum of its children's weighted updates and
+  /// sample_count() their total weight; the offer says so (partialSum).
+  virtual bool partial_sum() const { return false; }
+
   /// Evaluates the model now in parameters() (the global model received)
   /// on the client's own test data. Returns nullopt iff this trainer has
   /// none; an error iff evaluation failed (cancelled iff a stop was asked).

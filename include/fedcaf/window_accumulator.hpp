@@ -61,6 +61,20 @@ public:
   /// delivered it.
   result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
                     uint64_t tag = 0);
+  /// Adds x, a partial sum of updates of total weight `weight` (a relay's),
+  /// to position `seq` as it is. Fails as fold() does, and under a robust
+  /// rule.
+  result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
+                        double weight);
+
+  /// Settled positions hold their weighted sums, not their means (a
+  /// relay's partial sum), and take_position_weights() their weights.
+  /// REQUIRES: not robust.
+  void emit_sums() { sums_ = true; }
+  /// The weight summed at each position settled since the last call.
+  std::vector<double> take_position_weights() {
+    return std::move(position_weights_);
+  }
 
   /// Secure aggregation: adds the masked chunk x (little-endian uint32 per
   /// element of an F32 model) to position `seq`'s sum in Z_2^32. Fails as
@@ -132,6 +146,8 @@ private:
                      uint32_t contributors, position_rule rule);
 
   float* slot(uint64_t seq);
+  result<void> fold_scaled(uint64_t seq, std::span<const std::byte> x,
+                           double weight, double scale, uint64_t tag);
   /// Robust rules: reduces the k contributions at `seq`'s slot into its
   /// first n floats.
   void reduce(uint64_t seq, size_t n, uint32_t k);
@@ -155,6 +171,8 @@ private:
   std::vector<uint64_t> tags_;   ///< robust: window x depth_ folders' tags
   std::map<uint64_t, uint64_t> trimmed_; ///< robust: per tag, values dropped
   float limit_ = std::numeric_limits<float>::max();
+  bool sums_ = false;
+  std::vector<double> position_weights_; ///< emit_sums: per position
 };
 
 } // namespace fedcaf

@@ -43,6 +43,7 @@ FEDCAF_NAME(upload_listener, "upload_listener");
 FEDCAF_NAME(round_host, "round_host");
 FEDCAF_NAME(unmask_planner, "unmask_planner");
 FEDCAF_NAME(checkpoint_state, "checkpoint_state");
+FEDCAF_NAME(relay_result, "relay_result");
 #undef FEDCAF_NAME
 
 template <caf::atom_value V> struct name_of<caf::atom_constant<V>> {

@@ -953,6 +953,25 @@ TEST_CASE("an exception in a client actor ends that client as failed") {
   CHECK(run.server.rounds.size() == 2);
 }
 
+/// Synthetic clients C0, C1, ... (one per report) of `server`: client k's
+/// update is synthetic_trainer(layout, k, 1)'s.
+std::vector<client_actor> synthetic_clients(caf::actor_system& sys,
+                                            const server_actor& server,
+                                            const manifest& layout,
+                                            std::vector<run_report>& reports) {
+  std::vector<client_actor> clients;
+  for (uint32_t k = 0; k < reports.size(); ++k) {
+    auto factory =
+        [layout, k](const client_configs&,
+                    const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+      return std::make_unique<synthetic_trainer>(layout, k, 1);
+    };
+    clients.push_back(spawn_client(
+        sys, server, {"C" + std::to_string(k), 10000ms}, factory, &reports[k]));
+  }
+  return clients;
+}
+
 TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
   // Two synthetic clients and a hand-driven one that offers, sends its
   // first `cut` chunks and vanishes; it is dropped after the grace period.
@@ -989,18 +1008,8 @@ TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
           auto rogue = std::make_unique<rogue_client>(vs, side->server);
           REQUIRE(msg::decode<msg::welcome>(rogue->ask(
               hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
-          std::vector<client_actor> clients;
-          for (uint32_t k = 0; k < 2; ++k) {
-            auto factory =
-                [layout,
-                 k](const client_configs&,
-                    const msg::welcome&) -> result<std::unique_ptr<trainer>> {
-              return std::make_unique<synthetic_trainer>(layout, k, 1);
-            };
-            clients.push_back(spawn_client(sys, side->server,
-                                           {"C" + std::to_string(k), 10000ms},
-                                           factory, &client_reports[k]));
-          }
+          auto clients =
+              synthetic_clients(sys, side->server, layout, client_reports);
           auto rs = rogue->expect<msg::round_start>(round_atom::value);
           auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
           REQUIRE(plan);
@@ -1050,6 +1059,165 @@ TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
           CHECK(c.failure == "");
       }
     }
+}
+
+TEST_CASE("another update offered over a cut-off one is never mixed with it") {
+  // A hand-driven client offers update 11, sends 3 chunks, and (as a
+  // restarted process that trained again would) offers update 22: both
+  // are refused, the first one's chunks leave the sum, and the round ends
+  // with the two other clients' mean, whether partial updates are kept.
+  auto layout = test_layout();
+  std::vector<float> rogue_update(layout.total_bytes() / sizeof(float), 9.0f);
+  auto rogue_bytes = std::as_bytes(std::span{rogue_update});
+  for (auto policy : {partial_updates::keep, partial_updates::discard})
+    for (std::string mode : {"ram", "window"}) {
+      CAPTURE(name_of(policy));
+      CAPTURE(mode);
+      run_options o;
+      o.clients = 2;
+      o.silent = 1;
+      o.min_clients = 2;
+      o.rounds = 1;
+      o.memory_mode = mode;
+      o.rule.partial_updates = policy;
+      auto so = side_options(o);
+      so.server.reconnect_grace = 300ms;
+      auto eval = std::make_shared<capturing_evaluator>();
+      run_report report;
+      std::vector<run_report> client_reports(2);
+      {
+        virtual_system vs;
+        auto& sys = vs.sys();
+        auto side =
+            spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
+                              so, eval, &report);
+        REQUIRE(side);
+        auto rogue = std::make_unique<rogue_client>(vs, side->server);
+        REQUIRE(msg::decode<msg::welcome>(
+            rogue->ask(hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
+        auto clients =
+            synthetic_clients(sys, side->server, layout, client_reports);
+        auto rs = rogue->expect<msg::round_start>(round_atom::value);
+        auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+        REQUIRE(plan);
+        auto offer = [&](uint64_t update_id) {
+          msg::offer x{rs.round,
+                       "Cut",
+                       1,
+                       digest(layout),
+                       layout.total_bytes(),
+                       plan->chunk_count(),
+                       0,
+                       0};
+          x.update_id = update_id;
+          return msg::decode<msg::accept>(
+              rogue->ask(offer_atom::value, msg::encode(x)));
+        };
+        auto acc = offer(11);
+        REQUIRE(acc);
+        for (uint64_t s = 0; s < 3; ++s) {
+          const auto& e = plan->extent(s);
+          msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
+                              e.tensor_offset};
+          REQUIRE(msg::decode<msg::credit>(rogue->ask(
+              chunk_atom::value,
+              chunk_with(h, rogue_bytes.subspan(e.model_offset, e.bytes)))));
+        }
+        auto again = offer(11); // the same update resumes where it was
+        REQUIRE(again);
+        CHECK(again->next_sequence == 3);
+        auto other = offer(22);
+        REQUIRE_FALSE(other);
+        CHECK(other.err().code == errc::not_in_round);
+        CHECK_FALSE(offer(11)); // it sits the round out
+        rogue.reset();
+        await_down(vs, {side->server});
+        await_down(vs, clients);
+        side->shut_down(sys);
+      }
+      CHECK(report.failure == "");
+      REQUIRE(report.rounds.size() == 1);
+      CHECK(report.rounds[0].clients == 2);
+      check_close(eval->last(), reference_fedavg(layout, 2, 1, false));
+    }
+}
+
+TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
+          "server_configs.relays allows") {
+  // Two synthetic clients and a hand-driven relay "R" (at most 2 clients
+  // under it) whose partial sum is 2 x 9.0 everywhere: two updates of 9.
+  // R must offer a partial sum, of weight 1 to 2; the round's model is
+  // (c0 + c1 + 2 x 9) / 4.
+  auto layout = test_layout();
+  std::vector<float> sums(layout.total_bytes() / sizeof(float), 18.0f);
+  auto sum_bytes = std::as_bytes(std::span{sums});
+  run_options o;
+  o.clients = 2;
+  o.silent = 1;
+  o.min_clients = 3;
+  o.rounds = 1;
+  auto so = side_options(o);
+  so.scheduler.relays = {{"R", 2}};
+  auto eval = std::make_shared<capturing_evaluator>();
+  run_report report;
+  std::vector<run_report> client_reports(2);
+  {
+    virtual_system vs;
+    auto& sys = vs.sys();
+    auto side = spawn_server_side(
+        sys, snapshot_of(layout, initial_floats(layout)), so, eval, &report);
+    REQUIRE(side);
+    rogue_client relay{vs, side->server};
+    REQUIRE(msg::decode<msg::welcome>(
+        relay.ask(hello_atom::value, msg::encode(msg::hello{"R", ""}))));
+    auto clients = synthetic_clients(sys, side->server, layout, client_reports);
+    auto rs = relay.expect<msg::round_start>(round_atom::value);
+    auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+    REQUIRE(plan);
+    auto offer = [&](bool partial, uint64_t weight) {
+      msg::offer x{rs.round,
+                   "R",
+                   weight,
+                   digest(layout),
+                   layout.total_bytes(),
+                   plan->chunk_count(),
+                   0,
+                   0};
+      x.partial_sum = partial;
+      x.update_id = 5;
+      return msg::decode<msg::accept>(
+          relay.ask(offer_atom::value, msg::encode(x)));
+    };
+    auto whole = offer(false, 2);
+    REQUIRE_FALSE(whole);
+    CHECK(whole.err().code == errc::not_authorized);
+    auto heavy = offer(true, 3);
+    REQUIRE_FALSE(heavy);
+    CHECK(heavy.err().code == errc::out_of_range);
+    auto acc = offer(true, 2);
+    REQUIRE(acc);
+    for (uint64_t s = 0; s < plan->chunk_count(); ++s) {
+      const auto& e = plan->extent(s);
+      msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
+                          e.tensor_offset};
+      REQUIRE(msg::decode<msg::credit>(relay.ask(
+          chunk_atom::value,
+          chunk_with(h, sum_bytes.subspan(e.model_offset, e.bytes)))));
+    }
+    REQUIRE(msg::decode<msg::stream_closed>(relay.ask(
+        end_atom::value,
+        msg::encode(msg::end_of_stream{acc->stream_id, plan->chunk_count()}))));
+    await_down(vs, clients);
+    side->shut_down(sys);
+  }
+  CHECK(report.failure == "");
+  REQUIRE(report.rounds.size() == 1);
+  CHECK(report.rounds[0].clients == 3);
+  auto want = reference_fedavg(layout, 2, 1, false);
+  for (auto& t : want)
+    for (auto& x : t)
+      x = (2 * x + 18.0f) / 4;
+  check_close(eval->last(), want);
 }
 
 TEST_CASE(

@@ -58,7 +58,7 @@ std::vector<std::pair<std::string, frame>> examples() {
   add("offer {round 1, clientId Client1, sampleCount 100, manifestDigest "
       "digest(manifest), totalBytes 28, chunkCount 1, trainLoss 0.5, "
       "trainSeconds 2, dpEpsilon 0, metrics [loss 0.5], encoding 0, "
-      "updateNorm 0}, request id 5",
+      "updateNorm 0, partialSum false, updateId 77}, request id 5",
       5,
       encode(offer{1,
                    "Client1",
@@ -71,7 +71,9 @@ std::vector<std::pair<std::string, frame>> examples() {
                    0,
                    {{"loss", 0.5}},
                    0,
-                   0}));
+                   0,
+                   false,
+                   77}));
   add("accept {streamId 9, window 4, nextSequence 0, firstUnacknowledged 0}, "
       "request id 5",
       5, encode(accept{9, 4, 0, 0}));

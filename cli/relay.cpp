@@ -1,0 +1,227 @@
+#include "relay.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <caf/all.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "actors/messages.hpp"
+#include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/log.hpp"
+#include "fedcaf/trainer.hpp"
+
+namespace fedcaf::cli {
+
+namespace {
+
+/// Emits `node` under the single key `key`, as a file of its own.
+std::string yaml_under(const char* key, const YAML::Node& node) {
+  YAML::Node root;
+  root[key] = node;
+  YAML::Emitter out;
+  out << root;
+  return out.c_str();
+}
+
+/// What a relay's children's side cannot do, or "" where it can.
+std::string relay_refusal(bool epochs, const server_config& sc) {
+  if (epochs)
+    return "num_global_epochs: a relay runs its parent's rounds";
+  if (sc.aggregator != server_rule::fedavg)
+    return "aggregator: a relay sums its children's updates, and the "
+           "parent's rule (" +
+           std::string{aggregator_name(sc.aggregator)} +
+           " here) runs once, at the root: use FedAvgAggregator (the default)";
+  if (sc.secure_aggregation.enabled)
+    return "secure_aggregation: not built across relays";
+  if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
+    return "aggregator_kwargs: DP-FedAvg's noise is added at the root";
+  if (sc.rule.norm_bound > 0 || !sc.rule.tensor_rules.empty())
+    return "aggregator_kwargs: norm_bound and tensor_rules belong to the root";
+  if (!sc.checkpoint.dir.empty())
+    return "checkpoint: a relay keeps no state between rounds; its parent "
+           "checkpoints the run";
+  if (sc.memory_mode == memory_mode::disk)
+    return "memory_mode: a relay runs in ram or window mode (disk mode is "
+           "not built for relays)";
+  return {};
+}
+
+/// The state every relay trainer of one process shares: the children's side
+/// is spawned once, by the first round.
+struct relay_link {
+  relay_spawner spawn;
+  std::optional<relay_side> side;
+};
+
+class relay_trainer final : public trainer {
+public:
+  relay_trainer(std::shared_ptr<relay_link> link, msg::welcome welcome)
+      : link_(std::move(link)), welcome_(std::move(welcome)) {}
+
+  const manifest& layout() const override { return layout_; }
+
+  /// Any layout: the relay holds whatever model its parent serves.
+  result<void> adopt_layout(const manifest& parent) override {
+    if (link_->side && !(parent == layout_))
+      return error{errc::manifest_mismatch,
+                   "the parent's model changed its layout mid-run"};
+    if (!(parent == layout_) || params_.size() != parent.total_bytes()) {
+      layout_ = parent;
+      params_ = byte_buffer::zeroed(parent.total_bytes());
+    }
+    return {};
+  }
+
+  model_view parameters() override {
+    return split_contiguous(layout_, params_.bytes());
+  }
+
+  /// One round of the children: the parent's model (in parameters()) goes
+  /// down; their partial sum comes back into parameters().
+  result<train_metrics> train() override {
+    auto started = std::chrono::steady_clock::now();
+    model_snapshot model;
+    model.layout = layout_;
+    model.bytes = byte_buffer::uninitialized(params_.size());
+    std::memcpy(model.bytes.data(), params_.data(), params_.size());
+    if (!link_->side) {
+      auto side = link_->spawn(relay_upstream{std::move(model), welcome_.terms,
+                                              welcome_.client_configs});
+      if (!side)
+        return side.err();
+      link_->side = *side;
+      model = {};
+    }
+    auto given = std::make_shared<model_snapshot>(std::move(model));
+    caf::scoped_actor self{*link_->side->system};
+    result<relay_result> got =
+        error{errc::internal, "the children's side did not answer"};
+    self->request(link_->side->server, caf::infinite, relay_atom::value,
+                  snapshot_ptr{std::move(given)})
+        .receive([&got](relay_result& r) { got = std::move(r); },
+                 [&got, &self](caf::error& e) {
+                   got = error{errc::internal, "the relay's round failed: " +
+                                                   self->system().render(e)};
+                 });
+    if (!got)
+      return got.err();
+    if (auto ok = take_sums(*got); !ok)
+      return ok.err();
+    weight_ = got->weight;
+    train_metrics m;
+    m.loss = got->loss;
+    m.samples = static_cast<uint64_t>(std::llround(got->weight));
+    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                              started)
+                    .count();
+    log_line("relay", std::to_string(got->clients) +
+                          " updates summed, weight " +
+                          std::to_string(got->weight));
+    return m;
+  }
+
+  uint64_t sample_count() const override {
+    return static_cast<uint64_t>(std::llround(weight_));
+  }
+
+  bool partial_sum() const override { return true; }
+
+private:
+  /// Copies the round's sums into the parameters. A position whose weight
+  /// differs from the round's (a child cut off mid-upload counts at the
+  /// positions it delivered) is scaled to the round's weight, so that every
+  /// position upstream weighs what the offer says.
+  result<void> take_sums(const relay_result& r) {
+    const auto& sums = *r.sums;
+    if (sums.bytes.size() != params_.size())
+      return error{errc::internal, "the relay's sum has another size"};
+    std::memcpy(params_.data(), sums.bytes.data(), params_.size());
+    if (r.weight <= 0)
+      return error{errc::internal, "the relay's round summed no update"};
+    const auto& weights = sums.position_weights;
+    if (weights.empty())
+      return {};
+    auto plan = chunk_plan::make(layout_, link_->side->chunk_bytes);
+    if (!plan)
+      return plan.err();
+    for (uint64_t seq = 0; seq < plan->chunk_count() && seq < weights.size();
+         ++seq) {
+      if (weights[seq] == r.weight || weights[seq] <= 0)
+        continue;
+      const auto& e = plan->extent(seq);
+      auto* x = reinterpret_cast<float*>(params_.data() + e.model_offset);
+      auto factor = static_cast<float>(r.weight / weights[seq]);
+      for (uint64_t i = 0; i < e.bytes / sizeof(float); ++i)
+        x[i] *= factor;
+    }
+    return {};
+  }
+
+  std::shared_ptr<relay_link> link_;
+  msg::welcome welcome_;
+  manifest layout_;
+  byte_buffer params_;
+  double weight_ = 0;
+};
+
+} // namespace
+
+result<relay_files> load_relay_file(const std::string& path,
+                                    const std::vector<std::string>& overrides) {
+  std::ifstream in{path};
+  if (!in)
+    return error{errc::bad_config, path + ": cannot be read"};
+  std::stringstream text;
+  text << in.rdbuf();
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    return error{errc::bad_config, path + ": " + e.what()};
+  }
+  if (!root.IsMap() || !root["server_configs"] ||
+      !root["server_configs"].IsMap())
+    return error{errc::bad_config,
+                 path + ": server_configs: is required (the relay's side "
+                        "towards its children)"};
+  auto server_node = YAML::Clone(root["server_configs"]);
+  root.remove("server_configs");
+  std::vector<std::string> up, down;
+  bool epochs = false; // given in the file or by --set
+  for (const auto& o : overrides)
+    (o.starts_with("server_configs.") ? down : up).push_back(o);
+  for (const auto& o : down)
+    epochs = epochs || o.starts_with("server_configs.num_global_epochs=");
+  YAML::Emitter client_text;
+  client_text << root;
+  auto client =
+      load_config(client_text.c_str(), path, config_role::python_client, up);
+  if (!client)
+    return client.err();
+  auto server = load_config(yaml_under("server_configs", server_node), path,
+                            config_role::server, down);
+  if (!server)
+    return server.err();
+  if (auto why = relay_refusal(epochs || server_node["num_global_epochs"],
+                               server->server);
+      !why.empty())
+    return error{errc::bad_config, path + ": server_configs." + why};
+  return relay_files{std::move(*client), std::move(*server)};
+}
+
+trainer_factory relay_trainers(relay_spawner spawn) {
+  auto link = std::make_shared<relay_link>();
+  link->spawn = std::move(spawn);
+  return [link](const client_configs&,
+                const msg::welcome& w) -> result<std::unique_ptr<trainer>> {
+    return std::unique_ptr<trainer>{new relay_trainer{link, w}};
+  };
+}
+
+} // namespace fedcaf::cli

@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# Aggregators in a tree (fedcaf relay), real processes over loopback:
+#
+#   exact    a 3-level tree: the root, relays RA and RB under it, RA1 RA2
+#            under RA and RB1 RB2 under RB, two clients under each of those
+#            (8 in all, dummy trainer, add_by_index: integer-valued deltas).
+#            3 rounds end with a model byte-identical to flat FedAvg of the
+#            same 8 clients on one server. The model's values are multiples
+#            of 1/8, so every partial sum is exact in float32 (the bound for
+#            other values is in docs/design.md). The root runs in window
+#            mode, RA and RB1 in window mode, the rest in ram mode.
+#   weight   a relay's offer is one vote of its children's weight: the root
+#            report names 2 contributors per round, each partial sum
+#            weighing 4; a client that offers a partial sum, and a relay
+#            that claims more clients than the root allows, are refused.
+#   lost     RB1 (a relay under RB) SIGKILLed while its clients upload: RB's
+#            deadline ends the round with RB2's group, the root's round
+#            completes, and the run goes on.
+#   refused  a root with relays and a rule that does not decompose into
+#            sums (MedianAggregator, FedAsync, secure aggregation) stops at
+#            load with one line naming the key; a relay with its own rule
+#            is refused the same way.
+#
+#   tests/integration/tree_test.sh build/fedcaf [python3]
+set -u
+fedcaf=$1
+py=${2:-/usr/bin/python3}
+out=$(mktemp -d)
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done
+  wait 2> /dev/null
+  [ -n "${FEDCAF_KEEP:-}" ] && echo "kept $out" || rm -rf "$out"
+}
+trap cleanup EXIT
+passed=0; failed=0
+pass() { echo "ok: $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL: $1"; failed=$((failed + 1)); }
+
+"$py" - "$out/init.safetensors" <<'PY'
+import json, struct, sys
+import numpy as np
+rng = np.random.default_rng(7)
+tensors = {"a.weight": (64, 33), "a.bias": (64,), "b.weight": (10, 64)}
+header, blobs, at = {}, [], 0
+for name, shape in tensors.items():
+    x = (rng.integers(-512, 512, size=shape) / 8).astype(np.float32)
+    b = x.tobytes()
+    header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [at, at + len(b)]}
+    blobs.append(b); at += len(b)
+h = json.dumps(header).encode()
+h += b" " * (-len(h) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+PY
+
+base=$(( 20000 + RANDOM % 20000 ))
+root_port=$base
+declare -A port=([RA]=$((base + 1)) [RB]=$((base + 2)) [RA1]=$((base + 3))
+                 [RA2]=$((base + 4)) [RB1]=$((base + 5)) [RB2]=$((base + 6)))
+
+client_configs="client_configs:
+  train_configs: {trainer: dummy, add: 0.5, add_by_index: true}
+  model_configs: {name: safetensors, path: $out/init.safetensors}"
+
+# root NAME NUM_CLIENTS RELAYS(yaml map or {}) [MORE]: a root server config.
+root() {
+  cat > "$out/$1.yaml" <<EOF
+server_configs:
+  num_clients: $2
+  num_global_epochs: 3
+  memory_mode: window
+  relays: $3
+  scheduler_kwargs: {round_deadline_s: 60}
+  comm_configs:
+    grpc_configs: {server_uri: 127.0.0.1:$root_port}
+    stream_configs: {chunk_bytes: 4096, window: 2, heartbeat_s: 0.5}
+$4
+$client_configs
+EOF
+}
+
+# relay NAME PARENT_PORT NUM_CLIENTS RELAYS MODE
+relay() {
+  cat > "$out/$1.yaml" <<EOF
+client_id: $1
+comm_configs:
+  grpc_configs: {server_uri: 127.0.0.1:$2}
+  stream_configs: {heartbeat_s: 0.5, reconnect_grace_s: 60}
+server_configs:
+  num_clients: $3
+  memory_mode: $5
+  relays: $4
+  scheduler_kwargs: {round_deadline_s: 20, min_clients: 1, on_deadline: wait}
+  comm_configs:
+    grpc_configs: {server_uri: 127.0.0.1:${port[$1]}}
+    stream_configs: {chunk_bytes: 2048, window: 2, heartbeat_s: 0.5}
+EOF
+}
+
+# client I PORT
+client() {
+  cat > "$out/C$1.yaml" <<EOF
+client_id: C$1
+data_configs:
+  dataset_kwargs: {num_clients: 8, client_id: $(( $1 - 1 ))}
+comm_configs:
+  grpc_configs: {server_uri: 127.0.0.1:$2}
+  stream_configs: {heartbeat_s: 0.5, reconnect_grace_s: 60}
+EOF
+}
+
+start() { # NAME LOG COMMAND...: in the background, its pid in pid_of[NAME]
+  local name=$1 log=$2; shift 2
+  timeout 180 "$@" > "$log" 2>&1 &
+  pid_of[$name]=$!; pids+=($!)
+}
+declare -A pid_of
+
+# -- the flat run ---------------------------------------------------------------
+root flat 8 "{}" "  save_global_model: $out/flat-{round}.safetensors"
+for i in 1 2 3 4 5 6 7 8; do client "$i" "$root_port"; done
+start root "$out/flat.log" "$fedcaf" server -c "$out/flat.yaml" --report "$out/flat.json"
+for i in 1 2 3 4 5 6 7 8; do
+  start "C$i" "$out/flat_C$i.log" "$fedcaf" client -c "$out/C$i.yaml"
+done
+wait "${pid_of[root]}" || fail "flat: the server failed: $(tail -n 2 "$out/flat.log")"
+for i in 1 2 3 4 5 6 7 8; do wait "${pid_of[C$i]}"; done
+
+# -- the tree -------------------------------------------------------------------
+root tree 2 "{RA: 4, RB: 4}" "  save_global_model: $out/tree-{round}.safetensors"
+relay RA "$root_port" 2 "{RA1: 2, RA2: 2}" window
+relay RB "$root_port" 2 "{RB1: 2, RB2: 2}" ram
+relay RA1 "${port[RA]}" 2 "{}" ram
+relay RA2 "${port[RA]}" 2 "{}" ram
+relay RB1 "${port[RB]}" 2 "{}" window
+relay RB2 "${port[RB]}" 2 "{}" ram
+under=(RA1 RA1 RA2 RA2 RB1 RB1 RB2 RB2)
+start root "$out/tree.log" "$fedcaf" server -c "$out/tree.yaml" --report "$out/tree.json"
+for r in RA RB RA1 RA2 RB1 RB2; do
+  start "$r" "$out/tree_$r.log" "$fedcaf" relay -c "$out/$r.yaml" --report "$out/$r.json"
+done
+for i in 1 2 3 4 5 6 7 8; do
+  client "$i" "${port[${under[$((i - 1))]}]}"
+  start "C$i" "$out/tree_C$i.log" "$fedcaf" client -c "$out/C$i.yaml"
+done
+if wait "${pid_of[root]}"; then
+  pass "tree: the root completed 3 rounds with 2 relays of 2 relays of 2 clients"
+else
+  fail "tree: the root failed: $(tail -n 3 "$out/tree.log")"
+fi
+for r in RA RB RA1 RA2 RB1 RB2; do
+  wait "${pid_of[$r]}" || fail "tree: relay $r exited $?: $(tail -n 2 "$out/tree_$r.log")"
+done
+for i in 1 2 3 4 5 6 7 8; do
+  wait "${pid_of[C$i]}" || fail "tree: client C$i failed: $(tail -n 2 "$out/tree_C$i.log")"
+done
+same=1
+for r in 1 2 3; do
+  cmp -s "$out/flat-$r.safetensors" "$out/tree-$r.safetensors" || same=0
+done
+if [ $same -eq 1 ] && [ -s "$out/tree-3.safetensors" ]; then
+  pass "exact: every round's model of the 3-level tree is byte-identical to flat FedAvg of the same 8 clients"
+else
+  fail "exact: the tree's models differ from the flat run's"
+  "$py" - "$out" <<'PY'
+import sys
+sys.path.insert(0, "tests/integration")
+PY
+fi
+"$py" - "$out" <<'PY' && pass "weight: the root's rounds name 2 contributors (RA, RB), each a partial sum of 4 clients" || fail "weight: the root's report"
+import json, sys
+out = sys.argv[1]
+r = json.load(open(f"{out}/tree.json"))
+assert r["status"] == "completed", r["status"]
+assert [x["round"] for x in r["rounds"]] == [1, 2, 3], r["rounds"]
+for x in r["rounds"]:
+    assert x["clients"] == 2, x
+for name in ("RA", "RB"):
+    rr = json.load(open(f"{out}/{name}.json"))
+    assert [x["clients"] for x in rr["rounds"]] == [2, 2, 2], (name, rr["rounds"])
+PY
+
+# -- lost: a relay and a client killed mid-round -------------------------------
+# The root (2 relays, min_clients 1, a 6 s deadline) and RA, RB with two
+# clients each, a 32 MiB model. As RA reports round 2 trained (its sum
+# made, its offer and upload under way) it is SIGKILLed, and so is C3
+# (under RB); RA is started again at once. Round 2 ends at the root's
+# deadline with RB's group alone, RB's round with C4 alone (RB's deadline);
+# a later round has RA's group again.
+cat > "$out/lost.yaml" <<EOF
+server_configs:
+  num_clients: 2
+  num_global_epochs: 5
+  relays: {RA: 2, RB: 2}
+  scheduler_kwargs: {round_deadline_s: 6, min_clients: 1, on_deadline: wait}
+  comm_configs:
+    grpc_configs: {server_uri: 127.0.0.1:$root_port}
+    stream_configs: {chunk_bytes: 16384, window: 1, heartbeat_s: 0.5, reconnect_grace_s: 20}
+client_configs:
+  train_configs: {trainer: dummy, add: 0.5, add_by_index: true}
+  model_configs: {name: synthetic, num_tensors: 8, total_bytes: 33554432, seed: 3}
+EOF
+relay RA "$root_port" 2 "{}" window
+relay RB "$root_port" 2 "{}" ram
+sed -i 's/round_deadline_s: 20/round_deadline_s: 3/; s/chunk_bytes: 2048, window: 2/chunk_bytes: 1048576, window: 4/' "$out/RA.yaml" "$out/RB.yaml"
+start root "$out/lost.log" "$fedcaf" server -c "$out/lost.yaml" --report "$out/lost.json"
+start RA "$out/lost_RA.log" "$fedcaf" relay -c "$out/RA.yaml"
+start RB "$out/lost_RB.log" "$fedcaf" relay -c "$out/RB.yaml" --report "$out/lost_RB.json"
+lost_under=(RA RA RB RB)
+for i in 1 2 3 4; do
+  client "$i" "${port[${lost_under[$((i - 1))]}]}"
+  start "C$i" "$out/lost_C$i.log" "$fedcaf" client -c "$out/C$i.yaml"
+done
+for t in $(seq 600); do
+  grep -q "RA: round 2: trained" "$out/lost_RA.log" && break
+  sleep 0.02
+done
+# pid_of holds timeout's pid: the fedcaf processes are its children.
+kill -9 $(pgrep -P "${pid_of[RA]}") $(pgrep -P "${pid_of[C3]}") 2> /dev/null
+start RA "$out/lost_RA2.log" "$fedcaf" relay -c "$out/RA.yaml"
+if wait "${pid_of[root]}"; then
+  pass "lost: the root completed 5 rounds with a relay and a client killed mid-round"
+else
+  fail "lost: the root failed: $(tail -n 3 "$out/lost.log")"
+fi
+for p in RA RB C1 C2 C4; do wait "${pid_of[$p]}"; done
+"$py" - "$out" <<'PY' && pass "lost: RA's round-2 sum is taken whole or not at all (and RB's round goes on without C3); a later round has both relays again" || fail "lost: the reports"
+import json, sys
+out = sys.argv[1]
+r = json.load(open(f"{out}/lost.json"))
+assert r["status"] == "completed", r["status"]
+clients = [x["clients"] for x in r["rounds"]]
+assert len(clients) == 5 and clients[0] == 2, clients
+assert 2 in clients[2:], clients
+log = open(f"{out}/lost.log").read()
+# Cut mid-upload, the restarted RA's new sum is refused with the old one's
+# chunks (never resumed: the two are different updates); delivered whole
+# before the kill, the first stays and the second is refused.
+cut = "neither is taken this round" in log
+whole = "whole already; another one is not taken" in log
+assert cut or whole, "the restarted RA's offer of round 2 was not refused"
+assert clients[1] == (1 if cut else 2), (clients, cut)
+print("   RA killed " + ("mid-upload: round 2 went on without its group"
+                        if cut else "after its upload: its first sum stayed"))
+rb = json.load(open(f"{out}/lost_RB.json"))
+rb_clients = [x["clients"] for x in rb["rounds"]]
+assert rb_clients[0] == 2 and 1 in rb_clients[1:], rb_clients
+print(f"   root rounds' contributors {clients}; RB's rounds' clients {rb_clients}")
+PY
+
+# -- refusals at load ---------------------------------------------------------------
+refused() { # WHAT EXPECTED-TEXT COMMAND...
+  local what=$1 want=$2; shift 2
+  local start_ns=$(date +%s%N) msg rc
+  msg=$("$@" 2>&1); rc=$?
+  if [ $rc -ne 0 ] && grep -q -- "$want" <<< "$msg" && [ "$(grep -c . <<< "$msg")" -le 2 ]; then
+    pass "refused: $what: $(tail -n 1 <<< "$msg")"
+  else
+    fail "refused: $what (exit $rc): $msg"
+  fi
+}
+refused "MedianAggregator with relays" "server_configs.aggregator" \
+  "$fedcaf" server -c "$out/tree.yaml" --set server_configs.aggregator=MedianAggregator
+refused "FedAsync with relays" "server_configs.aggregator" \
+  "$fedcaf" server -c "$out/tree.yaml" --set server_configs.aggregator=FedAsyncAggregator \
+  --set server_configs.memory_mode=ram
+refused "secure aggregation with relays" "secure_aggregation" \
+  "$fedcaf" server -c "$out/tree.yaml" --set server_configs.memory_mode=ram \
+  --set server_configs.secure_aggregation.enabled=true
+refused "a relay with its own FedAdam" "server_configs.aggregator" \
+  "$fedcaf" relay -c "$out/RA.yaml" --set server_configs.aggregator=FedAdamAggregator
+refused "a relay with num_global_epochs" "num_global_epochs" \
+  "$fedcaf" relay -c "$out/RA.yaml" --set server_configs.num_global_epochs=5
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
