@@ -158,7 +158,10 @@ public:
       weight = static_cast<double>(samples);
     }
     offered_.insert(o->client_id);
-    figures_[o->client_id] = {o->train_loss, o->dp_epsilon, weight};
+    // A repeated offer (a resume) keeps the figures of the first: its
+    // stream keeps the weight it was opened with.
+    figures_.try_emplace(o->client_id,
+                         offered_figures{o->train_loss, o->dp_epsilon, weight});
     return self_->delegate(
         aggregator_, open_atom::value, upload_listener{self_},
         upload_request{o->client_id, o->round, weight, o->manifest_digest,

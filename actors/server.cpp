@@ -308,19 +308,14 @@ public:
   /// The sender ended its upload stream (after its last credit).
   void upload_ended() { reporter_.upload_ended(*sender_id()); }
 
-  /// A relay: `upstream` is its parent's model for the next round (the
-  /// first: the initial model it was spawned with). Answers with the round's
-  /// partial sum once its children's updates are in.
+  /// A relay: `upstream` is its parent's model for the next round. Answers
+  /// with the round's partial sum once its children's updates are in.
   caf::result<relay_result> relay(snapshot_ptr upstream) {
     if (!options_.relay || relay_.promise)
       return make_error(errc::unexpected_message, "not a relay, or a relay "
                                                   "round already open");
     relay_.promise = self_->make_response_promise<relay_result>();
     auto rp = *relay_.promise;
-    if (relay_.first) { // the model the server was spawned with
-      relay_.first = false;
-      return rp;
-    }
     self_
         ->request(peers_.aggregator, caf::infinite, adopt_atom::value,
                   std::move(upstream))
@@ -627,11 +622,11 @@ private:
   time_point round_started_;
   bool stopping_ = false;
   /// A relay's rounds: the open request of its upstream side, whether the
-  /// next round's model is in place, a round start waiting for it.
+  /// next round's model is in place (never the one it was spawned with), a
+  /// round start waiting for it.
   struct {
     std::optional<caf::typed_response_promise<relay_result>> promise;
-    bool first = true;
-    bool ready = true;
+    bool ready = false;
     std::optional<std::pair<uint32_t, std::vector<std::string>>> held_start;
   } relay_;
 };

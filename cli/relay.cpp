@@ -13,6 +13,7 @@
 #include "actors/messages.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/log.hpp"
+#include "fedcaf/models.hpp"
 #include "fedcaf/trainer.hpp"
 
 namespace fedcaf::cli {
@@ -37,6 +38,9 @@ std::string relay_refusal(bool epochs, const server_config& sc) {
            "parent's rule (" +
            std::string{aggregator_name(sc.aggregator)} +
            " here) runs once, at the root: use FedAvgAggregator (the default)";
+  if (sc.rule.client_weights_mode != client_weighting::equal)
+    return "aggregator_kwargs.client_weights_mode: a relay weighs each of "
+           "its clients 1 (sample_size through relays is not built)";
   if (sc.secure_aggregation.enabled)
     return "secure_aggregation: not built across relays";
   if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
@@ -53,10 +57,30 @@ std::string relay_refusal(bool epochs, const server_config& sc) {
 }
 
 /// The state every relay trainer of one process shares: the children's side
-/// is spawned once, by the first round.
+/// is spawned once, as soon as the model's layout is known (from the
+/// parent's client_configs, or its first round).
 struct relay_link {
   relay_spawner spawn;
   std::optional<relay_side> side;
+
+  /// Spawns the children's side now if client_configs give the layout
+  /// without LibTorch or a file only the parent has (synthetic models, and
+  /// safetensors ones whose file is here), so the children register before
+  /// the first round; its model is replaced by the parent's each round.
+  void spawn_early(const client_configs& cc, const msg::welcome& w) {
+    if (side || cc.model.model_name == model_kind::cnn ||
+        cc.model.model_name == model_kind::torchscript)
+      return;
+    auto layout = model_layout(cc.model);
+    if (!layout)
+      return; // at the first round, from the parent's model
+    model_snapshot zeros;
+    zeros.layout = std::move(*layout);
+    zeros.bytes = byte_buffer::zeroed(zeros.layout.total_bytes());
+    auto s = spawn(relay_upstream{std::move(zeros), w.terms, w.client_configs});
+    if (s)
+      side = *s;
+  }
 };
 
 class relay_trainer final : public trainer {
@@ -68,9 +92,12 @@ public:
 
   /// Any layout: the relay holds whatever model its parent serves.
   result<void> adopt_layout(const manifest& parent) override {
-    if (link_->side && !(parent == layout_))
+    if (link_->side && !(parent == link_->side->layout))
       return error{errc::manifest_mismatch,
-                   "the parent's model changed its layout mid-run"};
+                   "the parent's model has another layout than the one the "
+                   "relay serves its children (" +
+                       std::to_string(link_->side->layout.total_bytes()) +
+                       " bytes)"};
     if (!(parent == layout_) || params_.size() != parent.total_bytes()) {
       layout_ = parent;
       params_ = byte_buffer::zeroed(parent.total_bytes());
@@ -91,12 +118,14 @@ public:
     model.bytes = byte_buffer::uninitialized(params_.size());
     std::memcpy(model.bytes.data(), params_.data(), params_.size());
     if (!link_->side) {
-      auto side = link_->spawn(relay_upstream{std::move(model), welcome_.terms,
-                                              welcome_.client_configs});
+      model_snapshot initial;
+      initial.layout = layout_;
+      initial.bytes = byte_buffer::zeroed(params_.size());
+      auto side = link_->spawn(relay_upstream{
+          std::move(initial), welcome_.terms, welcome_.client_configs});
       if (!side)
         return side.err();
       link_->side = *side;
-      model = {};
     }
     auto given = std::make_shared<model_snapshot>(std::move(model));
     caf::scoped_actor self{*link_->side->system};
@@ -218,8 +247,9 @@ result<relay_files> load_relay_file(const std::string& path,
 trainer_factory relay_trainers(relay_spawner spawn) {
   auto link = std::make_shared<relay_link>();
   link->spawn = std::move(spawn);
-  return [link](const client_configs&,
+  return [link](const client_configs& cc,
                 const msg::welcome& w) -> result<std::unique_ptr<trainer>> {
+    link->spawn_early(cc, w);
     return std::unique_ptr<trainer>{new relay_trainer{link, w}};
   };
 }

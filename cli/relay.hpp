@@ -50,6 +50,7 @@ result<relay_files> load_relay_file(const std::string& path,
 /// uploads are cut by (the positions a partial sum's weights refer to).
 struct relay_side {
   server_actor server;
+  manifest layout; ///< of the model it serves
   caf::actor_system* system = nullptr;
   uint64_t chunk_bytes = 0;
 };

@@ -709,6 +709,11 @@ int run_server(const options& opts) {
                        "registered client that never offers holds each round "
                        "open until it is dropped");
   const auto& comm = cfg->server.comm;
+  if (!cfg->server.relays.empty() && !comm.auth.enabled && !comm.use_ssl)
+    log_line(log_level::warning, "server",
+             "server_configs.relays without tokens or TLS: anyone who "
+             "reaches the server can register as a relay's id (and weigh "
+             "what it may); set use_authenticator or use_ssl");
   auto door = front_door_of(comm);
   if (!door)
     return failed(to_string(door.err()));
@@ -789,6 +794,12 @@ int run_relay(const options& opts) {
     return failed(to_string(ok.err()));
   const auto& down = files->server;
   const auto& comm = down.server.comm;
+  if (down.server.round_deadline_s == 0 ||
+      down.server.registration_deadline_s == 0)
+    log_line(log_level::warning, "relay",
+             "no scheduler_kwargs.round_deadline_s or "
+             "registration_deadline_s: a child that never registers or never "
+             "offers holds the relay's round, and its parent's, open");
   auto door = front_door_of(comm);
   if (!door)
     return failed(to_string(door.err()));
@@ -805,7 +816,8 @@ int run_relay(const options& opts) {
     std::mutex spawning; // the spawner runs on the upstream client's thread
     auto spawn = [&](relay_upstream up) -> result<relay_side> {
       std::lock_guard<std::mutex> lock{spawning};
-      auto chunk = comm.chunk_bytes_for(up.initial.layout.total_bytes());
+      auto layout = up.initial.layout;
+      auto chunk = comm.chunk_bytes_for(layout.total_bytes());
       if (!chunk)
         return error{errc::bad_config,
                      down.source + ": " + chunk.err().message};
@@ -825,7 +837,7 @@ int run_relay(const options& opts) {
                             " clients" + (comm.use_ssl ? " (TLS)" : ""));
       side = *s;
       gate = *g;
-      return relay_side{s->server, &sys, *chunk};
+      return relay_side{s->server, layout, &sys, *chunk};
     };
     run_remote_client(files->client.client, relay_trainers(spawn), upstream);
     std::lock_guard<std::mutex> lock{spawning};

@@ -114,14 +114,20 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
     return checked_chunk{};
   }
   auto seq = c.header.sequence;
-  if (auto ok = check_finite(layout_, plan_, seq, c.bytes, max_abs(s.weight));
+  // A relay's partial sum is folded as it is (scale 1); it is measured
+  // against W g, within W times the bound: sum_i w_i (x_i - g) is at most
+  // sum_i w_i |x_i - g| from 0, each update of its group checked at the
+  // relay (equal weights: w_i = 1, W the clients summed).
+  auto k = s.summed ? s.weight : 1.0;
+  if (auto ok = check_finite(layout_, plan_, seq, c.bytes,
+                             max_abs(s.summed ? 1.0 : s.weight));
       !ok)
     return ok.err();
-  auto bound = bound_;
+  auto bound = bound_ * k;
   auto declared = norm_bound_ > 0;
   if (bound <= 0 && !declared)
     return checked_chunk{};
-  auto checked = distance(s.client_id, c, global, overwritten_below);
+  auto checked = distance(s.client_id, c, global, overwritten_below, k);
   if (!checked)
     return checked;
   auto so_far = s.distance_squared + checked->distance_squared;
@@ -139,15 +145,16 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
   return checked;
 }
 
-result<checked_chunk>
-chunk_checker::distance(const std::string& id, const msg::chunk_view& c,
-                        std::span<const std::byte> global,
-                        uint64_t overwritten_below) const {
+result<checked_chunk> chunk_checker::distance(const std::string& id,
+                                              const msg::chunk_view& c,
+                                              std::span<const std::byte> global,
+                                              uint64_t overwritten_below,
+                                              double k) const {
   auto seq = c.header.sequence;
   checked_chunk out{0, c.checksum};
   if (seq >= overwritten_below) {
     out.distance_squared =
-        squared_distance(layout_, plan_, seq, c.bytes, global);
+        squared_distance(layout_, plan_, seq, c.bytes, global, k);
     return out;
   }
   auto it = first_pass_.find(id);

@@ -132,7 +132,8 @@ private:
   result<checked_chunk> distance(const std::string& id,
                                  const msg::chunk_view& c,
                                  std::span<const std::byte> global,
-                                 uint64_t overwritten_below) const;
+                                 uint64_t overwritten_below,
+                                 double k = 1) const;
 
   manifest layout_;
   const chunk_plan& plan_;

@@ -1235,6 +1235,10 @@ void read_relays(section& s, server_config& sc) {
                " weighs each update by its own staleness as it arrives: a "
                "relay's sum mixes updates of one round and has no single "
                "staleness; use a SyncScheduler rule");
+  if (sc.rule.client_weights_mode != client_weighting::equal)
+    refuse("aggregator_kwargs.client_weights_mode",
+           "sample_size weights through relays are not built: a relay "
+           "weighs each of its clients 1; use equal");
   if (sc.secure_aggregation.enabled)
     refuse("secure_aggregation.enabled",
            "secure aggregation across relays is not built: the masks of a "

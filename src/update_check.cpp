@@ -111,11 +111,11 @@ bool out_of_bounds(dtype t, const std::byte* p, uint64_t bytes,
   }
 }
 
-/// The sum of (load(u, i) - load(g, i))^2 over n elements (g null: of
+/// The sum of (load(u, i) - k load(g, i))^2 over n elements (g null: of
 /// load(u, i)^2): one pass, the loader inlined (no call per element).
 template <class Load>
 double squares_loaded(const std::byte* u, const std::byte* g, uint64_t n,
-                      Load load) {
+                      Load load, double k) {
   double sum = 0;
   if (!g) {
     for (uint64_t i = 0; i < n; ++i) {
@@ -125,7 +125,7 @@ double squares_loaded(const std::byte* u, const std::byte* g, uint64_t n,
     return sum;
   }
   for (uint64_t i = 0; i < n; ++i) {
-    double d = load(u, i) - load(g, i);
+    double d = load(u, i) - k * load(g, i);
     sum += d * d;
   }
   return sum;
@@ -135,27 +135,33 @@ double squares_loaded(const std::byte* u, const std::byte* g, uint64_t n,
 /// `convert`.
 template <class Bits, class Convert>
 double sum_of_squares(const std::byte* u, const std::byte* g, uint64_t n,
-                      Convert convert) {
-  return squares_loaded(u, g, n, [convert](const std::byte* p, uint64_t i) {
-    Bits x;
-    std::memcpy(&x, p + i * sizeof(Bits), sizeof(Bits));
-    return static_cast<double>(convert(x));
-  });
+                      Convert convert, double k) {
+  return squares_loaded(
+      u, g, n,
+      [convert](const std::byte* p, uint64_t i) {
+        Bits x;
+        std::memcpy(&x, p + i * sizeof(Bits), sizeof(Bits));
+        return static_cast<double>(convert(x));
+      },
+      k);
 }
 
+/// The sum of (u - k g)^2 over the elements of type t in `bytes`.
 double distance_of(dtype t, const std::byte* u, const std::byte* g,
-                   uint64_t bytes) {
+                   uint64_t bytes, double k = 1) {
   switch (t) {
   case dtype::float64:
-    return sum_of_squares<double>(u, g, bytes / 8, [](double x) { return x; });
+    return sum_of_squares<double>(
+        u, g, bytes / 8, [](double x) { return x; }, k);
   case dtype::float32:
-    return sum_of_squares<float>(u, g, bytes / 4, [](float x) { return x; });
+    return sum_of_squares<float>(
+        u, g, bytes / 4, [](float x) { return x; }, k);
   case dtype::bfloat16:
     return sum_of_squares<uint16_t>(
-        u, g, bytes / 2, [](uint16_t x) { return bf16_to_float(x); });
+        u, g, bytes / 2, [](uint16_t x) { return bf16_to_float(x); }, k);
   case dtype::float16:
-    return sum_of_squares<uint16_t>(u, g, bytes / 2,
-                                    [](uint16_t x) { return f16_to_float(x); });
+    return sum_of_squares<uint16_t>(
+        u, g, bytes / 2, [](uint16_t x) { return f16_to_float(x); }, k);
   default:
     return 0; // integers are not part of the update's norm
   }
@@ -200,13 +206,13 @@ result<void> check_finite(const manifest& m, const chunk_plan& plan,
 
 double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
                         std::span<const std::byte> update,
-                        std::span<const std::byte> global) {
+                        std::span<const std::byte> global, double k) {
   double sum = 0;
   auto base = plan.extent(seq).model_offset;
   for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
     if (!outside_distance(m.tensors[tensor]))
       sum += distance_of(m.tensors[tensor].type, update.data() + at,
-                         global.data() + base + at, n);
+                         global.data() + base + at, n, k);
   });
   return sum;
 }

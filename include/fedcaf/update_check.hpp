@@ -29,14 +29,16 @@ check_finite(const manifest& m, const chunk_plan& plan, uint64_t seq,
              std::span<const std::byte> bytes,
              double max_abs = std::numeric_limits<double>::infinity());
 
-/// Returns the sum of (update - global)^2 over the floating-point elements
+/// Returns the sum of (update - k global)^2 (k: a relay's partial sum of
+/// updates of total weight k, measured against k times the model) over the
+/// floating-point elements
 /// of chunk `seq` (not of integer or bool tensors, nor of BatchNorm running
 /// statistics, `.running_mean` and `.running_var`), reading the global model's bytes at the same place of
 /// `global` (all tensors back to back).
 /// REQUIRES: as check_finite; global.size() == m.total_bytes().
 double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
                         std::span<const std::byte> update,
-                        std::span<const std::byte> global);
+                        std::span<const std::byte> global, double k = 1);
 
 /// Returns the sum of x^2 over the elements of chunk `seq` that
 /// squared_distance counts, of `model` (all tensors back to back): its share of ||model||^2.

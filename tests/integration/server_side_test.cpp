@@ -1144,12 +1144,17 @@ TEST_CASE("another update offered over a cut-off one is never mixed with it") {
 
 TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
           "server_configs.relays allows") {
-  // Two synthetic clients and a hand-driven relay "R" (at most 2 clients
-  // under it) whose partial sum is 2 x 9.0 everywhere: two updates of 9.
-  // R must offer a partial sum, of weight 1 to 2; the round's model is
-  // (c0 + c1 + 2 x 9) / 4.
+  // Two synthetic clients and a hand-driven relay "R" (at most 20 clients
+  // under it) whose partial sum is that of 20 updates g + 0.5: R must
+  // offer a partial sum, of weight 1 to 20; the sum, about 19 |g| from g,
+  // passes the default update bound (10 |g|) as 20 updates 0.5 from g do;
+  // the round's model is (c0 + c1 + 20 (g + 0.5)) / 22.
   auto layout = test_layout();
-  std::vector<float> sums(layout.total_bytes() / sizeof(float), 18.0f);
+  auto g = initial_floats(layout);
+  std::vector<float> sums;
+  for (const auto& t : g)
+    for (auto x : t)
+      sums.push_back(20 * (x + 0.5f));
   auto sum_bytes = std::as_bytes(std::span{sums});
   run_options o;
   o.clients = 2;
@@ -1157,7 +1162,8 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
   o.min_clients = 3;
   o.rounds = 1;
   auto so = side_options(o);
-  so.scheduler.relays = {{"R", 2}};
+  so.scheduler.relays = {{"R", 20}};
+  so.rule.max_update_ratio = 10; // the default bound, on
   auto eval = std::make_shared<capturing_evaluator>();
   run_report report;
   std::vector<run_report> client_reports(2);
@@ -1191,10 +1197,10 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
     auto whole = offer(false, 2);
     REQUIRE_FALSE(whole);
     CHECK(whole.err().code == errc::not_authorized);
-    auto heavy = offer(true, 3);
+    auto heavy = offer(true, 21);
     REQUIRE_FALSE(heavy);
     CHECK(heavy.err().code == errc::out_of_range);
-    auto acc = offer(true, 2);
+    auto acc = offer(true, 20);
     REQUIRE(acc);
     for (uint64_t s = 0; s < plan->chunk_count(); ++s) {
       const auto& e = plan->extent(s);
@@ -1214,9 +1220,9 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
   REQUIRE(report.rounds.size() == 1);
   CHECK(report.rounds[0].clients == 3);
   auto want = reference_fedavg(layout, 2, 1, false);
-  for (auto& t : want)
-    for (auto& x : t)
-      x = (2 * x + 18.0f) / 4;
+  for (size_t t = 0; t < want.size(); ++t)
+    for (size_t j = 0; j < want[t].size(); ++j)
+      want[t][j] = (2 * want[t][j] + 20 * (g[t][j] + 0.5f)) / 22;
   check_close(eval->last(), want);
 }
 

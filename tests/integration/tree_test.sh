@@ -183,8 +183,8 @@ for name in ("RA", "RB"):
 PY
 
 # -- lost: a relay and a client killed mid-round -------------------------------
-# The root (2 relays, min_clients 1, a 6 s deadline) and RA, RB with two
-# clients each, a 32 MiB model. As RA reports round 2 trained (its sum
+# The root (2 relays, min_clients 1, a 15 s deadline) and RA, RB (8 s) with
+# two clients each, an 8 MiB model sent up in 16 KiB chunks, one at a time. As RA reports round 2 trained (its sum
 # made, its offer and upload under way) it is SIGKILLed, and so is C3
 # (under RB); RA is started again at once. Round 2 ends at the root's
 # deadline with RB's group alone, RB's round with C4 alone (RB's deadline);
@@ -194,17 +194,17 @@ server_configs:
   num_clients: 2
   num_global_epochs: 5
   relays: {RA: 2, RB: 2}
-  scheduler_kwargs: {round_deadline_s: 6, min_clients: 1, on_deadline: wait}
+  scheduler_kwargs: {round_deadline_s: 15, min_clients: 1, on_deadline: wait}
   comm_configs:
     grpc_configs: {server_uri: 127.0.0.1:$root_port}
     stream_configs: {chunk_bytes: 16384, window: 1, heartbeat_s: 0.5, reconnect_grace_s: 20}
 client_configs:
   train_configs: {trainer: dummy, add: 0.5, add_by_index: true}
-  model_configs: {name: synthetic, num_tensors: 8, total_bytes: 33554432, seed: 3}
+  model_configs: {name: synthetic, num_tensors: 8, total_bytes: 8388608, seed: 3}
 EOF
 relay RA "$root_port" 2 "{}" window
 relay RB "$root_port" 2 "{}" ram
-sed -i 's/round_deadline_s: 20/round_deadline_s: 3/; s/chunk_bytes: 2048, window: 2/chunk_bytes: 1048576, window: 4/' "$out/RA.yaml" "$out/RB.yaml"
+sed -i 's/round_deadline_s: 20/round_deadline_s: 8/; s/chunk_bytes: 2048, window: 2/chunk_bytes: 1048576, window: 4/' "$out/RA.yaml" "$out/RB.yaml"
 start root "$out/lost.log" "$fedcaf" server -c "$out/lost.yaml" --report "$out/lost.json"
 start RA "$out/lost_RA.log" "$fedcaf" relay -c "$out/RA.yaml"
 start RB "$out/lost_RB.log" "$fedcaf" relay -c "$out/RB.yaml" --report "$out/lost_RB.json"
@@ -269,6 +269,8 @@ refused "FedAsync with relays" "server_configs.aggregator" \
 refused "secure aggregation with relays" "secure_aggregation" \
   "$fedcaf" server -c "$out/tree.yaml" --set server_configs.memory_mode=ram \
   --set server_configs.secure_aggregation.enabled=true
+refused "sample_size weights with relays" "client_weights_mode" \
+  "$fedcaf" server -c "$out/tree.yaml" --set server_configs.aggregator_kwargs.client_weights_mode=sample_size
 refused "a relay with its own FedAdam" "server_configs.aggregator" \
   "$fedcaf" relay -c "$out/RA.yaml" --set server_configs.aggregator=FedAdamAggregator
 refused "a relay with num_global_epochs" "num_global_epochs" \

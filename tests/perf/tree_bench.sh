@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# The root's link, flat vs a tree of relays, on network-namespace hosts
+# (deploy/netns.sh; needs root): the root on host c1, whose link is limited
+# to RATE both ways with tc; 4 relays on c2..c5; CLIENTS clients on the
+# hosts after them (unlimited links). One run of each, side by side:
+#
+#   flat  the root and CLIENTS clients
+#   tree  the root, 4 relays, CLIENTS/4 clients under each
+#
+# ROUNDS rounds of a synthetic SIZE_MIB model, dummy trainer. Prints the
+# root's received and sent bytes per round (its eth0 counters, and its
+# report's), the mean time of rounds 2.. (1 if only 1), each process kind's peak RSS, and the
+# ratios tree / flat.
+#
+#   sudo tests/perf/tree_bench.sh build/fedcaf [SIZE_MIB=256] [CLIENTS=16] [RATE=1gbit] [ROUNDS=2]
+set -u
+fedcaf=$(readlink -f "$1"); mib=${2:-256}; n=${3:-16}; rate=${4:-1gbit}
+rounds=${5:-2}
+here=$(cd "$(dirname "$0")/../.." && pwd)
+. "$here/deploy/netns.sh"
+why=$(netns_can) || { echo "SKIP: $why"; exit 77; }
+p="fct$$"
+out=$(mktemp -d)
+hosts=$((5 + n))
+cleanup() {
+  local pid
+  for pid in $(jobs -p); do kill "$pid" 2> /dev/null; done
+  wait 2> /dev/null
+  netns_down "$p"
+  rm -rf "$out"
+}
+trap cleanup EXIT
+netns_up "$p" "$hosts" || { echo "FAIL: netns_up"; exit 1; }
+netns_rate "$p" 1 "$rate"
+addr() { echo "10.91.0.$((10 + $1))"; }
+root_at="$(addr 1):50051"
+
+cat > "$out/common.yaml" <<EOF
+client_configs:
+  train_configs: {trainer: dummy, add: 0.5}
+  model_configs: {name: synthetic, num_tensors: 16, total_bytes: $((mib << 20)), seed: 5}
+EOF
+root_config() { # FILE NUM_CLIENTS RELAYS
+  { cat <<EOF
+server_configs:
+  num_clients: $2
+  num_global_epochs: $rounds
+  memory_mode: window
+  relays: $3
+  scheduler_kwargs: {round_deadline_s: 3600}
+  comm_configs:
+    grpc_configs: {server_uri: 0.0.0.0:50051}
+    stream_configs: {idle_timeout_s: 600, window: 8}
+EOF
+    cat "$out/common.yaml"; } > "$1"
+}
+client_config() { # FILE ID INDEX SERVER
+  cat > "$1" <<EOF
+client_id: $2
+data_configs:
+  dataset_kwargs: {num_clients: $n, client_id: $3}
+comm_configs:
+  grpc_configs: {server_uri: $4}
+  stream_configs: {idle_timeout_s: 600}
+EOF
+}
+relay_config() { # FILE ID CLIENTS
+  cat > "$1" <<EOF
+client_id: $2
+comm_configs:
+  grpc_configs: {server_uri: $root_at}
+  stream_configs: {idle_timeout_s: 600}
+server_configs:
+  num_clients: $3
+  memory_mode: window
+  scheduler_kwargs: {round_deadline_s: 3600}
+  comm_configs:
+    grpc_configs: {server_uri: 0.0.0.0:50051}
+    stream_configs: {idle_timeout_s: 600, window: 8}
+EOF
+}
+timed() { # LOG COMMAND...: peak RSS in LOG.time
+  /usr/bin/time -f "%M" -o "$1.time" timeout 3600 "${@:2}" > "$1" 2>&1
+}
+counters() { # rx tx bytes of the root host's eth0
+  on "$p" c1 cat /sys/class/net/eth0/statistics/rx_bytes /sys/class/net/eth0/statistics/tx_bytes | tr '\n' ' '
+}
+
+run() { # NAME RELAYS(0|4)
+  local name=$1 relays=$2 per=$((n / 4)) i r pids=()
+  if [ "$relays" -eq 0 ]; then
+    root_config "$out/$name.yaml" "$n" "{}"
+  else
+    root_config "$out/$name.yaml" 4 "{R1: $per, R2: $per, R3: $per, R4: $per}"
+  fi
+  local before; before=$(counters)
+  on "$p" c1 bash -c "$(declare -f timed); timed '$out/${name}_root.log' '$fedcaf' server -c '$out/$name.yaml' --report '$out/$name.json'" &
+  local root=$!
+  sleep 1
+  if [ "$relays" -gt 0 ]; then
+    for r in 1 2 3 4; do
+      relay_config "$out/${name}_R$r.yaml" "R$r" "$per"
+      on "$p" "c$((1 + r))" bash -c "$(declare -f timed); timed '$out/${name}_R$r.log' '$fedcaf' relay -c '$out/${name}_R$r.yaml'" &
+      pids+=($!)
+    done
+  fi
+  for i in $(seq 1 "$n"); do
+    local server=$root_at
+    [ "$relays" -gt 0 ] && server="$(addr $((2 + (i - 1) / per))):50051"
+    client_config "$out/${name}_C$i.yaml" "C$i" "$((i - 1))" "$server"
+    on "$p" "c$((5 + i))" bash -c "$(declare -f timed); timed '$out/${name}_C$i.log' '$fedcaf' client -c '$out/${name}_C$i.yaml'" &
+    pids+=($!)
+  done
+  wait "$root" || { echo "FAIL: $name: the root"; tail -n 5 "$out/${name}_root.log"; return 1; }
+  for i in "${pids[@]}"; do wait "$i"; done
+  echo "$before $(counters)" > "$out/$name.bytes"
+}
+
+run flat 0 || exit 1
+run tree 4 || exit 1
+/usr/bin/python3 - "$out" "$mib" "$n" "$rate" "$rounds" <<'PY'
+import glob, json, sys
+out, mib, n, rate, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+fig = {}
+for name in ("flat", "tree"):
+    r = json.load(open(f"{out}/{name}.json"))
+    assert r["status"] == "completed", (name, r["status"])
+    rx0, tx0, rx1, tx1 = map(int, open(f"{out}/{name}.bytes").read().split())
+    # Round 1 of a tree also waits for the relays' children to register
+    # (a relay opens its side with its first model): later rounds only.
+    secs = [x["wall_seconds"] for x in r["rounds"]][1 if rounds > 1 else 0:]
+    rss = lambda pat: max(int(open(f).read().split()[-1]) for f in glob.glob(f"{out}/{name}_{pat}.log.time")) / 1024
+    fig[name] = dict(rx=(rx1 - rx0) / rounds, tx=(tx1 - tx0) / rounds,
+                     up=sum(x["bytes_up"] for x in r["rounds"]) / rounds,
+                     down=sum(x["bytes_down"] for x in r["rounds"]) / rounds,
+                     secs=sum(secs) / len(secs), root=rss("root"), client=rss("C*"),
+                     relay=rss("R*") if name == "tree" else 0)
+g = 2**30
+print(f"{n} clients x {mib} MiB, root link {rate}, {rounds} rounds, 4 relays of {n // 4}")
+for name, f in fig.items():
+    print(f"  {name}: root link per round in {f['rx'] / g:.2f} GiB, out {f['tx'] / g:.2f} GiB "
+          f"(report: up {f['up'] / g:.2f}, down {f['down'] / g:.2f}); round {f['secs']:.1f} s; "
+          f"peak RSS root {f['root']:.0f} MiB, client {f['client']:.0f} MiB"
+          + (f", relay {f['relay']:.0f} MiB" if f['relay'] else ""))
+t, fl = fig["tree"], fig["flat"]
+print(f"  tree / flat: root ingress {t['rx'] / fl['rx']:.3f}, egress {t['tx'] / fl['tx']:.3f}, "
+      f"round time {t['secs'] / fl['secs']:.3f}")
+PY
