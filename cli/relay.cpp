@@ -113,14 +113,15 @@ public:
   /// down; their partial sum comes back into parameters().
   result<train_metrics> train() override {
     auto started = std::chrono::steady_clock::now();
+    // The parent's model goes down as it is (no copy); the sums come back
+    // into new parameters.
     model_snapshot model;
     model.layout = layout_;
-    model.bytes = byte_buffer::uninitialized(params_.size());
-    std::memcpy(model.bytes.data(), params_.data(), params_.size());
+    model.bytes = std::move(params_);
     if (!link_->side) {
       model_snapshot initial;
       initial.layout = layout_;
-      initial.bytes = byte_buffer::zeroed(params_.size());
+      initial.bytes = byte_buffer::zeroed(layout_.total_bytes());
       auto side = link_->spawn(relay_upstream{
           std::move(initial), welcome_.terms, welcome_.client_configs});
       if (!side)
@@ -168,8 +169,9 @@ private:
   /// position upstream weighs what the offer says.
   result<void> take_sums(const relay_result& r) {
     const auto& sums = *r.sums;
-    if (sums.bytes.size() != params_.size())
+    if (sums.bytes.size() != layout_.total_bytes())
       return error{errc::internal, "the relay's sum has another size"};
+    params_ = byte_buffer::uninitialized(sums.bytes.size());
     std::memcpy(params_.data(), sums.bytes.data(), params_.size());
     if (r.weight <= 0)
       return error{errc::internal, "the relay's round summed no update"};
