@@ -27,9 +27,11 @@ size_t page_size() {
 } // namespace
 
 void byte_buffer::deleter::operator()(std::byte* p) const {
-  if (mapped > 0)
+  if (mapped > 0) {
     ::munmap(base, mapped);
-  else
+    if (fd >= 0)
+      ::close(fd);
+  } else
     std::free(p);
 }
 
@@ -54,12 +56,13 @@ result<byte_buffer> byte_buffer::map_file(const std::string& path,
   void* p = ::mmap(nullptr, length == 0 ? 1 : length, PROT_READ | PROT_WRITE,
                    MAP_SHARED, fd, static_cast<off_t>(start));
   auto saved = errno;
-  ::close(fd); // the mapping keeps the file open
-  if (p == MAP_FAILED)
+  if (p == MAP_FAILED) {
+    ::close(fd);
     return error{errc::io_error, path + ": mmap: " + std::strerror(saved)};
+  }
   auto* base = static_cast<std::byte*>(p);
   return byte_buffer{base + (offset - start), size,
-                     deleter{base, length == 0 ? 1 : length}};
+                     deleter{base, length == 0 ? 1 : length, fd, start}};
 }
 
 std::string byte_buffer::mapped_file() const {
@@ -83,9 +86,15 @@ void byte_buffer::release(size_t offset, size_t size) const {
   auto* begin = data_.get() + offset;
   auto* base = data_.get_deleter().base;
   auto first = static_cast<size_t>(begin - base) / page_size() * page_size();
-  auto last = std::min(static_cast<size_t>(begin - base) + size,
-                       data_.get_deleter().mapped);
+  const auto& d = data_.get_deleter();
+  auto last = std::min(static_cast<size_t>(begin - base) + size, d.mapped);
+  // Unmapping moves the pages' dirty bits to the page cache, whose writeback
+  // then starts at once: a later fsync (a checkpoint's copy of this file)
+  // finds little left to wait for.
   ::madvise(base + first, last - first, MADV_DONTNEED);
+  if (d.fd >= 0)
+    ::sync_file_range(d.fd, static_cast<off_t>(d.file_start + first),
+                      static_cast<off_t>(last - first), SYNC_FILE_RANGE_WRITE);
 }
 
 spill_file::~spill_file() {

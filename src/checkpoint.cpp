@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -80,6 +81,42 @@ result<void> sync_path(const std::string& path, int flags) {
   return {};
 }
 
+/// The bytes a writer goes ahead of the disk by, at most about twice.
+constexpr uint64_t behind_piece = 64ull << 20;
+
+/// Keeps a file's writeback just behind its writer: each `behind_piece`
+/// written is handed to the disk at once (sync_file_range, not waiting) and
+/// the piece before it waited for. The page cache never holds more than two
+/// pieces of it dirty, so the kernel does not throttle the writer (it did:
+/// a 4 GiB copy_file_range paced at 300 MB/s with 1.4 GB dirty, the disk
+/// idle), and the fsync at the end finds little left to write.
+class write_behind {
+public:
+  write_behind(int fd, uint64_t from)
+      : fd_(fd), started_(from), waited_(from) {}
+
+  /// The file is written up to `end`.
+  void written(uint64_t end) {
+    if (end - started_ < behind_piece)
+      return;
+    ::sync_file_range(fd_, static_cast<off_t>(started_),
+                      static_cast<off_t>(end - started_),
+                      SYNC_FILE_RANGE_WRITE);
+    if (started_ > waited_)
+      ::sync_file_range(fd_, static_cast<off_t>(waited_),
+                        static_cast<off_t>(started_ - waited_),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER);
+    waited_ = started_;
+    started_ = end;
+  }
+
+private:
+  int fd_;
+  uint64_t started_; ///< writeback asked for up to here
+  uint64_t waited_;  ///< written back up to here
+};
+
 /// The safetensors header of tensors laid out as `layout` travels (every
 /// tensor in its floating dtype), `metadata` in "__metadata__": 8 bytes of
 /// length, then the JSON, padded to 8.
@@ -118,22 +155,22 @@ result<uint64_t> write_tensors(const std::string& path,
                       header.size(), path);
   if (!ok)
     return ok.err();
+  auto started = std::chrono::steady_clock::now();
   file in{source.empty() ? -1 : ::open(source.c_str(), O_RDONLY | O_CLOEXEC)};
+  write_behind behind{out.fd, header.size()};
   if (in.fd >= 0) { // file to file, in the kernel
     loff_t from = 0;
-    uint64_t left = bytes.size();
-    while (left > 0) {
-      auto k = ::copy_file_range(in.fd, &from, out.fd, nullptr,
-                                 std::min<uint64_t>(left, 1u << 30), 0);
+    while (static_cast<uint64_t>(from) < bytes.size()) {
+      auto k = ::copy_file_range(
+          in.fd, &from, out.fd, nullptr,
+          std::min<uint64_t>(behind_piece, bytes.size() - from), 0);
       if (k < 0 && errno == EINTR)
         continue;
       if (k <= 0)
         return k == 0 ? io_failure(source, "shorter than the model")
                       : io_failure(path);
-      left -= static_cast<uint64_t>(k);
+      behind.written(header.size() + from);
     }
-    log_line(log_level::debug, "checkpoint",
-             path + ": the model copied file to file");
   } else { // from memory; a mapped model's pages go back behind the write
     for (uint64_t at = 0; at < bytes.size(); at += piece) {
       auto n = std::min<uint64_t>(piece, bytes.size() - at);
@@ -141,10 +178,22 @@ result<uint64_t> write_tensors(const std::string& path,
       if (!ok)
         return ok.err();
       bytes.release(at, n);
+      behind.written(header.size() + at + n);
     }
   }
+  auto copied = std::chrono::steady_clock::now();
   if (::fsync(out.fd) != 0)
     return io_failure(path);
+  auto synced = std::chrono::steady_clock::now();
+  char line[96];
+  std::snprintf(line, sizeof line, " in %.2f s, fsync %.2f s",
+                std::chrono::duration<double>(copied - started).count(),
+                std::chrono::duration<double>(synced - copied).count());
+  log_line(log_level::debug, "checkpoint",
+           path +
+               (in.fd >= 0 ? ": the model copied file to file"
+                           : ": the model written from memory") +
+               line);
   return header.size() + bytes.size();
 }
 

@@ -44,8 +44,10 @@ public:
 
   /// Gives the pages holding [offset, offset + size) back to the kernel, iff
   /// the buffer maps a file: they leave this process's resident set, and
-  /// their content stays in the file (a later access reads it back). A no-op
-  /// for heap memory.
+  /// their content stays in the file (a later access reads it back), and
+  /// the kernel starts writing those of them that are dirty to the disk
+  /// (sync_file_range, not waiting), so that the writeback runs beside the
+  /// work rather than all at the next fsync. A no-op for heap memory.
   void release(size_t offset, size_t size) const;
 
   /// Returns true iff the buffer maps a file.
@@ -63,14 +65,19 @@ public:
   std::span<const std::byte> bytes() const { return {data(), size_}; }
 
 private:
-  /// Frees heap memory, or unmaps [base, base + mapped) of a file mapping.
+  /// Frees heap memory, or unmaps [base, base + mapped) of a file mapping
+  /// and closes its file.
   struct deleter {
-    std::byte* base; ///< null for heap memory
-    size_t mapped;   ///< 0 for heap memory
+    deleter() noexcept {}
+    deleter(std::byte* b, size_t m, int f, size_t start) noexcept
+        : base(b), mapped(m), fd(f), file_start(start) {}
+    std::byte* base{nullptr}; ///< null for heap memory
+    size_t mapped{0};         ///< 0 for heap memory
+    int fd{-1};               ///< the mapped file (kept for its writeback)
+    size_t file_start{0};     ///< the file offset base maps
     void operator()(std::byte* p) const;
   };
-  byte_buffer(std::byte* p, size_t size)
-      : data_(p, deleter{nullptr, 0}), size_(size) {}
+  byte_buffer(std::byte* p, size_t size) : data_(p, deleter{}), size_(size) {}
   byte_buffer(std::byte* p, size_t size, deleter d)
       : data_(p, d), size_(size) {}
 
