@@ -290,9 +290,16 @@ private:
     auto clients = static_cast<uint32_t>(in.size());
     self_
         ->request(server_, caf::infinite, publish_atom::value,
-                  round_result{v, std::move(next), clients, loss, epsilon,
-                               std::vector<std::string>{}, std::move(in),
-                               std::move(staleness)})
+                  round_result{v,
+                               std::move(next),
+                               clients,
+                               loss,
+                               epsilon,
+                               std::vector<std::string>{},
+                               std::move(in),
+                               std::move(staleness),
+                               0,
+                               {}})
         .then(
             [this, v](bool go_on) {
               version_ = v;

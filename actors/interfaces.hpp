@@ -75,6 +75,8 @@ struct round_result {
   std::vector<std::string> contributors; ///< clients in it
   std::vector<uint32_t> staleness;       ///< per contributor (async)
   double weight = 0;                     ///< the weights in it, summed
+  /// The relays in it (server_configs.relays) and their sums' weights.
+  std::vector<std::pair<std::string, double>> relay_weights;
 };
 
 /// What a relay's round of its children sends upstream.

@@ -419,11 +419,16 @@ private:
         missing.push_back(id);
     std::vector<std::string> in(closed_.begin(), closed_.end());
     std::vector<uint32_t> staleness(in.size(), 0);
+    std::vector<std::pair<std::string, double>> relay_weights;
+    for (const auto& id : in)
+      if (options_.relays.count(id))
+        relay_weights.emplace_back(id, figures_[id].weight);
     self_
         ->request(server_, caf::infinite, publish_atom::value,
                   round_result{r, std::move(next), clients, loss, epsilon,
                                std::move(missing), std::move(in),
-                               std::move(staleness), weight})
+                               std::move(staleness), weight,
+                               std::move(relay_weights)})
         .then(
             [this, r](bool go_on) {
               if (!go_on) // the server stopped the run and said why

@@ -63,7 +63,8 @@ outcome_of(round_result& done,
           std::move(done.missing),
           std::move(done.contributors),
           std::move(done.staleness),
-          std::move(excluded)};
+          std::move(excluded),
+          std::move(done.relay_weights)};
 }
 
 // State machine: registering -> (start r: announce, serve, route) ->

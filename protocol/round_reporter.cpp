@@ -97,6 +97,7 @@ round_record round_reporter::open_record(round_outcome o,
     record.failure = model.failure;
     report_->failed_rounds.push_back(o.round);
     o.contributors.clear();
+    o.relay_weights.clear();
     o.clients = 0;
   }
   record.bytes_up = bytes_up_;
@@ -123,6 +124,7 @@ round_record round_reporter::open_record(round_outcome o,
   record.client_train_metrics = train_figures_of(o.contributors);
   record.contributors = std::move(o.contributors);
   record.staleness = std::move(o.staleness);
+  record.relay_weights = std::move(o.relay_weights);
   if (options_.robust) {
     record.trimmed_values = model.trimmed_values;
     log_trimmed(o.round, model);

@@ -60,6 +60,8 @@ struct round_outcome {
   std::vector<uint32_t> staleness;
   /// Clients excluded from the round for lying, with what they did.
   std::vector<std::pair<std::string, std::string>> excluded;
+  /// The relays among the contributors, with their sums' weights.
+  std::vector<std::pair<std::string, double>> relay_weights;
 };
 
 /// The run's figures at a moment, as the report states them.

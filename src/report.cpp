@@ -126,6 +126,14 @@ json trimmed_json(
   return out;
 }
 
+/// {id: value}.
+json pairs_json(const std::vector<std::pair<std::string, double>>& pairs) {
+  json out = json::object();
+  for (const auto& [id, value] : pairs)
+    out[id] = value;
+  return out;
+}
+
 /// {client: {up, down}}.
 json client_bytes_json(
     const std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>>&
@@ -158,6 +166,7 @@ json round_json(const round_record& x) {
           {"missing_clients", x.missing_clients},
           {"contributors", x.contributors},
           {"staleness", x.staleness},
+          {"relay_weights", pairs_json(x.relay_weights)},
           {"dp_epsilon", optional_number(x.dp_epsilon)},
           {"dp_sgd_epsilon", optional_number(x.dp_sgd_epsilon)},
           {"client_metrics", figures_json(x.client_metrics)},
@@ -206,6 +215,9 @@ round_record round_from(const json& j) {
   x.missing_clients = j.at("missing_clients").get<std::vector<std::string>>();
   x.contributors = j.at("contributors").get<std::vector<std::string>>();
   x.staleness = j.at("staleness").get<std::vector<uint32_t>>();
+  if (auto w = j.find("relay_weights"); w != j.end()) // since 0.13
+    for (const auto& [id, value] : w->items())
+      x.relay_weights.emplace_back(id, value.get<double>());
   x.dp_epsilon = number_or_null(j.at("dp_epsilon"));
   x.dp_sgd_epsilon = number_or_null(j.at("dp_sgd_epsilon"));
   x.client_metrics = figures_from(j.at("client_metrics"));

@@ -78,6 +78,10 @@ struct round_record {
   /// how many versions old the model each trained on was.
   std::vector<std::string> contributors;
   std::vector<uint32_t> staleness;
+  /// server with relays (server_configs.relays): each relay in this round
+  /// and the weight of its partial sum (the clients under it that
+  /// completed; see "Trees of aggregators").
+  std::vector<std::pair<std::string, double>> relay_weights;
   /// server, DP-FedAvg: epsilon spent after this round (RDP accountant,
   /// sample rate = clients per round / clients, at dp_fedavg.delta).
   std::optional<double> dp_epsilon;

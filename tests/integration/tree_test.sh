@@ -137,25 +137,20 @@ relay RA2 "${port[RA]}" 2 "{}" ram
 relay RB1 "${port[RB]}" 2 "{}" window
 relay RB2 "${port[RB]}" 2 "{}" ram
 under=(RA1 RA1 RA2 RA2 RB1 RB1 RB2 RB2)
-start root "$out/tree.log" "$fedcaf" server -c "$out/tree.yaml" --report "$out/tree.json"
-for r in RA RB RA1 RA2 RB1 RB2; do
-  start "$r" "$out/tree_$r.log" "$fedcaf" relay -c "$out/$r.yaml" --report "$out/$r.json"
-done
-for i in 1 2 3 4 5 6 7 8; do
-  client "$i" "${port[${under[$((i - 1))]}]}"
-  start "C$i" "$out/tree_C$i.log" "$fedcaf" client -c "$out/C$i.yaml"
-done
-if wait "${pid_of[root]}"; then
-  pass "tree: the root completed 3 rounds with 2 relays of 2 relays of 2 clients"
+# Started as deploy/run-hosts.sh starts a tree: one hosts file, every line
+# on this machine (host `local`).
+{
+  echo "server local $out/tree.yaml"
+  for r in RA RB RA1 RA2 RB1 RB2; do echo "relay local $out/$r.yaml"; done
+  for i in 1 2 3 4 5 6 7 8; do echo "client local $out/C$i.yaml"; done
+} > "$out/tree.hosts"
+for i in 1 2 3 4 5 6 7 8; do client "$i" "${port[${under[$((i - 1))]}]}"; done
+if FEDCAF="$fedcaf" LOG_DIR="$out/hosts" timeout 180 \
+    "$(dirname "$0")/../../deploy/run-hosts.sh" "$out/tree.hosts" > "$out/hosts.log" 2>&1; then
+  pass "tree: deploy/run-hosts.sh ran the root, 2 relays of 2 relays of 2 clients from one hosts file, every process exiting 0"
 else
-  fail "tree: the root failed: $(tail -n 3 "$out/tree.log")"
+  fail "tree: run-hosts.sh: $(tail -n 1 "$out/hosts.log"); the root: $(tail -n 3 "$out/hosts/server.log")"
 fi
-for r in RA RB RA1 RA2 RB1 RB2; do
-  wait "${pid_of[$r]}" || fail "tree: relay $r exited $?: $(tail -n 2 "$out/tree_$r.log")"
-done
-for i in 1 2 3 4 5 6 7 8; do
-  wait "${pid_of[C$i]}" || fail "tree: client C$i failed: $(tail -n 2 "$out/tree_C$i.log")"
-done
 same=1
 for r in 1 2 3; do
   cmp -s "$out/flat-$r.safetensors" "$out/tree-$r.safetensors" || same=0
@@ -172,13 +167,14 @@ fi
 "$py" - "$out" <<'PY' && pass "weight: the root's rounds name 2 contributors (RA, RB), each a partial sum of 4 clients" || fail "weight: the root's report"
 import json, sys
 out = sys.argv[1]
-r = json.load(open(f"{out}/tree.json"))
+r = json.load(open(f"{out}/hosts/server.json"))
 assert r["status"] == "completed", r["status"]
 assert [x["round"] for x in r["rounds"]] == [1, 2, 3], r["rounds"]
 for x in r["rounds"]:
     assert x["clients"] == 2, x
-for name in ("RA", "RB"):
-    rr = json.load(open(f"{out}/{name}.json"))
+    assert x["relay_weights"] == {"RA": 4, "RB": 4}, x["relay_weights"]
+for name in ("relay1", "relay2"):  # RA, RB: the hosts file's first relays
+    rr = json.load(open(f"{out}/hosts/{name}.json"))
     assert [x["clients"] for x in rr["rounds"]] == [2, 2, 2], (name, rr["rounds"])
 PY
 
