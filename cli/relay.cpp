@@ -225,8 +225,21 @@ result<relay_files> load_relay_file(const std::string& path,
   root.remove("server_configs");
   std::vector<std::string> up, down;
   bool epochs = false; // given in the file or by --set
+  constexpr std::string_view simulated = "server_configs.simulated_clients=";
   for (const auto& o : overrides)
-    (o.starts_with("server_configs.") ? down : up).push_back(o);
+    if (o.starts_with(simulated))
+      server_node["simulated_clients"] = o.substr(simulated.size());
+    else
+      (o.starts_with("server_configs.") ? down : up).push_back(o);
+  int64_t simulated_clients = 0;
+  if (auto n = server_node["simulated_clients"]) {
+    try {
+      simulated_clients = n.as<int64_t>();
+    } catch (const YAML::Exception&) {
+      simulated_clients = -1;
+    }
+    server_node.remove("simulated_clients");
+  }
   for (const auto& o : down)
     epochs = epochs || o.starts_with("server_configs.num_global_epochs=");
   YAML::Emitter client_text;
@@ -243,7 +256,16 @@ result<relay_files> load_relay_file(const std::string& path,
                                server->server);
       !why.empty())
     return error{errc::bad_config, path + ": server_configs." + why};
-  return relay_files{std::move(*client), std::move(*server)};
+  if (simulated_clients < 0 ||
+      simulated_clients > static_cast<int64_t>(server->server.num_clients))
+    return error{errc::bad_config,
+                 path +
+                     ": server_configs.simulated_clients: a number from 0 "
+                     "to num_clients (" +
+                     std::to_string(server->server.num_clients) +
+                     ") of the children to run in this process"};
+  return relay_files{std::move(*client), std::move(*server),
+                     static_cast<uint32_t>(simulated_clients)};
 }
 
 trainer_factory relay_trainers(relay_spawner spawn) {

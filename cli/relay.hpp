@@ -42,6 +42,11 @@ struct relay_upstream {
 struct relay_files {
   config client;
   config server;
+  /// server_configs.simulated_clients: how many of num_clients run in the
+  /// relay's own process, as `fedcaf simulate` runs clients (ids
+  /// <client_id>-Client<i>, data partition i-1 of the file's data_configs);
+  /// the others connect over the network. 0: none.
+  uint32_t simulated_clients = 0;
 };
 result<relay_files> load_relay_file(const std::string& path,
                                     const std::vector<std::string>& overrides);

@@ -782,6 +782,18 @@ int run_client(const options& opts) {
   return conclude(opts, report, *cfg, live_view{});
 }
 
+/// A relay's simulated child `index` (server_configs.simulated_clients).
+client_options simulated_child(const relay_files& files, uint32_t index) {
+  const auto& down = files.server.server;
+  client_options co;
+  co.client_id =
+      files.client.client.client_id + "-Client" + std::to_string(index + 1);
+  co.idle_timeout = millis_of(down.comm.stream.idle_timeout_s);
+  co.hold_model = down.clients_per_round == 0 ||
+                  down.clients_per_round >= down.num_clients;
+  return co;
+}
+
 int run_relay(const options& opts) {
   tune_malloc_for_streams();
   if (!opts.config_path)
@@ -809,6 +821,9 @@ int run_relay(const options& opts) {
   run_report upstream;
   std::optional<server_side> side;
   std::optional<listening> gate;
+  auto sets = std::make_shared<lazy_data>(files->client.data);
+  std::vector<run_report> child_reports(files->simulated_clients);
+  std::vector<client_actor> children; // simulated, in this process
   {
     auto sc = make_system_config(4, true);
     caf::actor_system sys{sc};
@@ -837,6 +852,11 @@ int run_relay(const options& opts) {
                             " clients" + (comm.use_ssl ? " (TLS)" : ""));
       side = *s;
       gate = *g;
+      for (uint32_t i = 0; i < files->simulated_clients; ++i)
+        children.push_back(spawn_client(
+            sys, s->server, simulated_child(*files, i),
+            local_trainer(sets, files->client.data, i, 1, stop),
+            &child_reports[i]));
       return relay_side{s->server, layout, &sys, *chunk};
     };
     run_remote_client(files->client.client, relay_trainers(spawn), upstream);
@@ -847,11 +867,13 @@ int run_relay(const options& opts) {
                          ? std::string{}
                          : "the relay's parent: " + upstream.failure);
       await_all(sys, std::vector<server_actor>{side->server});
+      await_all(sys, children);
       caf::anon_send_exit(gate->acceptor, caf::exit_reason::user_shutdown);
       side->shut_down(sys);
     }
     side.reset(); // no handle may outlive the actor system
     gate.reset();
+    children.clear();
   }
   if (!upstream.failure.empty() && report.failure.empty())
     report.failure = "upstream: " + upstream.failure;

@@ -246,6 +246,42 @@ assert rb_clients[0] == 2 and 1 in rb_clients[1:], rb_clients
 print(f"   root rounds' contributors {clients}; RB's rounds' clients {rb_clients}")
 PY
 
+# -- simulated: a relay's children in its own process ------------------------
+# Two relays, each running 40 simulated clients (server_configs.simulated_
+# clients) and sampling 3 of them a round: the root's rounds have 2
+# contributors weighing 3 each, each relay's rounds 3 clients.
+root sim 2 "{R1: 3, R2: 3}" ""
+sed -i 's/memory_mode: window/memory_mode: ram/' "$out/sim.yaml"
+for r in 1 2; do
+  cat > "$out/R$r.yaml" <<EOF
+client_id: R$r
+comm_configs:
+  grpc_configs: {server_uri: 127.0.0.1:$root_port}
+server_configs:
+  num_clients: 40
+  simulated_clients: 40
+  scheduler_kwargs: {clients_per_round: 3, round_deadline_s: 20}
+  comm_configs:
+    grpc_configs: {server_uri: 127.0.0.1:$((base + 6 + r))}
+EOF
+done
+start root "$out/sim.log" "$fedcaf" server -c "$out/sim.yaml" --report "$out/sim.json"
+start R1 "$out/sim_R1.log" "$fedcaf" relay -c "$out/R1.yaml" --report "$out/sim_R1.json"
+start R2 "$out/sim_R2.log" "$fedcaf" relay -c "$out/R2.yaml" --report "$out/sim_R2.json"
+wait "${pid_of[root]}" || fail "simulated: the root failed: $(tail -n 3 "$out/sim.log")"
+wait "${pid_of[R1]}"; wait "${pid_of[R2]}"
+"$py" - "$out" <<'PY' && pass "simulated: 2 relays of 40 clients each in their own process, 3 sampled a round: the root's rounds weigh {R1: 3, R2: 3}" || fail "simulated: the reports"
+import json, sys
+out = sys.argv[1]
+r = json.load(open(f"{out}/sim.json"))
+assert r["status"] == "completed", r["status"]
+assert [x["relay_weights"] for x in r["rounds"]] == [{"R1": 3, "R2": 3}] * 3, r["rounds"]
+for k in (1, 2):
+    rr = json.load(open(f"{out}/sim_R{k}.json"))
+    assert [x["clients"] for x in rr["rounds"]] == [3, 3, 3], rr["rounds"]
+    assert all(c.startswith(f"R{k}-Client") for x in rr["rounds"] for c in x["contributors"]), rr["rounds"]
+PY
+
 # -- refusals at load ---------------------------------------------------------------
 refused() { # WHAT EXPECTED-TEXT COMMAND...
   local what=$1 want=$2; shift 2
@@ -271,6 +307,8 @@ refused "a relay with its own FedAdam" "server_configs.aggregator" \
   "$fedcaf" relay -c "$out/RA.yaml" --set server_configs.aggregator=FedAdamAggregator
 refused "a relay with num_global_epochs" "num_global_epochs" \
   "$fedcaf" relay -c "$out/RA.yaml" --set server_configs.num_global_epochs=5
+refused "more simulated clients than num_clients" "simulated_clients" \
+  "$fedcaf" relay -c "$out/R1.yaml" --set server_configs.simulated_clients=41
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
