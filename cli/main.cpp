@@ -144,11 +144,13 @@ void add_commands(command_line& cl) {
                   "one client as its own process, connecting to "
                   "comm_configs.grpc_configs.server_uri",
                   fedcaf::cli::run_client, true, false);
-  add_run_command(cl, "relay",
-                  "an aggregator between a parent (comm_configs) and its own "
-                  "clients (server_configs): sums their updates and sends "
-                  "the sum up (see README, Trees of aggregators)",
-                  fedcaf::cli::run_relay, true, false);
+  auto* relay =
+      add_run_command(cl, "relay",
+                      "an aggregator between a parent (comm_configs) and its "
+                      "own clients (server_configs): sums their updates and "
+                      "sends the sum up (see README, Trees of aggregators)",
+                      fedcaf::cli::run_relay, true, false);
+  add_metrics_option(relay, cl.opts); // its children's rounds
   auto* profile = app.add_subcommand(
       "profile", "run a matrix of server + client processes (model size x "
                  "clients x chunking x memory mode), sample their memory, "

@@ -462,7 +462,8 @@ live_run live_run_of(const config& cfg, const char* role) {
   r.role = role;
   r.aggregator = aggregator_name(sc.aggregator);
   r.scheduler = sc.scheduler;
-  r.num_rounds = sc.num_global_epochs;
+  // A relay runs its parent's rounds, as many as there are.
+  r.num_rounds = std::string_view{role} == "relay" ? 0 : sc.num_global_epochs;
   r.num_clients = sc.num_clients;
   r.async = sc.scheduler == "AsyncScheduler";
   r.federated_evaluation = sc.federated_evaluation.value_or(false);
@@ -802,9 +803,14 @@ int run_relay(const options& opts) {
   auto files = load_relay_file(*opts.config_path, opts.overrides);
   if (!files)
     return failed(to_string(files.err()));
-  if (auto ok = writable_report(opts); !ok)
-    return failed(to_string(ok.err()));
+  auto metrics = open_outputs(opts);
+  if (!metrics)
+    return failed(to_string(metrics.err()));
   const auto& down = files->server;
+  // The live view (--http) and --report-html show the children's rounds.
+  auto view = start_view(opts, down, "relay");
+  if (!view)
+    return failed(to_string(view.err()));
   const auto& comm = down.server.comm;
   if (down.server.round_deadline_s == 0 ||
       down.server.registration_deadline_s == 0)
@@ -837,7 +843,7 @@ int run_relay(const options& opts) {
         return error{errc::bad_config,
                      down.source + ": " + chunk.err().message};
       auto s = spawn_from_config(sys, down, nullptr, &report, true, opts,
-                                 nullptr, nullptr, nullptr, stop, &up);
+                                 *metrics, view->status, nullptr, stop, &up);
       if (!s)
         return s.err();
       auto g = listen(sys, s->server, at, limits_of(comm), tls, s->refusals);
@@ -877,7 +883,7 @@ int run_relay(const options& opts) {
   }
   if (!upstream.failure.empty() && report.failure.empty())
     report.failure = "upstream: " + upstream.failure;
-  return conclude(opts, report, down, live_view{});
+  return conclude(opts, report, down, *view);
 }
 
 } // namespace fedcaf::cli

@@ -213,8 +213,12 @@ std::string rounds_chart(const live_snapshot& s) {
   for (auto* c : {&acc, &loss, &train})
     if (!c->points.empty())
       drawn.push_back(std::move(*c));
-  return line_chart("rounds-chart", drawn, "round", 1,
-                    std::max(1.0, static_cast<double>(s.run.num_rounds)));
+  // A relay runs as many rounds as its parent: the axis ends at the last.
+  double last = s.run.num_rounds;
+  for (const auto& c : drawn)
+    for (const auto& [x, y] : c.points)
+      last = std::max(last, x);
+  return line_chart("rounds-chart", drawn, "round", 1, std::max(1.0, last));
 }
 
 std::string memory_chart(const live_snapshot& s) {
@@ -236,9 +240,12 @@ std::string summary(const live_snapshot& s) {
   auto until = s.ended() ? s.ended_unix_s : s.now_unix_s;
   std::string out =
       "<p class=\"summary\">" + std::string{s.run.async ? "step" : "round"} +
-      format(" <b id=\"round\">%u</b> of %u &middot; completed "
-             "<b id=\"completed\">%u</b> &middot; status ",
-             s.round, s.run.num_rounds, s.completed()) +
+      format(" <b id=\"round\">%u</b>", s.round) +
+      (s.run.num_rounds > 0 ? format(" of %u", s.run.num_rounds)
+                            : std::string{" (its parent's rounds)"}) +
+      format(" &middot; completed <b id=\"completed\">%u</b> &middot; "
+             "status ",
+             s.completed()) +
       "<b id=\"status\">" + html_escape(s.status) + "</b>" +
       (s.final_evaluation && !s.ended() ? " (clients evaluate the final model)"
                                         : "") +

@@ -266,11 +266,12 @@ server_configs:
 EOF
 done
 start root "$out/sim.log" "$fedcaf" server -c "$out/sim.yaml" --report "$out/sim.json"
-start R1 "$out/sim_R1.log" "$fedcaf" relay -c "$out/R1.yaml" --report "$out/sim_R1.json"
+start R1 "$out/sim_R1.log" "$fedcaf" relay -c "$out/R1.yaml" --report "$out/sim_R1.json" \
+  --metrics "$out/sim_R1.jsonl"
 start R2 "$out/sim_R2.log" "$fedcaf" relay -c "$out/R2.yaml" --report "$out/sim_R2.json"
 wait "${pid_of[root]}" || fail "simulated: the root failed: $(tail -n 3 "$out/sim.log")"
 wait "${pid_of[R1]}"; wait "${pid_of[R2]}"
-"$py" - "$out" <<'PY' && pass "simulated: 2 relays of 40 clients each in their own process, 3 sampled a round: the root's rounds weigh {R1: 3, R2: 3}" || fail "simulated: the reports"
+"$py" - "$out" <<'PY' && pass "simulated: 2 relays of 40 clients each in their own process, 3 sampled a round: the root's rounds weigh {R1: 3, R2: 3}; a relay's --metrics has its children's rounds" || fail "simulated: the reports"
 import json, sys
 out = sys.argv[1]
 r = json.load(open(f"{out}/sim.json"))
@@ -280,6 +281,11 @@ for k in (1, 2):
     rr = json.load(open(f"{out}/sim_R{k}.json"))
     assert [x["clients"] for x in rr["rounds"]] == [3, 3, 3], rr["rounds"]
     assert all(c.startswith(f"R{k}-Client") for x in rr["rounds"] for c in x["contributors"]), rr["rounds"]
+# A relay's --metrics: its children's registrations and rounds.
+lines = [json.loads(l) for l in open(f"{out}/sim_R1.jsonl")]
+assert sum(1 for l in lines if l.get("event") == "registered") == 40, lines[:3]
+rounds = [l for l in lines if "client_bytes" in l]
+assert len(rounds) == 3 and all(len(l["client_bytes"]) == 3 for l in rounds), rounds
 PY
 
 # -- refusals at load ---------------------------------------------------------------
