@@ -790,8 +790,8 @@ client_options simulated_child(const relay_files& files, uint32_t index) {
   co.client_id =
       files.client.client.client_id + "-Client" + std::to_string(index + 1);
   co.idle_timeout = millis_of(down.comm.stream.idle_timeout_s);
-  co.hold_model = down.clients_per_round == 0 ||
-                  down.clients_per_round >= down.num_clients;
+  co.hold_model =
+      down.clients_per_round == 0 || down.clients_per_round >= down.num_clients;
   return co;
 }
 
@@ -859,10 +859,10 @@ int run_relay(const options& opts) {
       side = *s;
       gate = *g;
       for (uint32_t i = 0; i < files->simulated_clients; ++i)
-        children.push_back(spawn_client(
-            sys, s->server, simulated_child(*files, i),
-            local_trainer(sets, files->client.data, i, 1, stop),
-            &child_reports[i]));
+        children.push_back(
+            spawn_client(sys, s->server, simulated_child(*files, i),
+                         local_trainer(sets, files->client.data, i, 1, stop),
+                         &child_reports[i]));
       return relay_side{s->server, layout, &sys, *chunk};
     };
     run_remote_client(files->client.client, relay_trainers(spawn), upstream);
