@@ -1,5 +1,7 @@
 #include "actors/aggregator.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include "actors/messages.hpp"
 #include "fedcaf/accumulator.hpp"
 #include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/dummy_trainer.hpp" // anonymous_file_buffer
 #include "fedcaf/log.hpp"
 #include "fedcaf/stopwatch.hpp"
 #include "fedcaf/update_check.hpp"
@@ -362,15 +365,27 @@ public:
 
   /// A relay: `upstream` (its parent's model for the next round) becomes
   /// the global model the children's updates are checked and summed
-  /// against, as a new version. Returns it.
-  snapshot_ptr adopt(const model_snapshot& upstream) {
+  /// against, as a new version: in disk mode a file of its own, copied a
+  /// piece at a time with the pages released. Returns it, or an error iff
+  /// that file cannot be made.
+  result<snapshot_ptr> adopt(const model_snapshot& upstream) {
     auto next = std::make_shared<model_snapshot>();
     next->layout = layout_;
     next->version = ++version_;
     next->round = current_->round;
-    next->bytes = byte_buffer::uninitialized(upstream.bytes.size());
-    std::memcpy(next->bytes.data(), upstream.bytes.data(),
-                upstream.bytes.size());
+    const auto& dir = options_.plan.storage_dir;
+    if (dir.empty()) {
+      next->bytes = byte_buffer::uninitialized(upstream.bytes.size());
+    } else {
+      auto file =
+          anonymous_file_buffer(global_model_file(options_.plan, ::getpid()) +
+                                    ".v" + std::to_string(version_),
+                                upstream.bytes.size());
+      if (!file)
+        return file.err();
+      next->bytes = std::move(*file);
+    }
+    copy_released(upstream.bytes, next->bytes);
     previous_ = std::move(current_);
     current_ = next;
     checker_.measure_global(current_->bytes);
@@ -617,8 +632,12 @@ aggregating(aggregator_actor::pointer self,
       [state](checkpoint_atom, checkpoint_state& s) {
         return state->checkpoint(std::move(s));
       },
-      [state](adopt_atom, const snapshot_ptr& upstream) {
-        return state->adopt(*upstream);
+      [state](adopt_atom,
+              const snapshot_ptr& upstream) -> caf::result<snapshot_ptr> {
+        auto adopted = state->adopt(*upstream);
+        if (!adopted)
+          return to_caf(adopted.err());
+        return *adopted;
       },
       [state](connect_atom, const unmask_planner& server) {
         state->set_server(server);

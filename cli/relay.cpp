@@ -1,5 +1,7 @@
 #include "relay.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -12,6 +14,7 @@
 
 #include "actors/messages.hpp"
 #include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/dummy_trainer.hpp" // anonymous_file_buffer
 #include "fedcaf/log.hpp"
 #include "fedcaf/models.hpp"
 #include "fedcaf/trainer.hpp"
@@ -50,9 +53,6 @@ std::string relay_refusal(bool epochs, const server_config& sc) {
   if (!sc.checkpoint.dir.empty())
     return "checkpoint: a relay keeps no state between rounds; its parent "
            "checkpoints the run";
-  if (sc.memory_mode == memory_mode::disk)
-    return "memory_mode: a relay runs in ram or window mode (disk mode is "
-           "not built for relays)";
   return {};
 }
 
@@ -62,6 +62,19 @@ std::string relay_refusal(bool epochs, const server_config& sc) {
 struct relay_link {
   relay_spawner spawn;
   std::optional<relay_side> side;
+  std::string storage_dir; ///< disk mode: where model-sized buffers live
+  uint32_t buffers = 0;    ///< made so far (their files' names)
+
+  /// `size` bytes of zeroes: on the heap, or (disk mode) a mapped file
+  /// whose pages the relay gives back as it goes.
+  result<byte_buffer> model_buffer(uint64_t size) {
+    if (storage_dir.empty())
+      return byte_buffer::zeroed(size);
+    return anonymous_file_buffer(storage_dir + "/fedcaf-relay-" +
+                                     std::to_string(::getpid()) + "-" +
+                                     std::to_string(++buffers) + ".bin",
+                                 size);
+  }
 
   /// Spawns the children's side now if client_configs give the layout
   /// without LibTorch or a file only the parent has (synthetic models, and
@@ -76,7 +89,10 @@ struct relay_link {
       return; // at the first round, from the parent's model
     model_snapshot zeros;
     zeros.layout = std::move(*layout);
-    zeros.bytes = byte_buffer::zeroed(zeros.layout.total_bytes());
+    auto bytes = model_buffer(zeros.layout.total_bytes());
+    if (!bytes)
+      return; // at the first round, which says why
+    zeros.bytes = std::move(*bytes);
     auto s = spawn(relay_upstream{std::move(zeros), w.terms, w.client_configs});
     if (s)
       side = *s;
@@ -99,10 +115,18 @@ public:
                        std::to_string(link_->side->layout.total_bytes()) +
                        " bytes)"};
     if (!(parent == layout_) || params_.size() != parent.total_bytes()) {
+      auto bytes = link_->model_buffer(parent.total_bytes());
+      if (!bytes)
+        return bytes.err();
       layout_ = parent;
-      params_ = byte_buffer::zeroed(parent.total_bytes());
+      params_ = std::move(*bytes);
     }
     return {};
+  }
+
+  /// Disk mode: the pages of a chunk downloaded or uploaded go back.
+  void release(uint64_t model_offset, uint64_t bytes) override {
+    params_.release(model_offset, bytes);
   }
 
   model_view parameters() override {
@@ -121,7 +145,10 @@ public:
     if (!link_->side) {
       model_snapshot initial;
       initial.layout = layout_;
-      initial.bytes = byte_buffer::zeroed(layout_.total_bytes());
+      auto bytes = link_->model_buffer(layout_.total_bytes());
+      if (!bytes)
+        return bytes.err();
+      initial.bytes = std::move(*bytes);
       auto side = link_->spawn(relay_upstream{
           std::move(initial), welcome_.terms, welcome_.client_configs});
       if (!side)
@@ -171,8 +198,11 @@ private:
     const auto& sums = *r.sums;
     if (sums.bytes.size() != layout_.total_bytes())
       return error{errc::internal, "the relay's sum has another size"};
-    params_ = byte_buffer::uninitialized(sums.bytes.size());
-    std::memcpy(params_.data(), sums.bytes.data(), params_.size());
+    auto bytes = link_->model_buffer(sums.bytes.size());
+    if (!bytes)
+      return bytes.err();
+    params_ = std::move(*bytes);
+    copy_released(sums.bytes, params_);
     if (r.weight <= 0)
       return error{errc::internal, "the relay's round summed no update"};
     const auto& weights = sums.position_weights;
@@ -190,6 +220,7 @@ private:
       auto factor = static_cast<float>(r.weight / weights[seq]);
       for (uint64_t i = 0; i < e.bytes / sizeof(float); ++i)
         x[i] *= factor;
+      params_.release(e.model_offset, e.bytes);
     }
     return {};
   }
@@ -268,9 +299,10 @@ result<relay_files> load_relay_file(const std::string& path,
                      static_cast<uint32_t>(simulated_clients)};
 }
 
-trainer_factory relay_trainers(relay_spawner spawn) {
+trainer_factory relay_trainers(relay_spawner spawn, std::string storage_dir) {
   auto link = std::make_shared<relay_link>();
   link->spawn = std::move(spawn);
+  link->storage_dir = std::move(storage_dir);
   return [link](const client_configs& cc,
                 const msg::welcome& w) -> result<std::unique_ptr<trainer>> {
     link->spawn_early(cc, w);

@@ -37,7 +37,7 @@ struct relay_upstream {
 /// its server_configs, for the children; client_configs come from the
 /// parent). Returns an error naming the file and key iff either half is
 /// refused, or the server half asks for what a relay cannot do (a rule
-/// other than FedAvg, secure aggregation, DP, checkpoints, disk mode,
+/// other than FedAvg, secure aggregation, DP, checkpoints,
 /// num_global_epochs).
 struct relay_files {
   config client;
@@ -65,7 +65,10 @@ using relay_spawner = std::function<result<relay_side>(relay_upstream)>;
 
 /// Trainers for the relay's upstream client: each round hands the parent's
 /// model to the children's side (spawning it the first time) and waits for
-/// their partial sum.
-trainer_factory relay_trainers(relay_spawner spawn);
+/// their partial sum. `storage_dir` (disk mode; "" otherwise): the parent's
+/// model and the sums live in unlinked files there, their pages given back
+/// chunk by chunk, so the relay's resident memory does not grow with the
+/// model.
+trainer_factory relay_trainers(relay_spawner spawn, std::string storage_dir);
 
 } // namespace fedcaf::cli

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -95,6 +96,16 @@ void byte_buffer::release(size_t offset, size_t size) const {
   if (d.fd >= 0)
     ::sync_file_range(d.fd, static_cast<off_t>(d.file_start + first),
                       static_cast<off_t>(last - first), SYNC_FILE_RANGE_WRITE);
+}
+
+void copy_released(const byte_buffer& from, byte_buffer& to) {
+  constexpr size_t piece = size_t{64} << 20;
+  for (size_t at = 0; at < from.size(); at += piece) {
+    auto n = std::min(piece, from.size() - at);
+    std::memcpy(to.data() + at, from.data() + at, n);
+    from.release(at, n);
+    to.release(at, n);
+  }
 }
 
 spill_file::~spill_file() {

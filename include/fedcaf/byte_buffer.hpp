@@ -85,6 +85,11 @@ private:
   size_t size_ = 0;
 };
 
+/// Copies `from` into `to` (REQUIRES: to.size() >= from.size()) 64 MiB at
+/// a time, each piece's pages released in both behind it (file mappings:
+/// the copy's resident memory stays one piece, whatever the size).
+void copy_released(const byte_buffer& from, byte_buffer& to);
+
 /// Bytes kept apart at offsets of their own in an unlinked temporary file
 /// under $TMPDIR (else /var/tmp), opened at the first write: they stay in
 /// the page cache or on disk, never in this process's resident memory.

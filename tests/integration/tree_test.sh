@@ -8,7 +8,8 @@
 #            same 8 clients on one server. The model's values are multiples
 #            of 1/8, so every partial sum is exact in float32 (the bound for
 #            other values is in docs/design.md). The root runs in window
-#            mode, RA and RB1 in window mode, the rest in ram mode.
+#            mode, RA and RB1 in window mode, RA2 in disk mode, the rest
+#            in ram mode.
 #   weight   a relay's offer is one vote of its children's weight: the root
 #            report names 2 contributors per round, each partial sum
 #            weighing 4; a client that offers a partial sum, and a relay
@@ -91,6 +92,7 @@ comm_configs:
 server_configs:
   num_clients: $3
   memory_mode: $5
+  storage_dir: $out
   relays: $4
   scheduler_kwargs: {round_deadline_s: 20, min_clients: 1, on_deadline: wait}
   comm_configs:
@@ -133,7 +135,7 @@ root tree 2 "{RA: 4, RB: 4}" "  save_global_model: $out/tree-{round}.safetensors
 relay RA "$root_port" 2 "{RA1: 2, RA2: 2}" window
 relay RB "$root_port" 2 "{RB1: 2, RB2: 2}" ram
 relay RA1 "${port[RA]}" 2 "{}" ram
-relay RA2 "${port[RA]}" 2 "{}" ram
+relay RA2 "${port[RA]}" 2 "{}" disk
 relay RB1 "${port[RB]}" 2 "{}" window
 relay RB2 "${port[RB]}" 2 "{}" ram
 under=(RA1 RA1 RA2 RA2 RB1 RB1 RB2 RB2)
