@@ -865,12 +865,12 @@ int run_relay(const options& opts) {
                          &child_reports[i]));
       return relay_side{s->server, layout, &sys, *chunk};
     };
-    run_remote_client(files->client.client,
-                      relay_trainers(spawn, down.server.memory_mode ==
-                                                    memory_mode::disk
-                                                ? down.server.storage_dir
-                                                : std::string{}),
-                      upstream);
+    run_remote_client(
+        files->client.client,
+        relay_trainers(spawn, down.server.memory_mode == memory_mode::disk
+                                  ? down.server.storage_dir
+                                  : std::string{}),
+        upstream);
     std::lock_guard<std::mutex> lock{spawning};
     if (side) { // the parent's run is over: so is the children's
       caf::anon_send(side->server, stop_atom::value,
