@@ -2,7 +2,8 @@
 # The deploy/ launchers, each running a real server and 3 clients on this
 # host: run-local.sh (one client config as a template), rank-exec.sh under
 # the environment Slurm's srun gives each task (rank 0 server, ranks 1..3
-# clients), and run-hosts.sh with a remote shell that runs on this host.
+# clients), mpi-run.sh a tree of 7 ranks (root, 2 relays, 4 clients) under
+# an mpiexec that starts them here, and run-hosts.sh with a remote shell that runs on this host.
 #   deploy_test.sh FEDCAF SOURCE_DIR
 set -u
 fedcaf=$1; src=$2
@@ -63,6 +64,57 @@ for p in "${pids[@]}"; do wait "$p" || fail "rank-exec.sh"; done
 pids=()
 check "$out/slurm" server client1 client2 client3
 echo "rank-exec.sh: ranks 0..3 as srun starts them: a server and 3 clients"
+
+# A tree as mpi-run.sh starts it (FEDCAF_RELAYS=2, 4 clients: 7 ranks):
+# rank 0 the root, ranks 1-2 the relays, ranks 3-6 the clients, two under
+# each relay; the clients find their relay's address in LOG_DIR.
+cat > "$out/relay.yaml" <<YAML
+client_id: RelayX
+comm_configs:
+  grpc_configs: {server_uri: 127.0.0.1:$port}
+server_configs:
+  num_clients: 2
+  comm_configs:
+    stream_configs: {chunk_bytes: 65536, idle_timeout_s: 30}
+YAML
+relay_port=$(free_port)
+while [ "$relay_port" = "$port" ] || [ "$(( relay_port + 1 ))" = "$port" ]; do
+  relay_port=$(free_port)
+done
+# mpiexec as Hydra starts ranks on one host: PMI_RANK and PMI_SIZE.
+cat > "$out/mpiexec" <<'SH'
+#!/bin/bash
+[ "$1" = -n ] || exit 2
+n=$2; shift 2
+for (( r = 0; r < n; r++ )); do PMI_RANK=$r PMI_SIZE=$n "$@" & done
+status=0
+for (( r = 0; r < n; r++ )); do wait -n || status=1; done
+exit $status
+SH
+chmod +x "$out/mpiexec"
+PATH=$out:$PATH FEDCAF_SERVER=127.0.0.1:$port FEDCAF=$fedcaf FEDCAF_RELAYS=2 \
+  FEDCAF_RELAY_PORT=$relay_port FEDCAF_RELAY_BIND=127.0.0.1 \
+  FEDCAF_RELAY_HOST=127.0.0.1 LOG_DIR=$out/slurm_tree timeout 120 \
+  "$src/deploy/mpi-run.sh" 4 "$out/server.yaml" "$out/client.yaml" \
+  "$out/relay.yaml" > "$out/mpi.log" 2>&1 || fail "mpi-run.sh, a tree"
+check "$out/slurm_tree" server relay1 relay2 client1 client2 client3 client4
+/usr/bin/python3 - "$out/slurm_tree" <<'PY' || fail "the tree's reports"
+import json, sys
+d = sys.argv[1]
+root = json.load(open(f"{d}/server.json"))
+for r in root["rounds"]:
+    # Each relay's sum weighs its two clients.
+    assert dict(r["relay_weights"]) == {"Relay1": 2, "Relay2": 2}, r
+for k, relay in ((1, 1), (2, 2), (3, 1), (4, 2)):
+    log = open(f"{d}/relay{relay}.log").read()
+    assert f"Client{k}" in log, (k, relay)
+PY
+SLURM_PROCID=0 SLURM_NTASKS=2 FEDCAF_SERVER=127.0.0.1:$port FEDCAF_RELAYS=1 \
+  "$src/deploy/rank-exec.sh" "$out/server.yaml" "$out/client.yaml" \
+  "$out/relay.yaml" > "$out/few.log" 2>&1 && fail "rank-exec.sh ran a tree of 1 relay in 2 ranks"
+grep -q "too few for a root, 1 relays" "$out/few.log" ||
+  fail "rank-exec.sh: no reason for refusing 2 ranks for a tree: $(cat "$out/few.log")"
+echo "mpi-run.sh: a tree of 7 ranks: a root, 2 relays, 2 clients under each"
 
 # A remote shell that runs the command here: `fake_ssh HOST CMD...`.
 printf '#!/bin/sh\nshift\nexec "$@"\n' > "$out/fake_ssh"

@@ -106,7 +106,13 @@ log_limit_kib=20480 # every process's output is cut at 20 MiB (ulimit -f)
 
 passed=0; failed=0
 pass() { echo "PASS: $*"; passed=$(( passed + 1 )); }
-fail() { echo "FAIL: $*"; failed=$(( failed + 1 )); }
+# Failures are recapped at the end, where a log cut in the middle (as CI
+# shows a long one: its head and its tail) still shows them.
+failures=""
+fail() {
+  echo "FAIL: $*"; failed=$(( failed + 1 ))
+  failures+="  FAIL: ${*:0:300}"$'\n'
+}
 
 # wait_count FILE PATTERN N SECONDS: returns 0 once FILE holds N lines
 # with PATTERN.
@@ -1001,5 +1007,6 @@ for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C D G I I_int8 L}; do
   esac
 done
 echo "runtime $(( SECONDS - started )) s"
+[ -n "$failures" ] && printf 'the failed checks, again:\n%s' "$failures"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

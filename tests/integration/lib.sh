@@ -46,9 +46,16 @@ free_port() {
   echo "$port"
 }
 
-fail() { echo "FAIL: $*"; fails=$(( fails + 1 )); }
+# Failures are recapped at the end, where a log cut in the middle (as CI
+# shows a long one: its head and its tail) still shows them.
+failures=""
+fail() {
+  echo "FAIL: $*"; fails=$(( fails + 1 ))
+  failures+="  FAIL: ${*:0:300}"$'\n'
+}
 pass() { echo "ok: $*"; passes=$(( passes + 1 )); }
 finish() {
+  [ -n "$failures" ] && printf 'the failed checks, again:\n%s' "$failures"
   echo "$passes passed, $fails failed"
   [ "$fails" -eq 0 ]
   exit $?
