@@ -445,8 +445,11 @@ client_actor::behavior_type running(client_actor::pointer self,
 client_actor spawn_client(caf::actor_system& sys, server_link server,
                           client_options options, trainer_factory factory,
                           run_report* report) {
+  bool own_thread = options.own_thread;
   auto state = std::make_shared<client_state>(
       std::move(server), std::move(options), std::move(factory), report);
+  if (own_thread)
+    return sys.spawn<caf::detached>(running, std::move(state));
   return sys.spawn(running, std::move(state));
 }
 

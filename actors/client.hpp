@@ -49,6 +49,9 @@ struct client_options {
   uint16_t port = 0;
   /// Counts this client's transfer bytes for the console; null: not kept.
   std::shared_ptr<transfer_progress> progress;
+  /// Runs on a thread of its own (a relay's upstream client, whose
+  /// training waits for its children's round), not the scheduler's.
+  bool own_thread = false;
 };
 
 /// Spawns a client of `server`. `report` is written by the client only and

@@ -1218,10 +1218,22 @@ void read_relays(section& s, server_config& sc) {
                                      std::to_string(max_clients));
     sc.relays[id] = n;
   }
-  if (sc.relays.empty())
+  s.get("simulated_relays", sc.simulated_relays, 0, max_clients);
+  if (sc.simulated_relays > 0 && !sc.relays.empty())
+    s.fail("simulated_relays", "a simulated tree names its own relays "
+                               "(Relay1..R): give relays or simulated_relays");
+  auto per_round = sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
+  if (sc.simulated_relays > per_round)
+    s.fail("simulated_relays",
+           "each relay runs at least one client a round: at most " +
+               std::to_string(per_round) + " (clients_per_round)");
+  if (sc.relays.empty() && sc.simulated_relays == 0)
     return;
+  const std::string where =
+      sc.relays.empty() ? " (server_configs.simulated_relays runs a tree)"
+                        : " (server_configs.relays names relays)";
   auto refuse = [&](const char* key, const std::string& why) {
-    s.fail(key, why + " (server_configs.relays names relays)");
+    s.fail(key, why + where);
   };
   if (is_robust(sc.aggregator))
     refuse("aggregator",
@@ -1401,9 +1413,9 @@ void check_compression(section& root, const config& c) {
   if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
     fail("compressed uploads would move a clipped update past clip_norm: "
          "DP-FedAvg needs method: none");
-  if (!sc.relays.empty())
+  if (!sc.relays.empty() || sc.simulated_relays > 0)
     fail("a relay's partial sum is sent whole: compressed uploads need "
-         "direction: down where server_configs.relays names relays");
+         "direction: down in a tree of relays");
 }
 
 void read_server_file(section& root, config& c) {
@@ -1576,6 +1588,10 @@ result<config> load_config(std::string_view yaml_text, std::string source,
         read_client_file(top, c, role);
       else
         read_server_file(top, c);
+      if (role != config_role::simulate && c.server.simulated_relays > 0)
+        top.fail("server_configs.simulated_relays",
+                 "simulate only: a tree of processes is fedcaf relay "
+                 "(server_configs.relays names them)");
       if (role == config_role::simulate &&
           c.clients.train.trainer == trainer_kind::python)
         top.fail("client_configs.train_configs.trainer",

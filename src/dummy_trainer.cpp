@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -66,9 +67,18 @@ model_snapshot synthetic_model(const manifest& layout, uint64_t seed) {
   return s;
 }
 
-result<byte_buffer> anonymous_file_buffer(const std::string& path,
+result<byte_buffer> anonymous_file_buffer(const std::string& wanted,
                                           uint64_t size) {
+  // Another buffer of this process (a simulated tree's relays, each naming
+  // its files alike) may hold the name for the moment between its open and
+  // its unlink: then the name with a number after it.
+  static std::atomic<uint64_t> taken{0};
+  std::string path = wanted;
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  for (int tries = 0; fd < 0 && errno == EEXIST && tries < 16; ++tries) {
+    path = wanted + "." + std::to_string(++taken);
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  }
   if (fd < 0)
     return error{errc::io_error, path + ": " + std::strerror(errno)};
   auto grown = ::ftruncate(fd, static_cast<off_t>(size));

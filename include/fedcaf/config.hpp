@@ -416,6 +416,10 @@ struct server_config {
   /// docs/design.md, "Trees of aggregators"). Such a client offers its
   /// group's partial sum, weighing as many clients as it folded.
   std::map<std::string, uint64_t> relays;
+  /// simulate only: run the num_clients clients under this many relays in
+  /// the one process (Relay1..R, the clients in R blocks of consecutive
+  /// ids, clients_per_round shared among them); 0: a flat run.
+  uint32_t simulated_relays = 0;
   comm_config comm;
 };
 

@@ -17,6 +17,8 @@
 #   lost     RB1 (a relay under RB) SIGKILLed while its clients upload: RB's
 #            deadline ends the round with RB2's group, the root's round
 #            completes, and the run goes on.
+#   one      the same in one process: simulate with simulated_relays, its
+#            models byte-identical to the flat run's; sampled, disk mode.
 #   refused  a root with relays and a rule that does not decompose into
 #            sums (MedianAggregator, FedAsync, secure aggregation) stops at
 #            load with one line naming the key; a relay with its own rule
@@ -37,7 +39,8 @@ cleanup() {
 trap cleanup EXIT
 passed=0; failed=0
 pass() { echo "ok: $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $1"; failed=$((failed + 1)); }
+failures=""
+fail() { echo "FAIL: $1"; failed=$((failed + 1)); failures+="  FAIL: ${1:0:300}"$'\n'; }
 
 "$py" - "$out/init.safetensors" <<'PY'
 import json, struct, sys
@@ -113,6 +116,14 @@ comm_configs:
 EOF
 }
 
+same_as_flat() { # NAME: its models of rounds 1-3 equal the flat run's
+  local r
+  [ -s "$out/$1-3.safetensors" ] || return 1
+  for r in 1 2 3; do
+    cmp -s "$out/flat-$r.safetensors" "$out/$1-$r.safetensors" || return 1
+  done
+}
+
 start() { # NAME LOG COMMAND...: in the background, its pid in pid_of[NAME]
   local name=$1 log=$2; shift 2
   timeout 180 "$@" > "$log" 2>&1 &
@@ -153,11 +164,7 @@ if FEDCAF="$fedcaf" LOG_DIR="$out/hosts" timeout 180 \
 else
   fail "tree: run-hosts.sh: $(tail -n 1 "$out/hosts.log"); the root: $(tail -n 3 "$out/hosts/server.log")"
 fi
-same=1
-for r in 1 2 3; do
-  cmp -s "$out/flat-$r.safetensors" "$out/tree-$r.safetensors" || same=0
-done
-if [ $same -eq 1 ] && [ -s "$out/tree-3.safetensors" ]; then
+if same_as_flat tree; then
   pass "exact: every round's model of the 3-level tree is byte-identical to flat FedAvg of the same 8 clients"
 else
   fail "exact: the tree's models differ from the flat run's"
@@ -295,6 +302,39 @@ rounds = [l for l in lines if "client_bytes" in l]
 assert len(rounds) == 3 and all(len(l["client_bytes"]) == 3 for l in rounds), rounds
 PY
 
+# -- a tree in one process: simulate with server_configs.simulated_relays ----------
+# The flat run's 8 clients (Client<i> on partition i-1, as C<i>) under 2
+# relays of 4 in one `fedcaf simulate`: every round's model byte-identical
+# to the flat run's. Then 8 clients under 3 relays, 4 sampled a round (2, 1
+# and 1 per relay), in disk mode: each round's relays weigh what they ran.
+root one 8 "{}" "  simulated_relays: 2
+  save_global_model: $out/one-{round}.safetensors"
+sed -i '/relays: {}/d' "$out/one.yaml"
+"$fedcaf" simulate -c "$out/one.yaml" --report "$out/one.json" > "$out/one.log" 2>&1 ||
+  fail "one process: simulate of a tree failed: $(tail -n 3 "$out/one.log")"
+if same_as_flat one; then
+  pass "one process: simulate of 8 clients under 2 relays (simulated_relays: 2): every round's model byte-identical to the flat run's"
+else
+  fail "one process: the simulated tree's models differ from the flat run's"
+fi
+"$fedcaf" simulate -c "$out/one.yaml" --set server_configs.simulated_relays=3 \
+  --set server_configs.scheduler_kwargs.clients_per_round=4 \
+  --set server_configs.memory_mode=disk --set server_configs.storage_dir="$out" \
+  --set server_configs.save_global_model= \
+  --report "$out/one3.json" > "$out/one3.log" 2>&1 ||
+  fail "one process: 3 relays, sampled, disk mode: $(tail -n 3 "$out/one3.log")"
+"$py" - "$out" <<'PY' && pass "one process: 3 relays over 8 clients, 4 a round: every round weighs {Relay1: 2, Relay2: 1, Relay3: 1}, the contributors among each relay's block" || fail "one process: the sampled tree's report"
+import json, sys
+out = sys.argv[1]
+r = json.load(open(f"{out}/one3.json"))
+assert r["status"] == "completed", r["status"]
+assert len(r["rounds"]) == 3, r["rounds"]
+for x in r["rounds"]:
+    assert x["relay_weights"] == {"Relay1": 2, "Relay2": 1, "Relay3": 1}, x
+    assert sorted(x["contributors"]) == ["Relay1", "Relay2", "Relay3"], x
+assert len(r["clients"]) == 8, len(r["clients"])
+PY
+
 # -- refusals at load ---------------------------------------------------------------
 refused() { # WHAT EXPECTED-TEXT COMMAND...
   local what=$1 want=$2; shift 2
@@ -323,5 +363,14 @@ refused "a relay with num_global_epochs" "num_global_epochs" \
 refused "more simulated clients than num_clients" "simulated_clients" \
   "$fedcaf" relay -c "$out/R1.yaml" --set server_configs.simulated_clients=41
 
+refused "simulated_relays with a rule that does not sum" "server_configs.aggregator" \
+  "$fedcaf" simulate -c "$out/one.yaml" --set server_configs.aggregator=MedianAggregator
+refused "more simulated relays than clients a round" "simulated_relays" \
+  "$fedcaf" simulate -c "$out/one.yaml" --set server_configs.simulated_relays=3 \
+  --set server_configs.scheduler_kwargs.clients_per_round=2
+refused "simulated_relays outside simulate" "simulated_relays" \
+  "$fedcaf" server -c "$out/one.yaml"
+
+[ -n "$failures" ] && printf 'the failed checks, again:\n%s' "$failures"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

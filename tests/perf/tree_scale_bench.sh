@@ -7,7 +7,9 @@
 # MODEL_KIB. Prints the root's rounds per minute (rounds 2 to the last),
 # each process's peak RSS, and the same for one `fedcaf simulate` of
 # CLIENTS clients sampling RELAYS x PER_RELAY a round (one relay's group as
-# a flat run) measured in the same run, as a ratio.
+# a flat run) measured in the same run, as a ratio; then the same tree in
+# one process (`simulate` with server_configs.simulated_relays: RELAYS x
+# CLIENTS clients under RELAYS relays), its rate against the processes'.
 #
 #   tests/perf/tree_scale_bench.sh build/fedcaf [RELAYS] [CLIENTS] [PER_RELAY] [ROUNDS] [MODEL_KIB]
 #
@@ -61,20 +63,32 @@ wait $root || { echo "FAIL: the root: $(tail -n 3 "$out/root.log")"; tail -n 3 "
 for p in "${pids[@]:1}"; do wait "$p"; done
 tree_s=$(echo "$(date +%s.%N) - $start" | bc)
 # The flat reference: one process, CLIENTS clients, RELAYS x PER_RELAY a round.
-cat > "$out/flat.yaml" <<YAML
+# simulate_config NAME CLIENTS RELAYS: a simulate of CLIENTS, RELAYS x PER
+# a round, under RELAYS simulated relays (0: flat).
+simulate_config() {
+  cat > "$out/$1.yaml" <<YAML
 server_configs:
-  num_clients: $clients
+  num_clients: $2
   num_global_epochs: $rounds
+  simulated_relays: $3
   scheduler_kwargs: {clients_per_round: $(( relays * per ))}
 client_configs:
   train_configs: {trainer: dummy, add: 0.5}
   model_configs: $model
 YAML
+}
+simulate_config flat "$clients" 0
 timeout 1800 "$fedcaf" simulate -c "$out/flat.yaml" --report "$out/flat.json" > "$out/flat.log" 2>&1 ||
   { echo "FAIL: simulate: $(tail -n 3 "$out/flat.log")"; exit 1; }
-"$py" - "$out" "$relays" "$clients" "$per" "$tree_s" <<'PY'
+# The same tree in one process: simulate with server_configs.simulated_relays.
+simulate_config sim_tree $(( relays * clients )) "$relays"
+start=$(date +%s.%N)
+timeout 1800 "$fedcaf" simulate -c "$out/sim_tree.yaml" --report "$out/sim_tree.json" > "$out/sim_tree.log" 2>&1 ||
+  { echo "FAIL: simulate of the tree: $(tail -n 3 "$out/sim_tree.log")"; exit 1; }
+sim_tree_s=$(echo "$(date +%s.%N) - $start" | bc)
+"$py" - "$out" "$relays" "$clients" "$per" "$tree_s" "$sim_tree_s" <<'PY'
 import json, sys
-out, relays, clients, per, tree_s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+out, relays, clients, per, tree_s, sim_s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
 def rate(r):
     ends = [x["ended_unix_s"] for x in r["rounds"]]
     return 60 * (len(ends) - 1) / (ends[-1] - ends[0])
@@ -94,4 +108,12 @@ print(f"{relays * clients} clients under {relays} relays, {relays * per} a round
       f"{min(rss):.0f}-{max(rss):.0f} MiB")
 print(f"flat simulate of {clients} clients, {relays * per} a round: {f:.1f} "
       f"rounds/min, peak RSS {mib(flat):.0f} MiB; tree/flat rate {t / f:.2f} x")
+sim = json.load(open(f"{out}/sim_tree.json"))
+assert sim["status"] == "completed", sim["status"]
+assert all(len(x["relay_weights"]) == relays and x["clients"] == relays
+           for x in sim["rounds"]), sim["rounds"][0]
+s = rate(sim)
+print(f"the same tree in one simulate (simulated_relays {relays}, "
+      f"{sim_s:.0f} s with start-up): {s:.1f} rounds/min, peak RSS "
+      f"{mib(sim):.0f} MiB; one-process/processes rate {s / t:.2f} x")
 PY

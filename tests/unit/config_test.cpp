@@ -1042,3 +1042,30 @@ TEST_CASE("a profile matrix's relative base is looked for beside it, then in "
                  "directory)"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("simulated_relays: simulate only, within the round's clients, and "
+          "with the rules a tree refuses refused") {
+  auto sim = [](std::vector<std::string> set) {
+    set.push_back("server_configs.num_clients=4");
+    set.push_back("data_configs.dataset_kwargs.num_clients=4");
+    return load_config(embedded_simulate_yaml(), "sim.yaml",
+                       config_role::simulate, set);
+  };
+  auto c = sim({"server_configs.simulated_relays=2"});
+  REQUIRE(c);
+  CHECK(c->server.simulated_relays == 2);
+  CHECK(c->server.relays.empty()); // named when the tree is built
+  CHECK(contains(message_of(sim({"server_configs.simulated_relays=5"})),
+                 "at most 4"));
+  CHECK(contains(message_of(sim({"server_configs.simulated_relays=2",
+                                 "server_configs.relays.R1=2"})),
+                 "give relays or simulated_relays"));
+  CHECK(
+      contains(message_of(sim({"server_configs.simulated_relays=2",
+                               "server_configs.aggregator=MedianAggregator"})),
+               "does not decompose"));
+  auto server =
+      load_config(embedded_simulate_yaml(), "s.yaml", config_role::server,
+                  {"server_configs.simulated_relays=2"});
+  CHECK(contains(message_of(server), "simulate only"));
+}
