@@ -474,6 +474,7 @@ live_run live_run_of(const config& cfg, const char* role) {
   r.dp_noise_multiplier = sc.rule.dp_noise_multiplier;
   r.dp_delta = sc.rule.dp_delta;
   r.dp_sgd = cfg.clients.train.dp.mode != dp_sgd_mode::none;
+  r.relays = sc.relays;
   return r;
 }
 
@@ -800,7 +801,11 @@ int run_simulate(const options& opts) {
   interrupt_watch watch;
   // Before the data is read: a --http address that cannot be bound stops
   // the command at once.
-  auto view = start_view(opts, *cfg, "simulate");
+  auto view = start_view(opts,
+                         cfg->server.simulated_relays > 0
+                             ? simulated_tree::root_config(*cfg)
+                             : *cfg,
+                         "simulate");
   if (!view)
     return failed(to_string(view.err()));
   auto stop = std::make_shared<std::atomic<bool>>(false);

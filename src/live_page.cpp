@@ -395,8 +395,14 @@ std::string client_row(const live_snapshot& s, const std::string& id,
                        const live_client& c) {
   const char* phase = to_string(c.phase);
   auto until = s.ended() ? s.ended_unix_s : s.now_unix_s;
+  // A relay (server_configs.relays): one row, the sum of its clients.
+  std::string relay;
+  if (auto r = s.run.relays.find(id); r != s.run.relays.end())
+    relay = format(" <span class=\"muted small\">relay of up to %llu "
+                   "clients</span>",
+                   static_cast<unsigned long long>(r->second));
   return "<tr class=\"client\" data-client=\"" + html_escape(id) +
-         "\" data-phase=\"" + phase + "\"><td>" + html_escape(id) +
+         "\" data-phase=\"" + phase + "\"><td>" + html_escape(id) + relay +
          "</td><td class=\"phase phase-" + phase + "\">" + phase +
          "</td><td class=\"nowrap\">" + bar(c.down_bytes, s.model_bytes) +
          "</td><td class=\"nowrap\">" + bar(s.up_bytes(c), s.model_bytes) +

@@ -508,7 +508,8 @@ json run_json(const live_snapshot& s) {
           {"dp",
            {{"dp_fedavg_noise_multiplier", r.dp_noise_multiplier},
             {"delta", r.dp_delta},
-            {"dp_sgd", r.dp_sgd}}}};
+            {"dp_sgd", r.dp_sgd}}},
+          {"relays", r.relays}};
 }
 
 } // namespace

@@ -57,6 +57,9 @@ struct live_run {
   double dp_noise_multiplier = 0;         ///< DP-FedAvg; 0: off
   double dp_delta = 0;
   bool dp_sgd = false; ///< clients train with DP-SGD
+  /// server_configs.relays: the clients that are relays, and the most
+  /// clients each sums (the page marks them).
+  std::map<std::string, uint64_t> relays;
 };
 
 /// One client as the page shows it. Counts are of the round under way (a

@@ -112,6 +112,24 @@ TEST_CASE("live page: the phases with progress, the run's facts, the rounds "
   CHECK(view.find("test loss</text>") != std::string::npos);
   CHECK(view.find("<path d=\"M") != std::string::npos);
   CHECK(view.find("id=\"final\"") == std::string::npos); // still running
+  CHECK(view.find("relay of") == std::string::npos);
+}
+
+TEST_CASE("live page: a relay's row says it is one, and how many clients it "
+          "may sum") {
+  live_status l;
+  live_run r;
+  r.num_rounds = 2;
+  r.num_clients = 2;
+  r.relays = {{"RA", 4}, {"RB", 12}};
+  l.set_run(r);
+  l.set_model(2000, 1000, 2);
+  l.client_event("RA", "registered", "10.0.0.1:1");
+  l.client_event("RB", "registered", "10.0.0.2:1");
+  auto view = live_view_html(l.snapshot());
+  CHECK(view.find("<td>RA <span class=\"muted small\">relay of up to 4 "
+                  "clients</span></td>") != std::string::npos);
+  CHECK(view.find("relay of up to 12 clients") != std::string::npos);
 }
 
 TEST_CASE("live page: the static page is whole and self-contained, with "
