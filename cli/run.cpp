@@ -409,6 +409,14 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
     so.server.relay = true;
     so.scheduler.num_rounds = so.server.num_rounds = relay_rounds;
     so.server.client_configs_yaml = relay->client_configs_yaml;
+    // The children are told the parent's client_configs: the relay serves
+    // downloads compressed as those say (uploads compressed are refused
+    // with relays, at the root).
+    auto parents = parse_client_configs(relay->client_configs_yaml);
+    if (!parents)
+      return error{errc::bad_config,
+                   "the parent's client_configs: " + parents.err().message};
+    so.server.compression = parents->compression;
     so.server.terms = relay->terms;
     so.server.federated_evaluation = false;
   }

@@ -65,7 +65,8 @@ pids=()
 check "$out/slurm" server client1 client2 client3
 echo "rank-exec.sh: ranks 0..3 as srun starts them: a server and 3 clients"
 
-# A tree as mpi-run.sh starts it (FEDCAF_RELAYS=2, 4 clients: 7 ranks):
+# A tree as mpi-run.sh starts it (FEDCAF_RELAYS=2, 4 clients: 7 ranks,
+# downloads compressed):
 # rank 0 the root, ranks 1-2 the relays, ranks 3-6 the clients, two under
 # each relay; the clients find their relay's address in LOG_DIR.
 cat > "$out/relay.yaml" <<YAML
@@ -77,6 +78,10 @@ server_configs:
   comm_configs:
     stream_configs: {chunk_bytes: 65536, idle_timeout_s: 30}
 YAML
+# The tree's downloads are compressed (int8): each relay serves its clients
+# as its parent's client_configs say.
+sed 's/^  model_configs:.*/&\n  comm_configs: {compression: {method: int8, direction: down}}/' \
+  "$out/server.yaml" > "$out/server_int8.yaml"
 relay_port=$(free_port)
 while [ "$relay_port" = "$port" ] || [ "$(( relay_port + 1 ))" = "$port" ]; do
   relay_port=$(free_port)
@@ -95,7 +100,7 @@ chmod +x "$out/mpiexec"
 PATH=$out:$PATH FEDCAF_SERVER=127.0.0.1:$port FEDCAF=$fedcaf FEDCAF_RELAYS=2 \
   FEDCAF_RELAY_PORT=$relay_port FEDCAF_RELAY_BIND=127.0.0.1 \
   FEDCAF_RELAY_HOST=127.0.0.1 LOG_DIR=$out/slurm_tree timeout 120 \
-  "$src/deploy/mpi-run.sh" 4 "$out/server.yaml" "$out/client.yaml" \
+  "$src/deploy/mpi-run.sh" 4 "$out/server_int8.yaml" "$out/client.yaml" \
   "$out/relay.yaml" > "$out/mpi.log" 2>&1 || fail "mpi-run.sh, a tree"
 check "$out/slurm_tree" server relay1 relay2 client1 client2 client3 client4
 /usr/bin/python3 - "$out/slurm_tree" <<'PY' || fail "the tree's reports"
@@ -105,6 +110,9 @@ root = json.load(open(f"{d}/server.json"))
 for r in root["rounds"]:
     # Each relay's sum weighs its two clients.
     assert dict(r["relay_weights"]) == {"Relay1": 2, "Relay2": 2}, r
+for name in ("server", "relay1", "relay2"):  # int8 downloads at each level
+    r = json.load(open(f"{d}/{name}.json"))
+    assert all(x["compression_down"] > 3.5 for x in r["rounds"]), (name, r["rounds"])
 for k, relay in ((1, 1), (2, 2), (3, 1), (4, 2)):
     log = open(f"{d}/relay{relay}.log").read()
     assert f"Client{k}" in log, (k, relay)

@@ -335,6 +335,40 @@ for x in r["rounds"]:
 assert len(r["clients"]) == 8, len(r["clients"])
 PY
 
+# Downloads compressed (int8, direction down) through the relays: each
+# relay serves its children as its parent's client_configs say (ctest
+# deploy_launchers runs the same over sockets). The models equal a flat
+# simulate's with the same compression to float32 rounding (the relay
+# re-encodes values already on int8's grid), far within one int8 step.
+z="--set client_configs.comm_configs.compression.method=int8 --set client_configs.comm_configs.compression.direction=down"
+for k in 0 2; do
+  "$fedcaf" simulate -c "$out/one.yaml" --set server_configs.simulated_relays=$k $z \
+    --set server_configs.save_global_model="$out/z$k-{round}.safetensors" \
+    --report "$out/z$k.json" > "$out/z$k.log" 2>&1 ||
+    fail "one process: int8 downloads, $k relays: $(tail -n 3 "$out/z$k.log")"
+done
+"$py" - "$out" <<'PY' && pass "one process: int8 downloads through 2 relays: the root sends 2 compressed models a round, the models within 2^-20 of the largest value of a flat run's with int8 downloads" || fail "one process: int8 downloads through relays"
+import json, struct, sys
+import numpy as np
+out = sys.argv[1]
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    return {k: np.frombuffer(d[v["data_offsets"][0]:v["data_offsets"][1]], np.float32)
+            for k, v in h.items() if k != "__metadata__"}
+flat, tree = (json.load(open(f"{out}/z{k}.json")) for k in (0, 2))
+assert tree["status"] == "completed", tree["status"]
+for f, t in zip(flat["rounds"], tree["rounds"]):
+    assert t["compression_down"] > 3.5, t
+    # the root serves 2 relays what the flat server serves 8 clients
+    assert t["bytes_down"] * 4 == f["bytes_down"], (t["bytes_down"], f["bytes_down"])
+for r in (1, 2, 3):
+    a, b = load(f"{out}/z0-{r}.safetensors"), load(f"{out}/z2-{r}.safetensors")
+    for k in a:
+        bound = np.abs(a[k]).max() * 2.0**-20
+        assert np.abs(a[k] - b[k]).max() <= bound, (r, k, np.abs(a[k] - b[k]).max(), bound)
+PY
+
 # -- refusals at load ---------------------------------------------------------------
 refused() { # WHAT EXPECTED-TEXT COMMAND...
   local what=$1 want=$2; shift 2
