@@ -416,6 +416,12 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
     if (!parents)
       return error{errc::bad_config,
                    "the parent's client_configs: " + parents.err().message};
+    if (parents->compression.up && so.plan.memory_mode != memory_mode::ram)
+      return error{errc::bad_config,
+                   cfg.source +
+                       ": server_configs.memory_mode: the parent's clients "
+                       "compress their uploads (deltas), which a relay "
+                       "decodes in memory_mode ram only"};
     so.server.compression = parents->compression;
     so.server.terms = relay->terms;
     so.server.federated_evaluation = false;

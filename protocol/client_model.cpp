@@ -72,6 +72,8 @@ client_model::begin_round(const msg::round_start& rs) {
 
 result<void> client_model::prepare_encoder(const msg::round_start& rs) {
   const auto& z = configs_.compression;
+  if (trainer_->partial_sum()) // a relay's sum goes up whole
+    return {};
   if (z.up && !(encoder_ && encoded_layout_ == rs.model)) {
     auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
     if (!plan)

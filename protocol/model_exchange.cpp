@@ -74,7 +74,10 @@ result<void> model_exchange::check_offer(const std::string& id,
     return error{errc::not_authorized,
                  id + " offered an update as " + o.client_id};
   const auto& z = terms_.compression;
-  auto expected = z.up ? z.method : compression_method::none;
+  // A relay's partial sum is sent whole: the children's uploads to it are
+  // compressed, its sum of them is not (delta coding is of one update
+  // against the model it started from).
+  auto expected = z.up && !o.partial_sum ? z.method : compression_method::none;
   if (o.encoding == static_cast<uint8_t>(expected))
     return {};
   return error{errc::manifest_mismatch,

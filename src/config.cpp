@@ -1413,9 +1413,6 @@ void check_compression(section& root, const config& c) {
   if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
     fail("compressed uploads would move a clipped update past clip_norm: "
          "DP-FedAvg needs method: none");
-  if (!sc.relays.empty() || sc.simulated_relays > 0)
-    fail("a relay's partial sum is sent whole: compressed uploads need "
-         "direction: down in a tree of relays");
 }
 
 void read_server_file(section& root, config& c) {

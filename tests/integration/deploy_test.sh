@@ -66,7 +66,7 @@ check "$out/slurm" server client1 client2 client3
 echo "rank-exec.sh: ranks 0..3 as srun starts them: a server and 3 clients"
 
 # A tree as mpi-run.sh starts it (FEDCAF_RELAYS=2, 4 clients: 7 ranks,
-# downloads compressed):
+# int8 compressed):
 # rank 0 the root, ranks 1-2 the relays, ranks 3-6 the clients, two under
 # each relay; the clients find their relay's address in LOG_DIR.
 cat > "$out/relay.yaml" <<YAML
@@ -78,9 +78,10 @@ server_configs:
   comm_configs:
     stream_configs: {chunk_bytes: 65536, idle_timeout_s: 30}
 YAML
-# The tree's downloads are compressed (int8): each relay serves its clients
-# as its parent's client_configs say.
-sed 's/^  model_configs:.*/&\n  comm_configs: {compression: {method: int8, direction: down}}/' \
+# The tree's transfers are compressed (int8, both ways): each relay serves
+# its clients and decodes their uploads as its parent's client_configs say;
+# its sum goes up whole.
+sed 's/^  model_configs:.*/&\n  comm_configs: {compression: {method: int8, direction: both}}/' \
   "$out/server.yaml" > "$out/server_int8.yaml"
 relay_port=$(free_port)
 while [ "$relay_port" = "$port" ] || [ "$(( relay_port + 1 ))" = "$port" ]; do
@@ -113,6 +114,9 @@ for r in root["rounds"]:
 for name in ("server", "relay1", "relay2"):  # int8 downloads at each level
     r = json.load(open(f"{d}/{name}.json"))
     assert all(x["compression_down"] > 3.5 for x in r["rounds"]), (name, r["rounds"])
+    # the clients' uploads to the relays compressed, the relays' sums whole
+    up = [x["compression_up"] for x in r["rounds"]]
+    assert all((u or 1) < 1.01 if name == "server" else u > 3.5 for u in up), (name, up)
 for k, relay in ((1, 1), (2, 2), (3, 1), (4, 2)):
     log = open(f"{d}/relay{relay}.log").read()
     assert f"Client{k}" in log, (k, relay)

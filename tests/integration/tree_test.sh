@@ -18,7 +18,8 @@
 #            deadline ends the round with RB2's group, the root's round
 #            completes, and the run goes on.
 #   one      the same in one process: simulate with simulated_relays, its
-#            models byte-identical to the flat run's; sampled, disk mode.
+#            models byte-identical to the flat run's; sampled, disk mode;
+#            int8 downloads and uploads through the relays.
 #   refused  a root with relays and a rule that does not decompose into
 #            sums (MedianAggregator, FedAsync, secure aggregation) stops at
 #            load with one line naming the key; a relay with its own rule
@@ -335,39 +336,51 @@ for x in r["rounds"]:
 assert len(r["clients"]) == 8, len(r["clients"])
 PY
 
-# Downloads compressed (int8, direction down) through the relays: each
-# relay serves its children as its parent's client_configs say (ctest
-# deploy_launchers runs the same over sockets). The models equal a flat
-# simulate's with the same compression to float32 rounding (the relay
-# re-encodes values already on int8's grid), far within one int8 step.
-z="--set client_configs.comm_configs.compression.method=int8 --set client_configs.comm_configs.compression.direction=down"
-for k in 0 2; do
-  "$fedcaf" simulate -c "$out/one.yaml" --set server_configs.simulated_relays=$k $z \
-    --set server_configs.save_global_model="$out/z$k-{round}.safetensors" \
-    --report "$out/z$k.json" > "$out/z$k.log" 2>&1 ||
-    fail "one process: int8 downloads, $k relays: $(tail -n 3 "$out/z$k.log")"
-done
-"$py" - "$out" <<'PY' && pass "one process: int8 downloads through 2 relays: the root sends 2 compressed models a round, the models within 2^-20 of the largest value of a flat run's with int8 downloads" || fail "one process: int8 downloads through relays"
+# Compression through the relays, per hop: downloads (int8, direction
+# down) served by each relay as its parent's client_configs say; uploads
+# (direction up) compressed to the relays, which decode them and send
+# their sums whole (ctest deploy_launchers runs both over sockets). The
+# models equal a flat simulate's with the same compression to float32
+# rounding (a relay re-encodes values already on int8's grid; it decodes
+# each delta against the model its child received, as the flat server
+# does), far within one int8 step.
+for dir in down up; do
+  for k in 0 2; do
+    # (compressed uploads are decoded in ram mode)
+    "$fedcaf" simulate -c "$out/one.yaml" --set server_configs.simulated_relays=$k \
+      --set server_configs.memory_mode=ram \
+      --set client_configs.comm_configs.compression.method=int8 \
+      --set client_configs.comm_configs.compression.direction=$dir \
+      --set server_configs.save_global_model="$out/z$dir$k-{round}.safetensors" \
+      --report "$out/z$dir$k.json" > "$out/z$dir$k.log" 2>&1 ||
+      fail "one process: int8 $dir, $k relays: $(tail -n 3 "$out/z$dir$k.log")"
+  done
+  "$py" - "$out" "$dir" <<'PY' && pass "one process: int8 $dir through 2 relays: the root moves 2 models a round (uploads: 2 sums, whole), the models within 2^-20 of the largest value of a flat run's with int8 $dir" || fail "one process: int8 $dir through relays"
 import json, struct, sys
 import numpy as np
-out = sys.argv[1]
+out, way = sys.argv[1], sys.argv[2]
 def load(p):
     b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
     h = json.loads(b[8:8 + n]); d = b[8 + n:]
     return {k: np.frombuffer(d[v["data_offsets"][0]:v["data_offsets"][1]], np.float32)
             for k, v in h.items() if k != "__metadata__"}
-flat, tree = (json.load(open(f"{out}/z{k}.json")) for k in (0, 2))
+flat, tree = (json.load(open(f"{out}/z{way}{k}.json")) for k in (0, 2))
 assert tree["status"] == "completed", tree["status"]
 for f, t in zip(flat["rounds"], tree["rounds"]):
-    assert t["compression_down"] > 3.5, t
-    # the root serves 2 relays what the flat server serves 8 clients
-    assert t["bytes_down"] * 4 == f["bytes_down"], (t["bytes_down"], f["bytes_down"])
+    if way == "down":
+        assert t["compression_down"] > 3.5, t
+        # the root serves 2 relays what the flat server serves 8 clients
+        assert t["bytes_down"] * 4 == f["bytes_down"], (t["bytes_down"], f["bytes_down"])
+    else:  # 8 int8 uploads flat; 2 whole float32 sums at the root
+        assert f["compression_up"] > 3.5, f
+        assert t["compression_up"] < 1.01, t
 for r in (1, 2, 3):
-    a, b = load(f"{out}/z0-{r}.safetensors"), load(f"{out}/z2-{r}.safetensors")
+    a, b = load(f"{out}/z{way}0-{r}.safetensors"), load(f"{out}/z{way}2-{r}.safetensors")
     for k in a:
         bound = np.abs(a[k]).max() * 2.0**-20
         assert np.abs(a[k] - b[k]).max() <= bound, (r, k, np.abs(a[k] - b[k]).max(), bound)
 PY
+done
 
 # -- refusals at load ---------------------------------------------------------------
 refused() { # WHAT EXPECTED-TEXT COMMAND...

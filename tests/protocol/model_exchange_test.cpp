@@ -139,3 +139,21 @@ TEST_CASE("model exchange: an offer must come from its sender, in the "
   model_exchange none{model(3, 0), terms()};
   CHECK(none.check_offer("A", offer_of("A", 0)));
 }
+
+TEST_CASE("model exchange: a relay's partial sum comes whole, under "
+          "compressed uploads too") {
+  auto t = terms();
+  t.compression.method = compression_method::int8;
+  t.compression.up = true;
+  model_exchange x{model(3, 0), t};
+  auto sum = offer_of("R", 0);
+  sum.partial_sum = true;
+  CHECK(x.check_offer("R", sum));
+  auto encoded = offer_of("R", 3);
+  encoded.partial_sum = true;
+  auto refused = x.check_offer("R", encoded);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.err().code == errc::manifest_mismatch);
+  CHECK(refused.err().message.find("this server takes none") !=
+        std::string::npos);
+}
