@@ -280,7 +280,7 @@ private:
     self_->send(
         server_, start_atom::value, r,
         std::vector<std::string>(participants_.begin(), participants_.end()));
-    if (options_.round_deadline.count() > 0)
+    if (options_.round_deadline.count() > 0 && !options_.deadline_from_server)
       self_->delayed_send(self_, options_.round_deadline, deadline_atom::value,
                           r);
   }

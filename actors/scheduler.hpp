@@ -38,6 +38,10 @@ struct scheduler_options {
   /// this long after the round started (not offered, or still uploading:
   /// the aggregator ends their streams) sit it out; zero: no deadline.
   std::chrono::milliseconds round_deadline{0};
+  /// A relay's: its server arms the round deadline (deadline_atom) once the
+  /// parent's model is in and the round opens, not the scheduler as it
+  /// chooses the round's clients (the parent may take long to send it).
+  bool deadline_from_server = false;
   /// When the deadline passes with fewer than min_clients updates
   /// delivered: false, the round fails naming the missing clients; true, it
   /// waits until min_clients have delivered, then goes on without the rest.

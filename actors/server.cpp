@@ -153,6 +153,9 @@ public:
       return;
     }
     relay_.ready = false;
+    if (options_.relay_round_deadline.count() > 0)
+      self_->delayed_send(peers_.scheduler, options_.relay_round_deadline,
+                          deadline_atom::value, round);
     round_started_ = self_->clock().now();
     const auto& announced = rounds_.open(round, chosen);
     tally_.expect(rounds_.chosen().size());

@@ -104,6 +104,11 @@ struct server_options {
   /// A relay's server side (fedcaf relay): each round waits for its
   /// parent's model (relay_atom), and its partial sum answers that request.
   bool relay = false;
+  /// A relay's round deadline (scheduler_kwargs.round_deadline_s), counted
+  /// from when its round opens with the parent's model: the server tells
+  /// the scheduler when it passes (scheduler_options::
+  /// deadline_from_server). Zero: none, or not a relay.
+  std::chrono::milliseconds relay_round_deadline{0};
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
   /// Counts updates the aggregator refused for their content.

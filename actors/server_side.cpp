@@ -27,6 +27,10 @@ void take_plan(server_side_options& o, const aggregation_plan& plan) {
   sched.rule_cfg = o.rule;
   sched.weights = plan.weights;
   sched.round_deadline = plan.scheduler_deadline;
+  if (o.server.relay) { // counted from the parent's model, by the server
+    sched.deadline_from_server = true;
+    o.server.relay_round_deadline = plan.scheduler_deadline;
+  }
   sched.wait_after_deadline = plan.on_deadline == deadline_action::wait;
   sched.keep_partial = plan.partial == partial_updates::keep;
   auto& server = o.server;

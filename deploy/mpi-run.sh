@@ -24,5 +24,7 @@ tree=()
 if [ "$relays" != 0 ]; then
   tree=("${1:?FEDCAF_RELAYS=$relays: usage: mpi-run.sh N SERVER_CONFIG CLIENT_CONFIG RELAY_CONFIG [MPIEXEC_ARGS...]}")
   shift
+  # No client may find a relay's address left by an earlier run.
+  rm -f "${LOG_DIR:-.}"/relay*.address
 fi
 exec mpiexec -n $((n + 1 + relays)) "$@" "$here/rank-exec.sh" "$server_cfg" "$client_cfg" "${tree[@]}"

@@ -38,6 +38,7 @@ server=${FEDCAF_SERVER:?set FEDCAF_SERVER=host:port, the address of rank 0}
 bind=${FEDCAF_BIND:-$server}
 relays=${FEDCAF_RELAYS:-0}
 [[ "$relays" =~ ^[0-9]+$ ]] || { echo "rank-exec.sh: FEDCAF_RELAYS=$relays is not a number" >&2; exit 2; }
+relays=$((10#$relays)) # 08 is 8
 n=$((size - 1 - relays))
 if [ "$relays" -eq 0 ]; then
   [ "$size" -ge 2 ] || { echo "rank-exec.sh: needs at least 2 ranks (a server and a client)" >&2; exit 2; }

@@ -399,8 +399,9 @@ std::string client_row(const live_snapshot& s, const std::string& id,
   std::string relay;
   if (auto r = s.run.relays.find(id); r != s.run.relays.end())
     relay = format(" <span class=\"muted small\">relay of up to %llu "
-                   "clients</span>",
-                   static_cast<unsigned long long>(r->second));
+                   "client%s</span>",
+                   static_cast<unsigned long long>(r->second),
+                   r->second == 1 ? "" : "s");
   return "<tr class=\"client\" data-client=\"" + html_escape(id) +
          "\" data-phase=\"" + phase + "\"><td>" + html_escape(id) + relay +
          "</td><td class=\"phase phase-" + phase + "\">" + phase +

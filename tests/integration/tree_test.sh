@@ -261,6 +261,32 @@ assert rb_clients[0] == 2 and 1 in rb_clients[1:], rb_clients
 print(f"   root rounds' contributors {clients}; RB's rounds' clients {rb_clients}")
 PY
 
+# -- late: a relay's deadline counts from its parent's model -----------------------
+# The root waits 5 s for its second client (C2, direct); the relay RL under
+# it, with one client and a 2 s round deadline, holds its round until the
+# root's model comes: its deadline must not run out before then (it did:
+# the relay's round failed and its group left the run).
+root late 2 "{RL: 1}" ""
+port[RL]=$((base + 9))
+relay RL "$root_port" 1 "{}" ram
+sed -i 's/round_deadline_s: 20, min_clients: 1, on_deadline: wait/round_deadline_s: 2/' "$out/RL.yaml"
+grep -q "scheduler_kwargs: {round_deadline_s: 2}" "$out/RL.yaml" || fail "late: RL's config"
+client 1 "$((base + 9))"; client 2 "$root_port"
+start root "$out/late.log" "$fedcaf" server -c "$out/late.yaml" --report "$out/late.json"
+start RL "$out/late_RL.log" "$fedcaf" relay -c "$out/RL.yaml"
+start C1 "$out/late_C1.log" "$fedcaf" client -c "$out/C1.yaml"
+sleep 5
+start C2 "$out/late_C2.log" "$fedcaf" client -c "$out/C2.yaml"
+wait "${pid_of[root]}" || fail "late: the root failed: $(tail -n 3 "$out/late.log"); RL: $(tail -n 2 "$out/late_RL.log")"
+for n in RL C1 C2; do wait "${pid_of[$n]}"; done
+"$py" - "$out" <<'PY' && pass "late: a relay with a 2 s deadline under a root that waited 5 s for its other client took part in every round" || fail "late: the root's report"
+import json, sys
+r = json.load(open(f"{sys.argv[1]}/late.json"))
+assert r["status"] == "completed", r["status"]
+assert [x["relay_weights"] for x in r["rounds"]] == [{"RL": 1}] * 3, r["rounds"]
+assert all(sorted(x["contributors"]) == ["C2", "RL"] for x in r["rounds"]), r["rounds"]
+PY
+
 # -- simulated: a relay's children in its own process ------------------------
 # Two relays, each running 40 simulated clients (server_configs.simulated_
 # clients) and sampling 3 of them a round: the root's rounds have 2
