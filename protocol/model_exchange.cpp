@@ -86,7 +86,9 @@ result<void> model_exchange::check_offer(const std::string& id,
                         ? to_string(static_cast<compression_method>(o.encoding))
                         : std::to_string(o.encoding)) +
                    "; this server takes " + to_string(expected) +
-                   " (client_configs.comm_configs.compression)"};
+                   (o.partial_sum
+                        ? " for a partial sum (a relay's, sent whole)"
+                        : " (client_configs.comm_configs.compression)")};
 }
 
 } // namespace fedcaf

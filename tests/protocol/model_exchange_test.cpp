@@ -154,6 +154,7 @@ TEST_CASE("model exchange: a relay's partial sum comes whole, under "
   auto refused = x.check_offer("R", encoded);
   REQUIRE_FALSE(refused);
   CHECK(refused.err().code == errc::manifest_mismatch);
-  CHECK(refused.err().message.find("this server takes none") !=
+  CHECK(refused.err().message.find("this server takes none for a partial "
+                                   "sum (a relay's, sent whole)") !=
         std::string::npos);
 }
