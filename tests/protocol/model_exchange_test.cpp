@@ -34,6 +34,14 @@ exchange_terms terms(uint64_t chunk_bytes = 1024) {
   return t;
 }
 
+/// An exchange whose terms ask for int8 uploads.
+model_exchange int8_uploads() {
+  auto t = terms();
+  t.compression.method = compression_method::int8;
+  t.compression.up = true;
+  return model_exchange{model(3, 0), t};
+}
+
 msg::offer offer_of(const std::string& id, uint8_t encoding) {
   msg::offer o;
   o.client_id = id;
@@ -118,10 +126,7 @@ TEST_CASE("model exchange: downloads encoded as fp16 cost half the bytes") {
 
 TEST_CASE("model exchange: an offer must come from its sender, in the "
           "encoding the terms ask for") {
-  auto t = terms();
-  t.compression.method = compression_method::int8;
-  t.compression.up = true;
-  model_exchange x{model(3, 0), t};
+  auto x = int8_uploads();
   auto as = x.check_offer("A", offer_of("B", 3));
   REQUIRE_FALSE(as);
   CHECK(as.err().code == errc::not_authorized);
@@ -142,10 +147,7 @@ TEST_CASE("model exchange: an offer must come from its sender, in the "
 
 TEST_CASE("model exchange: a relay's partial sum comes whole, under "
           "compressed uploads too") {
-  auto t = terms();
-  t.compression.method = compression_method::int8;
-  t.compression.up = true;
-  model_exchange x{model(3, 0), t};
+  auto x = int8_uploads();
   auto sum = offer_of("R", 0);
   sum.partial_sum = true;
   CHECK(x.check_offer("R", sum));
