@@ -23,6 +23,7 @@
 #include "fedcaf/stopwatch.hpp"
 #include "fedcaf/update_check.hpp"
 #include "protocol/chunk_checker.hpp"
+#include "protocol/model_versions.hpp"
 #include "protocol/upload_ledger.hpp"
 
 namespace fedcaf {
@@ -43,77 +44,17 @@ std::chrono::milliseconds check_period(const aggregator_options& o) {
                                                 : std::min(idle, rate);
 }
 
-// State machine: collecting (streams open and close) -> finalize_atom ->
-// collecting the next round. A chunk is validated in full (its place in the
-// stream, then its content: chunk_checker) before it touches the
-// accumulator, so a refused chunk leaves it unchanged, and only a chunk that
-// is folded counts towards the update's distance.
-//
-// Per stream (upload_ledger): open -(chunks from its own client only)->
-// closed | rejected. A chunk, end or credit from another client than the
-// one that opened the stream is refused (not_authorized) without touching
-// it. A chunk with NaN or infinite values, or one that takes the update's
-// distance from the global model past aggregator_kwargs.max_update_norm,
-// rejects the whole update (poisoned_update); so does silence: nothing for
-// idle_timeout (idle_timeout_s + reconnect_grace_s) while the stream could
-// send (it holds a credit: for its next chunk, or all of them for its end),
-// counted from its last chunk or the last credit the window returned to it.
-// A stream waiting for the window (for slower clients) is never silent. So
-// does slowness: fewer than min_rate_bytes_per_s over rate_window of the
-// time it could send (protocol/send_rate.hpp), and the round deadline
-// (expire_atom from the scheduler: upload_ledger::past_deadline). The
-// stream is closed for good (later frames: unknown_stream; its end:
-// poisoned_update), the scheduler is told (reject_atom with the chunks
-// already folded), and the client leaves the round: with nothing folded the
-// round expects one update fewer; otherwise its share cannot be taken out
-// of the sum, and the round's updates are collected again from the others
-// (as for a client dropped mid-upload, whatever partial_updates says: a
-// rejected update never stays in the model; the honest clients' uploads
-// sent again count in their bytes_resent and the server says why). Under
-// the AsyncScheduler see async_scheduler.cpp.
-// The bound on an update's distance is max_update_ratio x the global
-// model's norm (measured once per published model) or max_update_norm,
-// the lesser (chunk_checker).
-//
-// The distance is measured against the global model's bytes at the chunk's
-// place. ram mode: the global model changes only at finalize, so they are
-// the round's old model. window mode: position k is averaged into the model
-// in place only once every expected client folded chunk k, so a chunk that
-// arrives finds the old model at its place; except after a reset, when the
-// positions below the accumulator's overwritten_below() already hold that
-// first average (see chunk_checker.hpp for what a resend must match).
-//
-// A reset in window mode re-averages the positions below overwritten_below()
-// from the chunks sent again: exact for FedAvg (with or without DP noise:
-// the position is overwritten with the new average). A stateful server
-// optimizer (FedAvgM, FedAdagrad, FedAdam, FedYogi) steps those positions a
-// second time (from the once-stepped model, its moments advanced twice):
-// ram mode has no such error.
-//
-// Resuming: a client that reconnects offers again; the offer of a client
-// whose stream of that round exists answers with where the stream stands
-// (next chunk, first credit owed), so nothing that arrived is sent twice.
-// reset_atom forgets every upload of the round (a client was dropped after
-// folding chunks: its share cannot be taken out of a sum), and the
-// scheduler has the survivors send again.
-//
-// Memory modes (the accumulator the plan names, see accumulator.hpp). ram:
-// a model-sized sum; a chunk's credit returns as soon as it is folded.
-// window: only `window` positions are open; the credit for chunk k returns
-// when position k has been settled into the global model, so no client runs
-// ahead of the window. The global model is then written in place: safe
-// because a position completes only after every expected client opened its
-// stream, that is, after every client finished downloading this round's
-// model, and the next round's downloads start only after finalize.
+// The state machine, the streams, resets and memory modes: see
+// aggregator.hpp.
 class aggregator_state {
 public:
   aggregator_state(std::shared_ptr<model_snapshot> initial,
                    aggregator_options options, std::unique_ptr<accumulator> acc,
                    std::unique_ptr<server_optimizer> optimizer)
       : layout_(initial->layout), digest_(digest(initial->layout)),
-        version_(initial->version), options_(std::move(options)),
-        acc_(std::move(acc)), optimizer_(std::move(optimizer)),
-        plan_(acc_->plan()), current_(std::move(initial)),
+        options_(std::move(options)), acc_(std::move(acc)),
+        optimizer_(std::move(optimizer)), plan_(acc_->plan()),
+        models_(std::move(initial)),
         checker_(layout_, plan_, options_.plan, options_.rule_cfg,
                  options_.compression),
         ledger_(plan_.chunk_count(), options_.window, rate_window(options_)),
@@ -122,7 +63,7 @@ public:
     // may carry (max_abs(1)), so that honest updates near it pass,
     // whatever a server optimizer or a client at the bound made of it.
     acc_->set_value_limit(static_cast<float>(checker_.max_abs(1.0) / 2));
-    checker_.measure_global(current_->bytes);
+    checker_.measure_global(models_.current().bytes);
   }
 
   /// Binds the state to its actor and starts the silence and rate checks,
@@ -277,7 +218,9 @@ public:
     auto started = now();
     secagg::quantizer q{options_.secagg_clipping_range,
                         options_.secagg_quantization_bits};
-    if (auto ok = acc_->unmask(q, plan, current_->bytes, optimizer_.get()); !ok)
+    if (auto ok =
+            acc_->unmask(q, plan, models_.current().bytes, optimizer_.get());
+        !ok)
       return ok;
     std::chrono::duration<double> took = now() - started;
     log_line(log_level::debug, "aggregator",
@@ -335,7 +278,7 @@ public:
                    std::to_string(open) + " streams still open at finalize"};
     if (optimizer_) // FedBuff: the updates in this step, cut-off ones too
       optimizer_->set_updates(ledger_.updates());
-    auto bytes = acc_->finalize(current_->bytes, optimizer_.get());
+    auto bytes = acc_->finalize(models_.current().bytes, optimizer_.get());
     if (!bytes)
       return bytes.err();
     return publish(round, std::move(*bytes));
@@ -347,20 +290,16 @@ public:
   /// it started from.
   snapshot_ptr publish(uint32_t round, byte_buffer bytes,
                        std::string failure = {}) {
-    auto next = std::make_shared<model_snapshot>();
-    next->failure = std::move(failure);
-    next->trimmed_values = ledger_.by_client(acc_->take_trimmed());
+    model_snapshot next;
+    next.failure = std::move(failure);
+    next.trimmed_values = ledger_.by_client(acc_->take_trimmed());
     forget_streams();
     checker_.forget_round();
-    next->layout = layout_;
-    next->version = ++version_;
-    next->round = round;
-    next->bytes = std::move(bytes);
-    next->position_weights = acc_->take_position_weights();
-    previous_ = std::move(current_);
-    current_ = next;
-    checker_.measure_global(current_->bytes);
-    return snapshot_ptr{std::move(next)};
+    next.bytes = std::move(bytes);
+    next.position_weights = acc_->take_position_weights();
+    auto published = models_.publish(round, std::move(next));
+    checker_.measure_global(published->bytes);
+    return published;
   }
 
   /// A relay: `upstream` (its parent's model for the next round) becomes
@@ -369,44 +308,31 @@ public:
   /// piece at a time with the pages released. Returns it, or an error iff
   /// that file cannot be made.
   result<snapshot_ptr> adopt(const model_snapshot& upstream) {
-    auto next = std::make_shared<model_snapshot>();
-    next->layout = layout_;
-    next->version = ++version_;
-    next->round = current_->round;
-    const auto& dir = options_.plan.storage_dir;
-    if (dir.empty()) {
-      next->bytes = byte_buffer::uninitialized(upstream.bytes.size());
-    } else {
-      auto file =
-          anonymous_file_buffer(global_model_file(options_.plan, ::getpid()) +
-                                    ".v" + std::to_string(version_),
-                                upstream.bytes.size());
-      if (!file)
-        return file.err();
-      next->bytes = std::move(*file);
-    }
-    copy_released(upstream.bytes, next->bytes);
-    previous_ = std::move(current_);
-    current_ = next;
-    checker_.measure_global(current_->bytes);
-    return snapshot_ptr{std::move(next)};
+    auto adopted = models_.adopt(
+        upstream, options_.plan.storage_dir.empty()
+                      ? std::string{}
+                      : global_model_file(options_.plan, ::getpid()));
+    if (adopted)
+      checker_.measure_global((*adopted)->bytes);
+    return adopted;
   }
 
   /// Writes the checkpoint `state` describes (its round just published):
   /// the global model and the server optimizer's state with it. Returns
   /// "" or why it could not be written.
   std::string checkpoint(checkpoint_state state) {
-    state.model_version = version_;
+    state.model_version = models_.version();
     state.optimizer_steps = optimizer_ ? optimizer_->steps() : 0;
     std::vector<std::pair<std::string, const byte_buffer*>> moments;
     if (optimizer_)
       for (const auto& [name, buffer] : optimizer_->moments())
         moments.emplace_back(name, buffer);
     auto started = steady_clock::now();
-    auto ok = write_checkpoint(
-        options_.checkpoint, state,
-        {&current_->layout, &current_->bytes, current_->bytes.mapped_file()},
-        moments);
+    auto ok =
+        write_checkpoint(options_.checkpoint, state,
+                         {&models_.current().layout, &models_.current().bytes,
+                          models_.current().bytes.mapped_file()},
+                         moments);
     if (!ok)
       return ok.err().message;
     log_line(log_level::debug, "aggregator",
@@ -421,7 +347,7 @@ public:
   /// hold the masked sum, each position's old bytes come back from the
   /// file they were kept in; fails iff they could not be kept.
   result<snapshot_ptr> skip(uint32_t round, const std::string& why) {
-    auto bytes = acc_->keep(current_->bytes);
+    auto bytes = acc_->keep(models_.current().bytes);
     if (!bytes) {
       error e{errc::internal, "round " + std::to_string(round) + ": " + why +
                                   "; " + bytes.err().message};
@@ -441,7 +367,9 @@ private:
   upload_record::time_point now() const { return self_->clock().now(); }
 
   /// The global model's bytes, as the round's updates are checked against.
-  std::span<const std::byte> model() const { return current_->bytes.bytes(); }
+  std::span<const std::byte> model() const {
+    return models_.current().bytes.bytes();
+  }
 
   /// Returns ok iff chunk `c` is the next one of open stream `s`, of its
   /// round, in its plan slot, and open in the accumulator.
@@ -536,13 +464,7 @@ private:
 
   /// The memory of the model published before the current one, once
   /// nobody else holds it (an empty buffer otherwise).
-  byte_buffer take_previous() {
-    if (!previous_ || previous_.use_count() != 1)
-      return {};
-    auto bytes = std::move(previous_->bytes);
-    previous_.reset();
-    return bytes;
-  }
+  byte_buffer take_previous() { return models_.take_previous(); }
 
   /// Settles every complete position (into the global model, or the
   /// ring sum into its place there) and returns the credits held for it.
@@ -551,7 +473,7 @@ private:
       recycle_previous();
     while (acc_->ready()) {
       auto seq = acc_->settled();
-      acc_->settle_next(current_->bytes, optimizer_.get(), secure());
+      acc_->settle_next(models_.current().bytes, optimizer_.get(), secure());
       auto at = now();
       for (auto& [rp, stream] : held_[seq]) {
         rp.deliver(msg::encode(msg::credit{stream, seq}));
@@ -575,13 +497,11 @@ private:
   aggregator_actor::pointer self_ = nullptr;
   manifest layout_;
   uint64_t digest_;
-  uint64_t version_;
   aggregator_options options_;
   std::unique_ptr<accumulator> acc_;            ///< the kind the plan names
   std::unique_ptr<server_optimizer> optimizer_; ///< null: FedAvg
   const chunk_plan& plan_;                      ///< the accumulator's
-  std::shared_ptr<model_snapshot> current_;     ///< last published
-  std::shared_ptr<model_snapshot> previous_;    ///< published before that
+  model_versions models_; ///< the last published and the one before
   chunk_checker checker_;
   upload_ledger ledger_;
   /// Per stream: who is told how it ended (its scheduler).

@@ -1,0 +1,286 @@
+// Wiring of a server side from its config: the options of every actor,
+// the initial model (or a checkpoint's), the evaluator, a relay's parent's
+// terms.
+
+#include "server_wiring.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "actors/remote.hpp"
+#include "fedcaf/aggregation_plan.hpp"
+#include "fedcaf/checkpoint.hpp"
+#include "fedcaf/fashion_mnist.hpp"
+#include "fedcaf/log.hpp"
+#include "fedcaf/models.hpp"
+#include "fedcaf/tls.hpp"
+#include "fedcaf/trainer.hpp"
+#include "local_clients.hpp"
+
+namespace fedcaf::cli {
+
+namespace {
+
+result<dataset_ptr> load_images(const data_config& d, const char* prefix) {
+  auto set = read_fashion_mnist(d.dataset_path, prefix);
+  if (!set)
+    return set.err();
+  return dataset_ptr{std::make_shared<image_set>(std::move(*set))};
+}
+
+/// What every client must obey, typed for Welcome (the same values the
+/// client_configs YAML carries, where it has them).
+msg::client_terms client_terms_of(const config& cfg) {
+  const auto& s = cfg.server.comm.stream;
+  auto ms = [](double seconds) {
+    return static_cast<uint32_t>(std::clamp(seconds * 1000.0, 0.0, 4.0e9));
+  };
+  const auto& z = cfg.clients.compression;
+  const auto& t = cfg.clients.train;
+  return {ms(s.heartbeat_s),
+          ms(s.connection_timeout_s),
+          ms(s.idle_timeout_s),
+          ms(s.reconnect_grace_s),
+          cfg.server.comm.max_message_size,
+          t.federated_evaluation,
+          t.declare_update_norm,
+          t.update_clip_norm,
+          static_cast<uint8_t>(z.up ? z.method : compression_method::none),
+          static_cast<uint8_t>(z.down ? z.method : compression_method::none),
+          z.method == compression_method::zfp ? z.zfp_tolerance : 0.0};
+}
+
+/// Keys a resumed run may change with --resume-force: when and where, not
+/// what it computes.
+bool may_change(const std::string& key) {
+  for (const char* part :
+       {"deadline", "timeout", "server_uri", "reconnect_grace_s",
+        "server_configs.checkpoint.", "save_global_model", "storage_dir",
+        "logging_output", "rate_window_s", "min_rate_bytes_per_s"})
+    if (key.find(part) != std::string::npos)
+      return true;
+  return false;
+}
+
+/// The checkpoint `opts.resume` names, if any, checked against `cfg`: the
+/// same config (keys that may change aside under --resume-force), rounds
+/// left to run.
+result<std::shared_ptr<const stored_checkpoint>>
+checkpoint_to_resume(const config& cfg, const options& opts) {
+  if (!opts.resume)
+    return std::shared_ptr<const stored_checkpoint>{};
+  auto c = latest_checkpoint(*opts.resume);
+  if (!c)
+    return c.err();
+  std::vector<std::string> refused;
+  for (const auto& key :
+       differing_keys(c->state.config_yaml, cfg.effective_yaml))
+    if (!opts.resume_force || !may_change(key))
+      refused.push_back(key);
+  if (!refused.empty()) {
+    std::string keys;
+    for (const auto& k : refused)
+      keys += (keys.empty() ? "" : ", ") + k;
+    return error{errc::bad_config,
+                 "--resume " + *opts.resume +
+                     ": the config differs from the "
+                     "checkpoint's (" +
+                     c->folder + ") in " + keys +
+                     (opts.resume_force
+                          ? " (only deadlines, timeouts, ports and paths may "
+                            "change)"
+                          : " (--resume-force lets deadlines, timeouts, ports "
+                            "and paths change)")};
+  }
+  if (c->state.round >= cfg.server.num_global_epochs)
+    return error{errc::bad_config,
+                 "--resume " + *opts.resume + ": the checkpoint (" + c->folder +
+                     ") is of the last round, " +
+                     std::to_string(c->state.round) + ": the run is complete"};
+  if (cfg.server.scheduler == "AsyncScheduler")
+    return error{errc::bad_config,
+                 "--resume: the asynchronous rules write no checkpoints"};
+  log_line("server", "resuming from " + c->folder + ": round " +
+                         std::to_string(c->state.round) + " of " +
+                         std::to_string(cfg.server.num_global_epochs) +
+                         " was the last completed");
+  return std::make_shared<const stored_checkpoint>(std::move(*c));
+}
+
+/// The initial model of a resumed run: the checkpoint's.
+result<void> resume_model(const stored_checkpoint& c, model_snapshot& initial) {
+  if (c.layout != initial.layout)
+    return error{errc::bad_config,
+                 "--resume: the checkpoint's model (" + c.model_path +
+                     ") is laid out otherwise than the config's model"};
+  if (auto ok = read_model(c, initial.bytes); !ok)
+    return ok.err();
+  initial.version = c.state.model_version;
+  initial.round = c.state.round;
+  return {};
+}
+
+} // namespace
+
+result<dataset_ptr> test_set_for(const config& cfg) {
+  if (!cfg.server.evaluate || !has_evaluation(cfg.clients.model) ||
+      cfg.data.dataset_name != "FashionMNIST")
+    return dataset_ptr{};
+  return load_images(cfg.data, "t10k");
+}
+
+result<server_side>
+spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
+                  run_report* report, bool remote, const options& opts,
+                  std::shared_ptr<metrics_log> metrics,
+                  std::shared_ptr<live_status> live,
+                  std::shared_ptr<transfer_progress> progress, stop_flag stop,
+                  relay_upstream* relay) {
+  auto plan = plan_aggregation(cfg.server);
+  if (!plan)
+    return error{errc::bad_config, cfg.source + ": " + plan.err().message};
+  std::string storage_file;
+  if (plan->memory_mode == memory_mode::disk)
+    storage_file = global_model_file(*plan, ::getpid());
+  auto resume = checkpoint_to_resume(cfg, opts);
+  if (!resume)
+    return resume.err();
+  auto initial = relay ? result<model_snapshot>{std::move(relay->initial)}
+                       : initial_model(cfg.clients.model, storage_file);
+  if (!initial)
+    return initial.err();
+  if (*resume)
+    if (auto ok = resume_model(**resume, *initial); !ok)
+      return ok.err();
+  const auto& comm = cfg.server.comm;
+  auto chunk_bytes = comm.chunk_bytes_for(initial->layout.total_bytes());
+  if (!chunk_bytes)
+    return error{errc::bad_config,
+                 cfg.source + ": " + chunk_bytes.err().message};
+  std::shared_ptr<evaluator> eval;
+  if (test) {
+    auto e = make_evaluator(cfg.clients, std::move(test), cores());
+    if (!e)
+      return e.err();
+    (*e)->stop_when(std::move(stop));
+    eval = std::move(*e);
+  }
+  server_side_options so;
+  so.scheduler.num_clients = cfg.server.num_clients;
+  so.scheduler.num_rounds = cfg.server.num_global_epochs;
+  so.scheduler.clients_per_round = cfg.server.clients_per_round;
+  so.scheduler.sampling_seed = cfg.server.sampling_seed;
+  so.plan = *plan;
+  so.server.dp_noise_multiplier = cfg.server.rule.dp_noise_multiplier;
+  so.server.dp_delta = cfg.server.rule.dp_delta;
+  if (cfg.server.clients_per_round > 0)
+    so.server.dp_sample_rate =
+        static_cast<double>(cfg.server.clients_per_round) /
+        cfg.server.num_clients;
+  so.rule = cfg.server.rule;
+  so.scheduler.min_clients = cfg.server.min_clients;
+  so.server.reconnect_grace = millis_of(comm.stream.reconnect_grace_s);
+  // An upload that goes silent while its client is connected is rejected;
+  // one whose client lost its connection has reconnect_grace_s to resume.
+  so.idle_timeout =
+      millis_of(comm.stream.idle_timeout_s + comm.stream.reconnect_grace_s);
+  so.min_rate_bytes_per_s = comm.stream.min_rate_bytes_per_s;
+  so.rate_window = millis_of(comm.stream.rate_window_for(*chunk_bytes));
+  so.scheduler.registration_deadline =
+      millis_of(cfg.server.registration_deadline_s);
+  if (remote) {
+    if (comm.auth.enabled)
+      so.server.tokens = comm.auth.tokens;
+    for (const auto& [id, token] : so.server.tokens)
+      so.scheduler.expected_clients.push_back(id);
+    so.server.require_certificate_name = comm.use_ssl;
+  }
+  so.server.num_clients = cfg.server.num_clients;
+  so.server.num_rounds = cfg.server.num_global_epochs;
+  so.server.compression = cfg.clients.compression;
+  so.server.chunk_bytes = *chunk_bytes;
+  so.server.window = comm.stream.window;
+  so.server.client_configs_yaml = client_configs_yaml(cfg);
+  so.server.terms = client_terms_of(cfg);
+  so.server.report_path = opts.report_path.value_or("");
+  so.server.report_html_path = opts.report_html_path.value_or("");
+  so.server.metrics = std::move(metrics);
+  so.server.live = std::move(live);
+  so.server.progress = std::move(progress);
+  so.server.federated_evaluation =
+      cfg.server.federated_evaluation.value_or(false);
+  so.server.evaluation_timeout = millis_of(comm.stream.idle_timeout_s);
+  so.server.max_sample_size = cfg.server.rule.max_sample_size;
+  so.server.secure_aggregation = cfg.server.secure_aggregation;
+  so.server.secagg_phase_timeout = millis_of(comm.stream.idle_timeout_s);
+  so.save_global_model = cfg.server.save_global_model;
+  so.server.checkpoint = cfg.server.checkpoint;
+  so.server.config_yaml = cfg.effective_yaml;
+  if (const auto& c = *resume) {
+    auto rounds = rounds_from_json(c->state.report_rounds);
+    if (!rounds)
+      return rounds.err();
+    report->rounds = std::move(*rounds);
+    report->resumed_from = c->state.resumed_from;
+    report->resumed_from.push_back(c->state.round);
+    so.server.resumed_from = report->resumed_from;
+    so.scheduler.first_round = c->state.round + 1;
+    so.resume = c;
+  }
+  so.scheduler.relays = cfg.server.relays;
+  if (relay) { // its parent's rounds, as many as the parent runs
+    so.plan.partial_sums = true;
+    so.server.relay = true;
+    so.scheduler.num_rounds = so.server.num_rounds = relay_rounds;
+    so.server.client_configs_yaml = relay->client_configs_yaml;
+    // The children are told the parent's client_configs: the relay serves
+    // downloads compressed as those say (uploads compressed are refused
+    // with relays, at the root).
+    auto parents = parse_client_configs(relay->client_configs_yaml);
+    if (!parents)
+      return error{errc::bad_config,
+                   "the parent's client_configs: " + parents.err().message};
+    if (parents->compression.up && so.plan.memory_mode != memory_mode::ram)
+      return error{errc::bad_config,
+                   cfg.source +
+                       ": server_configs.memory_mode: the parent's clients "
+                       "compress their uploads (deltas), which a relay "
+                       "decodes in memory_mode ram only"};
+    so.server.compression = parents->compression;
+    so.server.terms = relay->terms;
+    so.server.federated_evaluation = false;
+  }
+  return spawn_server_side(sys, std::move(*initial), std::move(so),
+                           std::move(eval), report);
+}
+
+result<std::pair<endpoint, std::shared_ptr<tls_context>>>
+front_door_of(const comm_config& comm) {
+  auto at = parse_endpoint(comm.server_uri);
+  if (!at)
+    return at.err();
+  auto tls = tls_of(comm, true);
+  if (!tls)
+    return tls.err();
+  return std::pair{std::move(*at), std::move(*tls)};
+}
+
+void warn_if_trimming_nothing(const config& cfg) {
+  const auto& sc = cfg.server;
+  if (sc.aggregator != server_rule::trimmed_mean)
+    return;
+  auto k = sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
+  auto trimmed = static_cast<uint32_t>(sc.rule.trim_ratio * k);
+  if (trimmed == 0)
+    log_line(log_level::warning, "server",
+             "TrimmedMeanAggregator with trim_ratio " +
+                 std::to_string(sc.rule.trim_ratio) + " trims nothing of " +
+                 std::to_string(k) +
+                 " clients' values (floor(trim_ratio x clients) = 0): "
+                 "rounds are plain means, which one client can steer; raise "
+                 "trim_ratio to at least " +
+                 std::to_string(1.0 / k) + " or use MedianAggregator");
+}
+
+} // namespace fedcaf::cli
