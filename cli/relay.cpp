@@ -44,8 +44,9 @@ std::string relay_refusal(bool epochs, const server_config& sc) {
   if (sc.rule.client_weights_mode != client_weighting::equal)
     return "aggregator_kwargs.client_weights_mode: a relay weighs each of "
            "its clients 1 (sample_size through relays is not built)";
-  if (sc.secure_aggregation.enabled)
-    return "secure_aggregation: not built across relays";
+  if (sc.secure_aggregation.enabled && sc.memory_mode != memory_mode::ram)
+    return "secure_aggregation: within a relay's group in memory_mode ram "
+           "only (the group's unmasked sum goes up, not its mean)";
   if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
     return "aggregator_kwargs: DP-FedAvg's noise is added at the root";
   if (sc.rule.norm_bound > 0 || !sc.rule.tensor_rules.empty())

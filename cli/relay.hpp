@@ -37,8 +37,8 @@ struct relay_upstream {
 /// its server_configs, for the children; client_configs come from the
 /// parent). Returns an error naming the file and key iff either half is
 /// refused, or the server half asks for what a relay cannot do (a rule
-/// other than FedAvg, secure aggregation, DP, checkpoints,
-/// num_global_epochs).
+/// other than FedAvg, secure aggregation outside memory_mode ram, DP,
+/// checkpoints, num_global_epochs).
 struct relay_files {
   config client;
   config server;

@@ -20,6 +20,10 @@
 #   one      the same in one process: simulate with simulated_relays, its
 #            models byte-identical to the flat run's; sampled, disk mode;
 #            int8 downloads and uploads through the relays.
+#   secagg   SecAgg+ within a relay's group: its clients mask, the relay
+#            unmasks its group's sum and sends it up; the root's models
+#            within the fixed point's bound of the exact mean, as one
+#            SecAgg+ server's are.
 #   refused  a root with relays and a rule that does not decompose into
 #            sums (MedianAggregator, FedAsync, secure aggregation) stops at
 #            load with one line naming the key; a relay with its own rule
@@ -407,6 +411,61 @@ for r in (1, 2, 3):
         assert np.abs(a[k] - b[k]).max() <= bound, (r, k, np.abs(a[k] - b[k]).max(), bound)
 PY
 done
+
+# -- secagg: SecAgg+ within a relay's group -----------------------------------------
+# The root (no secure aggregation) and relay RS (SecAgg+, memory_mode ram)
+# with C1-C3 under it; beside it one server running SecAgg+ over the same
+# 3 clients. RS unmasks its group's sum and sends it up whole; each run's
+# round-r model is within r x n / scale of the exact mean (init + r: the
+# clients add 0.5, 1, 1.5), n = 3 clients, scale = (2^22 - 1) / (2 x 128)
+# (secure_aggregation_config: the fixed point's error per round).
+port[RS]=$((base + 7))
+secagg="--set server_configs.secure_aggregation.enabled=true --set server_configs.secure_aggregation.clipping_range=128"
+root sroot 1 "{RS: 3}" "  save_global_model: $out/sroot-{round}.safetensors"
+relay RS "$root_port" 3 "{}" ram
+for i in 1 2 3; do client "$i" "${port[RS]}"; done
+start root "$out/sroot.log" "$fedcaf" server -c "$out/sroot.yaml" --report "$out/sroot.json"
+start RS "$out/RS.log" "$fedcaf" relay -c "$out/RS.yaml" $secagg \
+  --set server_configs.scheduler_kwargs.on_deadline=fail \
+  --set server_configs.scheduler_kwargs.min_clients=3
+for i in 1 2 3; do start "C$i" "$out/sC$i.log" "$fedcaf" client -c "$out/C$i.yaml"; done
+wait "${pid_of[root]}" || fail "secagg: the root failed: $(tail -n 2 "$out/sroot.log")"
+wait "${pid_of[RS]}" || fail "secagg: RS failed: $(tail -n 2 "$out/RS.log")"
+for i in 1 2 3; do wait "${pid_of[C$i]}"; done
+masked=$(grep -l "keys and shares exchanged" "$out"/sC[123].log | wc -l)
+root sflat 3 "{}" "  save_global_model: $out/sflat-{round}.safetensors"
+for i in 1 2 3; do client "$i" "$root_port"; done
+start root "$out/sflat.log" "$fedcaf" server -c "$out/sflat.yaml" $secagg \
+  --set server_configs.scheduler_kwargs.min_clients=3
+for i in 1 2 3; do start "C$i" "$out/fC$i.log" "$fedcaf" client -c "$out/C$i.yaml"; done
+wait "${pid_of[root]}" || fail "secagg: the flat server failed: $(tail -n 2 "$out/sflat.log")"
+for i in 1 2 3; do wait "${pid_of[C$i]}"; done
+[ "$masked" -eq 3 ] && pass "secagg: the 3 clients under RS masked their uploads (SecAgg+ keys and shares exchanged)" ||
+  fail "secagg: $masked of the 3 clients under RS ran SecAgg+"
+"$py" - "$out" <<'PY' && pass "secagg: RS unmasked its group's sum and sent it up: the root's models, like one SecAgg+ server's, within r x 3 / scale of the exact mean" || fail "secagg: the models through RS"
+import json, struct, sys
+import numpy as np
+out = sys.argv[1]
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    return {k: np.frombuffer(d[v["data_offsets"][0]:v["data_offsets"][1]], np.float64 if v["dtype"] == "F64" else np.float32).astype(np.float64)
+            for k, v in h.items() if k != "__metadata__"}
+r = json.load(open(f"{out}/sroot.json"))
+assert r["status"] == "completed", r["status"]
+assert [x["relay_weights"] for x in r["rounds"]] == [{"RS": 3}] * 3, r["rounds"]
+init = load(f"{out}/init.safetensors")
+step = 2 * 128 / (2**22 - 1)
+for rnd in (1, 2, 3):
+    for kind in ("sroot", "sflat"):
+        m = load(f"{out}/{kind}-{rnd}.safetensors")
+        err = max(np.abs(m[k] - (init[k] + rnd)).max() for k in m)
+        assert 0 < err <= rnd * 3 * step, (kind, rnd, err, rnd * 3 * step)
+PY
+msg=$("$fedcaf" relay -c "$out/RS.yaml" $secagg --set server_configs.memory_mode=window \
+  --set server_configs.scheduler_kwargs.on_deadline=fail 2>&1)
+grep -q "secure_aggregation: within a relay's group in memory_mode ram" <<< "$msg" && pass "refused: SecAgg+ in a relay in window mode: $(tail -n 1 <<< "$msg")" ||
+  fail "refused: SecAgg+ in a relay in window mode: $msg"
 
 # -- refusals at load ---------------------------------------------------------------
 refused() { # WHAT EXPECTED-TEXT COMMAND...
