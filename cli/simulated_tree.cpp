@@ -106,6 +106,8 @@ config simulated_tree::relay_config(uint32_t r) const {
   s.simulated_relays = 0;
   s.relays.clear();
   s.aggregator = server_rule::fedavg; // the root's rule runs at the root
+  s.rule.dp_noise_multiplier = 0;     // DP-FedAvg's noise too
+  s.rule.dp_clip_norm = 0;
   s.checkpoint = {};
   s.save_global_model.clear();
   c.source = cfg_.source + " (Relay" + std::to_string(r + 1) + ")";

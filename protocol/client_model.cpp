@@ -124,8 +124,11 @@ uint64_t draw_update_id() {
 
 result<client_model::trained> client_model::train(uint32_t round,
                                                   const chunk_plan& plan) {
-  auto clip = configs_.train.update_clip_norm;
-  bool declare = configs_.train.declare_update_norm;
+  // A relay's sum is no update of its own: nothing to clip or declare (its
+  // children clipped and declared theirs to it).
+  bool own = !trainer_->partial_sum();
+  auto clip = own ? configs_.train.update_clip_norm : 0.0;
+  bool declare = own && configs_.train.declare_update_norm;
   // DP-FedAvg, norm_bound: keep the model received to measure against
   if (clip > 0 || declare)
     copy_model(const_params_, received_);

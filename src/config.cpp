@@ -1256,10 +1256,6 @@ void read_relays(section& s, server_config& sc) {
            "secure aggregation across relays is not built: the masks of a "
            "relay's group do not cancel in its partial sum (a relay's own "
            "server_configs.secure_aggregation runs it within its group)");
-  if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
-    refuse("aggregator_kwargs.dp_noise_multiplier",
-           "DP-FedAvg clips each update at the server, which sees only a "
-           "relay's sum, not its clients' updates");
   if (sc.rule.norm_bound > 0)
     refuse("aggregator_kwargs.norm_bound",
            "a relay's sum is not one update: its distance from the model "

@@ -19,7 +19,8 @@
 #            completes, and the run goes on.
 #   one      the same in one process: simulate with simulated_relays, its
 #            models byte-identical to the flat run's; sampled, disk mode;
-#            int8 downloads and uploads through the relays.
+#            int8 downloads and uploads through the relays; DP-FedAvg
+#            (clipped at the clients, noise at the root) as flat.
 #   secagg   SecAgg+ within a relay's group: its clients mask, the relay
 #            unmasks its group's sum and sends it up; the root's models
 #            within the fixed point's bound of the exact mean, as one
@@ -364,6 +365,46 @@ for x in r["rounds"]:
     assert x["relay_weights"] == {"Relay1": 2, "Relay2": 1, "Relay3": 1}, x
     assert sorted(x["contributors"]) == ["Relay1", "Relay2", "Relay3"], x
 assert len(r["clients"]) == 8, len(r["clients"])
+PY
+
+# DP-FedAvg through the relays: the clients clip their updates (the root's
+# client_configs reach them through the relays), the relays sum them as
+# they are (a relay's sum is no update of its own: not clipped again), and
+# the root alone adds the noise, drawn as a flat run draws it (the same
+# seed, each position's noise over the same total weight): the models
+# equal a flat run's to float32 rounding of the relays' sums.
+for k in 0 2; do
+  "$fedcaf" simulate -c "$out/one.yaml" --set server_configs.simulated_relays=$k \
+    --set server_configs.aggregator_kwargs.dp_fedavg.clip_norm=20 \
+    --set server_configs.aggregator_kwargs.dp_fedavg.noise_multiplier=0.5 \
+    --set server_configs.aggregator_kwargs.dp_fedavg.seed=11 \
+    --set server_configs.save_global_model="$out/dp$k-{round}.safetensors" \
+    --report "$out/dp$k.json" > "$out/dp$k.log" 2>&1 ||
+    fail "one process: DP-FedAvg, $k relays: $(tail -n 3 "$out/dp$k.log")"
+done
+"$py" - "$out" <<'PY' && pass "one process: DP-FedAvg through 2 relays (clipped at the clients, noise at the root): the models within 2^-22 of the largest value of a flat DP-FedAvg run's, the same epsilon" || fail "one process: DP-FedAvg through relays"
+import json, struct, sys
+import numpy as np
+out = sys.argv[1]
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    return {k: np.frombuffer(d[v["data_offsets"][0]:v["data_offsets"][1]], np.float32).astype(np.float64)
+            for k, v in h.items() if k != "__metadata__"}
+flat, tree = (json.load(open(f"{out}/dp{k}.json")) for k in (0, 2))
+assert tree["status"] == "completed", tree["status"]
+assert [x["dp_epsilon"] for x in tree["rounds"]] == [x["dp_epsilon"] for x in flat["rounds"]], (tree["rounds"], flat["rounds"])
+init = load(f"{out}/init.safetensors")
+for r in (1, 2, 3):
+    a, b = load(f"{out}/dp0-{r}.safetensors"), load(f"{out}/dp2-{r}.safetensors")
+    top = max(np.abs(a[k]).max() for k in a)
+    assert max(np.abs(a[k] - b[k]).max() for k in a) <= top * 2.0**-22, r
+# the clipped mean adds 20 / sqrt(n) per value a round; the noise's std
+# is 0.5 x 20 / 8 = 1.25 per value
+d = np.concatenate([(b[k] - init[k]).ravel() for k in b])
+n = d.size
+assert abs(d.mean() - 3 * 20 / np.sqrt(n)) < 0.2, d.mean()
+assert 1.8 < d.std() < 2.5, d.std()  # sqrt(3) x 1.25 after 3 rounds
 PY
 
 # Compression through the relays, per hop: downloads (int8, direction

@@ -5,6 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstring>
+
 #include "fedcaf/dummy_trainer.hpp"
 #include "protocol/client_model.hpp"
 
@@ -147,4 +150,63 @@ TEST_CASE("training offers the update with its encoding and no DP epsilon") {
   CHECK(t->offer.encoding == static_cast<uint8_t>(compression_method::bf16));
   CHECK(t->offer.dp_epsilon == 0);
   CHECK_FALSE(t->dp_sgd_epsilon);
+}
+
+namespace {
+
+/// A relay's trainer as client_model sees it: the dummy trainer's model
+/// (each value + 0.5 a round) offered as a partial sum.
+class summing_trainer final : public trainer {
+public:
+  explicit summing_trainer(std::unique_ptr<trainer> inner)
+      : inner_(std::move(inner)) {}
+  const manifest& layout() const override { return inner_->layout(); }
+  model_view parameters() override { return inner_->parameters(); }
+  result<train_metrics> train() override { return inner_->train(); }
+  uint64_t sample_count() const override { return 4; }
+  bool partial_sum() const override { return true; }
+
+private:
+  std::unique_ptr<trainer> inner_;
+};
+
+/// The first float of the model client_model uploads after training.
+float first_value(const client_model& m) {
+  float x = 0;
+  std::memcpy(&x, m.const_params().tensors[0].data(), sizeof x);
+  return x;
+}
+
+} // namespace
+
+TEST_CASE("a client's update is clipped to update_clip_norm and its norm "
+          "declared; a relay's partial sum is neither") {
+  fixture x;
+  client_configs clipped;
+  clipped.train.update_clip_norm = 1.0; // the update's norm: 0.5 sqrt(50)
+  clipped.train.declare_update_norm = true;
+  for (bool relay : {false, true}) {
+    CAPTURE(relay);
+    client_model::trainer_factory factory =
+        [&](const client_configs&,
+            const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+      auto dummy = make_dummy_trainer(x.layout, 0.5f, 30);
+      if (!dummy || !relay)
+        return dummy;
+      return std::unique_ptr<trainer>{new summing_trainer{std::move(*dummy)}};
+    };
+    client_model m{"C1", factory, clipped, msg::welcome{0, 4, "", {}}};
+    auto plan = m.begin_round(x.announced(1));
+    REQUIRE(plan);
+    auto t = m.train(1, **plan);
+    REQUIRE(t);
+    CHECK(t->offer.partial_sum == relay);
+    if (relay) {
+      CHECK(first_value(m) == doctest::Approx(0.5)); // the sum, whole
+      CHECK(t->offer.update_norm == 0);
+    } else {
+      CHECK(first_value(m) == doctest::Approx(1.0 / std::sqrt(50.0)));
+      CHECK(t->offer.update_norm == doctest::Approx(1.0)); // once clipped
+    }
+  }
 }
