@@ -233,7 +233,8 @@ private:
                         : s;
       const auto& id = q.offer.client_id;
       admitted_[id] = {t->second, static_cast<uint32_t>(staleness), weight,
-                       q.offer.train_loss, q.offer.dp_epsilon};
+                       msg::bounded_loss(q.offer.train_loss),
+                       q.offer.dp_epsilon};
       q.reply.delegate(
           aggregator_, open_atom::value, upload_listener{self_},
           upload_request{id, q.offer.round, weight, q.offer.manifest_digest,

@@ -159,9 +159,13 @@ public:
     }
     offered_.insert(o->client_id);
     // A repeated offer (a resume) keeps the figures of the first: its
-    // stream keeps the weight it was opened with.
+    // stream keeps the weight it was opened with. A loss counts within
+    // +-max_figure_magnitude, so that the round's weighted sum of losses
+    // stays finite (two finite 1e308 losses would make a relay's mean
+    // infinite, which its parent refuses).
     figures_.try_emplace(o->client_id,
-                         offered_figures{o->train_loss, o->dp_epsilon, weight});
+                         offered_figures{msg::bounded_loss(o->train_loss),
+                                         o->dp_epsilon, weight});
     return self_->delegate(
         aggregator_, open_atom::value, upload_listener{self_},
         upload_request{o->client_id, o->round, weight, o->manifest_digest,

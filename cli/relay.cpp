@@ -49,6 +49,10 @@ std::string relay_refusal(bool epochs, const server_config& sc) {
            "only (the group's unmasked sum goes up, not its mean)";
   if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
     return "aggregator_kwargs: DP-FedAvg's noise is added at the root";
+  if (sc.rule.partial_updates == partial_updates::keep)
+    return "aggregator_kwargs.partial_updates: keep counts a cut-off "
+           "update where it arrived, and a relay's sum goes up with one "
+           "weight for every position: use discard (the default)";
   if (sc.rule.norm_bound > 0 || !sc.rule.tensor_rules.empty())
     return "aggregator_kwargs: norm_bound and tensor_rules belong to the root";
   if (!sc.checkpoint.dir.empty())

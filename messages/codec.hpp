@@ -5,6 +5,7 @@
 // truncated, of another version, of the wrong kind or inconsistent becomes an
 // error value. Thread-safety: free functions over values; safe anywhere.
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -88,6 +89,13 @@ struct metrics {
 using named_values = std::vector<std::pair<std::string, double>>;
 constexpr size_t max_named_values = 32;
 constexpr double max_figure_magnitude = 1e12;
+
+/// An offer's training loss as a round counts it: decoders only require it
+/// finite, and a round sums its clients' losses (weighted), so each counts
+/// within +-max_figure_magnitude.
+inline double bounded_loss(double loss) {
+  return std::clamp(loss, -max_figure_magnitude, max_figure_magnitude);
+}
 
 /// Returns ok iff `values` may be sent (the rules above).
 result<void> check_named_values(const named_values& values, const char* what);

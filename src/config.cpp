@@ -1216,6 +1216,13 @@ void read_relays(section& s, server_config& sc) {
         n > max_clients)
       return s.fail(key.c_str(), "the most clients under the relay, 1 to " +
                                      std::to_string(max_clients));
+    const auto& auth = sc.comm.auth;
+    if (auth.enabled &&
+        std::none_of(auth.tokens.begin(), auth.tokens.end(),
+                     [&](const auto& t) { return t.first == id; }))
+      return s.fail(key.c_str(),
+                    "has no token (comm_configs.grpc_configs."
+                    "authenticator_args): the relay could never register");
     sc.relays[id] = n;
   }
   s.get("simulated_relays", sc.simulated_relays, 0, max_clients);
@@ -1256,6 +1263,11 @@ void read_relays(section& s, server_config& sc) {
            "secure aggregation across relays is not built: the masks of a "
            "relay's group do not cancel in its partial sum (a relay's own "
            "server_configs.secure_aggregation runs it within its group)");
+  if (sc.rule.partial_updates == partial_updates::keep &&
+      !is_async(sc.aggregator))
+    refuse("aggregator_kwargs.partial_updates",
+           "keep would put the part of a relay's sum that arrived before it "
+           "was lost into the model; use discard (the default)");
   if (sc.rule.norm_bound > 0)
     refuse("aggregator_kwargs.norm_bound",
            "a relay's sum is not one update: its distance from the model "

@@ -1148,7 +1148,10 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
   // under it) whose partial sum is that of 20 updates g + 0.5: R must
   // offer a partial sum, of weight 1 to 20; the sum, about 19 |g| from g,
   // passes the default update bound (10 |g|) as 20 updates 0.5 from g do;
-  // the round's model is (c0 + c1 + 20 (g + 0.5)) / 22.
+  // the round's model is (c0 + c1 + 20 (g + 0.5)) / 22. Its loss, finite
+  // but huge (1.7e308), counts as 1e12: the round's mean loss stays
+  // finite (a sum of 1.7e308s is not), so a relay's mean of such losses is one
+  // its parent takes.
   auto layout = test_layout();
   auto g = initial_floats(layout);
   std::vector<float> sums;
@@ -1187,7 +1190,7 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
                    digest(layout),
                    layout.total_bytes(),
                    plan->chunk_count(),
-                   0,
+                   1.7e308,
                    0};
       x.partial_sum = partial;
       x.update_id = 5;
@@ -1219,6 +1222,9 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
   CHECK(report.failure == "");
   REQUIRE(report.rounds.size() == 1);
   CHECK(report.rounds[0].clients == 3);
+  CHECK(std::isfinite(report.rounds[0].train_loss));
+  CHECK(report.rounds[0].train_loss > 0.3e12); // a mean of 3 contributors
+  CHECK(report.rounds[0].train_loss <= 1e12);
   auto want = reference_fedavg(layout, 2, 1, false);
   for (size_t t = 0; t < want.size(); ++t)
     for (size_t j = 0; j < want[t].size(); ++j)

@@ -531,6 +531,10 @@ refused "sample_size weights with relays" "client_weights_mode" \
   "$fedcaf" server -c "$out/tree.yaml" --set server_configs.aggregator_kwargs.client_weights_mode=sample_size
 refused "a relay with its own FedAdam" "server_configs.aggregator" \
   "$fedcaf" relay -c "$out/RA.yaml" --set server_configs.aggregator=FedAdamAggregator
+refused "a relay that keeps cut-off updates" "partial_updates" \
+  "$fedcaf" relay -c "$out/RA.yaml" --set server_configs.aggregator_kwargs.partial_updates=keep
+refused "a root that keeps cut-off updates, with relays" "partial_updates" \
+  "$fedcaf" server -c "$out/tree.yaml" --set server_configs.aggregator_kwargs.partial_updates=keep
 refused "a relay with num_global_epochs" "num_global_epochs" \
   "$fedcaf" relay -c "$out/RA.yaml" --set server_configs.num_global_epochs=5
 refused "more simulated clients than num_clients" "simulated_clients" \

@@ -1069,3 +1069,27 @@ TEST_CASE("simulated_relays: simulate only, within the round's clients, and "
                   {"server_configs.simulated_relays=2"});
   CHECK(contains(message_of(server), "simulate only"));
 }
+
+TEST_CASE("relays: each needs a token where tokens are on, and a cut-off "
+          "update is not kept where a relay's sum could be") {
+  const std::string prefix = "server_configs.comm_configs.grpc_configs.";
+  auto root = [&](std::vector<std::string> set) {
+    set.push_back("server_configs.num_clients=2");
+    set.push_back("server_configs.relays={RA: 4, RB: 4}");
+    return load_config(embedded_simulate_yaml(), "root.yaml",
+                       config_role::server, set);
+  };
+  REQUIRE(root({}));
+  auto tokens = prefix + "authenticator_args={tokens: {RA: a-1, RB: b-2}}";
+  auto with_tokens = root({prefix + "use_authenticator=true", tokens});
+  REQUIRE(with_tokens);
+  CHECK(with_tokens->server.relays.at("RB") == 4);
+  auto one_missing =
+      root({prefix + "use_authenticator=true",
+            prefix + "authenticator_args={tokens: {RA: a-1, Client2: c-2}}"});
+  CHECK(contains(message_of(one_missing), "relays.RB"));
+  CHECK(contains(message_of(one_missing), "could never register"));
+  auto keep = root({"server_configs.aggregator_kwargs.partial_updates=keep"});
+  CHECK(contains(message_of(keep), "partial_updates"));
+  CHECK(contains(message_of(keep), "relay's sum"));
+}
