@@ -1217,9 +1217,11 @@ void read_relays(section& s, server_config& sc) {
       return s.fail(key.c_str(), "the most clients under the relay, 1 to " +
                                      std::to_string(max_clients));
     const auto& auth = sc.comm.auth;
-    if (auth.enabled &&
-        std::none_of(auth.tokens.begin(), auth.tokens.end(),
-                     [&](const auto& t) { return t.first == id; }))
+    const std::string& relay_id = id; // a binding no lambda may capture
+    if (auth.enabled && std::none_of(auth.tokens.begin(), auth.tokens.end(),
+                                     [&relay_id](const auto& t) {
+                                       return t.first == relay_id;
+                                     }))
       return s.fail(key.c_str(),
                     "has no token (comm_configs.grpc_configs."
                     "authenticator_args): the relay could never register");
