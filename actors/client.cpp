@@ -55,7 +55,9 @@ public:
     self_->set_exception_handler(
         [this](std::exception_ptr& x) { return on_exception(x); });
     self_->set_down_handler([this](caf::down_msg& m) {
-      if (m.source != server_.address())
+      // A gateway given up already (lost_server) may still report its end:
+      // its down message can be queued before the demonitor.
+      if (m.source != server_.address() || m.source == given_up_)
         return;
       if (!options_.connector)
         return fail({errc::disconnected,
@@ -139,8 +141,9 @@ public:
                   caf::connect_atom::value)
         .then(
             [this, gen](server_link& gateway) {
-              if (gen != generation_)
-                return;
+              if (gen != generation_) // a later attempt: this one's unused
+                return self_->send_exit(gateway,
+                                        caf::exit_reason::user_shutdown);
               server_ = std::move(gateway);
               self_->monitor(server_);
               register_with_server();
@@ -254,8 +257,11 @@ private:
 
   void on_welcome(const frame& f) {
     auto w = msg::decode<msg::welcome>(f);
-    if (!w && w.err().code == errc::too_many_requests) // the server's Hello
-      return lost_server(w.err().message); // throttle: back off, come back
+    // Throttled, or our old connection (a process that restarted under
+    // this id) not yet seen lost: back off and come back, for as long as
+    // the client waits for a lost server.
+    if (!w && options_.connector && retries_hello(w.err()))
+      return lost_server(w.err().message);
     if (!w)
       return fail(w.err());
     if (model_) {
@@ -279,6 +285,7 @@ private:
     }
     reconnecting_ = true;
     // The old connection's gateway, if it still lives, goes with it.
+    given_up_ = server_.address();
     self_->demonitor(server_.address());
     self_->send_exit(server_, caf::exit_reason::user_shutdown);
     watchdog_.stop();
@@ -419,6 +426,7 @@ private:
   std::optional<frame> next_task_;    ///< arrived while uploading
   uint64_t generation_ = 0;
   bool reconnecting_ = false; ///< lost the server, registering again
+  caf::actor_addr given_up_;  ///< the gateway of the connection lost last
   transfer_watchdog watchdog_;
 };
 

@@ -22,6 +22,7 @@
 #include "fedcaf/model_snapshot.hpp"
 #include "messages/codec.hpp"
 #include "protocol/hello_throttle.hpp"
+#include "protocol/reconnect_backoff.hpp"
 #include "protocol/refusal_log.hpp"
 
 namespace fedcaf {
@@ -259,7 +260,7 @@ private:
     bool same = c.handle == sender;
     if ((same && !remote) ||
         (!same && c.state == presence::connected && !authenticated))
-      return deny(errc::unknown_client, "already registered");
+      return deny(errc::unknown_client, std::string{already_registered});
     if (!same && !c.takeovers.allow(now))
       return deny(errc::too_many_requests,
                   c.takeovers.exceeded("new connections"));

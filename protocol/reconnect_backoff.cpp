@@ -4,6 +4,12 @@
 
 namespace fedcaf {
 
+bool retries_hello(const error& refusal) {
+  return refusal.code == errc::too_many_requests ||
+         (refusal.code == errc::unknown_client &&
+          refusal.message.ends_with(already_registered));
+}
+
 std::string reconnect_backoff::lost(time_point now, const std::string& why) {
   lost_at_ = now;
   delay_ = first_delay;

@@ -7,10 +7,22 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 
 #include "fedcaf/error.hpp"
 
 namespace fedcaf {
+
+/// How a server refuses a Hello naming a client whose connection it still
+/// sees alive (client_registry). The process that says Hello may be that
+/// client restarted before its old connection was seen lost: it tries again
+/// (`retries_hello`) rather than giving up.
+inline constexpr std::string_view already_registered = "already registered";
+
+/// Returns true iff a refused Hello is worth trying again, with the back-off
+/// below: the server throttled it (too_many_requests), or it still sees the
+/// client's old connection (unknown_client, `already_registered`).
+bool retries_hello(const error& refusal);
 
 class reconnect_backoff {
 public:

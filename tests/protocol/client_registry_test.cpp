@@ -112,6 +112,24 @@ TEST_CASE("client registry: a stalled remote client registers again on its "
         "B from this process: already registered");
 }
 
+TEST_CASE("client registry: a client says Hello again after \"already "
+          "registered\" (a restarted process), never after the others") {
+  registry r{{{}, false, 1}};
+  REQUIRE(r.admit(hi("A"), 1, "h:1", "", false, t0));
+  auto twice = r.admit(hi("A"), 2, "h:2", "", false, t0);
+  REQUIRE_FALSE(twice);
+  CHECK(retries_hello(twice.err()));
+  auto full = r.admit(hi("B"), 3, "h:3", "", false, t0);
+  REQUIRE_FALSE(full);
+  CHECK(full.err().code == errc::unknown_client);
+  CHECK_FALSE(retries_hello(full.err()));
+  auto ended = r.admit(hi("C"), 4, "h:4", "", true, t0);
+  REQUIRE_FALSE(ended);
+  CHECK_FALSE(retries_hello(ended.err()));
+  CHECK(retries_hello(error{errc::too_many_requests, "slow down"}));
+  CHECK_FALSE(retries_hello(error{errc::not_authorized, "wrong token"}));
+}
+
 TEST_CASE("client registry: takeovers are limited to 8 in 10 s") {
   registry r{{{{"A", "t"}}, false, 2}};
   REQUIRE(r.admit(hi("A", "t"), 0, "h:0", "", false, t0));
