@@ -57,16 +57,6 @@ expect() {
   pass "$name"
 }
 
-# wait_for FILE PATTERN SECONDS
-wait_for() {
-  local i
-  for i in $(seq 1 $(( $3 * 10 ))); do
-    grep -Eq -- "$2" "$1" 2> /dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
-
 # -- 1. --http on a busy port -------------------------------------------------
 busy=$(free_port)
 "$py" -c '

@@ -15,6 +15,7 @@
 #   finish      prints "N passed, N failed" for the checks counted with pass
 #               and fail, and exits 1 iff any failed
 #   pass MESSAGE          counts a check that held and prints "ok: MESSAGE"
+#   wait_for FILE PATTERN SECONDS   waits until FILE matches PATTERN
 
 out=$(mktemp -d)
 lib_dir=$out # the folder removed at exit, whatever shadows $out then
@@ -59,4 +60,15 @@ finish() {
   echo "$passes passed, $fails failed"
   [ "$fails" -eq 0 ]
   exit $?
+}
+
+# wait_for FILE PATTERN SECONDS: returns 0 as soon as FILE matches the
+# extended regular expression PATTERN, 1 after SECONDS without.
+wait_for() {
+  local i
+  for i in $(seq 1 $(( $3 * 10 ))); do
+    grep -Eq -- "$2" "$1" 2> /dev/null && return 0
+    sleep 0.1
+  done
+  return 1
 }

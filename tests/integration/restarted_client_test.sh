@@ -42,14 +42,6 @@ comm_configs:
   stream_configs: {heartbeat_s: 0.5, reconnect_grace_s: $3}
 EOF
 }
-wait_for() { # FILE PATTERN SECONDS
-  local i
-  for i in $(seq 1 $(( $3 * 10 ))); do
-    grep -q "$2" "$1" 2> /dev/null && return 0
-    sleep 0.1
-  done
-  return 1
-}
 client C1 0 30; client C1 0 2; client C2 1 30
 
 timeout 120 "$fedcaf" server -c "$out/server.yaml" --report "$out/server.json" \
