@@ -106,7 +106,8 @@ using round_host = caf::typed_actor<
     caf::reacts_to<task_atom, std::string, uint32_t>,
     caf::reacts_to<stop_atom, std::string>,
     caf::reacts_to<reject_atom, std::string, error>,
-    caf::replies_to<publish_atom, round_result>::with<bool>>;
+    caf::replies_to<publish_atom, round_result>::with<bool>,
+    caf::replies_to<sit_out_atom, uint32_t>::with<uint32_t>>;
 
 using unmask_planner = caf::typed_actor<
     caf::replies_to<unmask_atom, uint32_t,

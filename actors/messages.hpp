@@ -54,6 +54,7 @@ using replaced_atom = caf::atom_constant<caf::atom("replaced")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 /// A relay: the round's model from upstream, served to its children.
 using relay_atom = caf::atom_constant<caf::atom("relay")>;
+using sit_out_atom = caf::atom_constant<caf::atom("sit_out")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
 using secagg_atom = caf::atom_constant<caf::atom("secagg")>;

@@ -141,6 +141,8 @@ public:
       auto most = relay->second;
       if (options_.weights == client_weighting::sample_size)
         most *= cap > 0 ? cap : uint64_t{1} << 20;
+      if (o->sample_count == 0 && !offered_.count(o->client_id))
+        return sits_out(o->client_id);
       if (o->sample_count == 0 || o->sample_count > most)
         return refuse({errc::out_of_range,
                        o->client_id + " offered a partial sum of weight " +
@@ -171,6 +173,24 @@ public:
         upload_request{o->client_id, o->round, weight, o->manifest_digest,
                        o->total_bytes, o->chunk_count, o->update_norm,
                        o->partial_sum, o->update_id});
+  }
+
+  /// Relay `id` offered a partial sum of weight 0: its own round could not
+  /// have its min_clients, and its group has nothing for this one. It
+  /// leaves the round at once, as a client that missed the deadline (one
+  /// vote fewer; the round goes on by min_clients), and takes the next.
+  frame sits_out(const std::string& id) {
+    participants_.erase(id);
+    missing_.insert(id);
+    log_line(log_level::warning, "scheduler",
+             "round " + std::to_string(round_) + ": relay " + id +
+                 " has no partial sum (its own round fell short of its "
+                 "min_clients); it leaves the round");
+    self_->send(aggregator_, expect_atom::value, contributors());
+    check_round();
+    return msg::encode(
+        error{errc::not_in_round, id + " sits round " + std::to_string(round_) +
+                                      " out: its group has no update"});
   }
 
   void update_closed(const std::string& id, uint32_t round) {
@@ -213,7 +233,7 @@ public:
       return;
     auto cut =
         cut_at_deadline(participants_, offered_, closed_, options_.min_clients,
-                        options_.wait_after_deadline);
+                        options_.wait_after_deadline && !sitting_out_);
     if (cut.wait) {
       if (!overdue_)
         log_line(log_level::warning, "scheduler",
@@ -270,16 +290,18 @@ private:
     round_ = r;
     finalizing_ = false;
     overdue_ = false;
+    sitting_out_ = false;
     offered_.clear();
     closed_.clear();
     missing_.clear();
     figures_.clear();
     participants_ = sample(r);
     if (participants_.size() < options_.min_clients)
-      return stop("round " + std::to_string(r) +
-                  " cannot start: " + std::to_string(participants_.size()) +
-                  " clients are registered, min_clients is " +
-                  std::to_string(options_.min_clients));
+      return fail_round("round " + std::to_string(r) + " cannot start: " +
+                            std::to_string(participants_.size()) +
+                            " clients are registered, min_clients is " +
+                            std::to_string(options_.min_clients),
+                        false);
     self_->send(aggregator_, expect_atom::value, contributors());
     self_->send(
         server_, start_atom::value, r,
@@ -327,8 +349,10 @@ private:
     auto v = registration_deadline_passed(
         registered_, options_.expected_clients, options_.num_clients,
         options_.min_clients, options_.registration_deadline);
-    if (!v.start)
+    if (!v.start && !options_.relay)
       return stop(v.message);
+    // A relay short of children sits its parent's rounds out (fail_round)
+    // until min_clients have registered.
     log_line(log_level::warning, "scheduler", v.message);
     start_round(options_.first_round);
   }
@@ -370,6 +394,8 @@ private:
 
   /// `gone` sent chunks that are in the sum: start the collection over.
   void collect_again(const std::string& gone, const std::string& why) {
+    if (options_.relay && participants_.size() < options_.min_clients)
+      return; // the round is sat out: nothing of it goes up (fail_round)
     log_line(log_level::warning, "scheduler",
              "round " + std::to_string(round_) + ": " + gone + " left: " + why +
                  "; collecting the " + "updates of " + join_ids(offered_) +
@@ -386,13 +412,53 @@ private:
     if (stopped_ || finalizing_ || round_ == 0 || abandoning_ > 0)
       return;
     if (participants_.size() < options_.min_clients)
-      return stop("round " + std::to_string(round_) + " failed: only " +
-                  std::to_string(participants_.size()) + " of " +
-                  std::to_string(options_.num_clients) +
-                  " clients can still deliver (missing: " + join_ids(missing_) +
-                  "), min_clients is " + std::to_string(options_.min_clients));
+      return fail_round(
+          "round " + std::to_string(round_) + " failed: only " +
+          std::to_string(participants_.size()) + " of " +
+          std::to_string(options_.num_clients) +
+          " clients can still deliver (missing: " + join_ids(missing_) +
+          "), min_clients is " + std::to_string(options_.min_clients));
     if (closed_.size() == participants_.size())
       finalize();
+  }
+
+  /// Round `round_` cannot have min_clients (`why`): a server's run ends;
+  /// a relay's group sits its parent's round out, once every participant
+  /// of an `announced` round has closed its update or left (a new round
+  /// must not find an upload open, nor an offer come for a round gone).
+  void fail_round(const std::string& why, bool announced = true) {
+    if (!options_.relay)
+      return stop(why);
+    if (announced && closed_.size() < participants_.size()) {
+      if (!sitting_out_)
+        log_line(log_level::warning, "scheduler",
+                 why + "; the relay sits its parent's round out once the "
+                       "updates under way have closed");
+      sitting_out_ = true;
+      return;
+    }
+    finalizing_ = true;
+    auto r = round_;
+    // Not announced: the server sits the round out once the parent's model
+    // is in, if the children are still too few then.
+    log_line(announced ? log_level::warning : log_level::debug, "scheduler",
+             (sitting_out_ ? "round " + std::to_string(r) +
+                                 ": the updates under way have closed"
+                           : why) +
+                 "; the relay sits its parent's round out (its group "
+                 "offers nothing) and takes the next");
+    self_->send(aggregator_, reset_atom::value, uint32_t{0});
+    self_->request(server_, caf::infinite, sit_out_atom::value, r)
+        .then(
+            [this](uint32_t next) {
+              if (next == 0) // the run is ending
+                stopped_ = true;
+              else
+                start_round(next);
+            },
+            [this](caf::error& e) {
+              stop("sitting a round out failed: " + self_->system().render(e));
+            });
   }
 
   void finalize() {
@@ -479,6 +545,7 @@ private:
   bool finalizing_ = false;
   uint32_t abandoning_ = 0; ///< drops whose folded chunks are being asked
   bool overdue_ = false;    ///< deadline passed, waiting for min_clients offers
+  bool sitting_out_ = false; ///< a relay's round short of min_clients
   bool stopped_ = false;
   refusal_log refusals_;
 };

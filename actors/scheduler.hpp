@@ -42,6 +42,11 @@ struct scheduler_options {
   /// parent's model is in and the round opens, not the scheduler as it
   /// chooses the round's clients (the parent may take long to send it).
   bool deadline_from_server = false;
+  /// A relay's: a round that cannot have min_clients is sat out (its
+  /// group offers its parent nothing that round: sit_out_atom to the
+  /// server, once the updates under way have closed) and the next one
+  /// follows, instead of the run ending.
+  bool relay = false;
   /// When the deadline passes with fewer than min_clients updates
   /// delivered: false, the round fails naming the missing clients; true, it
   /// waits until min_clients have delivered, then goes on without the rest.

@@ -153,6 +153,7 @@ public:
       return;
     }
     relay_.ready = false;
+    relay_.open = options_.relay;
     if (options_.relay_round_deadline.count() > 0)
       self_->delayed_send(peers_.scheduler, options_.relay_round_deadline,
                           deadline_atom::value, round);
@@ -330,6 +331,8 @@ public:
               if (auto held = std::move(relay_.held_start)) {
                 relay_.held_start.reset();
                 start_round(held->first, held->second);
+              } else if (auto rp = std::exchange(relay_.sat_out, {})) {
+                rp->deliver(stopping_ ? 0u : relay_.sat_out_round);
               }
             },
             [this](caf::error& e) {
@@ -345,11 +348,9 @@ public:
           relay_result{done.model, done.weight, done.clients, done.loss});
       relay_.promise.reset();
     }
+    relay_.open = false;
     exchange_.install(std::move(done.model));
-    rounds_.close(options_.async); // async: tasks go on
-    if (!options_.async) // the round's clients may give up their models
-      for (const auto& id : registry_.connected_among(rounds_.chosen()))
-        self_->send(registry_.find(id)->handle, idle_atom::value, done.round);
+    close_round(done.round);
     auto rp = self_->make_response_promise<bool>();
     auto record = reporter_.open_record(
         outcome_of(done, secagg_ ? secagg_->excluded()
@@ -365,6 +366,45 @@ public:
     }
     evaluate(std::move(record), started, rp);
     return rp;
+  }
+
+  /// A relay's round `round` cannot have min_clients. Once the parent's
+  /// model of the round is in (or the round is open already), the round
+  /// is sat out: the parent's model is answered with no sum (weight 0: the
+  /// upstream client offers its parent nothing this round) and the answer
+  /// is the next round. Before, the answer is `round` again, as the model
+  /// comes: children may have registered while it did not. 0: the run is
+  /// ending.
+  caf::result<uint32_t> sit_out(uint32_t round) {
+    if (!options_.relay || relay_.sat_out)
+      return make_error(errc::unexpected_message,
+                        "not a relay, or a round already sitting out");
+    if (!relay_.open && !relay_.ready) {
+      relay_.sat_out = self_->make_response_promise<uint32_t>();
+      relay_.sat_out_round = round;
+      return *relay_.sat_out;
+    }
+    if (relay_.open)
+      close_round(round);
+    relay_.open = relay_.ready = false;
+    if (relay_.promise) {
+      relay_.promise->deliver(relay_result{});
+      relay_.promise.reset();
+    }
+    reporter_.sat_out(round);
+    log_line(log_level::warning, "server",
+             "round " + std::to_string(round) +
+                 ": too few children; the relay sits its parent's round out");
+    return stopping_ ? 0u : round + 1;
+  }
+
+  /// Round `round` is over: async tasks go on; a sync round's clients may
+  /// give up their models.
+  void close_round(uint32_t round) {
+    rounds_.close(options_.async);
+    if (!options_.async)
+      for (const auto& id : registry_.connected_among(rounds_.chosen()))
+        self_->send(registry_.find(id)->handle, idle_atom::value, round);
   }
 
   /// Ends the run; a successful one with federated evaluation first has
@@ -568,6 +608,8 @@ private:
                                          (reason.empty() ? "done" : reason)));
       relay_.promise.reset();
     }
+    if (auto rp = std::exchange(relay_.sat_out, {}))
+      rp->deliver(0u);
     auto f =
         msg::encode(msg::done{rounds_.round(), rounds_.previous(), reason});
     registry_.for_each_connected([this, &f](const auto&, const auto& c) {
@@ -631,6 +673,10 @@ private:
   struct {
     std::optional<caf::typed_response_promise<relay_result>> promise;
     bool ready = false;
+    bool open = false; ///< a round of the children is open
+    /// The scheduler's sit_out_atom, held until the parent's model is in.
+    std::optional<caf::typed_response_promise<uint32_t>> sat_out;
+    uint32_t sat_out_round = 0;
     std::optional<std::pair<uint32_t, std::vector<std::string>>> held_start;
   } relay_;
 };
@@ -708,6 +754,7 @@ server_actor::behavior_type serving(server_actor::pointer self,
       },
       [state](evaluated_atom) { state->evaluation_overdue(); },
       [state](tick_atom) { state->quit(); },
+      [state](sit_out_atom, uint32_t round) { return state->sit_out(round); },
       [state](relay_atom, snapshot_ptr& upstream) {
         return state->relay(std::move(upstream));
       },

@@ -29,6 +29,7 @@ void take_plan(server_side_options& o, const aggregation_plan& plan) {
   sched.round_deadline = plan.scheduler_deadline;
   if (o.server.relay) { // counted from the parent's model, by the server
     sched.deadline_from_server = true;
+    sched.relay = true;
     o.server.relay_round_deadline = plan.scheduler_deadline;
   }
   sched.wait_after_deadline = plan.on_deadline == deadline_action::wait;

@@ -173,6 +173,8 @@ public:
                  });
     if (!got)
       return got.err();
+    if (got->weight == 0) // its round fell short of min_clients
+      return sit_out(started);
     if (auto ok = take_sums(*got); !ok)
       return ok.err();
     weight_ = got->weight;
@@ -195,6 +197,27 @@ public:
   bool partial_sum() const override { return true; }
 
 private:
+  /// The children's round could not have its min_clients: this round goes
+  /// up as a partial sum of weight 0 (Offer.sampleCount 0), which the
+  /// parent answers by taking the relay out of the round (and it sends no
+  /// chunk); the relay takes the next round. The parameters are zeroes
+  /// (untouched pages: no memory).
+  result<train_metrics> sit_out(std::chrono::steady_clock::time_point started) {
+    auto bytes = link_->model_buffer(layout_.total_bytes());
+    if (!bytes)
+      return bytes.err();
+    params_ = std::move(*bytes);
+    weight_ = 0;
+    log_line(log_level::warning, "relay",
+             "the children's round fell short of min_clients: this round "
+             "goes up as a sum of no update");
+    train_metrics m;
+    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                              started)
+                    .count();
+    return m;
+  }
+
   /// Copies the round's sums into the parameters. A position whose weight
   /// differs from the round's (a child cut off mid-upload counts at the
   /// positions it delivered) is scaled to the round's weight, so that every

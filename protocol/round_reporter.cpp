@@ -87,6 +87,10 @@ void round_reporter::note_offer(const std::string& id, uint64_t samples,
   train_figures_[id] = {samples, std::move(figures)};
 }
 
+void round_reporter::sat_out(uint32_t round) {
+  report_->failed_rounds.push_back(round);
+}
+
 round_record round_reporter::open_record(round_outcome o,
                                          const model_snapshot& model) {
   auto record = round_record{};

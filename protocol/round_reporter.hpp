@@ -111,6 +111,10 @@ public:
   /// figures of its contributors' offers (then forgotten), privacy spent
   /// and, for robust rules, whose values `model` dropped (also logged).
   round_record open_record(round_outcome o, const model_snapshot& model);
+  /// A relay's round `round` could not have min_clients: its group sat its
+  /// parent's round out; the report counts the round as failed (the
+  /// scheduler logged why).
+  void sat_out(uint32_t round);
   /// Adds `record`, which took `wall_seconds` and ended at `ended_unix_s`,
   /// to the report; prints its line (or, with federated evaluation, holds
   /// it) and saves the report.

@@ -1232,6 +1232,68 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
   check_close(eval->last(), want);
 }
 
+TEST_CASE("a relay's round short of min_clients is sat out: its parent's "
+          "model is answered with no sum, and the next round follows") {
+  // A relay's children's side (relay mode) with a synthetic client and a
+  // silent one, min_clients 2, a 300 ms round deadline counted from the
+  // parent's model. The test plays the relay's upstream half, handing the
+  // side its parent's model each round (relay_atom). Each round the silent
+  // client never offers; at the deadline the round holds 1 update of the 2
+  // it needs. A server's run would end there; the relay's side answers its
+  // parent's model with no sum (weight 0: its group sits the parent's
+  // round out), waits for the next model and runs the next round. The
+  // synthetic client delivers every round and stays in the run.
+  auto layout = test_layout();
+  run_options o;
+  o.clients = 1;
+  o.silent = 1;
+  o.min_clients = 2;
+  o.deadline = 300ms;
+  o.memory_mode = "window";
+  auto so = side_options(o);
+  so.server.relay = true;
+  so.scheduler.num_rounds = so.server.num_rounds = 1u << 30;
+  run_report report;
+  std::vector<run_report> client_reports(1);
+  {
+    virtual_system vs;
+    auto& sys = vs.sys();
+    auto side =
+        spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)), so,
+                          std::make_shared<capturing_evaluator>(), &report);
+    REQUIRE(side);
+    auto clients = synthetic_clients(sys, side->server, layout, client_reports);
+    rogue_client silent{vs, side->server};
+    REQUIRE(msg::decode<msg::welcome>(
+        silent.ask(hello_atom::value, msg::encode(msg::hello{"Silent0", ""}))));
+    caf::scoped_actor parent{sys};
+    for (int round = 1; round <= 2; ++round) {
+      CAPTURE(round);
+      snapshot_ptr model = std::make_shared<model_snapshot>(
+          snapshot_of(layout, initial_floats(layout)));
+      auto answer = parent->request(side->server, caf::infinite,
+                                    relay_atom::value, std::move(model));
+      REQUIRE(vs.run_until([&] { return parent->mailbox().size() > 0; }));
+      answer.receive(
+          [](relay_result& r) {
+            CHECK(r.weight == 0);
+            CHECK(r.clients == 0);
+            CHECK(r.sums == nullptr);
+          },
+          [&](caf::error& e) { FAIL(sys.render(e)); });
+    }
+    CHECK(report.failed_rounds == std::vector<uint32_t>{1, 2});
+    CHECK(report.failure == "");
+    caf::anon_send(side->server, stop_atom::value, std::string{});
+    await_down(vs, {side->server});
+    await_down(vs, clients);
+    side->shut_down(sys);
+  }
+  CHECK(report.rounds.empty()); // no round was published
+  REQUIRE(client_reports[0].failure == "");
+  CHECK(client_reports[0].rounds.size() == 2); // it trained both rounds
+}
+
 TEST_CASE(
     "clients sampled per round: only they train, the rest hold no model") {
   run_options o;

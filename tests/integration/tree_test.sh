@@ -17,6 +17,8 @@
 #   lost     RB1 (a relay under RB) SIGKILLed while its clients upload: RB's
 #            deadline ends the round with RB2's group, the root's round
 #            completes, and the run goes on.
+#   short    a relay short of its min_clients sits its parent's rounds out
+#            (a sum of weight 0) instead of ending, and rejoins.
 #   one      the same in one process: simulate with simulated_relays, its
 #            models byte-identical to the flat run's; sampled, disk mode;
 #            int8 downloads and uploads through the relays; DP-FedAvg
@@ -290,6 +292,52 @@ r = json.load(open(f"{sys.argv[1]}/late.json"))
 assert r["status"] == "completed", r["status"]
 assert [x["relay_weights"] for x in r["rounds"]] == [{"RL": 1}] * 3, r["rounds"]
 assert all(sorted(x["contributors"]) == ["C2", "RL"] for x in r["rounds"]), r["rounds"]
+PY
+
+# -- short: a relay short of its children sits rounds out, then rejoins ---------
+# The root (no round deadline, min_clients 1) has RA (one client, C1) and RB
+# (num_clients 2, min_clients 2, a 2 s registration deadline). Only C3 comes
+# to RB at first: RB's round 1 cannot have min_clients, and instead of
+# ending (and its group with it) RB offers its parent a sum of weight 0,
+# which takes it out of the root's round at once (no deadline needed). C4
+# comes while RB waits for the root's next model, and C1 (whose round 1 the
+# root waits for) only after: RB's round 2 has both its children, and so
+# have the root's rounds 2-4 both relays.
+root short 2 "{RA: 1, RB: 2}" ""
+sed -i 's/num_global_epochs: 3/num_global_epochs: 4/; s/scheduler_kwargs: {round_deadline_s: 60}/scheduler_kwargs: {min_clients: 1}/' "$out/short.yaml"
+relay RA "$root_port" 1 "{}" ram
+relay RB "$root_port" 2 "{}" window
+sed -i 's/scheduler_kwargs: {round_deadline_s: 20, min_clients: 1, on_deadline: wait}/scheduler_kwargs: {min_clients: 2, registration_deadline_s: 2}/' "$out/RB.yaml"
+grep -q "registration_deadline_s: 2" "$out/RB.yaml" || fail "short: RB's config"
+client 1 "${port[RA]}"; client 3 "${port[RB]}"; client 4 "${port[RB]}"
+start root "$out/short.log" "$fedcaf" server -c "$out/short.yaml" --report "$out/short.json"
+start RA "$out/short_RA.log" "$fedcaf" relay -c "$out/RA.yaml"
+start RB "$out/short_RB.log" "$fedcaf" relay -c "$out/RB.yaml" --report "$out/short_RB.json"
+start C3 "$out/short_C3.log" "$fedcaf" client -c "$out/C3.yaml"
+until_in() { # FILE TEXT: waits for TEXT in FILE (at most 60 s)
+  local t
+  for t in $(seq 600); do grep -q "$2" "$1" && return 0; sleep 0.1; done
+  return 1
+}
+until_in "$out/short_RB.log" "sits its parent's round out" || fail "short: RB sat no round out"
+start C4 "$out/short_C4.log" "$fedcaf" client -c "$out/C4.yaml"
+until_in "$out/short_RB.log" "registered C4" || fail "short: C4 did not register"
+start C1 "$out/short_C1.log" "$fedcaf" client -c "$out/C1.yaml"
+wait "${pid_of[root]}" || fail "short: the root failed: $(tail -n 3 "$out/short.log"); RB: $(tail -n 2 "$out/short_RB.log")"
+for n in RA RB C1 C3 C4; do wait "${pid_of[$n]}" || fail "short: $n exited non-zero: $(tail -n 2 "$out/short_$n.log")"; done
+"$py" - "$out" <<'PY' && pass "short: a relay short of min_clients sat its parent's round out (a sum of weight 0, no deadline needed) and took part again once its children came" || fail "short: the reports"
+import json, sys
+out = sys.argv[1]
+r = json.load(open(f"{out}/short.json"))
+assert r["status"] == "completed", r["status"]
+c = [sorted(x["contributors"]) for x in r["rounds"]]
+assert c == [["RA"]] + [["RA", "RB"]] * 3, c
+assert [x["relay_weights"] for x in r["rounds"]] == [{"RA": 1}] + [{"RA": 1, "RB": 2}] * 3, r["rounds"]
+assert "relay RB has no partial sum" in open(f"{out}/short.log").read()
+rb = json.load(open(f"{out}/short_RB.json"))
+assert rb["failed_rounds"] == [1], rb["failed_rounds"]
+assert [x["clients"] for x in rb["rounds"]] == [2, 2, 2], rb["rounds"]
+print(f"   root rounds' contributors {c}; RB sat out its round {rb['failed_rounds']}")
 PY
 
 # -- simulated: a relay's children in its own process ------------------------
