@@ -279,14 +279,14 @@ private:
   }
 
   void lost_server(const std::string& why) {
+    // The old connection's gateway, if it still lives, goes with it.
+    given_up_ = server_.address();
+    self_->demonitor(server_.address());
     if (reconnecting_) { // lost again while registering
       ++generation_;
       return retry_later(why);
     }
     reconnecting_ = true;
-    // The old connection's gateway, if it still lives, goes with it.
-    given_up_ = server_.address();
-    self_->demonitor(server_.address());
     self_->send_exit(server_, caf::exit_reason::user_shutdown);
     watchdog_.stop();
     ++generation_;

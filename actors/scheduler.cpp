@@ -111,6 +111,11 @@ public:
                                   ", open round is " + std::to_string(round_)});
     if (!registered_.count(o->client_id))
       return refuse({errc::unknown_client, o->client_id});
+    if (sitting_out_)
+      return msg::encode(
+          error{errc::not_in_round, "round " + std::to_string(round_) +
+                                        " is sat out: the relay's children are "
+                                        "fewer than its min_clients"});
     if (!participants_.count(o->client_id))
       return refuse({errc::not_in_round,
                      o->client_id + " is not in round " +
@@ -143,6 +148,11 @@ public:
         most *= cap > 0 ? cap : uint64_t{1} << 20;
       if (o->sample_count == 0 && !offered_.count(o->client_id))
         return sits_out(o->client_id);
+      if (o->sample_count == 0) // a restarted relay: its first sum decides
+        return msg::encode(error{
+            errc::not_in_round,
+            o->client_id + " offered a sum of round " + std::to_string(round_) +
+                " already, which stands or falls on its own"});
       if (o->sample_count == 0 || o->sample_count > most)
         return refuse({errc::out_of_range,
                        o->client_id + " offered a partial sum of weight " +
@@ -394,8 +404,12 @@ private:
 
   /// `gone` sent chunks that are in the sum: start the collection over.
   void collect_again(const std::string& gone, const std::string& why) {
-    if (options_.relay && participants_.size() < options_.min_clients)
-      return; // the round is sat out: nothing of it goes up (fail_round)
+    if (options_.relay && participants_.size() < options_.min_clients) {
+      // The round is sat out (fail_round): nothing of it goes up, so no
+      // collection again; the window only stops awaiting `gone`.
+      self_->send(aggregator_, expect_atom::value, contributors());
+      return;
+    }
     log_line(log_level::warning, "scheduler",
              "round " + std::to_string(round_) + ": " + gone + " left: " + why +
                  "; collecting the " + "updates of " + join_ids(offered_) +
@@ -429,22 +443,34 @@ private:
   void fail_round(const std::string& why, bool announced = true) {
     if (!options_.relay)
       return stop(why);
-    if (announced && closed_.size() < participants_.size()) {
-      if (!sitting_out_)
+    bool first = !sitting_out_;
+    if (announced && first) {
+      // Whoever has not offered yet leaves now (and is refused if it does):
+      // the round is lost already, only uploads under way are awaited.
+      for (auto it = participants_.begin(); it != participants_.end();)
+        if (offered_.count(*it)) {
+          ++it;
+        } else {
+          missing_.insert(*it);
+          it = participants_.erase(it);
+        }
+      self_->send(aggregator_, expect_atom::value, contributors());
+      sitting_out_ = true;
+      if (closed_.size() < participants_.size())
         log_line(log_level::warning, "scheduler",
                  why + "; the relay sits its parent's round out once the "
                        "updates under way have closed");
-      sitting_out_ = true;
-      return;
     }
+    if (announced && closed_.size() < participants_.size())
+      return;
     finalizing_ = true;
     auto r = round_;
     // Not announced: the server sits the round out once the parent's model
     // is in, if the children are still too few then.
     log_line(announced ? log_level::warning : log_level::debug, "scheduler",
-             (sitting_out_ ? "round " + std::to_string(r) +
-                                 ": the updates under way have closed"
-                           : why) +
+             (first ? why
+                    : "round " + std::to_string(r) +
+                          ": the updates under way have closed") +
                  "; the relay sits its parent's round out (its group "
                  "offers nothing) and takes the next");
     self_->send(aggregator_, reset_atom::value, uint32_t{0});

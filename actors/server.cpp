@@ -380,6 +380,7 @@ public:
       return make_error(errc::unexpected_message,
                         "not a relay, or a round already sitting out");
     if (!relay_.open && !relay_.ready) {
+      relay_.held_start.reset(); // chosen again once the model is in
       relay_.sat_out = self_->make_response_promise<uint32_t>();
       relay_.sat_out_round = round;
       return *relay_.sat_out;
