@@ -1232,6 +1232,43 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
   check_close(eval->last(), want);
 }
 
+/// The side of a relay's children (relay mode): its rounds follow its
+/// parent's.
+server_side_options relay_side_options(const run_options& o) {
+  auto so = side_options(o);
+  so.server.relay = true;
+  so.scheduler.num_rounds = so.server.num_rounds = 1u << 30;
+  return so;
+}
+
+/// Plays a relay's upstream half: hands the children's side its parent's
+/// model of a round (the initial one) and takes the answer in virtual time.
+class relay_parent {
+public:
+  relay_parent(virtual_system& vs, manifest layout)
+      : vs_(vs), self_(vs.sys()), layout_(std::move(layout)) {}
+
+  void hand_model(const server_actor& side) {
+    snapshot_ptr model = std::make_shared<model_snapshot>(
+        snapshot_of(layout_, initial_floats(layout_)));
+    self_->send(side, relay_atom::value, std::move(model));
+  }
+
+  relay_result answer(caf::timespan limit = 60s) {
+    REQUIRE(
+        vs_.run_until([this] { return self_->mailbox().size() > 0; }, limit));
+    relay_result out;
+    self_->receive([&out](relay_result& r) { out = std::move(r); },
+                   [this](caf::error& e) { FAIL(self_->system().render(e)); });
+    return out;
+  }
+
+private:
+  virtual_system& vs_;
+  caf::scoped_actor self_;
+  manifest layout_;
+};
+
 TEST_CASE("a relay's round short of min_clients is sat out: its parent's "
           "model is answered with no sum, and the next round follows") {
   // A relay's children's side (relay mode) with a synthetic client and a
@@ -1250,9 +1287,7 @@ TEST_CASE("a relay's round short of min_clients is sat out: its parent's "
   o.min_clients = 2;
   o.deadline = 300ms;
   o.memory_mode = "window";
-  auto so = side_options(o);
-  so.server.relay = true;
-  so.scheduler.num_rounds = so.server.num_rounds = 1u << 30;
+  auto so = relay_side_options(o);
   run_report report;
   std::vector<run_report> client_reports(1);
   {
@@ -1266,21 +1301,14 @@ TEST_CASE("a relay's round short of min_clients is sat out: its parent's "
     rogue_client silent{vs, side->server};
     REQUIRE(msg::decode<msg::welcome>(
         silent.ask(hello_atom::value, msg::encode(msg::hello{"Silent0", ""}))));
-    caf::scoped_actor parent{sys};
+    relay_parent parent{vs, layout};
     for (int round = 1; round <= 2; ++round) {
       CAPTURE(round);
-      snapshot_ptr model = std::make_shared<model_snapshot>(
-          snapshot_of(layout, initial_floats(layout)));
-      auto answer = parent->request(side->server, caf::infinite,
-                                    relay_atom::value, std::move(model));
-      REQUIRE(vs.run_until([&] { return parent->mailbox().size() > 0; }));
-      answer.receive(
-          [](relay_result& r) {
-            CHECK(r.weight == 0);
-            CHECK(r.clients == 0);
-            CHECK(r.sums == nullptr);
-          },
-          [&](caf::error& e) { FAIL(sys.render(e)); });
+      parent.hand_model(side->server);
+      auto r = parent.answer();
+      CHECK(r.weight == 0);
+      CHECK(r.clients == 0);
+      CHECK(r.sums == nullptr);
     }
     CHECK(report.failed_rounds == std::vector<uint32_t>{1, 2});
     CHECK(report.failure == "");
@@ -1292,6 +1320,129 @@ TEST_CASE("a relay's round short of min_clients is sat out: its parent's "
   CHECK(report.rounds.empty()); // no round was published
   REQUIRE(client_reports[0].failure == "");
   CHECK(client_reports[0].rounds.size() == 2); // it trained both rounds
+}
+
+TEST_CASE("a window-mode relay sitting a round out does not wait on a "
+          "child cut mid-upload") {
+  // Window mode, window 1, min_clients 2, a 300 ms deadline. A synthetic
+  // child uploads; a hand-driven one offers and sends its first chunk,
+  // then either nothing (at the deadline its stream is ended: it owes the
+  // chunk the window waits for) or a NaN chunk (rejected at once). Either
+  // way it leaves with a chunk in the sum, and the round cannot have 2
+  // updates: it is sat out. The window must stop awaiting the cut child
+  // (the synthetic child's upload closes; a relay sitting out collects
+  // nothing again), and the parent's model is answered with no sum.
+  for (bool poisoned : {false, true}) {
+    CAPTURE(poisoned);
+    auto layout = test_layout();
+    run_options o;
+    o.clients = 1;
+    o.silent = 1;
+    o.min_clients = 2;
+    o.deadline = 300ms;
+    o.memory_mode = "window";
+    o.window = 1;
+    auto so = side_options(o);
+    so.server.relay = true;
+    so.scheduler.num_rounds = so.server.num_rounds = 1u << 30;
+    run_report report;
+    std::vector<run_report> client_reports(1);
+    std::vector<float> zeros(layout.total_bytes() / sizeof(float), 0.0f);
+    auto zero_bytes = std::as_bytes(std::span{zeros});
+    {
+      virtual_system vs;
+      auto& sys = vs.sys();
+      auto side = spawn_server_side(
+          sys, snapshot_of(layout, initial_floats(layout)), so,
+          std::make_shared<capturing_evaluator>(), &report);
+      REQUIRE(side);
+      rogue_client cut{vs, side->server};
+      REQUIRE(msg::decode<msg::welcome>(
+          cut.ask(hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
+      auto clients =
+          synthetic_clients(sys, side->server, layout, client_reports);
+      relay_parent parent{vs, layout};
+      parent.hand_model(side->server);
+      auto rs = cut.next_round();
+      auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+      REQUIRE(plan);
+      REQUIRE(plan->chunk_count() > 2);
+      auto acc = msg::decode<msg::accept>(
+          cut.ask(offer_atom::value,
+                  msg::encode(msg::offer{rs.round, "Cut", 1, digest(layout),
+                                         layout.total_bytes(),
+                                         plan->chunk_count(), 0, 0})));
+      REQUIRE(acc);
+      const auto& e = plan->extent(0);
+      msg::chunk_header h{acc->stream_id, rs.round, 0, e.tensor_index,
+                          e.tensor_offset};
+      REQUIRE(msg::decode<msg::credit>(
+          cut.ask(chunk_atom::value,
+                  chunk_with(h, zero_bytes.subspan(e.model_offset, e.bytes)))));
+      if (poisoned) { // its second chunk is NaN: rejected, a chunk in the sum
+        const auto& e1 = plan->extent(1);
+        std::vector<float> nan(e1.bytes / sizeof(float),
+                               std::numeric_limits<float>::quiet_NaN());
+        msg::chunk_header h1{acc->stream_id, rs.round, 1, e1.tensor_index,
+                             e1.tensor_offset};
+        auto refused = msg::decode<msg::credit>(cut.ask(
+            chunk_atom::value, chunk_with(h1, std::as_bytes(std::span{nan}))));
+        REQUIRE_FALSE(refused);
+        CHECK(refused.err().code == errc::poisoned_update);
+      }
+      CHECK(parent.answer().weight == 0);
+      CHECK(report.failed_rounds == std::vector<uint32_t>{1});
+      caf::anon_send(side->server, stop_atom::value, std::string{});
+      await_down(vs, {side->server});
+      await_down(vs, clients);
+      side->shut_down(sys);
+    }
+    CHECK(report.failure == "");
+    CHECK(client_reports[0].failure == "");
+  }
+}
+
+TEST_CASE("a relay whose children are dropped before its parent's model "
+          "comes sits that round out once the model is in") {
+  // Two hand-driven children register, so the relay's round 1 is chosen and
+  // its start held until the parent's model comes. One child goes away
+  // and is dropped after the grace: the round cannot have min_clients 2
+  // and is sat out. That must not wait for ever beside the held start: once
+  // the model is in the round is chosen again (one child now), sat out,
+  // and the model answered with no sum.
+  auto layout = test_layout();
+  run_options o;
+  o.clients = 0;
+  o.silent = 2;
+  o.min_clients = 2;
+  auto so = relay_side_options(o);
+  so.server.reconnect_grace = 300ms;
+  run_report report;
+  {
+    virtual_system vs;
+    auto& sys = vs.sys();
+    auto side =
+        spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)), so,
+                          std::make_shared<capturing_evaluator>(), &report);
+    REQUIRE(side);
+    rogue_client stays{vs, side->server};
+    REQUIRE(msg::decode<msg::welcome>(
+        stays.ask(hello_atom::value, msg::encode(msg::hello{"Stays", ""}))));
+    {
+      rogue_client leaves{vs, side->server};
+      REQUIRE(msg::decode<msg::welcome>(leaves.ask(
+          hello_atom::value, msg::encode(msg::hello{"Leaves", ""}))));
+    } // gone: lost, then dropped after the grace
+    vs.wait(1s);
+    relay_parent parent{vs, layout};
+    parent.hand_model(side->server);
+    CHECK(parent.answer(10s).weight == 0);
+    CHECK(report.failed_rounds == std::vector<uint32_t>{1});
+    CHECK(report.failure == "");
+    caf::anon_send(side->server, stop_atom::value, std::string{});
+    await_down(vs, {side->server});
+    side->shut_down(sys);
+  }
 }
 
 TEST_CASE(
