@@ -17,6 +17,7 @@
 #include "protocol/client_registry.hpp"
 #include "protocol/evaluation_tally.hpp"
 #include "protocol/model_exchange.hpp"
+#include "protocol/relay_gate.hpp"
 #include "protocol/round_announcement.hpp"
 #include "protocol/round_reporter.hpp"
 #include "protocol/server_secagg_flow.hpp"
@@ -148,12 +149,8 @@ public:
   /// Opens round `round` for the clients the scheduler chose (a relay: once
   /// its parent's model for the round is in place).
   void start_round(uint32_t round, const std::vector<std::string>& chosen) {
-    if (options_.relay && !relay_.ready) {
-      relay_.held_start = {round, chosen};
-      return;
-    }
-    relay_.ready = false;
-    relay_.open = options_.relay;
+    if (options_.relay && !relay_.gate.start(round, chosen))
+      return; // held until the parent's model is in
     if (options_.relay_round_deadline.count() > 0)
       self_->delayed_send(peers_.scheduler, options_.relay_round_deadline,
                           deadline_atom::value, round);
@@ -327,13 +324,12 @@ public:
         .then(
             [this](snapshot_ptr& model) {
               exchange_.install(std::move(model));
-              relay_.ready = true;
-              if (auto held = std::move(relay_.held_start)) {
-                relay_.held_start.reset();
-                start_round(held->first, held->second);
-              } else if (auto rp = std::exchange(relay_.sat_out, {})) {
-                rp->deliver(stopping_ ? 0u : relay_.sat_out_round);
-              }
+              auto released = relay_.gate.model_in();
+              if (released.start)
+                start_round(released.start->round, released.start->chosen);
+              else if (released.choose_again && relay_.sat_out)
+                std::exchange(relay_.sat_out, {})
+                    ->deliver(stopping_ ? 0u : *released.choose_again);
             },
             [this](caf::error& e) {
               stop("the parent's model could not be taken: " +
@@ -348,7 +344,7 @@ public:
           relay_result{done.model, done.weight, done.clients, done.loss});
       relay_.promise.reset();
     }
-    relay_.open = false;
+    relay_.gate.published();
     exchange_.install(std::move(done.model));
     close_round(done.round);
     auto rp = self_->make_response_promise<bool>();
@@ -379,15 +375,13 @@ public:
     if (!options_.relay || relay_.sat_out)
       return make_error(errc::unexpected_message,
                         "not a relay, or a round already sitting out");
-    if (!relay_.open && !relay_.ready) {
-      relay_.held_start.reset(); // chosen again once the model is in
+    auto now = relay_.gate.sit_out(round);
+    if (now == relay_gate::sitting::waits) {
       relay_.sat_out = self_->make_response_promise<uint32_t>();
-      relay_.sat_out_round = round;
       return *relay_.sat_out;
     }
-    if (relay_.open)
+    if (now == relay_gate::sitting::now_open_round)
       close_round(round);
-    relay_.open = relay_.ready = false;
     if (relay_.promise) {
       relay_.promise->deliver(relay_result{});
       relay_.promise.reset();
@@ -609,6 +603,7 @@ private:
                                          (reason.empty() ? "done" : reason)));
       relay_.promise.reset();
     }
+    relay_.gate.take_waiting_sit_out();
     if (auto rp = std::exchange(relay_.sat_out, {}))
       rp->deliver(0u);
     auto f =
@@ -668,17 +663,15 @@ private:
   time_point started_;
   time_point round_started_;
   bool stopping_ = false;
-  /// A relay's rounds: the open request of its upstream side, whether the
-  /// next round's model is in place (never the one it was spawned with), a
-  /// round start waiting for it.
+  /// A relay's rounds: the open request of its upstream side (the parent's
+  /// model, answered with the round's sum), the gate (whether the next
+  /// round's model is in place, never the one it was spawned with; a round
+  /// start waiting for it), a sit-out waiting for it.
   struct {
     std::optional<caf::typed_response_promise<relay_result>> promise;
-    bool ready = false;
-    bool open = false; ///< a round of the children is open
+    relay_gate gate; ///< whether the parent's model is in, a held start
     /// The scheduler's sit_out_atom, held until the parent's model is in.
     std::optional<caf::typed_response_promise<uint32_t>> sat_out;
-    uint32_t sat_out_round = 0;
-    std::optional<std::pair<uint32_t, std::vector<std::string>>> held_start;
   } relay_;
 };
 
