@@ -1146,7 +1146,8 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
           "server_configs.relays allows") {
   // Two synthetic clients and a hand-driven relay "R" (at most 20 clients
   // under it) whose partial sum is that of 20 updates g + 0.5: R must
-  // offer a partial sum, of weight 1 to 20; the sum, about 19 |g| from g,
+  // offer a partial sum, of weight 1 to 20 (a weight-0 offer after it
+  // withdraws nothing); the sum, about 19 |g| from g,
   // passes the default update bound (10 |g|) as 20 updates 0.5 from g do;
   // the round's model is (c0 + c1 + 20 (g + 0.5)) / 22. Its loss, finite
   // but huge (1.7e308), counts as 1e12: the round's mean loss stays
@@ -1205,6 +1206,11 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
     CHECK(heavy.err().code == errc::out_of_range);
     auto acc = offer(true, 20);
     REQUIRE(acc);
+    // A sum of weight 0 says "my group has nothing this round"; after a sum
+    // of the round it withdraws nothing: the first stands (not_in_round).
+    auto withdraw = offer(true, 0);
+    REQUIRE_FALSE(withdraw);
+    CHECK(withdraw.err().code == errc::not_in_round);
     for (uint64_t s = 0; s < plan->chunk_count(); ++s) {
       const auto& e = plan->extent(s);
       msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
