@@ -11,6 +11,7 @@
 #include <zfp.h>
 
 #include "fedcaf/element.hpp"
+#include "fedcaf/kernel.hpp"
 
 namespace fedcaf {
 
@@ -74,10 +75,8 @@ uint64_t int8_bytes(uint64_t n) {
   return n + 4 * ((n + int8_block - 1) / int8_block);
 }
 
-// The kernels: loops the compiler vectorizes, cloned for AVX2 and for any
-// x86-64 (picked at load by the CPU's features); fp16 through F16C's
+// The kernels (FEDCAF_KERNEL: see fedcaf/kernel.hpp); fp16 through F16C's
 // vcvtps2ph and vcvtph2ps, 8 values at a time, where the CPU has it.
-#define FEDCAF_KERNEL __attribute__((target_clones("avx2", "default")))
 
 bool has_f16c() {
   static const bool yes = [] {

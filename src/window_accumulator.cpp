@@ -5,9 +5,50 @@
 #include <cstring>
 
 #include "fedcaf/element.hpp"
+#include "fedcaf/kernel.hpp"
 #include "fedcaf/secagg.hpp"
 
 namespace fedcaf {
+
+namespace {
+
+/// acc[i] = scale * x_i (first) or acc[i] + scale * x_i, x_i element i of
+/// the float32 array at x.
+FEDCAF_KERNEL void add_scaled_f32(double* acc, const std::byte* x, size_t n,
+                                  double scale, bool first) {
+  auto at = [x](size_t i) {
+    float f;
+    std::memcpy(&f, x + i * sizeof f, sizeof f);
+    return static_cast<double>(f);
+  };
+  if (first)
+    for (size_t i = 0; i < n; ++i)
+      acc[i] = scale * at(i);
+  else
+    for (size_t i = 0; i < n; ++i)
+      acc[i] += scale * at(i);
+}
+
+/// The n float64 sums in `slot`'s bytes become the floats sum / divisor in
+/// the same bytes (divisor 1: the sums themselves). A block of sums is read
+/// before its floats are written, which lie at or before the bytes of sums
+/// already read.
+FEDCAF_KERNEL void means_in_place(float* slot, size_t n, double divisor) {
+  constexpr size_t block = 16;
+  const auto* sums = reinterpret_cast<const std::byte*>(slot);
+  double x[block];
+  size_t i = 0;
+  for (; i + block <= n; i += block) {
+    std::memcpy(x, sums + i * sizeof(double), sizeof x);
+    for (size_t j = 0; j < block; ++j)
+      slot[i + j] = static_cast<float>(x[j] / divisor);
+  }
+  std::memcpy(x, sums + i * sizeof(double), (n - i) * sizeof(double));
+  for (size_t j = 0; i + j < n; ++j)
+    slot[i + j] = static_cast<float>(x[j] / divisor);
+}
+
+} // namespace
 
 result<window_accumulator>
 window_accumulator::make(const manifest& m, chunk_plan plan, uint32_t window,
@@ -83,10 +124,13 @@ result<void> window_accumulator::fold_scaled(uint64_t seq,
     tags_[(seq % window_) * depth_ + count] = tag;
   } else { // a float64 sum, exact for a round's values (see the header)
     auto* acc = reinterpret_cast<double*>(slot(seq));
-    for (size_t i = 0; i < n; ++i) {
-      auto v = scale * static_cast<double>(load_element(type_, x.data(), i));
-      acc[i] = count == 0 ? v : acc[i] + v;
-    }
+    if (type_ == dtype::float32)
+      add_scaled_f32(acc, x.data(), n, scale, count == 0);
+    else
+      for (size_t i = 0; i < n; ++i) {
+        auto v = scale * static_cast<double>(load_element(type_, x.data(), i));
+        acc[i] = count == 0 ? v : acc[i] + v;
+      }
   }
   ++count;
   weights_[seq % window_] += weight;
@@ -178,14 +222,7 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
   if (count > 0 && rule_.robust()) {
     reduce(low_, n, count);
   } else if (count > 0) {
-    // The float64 sum to float means in place: float i lies at or before
-    // the bytes of sum i, which are read first.
-    const auto* sum = reinterpret_cast<const std::byte*>(acc);
-    for (size_t i = 0; i < n; ++i) {
-      double x;
-      std::memcpy(&x, sum + i * sizeof(double), sizeof x);
-      acc[i] = static_cast<float>(sums_ ? x : x / weight);
-    }
+    means_in_place(acc, n, sums_ ? 1.0 : weight);
     if (sums_) {
       if (position_weights_.size() < plan_.chunk_count())
         position_weights_.resize(plan_.chunk_count(), 0.0);
@@ -200,8 +237,11 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
   // A sum of clamped updates is clamped at the root, after its division.
   saturate(acc, n,
            sums_ ? finite_limit(type_) : std::min(limit_, finite_limit(type_)));
-  for (size_t i = 0; i < n; ++i)
-    store_element(type_, out, i, acc[i]);
+  if (type_ == dtype::float32)
+    std::memcpy(out, acc, n * sizeof(float));
+  else
+    for (size_t i = 0; i < n; ++i)
+      store_element(type_, out, i, acc[i]);
   counts_[low_ % window_] = 0;
   weight = 0;
   ++low_;

@@ -9,8 +9,10 @@
 #
 # ROUNDS rounds of a synthetic SIZE_MIB model, dummy trainer. Prints the
 # root's received and sent bytes per round (its eth0 counters, and its
-# report's), the mean time of rounds 2.. (1 if only 1), each process kind's peak RSS, and the
-# ratios tree / flat.
+# report's), the mean time of rounds 2.. (1 if only 1), each process kind's peak RSS, the
+# CPU time of all its processes per round against the round time times the
+# machine's cores (where the tree's CPU fills the cores, the CPU, not the
+# root's link, bounds its round), and the ratios tree / flat.
 #
 #   sudo tests/perf/tree_bench.sh build/fedcaf [SIZE_MIB=256] [CLIENTS=16] [RATE=1gbit] [ROUNDS=2]
 set -u
@@ -79,8 +81,11 @@ server_configs:
     stream_configs: {idle_timeout_s: 600, window: 8}
 EOF
 }
-timed() { # LOG COMMAND...: peak RSS in LOG.time
-  /usr/bin/time -f "%M" -o "$1.time" timeout 3600 "${@:2}" > "$1" 2>&1
+timed() { # LOG COMMAND...: peak RSS (KiB), user and system CPU seconds in LOG.time
+  /usr/bin/time -f "%M %U %S" -o "$1.time" timeout 3600 "${@:2}" > "$1" 2>&1
+}
+cpu_ticks() { # busy and all jiffies of the whole machine (every host shares its cores)
+  awk '/^cpu / { all = 0; for (i = 2; i <= NF; i++) all += $i; print all - $5 - $6, all }' /proc/stat
 }
 counters() { # rx tx bytes of the root host's eth0
   on "$p" c1 cat /sys/class/net/eth0/statistics/rx_bytes /sys/class/net/eth0/statistics/tx_bytes | tr '\n' ' '
@@ -94,6 +99,7 @@ run() { # NAME RELAYS(0|4)
     root_config "$out/$name.yaml" 4 "{R1: $per, R2: $per, R3: $per, R4: $per}"
   fi
   local before; before=$(counters)
+  local ticks; ticks=$(cpu_ticks)
   on "$p" c1 bash -c "$(declare -f timed); timed '$out/${name}_root.log' '$fedcaf' server -c '$out/$name.yaml' --report '$out/$name.json'" &
   local root=$!
   sleep 1
@@ -114,35 +120,47 @@ run() { # NAME RELAYS(0|4)
   wait "$root" || { echo "FAIL: $name: the root"; tail -n 5 "$out/${name}_root.log"; return 1; }
   for i in "${pids[@]}"; do wait "$i"; done
   echo "$before $(counters)" > "$out/$name.bytes"
+  echo "$ticks $(cpu_ticks)" > "$out/$name.ticks"
 }
 
 run flat 0 || exit 1
 run tree 4 || exit 1
 /usr/bin/python3 - "$out" "$mib" "$n" "$rate" "$rounds" <<'PY'
-import glob, json, sys
+import glob, json, os, sys
 out, mib, n, rate, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 fig = {}
 for name in ("flat", "tree"):
     r = json.load(open(f"{out}/{name}.json"))
     assert r["status"] == "completed", (name, r["status"])
     rx0, tx0, rx1, tx1 = map(int, open(f"{out}/{name}.bytes").read().split())
+    b0, a0, b1, a1 = map(int, open(f"{out}/{name}.ticks").read().split())
     # Round 1 of a tree also waits for the relays' children to register
     # (a relay opens its side with its first model): later rounds only.
     secs = [x["wall_seconds"] for x in r["rounds"]][1 if rounds > 1 else 0:]
-    rss = lambda pat: max(int(open(f).read().split()[-1]) for f in glob.glob(f"{out}/{name}_{pat}.log.time")) / 1024
+    times = lambda pat: [open(f).read().split()[-3:] for f in glob.glob(f"{out}/{name}_{pat}.log.time")]
+    rss = lambda pat: max(int(t[0]) for t in times(pat)) / 1024
+    cpu_of = lambda pat: sum(float(t[1]) + float(t[2]) for t in times(pat)) / rounds
+    cpu = cpu_of("*")
+    kinds = dict(root=cpu_of("root"), relays=cpu_of("R*"), clients=cpu_of("C*"))
     fig[name] = dict(rx=(rx1 - rx0) / rounds, tx=(tx1 - tx0) / rounds,
                      up=sum(x["bytes_up"] for x in r["rounds"]) / rounds,
                      down=sum(x["bytes_down"] for x in r["rounds"]) / rounds,
-                     secs=sum(secs) / len(secs), root=rss("root"), client=rss("C*"),
+                     secs=sum(secs) / len(secs), cpu=cpu, busy=(b1 - b0) / (a1 - a0), kinds=kinds, root=rss("root"), client=rss("C*"),
                      relay=rss("R*") if name == "tree" else 0)
 g = 2**30
+cores = os.cpu_count()
 print(f"{n} clients x {mib} MiB, root link {rate}, {rounds} rounds, 4 relays of {n // 4}")
 for name, f in fig.items():
     print(f"  {name}: root link per round in {f['rx'] / g:.2f} GiB, out {f['tx'] / g:.2f} GiB "
           f"(report: up {f['up'] / g:.2f}, down {f['down'] / g:.2f}); round {f['secs']:.1f} s; "
+          f"CPU {f['cpu']:.1f} s per round (start-up included; "
+          + ", ".join(f"{k} {v:.1f}" for k, v in f["kinds"].items() if v) +
+          f"), {f['cpu'] / cores:.1f} s on {cores} cores, "
+          f"the machine {100 * f['busy']:.0f}% busy; "
           f"peak RSS root {f['root']:.0f} MiB, client {f['client']:.0f} MiB"
           + (f", relay {f['relay']:.0f} MiB" if f['relay'] else ""))
 t, fl = fig["tree"], fig["flat"]
 print(f"  tree / flat: root ingress {t['rx'] / fl['rx']:.3f}, egress {t['tx'] / fl['tx']:.3f}, "
-      f"round time {t['secs'] / fl['secs']:.3f}")
+      f"round time {t['secs'] / fl['secs']:.3f}; the tree's CPU alone, spread on {cores} cores, "
+      f"takes {t['cpu'] / cores / fl['secs']:.3f} of the flat round")
 PY

@@ -1,0 +1,112 @@
+// What folding costs the server, per byte of update: the window
+// accumulator's fold and finalize, and the update check's distance from
+// the global model, over a synthetic float32 model, each as a ratio of a
+// memcpy of the same bytes timed in the same run (1.00: the fold goes as
+// fast as the memory moves; shared machines drift, ratios hold).
+//
+//   fold_bench [--mib 256] [--clients 4] [--repeat 3]
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/dummy_trainer.hpp"
+#include "fedcaf/update_check.hpp"
+#include "fedcaf/window_accumulator.hpp"
+
+using namespace fedcaf;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(clock_type::time_point t) {
+  return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+uint64_t flag(int argc, char** argv, const std::string& name, uint64_t dflt) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == name)
+      return std::strtoull(argv[i + 1], nullptr, 10);
+  return dflt;
+}
+
+struct figures {
+  double copy = 1e9, fold = 1e9, finalize = 1e9, distance = 1e9;
+};
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto mib = flag(argc, argv, "--mib", 256);
+  auto clients = static_cast<uint32_t>(flag(argc, argv, "--clients", 4));
+  auto repeat = flag(argc, argv, "--repeat", 3);
+  auto layout = synthetic_layout(16, mib << 20);
+  auto plan = chunk_plan::make(layout, 4 << 20);
+  if (!plan) {
+    std::fprintf(stderr, "%s\n", plan.err().message.c_str());
+    return 1;
+  }
+  auto global = synthetic_model(layout, 1);
+  std::vector<model_snapshot> updates;
+  for (uint32_t c = 0; c < clients; ++c)
+    updates.push_back(synthetic_model(layout, 2 + c));
+  auto next = byte_buffer::zeroed(layout.total_bytes());
+  auto scratch = byte_buffer::zeroed(layout.total_bytes());
+  figures best; // the fastest of `repeat` runs of each
+  double sink = 0;
+  for (uint64_t r = 0; r < repeat; ++r) {
+    auto t = clock_type::now();
+    for (const auto& u : updates)
+      std::memcpy(scratch.data(), u.bytes.data(), u.bytes.size());
+    best.copy = std::min(best.copy, seconds_since(t));
+
+    t = clock_type::now();
+    for (const auto& u : updates)
+      for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
+        const auto& e = plan->extent(seq);
+        sink +=
+            squared_distance(layout, *plan, seq,
+                             u.bytes.bytes().subspan(e.model_offset, e.bytes),
+                             global.bytes.bytes());
+      }
+    best.distance = std::min(best.distance, seconds_since(t));
+
+    auto acc = window_accumulator::make(layout, *plan, 1, clients);
+    double fold = 0, finalize = 0;
+    for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
+      const auto& e = plan->extent(seq);
+      t = clock_type::now();
+      for (const auto& u : updates)
+        if (!acc->fold(seq, u.bytes.bytes().subspan(e.model_offset, e.bytes),
+                       1.0))
+          return 1;
+      fold += seconds_since(t);
+      t = clock_type::now();
+      acc->finalize_next(global.bytes.bytes(), next.bytes(), nullptr);
+      finalize += seconds_since(t);
+    }
+    best.fold = std::min(best.fold, fold);
+    best.finalize = std::min(best.finalize, finalize);
+  }
+  std::printf("%llu MiB float32 model, %u updates; seconds per pass over "
+              "the model, best of %llu (ratio to a memcpy of it)\n",
+              static_cast<unsigned long long>(mib), clients,
+              static_cast<unsigned long long>(repeat));
+  auto copy = best.copy / clients;
+  auto row = [copy](const char* what, double s) {
+    std::printf("  %-38s %7.3f s  %6.2f x memcpy\n", what, s, s / copy);
+  };
+  row("memcpy", copy);
+  row("fold an update (weighted, float64)", best.fold / clients);
+  row("finalize the round's sums (once)", best.finalize);
+  row("an update's distance from the global", best.distance / clients);
+  float first;
+  std::memcpy(&first, next.data(), sizeof first);
+  std::printf("  (distances %g, first mean %g)\n", sink, first);
+  return 0;
+}
