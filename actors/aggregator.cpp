@@ -304,14 +304,15 @@ public:
 
   /// A relay: `upstream` (its parent's model for the next round) becomes
   /// the global model the children's updates are checked and summed
-  /// against, as a new version: in disk mode a file of its own, copied a
-  /// piece at a time with the pages released. Returns it, or an error iff
-  /// that file cannot be made.
-  result<snapshot_ptr> adopt(const model_snapshot& upstream) {
-    auto adopted = models_.adopt(
-        upstream, options_.plan.storage_dir.empty()
-                      ? std::string{}
-                      : global_model_file(options_.plan, ::getpid()));
+  /// against, as a new version (model_versions::adopt): in disk mode a
+  /// file of its own, copied a piece at a time with the pages released.
+  /// Returns it, or an error iff that file cannot be made.
+  result<snapshot_ptr> adopt(snapshot_ptr upstream) {
+    auto adopted =
+        models_.adopt(std::move(upstream),
+                      options_.plan.storage_dir.empty()
+                          ? std::string{}
+                          : global_model_file(options_.plan, ::getpid()));
     if (adopted)
       checker_.measure_global((*adopted)->bytes);
     return adopted;
@@ -552,9 +553,8 @@ aggregating(aggregator_actor::pointer self,
       [state](checkpoint_atom, checkpoint_state& s) {
         return state->checkpoint(std::move(s));
       },
-      [state](adopt_atom,
-              const snapshot_ptr& upstream) -> caf::result<snapshot_ptr> {
-        auto adopted = state->adopt(*upstream);
+      [state](adopt_atom, snapshot_ptr& upstream) -> caf::result<snapshot_ptr> {
+        auto adopted = state->adopt(std::move(upstream));
         if (!adopted)
           return to_caf(adopted.err());
         return *adopted;

@@ -19,28 +19,33 @@ snapshot_ptr model_versions::publish(uint32_t round, model_snapshot next) {
   return snapshot_ptr{std::move(made)};
 }
 
-result<snapshot_ptr> model_versions::adopt(const model_snapshot& upstream,
+result<snapshot_ptr> model_versions::adopt(snapshot_ptr upstream,
                                            const std::string& file_prefix) {
   auto size = current_->layout.total_bytes();
-  if (upstream.bytes.size() != size)
+  if (upstream->bytes.size() != size)
     return error{errc::manifest_mismatch,
                  "the parent's model has " +
-                     std::to_string(upstream.bytes.size()) + " bytes, not " +
+                     std::to_string(upstream->bytes.size()) + " bytes, not " +
                      std::to_string(size)};
   auto next = std::make_shared<model_snapshot>();
   next->layout = current_->layout;
   next->version = version_ + 1;
   next->round = current_->round;
-  if (file_prefix.empty()) {
+  if (file_prefix.empty() && upstream.use_count() == 1) {
+    // Its only holder: the snapshot is made const by its pointer only.
+    next->bytes =
+        std::move(std::const_pointer_cast<model_snapshot>(upstream)->bytes);
+  } else if (file_prefix.empty()) {
     next->bytes = byte_buffer::uninitialized(size);
+    copy_released(upstream->bytes, next->bytes);
   } else {
     auto file = anonymous_file_buffer(
         file_prefix + ".v" + std::to_string(next->version), size);
     if (!file)
       return file.err();
     next->bytes = std::move(*file);
+    copy_released(upstream->bytes, next->bytes);
   }
-  copy_released(upstream.bytes, next->bytes);
   ++version_;
   previous_ = std::move(current_);
   current_ = next;

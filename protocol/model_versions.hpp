@@ -35,12 +35,14 @@ public:
   snapshot_ptr publish(uint32_t round, model_snapshot next);
 
   /// A relay: its parent's model `upstream` becomes the current model, a
-  /// new version of the current round, copied a piece at a time with the
-  /// pages released into memory of its own: on the heap if `file_prefix` is
-  /// empty, else an unlinked file named after it and the version. Returns
-  /// it, or an error iff `upstream` has another size or the file cannot be
-  /// made.
-  result<snapshot_ptr> adopt(const model_snapshot& upstream,
+  /// new version of the current round. With `file_prefix` empty it takes
+  /// upstream's bytes where nobody else holds them (a relay's download: no
+  /// copy, so the relay never holds its parent's model twice), else copies
+  /// them to the heap; otherwise it copies them a piece at a time, the
+  /// pages released, into an unlinked file named after the prefix and the
+  /// version. Returns it, or an error iff `upstream` has another size or
+  /// the file cannot be made.
+  result<snapshot_ptr> adopt(snapshot_ptr upstream,
                              const std::string& file_prefix);
 
   /// The memory of the model published before the current one, once

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A relay's peak RSS against the model's size: a root, one relay and two
-# clients under it on loopback, one round of a synthetic model of each size
+# clients under it on loopback, ROUNDS (default 1) rounds of a synthetic model of each size
 # in SIZES_MIB, the relay in each of MODES. The root runs in disk mode and
 # the clients keep their models on disk (train_configs.storage) so that the
 # machine's memory goes to the relay. Prints, per mode, the relay's peak
@@ -9,7 +9,8 @@
 #
 #   tests/perf/relay_memory_bench.sh build/fedcaf ["256 2048"] ["window disk"] [DIR]
 #
-# DIR (default /var/tmp) holds the models' files.
+# DIR (default /var/tmp) holds the models' files. ROUNDS=2 shows a relay
+# between rounds too (the parent's next model beside its last sum).
 set -u
 fedcaf=$1; sizes=${2:-256 2048}; modes=${3:-window disk}; dir=${4:-/var/tmp}
 py=/usr/bin/python3
@@ -23,7 +24,7 @@ for mode in $modes; do
     cat > "$work/root.yaml" <<YAML
 server_configs:
   num_clients: 1
-  num_global_epochs: 1
+  num_global_epochs: ${ROUNDS:-1}
   memory_mode: disk
   storage_dir: $work
   relays: {R1: 2}

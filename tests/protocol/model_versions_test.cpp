@@ -79,7 +79,7 @@ TEST_CASE("a relay adopts its parent's model as a copy of its own, a new "
     initial.reset();
     auto parent = filled(5, 41); // the parent's own version is not taken
     auto adopted =
-        models.adopt(*parent, on_disk ? (dir / "model").string() : "");
+        models.adopt(parent, on_disk ? (dir / "model").string() : "");
     REQUIRE(adopted);
     CHECK((*adopted)->version == 1);
     CHECK((*adopted)->round == 3);
@@ -92,10 +92,28 @@ TEST_CASE("a relay adopts its parent's model as a copy of its own, a new "
 
     auto other = std::make_shared<model_snapshot>();
     other->bytes = byte_buffer::zeroed(parent->bytes.size() + 4);
-    auto refused = models.adopt(*other, "");
+    auto refused = models.adopt(other, "");
     REQUIRE(!refused);
     CHECK(refused.err().code == errc::manifest_mismatch);
     CHECK(models.version() == 1); // unchanged
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a relay's download that nobody else holds becomes its adopted "
+          "model as it is, without a copy, in ram and window modes") {
+  auto initial = filled(0, 0);
+  model_versions models{initial};
+  initial.reset();
+  auto parent = filled(5, 41);
+  const auto* bytes = parent->bytes.data();
+  auto size = parent->bytes.size();
+  auto adopted = models.adopt(std::move(parent), "");
+  REQUIRE(adopted);
+  CHECK((*adopted)->bytes.data() == bytes);
+  CHECK((*adopted)->bytes.size() == size);
+  CHECK((*adopted)->version == 1);
+  auto expected = filled(5, 41);
+  CHECK(std::memcmp((*adopted)->bytes.data(), expected->bytes.data(), size) ==
+        0);
 }
