@@ -41,7 +41,9 @@ public:
   /// them to the heap; otherwise it copies them a piece at a time, the
   /// pages released, into an unlinked file named after the prefix and the
   /// version. Returns it, or an error iff `upstream` has another size or
-  /// the file cannot be made.
+  /// the file cannot be made. REQUIRES: *upstream was not made const (a
+  /// snapshot is made as model_snapshot and handed on as snapshot_ptr):
+  /// its bytes may be moved out.
   result<snapshot_ptr> adopt(snapshot_ptr upstream,
                              const std::string& file_prefix);
 
