@@ -1,6 +1,10 @@
 #include "fedcaf/window_accumulator.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -163,4 +167,59 @@ TEST_CASE("robust rules: a cut-off update counts below its cut only, and a "
   CHECK(model[0] == 2.0f);
   CHECK(model[16] == 5.0f);
   CHECK(model[32] == 100.0f);
+}
+
+TEST_CASE("a position's mean (or a relay's sum) is, bit for bit, the float64 "
+          "products added in turn and divided once, for positions of any "
+          "length and values of any size") {
+  // 203 floats cut into positions of 37 (the last 18): lengths that are not
+  // multiples of a vector's, and a tail.
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {203}));
+  auto plan = *chunk_plan::make(m, 37 * sizeof(float));
+  const std::vector<double> weights{3, 0.1, 7.25};
+  std::vector<std::vector<float>> updates(weights.size(),
+                                          std::vector<float>(203));
+  uint64_t state = 12345;
+  for (auto& u : updates)
+    for (auto& x : u) { // magnitudes from 1e-30 to 1e30, both signs
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      auto unit = static_cast<double>(state >> 11) * 0x1p-53;
+      x = static_cast<float>((state & 1 ? -1 : 1) *
+                             std::pow(10.0, 60 * unit - 30));
+    }
+  updates[1][5] = std::numeric_limits<float>::infinity();
+  updates[2][100] = std::numeric_limits<float>::max(); // the sum passes it
+  updates[0][100] = std::numeric_limits<float>::max();
+  for (bool sums : {false, true}) {
+    CAPTURE(sums);
+    auto acc = window_accumulator::make(m, plan, 2, 3);
+    REQUIRE(acc);
+    if (sums)
+      acc->emit_sums();
+    std::vector<float> model(203, 0.0f);
+    auto out = std::as_writable_bytes(std::span{model});
+    for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
+      const auto& e = plan.extent(seq);
+      for (size_t c = 0; c < updates.size(); ++c)
+        REQUIRE(acc->fold(seq,
+                          bytes_of(updates[c], e.model_offset / sizeof(float),
+                                   e.bytes / sizeof(float)),
+                          weights[c]));
+      REQUIRE(acc->ready());
+      acc->finalize_next(out, nullptr);
+    }
+    CHECK(acc->finish_round());
+    const double total = weights[0] + weights[1] + weights[2];
+    for (size_t i = 0; i < model.size(); ++i) {
+      double s = weights[0] * static_cast<double>(updates[0][i]);
+      s += weights[1] * static_cast<double>(updates[1][i]);
+      s += weights[2] * static_cast<double>(updates[2][i]);
+      auto limit = std::numeric_limits<float>::max();
+      auto expected =
+          std::clamp(static_cast<float>(sums ? s : s / total), -limit, limit);
+      CAPTURE(i);
+      CHECK(std::memcmp(&model[i], &expected, sizeof expected) == 0);
+    }
+  }
 }
