@@ -78,6 +78,11 @@ public:
   /// round); `notify` hears how it ends. Refuses an offer for another layout.
   frame open(const upload_listener& notify, const upload_request& r) {
     const auto& id = r.client_id;
+    if (arriving_) // no child has the whole model yet: nobody can offer
+      return refuse(error{errc::unexpected_message,
+                          "offer of " + id +
+                              " before the relay's model of the round has "
+                              "arrived whole"});
     if (r.digest != digest_ || r.bytes != plan_.total_bytes() ||
         r.chunks != plan_.chunk_count())
       return refuse(
@@ -306,16 +311,30 @@ public:
   /// the global model the children's updates are checked and summed
   /// against, as a new version (model_versions::adopt): in disk mode a
   /// file of its own, copied a piece at a time with the pages released.
-  /// Returns it, or an error iff that file cannot be made.
-  result<snapshot_ptr> adopt(snapshot_ptr upstream) {
+  /// With `arriving` its bytes are still coming (the relay's download goes
+  /// on, taken without a copy): it is measured, and offers are taken, once
+  /// model_arrived() says they are all in. Returns it, or an error iff it
+  /// cannot be adopted (model_versions::adopt).
+  result<snapshot_ptr> adopt(snapshot_ptr upstream, bool arriving) {
     auto adopted =
         models_.adopt(std::move(upstream),
                       options_.plan.storage_dir.empty()
                           ? std::string{}
-                          : global_model_file(options_.plan, ::getpid()));
-    if (adopted)
+                          : global_model_file(options_.plan, ::getpid()),
+                      arriving);
+    if (!adopted)
+      return adopted;
+    arriving_ = arriving;
+    if (!arriving)
       checker_.measure_global((*adopted)->bytes);
     return adopted;
+  }
+
+  /// A relay: every byte of the model adopted as arriving is in.
+  void model_arrived() {
+    if (!std::exchange(arriving_, false))
+      return;
+    checker_.measure_global(models_.current().bytes);
   }
 
   /// Writes the checkpoint `state` describes (its round just published):
@@ -504,6 +523,8 @@ private:
   const chunk_plan& plan_;                      ///< the accumulator's
   model_versions models_; ///< the last published and the one before
   chunk_checker checker_;
+  /// A relay: the model adopted is still arriving (no offer is taken).
+  bool arriving_ = false;
   upload_ledger ledger_;
   /// Per stream: who is told how it ended (its scheduler).
   std::map<uint64_t, upload_listener> listeners_;
@@ -553,12 +574,14 @@ aggregating(aggregator_actor::pointer self,
       [state](checkpoint_atom, checkpoint_state& s) {
         return state->checkpoint(std::move(s));
       },
-      [state](adopt_atom, snapshot_ptr& upstream) -> caf::result<snapshot_ptr> {
-        auto adopted = state->adopt(std::move(upstream));
+      [state](adopt_atom, snapshot_ptr& upstream,
+              bool arriving) -> caf::result<snapshot_ptr> {
+        auto adopted = state->adopt(std::move(upstream), arriving);
         if (!adopted)
           return to_caf(adopted.err());
         return *adopted;
       },
+      [state](arrived_atom) { state->model_arrived(); },
       [state](connect_atom, const unmask_planner& server) {
         state->set_server(server);
       },

@@ -380,6 +380,7 @@ async_scheduling(scheduler_actor::pointer self,
         state->update_closed(id, round);
       },
       [state](deadline_atom, uint32_t) { state->registration_over(); },
+      [](sit_out_atom, uint32_t) {}, // relays run sync rounds only
   };
 }
 

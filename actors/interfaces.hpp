@@ -114,13 +114,15 @@ using unmask_planner = caf::typed_actor<
                     std::vector<std::string>>::with<secagg::unmask_plan>>;
 
 /// A scheduler's own timer: (deadline_atom, 0) the registration deadline,
-/// (deadline_atom, r) round r's deadline (the SyncScheduler's).
+/// (deadline_atom, r) round r's deadline (the SyncScheduler's). A relay's
+/// server: (sit_out_atom, r), round r's parent's model never comes whole.
 using scheduler_actor =
     upload_listener::extend<caf::reacts_to<connect_atom, round_host>,
                             caf::reacts_to<join_atom, std::string, std::string>,
                             caf::reacts_to<drop_atom, std::string>,
                             caf::replies_to<offer_atom, frame>::with<frame>,
-                            caf::reacts_to<deadline_atom, uint32_t>>;
+                            caf::reacts_to<deadline_atom, uint32_t>,
+                            caf::reacts_to<sit_out_atom, uint32_t>>;
 
 using sync_scheduler_actor = scheduler_actor;
 
@@ -137,7 +139,8 @@ using aggregator_actor = caf::typed_actor<
                     error>::with<std::vector<std::string>>,
     caf::replies_to<finalize_atom, uint32_t>::with<snapshot_ptr>,
     caf::replies_to<checkpoint_atom, checkpoint_state>::with<std::string>,
-    caf::replies_to<adopt_atom, snapshot_ptr>::with<snapshot_ptr>>;
+    caf::replies_to<adopt_atom, snapshot_ptr, bool>::with<snapshot_ptr>,
+    caf::reacts_to<arrived_atom>>;
 
 /// The peer frame kinds a client sends after its Hello, each answered
 /// with one frame.
@@ -190,7 +193,9 @@ using server_actor =
         caf::reacts_to<drop_atom, std::string, uint64_t>,
         caf::reacts_to<phase_end_atom, uint32_t, uint32_t>,
         caf::reacts_to<evaluated_atom>, caf::reacts_to<tick_atom>,
-        caf::replies_to<relay_atom, snapshot_ptr>::with<relay_result>>;
+        caf::replies_to<relay_atom, snapshot_ptr>::with<relay_result>,
+        caf::replies_to<relay_atom, snapshot_ptr, bool>::with<relay_result>,
+        caf::reacts_to<arrived_atom, uint64_t, uint64_t>>;
 
 } // namespace fedcaf
 

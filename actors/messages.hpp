@@ -56,6 +56,8 @@ using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using relay_atom = caf::atom_constant<caf::atom("relay")>;
 using sit_out_atom = caf::atom_constant<caf::atom("sit_out")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
+/// A relay: bytes of its parent's model arrived (as its download goes on).
+using arrived_atom = caf::atom_constant<caf::atom("arrived")>;
 using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
 using secagg_atom = caf::atom_constant<caf::atom("secagg")>;
 

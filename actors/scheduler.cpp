@@ -236,6 +236,15 @@ public:
     check_round();
   }
 
+  /// A relay: round `round`'s parent's model never comes whole (its
+  /// download was given up): nobody could offer, the round is sat out.
+  void model_never_whole(uint32_t round) {
+    if (round != round_ || finalizing_ || stopped_)
+      return;
+    fail_round("round " + std::to_string(round) +
+               ": the parent's model of the round never came whole");
+  }
+
   void deadline(uint32_t round) {
     if (round == 0)
       return registration_over();
@@ -593,6 +602,9 @@ scheduling(sync_scheduler_actor::pointer self,
         state->update_closed(id, round);
       },
       [state](deadline_atom, uint32_t round) { state->deadline(round); },
+      [state](sit_out_atom, uint32_t round) {
+        state->model_never_whole(round);
+      },
       [state](reject_atom, const std::string& id, uint32_t round,
               uint64_t folded, const error& refusal) {
         state->reject(id, round, folded, refusal);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <random>
 
@@ -17,6 +18,7 @@
 #include "protocol/client_registry.hpp"
 #include "protocol/evaluation_tally.hpp"
 #include "protocol/model_exchange.hpp"
+#include "protocol/relay_download.hpp"
 #include "protocol/relay_gate.hpp"
 #include "protocol/round_announcement.hpp"
 #include "protocol/round_reporter.hpp"
@@ -260,6 +262,11 @@ public:
     return from_client<msg::offer>(f, [this](const auto& id, auto& o) {
       if (auto ok = exchange_.check_offer(id, o); !ok)
         return refuse(ok.err());
+      if (options_.relay && !relay_.download.complete())
+        // Nobody has the whole model yet: an offer now is no honest one's.
+        return refuse({errc::unexpected_message,
+                       id + " offered an update before the relay's model of "
+                            "the round had arrived whole"});
       registry_.find(id)->model.reset(); // its download is complete
       if (o.round == rounds_.round()) // a repeated offer replaces its figures
         reporter_.note_offer(id, tally_.offered(id, o.sample_count),
@@ -292,15 +299,64 @@ public:
     end_run("");
   }
 
-  frame serve(const frame& f) {
-    return from_client<msg::fetch>(f, [this](const auto& id, auto& req) {
-      auto chunk = exchange_.serve(req, registry_.find(id)->model);
-      if (!chunk)
-        return refuse(chunk.err());
-      reporter_.count_down(id, chunk->wire_bytes, chunk->model_bytes,
-                           chunk->last);
-      return std::move(chunk->frame);
-    });
+  /// A fetch: answered now, or (a relay whose download of its parent's
+  /// model goes on) once the chunk's bytes are in.
+  caf::result<frame> serve(const frame& f) {
+    const auto* id = sender_id();
+    if (!id)
+      return not_registered();
+    auto req = msg::decode<msg::fetch>(f);
+    if (!req)
+      return refuse(req.err());
+    auto range = exchange_.chunk_range(req->sequence);
+    auto& d = relay_.download;
+    if (options_.relay && !d.complete() && range &&
+        req->model_version == exchange_.model()->version &&
+        !d.has(range->first, range->second)) {
+      auto rp = self_->make_response_promise<frame>();
+      relay_.fetches.emplace(d.wait(range->first, range->second),
+                             waiting_fetch{rp, *id, *req});
+      return rp;
+    }
+    return serve_now(*id, *req);
+  }
+
+  frame serve_now(const std::string& id, const msg::fetch& req) {
+    const auto* c = registry_.find(id);
+    auto pinned = c ? c->model : nullptr;
+    if (!pinned && relay_.given_up &&
+        req.model_version == relay_.given_up->version)
+      pinned = relay_.given_up; // its children still download it
+    auto chunk = exchange_.serve(req, pinned);
+    if (!chunk)
+      return refuse(chunk.err());
+    reporter_.count_down(id, chunk->wire_bytes, chunk->model_bytes,
+                         chunk->last);
+    return std::move(chunk->frame);
+  }
+
+  /// A relay: bytes [offset, + bytes) of its parent's model are in; the
+  /// fetches that waited for them are answered, and once the whole model
+  /// is, the aggregator measures it and takes offers.
+  void arrived(uint64_t offset, uint64_t bytes) {
+    auto& d = relay_.download;
+    if (!options_.relay || d.complete() || d.abandoned())
+      return;
+    for (auto ticket : d.arrived(offset, bytes))
+      if (auto w = relay_.fetches.extract(ticket))
+        w.mapped().rp.deliver(serve_now(w.mapped().id, w.mapped().req));
+    if (d.complete())
+      self_->send(peers_.aggregator, arrived_atom::value);
+  }
+
+  /// Answers every fetch that waits on the parent's model now, with what
+  /// is there: the download was given up (the round is sat out, so what a
+  /// child trains on it is refused, as in any round sat out), or the run
+  /// ends.
+  void serve_waiting() {
+    for (auto ticket : relay_.download.abandon())
+      if (auto w = relay_.fetches.extract(ticket))
+        w.mapped().rp.deliver(serve_now(w.mapped().id, w.mapped().req));
   }
 
   void count_upload(const frame& f) {
@@ -310,20 +366,41 @@ public:
   /// The sender ended its upload stream (after its last credit).
   void upload_ended() { reporter_.upload_ended(*sender_id()); }
 
-  /// A relay: `upstream` is its parent's model for the next round. Answers
-  /// with the round's partial sum once its children's updates are in.
-  caf::result<relay_result> relay(snapshot_ptr upstream) {
-    if (!options_.relay || relay_.promise)
-      return make_error(errc::unexpected_message, "not a relay, or a relay "
-                                                  "round already open");
-    relay_.promise = self_->make_response_promise<relay_result>();
-    auto rp = *relay_.promise;
+  /// A relay: `upstream` is its parent's model for the next round, whole
+  /// or, with `arriving`, still coming (arrived() says which bytes are
+  /// in). Answers with the round's partial sum once its children's updates
+  /// are in. A model that comes while the open round's is still arriving
+  /// ends that round (its download was given up upstream: it never comes
+  /// whole): the round is sat out, then this one taken.
+  caf::result<relay_result> relay(snapshot_ptr upstream, bool arriving) {
+    if (!options_.relay)
+      return make_error(errc::unexpected_message, "not a relay");
+    auto rp = self_->make_response_promise<relay_result>();
+    if (relay_.promise) {
+      if (relay_.download.complete() || relay_.next)
+        return make_error(errc::unexpected_message,
+                          "a relay round already open");
+      relay_.next = next_model{rp, std::move(upstream), arriving};
+      give_up_download();
+      return rp;
+    }
+    relay_.promise = rp;
+    take_model(std::move(upstream), arriving);
+    return rp;
+  }
+
+  void take_model(snapshot_ptr upstream, bool arriving) {
+    relay_.download.start(exchange_.model_bytes(), arriving);
+    relay_.adopting = true;
     self_
         ->request(peers_.aggregator, caf::infinite, adopt_atom::value,
-                  std::move(upstream))
+                  std::move(upstream), arriving)
         .then(
             [this](snapshot_ptr& model) {
+              relay_.adopting = false;
               exchange_.install(std::move(model));
+              if (relay_.next) // given up before it was in place
+                return give_up_download();
               auto released = relay_.gate.model_in();
               if (released.start)
                 start_round(released.start->round, released.start->chosen);
@@ -332,19 +409,56 @@ public:
                     ->deliver(stopping_ ? 0u : *released.choose_again);
             },
             [this](caf::error& e) {
+              relay_.adopting = false;
               stop("the parent's model could not be taken: " +
                    self_->system().render(e));
             });
-    return rp;
+  }
+
+  /// The open round's model never comes whole: the fetches waiting for it
+  /// are answered with what came, and the round (if one opened on it) is
+  /// sat out by its scheduler; else its answer is no sum at once and the
+  /// next model is taken.
+  void give_up_download() {
+    serve_waiting();
+    if (relay_.adopting)
+      return; // on with it once the adoption is answered
+    relay_.given_up = exchange_.model();
+    relay_.given_up_answered = false;
+    relay_.gate.withdraw();
+    if (relay_.gate.is_open()) {
+      log_line(log_level::warning, "server",
+               "round " + std::to_string(rounds_.round()) +
+                   ": the parent's model of the round never comes whole "
+                   "(the relay's download was given up for a newer round)");
+      self_->send(peers_.scheduler, sit_out_atom::value, rounds_.round());
+      return;
+    }
+    answer_relay(relay_result{});
+  }
+
+  /// Answers the open round's parent's model with `r`, then takes a model
+  /// that waited for it.
+  void answer_relay(relay_result r) {
+    // A given-up model is served until the round after it is answered:
+    // children that were downloading it finish (their round is sat out).
+    if (relay_.given_up && std::exchange(relay_.given_up_answered, true))
+      relay_.given_up.reset();
+    if (relay_.promise) {
+      relay_.promise->deliver(std::move(r));
+      relay_.promise.reset();
+    }
+    if (auto n = std::exchange(relay_.next, std::nullopt)) {
+      relay_.promise = n->rp;
+      take_model(std::move(n->model), n->arriving);
+    }
   }
 
   caf::typed_response_promise<bool> publish(round_result done) {
-    if (options_.relay && relay_.promise) {
-      relay_.promise->deliver(
-          relay_result{done.model, done.weight, done.clients, done.loss});
-      relay_.promise.reset();
-    }
     relay_.gate.published();
+    if (options_.relay)
+      answer_relay(
+          relay_result{done.model, done.weight, done.clients, done.loss});
     exchange_.install(std::move(done.model));
     close_round(done.round);
     auto rp = self_->make_response_promise<bool>();
@@ -382,10 +496,7 @@ public:
     }
     if (now == relay_gate::sitting::now_open_round)
       close_round(round);
-    if (relay_.promise) {
-      relay_.promise->deliver(relay_result{});
-      relay_.promise.reset();
-    }
+    answer_relay(relay_result{});
     reporter_.sat_out(round);
     log_line(log_level::warning, "server",
              "round " + std::to_string(round) +
@@ -597,12 +708,15 @@ private:
     stopping_ = true;
     rounds_.end();
     reporter_.end(reason);
-    if (relay_.promise) {
-      relay_.promise->deliver(
-          make_error(errc::internal, "the relay's run ended: " +
-                                         (reason.empty() ? "done" : reason)));
-      relay_.promise.reset();
-    }
+    for (auto* rp : {relay_.promise ? &*relay_.promise : nullptr,
+                     relay_.next ? &relay_.next->rp : nullptr})
+      if (rp)
+        rp->deliver(
+            make_error(errc::internal, "the relay's run ended: " +
+                                           (reason.empty() ? "done" : reason)));
+    relay_.promise.reset();
+    relay_.next.reset();
+    serve_waiting();
     relay_.gate.take_waiting_sit_out();
     if (auto rp = std::exchange(relay_.sat_out, {}))
       rp->deliver(0u);
@@ -663,15 +777,37 @@ private:
   time_point started_;
   time_point round_started_;
   bool stopping_ = false;
+  /// A fetch waiting for bytes of a relay's parent's model still on their
+  /// way.
+  struct waiting_fetch {
+    caf::typed_response_promise<frame> rp;
+    std::string id;
+    msg::fetch req;
+  };
+  /// A parent's model that came while the open round's was still arriving.
+  struct next_model {
+    caf::typed_response_promise<relay_result> rp;
+    snapshot_ptr model;
+    bool arriving = false;
+  };
   /// A relay's rounds: the open request of its upstream side (the parent's
   /// model, answered with the round's sum), the gate (whether the next
   /// round's model is in place, never the one it was spawned with; a round
-  /// start waiting for it), a sit-out waiting for it.
+  /// start waiting for it), a sit-out waiting for it, the model's download
+  /// and the fetches waiting on it.
   struct {
     std::optional<caf::typed_response_promise<relay_result>> promise;
     relay_gate gate; ///< whether the parent's model is in, a held start
     /// The scheduler's sit_out_atom, held until the parent's model is in.
     std::optional<caf::typed_response_promise<uint32_t>> sat_out;
+    relay_download download; ///< which bytes of the model served are in
+    std::map<uint64_t, waiting_fetch> fetches; ///< by relay_download ticket
+    std::optional<next_model> next;
+    bool adopting = false; ///< the aggregator has not answered adopt_atom
+    /// A model given up, still served to the children that download it,
+    /// until the round after it is answered (given_up_answered: its own).
+    snapshot_ptr given_up;
+    bool given_up_answered = false;
   } relay_;
 };
 
@@ -750,7 +886,13 @@ server_actor::behavior_type serving(server_actor::pointer self,
       [state](tick_atom) { state->quit(); },
       [state](sit_out_atom, uint32_t round) { return state->sit_out(round); },
       [state](relay_atom, snapshot_ptr& upstream) {
-        return state->relay(std::move(upstream));
+        return state->relay(std::move(upstream), false);
+      },
+      [state](relay_atom, snapshot_ptr& upstream, bool arriving) {
+        return state->relay(std::move(upstream), arriving);
+      },
+      [state](arrived_atom, uint64_t offset, uint64_t bytes) {
+        state->arrived(offset, bytes);
       },
   };
 }

@@ -4,9 +4,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <caf/all.hpp>
@@ -61,12 +65,90 @@ std::string relay_refusal(bool epochs, const server_config& sc) {
   return {};
 }
 
+/// The answers of a relay's children's side to its parent's models, by
+/// the number of the model handed down, as the courier gets them (on an
+/// actor's thread) for the trainer (on the upstream client's) to wait for.
+class relay_answers {
+public:
+  void put(uint64_t model, result<relay_result> r) {
+    std::lock_guard<std::mutex> lock{mutex_};
+    answers_.insert_or_assign(model, std::move(r));
+    changed_.notify_all();
+  }
+
+  /// The side stopped: every answer still awaited is `why`.
+  void fail_all(const std::string& why) {
+    std::lock_guard<std::mutex> lock{mutex_};
+    failure_ = why;
+    changed_.notify_all();
+  }
+
+  /// Waits for the answer to model `model`.
+  result<relay_result> take(uint64_t model) {
+    std::unique_lock<std::mutex> lock{mutex_};
+    changed_.wait(
+        lock, [&] { return answers_.count(model) > 0 || !failure_.empty(); });
+    auto it = answers_.find(model);
+    if (it == answers_.end())
+      return error{errc::internal, "the relay's round failed: " + failure_};
+    auto r = std::move(it->second);
+    answers_.erase(it);
+    return r;
+  }
+
+  /// Forgets answers to models before `model` (rounds given up).
+  void forget_before(uint64_t model) {
+    std::lock_guard<std::mutex> lock{mutex_};
+    answers_.erase(answers_.begin(), answers_.lower_bound(model));
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<uint64_t, result<relay_result>> answers_;
+  std::string failure_;
+};
+
+/// Carries a relay's trainer's messages to its children's side in the order
+/// they are made (one sender): each parent's model (relay_atom, the model,
+/// whether it is still arriving, its number) and the bytes of it that
+/// arrived (arrived_atom); the side's answers go to `answers`. Quits, and
+/// fails whatever is awaited, when the side's server goes down.
+caf::behavior relay_courier(caf::event_based_actor* self, server_actor server,
+                            std::shared_ptr<relay_answers> answers) {
+  self->monitor(server);
+  self->set_down_handler([self, answers](caf::down_msg&) {
+    answers->fail_all("the children's side stopped");
+    self->quit();
+  });
+  return {
+      [self, server, answers](relay_atom, snapshot_ptr& model, bool arriving,
+                              uint64_t number) {
+        self->request(server, caf::infinite, relay_atom::value,
+                      std::move(model), arriving)
+            .then([answers, number](
+                      relay_result& r) { answers->put(number, std::move(r)); },
+                  [self, answers, number](caf::error& e) {
+                    answers->put(number, error{errc::internal,
+                                               "the relay's round failed: " +
+                                                   self->system().render(e)});
+                  });
+      },
+      [self, server](arrived_atom, uint64_t offset, uint64_t bytes) {
+        self->send(server, arrived_atom::value, offset, bytes);
+      },
+  };
+}
+
 /// The state every relay trainer of one process shares: the children's side
 /// is spawned once, as soon as the model's layout is known (from the
 /// parent's client_configs, or its first round).
 struct relay_link {
   relay_spawner spawn;
   std::optional<relay_side> side;
+  caf::actor courier; ///< to side->server, once it is spawned
+  std::shared_ptr<relay_answers> answers = std::make_shared<relay_answers>();
+  uint64_t models = 0;     ///< handed down so far (their numbers)
   std::string storage_dir; ///< disk mode: where model-sized buffers live
   uint32_t buffers = 0;    ///< made so far (their files' names)
 
@@ -79,6 +161,18 @@ struct relay_link {
                                      std::to_string(::getpid()) + "-" +
                                      std::to_string(++buffers) + ".bin",
                                  size);
+  }
+
+  /// Spawns the children's side with `initial` as its model, and the
+  /// courier to it.
+  result<void> spawn_side(model_snapshot initial, const msg::welcome& w) {
+    auto s =
+        spawn(relay_upstream{std::move(initial), w.terms, w.client_configs});
+    if (!s)
+      return s.err();
+    side = *s;
+    courier = side->system->spawn(relay_courier, side->server, answers);
+    return {};
   }
 
   /// Spawns the children's side now if client_configs give the layout
@@ -98,12 +192,18 @@ struct relay_link {
     if (!bytes)
       return; // at the first round, which says why
     zeros.bytes = std::move(*bytes);
-    auto s = spawn(relay_upstream{std::move(zeros), w.terms, w.client_configs});
-    if (s)
-      side = *s;
+    (void)spawn_side(std::move(zeros), w); // else at the first round
   }
 };
 
+/// A relay's upstream "trainer". Each round the parent's model goes down
+/// as it downloads: begin_round hands the children's side the memory the
+/// download is written into, and each chunk written is announced to it
+/// (release), so the side serves its children each chunk as soon as it is
+/// in. train() waits for the children's partial sum and uploads it from
+/// the memory the side summed it in (window and disk modes: the model's
+/// own), without a copy; it is held until the next round starts (the
+/// parent may collect it again).
 class relay_trainer final : public trainer {
 public:
   relay_trainer(std::shared_ptr<relay_link> link, msg::welcome welcome)
@@ -111,7 +211,9 @@ public:
 
   const manifest& layout() const override { return layout_; }
 
-  /// Any layout: the relay holds whatever model its parent serves.
+  /// Any layout: the relay holds whatever model its parent serves. Makes
+  /// the memory this round's download goes into (and, at the first round,
+  /// the children's side).
   result<void> adopt_layout(const manifest& parent) override {
     if (link_->side && !(parent == link_->side->layout))
       return error{errc::manifest_mismatch,
@@ -119,6 +221,8 @@ public:
                    "relay serves its children (" +
                        std::to_string(link_->side->layout.total_bytes()) +
                        " bytes)"};
+    sums_.reset(); // a new round: the parent collects the last one no more
+    download_ = {};
     if (!(parent == layout_) || params_.size() != parent.total_bytes()) {
       auto bytes = link_->model_buffer(parent.total_bytes());
       if (!bytes)
@@ -126,27 +230,6 @@ public:
       layout_ = parent;
       params_ = std::move(*bytes);
     }
-    return {};
-  }
-
-  /// Disk mode: the pages of a chunk downloaded or uploaded go back.
-  void release(uint64_t model_offset, uint64_t bytes) override {
-    params_.release(model_offset, bytes);
-  }
-
-  model_view parameters() override {
-    return split_contiguous(layout_, params_.bytes());
-  }
-
-  /// One round of the children: the parent's model (in parameters()) goes
-  /// down; their partial sum comes back into parameters().
-  result<train_metrics> train() override {
-    auto started = std::chrono::steady_clock::now();
-    // The parent's model goes down as it is (no copy); the sums come back
-    // into new parameters.
-    model_snapshot model;
-    model.layout = layout_;
-    model.bytes = std::move(params_);
     if (!link_->side) {
       model_snapshot initial;
       initial.layout = layout_;
@@ -154,23 +237,60 @@ public:
       if (!bytes)
         return bytes.err();
       initial.bytes = std::move(*bytes);
-      auto side = link_->spawn(relay_upstream{
-          std::move(initial), welcome_.terms, welcome_.client_configs});
-      if (!side)
-        return side.err();
-      link_->side = *side;
+      if (auto ok = link_->spawn_side(std::move(initial), welcome_); !ok)
+        return ok.err();
     }
-    auto given = std::make_shared<model_snapshot>(std::move(model));
-    caf::scoped_actor self{*link_->side->system};
-    result<relay_result> got =
-        error{errc::internal, "the children's side did not answer"};
-    self->request(link_->side->server, caf::infinite, relay_atom::value,
-                  snapshot_ptr{std::move(given)})
-        .receive([&got](relay_result& r) { got = std::move(r); },
-                 [&got, &self](caf::error& e) {
-                   got = error{errc::internal, "the relay's round failed: " +
-                                                   self->system().render(e)};
-                 });
+    return {};
+  }
+
+  /// A round to train: the memory the download goes into becomes the
+  /// children's side's model of the round now, its bytes arriving.
+  void begin_round(uint32_t round, bool evaluate_only) override {
+    (void)round;
+    if (evaluate_only || !link_->side)
+      return; // the final model: nothing goes down
+    download_ = params_.alias();
+    model_snapshot model;
+    model.layout = layout_;
+    model.bytes = std::move(params_);
+    number_ = ++link_->models;
+    link_->answers->forget_before(number_);
+    caf::anon_send(
+        link_->courier, relay_atom::value,
+        snapshot_ptr{std::make_shared<model_snapshot>(std::move(model))}, true,
+        number_);
+  }
+
+  /// Chunks written by the download are announced to the children's side
+  /// (disk mode: their pages go back); chunks uploaded give their pages
+  /// back (disk mode).
+  void release(uint64_t model_offset, uint64_t bytes) override {
+    if (download_.size() > 0) {
+      download_.release(model_offset, bytes);
+      caf::anon_send(link_->courier, arrived_atom::value, model_offset, bytes);
+    } else if (sums_) {
+      sums_->bytes.release(model_offset, bytes);
+    } else {
+      params_.release(model_offset, bytes);
+    }
+  }
+
+  model_view parameters() override {
+    if (download_.size() > 0)
+      return split_contiguous(layout_, download_.bytes());
+    if (sums_)
+      return split_contiguous(layout_, writable_sums().bytes());
+    return split_contiguous(layout_, params_.bytes());
+  }
+
+  /// One round of the children: their partial sum comes back into
+  /// parameters().
+  result<train_metrics> train() override {
+    auto started = std::chrono::steady_clock::now();
+    if (number_ == 0 || download_.size() == 0)
+      return error{errc::internal, "the relay's round has no model"};
+    download_ = {}; // the side's now, whole
+    auto got = link_->answers->take(std::exchange(number_, 0));
     if (!got)
       return got.err();
     if (got->weight == 0) // its round fell short of min_clients
@@ -218,45 +338,52 @@ private:
     return m;
   }
 
-  /// Copies the round's sums into the parameters. A position whose weight
-  /// differs from the round's (a child cut off mid-upload counts at the
-  /// positions it delivered) is scaled to the round's weight, so that every
-  /// position upstream weighs what the offer says.
+  /// The round's sums, uploaded from where the side left them (no copy).
+  /// A position whose weight differs from the round's (a child cut off
+  /// mid-upload counts at the positions it delivered) is scaled to the
+  /// round's weight, so that every position upstream weighs what the offer
+  /// says.
   result<void> take_sums(const relay_result& r) {
-    const auto& sums = *r.sums;
-    if (sums.bytes.size() != layout_.total_bytes())
+    if (!r.sums || r.sums->bytes.size() != layout_.total_bytes())
       return error{errc::internal, "the relay's sum has another size"};
-    auto bytes = link_->model_buffer(sums.bytes.size());
-    if (!bytes)
-      return bytes.err();
-    params_ = std::move(*bytes);
-    copy_released(sums.bytes, params_);
     if (r.weight <= 0)
       return error{errc::internal, "the relay's round summed no update"};
-    const auto& weights = sums.position_weights;
+    sums_ = r.sums;
+    const auto& weights = sums_->position_weights;
     if (weights.empty())
       return {};
     auto plan = chunk_plan::make(layout_, link_->side->chunk_bytes);
     if (!plan)
       return plan.err();
+    auto& sums = writable_sums();
     for (uint64_t seq = 0; seq < plan->chunk_count() && seq < weights.size();
          ++seq) {
       if (weights[seq] == r.weight || weights[seq] <= 0)
         continue;
       const auto& e = plan->extent(seq);
-      auto* x = reinterpret_cast<float*>(params_.data() + e.model_offset);
+      auto* x = reinterpret_cast<float*>(sums.data() + e.model_offset);
       auto factor = static_cast<float>(r.weight / weights[seq]);
       for (uint64_t i = 0; i < e.bytes / sizeof(float); ++i)
         x[i] *= factor;
-      params_.release(e.model_offset, e.bytes);
+      sums.release(e.model_offset, e.bytes);
     }
     return {};
+  }
+
+  /// The side's published sum is this round's to upload and scale: the
+  /// side reads it no more (its next model is a new one), and it was made
+  /// as a model_snapshot, const by its pointer only.
+  byte_buffer& writable_sums() {
+    return std::const_pointer_cast<model_snapshot>(sums_)->bytes;
   }
 
   std::shared_ptr<relay_link> link_;
   msg::welcome welcome_;
   manifest layout_;
-  byte_buffer params_;
+  byte_buffer params_;   ///< the next download's memory, or a sit-out's
+  byte_buffer download_; ///< alias of the memory the download writes
+  snapshot_ptr sums_;    ///< the round's sum, uploaded
+  uint64_t number_ = 0;  ///< the model handed down, awaiting its answer
   double weight_ = 0;
 };
 

@@ -68,6 +68,14 @@ result<served_chunk> model_exchange::serve(const msg::fetch& req,
   return out;
 }
 
+std::optional<std::pair<uint64_t, uint64_t>>
+model_exchange::chunk_range(uint64_t seq) const {
+  if (seq >= plan_->chunk_count())
+    return std::nullopt;
+  const auto& e = plan_->extent(seq);
+  return std::pair{e.model_offset, e.bytes};
+}
+
 result<void> model_exchange::check_offer(const std::string& id,
                                          const msg::offer& o) const {
   if (o.client_id != id)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fedcaf/chunk_plan.hpp"
@@ -50,6 +51,10 @@ public:
   uint64_t model_bytes() const { return snapshot_->layout.total_bytes(); }
   /// The chunks it is served in.
   uint64_t chunk_count() const { return plan_->chunk_count(); }
+
+  /// The model bytes [offset, + bytes) chunk `seq` of the model served now
+  /// carries; nullopt iff `seq` is past its plan.
+  std::optional<std::pair<uint64_t, uint64_t>> chunk_range(uint64_t seq) const;
 
   /// Returns the announcement of round `round` of the model served now,
   /// carrying `previous` (the last evaluated figures); `resend` iff the

@@ -20,18 +20,25 @@ snapshot_ptr model_versions::publish(uint32_t round, model_snapshot next) {
 }
 
 result<snapshot_ptr> model_versions::adopt(snapshot_ptr upstream,
-                                           const std::string& file_prefix) {
+                                           const std::string& file_prefix,
+                                           bool arriving) {
   auto size = current_->layout.total_bytes();
   if (upstream->bytes.size() != size)
     return error{errc::manifest_mismatch,
                  "the parent's model has " +
                      std::to_string(upstream->bytes.size()) + " bytes, not " +
                      std::to_string(size)};
+  bool take = upstream.use_count() == 1 &&
+              (file_prefix.empty() || upstream->bytes.file_backed());
+  if (arriving && !take)
+    return error{errc::internal, "a model still arriving is adopted only "
+                                 "from its only holder, in the memory its "
+                                 "memory mode keeps models in"};
   auto next = std::make_shared<model_snapshot>();
   next->layout = current_->layout;
   next->version = version_ + 1;
   next->round = current_->round;
-  if (file_prefix.empty() && upstream.use_count() == 1) {
+  if (take) {
     // Its only holder: the snapshot is made const by its pointer only.
     next->bytes =
         std::move(std::const_pointer_cast<model_snapshot>(upstream)->bytes);
@@ -47,7 +54,7 @@ result<snapshot_ptr> model_versions::adopt(snapshot_ptr upstream,
     copy_released(upstream->bytes, next->bytes);
   }
   ++version_;
-  previous_ = std::move(current_);
+  previous_.reset();
   current_ = next;
   return snapshot_ptr{std::move(next)};
 }

@@ -35,17 +35,22 @@ public:
   snapshot_ptr publish(uint32_t round, model_snapshot next);
 
   /// A relay: its parent's model `upstream` becomes the current model, a
-  /// new version of the current round. With `file_prefix` empty it takes
-  /// upstream's bytes where nobody else holds them (a relay's download: no
-  /// copy, so the relay never holds its parent's model twice), else copies
-  /// them to the heap; otherwise it copies them a piece at a time, the
-  /// pages released, into an unlinked file named after the prefix and the
-  /// version. Returns it, or an error iff `upstream` has another size or
+  /// new version of the current round. It takes upstream's bytes where
+  /// nobody else holds them and they are on the heap with `file_prefix`
+  /// empty, or in a file (a relay's download: no copy, so the relay never
+  /// holds its parent's model twice); else it copies them, to the heap with
+  /// `file_prefix` empty, or a piece at a time, the pages released, into an
+  /// unlinked file named after the prefix and the version. With `arriving`
+  /// (the bytes are still being written: a download under way) they must be
+  /// taken. The models before are forgotten (a relay's last model is its
+  /// last round's sum, which nobody downloads). Returns it, or an error iff
+  /// `upstream` has another size, or is arriving and cannot be taken, or
   /// the file cannot be made. REQUIRES: *upstream was not made const (a
   /// snapshot is made as model_snapshot and handed on as snapshot_ptr):
   /// its bytes may be moved out.
   result<snapshot_ptr> adopt(snapshot_ptr upstream,
-                             const std::string& file_prefix);
+                             const std::string& file_prefix,
+                             bool arriving = false);
 
   /// The memory of the model published before the current one, once
   /// nobody else holds it: the previous model is forgotten then. An empty

@@ -46,6 +46,13 @@ public:
   /// The round was published (its sum answers the parent's model).
   void published() { open_ = false; }
 
+  /// True iff a round of the children is open.
+  bool is_open() const { return open_; }
+
+  /// The parent's model in place never came whole: no round opens on it
+  /// (a start waits for the next model).
+  void withdraw() { ready_ = false; }
+
   /// Returns the round of a sit-out waiting for the model, and forgets it
   /// (the run ends, or model_in took it).
   std::optional<uint32_t> take_waiting_sit_out();

@@ -28,6 +28,8 @@ size_t page_size() {
 } // namespace
 
 void byte_buffer::deleter::operator()(std::byte* p) const {
+  if (!owner)
+    return;
   if (mapped > 0) {
     ::munmap(base, mapped);
     if (fd >= 0)

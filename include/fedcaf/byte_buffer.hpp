@@ -50,6 +50,15 @@ public:
   /// work rather than all at the next fsync. A no-op for heap memory.
   void release(size_t offset, size_t size) const;
 
+  /// Returns a buffer over the same memory that owns none of it: it frees
+  /// and unmaps nothing, and its release() acts as this one's. REQUIRES:
+  /// the memory outlives it (moving this buffer keeps the memory).
+  byte_buffer alias() const {
+    auto d = data_.get_deleter();
+    d.owner = false;
+    return byte_buffer{data_.get(), size_, d};
+  }
+
   /// Returns true iff the buffer maps a file.
   bool file_backed() const { return data_.get_deleter().mapped > 0; }
 
@@ -75,6 +84,7 @@ private:
     size_t mapped{0};         ///< 0 for heap memory
     int fd{-1};               ///< the mapped file (kept for its writeback)
     size_t file_start{0};     ///< the file offset base maps
+    bool owner{true};         ///< false: an alias(), which frees nothing
     void operator()(std::byte* p) const;
   };
   byte_buffer(std::byte* p, size_t size) : data_(p, deleter{}), size_(size) {}

@@ -380,6 +380,35 @@ public:
     return reply;
   }
 
+  /// Sends a request without waiting for its answer (at most one is open).
+  template <class Atom> void send(Atom atom, frame f) {
+    pending_.emplace(
+        self_->request(server_, caf::infinite, atom, std::move(f)));
+  }
+
+  /// True iff the answer to send()'s request came within `limit` of
+  /// virtual time.
+  bool answered(caf::timespan limit) {
+    return vs_.run_until(
+        [this] {
+          return holds(self_, [](const caf::mailbox_element& x) {
+            return x.mid.is_response();
+          });
+        },
+        limit);
+  }
+
+  /// The answer to send()'s request. REQUIRES: answered().
+  frame take() {
+    frame reply;
+    pending_->receive([&](frame& r) { reply = std::move(r); },
+                      [&](caf::error& e) {
+                        FAIL("transport error: " << self_->system().render(e));
+                      });
+    pending_.reset();
+    return reply;
+  }
+
   /// Waits for the next round (or task) announcement; skips other unasked
   /// messages (a rejection of its update).
   msg::round_start next_round() {
@@ -421,6 +450,9 @@ private:
   virtual_system& vs_;
   caf::scoped_actor self_;
   server_link server_;
+  std::optional<decltype(std::declval<caf::scoped_actor&>()->request(
+      std::declval<server_link&>(), caf::infinite, fetch_atom::value, frame{}))>
+      pending_;
 };
 
 /// The server_configs a run_options stands for, planned as `fedcaf server`
@@ -1258,6 +1290,22 @@ public:
     snapshot_ptr model = std::make_shared<model_snapshot>(
         snapshot_of(layout_, initial_floats(layout_)));
     self_->send(side, relay_atom::value, std::move(model));
+  }
+
+  /// Hands `side` a model whose bytes come later (arrive()); returns the
+  /// memory they are to be written into.
+  std::byte* hand_arriving(const server_actor& side) {
+    auto model = std::make_shared<model_snapshot>();
+    model->layout = layout_;
+    model->bytes = byte_buffer::zeroed(layout_.total_bytes());
+    auto* at = model->bytes.data();
+    self_->send(side, relay_atom::value, snapshot_ptr{std::move(model)}, true);
+    return at;
+  }
+
+  /// Bytes [offset, + n) were written (as the relay's download goes on).
+  void arrive(const server_actor& side, uint64_t offset, uint64_t n) {
+    self_->send(side, arrived_atom::value, offset, n);
   }
 
   relay_result answer(caf::timespan limit = 60s) {
@@ -2309,4 +2357,189 @@ TEST_CASE("clients leaving one after another are not counted out twice: "
       // Two clients: the median is their mean, as FedAvg's.
       check_close(eval->last(), reference_fedavg(layout, 2, 1, false));
     }
+}
+
+/// A relay's children's side in virtual time for the download tests: a
+/// hand-driven child "Early" registered first, then `clients` synthetic
+/// ones; min_clients 2, a 2 s round deadline, `mode`; the test plays the
+/// parent (relay_parent). Stops the side and awaits every actor when it
+/// goes.
+class relay_children {
+public:
+  relay_children(const manifest& layout, uint32_t clients,
+                 const std::string& mode, run_report& report,
+                 std::vector<run_report>& client_reports)
+      : early(vs, spawned(layout, clients, mode, report)), parent(vs, layout) {
+    REQUIRE(msg::decode<msg::welcome>(
+        early.ask(hello_atom::value, msg::encode(msg::hello{"Early", ""}))));
+    client_reports.resize(clients);
+    children = synthetic_clients(vs.sys(), server(), layout, client_reports);
+  }
+  relay_children(const relay_children&) = delete;
+  relay_children& operator=(const relay_children&) = delete;
+
+  ~relay_children() {
+    caf::anon_send(server(), stop_atom::value, std::string{});
+    await_down(vs, {server()});
+    await_down(vs, children);
+    side->shut_down(vs.sys());
+  }
+
+  const server_actor& server() const { return side->server; }
+
+  virtual_system vs;
+  std::optional<server_side> side;
+  rogue_client early;
+  relay_parent parent;
+  std::vector<client_actor> children;
+
+private:
+  server_actor spawned(const manifest& layout, uint32_t clients,
+                       const std::string& mode, run_report& report) {
+    run_options o;
+    o.clients = clients;
+    o.silent = 1;
+    o.min_clients = 2;
+    o.deadline = 2s;
+    o.memory_mode = mode;
+    auto s =
+        spawn_server_side(vs.sys(), snapshot_of(layout, initial_floats(layout)),
+                          relay_side_options(o),
+                          std::make_shared<capturing_evaluator>(), &report);
+    REQUIRE(s);
+    side = *s;
+    return side->server;
+  }
+};
+
+TEST_CASE("a relay serves its children its parent's model as it arrives, "
+          "takes no offer before it is whole, and sums exactly what it sums "
+          "from a model handed whole") {
+  // Two synthetic children and a hand-driven one ("Early"). The test plays
+  // the relay's upstream half: the parent's model is handed down as memory
+  // still being written (relay_atom, true), then written 3000 bytes at a
+  // time (not the 4096-byte chunks), each piece announced (arrived_atom).
+  // Early's fetch of chunk 1 waits until its bytes are in and is then
+  // answered with them; its offer before the model is whole is refused (no
+  // honest child can have it). The children fetch as the model arrives;
+  // the round's sum is byte-identical to the one of the same round on the
+  // model handed whole. Early never offers again: the deadline takes it
+  // out.
+  auto layout = test_layout();
+  auto whole = snapshot_of(layout, initial_floats(layout));
+  for (std::string mode : {"ram", "window"}) {
+    CAPTURE(mode);
+    std::vector<std::vector<std::byte>> sums;
+    for (bool arriving : {false, true}) {
+      CAPTURE(arriving);
+      run_report report;
+      std::vector<run_report> client_reports;
+      {
+        relay_children t{layout, 2, mode, report, client_reports};
+        if (!arriving) {
+          t.parent.hand_model(t.server());
+        } else {
+          auto* at = t.parent.hand_arriving(t.server());
+          auto rs = t.early.next_round();
+          auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+          REQUIRE(plan);
+          REQUIRE(plan->chunk_count() > 3);
+          const auto& one = plan->extent(1);
+          t.early.send(fetch_atom::value,
+                       msg::encode(msg::fetch{rs.round, rs.model_version, 1}));
+          CHECK_FALSE(t.early.answered(500ms)); // its bytes are not in
+          auto offer = msg::decode<msg::accept>(t.early.ask(
+              offer_atom::value,
+              msg::encode(msg::offer{rs.round, "Early", 1, digest(layout),
+                                     layout.total_bytes(), plan->chunk_count(),
+                                     0, 0})));
+          REQUIRE_FALSE(offer);
+          CHECK(offer.err().code == errc::unexpected_message);
+          constexpr uint64_t piece = 3000;
+          bool served = false;
+          for (uint64_t off = 0; off < whole.bytes.size(); off += piece) {
+            auto n = std::min(piece, whole.bytes.size() - off);
+            std::memcpy(at + off, whole.bytes.data() + off, n);
+            t.parent.arrive(t.server(), off, n);
+            bool in = off + n >= one.model_offset + one.bytes;
+            if (!served && !in)
+              CHECK_FALSE(t.early.answered(10ms));
+            if (!served && in) {
+              REQUIRE(t.early.answered(1s));
+              auto chunk = msg::decode_chunk(t.early.take(), one.bytes);
+              REQUIRE(chunk);
+              CHECK(chunk->header.sequence == 1);
+              REQUIRE(chunk->bytes.size() == one.bytes);
+              CHECK(std::memcmp(chunk->bytes.data(),
+                                whole.bytes.data() + one.model_offset,
+                                one.bytes) == 0);
+              served = true;
+            }
+          }
+          CHECK(served);
+        }
+        auto r = t.parent.answer();
+        CHECK(r.weight == 2);
+        CHECK(r.clients == 2);
+        REQUIRE(r.sums);
+        sums.emplace_back(r.sums->bytes.data(),
+                          r.sums->bytes.data() + r.sums->bytes.size());
+      }
+      CHECK(report.failure == "");
+      for (const auto& c : client_reports)
+        CHECK(c.failure == "");
+    }
+    REQUIRE(sums.size() == 2);
+    CHECK(sums[0] == sums[1]);
+  }
+}
+
+TEST_CASE("a relay whose download of its parent's model is given up for a "
+          "newer one sits that round out and takes the next") {
+  // The parent's model of the relay's round comes as arriving memory, half
+  // of it is written, and the hand-driven child waits on a chunk of the
+  // other half. Then the next model comes whole (the relay's download was
+  // given up upstream: a newer round). The waiting fetch is answered with
+  // what is there (the round is sat out: what a child trains on it is
+  // refused), the first model is answered with no sum (nobody could
+  // offer), and the round on the new model completes with the synthetic
+  // children, which stay in the run (the given-up model is still served
+  // to them while they download it).
+  auto layout = test_layout();
+  run_report report;
+  std::vector<run_report> client_reports;
+  {
+    relay_children t{layout, 2, "window", report, client_reports};
+    auto* at = t.parent.hand_arriving(t.server());
+    auto rs = t.early.next_round();
+    auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+    REQUIRE(plan);
+    auto last = plan->chunk_count() - 1;
+    auto half = layout.total_bytes() / 2;
+    std::memset(at, 0, half);
+    t.parent.arrive(t.server(), 0, half);
+    t.early.send(fetch_atom::value,
+                 msg::encode(msg::fetch{rs.round, rs.model_version, last}));
+    CHECK_FALSE(t.early.answered(200ms));
+    t.parent.hand_model(t.server()); // the next model, whole
+    REQUIRE(t.early.answered(1s));
+    const auto& e = plan->extent(last);
+    auto chunk = msg::decode_chunk(t.early.take(), e.bytes);
+    REQUIRE(chunk); // what is there: nothing waits for what never comes
+    CHECK(chunk->header.sequence == last);
+    CHECK(std::all_of(chunk->bytes.begin(), chunk->bytes.end(),
+                      [](std::byte b) { return b == std::byte{0}; }));
+    auto given_up = t.parent.answer();
+    CHECK(given_up.weight == 0);
+    CHECK(given_up.sums == nullptr);
+    auto next = t.parent.answer();
+    CHECK(next.weight == 2);
+    CHECK(next.clients == 2);
+  }
+  CHECK(report.failure == "");
+  CHECK(report.failed_rounds == std::vector<uint32_t>{1});
+  REQUIRE(report.rounds.size() == 1);
+  CHECK(report.rounds[0].clients == 2);
+  for (const auto& c : client_reports)
+    CHECK(c.failure == "");
 }

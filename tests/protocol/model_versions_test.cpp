@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "fedcaf/dummy_trainer.hpp" // anonymous_file_buffer
 #include "protocol/model_versions.hpp"
 #include "small_model.hpp"
 
@@ -76,6 +77,7 @@ TEST_CASE("a relay adopts its parent's model as a copy of its own, a new "
     auto initial = filled(0, 0);
     initial->round = 3;
     model_versions models{initial};
+    std::weak_ptr<model_snapshot> before = initial;
     initial.reset();
     auto parent = filled(5, 41); // the parent's own version is not taken
     auto adopted =
@@ -88,7 +90,9 @@ TEST_CASE("a relay adopts its parent's model as a copy of its own, a new "
                       parent->bytes.size()) == 0);
     CHECK((*adopted)->bytes.file_backed() == on_disk);
     CHECK(std::filesystem::is_empty(dir)); // unlinked
-    CHECK(models.take_previous().size() == parent->bytes.size());
+    // The model before (a relay's last sum) is nobody's to download: gone.
+    CHECK(before.expired());
+    CHECK(models.take_previous().size() == 0);
 
     auto other = std::make_shared<model_snapshot>();
     other->bytes = byte_buffer::zeroed(parent->bytes.size() + 4);
@@ -116,4 +120,49 @@ TEST_CASE("a relay's download that nobody else holds becomes its adopted "
   auto expected = filled(5, 41);
   CHECK(std::memcmp((*adopted)->bytes.data(), expected->bytes.data(), size) ==
         0);
+}
+
+TEST_CASE("a relay's download still arriving is adopted only by taking its "
+          "bytes: from its only holder, on the heap, or in a file in disk "
+          "mode") {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("fedcaf-arriving-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto size = testing::small_model().total_bytes();
+  auto arriving = [&](bool in_file) {
+    auto s = std::make_shared<model_snapshot>();
+    s->layout = testing::small_model();
+    if (in_file) {
+      auto file = anonymous_file_buffer((dir / "download").string(), size);
+      REQUIRE(file);
+      s->bytes = std::move(*file);
+    } else {
+      s->bytes = byte_buffer::zeroed(size);
+    }
+    return s;
+  };
+  model_versions models{filled(0, 0)};
+  // Disk mode: the download's file becomes the model, as it is.
+  auto in_file = arriving(true);
+  const auto* at = in_file->bytes.data();
+  auto taken = models.adopt(std::move(in_file), (dir / "model").string(), true);
+  REQUIRE(taken);
+  CHECK((*taken)->bytes.data() == at);
+  CHECK((*taken)->bytes.file_backed());
+  // Bytes written after the adoption are the model's (the download goes on
+  // into the memory the relay serves from).
+  std::memset(const_cast<std::byte*>(at), 0x3f, 4);
+  CHECK(std::memcmp((*taken)->bytes.data(), at, 4) == 0);
+  // A heap download in disk mode would have to be copied: refused, as is
+  // one somebody else holds; the model in place stays.
+  auto on_heap = models.adopt(arriving(false), (dir / "model").string(), true);
+  REQUIRE_FALSE(on_heap);
+  CHECK(on_heap.err().code == errc::internal);
+  auto shared = arriving(false);
+  auto held = shared;
+  auto refused = models.adopt(shared, "", true);
+  REQUIRE_FALSE(refused);
+  CHECK(models.version() == 1);
+  CHECK(models.current().bytes.data() == at);
+  std::filesystem::remove_all(dir);
 }
