@@ -310,7 +310,8 @@ public:
       return refuse(req.err());
     auto range = exchange_.chunk_range(req->sequence);
     auto& d = relay_.download;
-    if (options_.relay && !d.complete() && range &&
+    // While the aggregator adopts a model, the one served is the last.
+    if (options_.relay && !relay_.adopting && !d.complete() && range &&
         req->model_version == exchange_.model()->version &&
         !d.has(range->first, range->second)) {
       auto rp = self_->make_response_promise<frame>();

@@ -15,6 +15,9 @@
 # root's link, bounds its round), and the ratios tree / flat.
 #
 #   sudo tests/perf/tree_bench.sh build/fedcaf [SIZE_MIB=256] [CLIENTS=16] [RATE=1gbit] [ROUNDS=2]
+#
+# OLD=path/to/another/fedcaf runs the tree a second time with that binary
+# (tree_old) and prints the tree's figures against it.
 set -u
 fedcaf=$(readlink -f "$1"); mib=${2:-256}; n=${3:-16}; rate=${4:-1gbit}
 rounds=${5:-2}
@@ -91,8 +94,8 @@ counters() { # rx tx bytes of the root host's eth0
   on "$p" c1 cat /sys/class/net/eth0/statistics/rx_bytes /sys/class/net/eth0/statistics/tx_bytes | tr '\n' ' '
 }
 
-run() { # NAME RELAYS(0|4)
-  local name=$1 relays=$2 per=$((n / 4)) i r pids=()
+run() { # NAME RELAYS(0|4) [BINARY]
+  local name=$1 relays=$2 per=$((n / 4)) i r pids=() fedcaf=${3:-$fedcaf}
   if [ "$relays" -eq 0 ]; then
     root_config "$out/$name.yaml" "$n" "{}"
   else
@@ -125,11 +128,13 @@ run() { # NAME RELAYS(0|4)
 
 run flat 0 || exit 1
 run tree 4 || exit 1
+if [ -n "${OLD:-}" ]; then run tree_old 4 "$(readlink -f "$OLD")" || exit 1; fi
 /usr/bin/python3 - "$out" "$mib" "$n" "$rate" "$rounds" <<'PY'
 import glob, json, os, sys
 out, mib, n, rate, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 fig = {}
-for name in ("flat", "tree"):
+names = ["flat", "tree"] + (["tree_old"] if os.path.exists(f"{out}/tree_old.json") else [])
+for name in names:
     r = json.load(open(f"{out}/{name}.json"))
     assert r["status"] == "completed", (name, r["status"])
     rx0, tx0, rx1, tx1 = map(int, open(f"{out}/{name}.bytes").read().split())
@@ -146,7 +151,7 @@ for name in ("flat", "tree"):
                      up=sum(x["bytes_up"] for x in r["rounds"]) / rounds,
                      down=sum(x["bytes_down"] for x in r["rounds"]) / rounds,
                      secs=sum(secs) / len(secs), cpu=cpu, busy=(b1 - b0) / (a1 - a0), kinds=kinds, root=rss("root"), client=rss("C*"),
-                     relay=rss("R*") if name == "tree" else 0)
+                     relay=rss("R*") if name != "flat" else 0)
 g = 2**30
 cores = os.cpu_count()
 print(f"{n} clients x {mib} MiB, root link {rate}, {rounds} rounds, 4 relays of {n // 4}")
@@ -163,4 +168,8 @@ t, fl = fig["tree"], fig["flat"]
 print(f"  tree / flat: root ingress {t['rx'] / fl['rx']:.3f}, egress {t['tx'] / fl['tx']:.3f}, "
       f"round time {t['secs'] / fl['secs']:.3f}; the tree's CPU alone, spread on {cores} cores, "
       f"takes {t['cpu'] / cores / fl['secs']:.3f} of the flat round")
+if "tree_old" in fig:
+    o = fig["tree_old"]
+    print(f"  tree / tree_old: round time {t['secs'] / o['secs']:.3f}, relay peak RSS {t['relay'] / o['relay']:.3f}, "
+          f"root ingress {t['rx'] / o['rx']:.3f}, egress {t['tx'] / o['tx']:.3f}")
 PY
