@@ -340,6 +340,10 @@ public:
   /// fetches that waited for them are answered, and once the whole model
   /// is, the aggregator measures it and takes offers.
   void arrived(uint64_t offset, uint64_t bytes) {
+    if (relay_.next) { // the next model's (its bytes follow its relay_atom)
+      relay_.next->arrived.emplace_back(offset, bytes);
+      return;
+    }
     auto& d = relay_.download;
     if (!options_.relay || d.complete() || d.abandoned())
       return;
@@ -377,12 +381,15 @@ public:
     if (!options_.relay)
       return make_error(errc::unexpected_message, "not a relay");
     auto rp = self_->make_response_promise<relay_result>();
-    if (relay_.promise) {
-      if (relay_.download.complete() || relay_.next)
-        return make_error(errc::unexpected_message,
-                          "a relay round already open");
+    if (relay_.next) { // displaced by a newer one: it never comes whole
+      relay_.next->rp.deliver(relay_result{});
       relay_.next = next_model{rp, std::move(upstream), arriving};
-      give_up_download();
+      return rp;
+    }
+    if (relay_.promise) {
+      relay_.next = next_model{rp, std::move(upstream), arriving};
+      if (!relay_.download.complete())
+        give_up_download(); // else the round under way ends first
       return rp;
     }
     relay_.promise = rp;
@@ -390,7 +397,18 @@ public:
     return rp;
   }
 
-  void take_model(snapshot_ptr upstream, bool arriving) {
+  /// Has the aggregator adopt `upstream`, whose bytes `in` are in
+  /// already. A model before it still arriving (its round sat out at its
+  /// deadline) is given up: its waiting fetches are answered with what is
+  /// there, and it stays served to the children downloading it until the
+  /// next round is answered.
+  void take_model(snapshot_ptr upstream, bool arriving,
+                  const std::vector<std::pair<uint64_t, uint64_t>>& in = {}) {
+    if (!relay_.download.complete() && !relay_.download.abandoned()) {
+      serve_waiting();
+      relay_.given_up = exchange_.model();
+      relay_.given_up_answered = true;
+    }
     relay_.download.start(exchange_.model_bytes(), arriving);
     relay_.adopting = true;
     self_
@@ -400,8 +418,8 @@ public:
             [this](snapshot_ptr& model) {
               relay_.adopting = false;
               exchange_.install(std::move(model));
-              if (relay_.next) // given up before it was in place
-                return give_up_download();
+              if (relay_.next && !relay_.download.complete())
+                return give_up_download(); // before it was in place
               auto released = relay_.gate.model_in();
               if (released.start)
                 start_round(released.start->round, released.start->chosen);
@@ -414,6 +432,8 @@ public:
               stop("the parent's model could not be taken: " +
                    self_->system().render(e));
             });
+    for (const auto& [offset, bytes] : in) // after the adoption's request
+      arrived(offset, bytes);
   }
 
   /// The open round's model never comes whole: the fetches waiting for it
@@ -421,9 +441,9 @@ public:
   /// sat out by its scheduler; else its answer is no sum at once and the
   /// next model is taken.
   void give_up_download() {
-    serve_waiting();
     if (relay_.adopting)
       return; // on with it once the adoption is answered
+    serve_waiting();
     relay_.given_up = exchange_.model();
     relay_.given_up_answered = false;
     relay_.gate.withdraw();
@@ -451,22 +471,24 @@ public:
     }
     if (auto n = std::exchange(relay_.next, std::nullopt)) {
       relay_.promise = n->rp;
-      take_model(std::move(n->model), n->arriving);
+      take_model(std::move(n->model), n->arriving, n->arrived);
     }
   }
 
   caf::typed_response_promise<bool> publish(round_result done) {
     relay_.gate.published();
-    if (options_.relay)
+    auto model = done.model;
+    if (options_.relay) // its sum goes up; its children are never served it
       answer_relay(
           relay_result{done.model, done.weight, done.clients, done.loss});
-    exchange_.install(std::move(done.model));
+    else
+      exchange_.install(model);
     close_round(done.round);
     auto rp = self_->make_response_promise<bool>();
     auto record = reporter_.open_record(
         outcome_of(done, secagg_ ? secagg_->excluded()
                                  : decltype(secagg_->excluded()){}),
-        *exchange_.model());
+        *model);
     // The previous round's evaluations are as complete as they will be.
     reporter_.print_held(stamp());
     tally_.serve(done.round);
@@ -475,7 +497,7 @@ public:
       round_started_ = self_->clock().now();
       reporter_.start_traffic();
     }
-    evaluate(std::move(record), started, rp);
+    evaluate(std::move(record), started, rp, std::move(model));
     return rp;
   }
 
@@ -620,7 +642,7 @@ private:
   /// Has the evaluator test the model of `record`'s round, then finishes
   /// the round (started at `started`) and answers `rp`.
   void evaluate(round_record record, time_point started,
-                caf::typed_response_promise<bool> rp) {
+                caf::typed_response_promise<bool> rp, snapshot_ptr model) {
     auto done = [this, rp, record,
                  started](const evaluation_result& e) mutable {
       if (e.evaluated) {
@@ -640,7 +662,7 @@ private:
     };
     self_
         ->request(peers_.evaluator, caf::infinite, eval_atom::value,
-                  exchange_.model())
+                  std::move(model))
         .then(done, [done](caf::error&) mutable { done(evaluation_result{}); });
   }
 
@@ -790,6 +812,7 @@ private:
     caf::typed_response_promise<relay_result> rp;
     snapshot_ptr model;
     bool arriving = false;
+    std::vector<std::pair<uint64_t, uint64_t>> arrived{}; ///< bytes in
   };
   /// A relay's rounds: the open request of its upstream side (the parent's
   /// model, answered with the round's sum), the gate (whether the next

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -174,8 +175,8 @@ public:
   void begin_round(uint32_t round, bool evaluate_only) override {
     (void)round;
     if (evaluate_only || !link_->side)
-      return; // the final model: nothing goes down
-    download_ = params_.alias();
+      return;                    // the final model: nothing goes down
+    download_ = params_.share(); // written here, whatever the side does
     model_snapshot model;
     model.layout = layout_;
     model.bytes = std::move(params_);
@@ -204,8 +205,11 @@ public:
   model_view parameters() override {
     if (download_.size() > 0)
       return split_contiguous(layout_, download_.bytes());
-    if (sums_)
-      return split_contiguous(layout_, writable_sums().bytes());
+    if (sums_) // read only: the upload of a sum neither masks nor encodes
+      return split_contiguous(
+          layout_,
+          std::span<std::byte>{const_cast<std::byte*>(sums_->bytes.data()),
+                               sums_->bytes.size()});
     return split_contiguous(layout_, params_.bytes());
   }
 
@@ -268,46 +272,46 @@ private:
   /// A position whose weight differs from the round's (a child cut off
   /// mid-upload counts at the positions it delivered) is scaled to the
   /// round's weight, so that every position upstream weighs what the offer
-  /// says.
+  /// says: then the sums are copied first (the side may still read its
+  /// own, to save or serve it).
   result<void> take_sums(const relay_result& r) {
     if (!r.sums || r.sums->bytes.size() != layout_.total_bytes())
       return error{errc::internal, "the relay's sum has another size"};
     if (r.weight <= 0)
       return error{errc::internal, "the relay's round summed no update"};
-    sums_ = r.sums;
-    const auto& weights = sums_->position_weights;
-    if (weights.empty())
+    const auto& weights = r.sums->position_weights;
+    auto differs = [&](double w) { return w != r.weight && w > 0; };
+    if (std::none_of(weights.begin(), weights.end(), differs)) {
+      sums_ = r.sums;
       return {};
+    }
     auto plan = chunk_plan::make(layout_, link_->side->chunk_bytes);
     if (!plan)
       return plan.err();
-    auto& sums = writable_sums();
+    auto bytes = link_->model_buffer(layout_.total_bytes());
+    if (!bytes)
+      return bytes.err();
+    params_ = std::move(*bytes);
+    copy_released(r.sums->bytes, params_);
     for (uint64_t seq = 0; seq < plan->chunk_count() && seq < weights.size();
          ++seq) {
-      if (weights[seq] == r.weight || weights[seq] <= 0)
+      if (!differs(weights[seq]))
         continue;
       const auto& e = plan->extent(seq);
-      auto* x = reinterpret_cast<float*>(sums.data() + e.model_offset);
+      auto* x = reinterpret_cast<float*>(params_.data() + e.model_offset);
       auto factor = static_cast<float>(r.weight / weights[seq]);
       for (uint64_t i = 0; i < e.bytes / sizeof(float); ++i)
         x[i] *= factor;
-      sums.release(e.model_offset, e.bytes);
+      params_.release(e.model_offset, e.bytes);
     }
     return {};
-  }
-
-  /// The side's published sum is this round's to upload and scale: the
-  /// side reads it no more (its next model is a new one), and it was made
-  /// as a model_snapshot, const by its pointer only.
-  byte_buffer& writable_sums() {
-    return std::const_pointer_cast<model_snapshot>(sums_)->bytes;
   }
 
   std::shared_ptr<relay_link> link_;
   msg::welcome welcome_;
   manifest layout_;
   byte_buffer params_;   ///< the next download's memory, or a sit-out's
-  byte_buffer download_; ///< alias of the memory the download writes
+  byte_buffer download_; ///< the memory the download writes (shared)
   snapshot_ptr sums_;    ///< the round's sum, uploaded
   uint64_t number_ = 0;  ///< the model handed down, awaiting its answer
   double weight_ = 0;

@@ -28,8 +28,8 @@ size_t page_size() {
 } // namespace
 
 void byte_buffer::deleter::operator()(std::byte* p) const {
-  if (!owner)
-    return;
+  if (shared)
+    return; // freed with the last copy of `shared`
   if (mapped > 0) {
     ::munmap(base, mapped);
     if (fd >= 0)
@@ -66,6 +66,15 @@ result<byte_buffer> byte_buffer::map_file(const std::string& path,
   auto* base = static_cast<std::byte*>(p);
   return byte_buffer{base + (offset - start), size,
                      deleter{base, length == 0 ? 1 : length, fd, start}};
+}
+
+byte_buffer byte_buffer::share() {
+  auto& d = data_.get_deleter();
+  if (!d.shared && data_) {
+    auto plain = d; // frees the memory once, from the last owner
+    d.shared = std::shared_ptr<std::byte>{data_.get(), plain};
+  }
+  return byte_buffer{data_.get(), size_, d};
 }
 
 std::string byte_buffer::mapped_file() const {

@@ -50,14 +50,11 @@ public:
   /// work rather than all at the next fsync. A no-op for heap memory.
   void release(size_t offset, size_t size) const;
 
-  /// Returns a buffer over the same memory that owns none of it: it frees
-  /// and unmaps nothing, and its release() acts as this one's. REQUIRES:
-  /// the memory outlives it (moving this buffer keeps the memory).
-  byte_buffer alias() const {
-    auto d = data_.get_deleter();
-    d.owner = false;
-    return byte_buffer{data_.get(), size_, d};
-  }
+  /// Returns a second owner of this memory: it is freed (or unmapped) when
+  /// the last owner goes, and each one's release() acts on it. Owners may
+  /// live on different threads; what they write to the memory needs their
+  /// own synchronisation.
+  byte_buffer share();
 
   /// Returns true iff the buffer maps a file.
   bool file_backed() const { return data_.get_deleter().mapped > 0; }
@@ -84,7 +81,8 @@ private:
     size_t mapped{0};         ///< 0 for heap memory
     int fd{-1};               ///< the mapped file (kept for its writeback)
     size_t file_start{0};     ///< the file offset base maps
-    bool owner{true};         ///< false: an alias(), which frees nothing
+    /// Shared memory (share()): the last owner's copy frees it.
+    std::shared_ptr<std::byte> shared{};
     void operator()(std::byte* p) const;
   };
   byte_buffer(std::byte* p, size_t size) : data_(p, deleter{}), size_(size) {}

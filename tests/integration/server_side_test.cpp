@@ -2387,6 +2387,14 @@ public:
 
   const server_actor& server() const { return side->server; }
 
+  /// Early's next round and its chunk plan.
+  std::pair<msg::round_start, chunk_plan> early_round() {
+    auto rs = early.next_round();
+    auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+    REQUIRE(plan);
+    return {rs, std::move(*plan)};
+  }
+
   virtual_system vs;
   std::optional<server_side> side;
   rogue_client early;
@@ -2440,18 +2448,16 @@ TEST_CASE("a relay serves its children its parent's model as it arrives, "
           t.parent.hand_model(t.server());
         } else {
           auto* at = t.parent.hand_arriving(t.server());
-          auto rs = t.early.next_round();
-          auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
-          REQUIRE(plan);
-          REQUIRE(plan->chunk_count() > 3);
-          const auto& one = plan->extent(1);
+          auto [rs, plan] = t.early_round();
+          REQUIRE(plan.chunk_count() > 3);
+          const auto& one = plan.extent(1);
           t.early.send(fetch_atom::value,
                        msg::encode(msg::fetch{rs.round, rs.model_version, 1}));
           CHECK_FALSE(t.early.answered(500ms)); // its bytes are not in
           auto offer = msg::decode<msg::accept>(t.early.ask(
               offer_atom::value,
               msg::encode(msg::offer{rs.round, "Early", 1, digest(layout),
-                                     layout.total_bytes(), plan->chunk_count(),
+                                     layout.total_bytes(), plan.chunk_count(),
                                      0, 0})));
           REQUIRE_FALSE(offer);
           CHECK(offer.err().code == errc::unexpected_message);
@@ -2511,10 +2517,8 @@ TEST_CASE("a relay whose download of its parent's model is given up for a "
   {
     relay_children t{layout, 2, "window", report, client_reports};
     auto* at = t.parent.hand_arriving(t.server());
-    auto rs = t.early.next_round();
-    auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
-    REQUIRE(plan);
-    auto last = plan->chunk_count() - 1;
+    auto [rs, plan] = t.early_round();
+    auto last = plan.chunk_count() - 1;
     auto half = layout.total_bytes() / 2;
     std::memset(at, 0, half);
     t.parent.arrive(t.server(), 0, half);
@@ -2523,7 +2527,7 @@ TEST_CASE("a relay whose download of its parent's model is given up for a "
     CHECK_FALSE(t.early.answered(200ms));
     t.parent.hand_model(t.server()); // the next model, whole
     REQUIRE(t.early.answered(1s));
-    const auto& e = plan->extent(last);
+    const auto& e = plan.extent(last);
     auto chunk = msg::decode_chunk(t.early.take(), e.bytes);
     REQUIRE(chunk); // what is there: nothing waits for what never comes
     CHECK(chunk->header.sequence == last);
@@ -2542,4 +2546,90 @@ TEST_CASE("a relay whose download of its parent's model is given up for a "
   CHECK(report.rounds[0].clients == 2);
   for (const auto& c : client_reports)
     CHECK(c.failure == "");
+}
+
+TEST_CASE("a relay's parent's models given up one after another: each is "
+          "answered with no sum, the bytes of the newest that come before "
+          "its turn count, and its round completes") {
+  // Model 0 comes arriving and its round opens; model 1 comes while model
+  // 0 is still arriving (model 0 is given up, its round to be sat out);
+  // model 2 comes before that sit-out is through (model 1 is displaced,
+  // answered with no sum at once), and all of model 2's bytes arrive right
+  // behind it, before its turn: they count, and its round completes.
+  auto layout = test_layout();
+  auto whole = snapshot_of(layout, initial_floats(layout));
+  run_report report;
+  std::vector<run_report> client_reports;
+  {
+    relay_children t{layout, 2, "ram", report, client_reports};
+    t.parent.hand_arriving(t.server());
+    t.early.next_round(); // round 1 open on model 0, still arriving
+    t.parent.hand_arriving(t.server());
+    auto* at = t.parent.hand_arriving(t.server());
+    std::memcpy(at, whole.bytes.data(), whole.bytes.size());
+    t.parent.arrive(t.server(), 0, whole.bytes.size());
+    for (int given_up = 0; given_up < 2; ++given_up) {
+      auto r = t.parent.answer();
+      CHECK(r.weight == 0);
+      CHECK(r.sums == nullptr);
+    }
+    auto r = t.parent.answer();
+    CHECK(r.weight == 2);
+    CHECK(r.clients == 2);
+  }
+  CHECK(report.failure == "");
+  REQUIRE(report.rounds.size() == 1);
+  CHECK(report.rounds[0].clients == 2);
+}
+
+TEST_CASE("a relay's child's fetch that waits on a model whose round was sat "
+          "out at its deadline is answered once a newer model comes") {
+  // Nothing of model 0 arrives; Early waits on its last chunk; the 2 s
+  // round deadline sits the round out. The next model then comes whole:
+  // Early's fetch is answered (with what is there), and the round on the
+  // new model completes.
+  auto layout = test_layout();
+  run_report report;
+  std::vector<run_report> client_reports;
+  {
+    relay_children t{layout, 2, "ram", report, client_reports};
+    t.parent.hand_arriving(t.server());
+    auto [rs, plan] = t.early_round();
+    auto last = plan.chunk_count() - 1;
+    t.early.send(fetch_atom::value,
+                 msg::encode(msg::fetch{rs.round, rs.model_version, last}));
+    CHECK_FALSE(t.early.answered(500ms));
+    CHECK(t.parent.answer(10s).weight == 0); // sat out at the deadline
+    t.parent.hand_model(t.server());
+    REQUIRE(t.early.answered(60s));
+    auto chunk = msg::decode_chunk(t.early.take(), plan.extent(last).bytes);
+    REQUIRE(chunk);
+    CHECK(chunk->header.sequence == last);
+    CHECK(t.parent.answer().weight == 2);
+  }
+  CHECK(report.failure == "");
+  CHECK(report.rounds.size() == 1);
+}
+
+TEST_CASE("a relay's children are never served its published sum") {
+  // ram mode keeps the round's model apart from the sum; a child asking
+  // for the version after the round's (the sum's) is refused, so a child
+  // of a small group cannot read its siblings' sum off the relay.
+  auto layout = test_layout();
+  run_report report;
+  std::vector<run_report> client_reports;
+  {
+    relay_children t{layout, 2, "ram", report, client_reports};
+    t.parent.hand_model(t.server());
+    auto rs = t.early.next_round();
+    auto r = t.parent.answer();
+    REQUIRE(r.sums);
+    CHECK(r.sums->version == rs.model_version + 1);
+    auto f = t.early.ask(fetch_atom::value,
+                         msg::encode(msg::fetch{rs.round, r.sums->version, 0}));
+    auto refused = msg::decode<msg::accept>(f);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.err().code == errc::wrong_round);
+  }
+  CHECK(report.failure == "");
 }

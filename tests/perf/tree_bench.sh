@@ -17,7 +17,7 @@
 #   sudo tests/perf/tree_bench.sh build/fedcaf [SIZE_MIB=256] [CLIENTS=16] [RATE=1gbit] [ROUNDS=2]
 #
 # OLD=path/to/another/fedcaf runs the tree a second time with that binary
-# (tree_old) and prints the tree's figures against it.
+# (oldtree) and prints the tree's figures against it.
 set -u
 fedcaf=$(readlink -f "$1"); mib=${2:-256}; n=${3:-16}; rate=${4:-1gbit}
 rounds=${5:-2}
@@ -128,12 +128,12 @@ run() { # NAME RELAYS(0|4) [BINARY]
 
 run flat 0 || exit 1
 run tree 4 || exit 1
-if [ -n "${OLD:-}" ]; then run tree_old 4 "$(readlink -f "$OLD")" || exit 1; fi
+if [ -n "${OLD:-}" ]; then run oldtree 4 "$(readlink -f "$OLD")" || exit 1; fi
 /usr/bin/python3 - "$out" "$mib" "$n" "$rate" "$rounds" <<'PY'
 import glob, json, os, sys
 out, mib, n, rate, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 fig = {}
-names = ["flat", "tree"] + (["tree_old"] if os.path.exists(f"{out}/tree_old.json") else [])
+names = ["flat", "tree"] + (["oldtree"] if os.path.exists(f"{out}/oldtree.json") else [])
 for name in names:
     r = json.load(open(f"{out}/{name}.json"))
     assert r["status"] == "completed", (name, r["status"])
@@ -168,8 +168,8 @@ t, fl = fig["tree"], fig["flat"]
 print(f"  tree / flat: root ingress {t['rx'] / fl['rx']:.3f}, egress {t['tx'] / fl['tx']:.3f}, "
       f"round time {t['secs'] / fl['secs']:.3f}; the tree's CPU alone, spread on {cores} cores, "
       f"takes {t['cpu'] / cores / fl['secs']:.3f} of the flat round")
-if "tree_old" in fig:
-    o = fig["tree_old"]
-    print(f"  tree / tree_old: round time {t['secs'] / o['secs']:.3f}, relay peak RSS {t['relay'] / o['relay']:.3f}, "
+if "oldtree" in fig:
+    o = fig["oldtree"]
+    print(f"  tree / oldtree: round time {t['secs'] / o['secs']:.3f}, relay peak RSS {t['relay'] / o['relay']:.3f}, "
           f"root ingress {t['rx'] / o['rx']:.3f}, egress {t['tx'] / o['tx']:.3f}")
 PY

@@ -166,3 +166,38 @@ TEST_CASE("a relay's download still arriving is adopted only by taking its "
   CHECK(models.current().bytes.data() == at);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a shared buffer's memory lives until its last owner goes, on the "
+          "heap and in a file") {
+  // A relay's download is written by its upstream half while its
+  // children's side owns the model: the side may forget it (its run
+  // ended) while the download still writes (ASan would see a write to
+  // freed memory here).
+  auto dir = std::filesystem::temp_directory_path() /
+             ("fedcaf-shared-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  constexpr size_t size = 1 << 20;
+  for (bool in_file : {false, true}) {
+    CAPTURE(in_file);
+    byte_buffer first;
+    if (in_file) {
+      auto file = anonymous_file_buffer((dir / "shared").string(), size);
+      REQUIRE(file);
+      first = std::move(*file);
+    } else {
+      first = byte_buffer::zeroed(size);
+    }
+    auto second = first.share();
+    CHECK(second.data() == first.data());
+    CHECK(second.size() == size);
+    CHECK(second.file_backed() == in_file);
+    auto third = second.share(); // shared again: one memory, three owners
+    CHECK(third.data() == first.data());
+    first = byte_buffer{}; // the side forgets the model
+    std::memset(second.data(), 0x5a, size);
+    second.release(0, size);
+    second = byte_buffer{};
+    CHECK(std::to_integer<int>(third.data()[size - 1]) == 0x5a);
+  }
+  std::filesystem::remove_all(dir);
+}
