@@ -105,6 +105,11 @@ public:
     auto o = msg::decode<msg::offer>(f);
     if (!o)
       return refuse(o.err());
+    if (options_.relay && o->round < round_) // e.g. sat out: a model given up
+      return msg::encode(
+          error{errc::not_in_round, "round " + std::to_string(o->round) +
+                                        " is over; open round is " +
+                                        std::to_string(round_)});
     if (o->round != round_ || finalizing_)
       return refuse(
           {errc::wrong_round, "offer for round " + std::to_string(o->round) +

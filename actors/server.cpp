@@ -262,11 +262,19 @@ public:
     return from_client<msg::offer>(f, [this](const auto& id, auto& o) {
       if (auto ok = exchange_.check_offer(id, o); !ok)
         return refuse(ok.err());
-      if (options_.relay && !relay_.download.complete())
+      if (options_.relay && !relay_.download.complete()) {
+        if (relay_.download.abandoned() || o.round != rounds_.round())
+          // An honest child of a round given up: it sits it out.
+          return msg::encode(error{
+              errc::not_in_round,
+              "round " + std::to_string(o.round) +
+                  " is sat out: the relay's parent's model of it never came "
+                  "whole"});
         // Nobody has the whole model yet: an offer now is no honest one's.
         return refuse({errc::unexpected_message,
                        id + " offered an update before the relay's model of "
                             "the round had arrived whole"});
+      }
       registry_.find(id)->model.reset(); // its download is complete
       if (o.round == rounds_.round()) // a repeated offer replaces its figures
         reporter_.note_offer(id, tally_.offered(id, o.sample_count),
@@ -378,8 +386,10 @@ public:
   /// ends that round (its download was given up upstream: it never comes
   /// whole): the round is sat out, then this one taken.
   caf::result<relay_result> relay(snapshot_ptr upstream, bool arriving) {
-    if (!options_.relay)
-      return make_error(errc::unexpected_message, "not a relay");
+    if (!options_.relay || stopping_)
+      return make_error(errc::unexpected_message,
+                        stopping_ ? "the relay's run has ended"
+                                  : "not a relay");
     auto rp = self_->make_response_promise<relay_result>();
     if (relay_.next) { // displaced by a newer one: it never comes whole
       relay_.next->rp.deliver(relay_result{});
@@ -418,6 +428,8 @@ public:
             [this](snapshot_ptr& model) {
               relay_.adopting = false;
               exchange_.install(std::move(model));
+              if (stopping_)
+                return; // no round opens once the run has ended
               if (relay_.next && !relay_.download.complete())
                 return give_up_download(); // before it was in place
               auto released = relay_.gate.model_in();

@@ -41,6 +41,12 @@ result<served_chunk> model_exchange::serve(const msg::fetch& req,
                                         std::to_string(req.model_version) +
                                         " is not served; current is " +
                                         std::to_string(model->version)};
+  if (model->bytes.size() != model->layout.total_bytes())
+    // Its memory went on (window and disk modes: a round's sum is written
+    // into it, then published as the next model).
+    return error{errc::wrong_round, "model version " +
+                                        std::to_string(req.model_version) +
+                                        " is no longer served"};
   if (req.sequence >= plan_->chunk_count())
     return error{errc::out_of_range, "chunk " + std::to_string(req.sequence) +
                                          " of " +

@@ -64,7 +64,8 @@ public:
 
   /// Answers `req` from `pinned` (a model a client downloads while a newer
   /// one is served) or, iff null, from the model served now. Fails
-  /// (wrong_round) iff req names another version, (out_of_range) iff its
+  /// (wrong_round) iff req names another version or the model's memory went
+  /// on to be the next one (its bytes moved out), (out_of_range) iff its
   /// sequence is past the plan. File-backed models give the chunk's pages
   /// back.
   result<served_chunk> serve(const msg::fetch& req, const snapshot_ptr& pinned);

@@ -72,7 +72,10 @@ byte_buffer byte_buffer::share() {
   auto& d = data_.get_deleter();
   if (!d.shared && data_) {
     auto plain = d; // frees the memory once, from the last owner
-    d.shared = std::shared_ptr<std::byte>{data_.get(), plain};
+    // Let go first: a failed control block frees it through `plain`.
+    auto* p = data_.release();
+    d.shared = std::shared_ptr<std::byte>{p, plain};
+    data_.reset(p);
   }
   return byte_buffer{data_.get(), size_, d};
 }

@@ -2472,7 +2472,8 @@ TEST_CASE("a relay serves its children its parent's model as it arrives, "
               CHECK_FALSE(t.early.answered(10ms));
             if (!served && in) {
               REQUIRE(t.early.answered(1s));
-              auto chunk = msg::decode_chunk(t.early.take(), one.bytes);
+              auto answer = t.early.take(); // the chunk's bytes live in it
+              auto chunk = msg::decode_chunk(answer, one.bytes);
               REQUIRE(chunk);
               CHECK(chunk->header.sequence == 1);
               REQUIRE(chunk->bytes.size() == one.bytes);
@@ -2528,7 +2529,8 @@ TEST_CASE("a relay whose download of its parent's model is given up for a "
     t.parent.hand_model(t.server()); // the next model, whole
     REQUIRE(t.early.answered(1s));
     const auto& e = plan.extent(last);
-    auto chunk = msg::decode_chunk(t.early.take(), e.bytes);
+    auto answer = t.early.take(); // the chunk's bytes live in it
+    auto chunk = msg::decode_chunk(answer, e.bytes);
     REQUIRE(chunk); // what is there: nothing waits for what never comes
     CHECK(chunk->header.sequence == last);
     CHECK(std::all_of(chunk->bytes.begin(), chunk->bytes.end(),
@@ -2602,7 +2604,8 @@ TEST_CASE("a relay's child's fetch that waits on a model whose round was sat "
     CHECK(t.parent.answer(10s).weight == 0); // sat out at the deadline
     t.parent.hand_model(t.server());
     REQUIRE(t.early.answered(60s));
-    auto chunk = msg::decode_chunk(t.early.take(), plan.extent(last).bytes);
+    auto answer = t.early.take();
+    auto chunk = msg::decode_chunk(answer, plan.extent(last).bytes);
     REQUIRE(chunk);
     CHECK(chunk->header.sequence == last);
     CHECK(t.parent.answer().weight == 2);
@@ -2612,24 +2615,108 @@ TEST_CASE("a relay's child's fetch that waits on a model whose round was sat "
 }
 
 TEST_CASE("a relay's children are never served its published sum") {
-  // ram mode keeps the round's model apart from the sum; a child asking
-  // for the version after the round's (the sum's) is refused, so a child
-  // of a small group cannot read its siblings' sum off the relay.
+  // ram mode keeps the round's model apart from the sum: a child asking
+  // for the version after the round's (the sum's) is refused. window mode
+  // sums in the model's own memory, published as the next model: a child
+  // asking for the round's model after the round is refused too (its
+  // memory holds the sum now). So a child of a small group cannot read its
+  // siblings' sum off the relay.
   auto layout = test_layout();
-  run_report report;
-  std::vector<run_report> client_reports;
-  {
-    relay_children t{layout, 2, "ram", report, client_reports};
-    t.parent.hand_model(t.server());
-    auto rs = t.early.next_round();
-    auto r = t.parent.answer();
-    REQUIRE(r.sums);
-    CHECK(r.sums->version == rs.model_version + 1);
-    auto f = t.early.ask(fetch_atom::value,
-                         msg::encode(msg::fetch{rs.round, r.sums->version, 0}));
-    auto refused = msg::decode<msg::accept>(f);
-    REQUIRE_FALSE(refused);
-    CHECK(refused.err().code == errc::wrong_round);
+  for (std::string mode : {"ram", "window"}) {
+    CAPTURE(mode);
+    run_report report;
+    std::vector<run_report> client_reports;
+    {
+      relay_children t{layout, 2, mode, report, client_reports};
+      t.parent.hand_model(t.server());
+      auto rs = t.early.next_round();
+      auto r = t.parent.answer();
+      REQUIRE(r.sums);
+      CHECK(r.sums->version == rs.model_version + 1);
+      for (auto version : {rs.model_version, r.sums->version}) {
+        CAPTURE(version);
+        auto f = t.early.ask(fetch_atom::value,
+                             msg::encode(msg::fetch{rs.round, version, 0}));
+        auto chunk = msg::decode_chunk(f, layout.total_bytes());
+        if (mode == "ram" && version == rs.model_version) {
+          CHECK(chunk); // the parent's model, intact
+          continue;
+        }
+        REQUIRE_FALSE(chunk);
+        CHECK(chunk.err().code == errc::wrong_round);
+      }
+    }
+    CHECK(report.failure == "");
   }
-  CHECK(report.failure == "");
+}
+
+TEST_CASE("honest children of a relay whose download was given up finish "
+          "that model, offer it, sit its round out and stay in the run") {
+  // All but the last chunk of model 0 arrives; both children wait on it.
+  // The next model comes (arriving, or whole), so model 0 is given up: the
+  // children's waiting fetches are answered with what is there, they
+  // train (one of them slowly, past the next round's start) and offer
+  // round 1, which is over: they are told to sit it out (not_in_round), not
+  // refused as liars, and deliver the next round.
+  auto layout = test_layout();
+  auto whole = snapshot_of(layout, initial_floats(layout));
+  for (bool next_arriving : {true, false})
+    for (auto delay : {0ms, 300ms}) {
+      CAPTURE(next_arriving);
+      CAPTURE(delay);
+      run_report report;
+      std::vector<run_report> reports(2);
+      {
+        virtual_system vs;
+        run_options o;
+        o.clients = 2;
+        o.min_clients = 2;
+        o.deadline = 2s;
+        o.memory_mode = "window";
+        auto side = spawn_server_side(
+            vs.sys(), snapshot_of(layout, initial_floats(layout)),
+            relay_side_options(o), std::make_shared<capturing_evaluator>(),
+            &report);
+        REQUIRE(side);
+        std::vector<client_actor> clients;
+        for (uint32_t k = 0; k < 2; ++k) {
+          auto d = k == 1 ? delay : 0ms;
+          auto factory =
+              [layout, k, d, pause = vs.pause()](
+                  const client_configs&,
+                  const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+            return std::make_unique<synthetic_trainer>(layout, k, 1, d, pause);
+          };
+          clients.push_back(spawn_client(vs.sys(), side->server,
+                                         {"C" + std::to_string(k), 10000ms},
+                                         factory, &reports[k]));
+        }
+        relay_parent parent{vs, layout};
+        auto* at = parent.hand_arriving(side->server);
+        auto plan = chunk_plan::make(layout, 4096);
+        REQUIRE(plan);
+        auto last = plan->extent(plan->chunk_count() - 1);
+        std::memcpy(at, whole.bytes.data(), last.model_offset);
+        parent.arrive(side->server, 0, last.model_offset);
+        vs.wait(300ms); // both children wait on the last chunk
+        if (next_arriving) {
+          auto* next = parent.hand_arriving(side->server);
+          vs.wait(1s);
+          std::memcpy(next, whole.bytes.data(), whole.bytes.size());
+          parent.arrive(side->server, 0, whole.bytes.size());
+        } else {
+          parent.hand_model(side->server);
+        }
+        CHECK(parent.answer().weight == 0);
+        auto r = parent.answer();
+        CHECK(r.weight == 2);
+        caf::anon_send(side->server, stop_atom::value, std::string{});
+        await_down(vs, {side->server});
+        await_down(vs, clients);
+        side->shut_down(vs.sys());
+      }
+      for (const auto& c : reports)
+        CHECK(c.failure == "");
+      CHECK(report.rounds.size() == 1);
+    }
 }
