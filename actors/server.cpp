@@ -490,6 +490,10 @@ public:
   caf::typed_response_promise<bool> publish(round_result done) {
     relay_.gate.published();
     auto model = done.model;
+    if (options_.relay && model && done.weight > 0)
+      // Published now, read by nobody yet: scaled in place, no copy.
+      exchange_.scale_sum(*std::const_pointer_cast<model_snapshot>(model),
+                          done.weight);
     if (options_.relay) // its sum goes up; its children are never served it
       answer_relay(
           relay_result{done.model, done.weight, done.clients, done.loss});

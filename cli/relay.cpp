@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -19,7 +18,6 @@
 
 #include "actors/messages.hpp"
 #include "cli/relay_courier.hpp"
-#include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/dummy_trainer.hpp" // anonymous_file_buffer
 #include "fedcaf/log.hpp"
 #include "fedcaf/models.hpp"
@@ -268,42 +266,15 @@ private:
     return m;
   }
 
-  /// The round's sums, uploaded from where the side left them (no copy).
-  /// A position whose weight differs from the round's (a child cut off
-  /// mid-upload counts at the positions it delivered) is scaled to the
-  /// round's weight, so that every position upstream weighs what the offer
-  /// says: then the sums are copied first (the side may still read its
-  /// own, to save or serve it).
+  /// The round's sums, uploaded from where the side left them (no copy;
+  /// positions a cut-off child did not reach were scaled to the round's
+  /// weight by the side as it published them: model_exchange::scale_sum).
   result<void> take_sums(const relay_result& r) {
     if (!r.sums || r.sums->bytes.size() != layout_.total_bytes())
       return error{errc::internal, "the relay's sum has another size"};
     if (r.weight <= 0)
       return error{errc::internal, "the relay's round summed no update"};
-    const auto& weights = r.sums->position_weights;
-    auto differs = [&](double w) { return w != r.weight && w > 0; };
-    if (std::none_of(weights.begin(), weights.end(), differs)) {
-      sums_ = r.sums;
-      return {};
-    }
-    auto plan = chunk_plan::make(layout_, link_->side->chunk_bytes);
-    if (!plan)
-      return plan.err();
-    auto bytes = link_->model_buffer(layout_.total_bytes());
-    if (!bytes)
-      return bytes.err();
-    params_ = std::move(*bytes);
-    copy_released(r.sums->bytes, params_);
-    for (uint64_t seq = 0; seq < plan->chunk_count() && seq < weights.size();
-         ++seq) {
-      if (!differs(weights[seq]))
-        continue;
-      const auto& e = plan->extent(seq);
-      auto* x = reinterpret_cast<float*>(params_.data() + e.model_offset);
-      auto factor = static_cast<float>(r.weight / weights[seq]);
-      for (uint64_t i = 0; i < e.bytes / sizeof(float); ++i)
-        x[i] *= factor;
-      params_.release(e.model_offset, e.bytes);
-    }
+    sums_ = r.sums;
     return {};
   }
 

@@ -82,6 +82,21 @@ model_exchange::chunk_range(uint64_t seq) const {
   return std::pair{e.model_offset, e.bytes};
 }
 
+void model_exchange::scale_sum(model_snapshot& sum, double weight) const {
+  const auto& weights = sum.position_weights;
+  for (uint64_t seq = 0; seq < plan_->chunk_count() && seq < weights.size();
+       ++seq) {
+    if (weights[seq] == weight || weights[seq] <= 0)
+      continue;
+    const auto& e = plan_->extent(seq);
+    auto* x = reinterpret_cast<float*>(sum.bytes.data() + e.model_offset);
+    auto factor = static_cast<float>(weight / weights[seq]);
+    for (uint64_t i = 0; i < e.bytes / sizeof(float); ++i)
+      x[i] *= factor;
+    sum.bytes.release(e.model_offset, e.bytes);
+  }
+}
+
 result<void> model_exchange::check_offer(const std::string& id,
                                          const msg::offer& o) const {
   if (o.client_id != id)
