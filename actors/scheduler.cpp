@@ -105,7 +105,9 @@ public:
     auto o = msg::decode<msg::offer>(f);
     if (!o)
       return refuse(o.err());
-    if (options_.relay && o->round < round_) // e.g. sat out: a model given up
+    // A past round (an honest client that trained past its deadline, or a
+    // relay's child of a round given up): it sits it out and takes the next.
+    if (o->round < round_)
       return msg::encode(
           error{errc::not_in_round, "round " + std::to_string(o->round) +
                                         " is over; open round is " +

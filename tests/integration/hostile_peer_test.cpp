@@ -1624,7 +1624,15 @@ void attack_reoffer_keepalive(const options& o, verdict& v) {
       v.expect(false, "the connection ended with no refusal of the upload");
       return;
     }
-    if (auto e = refusal_of(*reply)) {
+    // The rejection comes unasked; if it came before this reply (the round
+    // finalizing as the offer went out), it is the answer, not the reply.
+    std::optional<error> first;
+    while (auto f = r.s->take_unasked())
+      if (auto e = refusal_of(*f); e && !first)
+        first = *e;
+    if (!first)
+      first = refusal_of(*reply);
+    if (auto e = first) {
       v.note("after " + std::to_string(offers) + " offers and " +
              fmt_s(std::chrono::duration<double>(clock_type::now() - start)
                        .count()) +

@@ -653,6 +653,27 @@ TEST_CASE("a client that never answers sits out after the round deadline") {
   }
 }
 
+TEST_CASE("an honest client that trains past its round's end sits that "
+          "round out and stays in the run") {
+  // C2 trains 300 ms a round, the deadline is 200 ms: each round ends
+  // without it, and its offer comes for a round already over.
+  run_options o;
+  o.clients = 3;
+  o.min_clients = 2;
+  o.deadline = 200ms;
+  o.last_client_delay = 300ms;
+  o.rounds = 3;
+  auto run = run_federation(o);
+  CHECK(run.server.failure == "");
+  REQUIRE(run.server.rounds.size() == 3);
+  for (const auto& r : run.server.rounds) {
+    CHECK(r.clients == 2);
+    CHECK(r.missing_clients == std::vector<std::string>{"C2"});
+  }
+  CHECK(run.clients[2].failure == ""); // told not_in_round, not wrong_round
+  CHECK(run.clients[0].failure == "");
+}
+
 TEST_CASE("a slow aggregator holds every client to its window") {
   for (const char* mode : {"ram", "window"})
     for (uint32_t window : {1u, 3u}) {
