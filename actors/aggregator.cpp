@@ -105,6 +105,11 @@ public:
       opened->update_id = r.update_id;
     }
     listeners_[stream_id] = notify;
+    if (streams_sums() && r.round != stream_round_) {
+      stream_round_ = r.round; // the scheduler hears its positions settle
+      stream_listener_ = notify;
+      stream_weight_ = 0;
+    }
     return msg::encode(msg::accept{stream_id, options_.window});
   }
 
@@ -210,8 +215,8 @@ public:
   // -- secure aggregation ------------------------------------------------------
 
   bool secure() const { return options_.plan.secure; }
-  void set_server(unmask_planner server) { server_ = std::move(server); }
-  const unmask_planner& server() const { return server_; }
+  void set_server(aggregator_host server) { server_ = std::move(server); }
+  const aggregator_host& server() const { return server_; }
 
   /// The clients whose whole masked update is in the ring sum.
   std::vector<std::string> in_sum() const { return ledger_.in_sum(); }
@@ -302,6 +307,8 @@ public:
     checker_.forget_round();
     next.bytes = std::move(bytes);
     next.position_weights = acc_->take_position_weights();
+    if (streams_sums()) // each position was scaled as it settled
+      next.position_weights.clear();
     auto published = models_.publish(round, std::move(next));
     checker_.measure_global(published->bytes);
     return published;
@@ -431,6 +438,13 @@ private:
 
   /// Refuses the whole update of stream `sid` and tells the scheduler.
   frame reject(uint64_t sid, upload_record& s, const error& why) {
+    // A streaming relay never collects its children's updates again: what
+    // a refused one folded stays where it went (it passed every check
+    // there), and it is awaited no more from its next chunk on.
+    if (streams_sums() && !s.rejected && !s.closed && s.next_sequence > 0) {
+      acc_->cut(s.next_sequence);
+      advance_window();
+    }
     upload_ledger::reject(s);
     if (why.code == errc::poisoned_update && options_.poisoned)
       options_.poisoned->fetch_add(1, std::memory_order_relaxed);
@@ -494,6 +508,13 @@ private:
     while (acc_->ready()) {
       auto seq = acc_->settled();
       acc_->settle_next(models_.current().bytes, optimizer_.get(), secure());
+      if (streams_sums())
+        stream_position(seq);
+      if (options_.plan.in_place && server_) { // before the credits go out
+        const auto& e = plan_.extent(seq);
+        self_->send(server_, settled_atom::value, models_.current().version,
+                    e.model_offset + e.bytes);
+      }
       auto at = now();
       for (auto& [rp, stream] : held_[seq]) {
         rp.deliver(msg::encode(msg::credit{stream, seq}));
@@ -501,6 +522,33 @@ private:
       }
       held_.erase(seq);
     }
+  }
+
+  bool streams_sums() const { return options_.plan.streams_sums(); }
+
+  /// A streaming relay: position `seq`'s weighted sum just settled in the
+  /// model's memory. It is scaled to the round's weight W, that of
+  /// position 0 (where a child cut or refused since did not deliver: its
+  /// sum times W over its own weight; where nobody did, it holds g, which
+  /// then weighs W), and the scheduler hears that the bytes up to its end
+  /// may go up.
+  void stream_position(uint64_t seq) {
+    auto weight = acc_->settled_weight(seq);
+    if (seq == 0)
+      stream_weight_ = weight;
+    if (stream_weight_ <= 0 || !stream_listener_)
+      return; // nothing in position 0: the round sits out
+    const auto& e = plan_.extent(seq);
+    if (weight != stream_weight_) {
+      auto* x = reinterpret_cast<float*>(models_.current().bytes.data() +
+                                         e.model_offset);
+      auto factor = static_cast<float>(weight > 0 ? stream_weight_ / weight
+                                                  : stream_weight_);
+      for (uint64_t i = 0; i < e.bytes / sizeof(float); ++i)
+        x[i] *= factor;
+    }
+    self_->send(stream_listener_, settled_atom::value, stream_round_,
+                e.model_offset + e.bytes, stream_weight_);
   }
 
   /// Forgets the round's streams and who listens to them.
@@ -525,6 +573,11 @@ private:
   chunk_checker checker_;
   /// A relay: the model adopted is still arriving (no offer is taken).
   bool arriving_ = false;
+  /// A streaming relay: the round whose positions go up, who hears them
+  /// settle (its scheduler), and the weight of its position 0.
+  uint32_t stream_round_ = 0;
+  upload_listener stream_listener_;
+  double stream_weight_ = 0;
   upload_ledger ledger_;
   /// Per stream: who is told how it ended (its scheduler).
   std::map<uint64_t, upload_listener> listeners_;
@@ -532,7 +585,7 @@ private:
   std::map<uint64_t,
            std::vector<std::pair<caf::typed_response_promise<frame>, uint64_t>>>
       held_;
-  unmask_planner server_; ///< secure aggregation: asked for the plan
+  aggregator_host server_; ///< asked for SecAgg+'s plan, told what settled
   refusal_log refusals_;
 };
 
@@ -582,7 +635,7 @@ aggregating(aggregator_actor::pointer self,
         return *adopted;
       },
       [state](arrived_atom) { state->model_arrived(); },
-      [state](connect_atom, const unmask_planner& server) {
+      [state](connect_atom, const aggregator_host& server) {
         state->set_server(server);
       },
       [self, state](finalize_atom,

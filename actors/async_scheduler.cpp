@@ -375,6 +375,7 @@ async_scheduling(scheduler_actor::pointer self,
               uint64_t folded, const error& refusal) {
         state->reject(id, round, folded, refusal);
       },
+      [](settled_atom, uint32_t, uint64_t, double) {}, // relays are sync
       [state](offer_atom, const frame& f) { return state->offer(f); },
       [state](update_atom, const std::string& id, uint32_t round) {
         state->update_closed(id, round);

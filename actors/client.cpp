@@ -120,6 +120,12 @@ public:
       model_->drop();
   }
 
+  /// More of the update may go up (a streaming relay's sum settled).
+  void on_ready() {
+    if (round_)
+      run(round_->more_ready());
+  }
+
   void on_tick() {
     if (!watchdog_.active())
       return;
@@ -274,6 +280,12 @@ private:
     if (!made)
       return fail(made.err());
     model_ = std::move(made->model);
+    // A streaming relay's sum settles on another thread: told, the upload
+    // sends what it may (a weak handle: the trainer outlives no actor).
+    model_->on_ready([weak = caf::actor_cast<caf::weak_actor_ptr>(self_)] {
+      if (auto self = caf::actor_cast<client_actor>(weak))
+        caf::anon_send(self, settled_atom::value);
+    });
     reconnecting_ = false;
     log_line(options_.client_id, made->line);
   }
@@ -442,6 +454,7 @@ client_actor::behavior_type running(client_actor::pointer self,
       // would end as refused.
       [state](replaced_atom, const frame& f) { state->on_rejected(f); },
       [state](tick_atom) { state->on_tick(); },
+      [state](settled_atom) { state->on_ready(); },
       [state](evaluated_atom, const frame& f) { state->on_evaluated(f); },
       [state](secagg_atom, const frame& f) { state->on_unmask_asked(f); },
       [state](caf::connect_atom, uint64_t gen) { state->try_reconnect(gen); },

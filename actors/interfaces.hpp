@@ -3,7 +3,7 @@
 // them may receive, with its reply, so that the compiler refuses a send the
 // receiver does not declare. Each role an actor plays for another is an
 // interface of its own (the server is a round_host to the scheduler and an
-// unmask_planner to the aggregator); an actor's handle extends the roles it
+// aggregator_host to the aggregator); an actor's handle extends the roles it
 // plays. The messages that carry several values are named structs.
 //
 //   evaluator_actor    the server asks it to evaluate and save a model
@@ -12,16 +12,16 @@
 //                      offer, and upload_listener
 //   aggregator_actor   uploads, rounds, finalize
 //   round_host         what a scheduler asks of the server
-//   unmask_planner     what the aggregator asks of the server (SecAgg+)
+//   aggregator_host     what the aggregator asks of the server (SecAgg+)
 //   server_gate        what a gateway asks of the server: the peer frames
 //   server_link        what a client asks of its server (or its gateway)
 //   client_inbox       what the server tells a client (or its gateway)
 //   server_actor       all of the server: both of those, round_host,
-//                      unmask_planner, its own timers
+//                      aggregator_host, its own timers
 //
 // Late bindings are one typed step: the server, when it starts, sends
 // (connect_atom, round_host) to its scheduler and (connect_atom,
-// unmask_planner) to its aggregator, before any client can reach it.
+// aggregator_host) to its aggregator, before any client can reach it.
 // These messages never leave the process (gateways carry frames only), so
 // their structs are allowed as unsafe (unserialized) message types.
 
@@ -96,9 +96,14 @@ using phase_end_atom = caf::atom_constant<caf::atom("phase_end")>;
 using evaluator_actor = caf::typed_actor<
     caf::replies_to<eval_atom, snapshot_ptr>::with<evaluation_result>>;
 
+/// Hears how each upload stream ends; a streaming relay's (see
+/// aggregation_plan::streams_sums) also hears, as each position settles,
+/// (settled_atom, round, bytes of the sum settled from the start, the
+/// weight of position 0).
 using upload_listener = caf::typed_actor<
     caf::reacts_to<update_atom, std::string, uint32_t>,
-    caf::reacts_to<reject_atom, std::string, uint32_t, uint64_t, error>>;
+    caf::reacts_to<reject_atom, std::string, uint32_t, uint64_t, error>,
+    caf::reacts_to<settled_atom, uint32_t, uint64_t, double>>;
 
 using round_host = caf::typed_actor<
     caf::reacts_to<start_atom, uint32_t, std::vector<std::string>>,
@@ -107,11 +112,18 @@ using round_host = caf::typed_actor<
     caf::reacts_to<stop_atom, std::string>,
     caf::reacts_to<reject_atom, std::string, error>,
     caf::replies_to<publish_atom, round_result>::with<bool>,
-    caf::replies_to<sit_out_atom, uint32_t>::with<uint32_t>>;
+    caf::replies_to<sit_out_atom, uint32_t>::with<uint32_t>,
+    caf::reacts_to<settled_atom, uint32_t, uint64_t, double, double, uint32_t>>;
 
-using unmask_planner = caf::typed_actor<
+/// What the aggregator asks or tells the server: SecAgg+'s unmask plan,
+/// and (window and disk modes, sync rounds) that the model of version v
+/// holds the round's sums, not the model, up to byte b, which it is then
+/// no longer to serve: (settled_atom, v, b), sent before the credits of
+/// the positions settled go out.
+using aggregator_host = caf::typed_actor<
     caf::replies_to<unmask_atom, uint32_t,
-                    std::vector<std::string>>::with<secagg::unmask_plan>>;
+                    std::vector<std::string>>::with<secagg::unmask_plan>,
+    caf::reacts_to<settled_atom, uint64_t, uint64_t>>;
 
 /// A scheduler's own timer: (deadline_atom, 0) the registration deadline,
 /// (deadline_atom, r) round r's deadline (the SyncScheduler's). A relay's
@@ -127,7 +139,7 @@ using scheduler_actor =
 using sync_scheduler_actor = scheduler_actor;
 
 using aggregator_actor = caf::typed_actor<
-    caf::reacts_to<connect_atom, unmask_planner>,
+    caf::reacts_to<connect_atom, aggregator_host>,
     caf::replies_to<open_atom, upload_listener, upload_request>::with<frame>,
     caf::replies_to<chunk_atom, std::string, frame>::with<frame>,
     caf::replies_to<end_atom, std::string, frame>::with<frame>,
@@ -177,17 +189,16 @@ using client_inbox = caf::typed_actor<
 /// A client actor: what its server tells it, the evaluation its embedding
 /// program (the Python module) hands it to send, and its timers (the idle
 /// tick, a reconnection attempt of one generation).
-using client_actor =
-    client_inbox::extend<caf::reacts_to<evaluated_atom, frame>,
-                         caf::reacts_to<tick_atom>,
-                         caf::reacts_to<caf::connect_atom, uint64_t>>;
+using client_actor = client_inbox::extend<
+    caf::reacts_to<evaluated_atom, frame>, caf::reacts_to<tick_atom>,
+    caf::reacts_to<settled_atom>, caf::reacts_to<caf::connect_atom, uint64_t>>;
 
 /// The whole server: the peer frames from a gateway or an in-process
 /// client, what its scheduler and aggregator ask of it, and its timers (a
 /// client's round announcement, a lost client's grace, a SecAgg+ phase's
 /// deadline, an overdue evaluation, its linger before quitting).
 using server_actor =
-    server_gate::extend_with<round_host, unmask_planner>::extend<
+    server_gate::extend_with<round_host, aggregator_host>::extend<
         caf::replies_to<hello_atom, frame>::with<frame>,
         caf::reacts_to<round_atom, std::string>,
         caf::reacts_to<drop_atom, std::string, uint64_t>,

@@ -58,6 +58,10 @@ using sit_out_atom = caf::atom_constant<caf::atom("sit_out")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 /// A relay: bytes of its parent's model arrived (as its download goes on).
 using arrived_atom = caf::atom_constant<caf::atom("arrived")>;
+/// A streaming relay: more of its children's sum is settled (and may go
+/// up), from the aggregator to the scheduler, the server, its upstream
+/// half, and its upstream client.
+using settled_atom = caf::atom_constant<caf::atom("settled")>;
 using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
 using secagg_atom = caf::atom_constant<caf::atom("secagg")>;
 

@@ -79,7 +79,10 @@ public:
     if (stopped_ || !participants_.erase(id))
       return;
     missing_.insert(id);
-    if (offered_.count(id) && !closed_.count(id) && options_.keep_partial) {
+    if (options_.stream_sums && offered_.count(id)) {
+      keep_streamed(id, closed_.erase(id) > 0);
+    } else if (offered_.count(id) && !closed_.count(id) &&
+               options_.keep_partial) {
       offered_.erase(id); // its figures stay: its data is in the model
       keep_partial(id);
     } else if (offered_.count(id) && !closed_.count(id) && !finalizing_) {
@@ -112,7 +115,11 @@ public:
           error{errc::not_in_round, "round " + std::to_string(o->round) +
                                         " is over; open round is " +
                                         std::to_string(round_)});
-    if (o->round != round_ || finalizing_)
+    if (o->round == round_ && finalizing_) // its update is in, or too late
+      return msg::encode(
+          error{errc::not_in_round,
+                "round " + std::to_string(round_) + " is being finalized"});
+    if (o->round != round_)
       return refuse(
           {errc::wrong_round, "offer for round " + std::to_string(o->round) +
                                   ", open round is " + std::to_string(round_)});
@@ -210,6 +217,29 @@ public:
                                       " out: its group has no update"});
   }
 
+  /// A streaming relay: the sum of round `round` is settled up to `bytes`,
+  /// position 0 with weight `weight`. Once position 0 holds min_clients
+  /// updates the round streams (it is no longer sat out) and the server
+  /// hears each step, with the figures its upstream offer carries, as they
+  /// were then: the children in position 0 and their mean loss.
+  void settled(uint32_t round, uint64_t bytes, double weight) {
+    if (round != round_ || stopped_ || sitting_out_ || weight <= 0)
+      return;
+    if (!streaming_) {
+      auto clients = static_cast<uint32_t>(participants_.size()) + kept_;
+      if (clients < options_.min_clients)
+        return; // the round is sat out (check_round)
+      streaming_ = true;
+      streamed_ = {0, clients};
+      for (const auto& [id, f] : figures_)
+        streamed_.first += f.train_loss;
+      streamed_.first /=
+          static_cast<double>(std::max<size_t>(1, figures_.size()));
+    }
+    self_->send(server_, settled_atom::value, round, bytes, weight,
+                streamed_.first, streamed_.second);
+  }
+
   void update_closed(const std::string& id, uint32_t round) {
     if (round != round_ || !offered_.count(id))
       return;
@@ -235,7 +265,10 @@ public:
     offered_.erase(id);
     closed_.erase(id);
     figures_.erase(id);
-    if (folded > 0 && !finalizing_) // a rejected update never stays
+    if (options_.stream_sums) // what it folded stays (the aggregator cut it)
+      kept_ += folded > 0 ? 1 : 0;
+    if (folded > 0 && !finalizing_ && !options_.stream_sums)
+      // a rejected update never stays
       collect_again(id, "its rejected update had " + std::to_string(folded) +
                             " chunks in the sum");
     else
@@ -293,7 +326,7 @@ public:
 
 private:
   uint32_t contributors() const {
-    return static_cast<uint32_t>(participants_.size());
+    return static_cast<uint32_t>(participants_.size()) + kept_whole_;
   }
 
   /// The clients of round `r`: every registered one, or clients_per_round
@@ -317,6 +350,8 @@ private:
     finalizing_ = false;
     overdue_ = false;
     sitting_out_ = false;
+    streaming_ = false;
+    kept_ = kept_whole_ = 0;
     offered_.clear();
     closed_.clear();
     missing_.clear();
@@ -395,6 +430,34 @@ private:
         });
   }
 
+  /// A streaming relay: `dropped` offered (and delivered its whole update
+  /// iff `whole`). What it delivered stays in the round's sum, and it
+  /// counts towards min_clients iff that is a chunk or more. The round
+  /// waits for the answer.
+  void keep_streamed(const std::string& dropped, bool whole) {
+    offered_.erase(dropped); // its figures stay: its data is in the sum
+    if (whole) {             // awaited no more, and still in every position
+      ++kept_;
+      ++kept_whole_;
+      return;
+    }
+    auto r = round_;
+    ++abandoning_;
+    self_->request(aggregator_, caf::infinite, abandon_atom::value, dropped, r)
+        .then([this, dropped, r](uint64_t chunks) {
+          --abandoning_;
+          if (r != round_ || stopped_)
+            return;
+          kept_ += chunks > 0 ? 1 : 0;
+          log_line(log_level::warning, "scheduler",
+                   "round " + std::to_string(r) + ": " + dropped +
+                       " was dropped mid-upload; its " +
+                       std::to_string(chunks) +
+                       " delivered chunks stay in the relay's sum");
+          check_round();
+        });
+  }
+
   /// partial_updates: discard, `dropped` offered and had not finished its
   /// upload: the aggregator closes its stream and says how many chunks it
   /// folded. None: the round goes on without it (an offer and a vanishing
@@ -441,7 +504,7 @@ private:
   void check_round() {
     if (stopped_ || finalizing_ || round_ == 0 || abandoning_ > 0)
       return;
-    if (participants_.size() < options_.min_clients)
+    if (participants_.size() + kept_ < options_.min_clients && !streaming_)
       return fail_round(
           "round " + std::to_string(round_) + " failed: only " +
           std::to_string(participants_.size()) + " of " +
@@ -588,6 +651,12 @@ private:
   uint32_t abandoning_ = 0; ///< drops whose folded chunks are being asked
   bool overdue_ = false;    ///< deadline passed, waiting for min_clients offers
   bool sitting_out_ = false; ///< a relay's round short of min_clients
+  /// A streaming relay: its round's sum goes up (it is never sat out now),
+  /// and the children that left it with chunks in the sum.
+  bool streaming_ = false;
+  uint32_t kept_ = 0;
+  uint32_t kept_whole_ = 0; ///< of those, the ones that had delivered all
+  std::pair<double, uint32_t> streamed_; ///< the mean loss, the children
   bool stopped_ = false;
   refusal_log refusals_;
 };
@@ -615,6 +684,9 @@ scheduling(sync_scheduler_actor::pointer self,
       [state](reject_atom, const std::string& id, uint32_t round,
               uint64_t folded, const error& refusal) {
         state->reject(id, round, folded, refusal);
+      },
+      [state](settled_atom, uint32_t round, uint64_t bytes, double weight) {
+        state->settled(round, bytes, weight);
       },
   };
 }

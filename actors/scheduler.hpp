@@ -66,6 +66,13 @@ struct scheduler_options {
   /// A client dropped mid-upload: keep what it delivered (true) or collect
   /// the round's updates again without it (false).
   bool keep_partial = false;
+  /// A streaming relay (aggregation_plan::streams_sums): its sum goes up
+  /// as its positions settle, so it never collects its children's updates
+  /// again. A child that leaves mid-upload, dropped or refused, stays in
+  /// the positions it delivered (keep, whatever partial_updates says) and
+  /// counts towards min_clients; the round streams once position 0 holds
+  /// min_clients updates, and is then never sat out.
+  bool stream_sums = false;
   /// AsyncScheduler: FedAsync (one update per step, weighted alpha s(u)) or
   /// FedBuff (K updates per step, each weighted s(u)); see
   /// server_optimizer.hpp.

@@ -118,7 +118,7 @@ public:
     started_ = self_->clock().now();
     self_->set_down_handler([this](caf::down_msg& m) { on_down(m); });
     self_->send(peers_.scheduler, connect_atom::value, round_host{self_});
-    self_->send(peers_.aggregator, connect_atom::value, unmask_planner{self_});
+    self_->send(peers_.aggregator, connect_atom::value, aggregator_host{self_});
   }
 
   /// A Hello from a client in this process (`address` empty) or from a
@@ -263,8 +263,13 @@ public:
       if (auto ok = exchange_.check_offer(id, o); !ok)
         return refuse(ok.err());
       if (options_.relay && !relay_.download.complete()) {
-        if (relay_.download.abandoned() || o.round != rounds_.round())
-          // An honest child of a round given up: it sits it out.
+        // Only an offer of the round opened on the model still arriving
+        // is no honest one's; one of the round before (given up, or just
+        // over as the next model comes) sits it out.
+        bool on_it = relay_.gate.is_open() && !relay_.adopting &&
+                     o.round == rounds_.round();
+        if (relay_.download.abandoned() || !on_it)
+          // An honest child of a round given up or over: it sits it out.
           return msg::encode(error{
               errc::not_in_round,
               "round " + std::to_string(o.round) +
@@ -317,6 +322,12 @@ public:
     if (!req)
       return refuse(req.err());
     auto range = exchange_.chunk_range(req->sequence);
+    if (range && overwritten(req->model_version, range->first))
+      return refuse(error{
+          errc::wrong_round,
+          "chunk " + std::to_string(req->sequence) + " of model version " +
+              std::to_string(req->model_version) +
+              " holds the round's sum already (every participant has it)"});
     auto& d = relay_.download;
     // While the aggregator adopts a model, the one served is the last.
     if (options_.relay && !relay_.adopting && !d.complete() && range &&
@@ -328,6 +339,21 @@ public:
       return rp;
     }
     return serve_now(*id, *req);
+  }
+
+  /// Window and disk modes: the model of `version` holds the round's sums
+  /// (a server's new mean, a relay's running sum) up to byte `bytes`.
+  void settled(uint64_t version, uint64_t bytes) {
+    overwritten_ = {version, bytes};
+  }
+
+  /// True iff byte `offset` of model `version` is overwritten by the
+  /// round's sums: a participant downloaded it before it delivered its own
+  /// chunk there, and anybody else must not read a relay's group's sum (or
+  /// a mix of two models). Async rounds serve versions apart: not kept.
+  bool overwritten(uint64_t version, uint64_t offset) const {
+    return !options_.async && version == overwritten_.first &&
+           offset < overwritten_.second;
   }
 
   frame serve_now(const std::string& id, const msg::fetch& req) {
@@ -390,6 +416,7 @@ public:
       return make_error(errc::unexpected_message,
                         stopping_ ? "the relay's run has ended"
                                   : "not a relay");
+    relay_.upstream = self_->current_sender(); // hears the sum settle
     auto rp = self_->make_response_promise<relay_result>();
     if (relay_.next) { // displaced by a newer one: it never comes whole
       relay_.next->rp.deliver(relay_result{});
@@ -468,6 +495,18 @@ public:
       return;
     }
     answer_relay(relay_result{});
+  }
+
+  /// A streaming relay: the open round's sum is settled up to `bytes`, its
+  /// weight, its children's mean loss and their number as its scheduler
+  /// says; its upstream half hears it, and sends that much up.
+  void settled(uint32_t round, uint64_t bytes, double weight, double loss,
+               uint32_t clients) {
+    if (!options_.relay || !relay_.promise || !relay_.upstream ||
+        round != rounds_.round())
+      return;
+    caf::anon_send(caf::actor_cast<caf::actor>(relay_.upstream),
+                   settled_atom::value, bytes, weight, loss, clients);
   }
 
   /// Answers the open round's parent's model with `r`, then takes a model
@@ -816,6 +855,8 @@ private:
   time_point started_;
   time_point round_started_;
   bool stopping_ = false;
+  /// The model version the aggregator sums into in place, and how far.
+  std::pair<uint64_t, uint64_t> overwritten_{0, 0};
   /// A fetch waiting for bytes of a relay's parent's model still on their
   /// way.
   struct waiting_fetch {
@@ -837,6 +878,7 @@ private:
   /// and the fetches waiting on it.
   struct {
     std::optional<caf::typed_response_promise<relay_result>> promise;
+    caf::strong_actor_ptr upstream; ///< who hands the models (the courier)
     relay_gate gate; ///< whether the parent's model is in, a held start
     /// The scheduler's sit_out_atom, held until the parent's model is in.
     std::optional<caf::typed_response_promise<uint32_t>> sat_out;
@@ -933,6 +975,13 @@ server_actor::behavior_type serving(server_actor::pointer self,
       },
       [state](arrived_atom, uint64_t offset, uint64_t bytes) {
         state->arrived(offset, bytes);
+      },
+      [state](settled_atom, uint32_t round, uint64_t bytes, double weight,
+              double loss, uint32_t clients) {
+        state->settled(round, bytes, weight, loss, clients);
+      },
+      [state](settled_atom, uint64_t version, uint64_t bytes) {
+        state->settled(version, bytes);
       },
   };
 }

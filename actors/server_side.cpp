@@ -34,6 +34,7 @@ void take_plan(server_side_options& o, const aggregation_plan& plan) {
   }
   sched.wait_after_deadline = plan.on_deadline == deadline_action::wait;
   sched.keep_partial = plan.partial == partial_updates::keep;
+  sched.stream_sums = plan.streams_sums();
   auto& server = o.server;
   server.async = plan.async;
   server.robust = plan.robust.robust();

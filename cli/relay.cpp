@@ -54,9 +54,10 @@ std::string relay_refusal(bool epochs, const server_config& sc) {
   if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
     return "aggregator_kwargs: DP-FedAvg's noise is added at the root";
   if (sc.rule.partial_updates == partial_updates::keep)
-    return "aggregator_kwargs.partial_updates: keep counts a cut-off "
-           "update where it arrived, and a relay's sum goes up with one "
-           "weight for every position: use discard (the default)";
+    return "aggregator_kwargs.partial_updates: a relay decides it by its "
+           "memory_mode (window and disk: its sum streams up, and a child "
+           "cut mid-upload stays where it delivered; ram: its updates are "
+           "collected again without it): leave it at discard (the default)";
   if (sc.rule.norm_bound > 0 || !sc.rule.tensor_rules.empty())
     return "aggregator_kwargs: norm_bound and tensor_rules belong to the root";
   if (!sc.checkpoint.dir.empty())
@@ -147,6 +148,7 @@ public:
                        std::to_string(link_->side->layout.total_bytes()) +
                        " bytes)"};
     sums_.reset(); // a new round: the parent collects the last one no more
+    streamed_ = {};
     download_ = {};
     if (!(parent == layout_) || params_.size() != parent.total_bytes()) {
       auto bytes = link_->model_buffer(parent.total_bytes());
@@ -193,6 +195,8 @@ public:
     if (download_.size() > 0) {
       download_.release(model_offset, bytes);
       caf::anon_send(link_->courier, arrived_atom::value, model_offset, bytes);
+    } else if (streamed_.size() > 0) {
+      streamed_.release(model_offset, bytes);
     } else if (sums_) {
       sums_->bytes.release(model_offset, bytes);
     } else {
@@ -203,6 +207,8 @@ public:
   model_view parameters() override {
     if (download_.size() > 0)
       return split_contiguous(layout_, download_.bytes());
+    if (streamed_.size() > 0) // read only, as it settles
+      return split_contiguous(layout_, streamed_.bytes());
     if (sums_) // read only: the upload of a sum neither masks nor encodes
       return split_contiguous(
           layout_,
@@ -212,30 +218,40 @@ public:
   }
 
   /// One round of the children: their partial sum comes back into
-  /// parameters().
+  /// parameters(), whole, or (window and disk modes) as it settles: then
+  /// this returns once position 0 has, with the round's weight, and the
+  /// upload follows ready_bytes().
   result<train_metrics> train() override {
     auto started = std::chrono::steady_clock::now();
     if (number_ == 0 || download_.size() == 0)
       return error{errc::internal, "the relay's round has no model"};
-    download_ = {}; // the side's now, whole
-    auto got = link_->answers->take(std::exchange(number_, 0));
+    auto memory = std::exchange(download_, {}); // the side's now, whole
+    auto number = std::exchange(number_, 0);
+    auto got = link_->answers->start(number);
     if (!got)
       return got.err();
-    if (got->weight == 0) // its round fell short of min_clients
+    if (const auto& s = got->stream) {
+      streamed_ = std::move(memory); // the side sums into it in place
+      streamed_number_ = number;
+      return went_up(s->weight, s->loss, s->clients, started,
+                     " updates streaming up, weight ");
+    }
+    const auto& r = got->answer;
+    if (r.weight == 0) // its round fell short of min_clients
       return sit_out(started);
-    if (auto ok = take_sums(*got); !ok)
+    if (auto ok = take_sums(r); !ok)
       return ok.err();
-    weight_ = got->weight;
-    train_metrics m;
-    m.loss = got->loss;
-    m.samples = static_cast<uint64_t>(std::llround(got->weight));
-    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                              started)
-                    .count();
-    log_line("relay", std::to_string(got->clients) +
-                          " updates summed, weight " +
-                          std::to_string(got->weight));
-    return m;
+    return went_up(r.weight, r.loss, r.clients, started,
+                   " updates summed, weight ");
+  }
+
+  uint64_t ready_bytes() const override {
+    return streamed_.size() > 0 ? link_->answers->ready(streamed_number_)
+                                : std::numeric_limits<uint64_t>::max();
+  }
+
+  void on_ready(std::function<void()> wake) override {
+    link_->answers->on_settled(std::move(wake));
   }
 
   uint64_t sample_count() const override {
@@ -245,6 +261,21 @@ public:
   bool partial_sum() const override { return true; }
 
 private:
+  /// The round's sum of `clients` updates, of weight `weight`, goes up.
+  result<train_metrics> went_up(double weight, double loss, uint32_t clients,
+                                std::chrono::steady_clock::time_point started,
+                                const char* what) {
+    weight_ = weight;
+    train_metrics m;
+    m.loss = loss;
+    m.samples = static_cast<uint64_t>(std::llround(weight));
+    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                              started)
+                    .count();
+    log_line("relay", std::to_string(clients) + what + std::to_string(weight));
+    return m;
+  }
+
   /// The children's round could not have its min_clients: this round goes
   /// up as a partial sum of weight 0 (Offer.sampleCount 0), which the
   /// parent answers by taking the relay out of the round (and it sends no
@@ -284,7 +315,9 @@ private:
   byte_buffer params_;   ///< the next download's memory, or a sit-out's
   byte_buffer download_; ///< the memory the download writes (shared)
   snapshot_ptr sums_;    ///< the round's sum, uploaded
-  uint64_t number_ = 0;  ///< the model handed down, awaiting its answer
+  byte_buffer streamed_; ///< the side's memory, its sum going up as it settles
+  uint64_t streamed_number_ = 0; ///< its model's number
+  uint64_t number_ = 0;          ///< the model handed down, awaiting its answer
   double weight_ = 0;
 };
 

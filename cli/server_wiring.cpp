@@ -31,6 +31,25 @@ result<dataset_ptr> load_images(const data_config& d, const char* prefix) {
 
 /// What every client must obey, typed for Welcome (the same values the
 /// client_configs YAML carries, where it has them).
+/// A streaming relay's upload waits on its slowest child, and its parent
+/// rejects an upload silent for the parent's idle_timeout_s +
+/// reconnect_grace_s: a child that stalls is cut here (kept where it
+/// delivered) within half that, before the parent takes the relay's
+/// silence for its own.
+void cap_streaming_silence(server_side_options& so,
+                           const msg::client_terms& parent) {
+  std::chrono::milliseconds limit{
+      (uint64_t{parent.idle_timeout_ms} + parent.reconnect_grace_ms) / 2};
+  if (!so.plan.streams_sums() || limit.count() == 0 ||
+      (so.idle_timeout.count() > 0 && so.idle_timeout <= limit))
+    return;
+  so.idle_timeout = limit;
+  log_line("relay", "a child silent for " + std::to_string(limit.count()) +
+                        " ms is cut (half its parent's idle_timeout_s + "
+                        "reconnect_grace_s): the relay's sum streams up as its "
+                        "children deliver");
+}
+
 msg::client_terms client_terms_of(const config& cfg) {
   const auto& s = cfg.server.comm.stream;
   auto ms = [](double seconds) {
@@ -250,6 +269,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
     so.server.compression = parents->compression;
     so.server.terms = relay->terms;
     so.server.federated_evaluation = false;
+    cap_streaming_silence(so, relay->terms);
   }
   return spawn_server_side(sys, std::move(*initial), std::move(so),
                            std::move(eval), report);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "fedcaf/log.hpp"
@@ -38,7 +39,20 @@ result<void> client_model::make_trainer() {
   if (!t)
     return t.err();
   trainer_ = std::move(*t);
+  if (wake_)
+    trainer_->on_ready(wake_);
   return {};
+}
+
+uint64_t client_model::ready_bytes() const {
+  return trainer_ ? trainer_->ready_bytes()
+                  : std::numeric_limits<uint64_t>::max();
+}
+
+void client_model::on_ready(std::function<void()> wake) {
+  wake_ = std::move(wake);
+  if (trainer_)
+    trainer_->on_ready(wake_);
 }
 
 result<std::string> client_model::registered(bool build) {

@@ -83,6 +83,12 @@ public:
 
   /// Returns true iff the trainer exists.
   bool has_trainer() const { return trainer_ != nullptr; }
+
+  /// The bytes of the update that may go up now (trainer::ready_bytes).
+  uint64_t ready_bytes() const;
+  /// `wake` is called (from any thread) when ready_bytes() grows; every
+  /// trainer built is handed it.
+  void on_ready(std::function<void()> wake);
   /// REQUIRES: has_trainer().
   const trainer& local() const { return *trainer_; }
 
@@ -155,6 +161,7 @@ private:
   client_configs configs_;
   msg::welcome welcome_;
   std::unique_ptr<trainer> trainer_; ///< null between rounds if dropped
+  std::function<void()> wake_;       ///< see on_ready
   model_view params_;
   const_model_view const_params_;   ///< the same memory, for uploads
   std::vector<std::byte> received_; ///< DP-FedAvg: the model trained from

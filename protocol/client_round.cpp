@@ -283,8 +283,19 @@ void client_round::fetch_more(step& s) {
   }
 }
 
+client_round::step client_round::more_ready() {
+  step s;
+  if (stage_ != stage::uploading)
+    return s;
+  s.watch = transfer::moved; // the relay's children's uploads move
+  send_more(s);
+  if (upload_->complete())
+    close(s);
+  return s;
+}
+
 void client_round::send_more(step& s) {
-  while (upload_->can_send())
+  while (upload_->can_send(model_->ready_bytes()))
     s.requests.push_back({request_kind::chunk, take_chunk(), "chunk"});
 }
 

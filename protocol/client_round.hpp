@@ -130,6 +130,10 @@ public:
   /// once more (what went already counted as resent). Logs it.
   step send_again();
 
+  /// More of the update is ready (trainer::ready_bytes, a streaming
+  /// relay's sum): an upload under way sends what credit allows.
+  step more_ready();
+
   /// Returns true iff `e`'s metrics may go to the server; else logs why,
   /// as client `client_id`.
   static bool fit_to_send(const msg::evaluation& e, std::string_view client_id);

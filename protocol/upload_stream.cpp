@@ -13,7 +13,10 @@ upload_stream::upload_stream(std::shared_ptr<const chunk_plan> plan,
 result<upload_stream::acceptance>
 upload_stream::on_accept(const msg::frame& f) {
   auto a = msg::decode<msg::accept>(f);
-  if (!a && a.err().code == errc::not_in_round)
+  // Not in this round, or (a server before this one) the round is no
+  // longer open: the client waits for the next roundStart.
+  if (!a &&
+      (a.err().code == errc::not_in_round || a.err().code == errc::wrong_round))
     return acceptance{a.err().message};
   if (!a)
     return a.err();

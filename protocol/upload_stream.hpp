@@ -70,7 +70,8 @@ public:
                 uint32_t round_window, hooks how);
 
   /// Takes the server's answer to the offer. Returns whether the client
-  /// sits out and which credits it is owed, or an error iff the answer is
+  /// sits out (not_in_round, or wrong_round: the round is no longer
+  /// open) and which credits it is owed, or an error iff the answer is
   /// another error, malformed, or resumes past the last chunk. Afterwards
   /// chunks below first_owed count as acknowledged and sending goes on at
   /// next_owed.
@@ -78,6 +79,14 @@ public:
 
   /// Returns true iff a chunk may be sent now (accepted, credit left).
   bool can_send() const { return window_ && window_->can_send(); }
+  /// As can_send(), and the next chunk lies within the first `ready`
+  /// bytes of the model (trainer::ready_bytes).
+  bool can_send(uint64_t ready) const {
+    if (!can_send())
+      return false;
+    const auto& e = plan_->extent(window_->next());
+    return e.model_offset + e.bytes <= ready;
+  }
 
   /// Returns the frame of the next chunk of `model` and counts it in
   /// flight. REQUIRES: can_send().

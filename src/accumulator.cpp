@@ -41,6 +41,7 @@ public:
   std::vector<double> take_position_weights() override {
     return sum_.take_position_weights();
   }
+  double settled_weight(uint64_t) const override { return 0; }
   result<void> fold_ring(uint64_t seq, std::span<const std::byte> x) override {
     return sum_.fold_ring(seq, x);
   }
@@ -107,6 +108,9 @@ public:
   void emit_sums() override { window_.emit_sums(); }
   std::vector<double> take_position_weights() override {
     return window_.take_position_weights();
+  }
+  double settled_weight(uint64_t seq) const override {
+    return window_.settled_weight(seq);
   }
   result<void> fold_ring(uint64_t seq, std::span<const std::byte> x) override {
     return window_.fold_ring(seq, x);

@@ -80,6 +80,9 @@ public:
   /// summed at each position.
   virtual void emit_sums() = 0;
   virtual std::vector<double> take_position_weights() = 0;
+  /// The weight summed at position `seq`, once it settled (0: nobody
+  /// delivered it, or not settled yet, or not emitting sums).
+  virtual double settled_weight(uint64_t seq) const = 0;
 
   /// Secure aggregation: adds the masked chunk x (little-endian uint32 per
   /// element of an F32 model) to chunk `seq`'s sum in Z_2^32. Fails,

@@ -61,6 +61,14 @@ struct aggregation_plan {
   /// A relay (fedcaf relay): a round's result is each position's weighted
   /// sum (and its weight), sent upstream as a partial sum, not a mean.
   bool partial_sums = false;
+  /// A relay whose positions settle one by one in the model's memory
+  /// (window, disk): each goes up the moment it settles, its sum streamed
+  /// to the parent from position 0 on (docs/design.md, "Trees of
+  /// aggregators").
+  bool streams_sums() const {
+    return partial_sums && accumulator == accumulator_kind::open_positions &&
+           in_place && !secure;
+  }
   client_weighting weights = client_weighting::equal;
   deadline_action on_deadline = deadline_action::fail;
   partial_updates partial = partial_updates::discard;

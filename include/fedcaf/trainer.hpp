@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -102,6 +104,18 @@ public:
   /// train(), the sum of its children's weighted updates and
   /// sample_count() their total weight; the offer says so (partialSum).
   virtual bool partial_sum() const { return false; }
+
+  /// How many bytes of parameters(), from the start, are final and may be
+  /// uploaded now. A streaming relay's train() returns as its children's
+  /// sum starts to settle, and its upload sends each chunk once this
+  /// covers it. Default: all of them.
+  virtual uint64_t ready_bytes() const {
+    return std::numeric_limits<uint64_t>::max();
+  }
+
+  /// Hands the trainer `wake`, to call (from any thread) when
+  /// ready_bytes() has grown. Default: never called.
+  virtual void on_ready(std::function<void()> wake) { (void)wake; }
 
   /// Evaluates the model now in parameters() (the global model received)
   /// on the client's own test data. Returns nullopt iff this trainer has

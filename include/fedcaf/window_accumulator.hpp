@@ -75,6 +75,10 @@ public:
   std::vector<double> take_position_weights() {
     return std::move(position_weights_);
   }
+  /// The weight summed at settled position `seq` (0: none, or not yet).
+  double settled_weight(uint64_t seq) const {
+    return seq < position_weights_.size() ? position_weights_[seq] : 0;
+  }
 
   /// Secure aggregation: adds the masked chunk x (little-endian uint32 per
   /// element of an F32 model) to position `seq`'s sum in Z_2^32. Fails as

@@ -41,7 +41,7 @@ FEDCAF_NAME(round_result, "round_result");
 FEDCAF_NAME(secagg::unmask_plan, "unmask_plan");
 FEDCAF_NAME(upload_listener, "upload_listener");
 FEDCAF_NAME(round_host, "round_host");
-FEDCAF_NAME(unmask_planner, "unmask_planner");
+FEDCAF_NAME(aggregator_host, "aggregator_host");
 FEDCAF_NAME(checkpoint_state, "checkpoint_state");
 FEDCAF_NAME(relay_result, "relay_result");
 #undef FEDCAF_NAME
@@ -118,7 +118,7 @@ TEST_CASE("interfaces: design.md's actor message table is the typed "
   add<evaluator_actor>("evaluator_actor", typed);
   add<upload_listener>("upload_listener", typed);
   add<round_host>("round_host", typed);
-  add<unmask_planner>("unmask_planner", typed);
+  add<aggregator_host>("aggregator_host", typed);
   add<peer_frames>("peer_frames", typed);
   add<client_inbox>("client_inbox", typed);
   // The interfaces below extend those above; their own rows only.
@@ -130,7 +130,7 @@ TEST_CASE("interfaces: design.md's actor message table is the typed "
   add<server_gate>("server_actor", inherited);
   add<server_link>("server_actor", inherited);
   add<round_host>("server_actor", inherited);
-  add<unmask_planner>("server_actor", inherited);
+  add<aggregator_host>("server_actor", inherited);
   add<client_inbox>("client_actor", inherited);
   std::set<std::string> own;
   add<scheduler_actor>("scheduler_actor", own);

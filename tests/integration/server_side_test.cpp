@@ -133,7 +133,14 @@ private:
 /// Keeps a copy of the last model it was asked to evaluate.
 class capturing_evaluator final : public evaluator {
 public:
+  capturing_evaluator() = default;
+  /// Each evaluation takes `delay` of `pause`'s time (as a real test set's).
+  capturing_evaluator(pause_fn pause, std::chrono::milliseconds delay)
+      : pause_(std::move(pause)), delay_(delay) {}
+
   result<eval_metrics> evaluate(const const_model_view& model) override {
+    if (pause_)
+      pause_(delay_);
     std::lock_guard<std::mutex> guard{mtx_};
     last_ = floats_of(model);
     last_bytes_.clear();
@@ -156,6 +163,8 @@ public:
   }
 
 private:
+  pause_fn pause_;
+  std::chrono::milliseconds delay_{0};
   std::mutex mtx_;
   model_floats last_;
   std::vector<std::byte> last_bytes_;
@@ -1025,6 +1034,55 @@ std::vector<client_actor> synthetic_clients(caf::actor_system& sys,
   return clients;
 }
 
+TEST_CASE("an offer of a round being finalized is told to sit it out") {
+  // C0 and C1 deliver; R, a participant that trained past the 200 ms
+  // deadline, offers at 300 ms, while the round's model is evaluated
+  // (250 ms from 200 ms): the round is over for it (not_in_round, which a
+  // fedcaf client sits out; wrong_round would end it).
+  run_options o;
+  o.clients = 2;
+  o.min_clients = 2;
+  o.deadline = 200ms;
+  o.rounds = 2;
+  auto layout = test_layout();
+  run_report report;
+  std::vector<run_report> client_reports(2);
+  std::optional<error> got;
+  {
+    virtual_system vs;
+    auto so = side_options(o);
+    so.scheduler.num_clients = so.server.num_clients = 3;
+    auto side = spawn_server_side(
+        vs.sys(), snapshot_of(layout, initial_floats(layout)), so,
+        std::make_shared<capturing_evaluator>(vs.pause(), 250ms), &report);
+    REQUIRE(side);
+    rogue_client r{vs, side->server};
+    REQUIRE(msg::decode<msg::welcome>(
+        r.ask(hello_atom::value, msg::encode(msg::hello{"R", ""}))));
+    auto clients =
+        synthetic_clients(vs.sys(), side->server, layout, client_reports);
+    auto rs = r.next_round();
+    auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+    REQUIRE(plan);
+    vs.at(300ms, [&] {
+      r.send(offer_atom::value,
+             msg::encode(msg::offer{rs.round, "R", 1, digest(layout),
+                                    layout.total_bytes(), plan->chunk_count(),
+                                    0, 0}));
+    });
+    REQUIRE(r.answered(10s));
+    auto a = msg::decode<msg::accept>(r.take());
+    REQUIRE_FALSE(a);
+    got = a.err();
+    await_down(vs, {side->server});
+    await_down(vs, clients);
+    side->shut_down(vs.sys());
+  }
+  REQUIRE(got);
+  CHECK(got->code == errc::not_in_round);
+  CHECK(report.failure == "");
+}
+
 TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
   // Two synthetic clients and a hand-driven one that offers, sends its
   // first `cut` chunks and vanishes; it is dropped after the grace period.
@@ -1329,14 +1387,32 @@ public:
     self_->send(side, arrived_atom::value, offset, n);
   }
 
+  /// The side's answer to the model handed down; the steps of a streaming
+  /// round's sum that come before it are kept in `settled`.
   relay_result answer(caf::timespan limit = 60s) {
-    REQUIRE(
-        vs_.run_until([this] { return self_->mailbox().size() > 0; }, limit));
-    relay_result out;
-    self_->receive([&out](relay_result& r) { out = std::move(r); },
-                   [this](caf::error& e) { FAIL(self_->system().render(e)); });
-    return out;
+    std::optional<relay_result> out;
+    while (!out) {
+      REQUIRE(
+          vs_.run_until([this] { return self_->mailbox().size() > 0; }, limit));
+      self_->receive(
+          [&out](relay_result& r) { out = std::move(r); },
+          [this](settled_atom, uint64_t bytes, double weight, double loss,
+                 uint32_t clients) {
+            settled.push_back({bytes, weight, loss, clients});
+          },
+          [this](caf::error& e) { FAIL(self_->system().render(e)); });
+    }
+    return std::move(*out);
   }
+
+  /// A step of a streaming round's sum (settled_atom).
+  struct step {
+    uint64_t bytes;
+    double weight;
+    double loss;
+    uint32_t clients;
+  };
+  std::vector<step> settled;
 
 private:
   virtual_system& vs_;
@@ -2387,10 +2463,13 @@ TEST_CASE("clients leaving one after another are not counted out twice: "
 /// goes.
 class relay_children {
 public:
+  /// `sums`: the side sums (aggregation_plan::partial_sums, as a relay's
+  /// does), and streams its sum in window and disk modes.
   relay_children(const manifest& layout, uint32_t clients,
                  const std::string& mode, run_report& report,
-                 std::vector<run_report>& client_reports)
-      : early(vs, spawned(layout, clients, mode, report)), parent(vs, layout) {
+                 std::vector<run_report>& client_reports, bool sums = false)
+      : early(vs, spawned(layout, clients, mode, report, sums)),
+        parent(vs, layout) {
     REQUIRE(msg::decode<msg::welcome>(
         early.ask(hello_atom::value, msg::encode(msg::hello{"Early", ""}))));
     client_reports.resize(clients);
@@ -2408,6 +2487,13 @@ public:
 
   const server_actor& server() const { return side->server; }
 
+  /// Early's offer of round `rs` (weight 1).
+  static frame early_offer(const msg::round_start& rs, const chunk_plan& plan) {
+    return msg::encode(msg::offer{rs.round, "Early", 1, digest(rs.model),
+                                  rs.model.total_bytes(), plan.chunk_count(), 0,
+                                  0});
+  }
+
   /// Early's next round and its chunk plan.
   std::pair<msg::round_start, chunk_plan> early_round() {
     auto rs = early.next_round();
@@ -2424,17 +2510,18 @@ public:
 
 private:
   server_actor spawned(const manifest& layout, uint32_t clients,
-                       const std::string& mode, run_report& report) {
+                       const std::string& mode, run_report& report, bool sums) {
     run_options o;
     o.clients = clients;
     o.silent = 1;
     o.min_clients = 2;
     o.deadline = 2s;
     o.memory_mode = mode;
+    auto so = relay_side_options(o);
+    so.plan.partial_sums = sums;
     auto s =
         spawn_server_side(vs.sys(), snapshot_of(layout, initial_floats(layout)),
-                          relay_side_options(o),
-                          std::make_shared<capturing_evaluator>(), &report);
+                          so, std::make_shared<capturing_evaluator>(), &report);
     REQUIRE(s);
     side = *s;
     return side->server;
@@ -2520,6 +2607,161 @@ TEST_CASE("a relay serves its children its parent's model as it arrives, "
     REQUIRE(sums.size() == 2);
     CHECK(sums[0] == sums[1]);
   }
+}
+
+TEST_CASE("a window-mode relay streams its sum up as its positions settle; "
+          "a child cut or refused mid-upload stays where it delivered") {
+  // Two synthetic children and Early, which offers, sends its first 3
+  // chunks (9.0 everywhere) and falls silent (the relay's deadline cuts
+  // it), or sends a 4th holding a NaN (refused: poisoned_update).
+  // The side announces each position as it settles (settled_atom), from
+  // position 0 on, with the round's weight W = 3 (every child delivered
+  // position 0) and its children's mean loss, long before its answer. A
+  // position Early reached holds the three updates' sum; one it did not,
+  // the two others' sum scaled to W (x 3/2). Nothing is collected again.
+  auto layout = test_layout();
+  auto g = initial_floats(layout);
+  constexpr uint64_t cut = 3;
+  for (auto [mode, poison] :
+       {std::pair{"window", false}, {"disk", false}, {"window", true}}) {
+    CAPTURE(mode);
+    CAPTURE(poison);
+    run_report report;
+    std::vector<run_report> client_reports;
+    relay_result r;
+    std::vector<relay_parent::step> steps;
+    uint64_t cut_offset = 0;
+    {
+      relay_children t{layout, 2, mode, report, client_reports, true};
+      t.parent.hand_model(t.server());
+      auto [rs, plan] = t.early_round();
+      REQUIRE(plan.chunk_count() > cut + 2);
+      cut_offset = plan.extent(cut).model_offset;
+      auto acc = msg::decode<msg::accept>(
+          t.early.ask(offer_atom::value, t.early_offer(rs, plan)));
+      REQUIRE(acc);
+      std::vector<float> nines(layout.total_bytes() / sizeof(float), 9.0f);
+      auto bytes = std::as_bytes(std::span{nines});
+      for (uint64_t s = 0; s < cut; ++s) {
+        const auto& e = plan.extent(s);
+        msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
+                            e.tensor_offset};
+        REQUIRE(msg::decode<msg::credit>(t.early.ask(
+            chunk_atom::value,
+            chunk_with(h, bytes.subspan(e.model_offset, e.bytes)))));
+      }
+      if (poison) {
+        const auto& e = plan.extent(cut);
+        nines[e.model_offset / sizeof(float)] = std::nanf("");
+        msg::chunk_header h{acc->stream_id, rs.round, cut, e.tensor_index,
+                            e.tensor_offset};
+        CHECK(refusal_of(t.early.ask(
+                  chunk_atom::value,
+                  chunk_with(h, bytes.subspan(e.model_offset, e.bytes)))) ==
+              errc::poisoned_update);
+      }
+      r = t.parent.answer();
+      steps = t.parent.settled;
+    }
+    CHECK(report.failure == "");
+    REQUIRE(steps.size() >= 2);
+    uint64_t last = 0;
+    for (const auto& s : steps) {
+      CHECK(s.weight == 3);
+      CHECK(s.clients == 3);
+      CHECK(s.loss == doctest::Approx((0.1 + 0.2 + 0) / 3));
+      CHECK(s.bytes > last);
+      last = s.bytes;
+    }
+    CHECK(last == layout.total_bytes());
+    REQUIRE(r.sums);
+    const auto* got = reinterpret_cast<const float*>(r.sums->bytes.data());
+    uint64_t at = 0, bad = 0;
+    for (size_t ti = 0; ti < g.size(); ++ti)
+      for (size_t j = 0; j < g[ti].size(); ++j, at += sizeof(float)) {
+        double two = double{local_update(0, ti, j, g[ti][j])} +
+                     local_update(1, ti, j, g[ti][j]);
+        double want = at < cut_offset ? two + 9.0 : two * 3 / 2;
+        if (std::fabs(got[at / sizeof(float)] - want) >
+            1e-5 * std::max(1.0, std::fabs(want)))
+          ++bad;
+      }
+    CHECK(bad == 0);
+    for (const auto& c : client_reports)
+      CHECK(c.failure == "");
+  }
+}
+
+TEST_CASE("a child of a window- or disk-mode relay is never served the "
+          "round's running sum") {
+  // Early offers the parent's model itself as its update and sends it
+  // chunk by chunk; once a chunk's credit says its position settled
+  // (summed into the model's memory in place), Early asks for that chunk
+  // of the round's model again. It is refused (wrong_round): served, it
+  // would be its sibling's update plus its own, the group's sum that only
+  // the relay's parent is to see. The round goes on, Early in it.
+  auto layout = test_layout();
+  auto whole = snapshot_of(layout, initial_floats(layout));
+  auto g = std::span<const std::byte>(whole.bytes.data(), whole.bytes.size());
+  for (std::string mode : {"window", "disk"}) {
+    CAPTURE(mode);
+    run_report report;
+    std::vector<run_report> client_reports;
+    relay_result r;
+    uint64_t refused = 0, chunks = 0;
+    {
+      relay_children t{layout, 1, mode, report, client_reports, true};
+      t.parent.hand_model(t.server());
+      auto [rs, plan] = t.early_round();
+      chunks = plan.chunk_count();
+      auto acc = msg::decode<msg::accept>(
+          t.early.ask(offer_atom::value, t.early_offer(rs, plan)));
+      REQUIRE(acc);
+      for (uint64_t s = 0; s < chunks; ++s) {
+        const auto& e = plan.extent(s);
+        msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
+                            e.tensor_offset};
+        REQUIRE(msg::decode<msg::credit>(
+            t.early.ask(chunk_atom::value,
+                        chunk_with(h, g.subspan(e.model_offset, e.bytes)))));
+        auto again =
+            t.early.ask(fetch_atom::value,
+                        msg::encode(msg::fetch{rs.round, rs.model_version, s}));
+        auto e_in = msg::error_in(again);
+        refused += e_in && e_in->code == errc::wrong_round;
+      }
+      REQUIRE(msg::decode<msg::stream_closed>(t.early.ask(
+          end_atom::value,
+          msg::encode(msg::end_of_stream{acc->stream_id, chunks}))));
+      r = t.parent.answer();
+    }
+    CHECK(refused == chunks);
+    CHECK(r.weight == 2);
+    CHECK(report.failure == "");
+  }
+}
+
+TEST_CASE("an offer of a relay's round just over, as the parent's next "
+          "model starts arriving, is told to sit it out") {
+  // Round 1 ends at its deadline without Early (it trained too slowly);
+  // the parent's next model starts arriving and Early's offer of round 1
+  // comes right behind it, while the relay adopts that model: not_in_round,
+  // not the refusal of an offer before the model is whole (which ends a
+  // child's connection).
+  auto layout = test_layout();
+  run_report report;
+  std::vector<run_report> client_reports;
+  relay_children t{layout, 2, "ram", report, client_reports};
+  t.parent.hand_model(t.server());
+  auto [rs, plan] = t.early_round();
+  CHECK(t.parent.answer(10s).weight == 2); // the deadline took Early out
+  t.parent.hand_arriving(t.server());
+  auto a = msg::decode<msg::accept>(t.early.ask(
+      offer_atom::value,
+      msg::encode(msg::offer{rs.round, "Early", 1, digest(layout),
+                             layout.total_bytes(), plan.chunk_count(), 0, 0})));
+  REQUIRE_FALSE(a);
+  CHECK(a.err().code == errc::not_in_round);
 }
 
 TEST_CASE("a relay whose download of its parent's model is given up for a "

@@ -100,6 +100,12 @@ TEST_CASE("a client not in the round sits out; a reset is not an error") {
   REQUIRE(a);
   REQUIRE(a->sit_out);
   CHECK(*a->sit_out == "too late");
+  // The round closed as the offer went out: it waits for the next one.
+  auto closed = u.on_accept(msg::encode(error{errc::wrong_round, "over"}));
+  REQUIRE(closed);
+  REQUIRE(closed->sit_out);
+  auto broken = u.on_accept(msg::encode(error{errc::manifest_mismatch, "?"}));
+  REQUIRE_FALSE(broken);
   REQUIRE(u.on_accept(fixture::accept(2)));
   auto reset = u.on_credit(msg::encode(error{errc::stream_reset, "again"}));
   REQUIRE(reset);
