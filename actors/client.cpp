@@ -129,6 +129,8 @@ public:
   void on_tick() {
     if (!watchdog_.active())
       return;
+    if (round_ && round_->waits_on_update()) // not on the link
+      watchdog_.moved(now());
     auto why = watchdog_.stuck(now());
     if (!why)
       return arm_timer();

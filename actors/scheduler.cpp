@@ -422,7 +422,9 @@ private:
   void keep_partial(const std::string& dropped) {
     auto r = round_;
     self_->request(aggregator_, caf::infinite, abandon_atom::value, dropped, r)
-        .then([dropped, r](uint64_t chunks) {
+        .then([this, dropped, r](uint64_t chunks) {
+          if (r == round_ && !stopped_) // no position waits for it now
+            self_->send(aggregator_, expect_atom::value, contributors());
           log_line(log_level::warning, "scheduler",
                    "round " + std::to_string(r) + ": " + dropped +
                        " was dropped mid-upload; its " +
@@ -449,6 +451,9 @@ private:
           if (r != round_ || stopped_)
             return;
           kept_ += chunks > 0 ? 1 : 0;
+          // Cut where it stopped, or (an offer refused: no stream) awaited
+          // nowhere: either way no position waits for it now.
+          self_->send(aggregator_, expect_atom::value, contributors());
           log_line(log_level::warning, "scheduler",
                    "round " + std::to_string(r) + ": " + dropped +
                        " was dropped mid-upload; its " +
@@ -471,12 +476,15 @@ private:
           --abandoning_;
           if (r != round_ || stopped_ || finalizing_)
             return;
-          if (chunks > 0)
+          if (chunks > 0) {
             collect_again(dropped, "it was dropped mid-upload");
-          else
+          } else {
             log_line(log_level::warning, "scheduler",
                      "round " + std::to_string(r) + ": " + dropped +
                          " was dropped before sending a chunk");
+            // (its offer may have been refused: no stream, nothing cut)
+            self_->send(aggregator_, expect_atom::value, contributors());
+          }
           check_round();
         });
   }

@@ -324,10 +324,12 @@ public:
     auto range = exchange_.chunk_range(req->sequence);
     if (range && overwritten(req->model_version, range->first))
       return refuse(error{
-          errc::wrong_round,
+          errc::not_in_round,
           "chunk " + std::to_string(req->sequence) + " of model version " +
               std::to_string(req->model_version) +
-              " holds the round's sum already (every participant has it)"});
+              " holds the round's sums already (every participant has it): "
+              "the round goes on without " +
+              *id});
     auto& d = relay_.download;
     // While the aggregator adopts a model, the one served is the last.
     if (options_.relay && !relay_.adopting && !d.complete() && range &&

@@ -127,6 +127,13 @@ result<client_round::step> client_round::on_reply(request_kind to, uint64_t seq,
 
 result<client_round::step>
 client_round::on_fetched(uint64_t seq, const msg::frame& f, time_point now) {
+  // Too late for this round (its model is being overwritten by its sums):
+  // wait for the next one; the other fetches' answers are moot.
+  if (auto e = msg::error_in(f); e && e->code == errc::not_in_round) {
+    auto s = sit_out(e->message);
+    s.stale = true;
+    return s;
+  }
   auto complete = on_chunk(seq, f);
   if (!complete)
     return complete.err();

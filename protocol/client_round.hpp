@@ -134,6 +134,13 @@ public:
   /// relay's sum): an upload under way sends what credit allows.
   step more_ready();
 
+  /// True iff the upload could send but waits for its own update to be
+  /// ready (not for the server: its silence is then no stalled link).
+  bool waits_on_update() const {
+    return stage_ == stage::uploading && upload_->can_send() &&
+           !upload_->can_send(model_->ready_bytes());
+  }
+
   /// Returns true iff `e`'s metrics may go to the server; else logs why,
   /// as client `client_id`.
   static bool fit_to_send(const msg::evaluation& e, std::string_view client_id);

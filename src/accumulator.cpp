@@ -126,8 +126,10 @@ public:
   }
   void cut(uint64_t next_sequence) override { window_.cut(next_sequence); }
   void expect(uint32_t contributors) override {
-    if (contributors > 0)
-      window_.set_contributors(contributors + window_.cut_count());
+    // Cut-off contributors are still awaited up to their cut, even when
+    // none is left beyond it.
+    if (auto n = contributors + window_.cut_count(); n > 0)
+      window_.set_contributors(n);
   }
   void restart(uint32_t contributors) override {
     window_.restart(std::max(1u, contributors));

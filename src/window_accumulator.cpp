@@ -257,6 +257,7 @@ bool window_accumulator::finish_round() {
 void window_accumulator::abandon_round() {
   low_ = 0;
   cuts_.clear();
+  position_weights_.clear(); // a round's weights are its own
   std::fill(counts_.begin(), counts_.end(), 0);
   std::fill(weights_.begin(), weights_.end(), 0.0);
 }
@@ -267,6 +268,7 @@ void window_accumulator::restart(uint32_t contributors) {
   set_contributors(contributors);
   trimmed_.clear();
   cuts_.clear();
+  position_weights_.clear();
   std::fill(counts_.begin(), counts_.end(), 0);
   std::fill(weights_.begin(), weights_.end(), 0.0);
 }

@@ -108,6 +108,31 @@ public:
       v.tensors.push_back(std::as_writable_bytes(std::span{t}));
     return v;
   }
+  /// An upload held back: ready_bytes() says how much may go up, and
+  /// wake() says it grew (as a streaming relay's sum settles).
+  struct gate {
+    uint64_t ready = std::numeric_limits<uint64_t>::max();
+    std::function<void()> wake;
+  };
+  /// Round 1 begins `late` (a slow start); uploads go through `g`.
+  synthetic_trainer& slowed(std::chrono::milliseconds late,
+                            std::shared_ptr<gate> g) {
+    late_ = late;
+    gate_ = std::move(g);
+    return *this;
+  }
+  void begin_round(uint32_t round, bool) override {
+    if (round == 1 && late_ > 0ms)
+      pause_(late_);
+  }
+  uint64_t ready_bytes() const override {
+    return gate_ ? gate_->ready : std::numeric_limits<uint64_t>::max();
+  }
+  void on_ready(std::function<void()> wake) override {
+    if (gate_)
+      gate_->wake = std::move(wake);
+  }
+
   result<train_metrics> train() override {
     if (delay_ > 0ms)
       pause_(delay_);
@@ -127,6 +152,8 @@ private:
   std::chrono::milliseconds delay_;
   pause_fn pause_;
   bool throws_;
+  std::chrono::milliseconds late_{0};
+  std::shared_ptr<gate> gate_;
   model_floats params_;
 };
 
@@ -2697,7 +2724,7 @@ TEST_CASE("a child of a window- or disk-mode relay is never served the "
   // Early offers the parent's model itself as its update and sends it
   // chunk by chunk; once a chunk's credit says its position settled
   // (summed into the model's memory in place), Early asks for that chunk
-  // of the round's model again. It is refused (wrong_round): served, it
+  // of the round's model again. It is refused (not_in_round): served, it
   // would be its sibling's update plus its own, the group's sum that only
   // the relay's parent is to see. The round goes on, Early in it.
   auto layout = test_layout();
@@ -2728,7 +2755,7 @@ TEST_CASE("a child of a window- or disk-mode relay is never served the "
             t.early.ask(fetch_atom::value,
                         msg::encode(msg::fetch{rs.round, rs.model_version, s}));
         auto e_in = msg::error_in(again);
-        refused += e_in && e_in->code == errc::wrong_round;
+        refused += e_in && e_in->code == errc::not_in_round;
       }
       REQUIRE(msg::decode<msg::stream_closed>(t.early.ask(
           end_atom::value,
@@ -2906,7 +2933,10 @@ TEST_CASE("a relay's children are never served its published sum") {
           continue;
         }
         REQUIRE_FALSE(chunk);
-        CHECK(chunk.err().code == errc::wrong_round);
+        // The round's model in window mode: its sums overwrote it.
+        CHECK(chunk.err().code == (version == rs.model_version
+                                       ? errc::not_in_round
+                                       : errc::wrong_round));
       }
     }
     CHECK(report.failure == "");
@@ -2982,4 +3012,306 @@ TEST_CASE("honest children of a relay whose download was given up finish "
         CHECK(c.failure == "");
       CHECK(report.rounds.size() == 1);
     }
+}
+
+// ---------------------------------------------------------------------------
+// Streaming relays and in-place sums against slow, late and lying children.
+
+TEST_CASE("an honest client that starts its download after the deadline "
+          "took it out of a window-mode round sits that round out") {
+  // C0 fast; C1 uploads only its first 8 chunks until 4 s (a slow link:
+  // the round stays open); C2 starts round 1 2.5 s late (slow start). At
+  // the 2 s deadline C2 has not offered: it leaves round 1, positions
+  // settle in place. C2's fetches of the parts its sums overwrote are
+  // refused with not_in_round: it sits round 1 out and takes round 2 (a
+  // fatal refusal would end an honest, slow client).
+  auto layout = test_layout();
+  run_options o;
+  o.clients = 3;
+  o.min_clients = 2;
+  o.deadline = 2s;
+  o.rounds = 2;
+  o.memory_mode = "window";
+  auto plan = chunk_plan::make(layout, o.chunk_bytes);
+  REQUIRE(plan);
+  run_report report;
+  std::vector<run_report> reports(3);
+  {
+    virtual_system vs;
+    auto side = spawn_server_side(
+        vs.sys(), snapshot_of(layout, initial_floats(layout)), side_options(o),
+        std::make_shared<capturing_evaluator>(), &report);
+    REQUIRE(side);
+    auto gate = std::make_shared<synthetic_trainer::gate>();
+    gate->ready = plan->extent(8).model_offset;
+    std::vector<client_actor> clients;
+    for (uint32_t k = 0; k < 3; ++k) {
+      auto delay = k == 2 ? 2500ms : 0ms;
+      auto gk = k == 1 ? gate : nullptr;
+      auto factory =
+          [layout, k, delay, gk, pause = vs.pause()](
+              const client_configs&,
+              const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+        auto t = std::make_unique<synthetic_trainer>(layout, k, 1, 0ms, pause);
+        t->slowed(delay, gk);
+        return std::unique_ptr<trainer>{std::move(t)};
+      };
+      clients.push_back(spawn_client(vs.sys(), side->server,
+                                     {"C" + std::to_string(k), 10000ms},
+                                     factory, &reports[k]));
+    }
+    vs.at(4000ms, [gate] {
+      gate->ready = std::numeric_limits<uint64_t>::max();
+      if (gate->wake)
+        gate->wake();
+    });
+    await_down(vs, {side->server});
+    await_down(vs, clients);
+    side->shut_down(vs.sys());
+  }
+  INFO("server failure: '" << report.failure << "', rounds "
+                           << report.rounds.size());
+  for (uint32_t k = 0; k < 3; ++k)
+    INFO("C" << k << " failure: '" << reports[k].failure << "'");
+  CHECK(report.failure == "");
+  CHECK(reports[0].failure == "");
+  CHECK(reports[1].failure == "");
+  CHECK(reports[2].failure == ""); // an honest, slow client
+}
+
+TEST_CASE("a sat-out round's position weights do not scale a later streamed "
+          "round's positions nobody delivered") {
+  // A window-mode streaming relay, min_clients 3, children K0 K1 K2
+  // (hand-driven, each offers the model g itself, weight 1).
+  // Round 1: K0 and K1 deliver everything, K2 never offers: at the 2 s
+  // deadline the round falls short of min_clients and is sat out; its
+  // positions settled with weight 2 (no publish took those weights).
+  // Round 2: all three deliver chunks 0..2 (W = 3, streaming) and are cut
+  // at chunk 3 (a NaN: refused). Positions 3.. hold nobody's chunk: they
+  // go up as g x W = 3 g (weighed by round 1's 2, they went up as 1.5 g).
+  auto layout = test_layout();
+  auto whole = snapshot_of(layout, initial_floats(layout));
+  auto g = std::span<const std::byte>(whole.bytes.data(), whole.bytes.size());
+  auto plan = chunk_plan::make(layout, 4096);
+  REQUIRE(plan);
+  constexpr uint64_t cut = 3;
+  run_report report;
+  relay_result r1, r2;
+  std::vector<relay_parent::step> steps;
+  {
+    virtual_system vs;
+    run_options o;
+    o.clients = 3;
+    o.min_clients = 3;
+    o.deadline = 2s;
+    o.memory_mode = "window";
+    auto so = relay_side_options(o);
+    so.plan.partial_sums = true;
+    auto side =
+        spawn_server_side(vs.sys(), snapshot_of(layout, initial_floats(layout)),
+                          so, std::make_shared<capturing_evaluator>(), &report);
+    REQUIRE(side);
+    std::vector<std::unique_ptr<rogue_client>> kids;
+    for (int k = 0; k < 3; ++k) {
+      kids.push_back(std::make_unique<rogue_client>(vs, side->server));
+      REQUIRE(msg::decode<msg::welcome>(kids.back()->ask(
+          hello_atom::value,
+          msg::encode(msg::hello{"K" + std::to_string(k), ""}))));
+    }
+    relay_parent parent{vs, layout};
+    auto offer = [&](int k, const msg::round_start& rs) {
+      auto a = msg::decode<msg::accept>(kids[k]->ask(
+          offer_atom::value,
+          msg::encode(msg::offer{rs.round, "K" + std::to_string(k), 1,
+                                 digest(layout), layout.total_bytes(),
+                                 plan->chunk_count(), 0, 0})));
+      REQUIRE(a);
+      return a->stream_id;
+    };
+    auto chunk = [&](uint64_t sid, uint32_t round, uint64_t s,
+                     std::span<const std::byte> bytes) {
+      const auto& e = plan->extent(s);
+      msg::chunk_header h{sid, round, s, e.tensor_index, e.tensor_offset};
+      return chunk_with(h, bytes.subspan(e.model_offset, e.bytes));
+    };
+    // Round 1.
+    parent.hand_model(side->server);
+    std::vector<msg::round_start> rs;
+    for (auto& k : kids)
+      rs.push_back(k->next_round());
+    std::vector<uint64_t> sid{offer(0, rs[0]), offer(1, rs[1])};
+    for (uint64_t s = 0; s < plan->chunk_count(); ++s) {
+      for (int k = 0; k < 2; ++k)
+        kids[k]->send(chunk_atom::value, chunk(sid[k], rs[k].round, s, g));
+      for (int k = 0; k < 2; ++k) {
+        REQUIRE(kids[k]->answered(10s));
+        REQUIRE(msg::decode<msg::credit>(kids[k]->take()));
+      }
+    }
+    for (int k = 0; k < 2; ++k)
+      REQUIRE(msg::decode<msg::stream_closed>(kids[k]->ask(
+          end_atom::value,
+          msg::encode(msg::end_of_stream{sid[k], plan->chunk_count()}))));
+    r1 = parent.answer();
+    CHECK(r1.weight == 0); // sat out
+    // Round 2.
+    parent.hand_model(side->server);
+    rs.clear();
+    for (auto& k : kids)
+      rs.push_back(k->next_round());
+    REQUIRE(rs[0].round == 2);
+    sid = {offer(0, rs[0]), offer(1, rs[1]), offer(2, rs[2])};
+    for (uint64_t s = 0; s < cut; ++s) {
+      for (int k = 0; k < 3; ++k)
+        kids[k]->send(chunk_atom::value, chunk(sid[k], rs[k].round, s, g));
+      for (int k = 0; k < 3; ++k) {
+        REQUIRE(kids[k]->answered(10s));
+        REQUIRE(msg::decode<msg::credit>(kids[k]->take()));
+      }
+    }
+    std::vector<float> nan(layout.total_bytes() / sizeof(float), std::nanf(""));
+    for (int k = 0; k < 3; ++k)
+      CHECK(refusal_of(kids[k]->ask(chunk_atom::value,
+                                    chunk(sid[k], rs[k].round, cut,
+                                          std::as_bytes(std::span{nan})))) ==
+            errc::poisoned_update);
+    r2 = parent.answer();
+    steps = parent.settled;
+    caf::anon_send(side->server, stop_atom::value, std::string{});
+    await_down(vs, {side->server});
+    side->shut_down(vs.sys());
+  }
+  REQUIRE(!steps.empty());
+  CHECK(steps.back().weight == 3);
+  CHECK(steps.back().bytes == layout.total_bytes());
+  REQUIRE(r2.sums);
+  const auto* got = reinterpret_cast<const float*>(r2.sums->bytes.data());
+  const auto* g0 = reinterpret_cast<const float*>(whole.bytes.data());
+  auto cut_at = plan->extent(cut).model_offset / sizeof(float);
+  uint64_t bad_before = 0, bad_after = 0;
+  double ratio = 0;
+  for (uint64_t i = 0; i < layout.total_bytes() / sizeof(float); ++i) {
+    double want = 3.0 * g0[i];
+    bool ok = std::fabs(got[i] - want) <= 1e-5 * std::max(1.0, std::fabs(want));
+    (i < cut_at ? bad_before : bad_after) += !ok;
+    if (i >= cut_at && std::fabs(g0[i]) > 0.5 && ratio == 0)
+      ratio = got[i] / g0[i];
+  }
+  INFO("positions past the cut go up as g x " << ratio
+                                              << " (the design: g x W = 3)");
+  CHECK(bad_before == 0);
+  CHECK(bad_after == 0);
+}
+
+TEST_CASE("a child whose offer the aggregator refused, then dropped, does "
+          "not hold a streaming relay's round (no round deadline)") {
+  // Ghost offers an update of another size (the aggregator refuses it:
+  // manifest_mismatch, after the scheduler counted the offer) and goes
+  // away. Its drop finds no stream to cut: the window awaits it no more
+  // (expect), the round completes with the honest children. Baseline: the
+  // same child dropped without that offer.
+  auto layout = test_layout();
+  for (bool ghost_offers : {false, true}) {
+    CAPTURE(ghost_offers);
+    run_report report;
+    std::vector<run_report> reports(2);
+    bool answered = false;
+    {
+      virtual_system vs;
+      run_options o;
+      o.clients = 2;
+      o.silent = 1;
+      o.min_clients = 2;
+      o.memory_mode = "window"; // no round deadline
+      auto so = relay_side_options(o);
+      so.plan.partial_sums = true;
+      so.server.reconnect_grace = 200ms;
+      auto side = spawn_server_side(
+          vs.sys(), snapshot_of(layout, initial_floats(layout)), so,
+          std::make_shared<capturing_evaluator>(), &report);
+      REQUIRE(side);
+      auto ghost = std::make_unique<rogue_client>(vs, side->server);
+      REQUIRE(msg::decode<msg::welcome>(
+          ghost->ask(hello_atom::value, msg::encode(msg::hello{"Ghost", ""}))));
+      auto children =
+          synthetic_clients(vs.sys(), side->server, layout, reports);
+      caf::scoped_actor parent{vs.sys()};
+      parent->send(side->server, relay_atom::value,
+                   snapshot_ptr{std::make_shared<model_snapshot>(
+                       snapshot_of(layout, initial_floats(layout)))});
+      auto rs = ghost->next_round();
+      auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+      REQUIRE(plan);
+      if (ghost_offers) {
+        auto a = msg::decode<msg::accept>(ghost->ask(
+            offer_atom::value,
+            msg::encode(msg::offer{rs.round, "Ghost", 1, digest(layout),
+                                   layout.total_bytes() + 4,
+                                   plan->chunk_count(), 0, 0})));
+        REQUIRE_FALSE(a);
+        INFO("ghost's offer: " << to_string(a.err()));
+      }
+      ghost.reset(); // dropped after 200 ms
+      answered = vs.run_until(
+          [&] {
+            return holds(parent, [](const caf::mailbox_element& x) {
+              return x.content().match_elements<relay_result>();
+            });
+          },
+          120s);
+      caf::anon_send(side->server, stop_atom::value, std::string{});
+      await_down(vs, {side->server});
+      await_down(vs, children);
+      side->shut_down(vs.sys());
+    }
+    INFO("side failure: '" << report.failure << "'");
+    for (uint32_t k = 0; k < 2; ++k)
+      INFO("C" << k << " failure: '" << reports[k].failure << "'");
+    CHECK(answered); // the round ends with C0 and C1
+    CHECK(report.failure == "");
+    for (const auto& c : reports)
+      CHECK(c.failure == "");
+  }
+}
+
+TEST_CASE("a refused offer and a drop do not hold a flat window-mode "
+          "server's round (partial_updates: discard, no round deadline)") {
+  auto layout = test_layout();
+  run_report report;
+  std::vector<run_report> reports(2);
+  {
+    virtual_system vs;
+    run_options o;
+    o.clients = 2;
+    o.silent = 1;
+    o.min_clients = 2;
+    o.rounds = 1;
+    o.memory_mode = "window";
+    auto so = side_options(o);
+    so.server.reconnect_grace = 200ms;
+    auto side =
+        spawn_server_side(vs.sys(), snapshot_of(layout, initial_floats(layout)),
+                          so, std::make_shared<capturing_evaluator>(), &report);
+    REQUIRE(side);
+    auto ghost = std::make_unique<rogue_client>(vs, side->server);
+    REQUIRE(msg::decode<msg::welcome>(
+        ghost->ask(hello_atom::value, msg::encode(msg::hello{"Ghost", ""}))));
+    auto children = synthetic_clients(vs.sys(), side->server, layout, reports);
+    auto rs = ghost->next_round();
+    auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+    REQUIRE(plan);
+    REQUIRE_FALSE(msg::decode<msg::accept>(
+        ghost->ask(offer_atom::value,
+                   msg::encode(msg::offer{rs.round, "Ghost", 1, digest(layout),
+                                          layout.total_bytes() + 4,
+                                          plan->chunk_count(), 0, 0}))));
+    ghost.reset();
+    await_down(vs, {side->server});
+    await_down(vs, children);
+    side->shut_down(vs.sys());
+  }
+  INFO("server failure: '" << report.failure << "'");
+  for (uint32_t k = 0; k < 2; ++k)
+    INFO("C" << k << " failure: '" << reports[k].failure << "'");
+  CHECK(report.failure == "");
 }
