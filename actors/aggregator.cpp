@@ -23,6 +23,7 @@
 #include "fedcaf/stopwatch.hpp"
 #include "fedcaf/update_check.hpp"
 #include "protocol/chunk_checker.hpp"
+#include "protocol/model_exchange.hpp"
 #include "protocol/model_versions.hpp"
 #include "protocol/upload_ledger.hpp"
 
@@ -539,14 +540,11 @@ private:
     if (stream_weight_ <= 0 || !stream_listener_)
       return; // nothing in position 0: the round sits out
     const auto& e = plan_.extent(seq);
-    if (weight != stream_weight_) {
-      auto* x = reinterpret_cast<float*>(models_.current().bytes.data() +
-                                         e.model_offset);
-      auto factor = static_cast<float>(weight > 0 ? stream_weight_ / weight
-                                                  : stream_weight_);
-      for (uint64_t i = 0; i < e.bytes / sizeof(float); ++i)
-        x[i] *= factor;
-    }
+    if (weight != stream_weight_)
+      model_exchange::scale_floats(
+          models_.current().bytes.bytes().subspan(e.model_offset, e.bytes),
+          static_cast<float>(weight > 0 ? stream_weight_ / weight
+                                        : stream_weight_));
     self_->send(stream_listener_, settled_atom::value, stream_round_,
                 e.model_offset + e.bytes, stream_weight_);
   }

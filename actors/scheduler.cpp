@@ -230,14 +230,14 @@ public:
       if (clients < options_.min_clients)
         return; // the round is sat out (check_round)
       streaming_ = true;
-      streamed_ = {0, clients};
+      stream_clients_ = clients;
+      stream_loss_ = 0;
       for (const auto& [id, f] : figures_)
-        streamed_.first += f.train_loss;
-      streamed_.first /=
-          static_cast<double>(std::max<size_t>(1, figures_.size()));
+        stream_loss_ += f.train_loss;
+      stream_loss_ /= static_cast<double>(std::max<size_t>(1, figures_.size()));
     }
     self_->send(server_, settled_atom::value, round, bytes, weight,
-                streamed_.first, streamed_.second);
+                stream_loss_, stream_clients_);
   }
 
   void update_closed(const std::string& id, uint32_t round) {
@@ -663,8 +663,9 @@ private:
   /// and the children that left it with chunks in the sum.
   bool streaming_ = false;
   uint32_t kept_ = 0;
-  uint32_t kept_whole_ = 0; ///< of those, the ones that had delivered all
-  std::pair<double, uint32_t> streamed_; ///< the mean loss, the children
+  uint32_t kept_whole_ = 0;     ///< of those, the ones that had delivered all
+  double stream_loss_ = 0;      ///< the offer's: the children's mean loss
+  uint32_t stream_clients_ = 0; ///< and how many were in position 0
   bool stopped_ = false;
   refusal_log refusals_;
 };

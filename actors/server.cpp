@@ -345,7 +345,7 @@ public:
 
   /// Window and disk modes: the model of `version` holds the round's sums
   /// (a server's new mean, a relay's running sum) up to byte `bytes`.
-  void settled(uint64_t version, uint64_t bytes) {
+  void sums_written(uint64_t version, uint64_t bytes) {
     overwritten_ = {version, bytes};
   }
 
@@ -983,7 +983,7 @@ server_actor::behavior_type serving(server_actor::pointer self,
         state->settled(round, bytes, weight, loss, clients);
       },
       [state](settled_atom, uint64_t version, uint64_t bytes) {
-        state->settled(version, bytes);
+        state->sums_written(version, bytes);
       },
   };
 }

@@ -296,8 +296,6 @@ client_round::step client_round::more_ready() {
     return s;
   s.watch = transfer::moved; // the relay's children's uploads move
   send_more(s);
-  if (upload_->complete())
-    close(s);
   return s;
 }
 

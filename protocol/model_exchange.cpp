@@ -82,6 +82,12 @@ model_exchange::chunk_range(uint64_t seq) const {
   return std::pair{e.model_offset, e.bytes};
 }
 
+void model_exchange::scale_floats(std::span<std::byte> values, float factor) {
+  auto* x = reinterpret_cast<float*>(values.data());
+  for (size_t i = 0; i < values.size() / sizeof(float); ++i)
+    x[i] *= factor;
+}
+
 void model_exchange::scale_sum(model_snapshot& sum, double weight) const {
   const auto& weights = sum.position_weights;
   for (uint64_t seq = 0; seq < plan_->chunk_count() && seq < weights.size();
@@ -89,10 +95,8 @@ void model_exchange::scale_sum(model_snapshot& sum, double weight) const {
     if (weights[seq] == weight || weights[seq] <= 0)
       continue;
     const auto& e = plan_->extent(seq);
-    auto* x = reinterpret_cast<float*>(sum.bytes.data() + e.model_offset);
-    auto factor = static_cast<float>(weight / weights[seq]);
-    for (uint64_t i = 0; i < e.bytes / sizeof(float); ++i)
-      x[i] *= factor;
+    scale_floats(sum.bytes.bytes().subspan(e.model_offset, e.bytes),
+                 static_cast<float>(weight / weights[seq]));
     sum.bytes.release(e.model_offset, e.bytes);
   }
 }

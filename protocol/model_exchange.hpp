@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,10 @@ public:
   /// The model bytes [offset, + bytes) chunk `seq` of the model served now
   /// carries; nullopt iff `seq` is past its plan.
   std::optional<std::pair<uint64_t, uint64_t>> chunk_range(uint64_t seq) const;
+
+  /// Multiplies the float32 values in `values` by `factor` in place (a
+  /// position of a relay's sum, scaled to the weight its offer says).
+  static void scale_floats(std::span<std::byte> values, float factor);
 
   /// A relay's sum `sum` of `weight` (laid out as the model served): each
   /// position summed over less weight (a child cut off mid-upload counts
