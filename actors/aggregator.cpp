@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -20,6 +22,7 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/dummy_trainer.hpp" // anonymous_file_buffer
 #include "fedcaf/log.hpp"
+#include "fedcaf/relay_residency.hpp"
 #include "fedcaf/stopwatch.hpp"
 #include "fedcaf/update_check.hpp"
 #include "protocol/chunk_checker.hpp"
@@ -49,6 +52,8 @@ std::chrono::milliseconds check_period(const aggregator_options& o) {
 // aggregator.hpp.
 class aggregator_state {
 public:
+  using promise = caf::typed_response_promise<frame>;
+
   aggregator_state(std::shared_ptr<model_snapshot> initial,
                    aggregator_options options, std::unique_ptr<accumulator> acc,
                    std::unique_ptr<server_optimizer> optimizer)
@@ -116,7 +121,10 @@ public:
 
   /// Checks and folds chunk frame `f` from `sender`; answers its credit now
   /// or once its position is settled, or a refusal that changed nothing.
-  caf::result<frame> consume(const std::string& sender, const frame& f) {
+  /// `parked`: a chunk that waited for its position's global model (a
+  /// window-mode relay), answered through this promise.
+  caf::result<frame> consume(const std::string& sender, const frame& f,
+                             promise* parked = nullptr) {
     auto encoded = msg::decode_chunk(f, checker_.max_payload());
     if (!encoded)
       return refuse_from(sender, encoded.err());
@@ -125,6 +133,23 @@ public:
     if (!owned)
       return refuse_from(sender, owned.err());
     auto& s = **owned;
+    // A window-mode relay holds g only where it checks: fetched again
+    // from its parent for the stream's next chunks, if open, while they
+    // wait in the order they came.
+    if (!parked && residency() && acc_->open(h.sequence)) {
+      auto& queue = parked_[h.stream_id];
+      bool next = queue.empty()
+                      ? static_cast<bool>(upload_ledger::check_next(s, h))
+                      : h.sequence == queue.back().seq + 1;
+      if (next && (!queue.empty() || !global_at(h.sequence))) {
+        global_at(h.sequence); // asked for as early as it is known
+        queue.push_back(
+            {h.sequence, sender, f, self_->make_response_promise<frame>()});
+        return queue.back().rp;
+      }
+      if (queue.empty())
+        parked_.erase(h.stream_id);
+    }
     auto c = checker_.expand(s, *encoded, model());
     if (!c) // a scale that is not finite poisons the update, as a NaN does
       return c.err().code == errc::poisoned_update
@@ -132,7 +157,9 @@ public:
                  : refuse_from(sender, c.err());
     if (auto placed = admissible(s, *c); !placed)
       return refuse_from(sender, placed.err());
-    auto checked = checker_.inspect(s, *c, model(), acc_->overwritten_below());
+    auto* r = residency(); // a window-mode relay's round given up: no g
+    auto checked = checker_.inspect(s, *c, model(), acc_->overwritten_below(),
+                                    !(r && r->abandoned()));
     if (!checked)
       return checked.err().code == errc::internal
                  ? refuse_from(sender, checked.err())
@@ -142,7 +169,89 @@ public:
       return refuse_from(sender, ok.err());
     ledger_.folded(s, folded.bytes.size(), checked->distance_squared, now());
     checker_.record(s.client_id, h.sequence, *checked);
-    return credit(s, h.stream_id, h.sequence);
+    return credit(s, h.stream_id, h.sequence, parked);
+  }
+
+  // -- a window-mode relay's global model, held position by position ---------
+
+  /// The residency of a window-mode relay's model, or null.
+  relay_residency* residency() const {
+    auto* r = models_.current().residency.get();
+    return r && r->plan().chunk_count() == plan_.chunk_count() ? r : nullptr;
+  }
+
+  /// True iff g is resident at position `seq` (held for the checks from
+  /// now until it settles); else it is fetched again.
+  bool global_at(uint64_t seq) {
+    if (present_.count(seq))
+      return true;
+    auto* r = residency();
+    if (!held_g_.insert(seq).second)
+      return false; // asked already
+    if (!r->want(seq, relay_residency::check))
+      return false;
+    present_.insert(seq);
+    return true;
+  }
+
+  /// Position `seq`'s g is resident again: the chunks that waited for it
+  /// (each stream's, in order, up to one whose g is not in) are taken, and
+  /// the window moves on if it waited.
+  void global_filled(uint64_t seq) {
+    if (!held_g_.count(seq))
+      return;
+    if (auto* r = residency(); r && r->abandoned() && !given_up_logged_) {
+      given_up_logged_ = true;
+      log_line(log_level::warning, "aggregator",
+               "the parent's model of the round could not be fetched again "
+               "(its round is over, or the relay left it): the children's "
+               "updates of this round are taken without the distance check "
+               "and their sum goes nowhere");
+    }
+    present_.insert(seq);
+    for (auto it = parked_.begin(); it != parked_.end();) {
+      auto& queue = it->second;
+      while (!queue.empty() && present_.count(queue.front().seq)) {
+        auto p = std::move(queue.front());
+        queue.pop_front();
+        auto out = consume(p.sender, p.f, &p.rp);
+        if (out.flag == caf::rt_value)
+          p.rp.deliver(out.value.get_as<frame>(0));
+        else if (out.flag == caf::rt_error)
+          p.rp.deliver(out.err);
+      }
+      it = queue.empty() ? parked_.erase(it) : std::next(it);
+    }
+    advance_window();
+  }
+
+  /// Bytes [0, upto) of the model adopted as arriving are in: a window-mode
+  /// relay measures ||g|| position by position before they leave.
+  void measure_arrived(uint64_t upto) {
+    auto* r = residency();
+    if (!r || !arriving_)
+      return;
+    const auto& bytes = models_.current().bytes.bytes();
+    while (measured_ < plan_.chunk_count() &&
+           plan_.extent(measured_).model_offset +
+                   plan_.extent(measured_).bytes <=
+               upto)
+      checker_.measure_position(measured_++, bytes);
+    r->measured_below(measured_);
+  }
+
+  /// Lets go of g where the aggregator held it, and of the chunks that
+  /// waited for it (a round over, or collected again).
+  void forget_globals() {
+    if (auto* r = residency())
+      for (auto seq : held_g_)
+        r->release(seq, relay_residency::check);
+    held_g_.clear();
+    present_.clear();
+    for (auto& [sid, waiting] : std::exchange(parked_, {}))
+      for (auto& p : waiting)
+        p.rp.deliver(refuse_from(
+            p.sender, {errc::stream_reset, "the round's uploads are over"}));
   }
 
   /// Rejects streams that could send but sent nothing for idle_timeout,
@@ -210,6 +319,7 @@ public:
         rp.deliver(reset);
     held_.clear();
     forget_streams();
+    forget_globals();
     acc_->restart(contributors);
   }
 
@@ -304,14 +414,17 @@ public:
     model_snapshot next;
     next.failure = std::move(failure);
     next.trimmed_values = ledger_.by_client(acc_->take_trimmed());
+    bool held_in_part = residency() != nullptr; // its sums went up, given back
     forget_streams();
+    forget_globals();
     checker_.forget_round();
     next.bytes = std::move(bytes);
     next.position_weights = acc_->take_position_weights();
     if (streams_sums()) // each position was scaled as it settled
       next.position_weights.clear();
     auto published = models_.publish(round, std::move(next));
-    checker_.measure_global(published->bytes);
+    if (!held_in_part) // a relay's next round adopts its parent's model
+      checker_.measure_global(published->bytes);
     return published;
   }
 
@@ -324,6 +437,8 @@ public:
   /// model_arrived() says they are all in. Returns it, or an error iff it
   /// cannot be adopted (model_versions::adopt).
   result<snapshot_ptr> adopt(snapshot_ptr upstream, bool arriving) {
+    forget_globals(); // of the model before
+    given_up_logged_ = false;
     auto adopted =
         models_.adopt(std::move(upstream),
                       options_.plan.storage_dir.empty()
@@ -333,6 +448,22 @@ public:
     if (!adopted)
       return adopted;
     arriving_ = arriving;
+    measured_ = 0;
+    if (auto* r = residency()) {
+      auto weak = caf::actor_cast<caf::weak_actor_ptr>(self_);
+      r->add_waker([weak](uint64_t seq) {
+        if (auto a = caf::actor_cast<aggregator_actor>(weak))
+          caf::anon_send(a, refetch_atom::value, seq);
+      });
+      r->set_sum_waker([weak] {
+        if (auto a = caf::actor_cast<aggregator_actor>(weak))
+          caf::anon_send(a, settled_atom::value);
+      });
+      if (arriving) // measured as it arrives (measure_arrived)
+        checker_.measure_begin();
+      else
+        r->measured_below(plan_.chunk_count());
+    }
     if (!arriving)
       checker_.measure_global((*adopted)->bytes);
     return adopted;
@@ -340,10 +471,21 @@ public:
 
   /// A relay: every byte of the model adopted as arriving is in.
   void model_arrived() {
-    if (!std::exchange(arriving_, false))
+    if (!arriving_)
       return;
+    if (auto* r = residency()) {
+      measure_arrived(plan_.total_bytes());
+      arriving_ = false;
+      checker_.measure_end();
+      r->measured_below(plan_.chunk_count());
+      return;
+    }
+    arriving_ = false;
     checker_.measure_global(models_.current().bytes);
   }
+
+  /// A window-mode relay's sums went up: more may settle.
+  void sums_went_up() { advance_window(); }
 
   /// Writes the checkpoint `state` describes (its round just published):
   /// the global model and the server optimizer's state with it. Returns
@@ -427,10 +569,11 @@ private:
 
   /// The credit for chunk `seq` of stream `sid` (of `s`), just folded: now
   /// if its position is settled, else once it is.
-  caf::result<frame> credit(upload_record& s, uint64_t sid, uint64_t seq) {
+  caf::result<frame> credit(upload_record& s, uint64_t sid, uint64_t seq,
+                            promise* parked) {
     if (seq < acc_->settled())
       return msg::encode(msg::credit{sid, seq});
-    auto rp = self_->make_response_promise<frame>();
+    auto rp = parked ? *parked : self_->make_response_promise<frame>();
     held_[seq].emplace_back(rp, sid);
     ledger_.hold(s, now());
     advance_window();
@@ -508,7 +651,20 @@ private:
       recycle_previous();
     while (acc_->ready()) {
       auto seq = acc_->settled();
+      auto* r = residency();
+      // A window-mode relay: no more sums wait to go up than its cache,
+      // and g is in where nobody delivered (settled_atom, refetch_atom wake
+      // it).
+      if (r && (!r->may_settle() || !global_at(seq)))
+        break;
+      if (r)
+        r->hold_sum(seq);
       acc_->settle_next(models_.current().bytes, optimizer_.get(), secure());
+      if (r) {
+        r->release(seq, relay_residency::check);
+        held_g_.erase(seq);
+        present_.erase(seq);
+      }
       if (streams_sums())
         stream_position(seq);
       if (options_.plan.in_place && server_) { // before the credits go out
@@ -580,9 +736,20 @@ private:
   /// Per stream: who is told how it ended (its scheduler).
   std::map<uint64_t, upload_listener> listeners_;
   /// Credits held until their position is settled (window mode).
-  std::map<uint64_t,
-           std::vector<std::pair<caf::typed_response_promise<frame>, uint64_t>>>
-      held_;
+  std::map<uint64_t, std::vector<std::pair<promise, uint64_t>>> held_;
+  /// A window-mode relay: chunks that wait for g at their position, the
+  /// positions where g is held for the checks, and those where it is in.
+  struct parked_chunk {
+    uint64_t seq;
+    std::string sender;
+    frame f;
+    promise rp;
+  };
+  std::map<uint64_t, std::deque<parked_chunk>> parked_; ///< by stream
+  std::set<uint64_t> held_g_;
+  std::set<uint64_t> present_;
+  uint64_t measured_ = 0; ///< positions of the arriving model measured
+  bool given_up_logged_ = false;
   aggregator_host server_; ///< asked for SecAgg+'s plan, told what settled
   refusal_log refusals_;
 };
@@ -633,6 +800,9 @@ aggregating(aggregator_actor::pointer self,
         return *adopted;
       },
       [state](arrived_atom) { state->model_arrived(); },
+      [state](arrived_atom, uint64_t upto) { state->measure_arrived(upto); },
+      [state](refetch_atom, uint64_t seq) { state->global_filled(seq); },
+      [state](settled_atom) { state->sums_went_up(); },
       [state](connect_atom, const aggregator_host& server) {
         state->set_server(server);
       },

@@ -1,5 +1,7 @@
 #include "actors/client.hpp"
 
+#include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -118,6 +120,76 @@ public:
                 (!round_ || round_->current_stage() == stage::over);
     if (!options_.hold_model && idle && round == round_number())
       model_->drop();
+  }
+
+  /// A window-mode relay's bytes fetched again: one request's parts.
+  struct refetch_part {
+    std::vector<std::byte> bytes;
+    size_t left = 0;
+    bool failed = false;
+    uint32_t round = 0;
+  };
+  /// One fetch of it: the chunk, its frame, the bytes' offset.
+  struct refetch_request {
+    uint64_t seq;
+    frame f;
+    uint64_t offset;
+    std::shared_ptr<refetch_part> part;
+  };
+
+  /// A window-mode relay's trainer asks for model bytes [offset, + bytes)
+  /// of the round's model again: each chunk touching them is fetched, and
+  /// the bytes go to the trainer once all came (an empty span: the parent
+  /// refused one, or the round is over). Asked again after a reconnection.
+  void on_refetch(uint64_t offset, uint64_t bytes) {
+    if (!round_ || !model_)
+      return model_ ? model_->refetched(offset, {}) : void();
+    refetching_.insert_or_assign(offset, bytes);
+    auto requests = round_->refetch_requests(offset, bytes);
+    auto part = std::make_shared<refetch_part>();
+    part->bytes.resize(bytes);
+    part->left = requests.size();
+    part->round = round_number();
+    for (auto& [seq, f] : requests)
+      refetch_queue_.push_back({seq, std::move(f), offset, part});
+    refetch_more();
+  }
+
+  /// Sends the fetches made again that the server's fetch window allows
+  /// (the round's download done: they would pass it beside its fetches).
+  void refetch_more() {
+    while (round_ && !refetch_queue_.empty() &&
+           round_->current_stage() != stage::downloading &&
+           refetch_in_flight_ < std::max(1u, round_->announced().window)) {
+      auto r = std::move(refetch_queue_.front());
+      refetch_queue_.pop_front();
+      ++refetch_in_flight_;
+      ask(fetch_atom::value, std::move(r.f), "fetch again",
+          [this, r](const frame& reply) {
+            --refetch_in_flight_;
+            took_refetched(r, reply);
+            refetch_more();
+          });
+    }
+  }
+
+  /// `reply` answers the fetch made again `r`.
+  void took_refetched(const refetch_request& r, const frame& reply) {
+    auto& part = *r.part;
+    if (part.failed || !round_ || round_number() != part.round)
+      return;
+    auto ok = round_->refetched(r.seq, reply, r.offset, part.bytes);
+    if (!ok) {
+      part.failed = true;
+      refetching_.erase(r.offset);
+      log_line(log_level::warning, options_.client_id,
+               "fetching model bytes again: " + ok.err().message);
+      return model_->refetched(r.offset, {});
+    }
+    if (--part.left == 0) {
+      refetching_.erase(r.offset);
+      model_->refetched(r.offset, part.bytes);
+    }
   }
 
   /// More of the update may go up (a streaming relay's sum settled).
@@ -249,6 +321,7 @@ private:
       return run(round_->train_and_offer(now()));
     if (s->upload_over)
       run_next_task();
+    refetch_more(); // the download may be over
   }
 
   uint32_t round_number() const {
@@ -287,6 +360,11 @@ private:
     model_->on_ready([weak = caf::actor_cast<caf::weak_actor_ptr>(self_)] {
       if (auto self = caf::actor_cast<client_actor>(weak))
         caf::anon_send(self, settled_atom::value);
+    });
+    model_->on_refetch([weak = caf::actor_cast<caf::weak_actor_ptr>(self_)](
+                           uint64_t offset, uint64_t bytes) {
+      if (auto self = caf::actor_cast<client_actor>(weak))
+        caf::anon_send(self, refetch_atom::value, offset, bytes);
     });
     reconnecting_ = false;
     log_line(options_.client_id, made->line);
@@ -335,6 +413,11 @@ private:
     log_line(options_.client_id, "reconnected; resuming");
     if (round_)
       run(round_->resume());
+    // Fetches made again that the old connection lost go out again.
+    refetch_queue_.clear();
+    refetch_in_flight_ = 0;
+    for (auto [offset, bytes] : std::exchange(refetching_, {}))
+      on_refetch(offset, bytes);
   }
 
   /// The first round this process takes part in: past round 1, what a
@@ -438,6 +521,9 @@ private:
   std::optional<client_round> round_; ///< the round announced last
   bool seen_round_ = false;           ///< a RoundStart has started a round here
   std::optional<frame> next_task_;    ///< arrived while uploading
+  std::map<uint64_t, uint64_t> refetching_;   ///< offset -> bytes, under way
+  std::deque<refetch_request> refetch_queue_; ///< not sent yet
+  uint32_t refetch_in_flight_ = 0;
   uint64_t generation_ = 0;
   bool reconnecting_ = false; ///< lost the server, registering again
   caf::actor_addr given_up_;  ///< the gateway of the connection lost last
@@ -457,6 +543,9 @@ client_actor::behavior_type running(client_actor::pointer self,
       [state](replaced_atom, const frame& f) { state->on_rejected(f); },
       [state](tick_atom) { state->on_tick(); },
       [state](settled_atom) { state->on_ready(); },
+      [state](refetch_atom, uint64_t offset, uint64_t bytes) {
+        state->on_refetch(offset, bytes);
+      },
       [state](evaluated_atom, const frame& f) { state->on_evaluated(f); },
       [state](secagg_atom, const frame& f) { state->on_unmask_asked(f); },
       [state](caf::connect_atom, uint64_t gen) { state->try_reconnect(gen); },

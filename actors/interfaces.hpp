@@ -152,7 +152,8 @@ using aggregator_actor = caf::typed_actor<
     caf::replies_to<finalize_atom, uint32_t>::with<snapshot_ptr>,
     caf::replies_to<checkpoint_atom, checkpoint_state>::with<std::string>,
     caf::replies_to<adopt_atom, snapshot_ptr, bool>::with<snapshot_ptr>,
-    caf::reacts_to<arrived_atom>>;
+    caf::reacts_to<arrived_atom>, caf::reacts_to<arrived_atom, uint64_t>,
+    caf::reacts_to<refetch_atom, uint64_t>, caf::reacts_to<settled_atom>>;
 
 /// The peer frame kinds a client sends after its Hello, each answered
 /// with one frame.
@@ -191,7 +192,8 @@ using client_inbox = caf::typed_actor<
 /// tick, a reconnection attempt of one generation).
 using client_actor = client_inbox::extend<
     caf::reacts_to<evaluated_atom, frame>, caf::reacts_to<tick_atom>,
-    caf::reacts_to<settled_atom>, caf::reacts_to<caf::connect_atom, uint64_t>>;
+    caf::reacts_to<settled_atom>, caf::reacts_to<caf::connect_atom, uint64_t>,
+    caf::reacts_to<refetch_atom, uint64_t, uint64_t>>;
 
 /// The whole server: the peer frames from a gateway or an in-process
 /// client, what its scheduler and aggregator ask of it, and its timers (a
@@ -206,7 +208,8 @@ using server_actor =
         caf::reacts_to<evaluated_atom>, caf::reacts_to<tick_atom>,
         caf::replies_to<relay_atom, snapshot_ptr>::with<relay_result>,
         caf::replies_to<relay_atom, snapshot_ptr, bool>::with<relay_result>,
-        caf::reacts_to<arrived_atom, uint64_t, uint64_t>>;
+        caf::reacts_to<arrived_atom, uint64_t, uint64_t>,
+        caf::reacts_to<refetch_atom, uint64_t>, caf::reacts_to<pace_atom>>;
 
 } // namespace fedcaf
 

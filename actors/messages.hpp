@@ -63,6 +63,13 @@ using arrived_atom = caf::atom_constant<caf::atom("arrived")>;
 /// half, and its upstream client.
 using settled_atom = caf::atom_constant<caf::atom("settled")>;
 using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
+/// A window-mode relay: model bytes fetched again from its parent (its
+/// upstream client fetches them, offset and size), or made resident again
+/// for its side (a position of its children's plan).
+using refetch_atom = caf::atom_constant<caf::atom("refetch")>;
+/// A window-mode relay's server: time to see whether a child that paces
+/// its download has gone silent (fetch_pacing).
+using pace_atom = caf::atom_constant<caf::atom("pace")>;
 using secagg_atom = caf::atom_constant<caf::atom("secagg")>;
 
 using msg::frame;

@@ -14,9 +14,11 @@
 #include "fedcaf/checkpoint.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
+#include "fedcaf/relay_residency.hpp"
 #include "fedcaf/stopwatch.hpp"
 #include "protocol/client_registry.hpp"
 #include "protocol/evaluation_tally.hpp"
+#include "protocol/fetch_pacing.hpp"
 #include "protocol/model_exchange.hpp"
 #include "protocol/relay_download.hpp"
 #include "protocol/relay_gate.hpp"
@@ -158,6 +160,11 @@ public:
                           deadline_atom::value, round);
     round_started_ = self_->clock().now();
     const auto& announced = rounds_.open(round, chosen);
+    if (auto* r = residency()) { // the children's fetches pace the download
+      relay_.pacing.start(r->plan().chunk_count(), rounds_.chosen(),
+                          round_started_);
+      arm_pacing();
+    }
     tally_.expect(rounds_.chosen().size());
     auto reached = registry_.connected_among(rounds_.chosen());
     reporter_.round_started(round, reached.size() * exchange_.model_bytes());
@@ -330,6 +337,21 @@ public:
               " holds the round's sums already (every participant has it): "
               "the round goes on without " +
               *id});
+    auto* r = residency();
+    if (r && range && !relay_.adopting &&
+        req->model_version == exchange_.model()->version &&
+        req->sequence < r->served()) {
+      // Gone from a window-mode relay's cache: fetched again from the
+      // parent for this child (late, or silent for a while).
+      if (r->want(req->sequence, relay_residency::serve)) {
+        auto out = serve_now(*id, *req);
+        r->release(req->sequence, relay_residency::serve);
+        return out;
+      }
+      auto rp = self_->make_response_promise<frame>();
+      relay_.missed[req->sequence].push_back(waiting_fetch{rp, *id, *req});
+      return rp;
+    }
     auto& d = relay_.download;
     // While the aggregator adopts a model, the one served is the last.
     if (options_.relay && !relay_.adopting && !d.complete() && range &&
@@ -367,6 +389,11 @@ public:
     auto chunk = exchange_.serve(req, pinned);
     if (!chunk)
       return refuse(chunk.err());
+    if (relay_.pacing.active() && !relay_.adopting &&
+        req.model_version == exchange_.model()->version) {
+      relay_.pacing.fetched(id, req.sequence, self_->clock().now());
+      pace();
+    }
     reporter_.count_down(id, chunk->wire_bytes, chunk->model_bytes,
                          chunk->last);
     return std::move(chunk->frame);
@@ -383,11 +410,85 @@ public:
     auto& d = relay_.download;
     if (!options_.relay || d.complete() || d.abandoned())
       return;
+    auto before = d.prefix();
     for (auto ticket : d.arrived(offset, bytes))
       if (auto w = relay_.fetches.extract(ticket))
         w.mapped().rp.deliver(serve_now(w.mapped().id, w.mapped().req));
-    if (d.complete())
+    // A window-mode relay's aggregator measures g as it comes (after its
+    // adoption, which it was asked for before).
+    if (d.prefix() > before)
+      self_->send(peers_.aggregator, arrived_atom::value, d.prefix());
+    if (d.complete()) {
+      if (auto* r = residency())
+        r->download_complete();
       self_->send(peers_.aggregator, arrived_atom::value);
+    }
+  }
+
+  bool pacing() const { return relay_.pacing.active(); }
+
+  /// A window-mode relay's model of the round (relay_residency), or null.
+  relay_residency* residency() const {
+    const auto& m = exchange_.model();
+    return options_.relay && m ? m->residency.get() : nullptr;
+  }
+
+  /// The positions every child still pacing has fetched leave the cache;
+  /// a child silent for fetch_silence paces no more.
+  void pace() {
+    auto* r = residency();
+    if (!r || !relay_.pacing.active())
+      return;
+    std::vector<std::string> silent;
+    auto low = relay_.pacing.low(self_->clock().now(), options_.fetch_silence,
+                                 &silent);
+    for (const auto& id : silent)
+      log_line(log_level::warning, "server",
+               id + " fetched nothing of round " +
+                   std::to_string(rounds_.round()) + " for " +
+                   std::to_string(options_.fetch_silence.count() / 1000) +
+                   " s: the relay's download goes on without waiting for it "
+                   "(what it fetches later is fetched again from the parent)");
+    r->served_below(low);
+    if (low >= r->plan().chunk_count())
+      relay_.pacing.stop();
+  }
+
+  /// The next look at the children pacing the download, a quarter of
+  /// fetch_silence from now.
+  void arm_pacing() {
+    if (options_.fetch_silence.count() > 0)
+      self_->delayed_send(
+          self_,
+          std::max(options_.fetch_silence / 4, std::chrono::milliseconds{50}),
+          pace_atom::value);
+  }
+
+  /// Position `seq` of a window-mode relay's model is resident again: the
+  /// fetches that missed it are served.
+  void refetched(uint64_t seq) {
+    auto waiting = relay_.missed.extract(seq);
+    if (waiting.empty())
+      return;
+    auto* r = residency();
+    for (auto& w : waiting.mapped())
+      w.rp.deliver(r && !r->abandoned() &&
+                           w.req.model_version == exchange_.model()->version
+                       ? serve_now(w.id, w.req)
+                       : refuse({errc::not_in_round,
+                                 "the relay's model of that round is gone"}));
+    if (r)
+      r->release(seq, relay_residency::serve);
+  }
+
+  /// A new model: fetches that missed the last one's cache sit its round
+  /// out.
+  void forget_missed() {
+    for (auto& [seq, waiting] : std::exchange(relay_.missed, {}))
+      for (auto& w : waiting)
+        w.rp.deliver(refuse(
+            {errc::not_in_round, "the relay's model of that round is gone"}));
+    relay_.pacing.stop();
   }
 
   /// Answers every fetch that waits on the parent's model now, with what
@@ -450,6 +551,13 @@ public:
     }
     relay_.download.start(exchange_.model_bytes(), arriving);
     relay_.adopting = true;
+    forget_missed();
+    if (upstream->residency) // positions fetched again for missed fetches
+      upstream->residency->add_waker(
+          [weak = caf::actor_cast<caf::weak_actor_ptr>(self_)](uint64_t seq) {
+            if (auto self = caf::actor_cast<server_actor>(weak))
+              caf::anon_send(self, refetch_atom::value, seq);
+          });
     self_
         ->request(peers_.aggregator, caf::infinite, adopt_atom::value,
                   std::move(upstream), arriving)
@@ -518,6 +626,11 @@ public:
     // children that were downloading it finish (their round is sat out).
     if (relay_.given_up && std::exchange(relay_.given_up_answered, true))
       relay_.given_up.reset();
+    // Answered (a round sat out, perhaps before any child fetched): the
+    // download is paced by nobody now.
+    if (auto* r = residency())
+      r->served_below(r->plan().chunk_count());
+    relay_.pacing.stop();
     if (relay_.promise) {
       relay_.promise->deliver(std::move(r));
       relay_.promise.reset();
@@ -886,6 +999,10 @@ private:
     std::optional<caf::typed_response_promise<uint32_t>> sat_out;
     relay_download download; ///< which bytes of the model served are in
     std::map<uint64_t, waiting_fetch> fetches; ///< by relay_download ticket
+    fetch_pacing pacing; ///< window mode: how far each child fetched
+    /// Window mode: fetches of positions gone from the cache, by position,
+    /// until they are fetched again from the parent.
+    std::map<uint64_t, std::vector<waiting_fetch>> missed;
     std::optional<next_model> next;
     bool adopting = false; ///< the aggregator has not answered adopt_atom
     /// A model given up, still served to the children that download it,
@@ -974,6 +1091,12 @@ server_actor::behavior_type serving(server_actor::pointer self,
       },
       [state](relay_atom, snapshot_ptr& upstream, bool arriving) {
         return state->relay(std::move(upstream), arriving);
+      },
+      [state](refetch_atom, uint64_t seq) { state->refetched(seq); },
+      [state](pace_atom) {
+        state->pace();
+        if (state->pacing())
+          state->arm_pacing();
       },
       [state](arrived_atom, uint64_t offset, uint64_t bytes) {
         state->arrived(offset, bytes);

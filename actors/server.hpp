@@ -104,6 +104,9 @@ struct server_options {
   /// A relay's server side (fedcaf relay): each round waits for its
   /// parent's model (relay_atom), and its partial sum answers that request.
   bool relay = false;
+  /// A window-mode relay: a child that fetched nothing for this long paces
+  /// its download no more (stream_configs.idle_timeout_s). Zero: never.
+  std::chrono::milliseconds fetch_silence{0};
   /// A relay's round deadline (scheduler_kwargs.round_deadline_s), counted
   /// from when its round opens with the parent's model: the server tells
   /// the scheduler when it passes (scheduler_options::

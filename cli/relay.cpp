@@ -21,6 +21,7 @@
 #include "fedcaf/dummy_trainer.hpp" // anonymous_file_buffer
 #include "fedcaf/log.hpp"
 #include "fedcaf/models.hpp"
+#include "fedcaf/relay_residency.hpp"
 #include "fedcaf/trainer.hpp"
 
 namespace fedcaf::cli {
@@ -77,10 +78,21 @@ struct relay_link {
   uint64_t models = 0;     ///< handed down so far (their numbers)
   std::string storage_dir; ///< disk mode: where model-sized buffers live
   uint32_t buffers = 0;    ///< made so far (their files' names)
+  /// The upstream client's: fetches model bytes again (window mode).
+  std::function<void(uint64_t, uint64_t)> ask;
+  /// The upstream client's: its download or upload may go on.
+  std::function<void()> wake;
+
+  /// True iff the side runs in window mode: the model's memory is held
+  /// chunk by chunk (relay_residency).
+  bool windowed() const { return side && side->cache > 0; }
 
   /// `size` bytes of zeroes: on the heap, or (disk mode) a mapped file
-  /// whose pages the relay gives back as it goes.
+  /// whose pages the relay gives back as it goes, or (window mode) an
+  /// anonymous mapping given back chunk by chunk.
   result<byte_buffer> model_buffer(uint64_t size) {
+    if (windowed())
+      return byte_buffer::anonymous(size);
     if (storage_dir.empty())
       return byte_buffer::zeroed(size);
     return anonymous_file_buffer(storage_dir + "/fedcaf-relay-" +
@@ -150,13 +162,12 @@ public:
     sums_.reset(); // a new round: the parent collects the last one no more
     streamed_ = {};
     download_ = {};
-    if (!(parent == layout_) || params_.size() != parent.total_bytes()) {
-      auto bytes = link_->model_buffer(parent.total_bytes());
-      if (!bytes)
-        return bytes.err();
-      layout_ = parent;
-      params_ = std::move(*bytes);
-    }
+    if (residency_) // what of its sum has not gone up never will
+      residency_->abandon();
+    residency_.reset();
+    bool fresh = !(parent == layout_) ||
+                 params_.size() != parent.total_bytes() || link_->windowed();
+    layout_ = parent;
     if (!link_->side) {
       model_snapshot initial;
       initial.layout = layout_;
@@ -166,6 +177,12 @@ public:
       initial.bytes = std::move(*bytes);
       if (auto ok = link_->spawn_side(std::move(initial), welcome_); !ok)
         return ok.err();
+    }
+    if (fresh) { // window mode: each round's positions start given back
+      auto bytes = link_->model_buffer(parent.total_bytes());
+      if (!bytes)
+        return bytes.err();
+      params_ = std::move(*bytes);
     }
     return {};
   }
@@ -179,6 +196,7 @@ public:
     download_ = params_.share(); // written here, whatever the side does
     model_snapshot model;
     model.layout = layout_;
+    model.residency = residency_ = make_residency();
     model.bytes = std::move(params_);
     number_ = ++link_->models;
     link_->answers->forget_before(number_);
@@ -195,6 +213,8 @@ public:
     if (download_.size() > 0) {
       download_.release(model_offset, bytes);
       caf::anon_send(link_->courier, arrived_atom::value, model_offset, bytes);
+    } else if (streamed_.size() > 0 && residency_) {
+      residency_->sent(model_offset, bytes); // kept for a resend, given back
     } else if (streamed_.size() > 0) {
       streamed_.release(model_offset, bytes);
     } else if (sums_) {
@@ -251,7 +271,29 @@ public:
   }
 
   void on_ready(std::function<void()> wake) override {
+    link_->wake = wake;
     link_->answers->on_settled(std::move(wake));
+  }
+
+  bool may_fetch(uint64_t model_offset, uint64_t bytes) override {
+    return !residency_ || download_.size() == 0 ||
+           residency_->may_download(model_offset, bytes);
+  }
+
+  void on_refetch(std::function<void(uint64_t, uint64_t)> ask) override {
+    link_->ask = std::move(ask);
+  }
+
+  void refetched(uint64_t model_offset,
+                 std::span<const std::byte> bytes) override {
+    if (residency_)
+      residency_->fill(model_offset, bytes);
+  }
+
+  result<void> stage(uint64_t model_offset, uint64_t bytes) override {
+    if (residency_ && streamed_.size() > 0)
+      return residency_->restore_sums(model_offset, bytes);
+    return {};
   }
 
   uint64_t sample_count() const override {
@@ -261,6 +303,30 @@ public:
   bool partial_sum() const override { return true; }
 
 private:
+  /// Window mode: which bytes of this round's model stay resident, from
+  /// the children's chunk plan (null otherwise).
+  std::shared_ptr<relay_residency> make_residency() {
+    if (!link_->windowed())
+      return nullptr;
+    auto plan = chunk_plan::make(layout_, link_->side->chunk_bytes);
+    if (!plan) {
+      log_line(log_level::warning, "relay",
+               "the model is held whole this round: " + plan.err().message);
+      return nullptr;
+    }
+    auto r = std::make_shared<relay_residency>(
+        params_.share(), std::move(*plan), link_->side->cache);
+    r->set_asker(link_->ask);
+    r->set_download_waker(link_->wake);
+    // The upstream client fetches again only once train() returned, at
+    // the first position settled: the first window stays for the checks.
+    for (uint64_t seq = 0;
+         seq < std::min<uint64_t>(link_->side->cache, r->plan().chunk_count());
+         ++seq)
+      r->pin(seq, relay_residency::check);
+    return r;
+  }
+
   /// The round's sum of `clients` updates, of weight `weight`, goes up.
   result<train_metrics> went_up(double weight, double loss, uint32_t clients,
                                 std::chrono::steady_clock::time_point started,
@@ -315,6 +381,7 @@ private:
   byte_buffer params_;   ///< the next download's memory, or a sit-out's
   byte_buffer download_; ///< the memory the download writes (shared)
   snapshot_ptr sums_;    ///< the round's sum, uploaded
+  std::shared_ptr<relay_residency> residency_; ///< window mode: the round's
   byte_buffer streamed_; ///< the side's memory, its sum going up as it settles
   uint64_t streamed_number_ = 0; ///< its model's number
   uint64_t number_ = 0;          ///< the model handed down, awaiting its answer

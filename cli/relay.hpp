@@ -58,6 +58,10 @@ struct relay_side {
   manifest layout; ///< of the model it serves
   caf::actor_system* system = nullptr;
   uint64_t chunk_bytes = 0;
+  /// memory_mode window: the download cache's chunks (the side's window),
+  /// and the model's memory is held chunk by chunk (relay_residency); 0:
+  /// other modes.
+  uint32_t cache = 0;
 };
 
 /// Spawns the children's side from the parent's first model (called once).

@@ -111,7 +111,10 @@ int run_relay(const options& opts) {
             spawn_client(sys, s->server, simulated_child(*files, i),
                          local_trainer(sets, files->client.data, i, 1, stop),
                          &child_reports[i]));
-      return relay_side{s->server, layout, &sys, *chunk};
+      return relay_side{s->server, layout, &sys, *chunk,
+                        down.server.memory_mode == memory_mode::window
+                            ? comm.stream.window
+                            : 0u};
     };
     run_remote_client(
         files->client.client,

@@ -200,6 +200,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   so.rule = cfg.server.rule;
   so.scheduler.min_clients = cfg.server.min_clients;
   so.server.reconnect_grace = millis_of(comm.stream.reconnect_grace_s);
+  so.server.fetch_silence = millis_of(comm.stream.idle_timeout_s);
   // An upload that goes silent while its client is connected is rejected;
   // one whose client lost its connection has reconnect_grace_s to resume.
   so.idle_timeout =

@@ -142,7 +142,10 @@ result<relay_side> simulated_tree::spawn_side(caf::actor_system& sys,
         sys, s->server, co, local_trainer(sets_, cfg_.data, i, threads_, stop_),
         &(*client_reports_)[i]));
   }
-  return relay_side{s->server, layout, &sys, *chunk};
+  return relay_side{s->server, layout, &sys, *chunk,
+                    c.server.memory_mode == memory_mode::window
+                        ? c.server.comm.stream.window
+                        : 0u};
 }
 
 } // namespace fedcaf::cli

@@ -38,16 +38,26 @@ double chunk_checker::max_abs(double weight) const {
 }
 
 void chunk_checker::measure_global(const byte_buffer& global) {
+  measure_begin();
+  for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
+    const auto& e = plan_.extent(seq);
+    measure_position(seq, global.bytes());
+    global.release(e.model_offset, e.bytes);
+  }
+  measure_end();
+}
+
+void chunk_checker::measure_position(uint64_t seq,
+                                     std::span<const std::byte> global) {
+  if (max_update_ratio_ > 0 && !secure_)
+    squares_ += squared_norm(layout_, plan_, seq, global);
+}
+
+void chunk_checker::measure_end() {
   bound_ = max_update_norm_;
   if (max_update_ratio_ <= 0 || secure_)
     return;
-  double squares = 0;
-  for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
-    const auto& e = plan_.extent(seq);
-    squares += squared_norm(layout_, plan_, seq, global.bytes());
-    global.release(e.model_offset, e.bytes);
-  }
-  global_norm_ = std::sqrt(squares);
+  global_norm_ = std::sqrt(squares_);
   auto ratio_bound =
       max_update_ratio_ * std::max(global_norm_, update_norm_floor_);
   bound_ = bound_ > 0 ? std::min(bound_, ratio_bound) : ratio_bound;
@@ -104,7 +114,8 @@ result<void> chunk_checker::placed(const msg::chunk_view& c) const {
 result<checked_chunk> chunk_checker::inspect(const upload_record& s,
                                              const msg::chunk_view& c,
                                              std::span<const std::byte> global,
-                                             uint64_t overwritten_below) const {
+                                             uint64_t overwritten_below,
+                                             bool measured) const {
   if (secure_) { // masked: uniform in Z_2^32, or no masked update
     if (!secagg::looks_masked(c.bytes))
       return error{errc::poisoned_update,
@@ -125,7 +136,7 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
     return ok.err();
   auto bound = bound_ * k;
   auto declared = norm_bound_ > 0;
-  if (bound <= 0 && !declared)
+  if ((bound <= 0 && !declared) || !measured)
     return checked_chunk{};
   auto checked = distance(s.client_id, c, global, overwritten_below, k);
   if (!checked)

@@ -72,6 +72,13 @@ public:
   /// of a file-backed model back as it goes (disk mode).
   void measure_global(const byte_buffer& global);
 
+  /// measure_global a position at a time, as a model arrives (a
+  /// window-mode relay gives its positions back as they are served): the
+  /// bound holds from measure_end() on, and until then the last one.
+  void measure_begin() { squares_ = 0; }
+  void measure_position(uint64_t seq, std::span<const std::byte> global);
+  void measure_end();
+
   /// The bound on an update's L2 distance from the global model that
   /// inspect() applies; 0: none.
   double update_bound() const { return bound_; }
@@ -102,11 +109,14 @@ public:
   /// and the distance from `global` so far within update_bound() and the
   /// norm `s` declared (poisoned_update; internal iff a chunk below
   /// `overwritten_below` has no record). Returns the chunk's distance.
+  /// Without `measured`, the finite values only (a window-mode relay's
+  /// round given up: g is gone, and its sum goes nowhere).
   /// REQUIRES: placed(c), c is `s`'s next chunk.
   result<checked_chunk> inspect(const upload_record& s,
                                 const msg::chunk_view& c,
                                 std::span<const std::byte> global,
-                                uint64_t overwritten_below) const;
+                                uint64_t overwritten_below,
+                                bool measured = true) const;
 
   /// Chunk `c` of stream `s` as it is folded (valid until the next call):
   /// norm_bound, scaled towards the global model, g + scale (x - g);
@@ -146,6 +156,7 @@ private:
   double update_norm_floor_;
   double bound_ = 0;       ///< update_bound()
   double global_norm_ = 0; ///< ||g|| of the model measure_global saw
+  double squares_ = 0;     ///< ||g||^2 so far (measure_position)
   double norm_bound_;
   compression_config compression_;
   uint64_t max_payload_;

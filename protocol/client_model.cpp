@@ -41,12 +41,20 @@ result<void> client_model::make_trainer() {
   trainer_ = std::move(*t);
   if (wake_)
     trainer_->on_ready(wake_);
+  if (ask_)
+    trainer_->on_refetch(ask_);
   return {};
 }
 
 uint64_t client_model::ready_bytes() const {
   return trainer_ ? trainer_->ready_bytes()
                   : std::numeric_limits<uint64_t>::max();
+}
+
+void client_model::on_refetch(std::function<void(uint64_t, uint64_t)> ask) {
+  ask_ = std::move(ask);
+  if (trainer_)
+    trainer_->on_refetch(ask_);
 }
 
 void client_model::on_ready(std::function<void()> wake) {

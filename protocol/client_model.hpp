@@ -122,6 +122,22 @@ public:
   void release(const chunk_extent& e) {
     trainer_->release(e.model_offset, e.bytes);
   }
+  /// May the download fetch `e` now (trainer::may_fetch)?
+  bool may_fetch(const chunk_extent& e) {
+    return trainer_->may_fetch(e.model_offset, e.bytes);
+  }
+  /// `e` is about to be uploaded (trainer::stage).
+  result<void> stage(const chunk_extent& e) {
+    return trainer_->stage(e.model_offset, e.bytes);
+  }
+  /// Model bytes at `offset`, fetched again (trainer::refetched).
+  void refetched(uint64_t offset, std::span<const std::byte> bytes) {
+    if (trainer_)
+      trainer_->refetched(offset, bytes);
+  }
+  /// `ask` fetches model bytes again (trainer::on_refetch); every trainer
+  /// built is handed it.
+  void on_refetch(std::function<void(uint64_t, uint64_t)> ask);
 
   /// Trains on the model received (clipped to train.update_clip_norm, its
   /// norm declared iff train.declare_update_norm) and returns the offer of
@@ -162,6 +178,7 @@ private:
   msg::welcome welcome_;
   std::unique_ptr<trainer> trainer_; ///< null between rounds if dropped
   std::function<void()> wake_;       ///< see on_ready
+  std::function<void(uint64_t, uint64_t)> ask_; ///< see on_refetch
   model_view params_;
   const_model_view const_params_;   ///< the same memory, for uploads
   std::vector<std::byte> received_; ///< DP-FedAvg: the model trained from

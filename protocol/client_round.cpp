@@ -86,7 +86,9 @@ void client_round::upload_again() {
   report_->resent(upload_->restart());
 }
 
-msg::frame client_round::take_chunk() {
+result<msg::frame> client_round::take_chunk() {
+  if (auto ok = model_->stage(upload_->next_extent()); !ok)
+    return ok.err();
   auto out = upload_->take_chunk(model_->const_params());
   model_->release(out.extent);
   report_->uploaded(out.payload_bytes, out.resent);
@@ -230,8 +232,8 @@ result<client_round::step> client_round::on_accept(const msg::frame& f) {
                           msg::encode(upload_->credit_request(seq)), "credit"});
   if (upload_->complete())
     close(s);
-  else
-    send_more(s);
+  else if (auto ok = send_more(s); !ok)
+    return ok.err();
   return s;
 }
 
@@ -246,8 +248,8 @@ result<client_round::step> client_round::on_credit(const msg::frame& f) {
     s.stale = true;
   else if (*c == upload_stream::credit_outcome::complete)
     close(s);
-  else
-    send_more(s);
+  else if (auto ok = send_more(s); !ok)
+    return ok.err();
   return s;
 }
 
@@ -283,25 +285,58 @@ client_round::step client_round::send_again() {
 }
 
 void client_round::fetch_more(step& s) {
+  paced_ = false;
   while (download_->can_fetch()) {
+    if (!model_->may_fetch(download_->next_extent())) {
+      paced_ = true;
+      break;
+    }
     auto req = download_->take_fetch();
     s.requests.push_back(
         {request_kind::fetch, msg::encode(req), "fetch", req.sequence});
   }
 }
 
-client_round::step client_round::more_ready() {
+result<client_round::step> client_round::more_ready() {
   step s;
+  if (stage_ == stage::downloading) { // a relay's cache has room again
+    fetch_more(s);
+    return s;
+  }
   if (stage_ != stage::uploading)
     return s;
   s.watch = transfer::moved; // the relay's children's uploads move
-  send_more(s);
+  if (auto ok = send_more(s); !ok)
+    return ok.err();
   return s;
 }
 
-void client_round::send_more(step& s) {
-  while (upload_->can_send(model_->ready_bytes()))
-    s.requests.push_back({request_kind::chunk, take_chunk(), "chunk"});
+result<void> client_round::send_more(step& s) {
+  while (upload_->can_send(model_->ready_bytes())) {
+    auto chunk = take_chunk();
+    if (!chunk)
+      return chunk.err();
+    s.requests.push_back({request_kind::chunk, std::move(*chunk), "chunk"});
+  }
+  return {};
+}
+
+std::vector<std::pair<uint64_t, msg::frame>>
+client_round::refetch_requests(uint64_t offset, uint64_t bytes) const {
+  std::vector<std::pair<uint64_t, msg::frame>> out;
+  for (auto seq : download_->chunks_touching(offset, bytes))
+    out.emplace_back(seq,
+                     msg::encode(msg::fetch{announced_.round,
+                                            announced_.model_version, seq}));
+  return out;
+}
+
+result<void> client_round::refetched(uint64_t seq, const msg::frame& f,
+                                     uint64_t offset,
+                                     std::span<std::byte> out) {
+  if (auto e = msg::error_in(f))
+    return *e;
+  return download_->copy_part(seq, f, offset, out);
 }
 
 void client_round::offer(step& s) {

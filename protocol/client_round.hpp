@@ -131,15 +131,30 @@ public:
   step send_again();
 
   /// More of the update is ready (trainer::ready_bytes, a streaming
-  /// relay's sum): an upload under way sends what credit allows.
-  step more_ready();
+  /// relay's sum): an upload under way sends what credit allows; or a
+  /// download paced by its trainer (trainer::may_fetch) may go on.
+  result<step> more_ready();
 
   /// True iff the upload could send but waits for its own update to be
-  /// ready (not for the server: its silence is then no stalled link).
+  /// ready, or the download waits for its trainer's room with no fetch
+  /// out (not for the server: its silence is then no stalled link).
   bool waits_on_update() const {
+    if (stage_ == stage::downloading)
+      return paced_ && !download_->in_flight();
     return stage_ == stage::uploading && upload_->can_send() &&
            !upload_->can_send(model_->ready_bytes());
   }
+
+  /// Fetches made again (trainer::on_refetch) for model bytes
+  /// [offset, + bytes) of this round's model: each chunk's number and
+  /// fetch frame.
+  std::vector<std::pair<uint64_t, msg::frame>>
+  refetch_requests(uint64_t offset, uint64_t bytes) const;
+  /// Takes `f`, the answer to one of them (chunk `seq`), and copies its
+  /// bytes that lie in [offset, + out.size()) to `out`. Returns an error
+  /// iff the server refused it or it does not decode.
+  result<void> refetched(uint64_t seq, const msg::frame& f, uint64_t offset,
+                         std::span<std::byte> out);
 
   /// Returns true iff `e`'s metrics may go to the server; else logs why,
   /// as client `client_id`.
@@ -192,7 +207,7 @@ private:
 
   /// Returns the next chunk of the update to send (its memory released,
   /// its bytes and the window's depth counted). REQUIRES: upload_->can_send().
-  msg::frame take_chunk();
+  result<msg::frame> take_chunk();
 
   /// The server closed the upload at `now` (`unix_s` on the wall clock):
   /// the model and the report learn it.
@@ -212,7 +227,7 @@ private:
   /// Adds the fetches the window allows to `s`.
   void fetch_more(step& s);
   /// Adds the chunks the window allows to `s`.
-  void send_more(step& s);
+  result<void> send_more(step& s);
   void offer(step& s);
   void close(step& s);
 
@@ -221,7 +236,8 @@ private:
   client_reporter* report_;
   client_secagg_flow* secagg_;
   stage stage_ = stage::downloading;
-  msg::offer offer_; ///< the update, as offered
+  bool paced_ = false; ///< the trainer held the next fetch back
+  msg::offer offer_;   ///< the update, as offered
   std::shared_ptr<const chunk_plan> plan_;
   std::optional<download_stream> download_;
   std::optional<upload_stream> upload_;

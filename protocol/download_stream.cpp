@@ -1,6 +1,7 @@
 #include "protocol/download_stream.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 namespace fedcaf {
@@ -25,9 +26,8 @@ uint64_t download_stream::max_payload_bytes() const {
   return std::max(raw, encoded_bound(compression_, raw / 4 + 1));
 }
 
-result<download_stream::arrival>
-download_stream::receive(uint64_t seq, const msg::frame& f,
-                         const model_view& model) {
+result<std::pair<std::span<const std::byte>, uint64_t>>
+download_stream::payload(uint64_t seq, const msg::frame& f) {
   auto c = msg::decode_chunk(f, max_payload_bytes());
   if (!c)
     return c.err();
@@ -48,10 +48,45 @@ download_stream::receive(uint64_t seq, const msg::frame& f,
           plan_->check(seq, h.tensor_index, h.byte_offset, payload.size());
       !ok)
     return ok.err();
+  return std::pair{payload, static_cast<uint64_t>(c->bytes.size())};
+}
+
+result<download_stream::arrival>
+download_stream::receive(uint64_t seq, const msg::frame& f,
+                         const model_view& model) {
+  auto bytes = payload(seq, f);
+  if (!bytes)
+    return bytes.err();
   if (hook_) // before the old values leave the chunk
-    hook_(seq, payload);
-  plan_->copy_in(seq, payload, model);
-  return arrival{c->bytes.size(), e};
+    hook_(seq, bytes->first);
+  plan_->copy_in(seq, bytes->first, model);
+  return arrival{bytes->second, plan_->extent(seq)};
+}
+
+std::vector<uint64_t> download_stream::chunks_touching(uint64_t offset,
+                                                       uint64_t bytes) const {
+  std::vector<uint64_t> out;
+  for (uint64_t s = 0; s < plan_->chunk_count(); ++s) {
+    const auto& e = plan_->extent(s);
+    if (e.model_offset < offset + bytes && e.model_offset + e.bytes > offset)
+      out.push_back(s);
+  }
+  return out;
+}
+
+result<void> download_stream::copy_part(uint64_t seq, const msg::frame& f,
+                                        uint64_t offset,
+                                        std::span<std::byte> out) {
+  auto bytes = payload(seq, f);
+  if (!bytes)
+    return bytes.err();
+  const auto& e = plan_->extent(seq);
+  auto from = std::max(offset, e.model_offset);
+  auto to = std::min(offset + out.size(), e.model_offset + e.bytes);
+  if (from < to)
+    std::memcpy(out.data() + (from - offset),
+                bytes->first.data() + (from - e.model_offset), to - from);
+  return {};
 }
 
 uint64_t download_stream::rewind() {

@@ -46,6 +46,24 @@ public:
   /// Returns true iff another fetch may be sent now.
   bool can_fetch() const { return window_.can_send(); }
 
+  /// The next chunk a fetch would ask for. REQUIRES: can_fetch().
+  const chunk_extent& next_extent() const {
+    return plan_->extent(window_.next());
+  }
+
+  /// True iff a fetch is unanswered.
+  bool in_flight() const { return window_.in_flight() > 0; }
+
+  /// The chunks whose bytes touch model bytes [offset, + bytes).
+  std::vector<uint64_t> chunks_touching(uint64_t offset, uint64_t bytes) const;
+
+  /// Takes `f`, the answer to a fetch of chunk `seq` made again (not one
+  /// of take_fetch's), and copies its bytes that lie in model bytes
+  /// [offset, + out.size()) to `out`. Returns an error iff the frame is
+  /// not chunk `seq` (or does not decode).
+  result<void> copy_part(uint64_t seq, const msg::frame& f, uint64_t offset,
+                         std::span<std::byte> out);
+
   /// Returns the fetch of the next chunk and counts it in flight.
   /// REQUIRES: can_fetch().
   msg::fetch take_fetch();
@@ -76,6 +94,12 @@ public:
   uint64_t max_payload_bytes() const;
 
 private:
+  /// Chunk `seq`'s model bytes from frame `f` (decoded: they live in
+  /// decoded_ until the next call), checked against the plan, and the
+  /// payload's size on the wire.
+  result<std::pair<std::span<const std::byte>, uint64_t>>
+  payload(uint64_t seq, const msg::frame& f);
+
   std::shared_ptr<const chunk_plan> plan_;
   uint32_t round_;
   uint64_t model_version_;

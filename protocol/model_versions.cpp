@@ -42,6 +42,7 @@ result<snapshot_ptr> model_versions::adopt(snapshot_ptr upstream,
     // Its only holder: the snapshot is made const by its pointer only.
     next->bytes =
         std::move(std::const_pointer_cast<model_snapshot>(upstream)->bytes);
+    next->residency = upstream->residency;
   } else if (file_prefix.empty()) {
     next->bytes = byte_buffer::uninitialized(size);
     copy_released(upstream->bytes, next->bytes);

@@ -42,6 +42,12 @@ public:
   /// REQUIRES: !has(offset, bytes).
   uint64_t wait(uint64_t offset, uint64_t bytes);
 
+  /// The bytes in from the model's start, without a gap.
+  uint64_t prefix() const {
+    auto it = ranges_.find(0);
+    return it == ranges_.end() ? 0 : it->second;
+  }
+
   /// How many fetches wait.
   size_t waiting() const { return waiting_.size(); }
 

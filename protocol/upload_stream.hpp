@@ -78,6 +78,10 @@ public:
   result<acceptance> on_accept(const msg::frame& f);
 
   /// Returns true iff a chunk may be sent now (accepted, credit left).
+  /// The chunk take_chunk() sends next. REQUIRES: can_send().
+  const chunk_extent& next_extent() const {
+    return plan_->extent(window_->next());
+  }
   bool can_send() const { return window_ && window_->can_send(); }
   /// As can_send(), and the next chunk lies within the first `ready`
   /// bytes of the model (trainer::ready_bytes).
@@ -90,6 +94,7 @@ public:
 
   /// Returns the frame of the next chunk of `model` and counts it in
   /// flight. REQUIRES: can_send().
+  /// (next_extent(): the chunk it takes.)
   outgoing take_chunk(const const_model_view& model);
 
   /// The request for the credit of chunk `seq` (owed since before a

@@ -68,6 +68,33 @@ result<byte_buffer> byte_buffer::map_file(const std::string& path,
                      deleter{base, length == 0 ? 1 : length, fd, start}};
 }
 
+result<byte_buffer> byte_buffer::anonymous(size_t size) {
+  auto length = size == 0 ? 1 : size;
+  void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return error{errc::io_error, std::string{"mmap of "} +
+                                     std::to_string(size) +
+                                     " bytes: " + std::strerror(errno)};
+  auto* base = static_cast<std::byte*>(p);
+  deleter d{base, length, -1, 0};
+  d.anonymous = true;
+  return byte_buffer{base, size, d};
+}
+
+void byte_buffer::discard_pages(size_t offset, size_t size) const {
+  const auto& d = data_.get_deleter();
+  if (!d.anonymous || size == 0)
+    return;
+  auto page = page_size();
+  auto first = (offset + page - 1) / page * page;
+  auto last = std::min(offset + size, size_) / page * page;
+  if (offset + size >= size_) // the mapping's last page is this range's
+    last = (size_ + page - 1) / page * page;
+  if (last > first)
+    ::madvise(d.base + first, last - first, MADV_DONTNEED);
+}
+
 byte_buffer byte_buffer::share() {
   auto& d = data_.get_deleter();
   if (!d.shared && data_) {

@@ -42,6 +42,18 @@ public:
   static result<byte_buffer> map_file(const std::string& path, size_t offset,
                                       size_t size);
 
+  /// Returns `size` bytes of zeroes in a private anonymous mapping whose
+  /// pages are given back one by one (discard_pages): memory that is
+  /// written and forgotten piece by piece, so that only the pieces in use
+  /// are resident (a window-mode relay's model). Returns an error iff it
+  /// cannot be mapped.
+  static result<byte_buffer> anonymous(size_t size);
+
+  /// An anonymous mapping (anonymous()): gives back the pages that lie
+  /// wholly inside [offset, offset + size); their bytes are lost (read as
+  /// zeroes after). A no-op for other memory.
+  void discard_pages(size_t offset, size_t size) const;
+
   /// Gives the pages holding [offset, offset + size) back to the kernel, iff
   /// the buffer maps a file: they leave this process's resident set, and
   /// their content stays in the file (a later access reads it back), and
@@ -57,7 +69,13 @@ public:
   byte_buffer share();
 
   /// Returns true iff the buffer maps a file.
-  bool file_backed() const { return data_.get_deleter().mapped > 0; }
+  bool file_backed() const {
+    const auto& d = data_.get_deleter();
+    return d.mapped > 0 && !d.anonymous;
+  }
+
+  /// Returns true iff the buffer is an anonymous mapping (anonymous()).
+  bool anonymous_mapping() const { return data_.get_deleter().anonymous; }
 
   /// A file mapping's file, even unlinked, as /proc/self/map_files names
   /// it (openable by root, or where the kernel lets the owner); "" for
@@ -81,6 +99,7 @@ private:
     size_t mapped{0};         ///< 0 for heap memory
     int fd{-1};               ///< the mapped file (kept for its writeback)
     size_t file_start{0};     ///< the file offset base maps
+    bool anonymous{false};    ///< an anonymous mapping (no file)
     /// Shared memory (share()): the last owner's copy frees it.
     std::shared_ptr<std::byte> shared{};
     void operator()(std::byte* p) const;

@@ -15,6 +15,8 @@
 
 namespace fedcaf {
 
+class relay_residency;
+
 struct model_snapshot {
   manifest layout;
   uint64_t version = 0; ///< 0 for the initial model, then one per round
@@ -28,6 +30,9 @@ struct model_snapshot {
   /// A relay's round (aggregation_plan::partial_sums): `bytes` hold each
   /// position's weighted sum, and this the weight summed there.
   std::vector<double> position_weights;
+  /// A window-mode relay's model of the round: which of its bytes are
+  /// resident (relay_residency); null for every other model.
+  std::shared_ptr<relay_residency> residency;
 
   const_model_view view() const {
     return split_contiguous(layout, bytes.bytes());

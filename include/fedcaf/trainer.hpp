@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,8 +115,42 @@ public:
   }
 
   /// Hands the trainer `wake`, to call (from any thread) when
-  /// ready_bytes() has grown. Default: never called.
+  /// ready_bytes() has grown, or may_fetch() may hold where it did not.
+  /// Default: never called.
   virtual void on_ready(std::function<void()> wake) { (void)wake; }
+
+  /// May the download fetch model bytes [model_offset, + bytes) now? A
+  /// window-mode relay's download goes no further than its cache ahead of
+  /// its slowest child. Default: yes.
+  virtual bool may_fetch(uint64_t model_offset, uint64_t bytes) {
+    (void)model_offset;
+    (void)bytes;
+    return true;
+  }
+
+  /// Hands the trainer `ask`, to call (from any thread) for model bytes
+  /// [offset, + bytes) of the server's model of the round again; they come
+  /// back by refetched(). Default: never called.
+  virtual void on_refetch(std::function<void(uint64_t, uint64_t)> ask) {
+    (void)ask;
+  }
+
+  /// Bytes [model_offset, + bytes.size()) of the round's model, fetched
+  /// again (on_refetch); empty: they could not be. Default: nothing.
+  virtual void refetched(uint64_t model_offset,
+                         std::span<const std::byte> bytes) {
+    (void)model_offset;
+    (void)bytes;
+  }
+
+  /// Model bytes [model_offset, + bytes) are about to be uploaded (again):
+  /// a trainer that gave them back brings them in. Returns an error iff it
+  /// cannot. Default: nothing.
+  virtual result<void> stage(uint64_t model_offset, uint64_t bytes) {
+    (void)model_offset;
+    (void)bytes;
+    return {};
+  }
 
   /// Evaluates the model now in parameters() (the global model received)
   /// on the client's own test data. Returns nullopt iff this trainer has

@@ -401,3 +401,79 @@ TEST_CASE("an evaluation goes to the server only with well-formed figures") {
   CHECK_FALSE(
       client_round::fit_to_send({1, 10, {{"loss", 1}, {"loss", 2}}}, "C7"));
 }
+
+namespace {
+
+/// A window-mode relay's trainer as client_round sees it: the dummy
+/// trainer's model, its download let no further than `limit` bytes.
+class paced_trainer final : public trainer {
+public:
+  paced_trainer(std::unique_ptr<trainer> inner, uint64_t* limit)
+      : inner_(std::move(inner)), limit_(limit) {}
+  const manifest& layout() const override { return inner_->layout(); }
+  model_view parameters() override { return inner_->parameters(); }
+  result<train_metrics> train() override { return inner_->train(); }
+  uint64_t sample_count() const override { return 1; }
+  bool may_fetch(uint64_t offset, uint64_t) override {
+    return offset < *limit_;
+  }
+
+private:
+  std::unique_ptr<trainer> inner_;
+  uint64_t* limit_;
+};
+
+} // namespace
+
+TEST_CASE("a download its trainer paces waits for room without counting as "
+          "a stalled link, and model bytes are fetched again chunk by chunk") {
+  fixture x;
+  uint64_t limit = 64; // chunk 0 only (64-byte chunks)
+  client_model paced{"R1",
+                     [&](const client_configs&, const msg::welcome&)
+                         -> result<std::unique_ptr<trainer>> {
+                       auto dummy = make_dummy_trainer(x.layout, 1.0f, 50);
+                       if (!dummy)
+                         return dummy.err();
+                       return std::unique_ptr<trainer>{
+                           new paced_trainer{std::move(*dummy), &limit}};
+                     },
+                     x.configs, msg::welcome{0, 2, "", {}}};
+  auto r =
+      client_round::start(x.announced(), paced, x.reporter, x.secagg, x.t0);
+  REQUIRE(r);
+  auto first = r->begin();
+  CHECK(asked(first) == decltype(asked(first)){{kind::fetch, 0}});
+  CHECK_FALSE(r->waits_on_update()); // a fetch is out
+  auto got = r->on_reply(kind::fetch, 0, x.chunk(0), x.t0, 0);
+  REQUIRE(got);
+  CHECK(got->requests.empty()); // held back: no room
+  CHECK(r->waits_on_update());  // not the server's silence
+  limit = x.plan.total_bytes();
+  auto more = r->more_ready();
+  REQUIRE(more);
+  CHECK(asked(*more) ==
+        decltype(asked(*more)){{kind::fetch, 1}, {kind::fetch, 2}});
+  auto done = download_all(x, *r, std::move(*more), x.t0);
+  CHECK(done.train);
+
+  // Bytes 100..160 again: chunks 1 and 2 (64-byte chunks) are fetched, and
+  // each answer gives the bytes it holds of that range.
+  auto again = r->refetch_requests(100, 60);
+  REQUIRE(again.size() == 2);
+  CHECK(again[0].first == 1);
+  CHECK(again[1].first == 2);
+  auto req = msg::decode<msg::fetch>(again[0].second);
+  REQUIRE(req);
+  CHECK(req->sequence == 1);
+  CHECK(req->model_version == 1);
+  std::vector<std::byte> out(60);
+  REQUIRE(r->refetched(1, x.chunk(1), 100, out));
+  REQUIRE(r->refetched(2, x.chunk(2), 100, out));
+  CHECK(std::memcmp(out.data(),
+                    reinterpret_cast<const std::byte*>(x.global.data()) + 100,
+                    out.size()) == 0);
+  CHECK_FALSE(r->refetched(1, x.chunk(2), 100, out)); // not chunk 1
+  CHECK_FALSE(
+      r->refetched(1, msg::encode(error{errc::wrong_round, "gone"}), 100, out));
+}

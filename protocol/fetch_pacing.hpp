@@ -1,0 +1,57 @@
+#pragma once
+// How far every child of a window-mode relay's round has fetched its
+// model, without CAF: the relay's download cache keeps a chunk until every
+// child still fetching has it, and its download goes no further than the
+// cache ahead of the slowest (relay_residency). A child paces the others
+// from the round's start until it is silent for the idle timeout (no fetch
+// since the start, or since its last): then it is paced no more, and what
+// it fetches later that left the cache is fetched again from the parent.
+// See docs/design.md, "Trees of aggregators".
+// Thread-safety: none; owned by the server actor.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace fedcaf {
+
+class fetch_pacing {
+public:
+  using time_point = std::chrono::steady_clock::time_point;
+
+  /// A model of `chunks` chunks goes to `children` (the round's chosen).
+  void start(uint64_t chunks, const std::set<std::string>& children,
+             time_point now);
+  /// True iff a round's model is paced.
+  bool active() const { return chunks_ > 0; }
+
+  /// Child `id` was served chunk `seq`.
+  void fetched(const std::string& id, uint64_t seq, time_point now);
+
+  /// The chunks every child still paced has fetched (all of them when none
+  /// is). Children silent for `idle` are paced no more; their ids go to
+  /// `dropped` (logged by the caller).
+  uint64_t low(time_point now, std::chrono::milliseconds idle,
+               std::vector<std::string>* dropped = nullptr);
+
+  /// The model is no longer paced (the round is over, or another came).
+  void stop() {
+    chunks_ = 0;
+    children_.clear();
+  }
+
+private:
+  struct child {
+    uint64_t prefix = 0;      ///< chunks 0 .. prefix - 1 fetched
+    std::set<uint64_t> above; ///< fetched past the prefix
+    time_point last;          ///< the start, or its last fetch
+    bool paced = true;
+  };
+  uint64_t chunks_ = 0;
+  std::map<std::string, child> children_;
+};
+
+} // namespace fedcaf
