@@ -157,17 +157,33 @@ public:
 
   /// Sends the fetches made again that the server's fetch window allows
   /// (the round's download done: they would pass it beside its fetches).
+  /// A parent chunk that covers several positions is fetched once: the
+  /// requests for one in flight wait for its answer, and the last answer
+  /// serves the requests for it that come next.
   void refetch_more() {
     while (round_ && !refetch_queue_.empty() &&
            round_->current_stage() != stage::downloading &&
            refetch_in_flight_ < std::max(1u, round_->announced().window)) {
       auto r = std::move(refetch_queue_.front());
       refetch_queue_.pop_front();
+      if (refetch_last_ && refetch_last_->round == r.part->round &&
+          refetch_last_->seq == r.seq) {
+        took_refetched(r, refetch_last_->reply);
+        continue;
+      }
+      auto [waiting, first] = refetch_waiting_.try_emplace(r.seq);
+      waiting->second.push_back(r);
+      if (!first)
+        continue; // its chunk is on its way
       ++refetch_in_flight_;
       ask(fetch_atom::value, std::move(r.f), "fetch again",
-          [this, r](const frame& reply) {
+          [this, seq = r.seq, round = r.part->round](const frame& reply) {
             --refetch_in_flight_;
-            took_refetched(r, reply);
+            refetch_last_ = refetched_chunk{round, seq, reply};
+            auto waiting = refetch_waiting_.extract(seq);
+            if (!waiting.empty())
+              for (const auto& w : waiting.mapped())
+                took_refetched(w, reply);
             refetch_more();
           });
     }
@@ -415,6 +431,7 @@ private:
       run(round_->resume());
     // Fetches made again that the old connection lost go out again.
     refetch_queue_.clear();
+    refetch_waiting_.clear();
     refetch_in_flight_ = 0;
     for (auto [offset, bytes] : std::exchange(refetching_, {}))
       on_refetch(offset, bytes);
@@ -523,6 +540,14 @@ private:
   std::optional<frame> next_task_;    ///< arrived while uploading
   std::map<uint64_t, uint64_t> refetching_;   ///< offset -> bytes, under way
   std::deque<refetch_request> refetch_queue_; ///< not sent yet
+  /// Per parent chunk in flight, the requests that wait for it.
+  std::map<uint64_t, std::vector<refetch_request>> refetch_waiting_;
+  struct refetched_chunk {
+    uint32_t round;
+    uint64_t seq;
+    frame reply;
+  };
+  std::optional<refetched_chunk> refetch_last_; ///< the last answer
   uint32_t refetch_in_flight_ = 0;
   uint64_t generation_ = 0;
   bool reconnecting_ = false; ///< lost the server, registering again

@@ -276,8 +276,10 @@ public:
   }
 
   bool may_fetch(uint64_t model_offset, uint64_t bytes) override {
-    return !residency_ || download_.size() == 0 ||
-           residency_->may_download(model_offset, bytes);
+    if (!residency_ || download_.size() == 0)
+      return true;
+    residency_->upstream_chunk(bytes); // the upload's chunks are its size
+    return residency_->may_download(model_offset, bytes);
   }
 
   void on_refetch(std::function<void(uint64_t, uint64_t)> ask) override {

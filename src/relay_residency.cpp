@@ -181,16 +181,24 @@ void relay_residency::hold_sum(uint64_t seq) {
   if (abandoned_)
     return; // it goes nowhere
   auto& p = positions_[seq];
-  if (!(p.needs & sum))
+  if (!(p.needs & sum)) {
     ++sums_;
+    sum_bytes_ += plan_.extent(seq).bytes;
+  }
   p.needs |= sum;
   p.resident = true;
   p.spilled = false;
 }
 
+void relay_residency::upstream_chunk(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock{mutex_};
+  upstream_chunk_ = std::max(upstream_chunk_, bytes);
+}
+
 bool relay_residency::may_settle() const {
   std::lock_guard<std::mutex> lock{mutex_};
-  return abandoned_ || sums_ < cache_;
+  return abandoned_ || sums_ < cache_ ||
+         sum_bytes_ < upstream_chunk_ + plan_.chunk_bytes();
 }
 
 void relay_residency::abandon() {
@@ -236,6 +244,7 @@ void relay_residency::sent(uint64_t offset, uint64_t bytes) {
       p.spilled = true;
       p.needs &= static_cast<uint8_t>(~sum);
       --sums_;
+      sum_bytes_ -= e.bytes;
       if (p.needs == 0 && !in_cache(s)) {
         p.resident = false;
         give_back(s);
@@ -267,6 +276,7 @@ result<void> relay_residency::restore_sums(uint64_t offset, uint64_t bytes) {
     p.needs |= sum;
     p.resident = true;
     ++sums_;
+    sum_bytes_ += e.bytes;
   }
   return {};
 }

@@ -95,8 +95,13 @@ public:
   /// Position `seq` is about to hold its settled sum (written by the
   /// caller after this).
   void hold_sum(uint64_t seq);
-  /// True iff fewer than `cache` settled sums wait to go up.
+  /// True iff fewer than `cache` settled sums wait to go up, or they hold
+  /// less than one of the parent's chunks (upstream_chunk) and one of the
+  /// children's: the upload waits for a whole parent chunk.
   bool may_settle() const;
+  /// The relay's upload goes up in chunks of up to `bytes` (its parent's
+  /// plan: the largest chunk its download fetched).
+  void upstream_chunk(uint64_t bytes);
   /// Bytes [offset, offset + bytes) of the sums went up: each position
   /// they end is kept in the spill file and given back.
   void sent(uint64_t offset, uint64_t bytes);
@@ -146,7 +151,9 @@ private:
   uint64_t granted_ = 0;   ///< the download may have written below it
   bool downloaded_ = false;
   bool abandoned_ = false;
-  uint32_t sums_ = 0; ///< positions holding a sum not yet sent
+  uint32_t sums_ = 0;      ///< positions holding a sum not yet sent
+  uint64_t sum_bytes_ = 0; ///< their bytes
+  uint64_t upstream_chunk_ = 0;
   uint64_t given_back_ = 0;
   spill_file spill_;
   std::function<void(uint64_t, uint64_t)> ask_;

@@ -17,7 +17,11 @@
 #   sudo tests/perf/tree_bench.sh build/fedcaf [SIZE_MIB=256] [CLIENTS=16] [RATE=1gbit] [ROUNDS=2]
 #
 # OLD=path/to/another/fedcaf runs the tree a second time with that binary
-# (oldtree) and prints the tree's figures against it.
+# (oldtree) and prints the tree's figures against it. MODES (default
+# window) are the relays' memory modes: the tree runs once for each (the
+# first is "tree", the others tree_MODE); a window-mode relay fetches its
+# parent's model twice (once to pass it down, then chunk by chunk for the
+# checks of its children's updates), a ram or disk relay once.
 set -u
 fedcaf=$(readlink -f "$1"); mib=${2:-256}; n=${3:-16}; rate=${4:-1gbit}
 rounds=${5:-2}
@@ -77,13 +81,16 @@ comm_configs:
   stream_configs: {idle_timeout_s: 600}
 server_configs:
   num_clients: $3
-  memory_mode: window
+  memory_mode: $relay_mode
+  storage_dir: $out
   scheduler_kwargs: {round_deadline_s: 3600}
   comm_configs:
     grpc_configs: {server_uri: 0.0.0.0:50051}
     stream_configs: {idle_timeout_s: 600, window: 8}
 EOF
 }
+modes=(${MODES:-window})
+relay_mode=${modes[0]}
 timed() { # LOG COMMAND...: peak RSS (KiB), user and system CPU seconds in LOG.time
   /usr/bin/time -f "%M %U %S" -o "$1.time" timeout 3600 "${@:2}" > "$1" 2>&1
 }
@@ -129,11 +136,13 @@ run() { # NAME RELAYS(0|4) [BINARY]
 run flat 0 || exit 1
 run tree 4 || exit 1
 if [ -n "${OLD:-}" ]; then run oldtree 4 "$(readlink -f "$OLD")" || exit 1; fi
+for relay_mode in "${modes[@]:1}"; do run "tree_$relay_mode" 4 || exit 1; done
 /usr/bin/python3 - "$out" "$mib" "$n" "$rate" "$rounds" <<'PY'
 import glob, json, os, sys
 out, mib, n, rate, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 fig = {}
-names = ["flat", "tree"] + (["oldtree"] if os.path.exists(f"{out}/oldtree.json") else [])
+names = ["flat", "tree"] + (["oldtree"] if os.path.exists(f"{out}/oldtree.json") else []) \
+    + sorted(os.path.basename(p)[:-5] for p in glob.glob(f"{out}/tree_*.json"))
 for name in names:
     r = json.load(open(f"{out}/{name}.json"))
     assert r["status"] == "completed", (name, r["status"])
@@ -145,8 +154,8 @@ for name in names:
     times = lambda pat: [open(f).read().split()[-3:] for f in glob.glob(f"{out}/{name}_{pat}.log.time")]
     rss = lambda pat: max(int(t[0]) for t in times(pat)) / 1024
     cpu_of = lambda pat: sum(float(t[1]) + float(t[2]) for t in times(pat)) / rounds
-    cpu = cpu_of("*")
     kinds = dict(root=cpu_of("root"), relays=cpu_of("R*"), clients=cpu_of("C*"))
+    cpu = sum(kinds.values())
     fig[name] = dict(rx=(rx1 - rx0) / rounds, tx=(tx1 - tx0) / rounds,
                      up=sum(x["bytes_up"] for x in r["rounds"]) / rounds,
                      down=sum(x["bytes_down"] for x in r["rounds"]) / rounds,
@@ -164,10 +173,13 @@ for name, f in fig.items():
           f"the machine {100 * f['busy']:.0f}% busy; "
           f"peak RSS root {f['root']:.0f} MiB, client {f['client']:.0f} MiB"
           + (f", relay {f['relay']:.0f} MiB" if f['relay'] else ""))
-t, fl = fig["tree"], fig["flat"]
-print(f"  tree / flat: root ingress {t['rx'] / fl['rx']:.3f}, egress {t['tx'] / fl['tx']:.3f}, "
-      f"round time {t['secs'] / fl['secs']:.3f}; the tree's CPU alone, spread on {cores} cores, "
-      f"takes {t['cpu'] / cores / fl['secs']:.3f} of the flat round")
+fl = fig["flat"]
+for name in [x for x in names if x.startswith("tree")]:
+    t = fig[name]
+    print(f"  {name} / flat: root ingress {t['rx'] / fl['rx']:.3f}, egress {t['tx'] / fl['tx']:.3f}, "
+          f"round time {t['secs'] / fl['secs']:.3f}; the tree's CPU alone, spread on {cores} cores, "
+          f"takes {t['cpu'] / cores / fl['secs']:.3f} of the flat round")
+t = fig["tree"]
 if "oldtree" in fig:
     o = fig["oldtree"]
     print(f"  tree / oldtree: round time {t['secs'] / o['secs']:.3f}, relay peak RSS {t['relay'] / o['relay']:.3f}, "

@@ -132,6 +132,10 @@ TEST_CASE("a relay settles no more sums than its cache while they wait to "
   r.hold_sum(1);
   write_position(*memory, plan, 1, std::byte{2});
   CHECK_FALSE(r.may_settle());
+  r.upstream_chunk(3 * 6144); // the upload waits for 3 positions at once
+  CHECK(r.may_settle());
+  r.upstream_chunk(6144); // the largest is kept
+  CHECK(r.may_settle());
   r.sent(0, 6144); // position 0's second page is position 1's first
   CHECK(room == 1);
   CHECK(r.may_settle());
