@@ -628,8 +628,8 @@ public:
       relay_.given_up.reset();
     // Answered (a round sat out, perhaps before any child fetched): the
     // download is paced by nobody now.
-    if (auto* r = residency())
-      r->served_below(r->plan().chunk_count());
+    if (auto* model = residency())
+      model->served_below(model->plan().chunk_count());
     relay_.pacing.stop();
     if (relay_.promise) {
       relay_.promise->deliver(std::move(r));
@@ -740,6 +740,8 @@ public:
       return;
     reporter_.dropped(id, options_.reconnect_grace.count());
     self_->send(peers_.scheduler, drop_atom::value, id);
+    relay_.pacing.forget(id); // it paces a window-mode relay's download no
+    pace();                   // more
   }
 
   /// Sends what is open to a client that came back (round_announcement).

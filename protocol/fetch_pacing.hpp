@@ -37,6 +37,9 @@ public:
   uint64_t low(time_point now, std::chrono::milliseconds idle,
                std::vector<std::string>* dropped = nullptr);
 
+  /// Child `id` left the run (dropped): it paces no more.
+  void forget(const std::string& id) { children_.erase(id); }
+
   /// The model is no longer paced (the round is over, or another came).
   void stop() {
     chunks_ = 0;

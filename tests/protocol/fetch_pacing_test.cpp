@@ -35,6 +35,14 @@ TEST_CASE("a window-mode relay's download waits for its slowest child still "
   p.fetched("B", 2, t + 1200ms); // back: it does not hold the others again
   CHECK(p.low(t + 1200ms, 1000ms) == 8);
 
+  // A child dropped from the run paces no more.
+  fetch_pacing q;
+  q.start(4, {"A", "B"}, t);
+  q.fetched("A", 0, t);
+  CHECK(q.low(t, 1000ms) == 0);
+  q.forget("B");
+  CHECK(q.low(t, 1000ms) == 1);
+
   // Once every child still paced has it all, everything is served.
   p.fetched("A", 8, t + 1300ms);
   p.fetched("A", 9, t + 1300ms);
