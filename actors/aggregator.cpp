@@ -53,6 +53,13 @@ std::chrono::milliseconds check_period(const aggregator_options& o) {
 class aggregator_state {
 public:
   using promise = caf::typed_response_promise<frame>;
+  /// A window-mode relay: a chunk that waits for g at its position.
+  struct parked_chunk {
+    uint64_t seq;
+    std::string sender;
+    frame f;
+    promise rp;
+  };
 
   aggregator_state(std::shared_ptr<model_snapshot> initial,
                    aggregator_options options, std::unique_ptr<accumulator> acc,
@@ -209,20 +216,41 @@ public:
                "and their sum goes nowhere");
     }
     present_.insert(seq);
-    for (auto it = parked_.begin(); it != parked_.end();) {
-      auto& queue = it->second;
-      while (!queue.empty() && present_.count(queue.front().seq)) {
-        auto p = std::move(queue.front());
-        queue.pop_front();
-        auto out = consume(p.sender, p.f, &p.rp);
-        if (out.flag == caf::rt_value)
-          p.rp.deliver(out.value.get_as<frame>(0));
-        else if (out.flag == caf::rt_error)
-          p.rp.deliver(out.err);
+    std::vector<uint64_t> streams;
+    for (const auto& [sid, queue] : parked_)
+      streams.push_back(sid);
+    for (auto sid : streams) // a chunk taken may end its stream (unpark)
+      for (auto it = parked_.find(sid);
+           it != parked_.end() && present_.count(it->second.front().seq);
+           it = parked_.find(sid)) {
+        auto p = std::move(it->second.front());
+        it->second.pop_front();
+        if (it->second.empty())
+          parked_.erase(it);
+        take_parked(p);
       }
-      it = queue.empty() ? parked_.erase(it) : std::next(it);
-    }
     advance_window();
+  }
+
+  /// Takes parked chunk `p` as if it came now, and answers it.
+  void take_parked(parked_chunk& p) {
+    auto out = consume(p.sender, p.f, &p.rp);
+    if (out.flag == caf::rt_value)
+      p.rp.deliver(out.value.get_as<frame>(0));
+    else if (out.flag == caf::rt_error)
+      p.rp.deliver(out.err);
+  }
+
+  /// Stream `sid` ended (rejected, or its round is over): its parked
+  /// chunks are answered as chunks that come after that are.
+  void unpark(uint64_t sid) {
+    auto it = parked_.find(sid);
+    if (it == parked_.end())
+      return;
+    auto queue = std::move(it->second);
+    parked_.erase(it);
+    for (auto& p : queue)
+      take_parked(p);
   }
 
   /// Bytes [0, upto) of the model adopted as arriving are in: a window-mode
@@ -248,10 +276,8 @@ public:
         r->release(seq, relay_residency::check);
     held_g_.clear();
     present_.clear();
-    for (auto& [sid, waiting] : std::exchange(parked_, {}))
-      for (auto& p : waiting)
-        p.rp.deliver(refuse_from(
-            p.sender, {errc::stream_reset, "the round's uploads are over"}));
+    while (!parked_.empty()) // answered as a chunk that comes now is
+      unpark(parked_.begin()->first);
   }
 
   /// Rejects streams that could send but sent nothing for idle_timeout,
@@ -590,6 +616,7 @@ private:
       advance_window();
     }
     upload_ledger::reject(s);
+    unpark(sid);
     if (why.code == errc::poisoned_update && options_.poisoned)
       options_.poisoned->fetch_add(1, std::memory_order_relaxed);
     log_line(log_level::warning, "aggregator",
@@ -665,8 +692,8 @@ private:
         held_g_.erase(seq);
         present_.erase(seq);
       }
-      if (streams_sums())
-        stream_position(seq);
+      if (streams_sums() && !(r && r->abandoned())) // a round given up: its
+        stream_position(seq); // sum (checked in part) never goes up
       if (options_.plan.in_place && server_) { // before the credits go out
         const auto& e = plan_.extent(seq);
         self_->send(server_, settled_atom::value, models_.current().version,
@@ -739,12 +766,6 @@ private:
   std::map<uint64_t, std::vector<std::pair<promise, uint64_t>>> held_;
   /// A window-mode relay: chunks that wait for g at their position, the
   /// positions where g is held for the checks, and those where it is in.
-  struct parked_chunk {
-    uint64_t seq;
-    std::string sender;
-    frame f;
-    promise rp;
-  };
   std::map<uint64_t, std::deque<parked_chunk>> parked_; ///< by stream
   std::set<uint64_t> held_g_;
   std::set<uint64_t> present_;

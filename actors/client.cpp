@@ -144,7 +144,6 @@ public:
   void on_refetch(uint64_t offset, uint64_t bytes) {
     if (!round_ || !model_)
       return model_ ? model_->refetched(offset, {}) : void();
-    refetching_.insert_or_assign(offset, bytes);
     auto requests = round_->refetch_requests(offset, bytes);
     auto part = std::make_shared<refetch_part>();
     part->bytes.resize(bytes);
@@ -160,12 +159,19 @@ public:
   /// A parent chunk that covers several positions is fetched once: the
   /// requests for one in flight wait for its answer, and the last answer
   /// serves the requests for it that come next.
+  /// Each one sent is answered once on its connection, whatever else
+  /// happened meanwhile (no round's generation drops it): a reply, or an
+  /// error; when the connection goes, what was in flight on it is sent
+  /// again on the next (lost_refetches). None goes while reconnecting (a
+  /// fetch before the Hello).
   void refetch_more() {
-    while (round_ && !refetch_queue_.empty() &&
+    while (round_ && !reconnecting_ && !refetch_queue_.empty() &&
            round_->current_stage() != stage::downloading &&
            refetch_in_flight_ < std::max(1u, round_->announced().window)) {
       auto r = std::move(refetch_queue_.front());
       refetch_queue_.pop_front();
+      if (r.part->round != round_number())
+        continue; // asked in a round before: nobody waits for it
       if (refetch_last_ && refetch_last_->round == r.part->round &&
           refetch_last_->seq == r.seq) {
         took_refetched(r, refetch_last_->reply);
@@ -176,17 +182,41 @@ public:
       if (!first)
         continue; // its chunk is on its way
       ++refetch_in_flight_;
-      ask(fetch_atom::value, std::move(r.f), "fetch again",
-          [this, seq = r.seq, round = r.part->round](const frame& reply) {
-            --refetch_in_flight_;
-            refetch_last_ = refetched_chunk{round, seq, reply};
-            auto waiting = refetch_waiting_.extract(seq);
-            if (!waiting.empty())
-              for (const auto& w : waiting.mapped())
-                took_refetched(w, reply);
-            refetch_more();
-          });
+      self_->request(server_, caf::infinite, fetch_atom::value, r.f)
+          .then(
+              [this, seq = r.seq, round = r.part->round,
+               epoch = refetch_epoch_](const frame& reply) {
+                if (epoch != refetch_epoch_)
+                  return; // its connection is gone: asked again
+                --refetch_in_flight_;
+                refetch_last_ = refetched_chunk{round, seq, reply};
+                auto waiting = refetch_waiting_.extract(seq);
+                if (!waiting.empty())
+                  for (const auto& w : waiting.mapped())
+                    took_refetched(w, reply);
+                refetch_more();
+              },
+              [this, seq = r.seq, epoch = refetch_epoch_](caf::error&) {
+                if (epoch != refetch_epoch_)
+                  return;
+                --refetch_in_flight_;
+                auto waiting = refetch_waiting_.extract(seq);
+                if (!waiting.empty())
+                  for (auto& w : waiting.mapped())
+                    refetch_queue_.push_front(std::move(w));
+                refetch_more();
+              });
     }
+  }
+
+  /// The connection went: the fetches made again on it are asked again on
+  /// the next (what its gateway still answers is not taken).
+  void lost_refetches() {
+    ++refetch_epoch_;
+    refetch_in_flight_ = 0;
+    for (auto& [seq, waiting] : std::exchange(refetch_waiting_, {}))
+      for (auto& w : waiting)
+        refetch_queue_.push_front(std::move(w));
   }
 
   /// `reply` answers the fetch made again `r`.
@@ -197,15 +227,12 @@ public:
     auto ok = round_->refetched(r.seq, reply, r.offset, part.bytes);
     if (!ok) {
       part.failed = true;
-      refetching_.erase(r.offset);
       log_line(log_level::warning, options_.client_id,
                "fetching model bytes again: " + ok.err().message);
       return model_->refetched(r.offset, {});
     }
-    if (--part.left == 0) {
-      refetching_.erase(r.offset);
+    if (--part.left == 0)
       model_->refetched(r.offset, part.bytes);
-    }
   }
 
   /// More of the update may go up (a streaming relay's sum settled).
@@ -387,6 +414,7 @@ private:
   }
 
   void lost_server(const std::string& why) {
+    lost_refetches();
     // The old connection's gateway, if it still lives, goes with it.
     given_up_ = server_.address();
     self_->demonitor(server_.address());
@@ -429,12 +457,7 @@ private:
     log_line(options_.client_id, "reconnected; resuming");
     if (round_)
       run(round_->resume());
-    // Fetches made again that the old connection lost go out again.
-    refetch_queue_.clear();
-    refetch_waiting_.clear();
-    refetch_in_flight_ = 0;
-    for (auto [offset, bytes] : std::exchange(refetching_, {}))
-      on_refetch(offset, bytes);
+    refetch_more(); // fetches made again that the old connection lost
   }
 
   /// The first round this process takes part in: past round 1, what a
@@ -538,7 +561,6 @@ private:
   std::optional<client_round> round_; ///< the round announced last
   bool seen_round_ = false;           ///< a RoundStart has started a round here
   std::optional<frame> next_task_;    ///< arrived while uploading
-  std::map<uint64_t, uint64_t> refetching_;   ///< offset -> bytes, under way
   std::deque<refetch_request> refetch_queue_; ///< not sent yet
   /// Per parent chunk in flight, the requests that wait for it.
   std::map<uint64_t, std::vector<refetch_request>> refetch_waiting_;
@@ -549,6 +571,7 @@ private:
   };
   std::optional<refetched_chunk> refetch_last_; ///< the last answer
   uint32_t refetch_in_flight_ = 0;
+  uint64_t refetch_epoch_ = 0; ///< connections lost so far
   uint64_t generation_ = 0;
   bool reconnecting_ = false; ///< lost the server, registering again
   caf::actor_addr given_up_;  ///< the gateway of the connection lost last

@@ -418,11 +418,8 @@ public:
     // adoption, which it was asked for before).
     if (d.prefix() > before)
       self_->send(peers_.aggregator, arrived_atom::value, d.prefix());
-    if (d.complete()) {
-      if (auto* r = residency())
-        r->download_complete();
+    if (d.complete())
       self_->send(peers_.aggregator, arrived_atom::value);
-    }
   }
 
   bool pacing() const { return relay_.pacing.active(); }
@@ -449,7 +446,11 @@ public:
                    std::to_string(options_.fetch_silence.count() / 1000) +
                    " s: the relay's download goes on without waiting for it "
                    "(what it fetches later is fetched again from the parent)");
-    r->served_below(low);
+    // A child that reconnects fetches its window in flight again: the
+    // cache keeps a window below the slowest.
+    auto count = r->plan().chunk_count();
+    r->served_below(low >= count ? count
+                                 : low - std::min<uint64_t>(low, r->cache()));
     if (low >= r->plan().chunk_count())
       relay_.pacing.stop();
   }

@@ -246,6 +246,8 @@ public:
     if (number_ == 0 || download_.size() == 0)
       return error{errc::internal, "the relay's round has no model"};
     auto memory = std::exchange(download_, {}); // the side's now, whole
+    if (residency_) // every byte was written: the cache's are all in
+      residency_->download_complete();
     auto number = std::exchange(number_, 0);
     auto got = link_->answers->start(number);
     if (!got)

@@ -7,6 +7,7 @@ namespace fedcaf {
 void fetch_pacing::start(uint64_t chunks, const std::set<std::string>& children,
                          time_point now) {
   chunks_ = chunks;
+  last_low_ = 0;
   children_.clear();
   for (const auto& id : children)
     children_[id].last = now;
@@ -18,31 +19,49 @@ void fetch_pacing::fetched(const std::string& id, uint64_t seq,
   if (!active() || it == children_.end())
     return; // not one of the round's: it paces nobody
   auto& c = it->second;
-  c.last = now;
   if (seq < c.prefix)
-    return; // fetched again (a resumed download)
+    return; // fetched again (a resumed download): no progress
   c.above.insert(seq);
+  auto before = c.prefix;
   while (!c.above.empty() && *c.above.begin() == c.prefix) {
     c.above.erase(c.above.begin());
     ++c.prefix;
   }
+  if (c.prefix > before) // only progress counts: a child that fetches
+    c.last = now;        // one chunk again and again is silent
 }
 
 uint64_t fetch_pacing::low(time_point now, std::chrono::milliseconds idle,
                            std::vector<std::string>* dropped) {
-  uint64_t low = chunks_;
-  for (auto& [id, c] : children_) {
-    if (!c.paced || c.prefix >= chunks_)
-      continue;
-    if (idle.count() > 0 && now - c.last > idle) {
+  // Only a child that holds the others back (at the low) can be silent:
+  // one ahead of it waits for the cache, and its clock starts again when
+  // the low moves.
+  auto at = [this] {
+    uint64_t low = chunks_;
+    for (const auto& [id, c] : children_)
+      if (c.paced)
+        low = std::min(low, c.prefix);
+    return low;
+  };
+  auto low = at();
+  for (auto& [id, c] : children_)
+    if (c.paced && c.prefix == low && low < chunks_ && idle.count() > 0 &&
+        now - c.last > idle) {
       c.paced = false;
       if (dropped)
         dropped->push_back(id);
-      continue;
     }
-    low = std::min(low, c.prefix);
-  }
-  return low;
+  auto moved = at();
+  if (moved > low)
+    for (auto& [id, c] : children_)
+      if (c.paced)
+        c.last = std::max(c.last, now);
+  if (moved > last_low_)
+    for (auto& [id, c] : children_)
+      if (c.paced && c.prefix > last_low_)
+        c.last = std::max(c.last, now);
+  last_low_ = std::max(last_low_, moved);
+  return moved;
 }
 
 } // namespace fedcaf

@@ -28,12 +28,16 @@ public:
   /// True iff a round's model is paced.
   bool active() const { return chunks_ > 0; }
 
-  /// Child `id` was served chunk `seq`.
+  /// Child `id` was served chunk `seq`. Only a fetch that completes more
+  /// of its prefix counts as progress (a chunk fetched again, or one far
+  /// ahead, keeps no child paced).
   void fetched(const std::string& id, uint64_t seq, time_point now);
 
   /// The chunks every child still paced has fetched (all of them when none
-  /// is). Children silent for `idle` are paced no more; their ids go to
-  /// `dropped` (logged by the caller).
+  /// is). A child at that low that made no progress for `idle` is paced no
+  /// more (its id goes to `dropped`, logged by the caller); the others,
+  /// ahead of it, wait for the cache, and their clocks start again each
+  /// time the low moves.
   uint64_t low(time_point now, std::chrono::milliseconds idle,
                std::vector<std::string>* dropped = nullptr);
 
@@ -54,6 +58,7 @@ private:
     bool paced = true;
   };
   uint64_t chunks_ = 0;
+  uint64_t last_low_ = 0; ///< the low the last call returned
   std::map<std::string, child> children_;
 };
 

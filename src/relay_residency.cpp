@@ -43,7 +43,7 @@ void relay_residency::set_sum_waker(std::function<void()> wake) {
 
 bool relay_residency::may_download(uint64_t offset, uint64_t bytes) {
   std::lock_guard<std::mutex> lock{mutex_};
-  auto end = served_ + cache_;
+  auto end = served_ + 2 * uint64_t{cache_}; // a window each side of the low
   auto limit = end >= plan_.chunk_count() ? plan_.total_bytes()
                                           : plan_.extent(end).model_offset;
   if (offset >= limit)
@@ -66,15 +66,17 @@ bool relay_residency::held_locked(uint64_t seq) const {
 }
 
 void relay_residency::served_below(uint64_t seq) {
-  advance(seq, measured_);
+  advance(seq, 0);
 }
 
 void relay_residency::measured_below(uint64_t seq) {
-  advance(requested_, seq);
+  advance(0, seq);
 }
 
 void relay_residency::advance(uint64_t requested, uint64_t measured) {
   std::function<void()> wake;
+  std::vector<uint64_t> woken;
+  std::vector<std::function<void(uint64_t)>> wakers;
   {
     std::lock_guard<std::mutex> lock{mutex_};
     requested_ = std::max(requested_, requested);
@@ -88,20 +90,39 @@ void relay_residency::advance(uint64_t requested, uint64_t measured) {
       auto& p = positions_[s];
       if (p.needs != 0) {
         p.resident = true; // it keeps the bytes the download wrote
+        if (std::exchange(p.asked, false))
+          woken.push_back(s); // asked for before the download had it
         continue;
       }
       p.resident = false;
       give_back(s);
     }
     wake = download_waker_;
+    wakers = wakers_;
   }
+  for (auto s : woken)
+    for (const auto& w : wakers)
+      w(s);
   if (wake)
     wake();
 }
 
 void relay_residency::download_complete() {
-  std::lock_guard<std::mutex> lock{mutex_};
-  downloaded_ = true;
+  std::vector<uint64_t> woken;
+  std::vector<std::function<void(uint64_t)>> wakers;
+  {
+    std::lock_guard<std::mutex> lock{mutex_};
+    downloaded_ = true;
+    for (uint64_t s = 0; s < positions_.size(); ++s)
+      if (positions_[s].asked && in_cache(s)) { // it is in after all
+        positions_[s].asked = false;
+        woken.push_back(s);
+      }
+    wakers = wakers_;
+  }
+  for (auto s : woken)
+    for (const auto& w : wakers)
+      w(s);
 }
 
 bool relay_residency::want(uint64_t seq, need why) {
@@ -198,7 +219,7 @@ void relay_residency::upstream_chunk(uint64_t bytes) {
 bool relay_residency::may_settle() const {
   std::lock_guard<std::mutex> lock{mutex_};
   return abandoned_ || sums_ < cache_ ||
-         sum_bytes_ < upstream_chunk_ + plan_.chunk_bytes();
+         sum_bytes_ < upstream_chunk_ + 2 * plan_.chunk_bytes();
 }
 
 void relay_residency::abandon() {

@@ -6,10 +6,11 @@
 //
 // The memory is one anonymous mapping (byte_buffer::anonymous) of the
 // model's size; a position's bytes are in it while something needs them:
-//   - the download cache: positions [served, served + cache) hold the
+//   - the download cache: positions [served, served + 2 cache) hold the
 //     parent's model g as the relay's download writes it, until every
-//     child of the round fetched them (served_below); the download may
-//     write only below download_limit();
+//     child of the round fetched them (served_below: the server keeps a
+//     window below the slowest); the download may write only there
+//     (may_download);
 //   - `check`: g at a position a child's update is checked and summed
 //     against (the aggregator), or a fetch of a position already gone
 //     from the cache is served from (the server): held, and fetched
@@ -37,7 +38,10 @@ public:
   enum need : uint8_t { check = 1, serve = 2, sum = 4 };
 
   /// `memory`: (a share of) the model's memory, an anonymous mapping of
-  /// plan.total_bytes(); `cache`: positions of the download cache (>= 1).
+  /// plan.total_bytes(); `cache`: the children's window of fetches (>= 1):
+  /// the download cache holds a window below the slowest child still
+  /// fetching (a child that reconnects fetches its window again) and a
+  /// window above it.
   relay_residency(byte_buffer memory, chunk_plan plan, uint32_t cache);
 
   const chunk_plan& plan() const { return plan_; }
@@ -67,7 +71,9 @@ public:
   /// (monotone): none leaves the cache before it is measured.
   void measured_below(uint64_t seq);
   uint64_t served() const;
-  /// The download wrote every byte of the model.
+  /// The download wrote every byte of the model (the relay's train()
+  /// begins): positions asked for while in the cache are in, and their
+  /// wakers hear so.
   void download_complete();
 
   // -- positions held --------------------------------------------------------
@@ -96,8 +102,9 @@ public:
   /// caller after this).
   void hold_sum(uint64_t seq);
   /// True iff fewer than `cache` settled sums wait to go up, or they hold
-  /// less than one of the parent's chunks (upstream_chunk) and one of the
-  /// children's: the upload waits for a whole parent chunk.
+  /// less than one of the parent's chunks (upstream_chunk) and two of the
+  /// children's: the upload waits for every position a parent chunk
+  /// touches, and one before it may still be going up.
   bool may_settle() const;
   /// The relay's upload goes up in chunks of up to `bytes` (its parent's
   /// plan: the largest chunk its download fetched).
@@ -132,7 +139,8 @@ private:
     bool spilled = false;  ///< its sum is in the spill file
   };
   bool in_cache(uint64_t seq) const;
-  /// Positions below min(requested, measured) leave the cache.
+  /// Positions below min(requested, measured) leave the cache (each the
+  /// largest given so far).
   void advance(uint64_t requested, uint64_t measured);
   bool held_locked(uint64_t seq) const;
   /// Gives back the pages of position `seq` that no held position shares.

@@ -106,7 +106,8 @@ void usage() {
       "    [--target-stream ID], hold_round --until-file F (joins a round,\n"
       "    never offers, leaves once F exists), never_offer (joins every\n"
       "    round, never offers), slow_drip [--drip-s S] (offers, then one\n"
-      "    chunk every S seconds)\n"
+      "    chunk every S seconds), pace_stall [--drip-s S] (fetches chunk 0\n"
+      "    again every S seconds, never another)\n"
       "  registered, to a server that takes compressed uploads (chunks\n"
       "    spoiled from --finite-chunks N on): int8_nan_scale,\n"
       "    int8_huge_scale, short_chunk,\n"
@@ -1864,6 +1865,34 @@ void attack_never_offer(const options& o, verdict& v) {
   }
 }
 
+/// Joins a round and fetches its chunk 0 again and again, one every
+/// --drip-s seconds, never any other: a window-mode relay's download, which
+/// waits for its slowest child still fetching, must not wait for it past
+/// the idle timeout (fetch_pacing: only progress counts). The driver
+/// checks that the relay's honest children finished the round.
+void attack_pace_stall(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "pace_stall", deadline);
+  uint32_t answered = 0;
+  while (clock_type::now() < deadline) {
+    auto reply = r.s->ask(
+        msg::encode(msg::fetch{r.round.round, r.round.model_version, 0}),
+        deadline);
+    if (!reply) {
+      v.note("the session ended: " + to_string(reply.err()));
+      break;
+    }
+    if (refusal_of(*reply))
+      break; // the round is over for it
+    ++answered;
+    if (auto ended = r.s->idle_until(after_s(o.drip_s))) {
+      v.note("ended: " + ended->detail);
+      break;
+    }
+  }
+  v.note(std::to_string(answered) + " fetches of chunk 0 answered");
+}
+
 /// Offers an update, then sends one chunk every --drip-s seconds (just
 /// under the server's idle timeout), each after the last one's credit, as
 /// an honest but slow client would. The server must cut it off (--expect:
@@ -2018,6 +2047,7 @@ int run(const options& o) {
       {"hold_round", attack_hold_round},
       {"hellos", attack_hellos},
       {"never_offer", attack_never_offer},
+      {"pace_stall", attack_pace_stall},
       {"slow_drip", attack_slow_drip},
       {"token_guess", attack_token_guess},
   };

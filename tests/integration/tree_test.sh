@@ -138,6 +138,11 @@ start() { # NAME LOG COMMAND...: in the background, its pid in pid_of[NAME]
   pid_of[$name]=$!; pids+=($!)
 }
 declare -A pid_of
+until_in() { # FILE TEXT: waits for TEXT in FILE (at most 60 s)
+  local t
+  for t in $(seq 600); do grep -q "$2" "$1" && return 0; sleep 0.1; done
+  return 1
+}
 
 # -- the flat run ---------------------------------------------------------------
 root flat 8 "{}" "  save_global_model: $out/flat-{round}.safetensors"
@@ -268,6 +273,49 @@ assert rb_clients[0] == 2 and 1 in rb_clients[1:], rb_clients
 print(f"   root rounds' contributors {clients}; RB's rounds' clients {rb_clients}")
 PY
 
+# -- pace: a child that stalls a window relay's download ----------------------------
+# A window-mode relay RP (3 children, min_clients 2, idle timeout 4 s) with
+# two honest children and a hostile one (hostile_peer pace_stall) that
+# fetches chunk 0 again and again and nothing else: the relay's download,
+# paced by its slowest child still fetching, goes on without it once it has
+# made no progress for the idle timeout, and the round has the honest two.
+hp=${HOSTILE_PEER:-$(dirname "$fedcaf")/tests/hostile_peer}
+if [ -x "$hp" ]; then
+  pport=$((base + 11))
+  port[RP]=$pport
+  root pace 1 "{RP: 3}" ""
+  sed -i 's/num_global_epochs: 3/num_global_epochs: 1/' "$out/pace.yaml"
+  relay RP "$root_port" 3 "{}" window
+  sed -i 's/{round_deadline_s: 20, min_clients: 1, on_deadline: wait}/{round_deadline_s: 40, min_clients: 2}/; s/chunk_bytes: 2048, window: 2,/chunk_bytes: 1024, window: 2, idle_timeout_s: 4,/' "$out/RP.yaml"
+  grep -q "idle_timeout_s: 4" "$out/RP.yaml" || fail "pace: RP's config"
+  start root "$out/pace.log" "$fedcaf" server -c "$out/pace.yaml" --report "$out/pace.json"
+  start RP "$out/pace_RP.log" "$fedcaf" relay -c "$out/RP.yaml" --report "$out/pace_RP.json"
+  until_in "$out/pace_RP.log" "listening on" || fail "pace: RP does not listen"
+  timeout 120 "$hp" --port "$pport" --registered --id X --token x --attack pace_stall \
+    --drip-s 1 --timeout-s 100 > "$out/pace_X.log" 2>&1 &
+  pids+=($!)
+  sleep 0.5
+  for i in 1 2; do
+    client "$i" "$pport"
+    start "C$i" "$out/pace_C$i.log" "$fedcaf" client -c "$out/C$i.yaml"
+  done
+  wait "${pid_of[root]}" || fail "pace: the root failed: $(tail -n 3 "$out/pace.log"); RP: $(tail -n 2 "$out/pace_RP.log")"
+  for n in RP C1 C2; do wait "${pid_of[$n]}" || fail "pace: $n exited non-zero: $(tail -n 2 "$out/pace_$n.log")"; done
+  "$py" - "$out" <<'PY' && pass "pace: a child fetching one chunk again and again held a window relay's download only for the idle timeout; the round had both honest children" || fail "pace: the reports"
+import json, sys
+out = sys.argv[1]
+r = json.load(open(f"{out}/pace_RP.json"))
+clients = [x["clients"] for x in r["rounds"]]
+assert clients == [2], clients
+log = open(f"{out}/pace_RP.log").read()
+assert "X fetched nothing of round 1" in log, "X was not let go"
+assert "C1 fetched nothing" not in log and "C2 fetched nothing" not in log, "an honest child was let go"
+print(f"   relay's round: {clients[0]} clients; X let go after the idle timeout")
+PY
+else
+  echo "skip: pace: no hostile_peer at $hp"
+fi
+
 # -- late: a relay's deadline counts from its parent's model -----------------------
 # The root waits 5 s for its second client (C2, direct); the relay RL under
 # it, with one client and a 2 s round deadline, holds its round until the
@@ -314,11 +362,6 @@ start root "$out/short.log" "$fedcaf" server -c "$out/short.yaml" --report "$out
 start RA "$out/short_RA.log" "$fedcaf" relay -c "$out/RA.yaml"
 start RB "$out/short_RB.log" "$fedcaf" relay -c "$out/RB.yaml" --report "$out/short_RB.json"
 start C3 "$out/short_C3.log" "$fedcaf" client -c "$out/C3.yaml"
-until_in() { # FILE TEXT: waits for TEXT in FILE (at most 60 s)
-  local t
-  for t in $(seq 600); do grep -q "$2" "$1" && return 0; sleep 0.1; done
-  return 1
-}
 until_in "$out/short_RB.log" "sits its parent's round out" || fail "short: RB sat no round out"
 start C4 "$out/short_C4.log" "$fedcaf" client -c "$out/C4.yaml"
 until_in "$out/short_RB.log" "registered C4" || fail "short: C4 did not register"

@@ -35,6 +35,30 @@ TEST_CASE("a window-mode relay's download waits for its slowest child still "
   p.fetched("B", 2, t + 1200ms); // back: it does not hold the others again
   CHECK(p.low(t + 1200ms, 1000ms) == 8);
 
+  // Fetching one chunk again and again is no progress.
+  fetch_pacing d;
+  d.start(4, {"A", "B"}, t);
+  d.fetched("A", 0, t);
+  d.fetched("A", 1, t + 900ms);
+  for (int i = 1; i < 10; ++i)
+    d.fetched("B", 3, t + i * 200ms); // far ahead, never its prefix
+  CHECK(d.low(t + 900ms, 1000ms) == 0);
+  CHECK(d.low(t + 1100ms, 1000ms) == 2); // B silent since the start
+
+  // Children ahead of the low wait for the cache: not silent. When the
+  // silent one at the low goes, their clocks start again.
+  fetch_pacing w;
+  w.start(8, {"X", "C1", "C2"}, t);
+  w.fetched("X", 0, t);
+  for (uint64_t s : {0, 1, 2})
+    for (const char* c : {"C1", "C2"})
+      w.fetched(c, s, t + 10ms); // then they wait at the cache's end
+  std::vector<std::string> gone;
+  CHECK(w.low(t + 1500ms, 1000ms, &gone) == 3);
+  CHECK(gone == std::vector<std::string>{"X"});
+  CHECK(w.low(t + 2000ms, 1000ms) == 3); // C1 and C2 stay paced
+  CHECK(w.low(t + 2600ms, 1000ms) == 8); // silent since the low moved
+
   // A child dropped from the run paces no more.
   fetch_pacing q;
   q.start(4, {"A", "B"}, t);

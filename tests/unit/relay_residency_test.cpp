@@ -49,7 +49,7 @@ TEST_CASE("a relay's model memory holds its download cache, the positions "
   auto memory = byte_buffer::anonymous(plan.total_bytes());
   REQUIRE(memory);
   REQUIRE(memory->anonymous_mapping());
-  relay_residency r{memory->share(), plan, 2};
+  relay_residency r{memory->share(), plan, 1}; // a window of 1 each side
   std::vector<std::pair<uint64_t, uint64_t>> asked;
   std::vector<uint64_t> woken;
   r.set_asker([&](uint64_t offset, uint64_t bytes) {
@@ -85,7 +85,14 @@ TEST_CASE("a relay's model memory holds its download cache, the positions "
     r.served_below(s - 1 + 1);
     CHECK(r.may_download((s + 1) * chunk, chunk) == (s + 1 < 16));
   }
-  r.download_complete();
+  CHECK_FALSE(r.want(15, relay_residency::check)); // in the cache, but the
+  REQUIRE(asked.size() == 1); // download is not known complete: asked for
+  r.download_complete();      // until it is, then its waiters hear it
+  CHECK(woken == std::vector<uint64_t>{15});
+  CHECK(r.want(15, relay_residency::check));
+  r.release(15, relay_residency::check);
+  asked.clear();
+  woken.clear();
   CHECK(resident_pages(*memory, 0, plan.total_bytes()) <= 2 * 4);
 
   // A check of position 3 (gone): fetched again, resident once filled.
