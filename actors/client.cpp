@@ -185,15 +185,16 @@ public:
       self_->request(server_, caf::infinite, fetch_atom::value, r.f)
           .then(
               [this, seq = r.seq, round = r.part->round,
-               epoch = refetch_epoch_](const frame& reply) {
+               epoch = refetch_epoch_](frame& reply) {
                 if (epoch != refetch_epoch_)
                   return; // its connection is gone: asked again
                 --refetch_in_flight_;
-                refetch_last_ = refetched_chunk{round, seq, reply};
+                // Kept without a copy: the next positions it covers use it.
+                refetch_last_ = refetched_chunk{round, seq, std::move(reply)};
                 auto waiting = refetch_waiting_.extract(seq);
                 if (!waiting.empty())
                   for (const auto& w : waiting.mapped())
-                    took_refetched(w, reply);
+                    took_refetched(w, refetch_last_->reply);
                 refetch_more();
               },
               [this, seq = r.seq, epoch = refetch_epoch_](caf::error&) {

@@ -14,6 +14,14 @@ uint64_t page_bytes() {
   return n;
 }
 
+/// Each of `wakers` hears each of `positions` (outside the lock).
+void wake_all(const std::vector<std::function<void(uint64_t)>>& wakers,
+              const std::vector<uint64_t>& positions) {
+  for (auto s : positions)
+    for (const auto& w : wakers)
+      w(s);
+}
+
 } // namespace
 
 relay_residency::relay_residency(byte_buffer memory, chunk_plan plan,
@@ -100,9 +108,7 @@ void relay_residency::advance(uint64_t requested, uint64_t measured) {
     wake = download_waker_;
     wakers = wakers_;
   }
-  for (auto s : woken)
-    for (const auto& w : wakers)
-      w(s);
+  wake_all(wakers, woken);
   if (wake)
     wake();
 }
@@ -120,9 +126,7 @@ void relay_residency::download_complete() {
       }
     wakers = wakers_;
   }
-  for (auto s : woken)
-    for (const auto& w : wakers)
-      w(s);
+  wake_all(wakers, woken);
 }
 
 bool relay_residency::want(uint64_t seq, need why) {
@@ -191,9 +195,7 @@ std::vector<uint64_t> relay_residency::fill(uint64_t offset,
     }
     wakers = wakers_;
   }
-  for (auto s : made)
-    for (const auto& w : wakers)
-      w(s);
+  wake_all(wakers, made);
   return made;
 }
 
@@ -236,9 +238,7 @@ void relay_residency::abandon() {
     wakers = wakers_;
     sum_wake = sum_waker_;
   }
-  for (auto s : asked)
-    for (const auto& w : wakers)
-      w(s);
+  wake_all(wakers, asked);
   if (sum_wake)
     sum_wake();
 }
