@@ -18,16 +18,16 @@
 #include "actors/errors.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
+#include "actors/wake_up.hpp"
 #include "fedcaf/accumulator.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/dummy_trainer.hpp" // anonymous_file_buffer
 #include "fedcaf/log.hpp"
-#include "fedcaf/relay_residency.hpp"
 #include "fedcaf/stopwatch.hpp"
 #include "fedcaf/update_check.hpp"
 #include "protocol/chunk_checker.hpp"
-#include "protocol/model_exchange.hpp"
 #include "protocol/model_versions.hpp"
+#include "protocol/relay_checks.hpp"
 #include "protocol/upload_ledger.hpp"
 
 namespace fedcaf {
@@ -53,13 +53,7 @@ std::chrono::milliseconds check_period(const aggregator_options& o) {
 class aggregator_state {
 public:
   using promise = caf::typed_response_promise<frame>;
-  /// A window-mode relay: a chunk that waits for g at its position.
-  struct parked_chunk {
-    uint64_t seq;
-    std::string sender;
-    frame f;
-    promise rp;
-  };
+  using parked_chunk = parked_chunks<promise>::chunk;
 
   aggregator_state(std::shared_ptr<model_snapshot> initial,
                    aggregator_options options, std::unique_ptr<accumulator> acc,
@@ -70,6 +64,7 @@ public:
         models_(std::move(initial)),
         checker_(layout_, plan_, options_.plan, options_.rule_cfg,
                  options_.compression),
+        relay_(plan_, options_.plan.streams_sums()),
         ledger_(plan_.chunk_count(), options_.window, rate_window(options_)),
         refusals_("aggregator", options_.refusals) {
     // The published model stays within half of what one client's update
@@ -91,11 +86,10 @@ public:
   /// round); `notify` hears how it ends. Refuses an offer for another layout.
   frame open(const upload_listener& notify, const upload_request& r) {
     const auto& id = r.client_id;
-    if (arriving_) // no child has the whole model yet: nobody can offer
-      return refuse(error{errc::unexpected_message,
-                          "offer of " + id +
-                              " before the relay's model of the round has "
-                              "arrived whole"});
+    if (auto early = relay_.refuse_offer(id)) // nobody holds it whole yet
+      return refuse(*early);
+    if (relay_.measuring()) // whole, its last bytes' word still on its way
+      arrived(plan_.total_bytes());
     if (r.digest != digest_ || r.bytes != plan_.total_bytes() ||
         r.chunks != plan_.chunk_count())
       return refuse(
@@ -118,11 +112,8 @@ public:
       opened->update_id = r.update_id;
     }
     listeners_[stream_id] = notify;
-    if (streams_sums() && r.round != stream_round_) {
-      stream_round_ = r.round; // the scheduler hears its positions settle
+    if (relay_.stream_opened(r.round)) // its positions settle for it
       stream_listener_ = notify;
-      stream_weight_ = 0;
-    }
     return msg::encode(msg::accept{stream_id, options_.window});
   }
 
@@ -143,20 +134,9 @@ public:
     // A window-mode relay holds g only where it checks: fetched again
     // from its parent for the stream's next chunks, if open, while they
     // wait in the order they came.
-    if (!parked && residency() && acc_->open(h.sequence)) {
-      auto& queue = parked_[h.stream_id];
-      bool next = queue.empty()
-                      ? static_cast<bool>(upload_ledger::check_next(s, h))
-                      : h.sequence == queue.back().seq + 1;
-      if (next && (!queue.empty() || !global_at(h.sequence))) {
-        global_at(h.sequence); // asked for as early as it is known
-        queue.push_back(
-            {h.sequence, sender, f, self_->make_response_promise<frame>()});
-        return queue.back().rp;
-      }
-      if (queue.empty())
-        parked_.erase(h.stream_id);
-    }
+    if (!parked && relay_.residency() && acc_->open(h.sequence))
+      if (auto rp = park(sender, f, s, h))
+        return *rp;
     auto c = checker_.expand(s, *encoded, model());
     if (!c) // a scale that is not finite poisons the update, as a NaN does
       return c.err().code == errc::poisoned_update
@@ -164,9 +144,9 @@ public:
                  : refuse_from(sender, c.err());
     if (auto placed = admissible(s, *c); !placed)
       return refuse_from(sender, placed.err());
-    auto* r = residency(); // a window-mode relay's round given up: no g
+    // A window-mode relay's round given up: no g to measure against.
     auto checked = checker_.inspect(s, *c, model(), acc_->overwritten_below(),
-                                    !(r && r->abandoned()));
+                                    relay_.has_global());
     if (!checked)
       return checked.err().code == errc::internal
                  ? refuse_from(sender, checked.err())
@@ -181,103 +161,78 @@ public:
 
   // -- a window-mode relay's global model, held position by position ---------
 
-  /// The residency of a window-mode relay's model, or null.
-  relay_residency* residency() const {
-    auto* r = models_.current().residency.get();
-    return r && r->plan().chunk_count() == plan_.chunk_count() ? r : nullptr;
-  }
-
-  /// True iff g is resident at position `seq` (held for the checks from
-  /// now until it settles); else it is fetched again.
-  bool global_at(uint64_t seq) {
-    if (present_.count(seq))
-      return true;
-    auto* r = residency();
-    if (!held_g_.insert(seq).second)
-      return false; // asked already
-    if (!r->want(seq, relay_residency::check))
-      return false;
-    present_.insert(seq);
-    return true;
+  /// A window-mode relay holds g only where it checks: chunk `h` of
+  /// stream `s` (frame `f` from `sender`) waits, with the stream's next
+  /// chunks, in the order they came, while g at its position is fetched
+  /// again. Returns the promise it is answered through iff it waits.
+  std::optional<promise> park(const std::string& sender, const frame& f,
+                              const upload_record& s,
+                              const msg::chunk_header& h) {
+    auto sid = h.stream_id;
+    bool waits = parked_.any(sid);
+    bool next = waits ? h.sequence == parked_.next_of(sid)
+                      : static_cast<bool>(upload_ledger::check_next(s, h));
+    if (!next || (!waits && relay_.global_at(h.sequence)))
+      return std::nullopt;
+    relay_.global_at(h.sequence); // asked for as early as it is known
+    auto rp = self_->make_response_promise<frame>();
+    parked_.park(sid, {h.sequence, sender, f, rp});
+    return rp;
   }
 
   /// Position `seq`'s g is resident again: the chunks that waited for it
   /// (each stream's, in order, up to one whose g is not in) are taken, and
   /// the window moves on if it waited.
   void global_filled(uint64_t seq) {
-    if (!held_g_.count(seq))
+    if (!relay_.filled(seq))
       return;
-    if (auto* r = residency(); r && r->abandoned() && !given_up_logged_) {
-      given_up_logged_ = true;
-      log_line(log_level::warning, "aggregator",
-               "the parent's model of the round could not be fetched again "
-               "(its round is over, or the relay left it): the children's "
-               "updates of this round are taken without the distance check "
-               "and their sum goes nowhere");
-    }
-    present_.insert(seq);
-    std::vector<uint64_t> streams;
-    for (const auto& [sid, queue] : parked_)
-      streams.push_back(sid);
-    for (auto sid : streams) // a chunk taken may end its stream (unpark)
-      for (auto it = parked_.find(sid);
-           it != parked_.end() && present_.count(it->second.front().seq);
-           it = parked_.find(sid)) {
-        auto p = std::move(it->second.front());
-        it->second.pop_front();
-        if (it->second.empty())
-          parked_.erase(it);
-        take_parked(p);
-      }
+    parked_.release([this](uint64_t at) { return relay_.present(at); },
+                    [this](parked_chunk& p) { take_parked(p); });
     advance_window();
   }
 
   /// Takes parked chunk `p` as if it came now, and answers it.
   void take_parked(parked_chunk& p) {
-    auto out = consume(p.sender, p.f, &p.rp);
+    auto out = consume(p.sender, p.frame, &p.reply);
     if (out.flag == caf::rt_value)
-      p.rp.deliver(out.value.get_as<frame>(0));
+      p.reply.deliver(out.value.get_as<frame>(0));
     else if (out.flag == caf::rt_error)
-      p.rp.deliver(out.err);
+      p.reply.deliver(out.err);
   }
 
   /// Stream `sid` ended (rejected, or its round is over): its parked
   /// chunks are answered as chunks that come after that are.
   void unpark(uint64_t sid) {
-    auto it = parked_.find(sid);
-    if (it == parked_.end())
-      return;
-    auto queue = std::move(it->second);
-    parked_.erase(it);
-    for (auto& p : queue)
+    for (auto& p : parked_.take_stream(sid))
       take_parked(p);
   }
 
-  /// Bytes [0, upto) of the model adopted as arriving are in: a window-mode
-  /// relay measures ||g|| position by position before they leave.
-  void measure_arrived(uint64_t upto) {
-    auto* r = residency();
-    if (!r || !arriving_)
+  /// Bytes [0, upto) of a relay's model adopted as arriving are in (all of
+  /// them: it is whole): ||g|| is measured position by position (window
+  /// mode: before they leave the cache), or whole at the end.
+  void arrived(uint64_t upto) {
+    if (!relay_.measuring())
       return;
     const auto& bytes = models_.current().bytes.bytes();
-    while (measured_ < plan_.chunk_count() &&
-           plan_.extent(measured_).model_offset +
-                   plan_.extent(measured_).bytes <=
-               upto)
-      checker_.measure_position(measured_++, bytes);
-    r->measured_below(measured_);
+    auto [from, to] = relay_.measurable(upto);
+    for (auto seq = from; seq < to; ++seq)
+      checker_.measure_position(seq, bytes);
+    relay_.measured(to);
+    if (upto < plan_.total_bytes())
+      return;
+    if (relay_.residency())
+      checker_.measure_end();
+    else
+      checker_.measure_global(models_.current().bytes);
+    relay_.measured_all();
   }
 
   /// Lets go of g where the aggregator held it, and of the chunks that
   /// waited for it (a round over, or collected again).
   void forget_globals() {
-    if (auto* r = residency())
-      for (auto seq : held_g_)
-        r->release(seq, relay_residency::check);
-    held_g_.clear();
-    present_.clear();
-    while (!parked_.empty()) // answered as a chunk that comes now is
-      unpark(parked_.begin()->first);
+    relay_.forget_globals();
+    while (auto sid = parked_.first()) // answered as a chunk that comes now
+      unpark(*sid);
   }
 
   /// Rejects streams that could send but sent nothing for idle_timeout,
@@ -417,9 +372,10 @@ public:
     return msg::encode(msg::stream_closed{end->stream_id, s.bytes});
   }
 
-  /// Publishes round `round`'s model; fails iff a stream is still open or
-  /// the accumulator cannot finish the round.
-  result<snapshot_ptr> finalize(uint32_t round) {
+  /// Publishes round `round`'s model (a relay's sum in ram mode: scaled to
+  /// `sum_weight` at every position, see publish); fails iff a stream is
+  /// still open or the accumulator cannot finish the round.
+  result<snapshot_ptr> finalize(uint32_t round, double sum_weight) {
     if (auto open = ledger_.open_count(); open > 0)
       return error{errc::internal,
                    std::to_string(open) + " streams still open at finalize"};
@@ -428,90 +384,65 @@ public:
     auto bytes = acc_->finalize(models_.current().bytes, optimizer_.get());
     if (!bytes)
       return bytes.err();
-    return publish(round, std::move(*bytes));
+    return publish(round, std::move(*bytes), sum_weight);
   }
 
   /// Publishes `bytes` as round `round`'s model; the round's uploads are
-  /// forgotten.
-  /// `failure`: non-empty iff the round failed and `bytes` are the model
-  /// it started from.
-  snapshot_ptr publish(uint32_t round, byte_buffer bytes,
+  /// forgotten. A relay's sum (ram mode) with positions summed over
+  /// another weight than `sum_weight` (its offer's upstream) is scaled to
+  /// it in place first, before anyone else holds it (0: a mean, or a sum
+  /// scaled as it settled). `failure`: non-empty iff the round failed and
+  /// `bytes` are the model it started from.
+  snapshot_ptr publish(uint32_t round, byte_buffer bytes, double sum_weight,
                        std::string failure = {}) {
     model_snapshot next;
     next.failure = std::move(failure);
     next.trimmed_values = ledger_.by_client(acc_->take_trimmed());
-    bool held_in_part = residency() != nullptr; // its sums went up, given back
+    // A window-mode relay's sums went up and were given back.
+    bool held_in_part = relay_.residency() != nullptr;
     forget_streams();
     forget_globals();
     checker_.forget_round();
     next.bytes = std::move(bytes);
-    next.position_weights = acc_->take_position_weights();
-    if (streams_sums()) // each position was scaled as it settled
-      next.position_weights.clear();
+    auto weights = acc_->take_position_weights();
+    if (sum_weight > 0 && !streams_sums()) // streamed: scaled as it settled
+      relay_checks::scale_sum(plan_, next.bytes, weights, sum_weight);
     auto published = models_.publish(round, std::move(next));
     if (!held_in_part) // a relay's next round adopts its parent's model
       checker_.measure_global(published->bytes);
     return published;
   }
 
-  /// A relay: `upstream` (its parent's model for the next round) becomes
-  /// the global model the children's updates are checked and summed
-  /// against, as a new version (model_versions::adopt): in disk mode a
-  /// file of its own, copied a piece at a time with the pages released.
-  /// With `arriving` its bytes are still coming (the relay's download goes
-  /// on, taken without a copy): it is measured, and offers are taken, once
-  /// model_arrived() says they are all in. Returns it, or an error iff it
-  /// cannot be adopted (model_versions::adopt).
-  result<snapshot_ptr> adopt(snapshot_ptr upstream, bool arriving) {
+  /// A relay: `m` (its parent's model for the next round) becomes the
+  /// global model the children's updates are checked and summed against,
+  /// as a new version (model_versions::adopt): in disk mode a file of its
+  /// own, copied a piece at a time with the pages released. While its
+  /// bytes still come (the relay's download goes on, taken without a
+  /// copy), it is measured as they do (arrived()), and offers wait until
+  /// it is whole. Returns it, or an error iff it cannot be adopted.
+  result<snapshot_ptr> adopt(relay_model m) {
     forget_globals(); // of the model before
-    given_up_logged_ = false;
+    bool arriving = m.arrival && !m.arrival->whole();
     auto adopted =
-        models_.adopt(std::move(upstream),
+        models_.adopt(std::move(m.model), // its only holder: taken
                       options_.plan.storage_dir.empty()
                           ? std::string{}
                           : global_model_file(options_.plan, ::getpid()),
                       arriving);
     if (!adopted)
       return adopted;
-    arriving_ = arriving;
-    measured_ = 0;
-    if (auto* r = residency()) {
-      auto weak = caf::actor_cast<caf::weak_actor_ptr>(self_);
-      r->add_waker([weak](uint64_t seq) {
-        if (auto a = caf::actor_cast<aggregator_actor>(weak))
-          caf::anon_send(a, refetch_atom::value, seq);
-      });
-      r->set_sum_waker([weak] {
-        if (auto a = caf::actor_cast<aggregator_actor>(weak))
-          caf::anon_send(a, settled_atom::value);
-      });
-      if (arriving) // measured as it arrives (measure_arrived)
-        checker_.measure_begin();
-      else
-        r->measured_below(plan_.chunk_count());
-    }
-    if (!arriving)
+    auto measuring = relay_.adopt(
+        m, wake_up<aggregator_actor, uint64_t>(self_, resident_atom::value),
+        wake_up<aggregator_actor>(self_, sent_up_atom::value));
+    if (!measuring)
       checker_.measure_global((*adopted)->bytes);
+    else if (relay_.residency()) // measured as it arrives (arrived())
+      checker_.measure_begin();
     return adopted;
   }
 
-  /// A relay: every byte of the model adopted as arriving is in.
-  void model_arrived() {
-    if (!arriving_)
-      return;
-    if (auto* r = residency()) {
-      measure_arrived(plan_.total_bytes());
-      arriving_ = false;
-      checker_.measure_end();
-      r->measured_below(plan_.chunk_count());
-      return;
-    }
-    arriving_ = false;
-    checker_.measure_global(models_.current().bytes);
-  }
-
   /// A window-mode relay's sums went up: more may settle.
-  void sums_went_up() { advance_window(); }
+  void sums_sent_up() { advance_window(); }
 
   /// Writes the checkpoint `state` describes (its round just published):
   /// the global model and the server optimizer's state with it. Returns
@@ -554,7 +485,7 @@ public:
              "round " + std::to_string(round) +
                  ": secure aggregation failed: " + why +
                  "; the global model stays as it was");
-    return publish(round, std::move(*bytes),
+    return publish(round, std::move(*bytes), 0,
                    "secure aggregation failed: " + why);
   }
 
@@ -678,25 +609,15 @@ private:
       recycle_previous();
     while (acc_->ready()) {
       auto seq = acc_->settled();
-      auto* r = residency();
-      // A window-mode relay: no more sums wait to go up than its cache,
-      // and g is in where nobody delivered (settled_atom, refetch_atom wake
-      // it).
-      if (r && (!r->may_settle() || !global_at(seq)))
+      if (!relay_.may_settle(seq)) // woken by sent_up_atom, resident_atom
         break;
-      if (r)
-        r->hold_sum(seq);
+      relay_.settling(seq);
       acc_->settle_next(models_.current().bytes, optimizer_.get(), secure());
-      if (r) {
-        r->release(seq, relay_residency::check);
-        held_g_.erase(seq);
-        present_.erase(seq);
-      }
-      if (streams_sums() && !(r && r->abandoned())) // a round given up: its
-        stream_position(seq); // sum (checked in part) never goes up
+      relay_.settled(seq);
+      stream_position(seq);
       if (options_.plan.in_place && server_) { // before the credits go out
         const auto& e = plan_.extent(seq);
-        self_->send(server_, settled_atom::value, models_.current().version,
+        self_->send(server_, overwrite_atom::value, models_.current().version,
                     e.model_offset + e.bytes);
       }
       auto at = now();
@@ -717,19 +638,16 @@ private:
   /// then weighs W), and the scheduler hears that the bytes up to its end
   /// may go up.
   void stream_position(uint64_t seq) {
-    auto weight = acc_->settled_weight(seq);
-    if (seq == 0)
-      stream_weight_ = weight;
-    if (stream_weight_ <= 0 || !stream_listener_)
-      return; // nothing in position 0: the round sits out
+    auto factor = relay_.stream_scale(seq, acc_->settled_weight(seq));
+    if (!factor || !stream_listener_)
+      return; // nothing in position 0 (the round sits out), or given up
     const auto& e = plan_.extent(seq);
-    if (weight != stream_weight_)
-      model_exchange::scale_floats(
+    if (*factor != 1.0)
+      relay_checks::scale_floats(
           models_.current().bytes.bytes().subspan(e.model_offset, e.bytes),
-          static_cast<float>(weight > 0 ? stream_weight_ / weight
-                                        : stream_weight_));
-    self_->send(stream_listener_, settled_atom::value, stream_round_,
-                e.model_offset + e.bytes, stream_weight_);
+          static_cast<float>(*factor));
+    self_->send(stream_listener_, settled_atom::value, relay_.stream_round(),
+                e.model_offset + e.bytes, relay_.stream_weight());
   }
 
   /// Forgets the round's streams and who listens to them.
@@ -752,25 +670,19 @@ private:
   const chunk_plan& plan_;                      ///< the accumulator's
   model_versions models_; ///< the last published and the one before
   chunk_checker checker_;
-  /// A relay: the model adopted is still arriving (no offer is taken).
-  bool arriving_ = false;
-  /// A streaming relay: the round whose positions go up, who hears them
-  /// settle (its scheduler), and the weight of its position 0.
-  uint32_t stream_round_ = 0;
+  /// A relay's parent's model, g held for the checks, a streaming
+  /// relay's round.
+  relay_checks relay_;
+  /// A streaming relay: who hears its round's positions settle (its
+  /// scheduler).
   upload_listener stream_listener_;
-  double stream_weight_ = 0;
   upload_ledger ledger_;
   /// Per stream: who is told how it ended (its scheduler).
   std::map<uint64_t, upload_listener> listeners_;
   /// Credits held until their position is settled (window mode).
   std::map<uint64_t, std::vector<std::pair<promise, uint64_t>>> held_;
-  /// A window-mode relay: chunks that wait for g at their position, the
-  /// positions where g is held for the checks, and those where it is in.
-  std::map<uint64_t, std::deque<parked_chunk>> parked_; ///< by stream
-  std::set<uint64_t> held_g_;
-  std::set<uint64_t> present_;
-  uint64_t measured_ = 0; ///< positions of the arriving model measured
-  bool given_up_logged_ = false;
+  /// A window-mode relay: chunks that wait for g at their position.
+  parked_chunks<promise> parked_;
   aggregator_host server_; ///< asked for SecAgg+'s plan, told what settled
   refusal_log refusals_;
 };
@@ -813,24 +725,22 @@ aggregating(aggregator_actor::pointer self,
       [state](checkpoint_atom, checkpoint_state& s) {
         return state->checkpoint(std::move(s));
       },
-      [state](adopt_atom, snapshot_ptr& upstream,
-              bool arriving) -> caf::result<snapshot_ptr> {
-        auto adopted = state->adopt(std::move(upstream), arriving);
+      [state](adopt_atom, relay_model& m) -> caf::result<snapshot_ptr> {
+        auto adopted = state->adopt(std::move(m));
         if (!adopted)
           return to_caf(adopted.err());
         return *adopted;
       },
-      [state](arrived_atom) { state->model_arrived(); },
-      [state](arrived_atom, uint64_t upto) { state->measure_arrived(upto); },
-      [state](refetch_atom, uint64_t seq) { state->global_filled(seq); },
-      [state](settled_atom) { state->sums_went_up(); },
+      [state](arrived_atom, uint64_t upto) { state->arrived(upto); },
+      [state](resident_atom, uint64_t seq) { state->global_filled(seq); },
+      [state](sent_up_atom) { state->sums_sent_up(); },
       [state](connect_atom, const aggregator_host& server) {
         state->set_server(server);
       },
-      [self, state](finalize_atom,
-                    uint32_t round) -> caf::result<snapshot_ptr> {
+      [self, state](finalize_atom, uint32_t round,
+                    double sum_weight) -> caf::result<snapshot_ptr> {
         if (!state->secure()) {
-          auto next = logged(state->finalize(round));
+          auto next = logged(state->finalize(round, sum_weight));
           if (!next)
             return to_caf(next.err());
           return *next;
@@ -845,9 +755,10 @@ aggregating(aggregator_actor::pointer self,
         self->request(state->server(), caf::infinite, unmask_atom::value, round,
                       state->in_sum())
             .then(
-                [state, deliver, round](secagg::unmask_plan& plan) mutable {
+                [state, deliver, round,
+                 sum_weight](secagg::unmask_plan& plan) mutable {
                   auto ok = state->unmask(plan);
-                  deliver(ok ? logged(state->finalize(round))
+                  deliver(ok ? logged(state->finalize(round, sum_weight))
                              : state->skip(round, ok.err().message));
                 },
                 [state, deliver, round](caf::error& e) mutable {

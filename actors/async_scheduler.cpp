@@ -270,7 +270,7 @@ private:
       return;
     stepping_ = true;
     auto v = static_cast<uint32_t>(version_ + 1);
-    self_->request(aggregator_, caf::infinite, finalize_atom::value, v)
+    self_->request(aggregator_, caf::infinite, finalize_atom::value, v, 0.0)
         .then([this, v](snapshot_ptr next) { publish(v, std::move(next)); },
               [this](caf::error& e) {
                 stop("aggregation failed: " + self_->system().render(e));

@@ -10,6 +10,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/messages.hpp"
+#include "actors/wake_up.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/stopwatch.hpp"
@@ -401,15 +402,9 @@ private:
     model_ = std::move(made->model);
     // A streaming relay's sum settles on another thread: told, the upload
     // sends what it may (a weak handle: the trainer outlives no actor).
-    model_->on_ready([weak = caf::actor_cast<caf::weak_actor_ptr>(self_)] {
-      if (auto self = caf::actor_cast<client_actor>(weak))
-        caf::anon_send(self, settled_atom::value);
-    });
-    model_->on_refetch([weak = caf::actor_cast<caf::weak_actor_ptr>(self_)](
-                           uint64_t offset, uint64_t bytes) {
-      if (auto self = caf::actor_cast<client_actor>(weak))
-        caf::anon_send(self, refetch_atom::value, offset, bytes);
-    });
+    model_->on_ready(wake_up<client_actor>(self_, ready_atom::value));
+    model_->on_refetch(
+        wake_up<client_actor, uint64_t, uint64_t>(self_, refetch_atom::value));
     reconnecting_ = false;
     log_line(options_.client_id, made->line);
   }
@@ -591,7 +586,7 @@ client_actor::behavior_type running(client_actor::pointer self,
       // would end as refused.
       [state](replaced_atom, const frame& f) { state->on_rejected(f); },
       [state](tick_atom) { state->on_tick(); },
-      [state](settled_atom) { state->on_ready(); },
+      [state](ready_atom) { state->on_ready(); },
       [state](refetch_atom, uint64_t offset, uint64_t bytes) {
         state->on_refetch(offset, bytes);
       },

@@ -10,14 +10,17 @@
 //   upload_listener    the aggregator tells it how an upload it opened ended
 //   scheduler_actor    a scheduler (sync or async): connect, join, drop,
 //                      offer, and upload_listener
-//   aggregator_actor   uploads, rounds, finalize
+//   aggregator_actor   uploads, rounds, finalize, a relay's parent's model
+//   relay_courier_actor  a relay's upstream half to its children's side
 //   round_host         what a scheduler asks of the server
-//   aggregator_host     what the aggregator asks of the server (SecAgg+)
+//   aggregator_host    what the aggregator asks or tells the server
 //   server_gate        what a gateway asks of the server: the peer frames
 //   server_link        what a client asks of its server (or its gateway)
 //   client_inbox       what the server tells a client (or its gateway)
+//   client_actor       a client: client_inbox, its timers and wake-ups
 //   server_actor       all of the server: both of those, round_host,
-//                      aggregator_host, its own timers
+//                      aggregator_host, a relay's upstream half's
+//                      messages, its own timers
 //
 // Late bindings are one typed step: the server, when it starts, sends
 // (connect_atom, round_host) to its scheduler and (connect_atom,
@@ -37,6 +40,7 @@
 #include "fedcaf/error.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/secagg_masking.hpp"
+#include "protocol/relay_model.hpp"
 
 namespace fedcaf {
 
@@ -79,14 +83,6 @@ struct round_result {
   std::vector<std::pair<std::string, double>> relay_weights;
 };
 
-/// What a relay's round of its children sends upstream.
-struct relay_result {
-  snapshot_ptr sums; ///< position by position: sum w_i x_i, and its weight
-  double weight = 0; ///< sum w_i over the updates that completed
-  uint32_t clients = 0;
-  double loss = 0;
-};
-
 using connect_atom = caf::atom_constant<caf::atom("connect")>;
 /// The aggregator asks the server to run SecAgg+'s unmask phase.
 using unmask_atom = caf::atom_constant<caf::atom("unmask")>;
@@ -113,17 +109,17 @@ using round_host = caf::typed_actor<
     caf::reacts_to<reject_atom, std::string, error>,
     caf::replies_to<publish_atom, round_result>::with<bool>,
     caf::replies_to<sit_out_atom, uint32_t>::with<uint32_t>,
-    caf::reacts_to<settled_atom, uint32_t, uint64_t, double, double, uint32_t>>;
+    caf::reacts_to<settled_atom, uint32_t, relay_step>>;
 
 /// What the aggregator asks or tells the server: SecAgg+'s unmask plan,
 /// and (window and disk modes, sync rounds) that the model of version v
 /// holds the round's sums, not the model, up to byte b, which it is then
-/// no longer to serve: (settled_atom, v, b), sent before the credits of
+/// no longer to serve: (overwrite_atom, v, b), sent before the credits of
 /// the positions settled go out.
 using aggregator_host = caf::typed_actor<
     caf::replies_to<unmask_atom, uint32_t,
                     std::vector<std::string>>::with<secagg::unmask_plan>,
-    caf::reacts_to<settled_atom, uint64_t, uint64_t>>;
+    caf::reacts_to<overwrite_atom, uint64_t, uint64_t>>;
 
 /// A scheduler's own timer: (deadline_atom, 0) the registration deadline,
 /// (deadline_atom, r) round r's deadline (the SyncScheduler's). A relay's
@@ -149,11 +145,20 @@ using aggregator_actor = caf::typed_actor<
     caf::reacts_to<expect_atom, uint32_t>,
     caf::replies_to<expire_atom, uint32_t, std::vector<std::string>,
                     error>::with<std::vector<std::string>>,
-    caf::replies_to<finalize_atom, uint32_t>::with<snapshot_ptr>,
+    caf::replies_to<finalize_atom, uint32_t, double>::with<snapshot_ptr>,
     caf::replies_to<checkpoint_atom, checkpoint_state>::with<std::string>,
-    caf::replies_to<adopt_atom, snapshot_ptr, bool>::with<snapshot_ptr>,
-    caf::reacts_to<arrived_atom>, caf::reacts_to<arrived_atom, uint64_t>,
-    caf::reacts_to<refetch_atom, uint64_t>, caf::reacts_to<settled_atom>>;
+    caf::replies_to<adopt_atom, relay_model>::with<snapshot_ptr>,
+    caf::reacts_to<arrived_atom, uint64_t>,
+    caf::reacts_to<resident_atom, uint64_t>, caf::reacts_to<sent_up_atom>>;
+
+/// A relay's courier: carries its upstream half's messages to its
+/// children's side in the order they are made (each parent's model with
+/// its number, the bytes of it that arrived) and the side's steps of a
+/// streaming round's sum back (see actors/relay_courier.hpp).
+using relay_courier_actor =
+    caf::typed_actor<caf::reacts_to<relay_atom, relay_model, uint64_t>,
+                     caf::reacts_to<arrived_atom, uint64_t, uint64_t>,
+                     caf::reacts_to<settled_atom, relay_step>>;
 
 /// The peer frame kinds a client sends after its Hello, each answered
 /// with one frame.
@@ -190,10 +195,11 @@ using client_inbox = caf::typed_actor<
 /// A client actor: what its server tells it, the evaluation its embedding
 /// program (the Python module) hands it to send, and its timers (the idle
 /// tick, a reconnection attempt of one generation).
-using client_actor = client_inbox::extend<
-    caf::reacts_to<evaluated_atom, frame>, caf::reacts_to<tick_atom>,
-    caf::reacts_to<settled_atom>, caf::reacts_to<caf::connect_atom, uint64_t>,
-    caf::reacts_to<refetch_atom, uint64_t, uint64_t>>;
+using client_actor =
+    client_inbox::extend<caf::reacts_to<evaluated_atom, frame>,
+                         caf::reacts_to<tick_atom>, caf::reacts_to<ready_atom>,
+                         caf::reacts_to<caf::connect_atom, uint64_t>,
+                         caf::reacts_to<refetch_atom, uint64_t, uint64_t>>;
 
 /// The whole server: the peer frames from a gateway or an in-process
 /// client, what its scheduler and aggregator ask of it, and its timers (a
@@ -206,10 +212,9 @@ using server_actor =
         caf::reacts_to<drop_atom, std::string, uint64_t>,
         caf::reacts_to<phase_end_atom, uint32_t, uint32_t>,
         caf::reacts_to<evaluated_atom>, caf::reacts_to<tick_atom>,
-        caf::replies_to<relay_atom, snapshot_ptr>::with<relay_result>,
-        caf::replies_to<relay_atom, snapshot_ptr, bool>::with<relay_result>,
+        caf::replies_to<relay_atom, relay_model>::with<relay_result>,
         caf::reacts_to<arrived_atom, uint64_t, uint64_t>,
-        caf::reacts_to<refetch_atom, uint64_t>, caf::reacts_to<pace_atom>>;
+        caf::reacts_to<resident_atom, uint64_t>, caf::reacts_to<pace_atom>>;
 
 } // namespace fedcaf
 
@@ -217,3 +222,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::evaluation_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::upload_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::round_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::relay_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::relay_model)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(fedcaf::relay_step)

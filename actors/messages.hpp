@@ -56,17 +56,29 @@ using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using relay_atom = caf::atom_constant<caf::atom("relay")>;
 using sit_out_atom = caf::atom_constant<caf::atom("sit_out")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
-/// A relay: bytes of its parent's model arrived (as its download goes on).
+/// A relay: its parent's model arrived: bytes (offset, size) of it, from
+/// its upstream half to its server; or up to a byte, from its server to its
+/// aggregator (which measures g as it comes; all of them: it is whole).
 using arrived_atom = caf::atom_constant<caf::atom("arrived")>;
-/// A streaming relay: more of its children's sum is settled (and may go
-/// up), from the aggregator to the scheduler, the server, its upstream
-/// half, and its upstream client.
+/// A streaming relay: more of its children's sum is settled and may go up,
+/// from the aggregator to the scheduler, the server and its upstream half.
 using settled_atom = caf::atom_constant<caf::atom("settled")>;
+/// Window and disk modes: the model of a version holds the round's sums,
+/// not the model, up to a byte (from the aggregator to the server, which
+/// serves it no more there).
+using overwrite_atom = caf::atom_constant<caf::atom("overwrite")>;
+/// A window-mode relay: sums went up; more may settle (to its aggregator).
+using sent_up_atom = caf::atom_constant<caf::atom("sent_up")>;
+/// A client's trainer may go on: more of its update may go up, or its
+/// paced download may fetch further (a relay's upstream client).
+using ready_atom = caf::atom_constant<caf::atom("ready")>;
 using evaluated_atom = caf::atom_constant<caf::atom("evaluated")>;
-/// A window-mode relay: model bytes fetched again from its parent (its
-/// upstream client fetches them, offset and size), or made resident again
-/// for its side (a position of its children's plan).
+/// A window-mode relay's upstream client: fetch model bytes (offset, size)
+/// of the round's model again from the parent.
 using refetch_atom = caf::atom_constant<caf::atom("refetch")>;
+/// A window-mode relay: a position of its children's plan fetched again is
+/// resident, for its server and its aggregator.
+using resident_atom = caf::atom_constant<caf::atom("resident")>;
 /// A window-mode relay's server: time to see whether a child that paces
 /// its download has gone silent (fetch_pacing).
 using pace_atom = caf::atom_constant<caf::atom("pace")>;

@@ -236,8 +236,8 @@ public:
         stream_loss_ += f.train_loss;
       stream_loss_ /= static_cast<double>(std::max<size_t>(1, figures_.size()));
     }
-    self_->send(server_, settled_atom::value, round, bytes, weight,
-                stream_loss_, stream_clients_);
+    self_->send(server_, settled_atom::value, round,
+                relay_step{weight, stream_loss_, stream_clients_, bytes});
   }
 
   void update_closed(const std::string& id, uint32_t round) {
@@ -574,23 +574,27 @@ private:
             });
   }
 
+  /// Finalizes the round: its updates' weight is what a relay's sum goes
+  /// up at (the aggregator scales it to that, and publish reports it).
   void finalize() {
     finalizing_ = true;
     auto r = round_;
-    self_->request(aggregator_, caf::infinite, finalize_atom::value, r)
-        .then([this, r](snapshot_ptr next) { publish(r, std::move(next)); },
+    double weight = 0;
+    for (const auto& id : closed_)
+      weight += figures_[id].weight;
+    self_->request(aggregator_, caf::infinite, finalize_atom::value, r, weight)
+        .then([this, r, weight](
+                  snapshot_ptr next) { publish(r, std::move(next), weight); },
               [this](caf::error& e) {
                 stop("aggregation failed: " + self_->system().render(e));
               });
   }
 
-  void publish(uint32_t r, snapshot_ptr next) {
+  void publish(uint32_t r, snapshot_ptr next, double weight) {
     auto clients = static_cast<uint32_t>(closed_.size());
-    double loss = 0, epsilon = 0, weight = 0;
-    for (const auto& id : closed_) {
+    double loss = 0, epsilon = 0;
+    for (const auto& id : closed_)
       loss += figures_[id].train_loss;
-      weight += figures_[id].weight;
-    }
     // Epsilon also counts a kept partial update's client.
     for (const auto& [id, f] : figures_)
       epsilon = std::max(epsilon, f.dp_epsilon);

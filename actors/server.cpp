@@ -11,17 +11,15 @@
 #include "actors/errors.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
+#include "actors/wake_up.hpp"
 #include "fedcaf/checkpoint.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
-#include "fedcaf/relay_residency.hpp"
 #include "fedcaf/stopwatch.hpp"
 #include "protocol/client_registry.hpp"
 #include "protocol/evaluation_tally.hpp"
-#include "protocol/fetch_pacing.hpp"
 #include "protocol/model_exchange.hpp"
-#include "protocol/relay_download.hpp"
-#include "protocol/relay_gate.hpp"
+#include "protocol/relay_flow.hpp"
 #include "protocol/round_announcement.hpp"
 #include "protocol/round_reporter.hpp"
 #include "protocol/server_secagg_flow.hpp"
@@ -37,7 +35,7 @@ exchange_terms exchange_terms_of(const server_options& o) {
 
 /// What the round reporter needs of the server's options.
 reporter_options reporter_options_of(const server_options& o) {
-  return {o.relay ? 0 : o.num_rounds, // a relay runs its parent's rounds
+  return {o.num_rounds,
           o.federated_evaluation,
           o.report_path,
           o.report_html_path,
@@ -117,8 +115,10 @@ public:
   /// client can reach it (the one late binding of the server side).
   void attach(server_actor::pointer self) {
     self_ = self;
-    started_ = self_->clock().now();
+    started_ = now();
     self_->set_down_handler([this](caf::down_msg& m) { on_down(m); });
+    if (options_.relay)
+      relay_.emplace(options_.fetch_silence, relay_port_of());
     self_->send(peers_.scheduler, connect_atom::value, round_host{self_});
     self_->send(peers_.aggregator, connect_atom::value, aggregator_host{self_});
   }
@@ -135,7 +135,7 @@ public:
     // gateway of a remote one (a broker: untyped by CAF's design).
     auto sender = caf::actor_cast<client_inbox>(self_->current_sender());
     auto a = registry_.admit(*h, sender, address, certificate_name, stopping_,
-                             self_->clock().now());
+                             now());
     if (!a)
       return refusals_.refuse_logged_if(a.err(), registry_.log_refusal());
     if (a->resumed) {
@@ -150,21 +150,21 @@ public:
                                     options_.terms, a->resumed});
   }
 
-  /// Opens round `round` for the clients the scheduler chose (a relay: once
-  /// its parent's model for the round is in place).
+  /// The scheduler chose round `round` for `chosen`: it opens now (a
+  /// relay's: once its parent's model for the round is in place).
   void start_round(uint32_t round, const std::vector<std::string>& chosen) {
-    if (options_.relay && !relay_.gate.start(round, chosen))
-      return; // held until the parent's model is in
-    if (options_.relay_round_deadline.count() > 0)
-      self_->delayed_send(peers_.scheduler, options_.relay_round_deadline,
+    if (relay_)
+      return relay_->start(round, chosen, now());
+    open_round(round, chosen);
+  }
+
+  /// Opens round `round` for `chosen`: announced to those connected.
+  void open_round(uint32_t round, const std::vector<std::string>& chosen) {
+    if (options_.deadline_from_open.count() > 0)
+      self_->delayed_send(peers_.scheduler, options_.deadline_from_open,
                           deadline_atom::value, round);
-    round_started_ = self_->clock().now();
+    round_started_ = now();
     const auto& announced = rounds_.open(round, chosen);
-    if (auto* r = residency()) { // the children's fetches pace the download
-      relay_.pacing.start(r->plan().chunk_count(), rounds_.chosen(),
-                          round_started_);
-      arm_pacing();
-    }
     tally_.expect(rounds_.chosen().size());
     auto reached = registry_.connected_among(rounds_.chosen());
     reporter_.round_started(round, reached.size() * exchange_.model_bytes());
@@ -231,7 +231,7 @@ public:
     if (!c || stopping_)
       return;
     if (!rounds_.is_open())
-      round_started_ = self_->clock().now();
+      round_started_ = now();
     c->task = rounds_.task(round);
     c->model = exchange_.model();
     reporter_.expect_task(exchange_.model_bytes());
@@ -269,24 +269,10 @@ public:
     return from_client<msg::offer>(f, [this](const auto& id, auto& o) {
       if (auto ok = exchange_.check_offer(id, o); !ok)
         return refuse(ok.err());
-      if (options_.relay && !relay_.download.complete()) {
-        // Only an offer of the round opened on the model still arriving
-        // is no honest one's; one of the round before (given up, or just
-        // over as the next model comes) sits it out.
-        bool on_it = relay_.gate.is_open() && !relay_.adopting &&
-                     o.round == rounds_.round();
-        if (relay_.download.abandoned() || !on_it)
-          // An honest child of a round given up or over: it sits it out.
-          return msg::encode(error{
-              errc::not_in_round,
-              "round " + std::to_string(o.round) +
-                  " is sat out: the relay's parent's model of it never came "
-                  "whole"});
-        // Nobody has the whole model yet: an offer now is no honest one's.
-        return refuse({errc::unexpected_message,
-                       id + " offered an update before the relay's model of "
-                            "the round had arrived whole"});
-      }
+      if (relay_) // an honest child of a round given up sits it out
+        if (auto ok = relay_->may_offer(id, o.round, rounds_.round()); !ok)
+          return ok.err().code == errc::not_in_round ? msg::encode(ok.err())
+                                                     : refuse(ok.err());
       registry_.find(id)->model.reset(); // its download is complete
       if (o.round == rounds_.round()) // a repeated offer replaces its figures
         reporter_.note_offer(id, tally_.offered(id, o.sample_count),
@@ -319,8 +305,7 @@ public:
     end_run("");
   }
 
-  /// A fetch: answered now, or (a relay whose download of its parent's
-  /// model goes on) once the chunk's bytes are in.
+  /// A fetch: answered now, or (a relay's) once the chunk's bytes are in.
   caf::result<frame> serve(const frame& f) {
     const auto* id = sender_id();
     if (!id)
@@ -337,32 +322,14 @@ public:
               " holds the round's sums already (every participant has it): "
               "the round goes on without " +
               *id});
-    auto* r = residency();
-    if (r && range && !relay_.adopting &&
-        req->model_version == exchange_.model()->version &&
-        req->sequence < r->served()) {
-      // Gone from a window-mode relay's cache: fetched again from the
-      // parent for this child (late, or silent for a while).
-      if (r->want(req->sequence, relay_residency::serve)) {
-        auto out = serve_now(*id, *req);
-        r->release(req->sequence, relay_residency::serve);
-        return out;
-      }
+    if (relay_) {
       auto rp = self_->make_response_promise<frame>();
-      relay_.missed[req->sequence].push_back(waiting_fetch{rp, *id, *req});
+      relay_->fetch(*id, *req, range, now(),
+                    [rp](frame out) mutable { rp.deliver(std::move(out)); });
       return rp;
     }
-    auto& d = relay_.download;
-    // While the aggregator adopts a model, the one served is the last.
-    if (options_.relay && !relay_.adopting && !d.complete() && range &&
-        req->model_version == exchange_.model()->version &&
-        !d.has(range->first, range->second)) {
-      auto rp = self_->make_response_promise<frame>();
-      relay_.fetches.emplace(d.wait(range->first, range->second),
-                             waiting_fetch{rp, *id, *req});
-      return rp;
-    }
-    return serve_now(*id, *req);
+    auto out = serve_chunk(*id, *req, nullptr);
+    return out ? std::move(*out) : refuse(out.err());
   }
 
   /// Window and disk modes: the model of `version` holds the round's sums
@@ -380,126 +347,17 @@ public:
            offset < overwritten_.second;
   }
 
-  frame serve_now(const std::string& id, const msg::fetch& req) {
+  /// Serves `req` of client `id` from the model it downloads (pinned for
+  /// it, else `fallback` if set, else the model served now); counts it.
+  result<frame> serve_chunk(const std::string& id, const msg::fetch& req,
+                            const snapshot_ptr& fallback) {
     const auto* c = registry_.find(id);
-    auto pinned = c ? c->model : nullptr;
-    if (!pinned && relay_.given_up &&
-        req.model_version == relay_.given_up->version)
-      pinned = relay_.given_up; // its children still download it
-    auto chunk = exchange_.serve(req, pinned);
+    auto chunk = exchange_.serve(req, c && c->model ? c->model : fallback);
     if (!chunk)
-      return refuse(chunk.err());
-    if (relay_.pacing.active() && !relay_.adopting &&
-        req.model_version == exchange_.model()->version) {
-      relay_.pacing.fetched(id, req.sequence, self_->clock().now());
-      pace();
-    }
+      return chunk.err();
     reporter_.count_down(id, chunk->wire_bytes, chunk->model_bytes,
                          chunk->last);
     return std::move(chunk->frame);
-  }
-
-  /// A relay: bytes [offset, + bytes) of its parent's model are in; the
-  /// fetches that waited for them are answered, and once the whole model
-  /// is, the aggregator measures it and takes offers.
-  void arrived(uint64_t offset, uint64_t bytes) {
-    if (relay_.next) { // the next model's (its bytes follow its relay_atom)
-      relay_.next->arrived.emplace_back(offset, bytes);
-      return;
-    }
-    auto& d = relay_.download;
-    if (!options_.relay || d.complete() || d.abandoned())
-      return;
-    auto before = d.prefix();
-    for (auto ticket : d.arrived(offset, bytes))
-      if (auto w = relay_.fetches.extract(ticket))
-        w.mapped().rp.deliver(serve_now(w.mapped().id, w.mapped().req));
-    // A window-mode relay's aggregator measures g as it comes (after its
-    // adoption, which it was asked for before).
-    if (d.prefix() > before)
-      self_->send(peers_.aggregator, arrived_atom::value, d.prefix());
-    if (d.complete())
-      self_->send(peers_.aggregator, arrived_atom::value);
-  }
-
-  bool pacing() const { return relay_.pacing.active(); }
-
-  /// A window-mode relay's model of the round (relay_residency), or null.
-  relay_residency* residency() const {
-    const auto& m = exchange_.model();
-    return options_.relay && m ? m->residency.get() : nullptr;
-  }
-
-  /// The positions every child still pacing has fetched leave the cache;
-  /// a child silent for fetch_silence paces no more.
-  void pace() {
-    auto* r = residency();
-    if (!r || !relay_.pacing.active())
-      return;
-    std::vector<std::string> silent;
-    auto low = relay_.pacing.low(self_->clock().now(), options_.fetch_silence,
-                                 &silent);
-    for (const auto& id : silent)
-      log_line(log_level::warning, "server",
-               id + " fetched nothing of round " +
-                   std::to_string(rounds_.round()) + " for " +
-                   std::to_string(options_.fetch_silence.count() / 1000) +
-                   " s: the relay's download goes on without waiting for it "
-                   "(what it fetches later is fetched again from the parent)");
-    // A child that reconnects fetches its window in flight again: the
-    // cache keeps a window below the slowest.
-    auto count = r->plan().chunk_count();
-    r->served_below(low >= count ? count
-                                 : low - std::min<uint64_t>(low, r->cache()));
-    if (low >= r->plan().chunk_count())
-      relay_.pacing.stop();
-  }
-
-  /// The next look at the children pacing the download, a quarter of
-  /// fetch_silence from now.
-  void arm_pacing() {
-    if (options_.fetch_silence.count() > 0)
-      self_->delayed_send(
-          self_,
-          std::max(options_.fetch_silence / 4, std::chrono::milliseconds{50}),
-          pace_atom::value);
-  }
-
-  /// Position `seq` of a window-mode relay's model is resident again: the
-  /// fetches that missed it are served.
-  void refetched(uint64_t seq) {
-    auto waiting = relay_.missed.extract(seq);
-    if (waiting.empty())
-      return;
-    auto* r = residency();
-    for (auto& w : waiting.mapped())
-      w.rp.deliver(r && !r->abandoned() &&
-                           w.req.model_version == exchange_.model()->version
-                       ? serve_now(w.id, w.req)
-                       : refuse({errc::not_in_round,
-                                 "the relay's model of that round is gone"}));
-    if (r)
-      r->release(seq, relay_residency::serve);
-  }
-
-  /// A new model: fetches that missed the last one's cache sit its round
-  /// out.
-  void forget_missed() {
-    for (auto& [seq, waiting] : std::exchange(relay_.missed, {}))
-      for (auto& w : waiting)
-        w.rp.deliver(refuse(
-            {errc::not_in_round, "the relay's model of that round is gone"}));
-    relay_.pacing.stop();
-  }
-
-  /// Answers every fetch that waits on the parent's model now, with what
-  /// is there: the download was given up (the round is sat out, so what a
-  /// child trains on it is refused, as in any round sat out), or the run
-  /// ends.
-  void serve_waiting() {
-    for (auto ticket : relay_.download.abandon())
-      if (auto w = relay_.fetches.extract(ticket))
-        w.mapped().rp.deliver(serve_now(w.mapped().id, w.mapped().req));
   }
 
   void count_upload(const frame& f) {
@@ -509,149 +367,105 @@ public:
   /// The sender ended its upload stream (after its last credit).
   void upload_ended() { reporter_.upload_ended(*sender_id()); }
 
-  /// A relay: `upstream` is its parent's model for the next round, whole
-  /// or, with `arriving`, still coming (arrived() says which bytes are
-  /// in). Answers with the round's partial sum once its children's updates
-  /// are in. A model that comes while the open round's is still arriving
-  /// ends that round (its download was given up upstream: it never comes
-  /// whole): the round is sat out, then this one taken.
-  caf::result<relay_result> relay(snapshot_ptr upstream, bool arriving) {
-    if (!options_.relay || stopping_)
-      return make_error(errc::unexpected_message,
-                        stopping_ ? "the relay's run has ended"
-                                  : "not a relay");
-    relay_.upstream = self_->current_sender(); // hears the sum settle
+  // -- a relay's children's side (protocol/relay_flow) -------------------------
+
+  /// Calls `fn(flow, now)` for a message only a relay's server takes.
+  /// Returns false iff this server is no relay's.
+  template <class F> bool with_relay(F&& fn) {
+    if (!relay_)
+      return false;
+    fn(*relay_, now());
+    return true;
+  }
+
+  /// A relay's upstream half hands `m`, its parent's model of the next
+  /// round, whole or still arriving; answered with the round's sum.
+  caf::result<relay_result> take_parent_model(relay_model m) {
+    // The sender hears the round's sum settle as it streams up (asked
+    // before the promise takes the request over).
+    auto courier =
+        caf::actor_cast<relay_courier_actor>(self_->current_sender());
     auto rp = self_->make_response_promise<relay_result>();
-    if (relay_.next) { // displaced by a newer one: it never comes whole
-      relay_.next->rp.deliver(relay_result{});
-      relay_.next = next_model{rp, std::move(upstream), arriving};
-      return rp;
-    }
-    if (relay_.promise) {
-      relay_.next = next_model{rp, std::move(upstream), arriving};
-      if (!relay_.download.complete())
-        give_up_download(); // else the round under way ends first
-      return rp;
-    }
-    relay_.promise = rp;
-    take_model(std::move(upstream), arriving);
+    parent_request parent{[rp](result<relay_result> r) mutable {
+                            r ? rp.deliver(std::move(*r))
+                              : rp.deliver(to_caf(r.err()));
+                          },
+                          [courier](const relay_step& step) {
+                            caf::anon_send(courier, settled_atom::value, step);
+                          }};
+    if (!with_relay([&m, &parent](relay_flow& r, time_point now) {
+          r.take(std::move(m), std::move(parent), now);
+        }))
+      rp.deliver(make_error(errc::unexpected_message, "not a relay"));
     return rp;
   }
 
-  /// Has the aggregator adopt `upstream`, whose bytes `in` are in
-  /// already. A model before it still arriving (its round sat out at its
-  /// deadline) is given up: its waiting fetches are answered with what is
-  /// there, and it stays served to the children downloading it until the
-  /// next round is answered.
-  void take_model(snapshot_ptr upstream, bool arriving,
-                  const std::vector<std::pair<uint64_t, uint64_t>>& in = {}) {
-    if (!relay_.download.complete() && !relay_.download.abandoned()) {
-      serve_waiting();
-      relay_.given_up = exchange_.model();
-      relay_.given_up_answered = true;
-    }
-    relay_.download.start(exchange_.model_bytes(), arriving);
-    relay_.adopting = true;
-    forget_missed();
-    if (upstream->residency) // positions fetched again for missed fetches
-      upstream->residency->add_waker(
-          [weak = caf::actor_cast<caf::weak_actor_ptr>(self_)](uint64_t seq) {
-            if (auto self = caf::actor_cast<server_actor>(weak))
-              caf::anon_send(self, refetch_atom::value, seq);
-          });
+  /// A relay's round `round` cannot have min_clients: see
+  /// relay_flow::sit_out. 0: the run is ending.
+  caf::result<uint32_t> sit_out(uint32_t round) {
+    auto rp = self_->make_response_promise<uint32_t>();
+    sit_out_reply reply = [rp](result<uint32_t> next) mutable {
+      next ? rp.deliver(*next) : rp.deliver(to_caf(next.err()));
+    };
+    if (!with_relay([round, &reply](relay_flow& r, time_point now) {
+          r.sit_out(round, std::move(reply), now);
+        }))
+      rp.deliver(make_error(errc::unexpected_message, "not a relay"));
+    return rp;
+  }
+
+  /// What the relay's flow needs done: the aggregator's adoption, rounds
+  /// opened and sat out, chunks served and refused, timers.
+  relay_port relay_port_of() {
+    relay_port p;
+    p.adopt = [this](relay_model m) { adopt(std::move(m)); };
+    p.open_round = [this](uint32_t round, const auto& chosen) {
+      open_round(round, chosen);
+    };
+    p.sit_out = [this](uint32_t round) {
+      self_->send(peers_.scheduler, sit_out_atom::value, round);
+    };
+    p.sat_out = [this](uint32_t round, bool was_open) {
+      if (was_open)
+        close_round(round);
+      reporter_.sat_out(round);
+    };
+    p.serve = [this](const auto& id, const auto& req, const auto& pinned) {
+      return serve_chunk(id, req, pinned);
+    };
+    p.refuse = [this](const error& e) { return refuse(e); };
+    p.arrived = [this](uint64_t upto) {
+      self_->send(peers_.aggregator, arrived_atom::value, upto);
+    };
+    p.pace_after = [this](std::chrono::milliseconds after) {
+      self_->delayed_send(self_, after, pace_atom::value);
+    };
+    p.resident = wake_up<server_actor, uint64_t>(self_, resident_atom::value);
+    return p;
+  }
+
+  /// Has the aggregator adopt `m` as the global model, then serves it.
+  void adopt(relay_model m) {
     self_
         ->request(peers_.aggregator, caf::infinite, adopt_atom::value,
-                  std::move(upstream), arriving)
+                  std::move(m))
         .then(
             [this](snapshot_ptr& model) {
-              relay_.adopting = false;
-              exchange_.install(std::move(model));
-              if (stopping_)
-                return; // no round opens once the run has ended
-              if (relay_.next && !relay_.download.complete())
-                return give_up_download(); // before it was in place
-              auto released = relay_.gate.model_in();
-              if (released.start)
-                start_round(released.start->round, released.start->chosen);
-              else if (released.choose_again && relay_.sat_out)
-                std::exchange(relay_.sat_out, {})
-                    ->deliver(stopping_ ? 0u : *released.choose_again);
+              exchange_.install(model);
+              relay_->adopted(std::move(model), now());
             },
             [this](caf::error& e) {
-              relay_.adopting = false;
               stop("the parent's model could not be taken: " +
                    self_->system().render(e));
             });
-    for (const auto& [offset, bytes] : in) // after the adoption's request
-      arrived(offset, bytes);
-  }
-
-  /// The open round's model never comes whole: the fetches waiting for it
-  /// are answered with what came, and the round (if one opened on it) is
-  /// sat out by its scheduler; else its answer is no sum at once and the
-  /// next model is taken.
-  void give_up_download() {
-    if (relay_.adopting)
-      return; // on with it once the adoption is answered
-    serve_waiting();
-    relay_.given_up = exchange_.model();
-    relay_.given_up_answered = false;
-    relay_.gate.withdraw();
-    if (relay_.gate.is_open()) {
-      log_line(log_level::warning, "server",
-               "round " + std::to_string(rounds_.round()) +
-                   ": the parent's model of the round never comes whole "
-                   "(the relay's download was given up for a newer round)");
-      self_->send(peers_.scheduler, sit_out_atom::value, rounds_.round());
-      return;
-    }
-    answer_relay(relay_result{});
-  }
-
-  /// A streaming relay: the open round's sum is settled up to `bytes`, its
-  /// weight, its children's mean loss and their number as its scheduler
-  /// says; its upstream half hears it, and sends that much up.
-  void settled(uint32_t round, uint64_t bytes, double weight, double loss,
-               uint32_t clients) {
-    if (!options_.relay || !relay_.promise || !relay_.upstream ||
-        round != rounds_.round())
-      return;
-    caf::anon_send(caf::actor_cast<caf::actor>(relay_.upstream),
-                   settled_atom::value, bytes, weight, loss, clients);
-  }
-
-  /// Answers the open round's parent's model with `r`, then takes a model
-  /// that waited for it.
-  void answer_relay(relay_result r) {
-    // A given-up model is served until the round after it is answered:
-    // children that were downloading it finish (their round is sat out).
-    if (relay_.given_up && std::exchange(relay_.given_up_answered, true))
-      relay_.given_up.reset();
-    // Answered (a round sat out, perhaps before any child fetched): the
-    // download is paced by nobody now.
-    if (auto* model = residency())
-      model->served_below(model->plan().chunk_count());
-    relay_.pacing.stop();
-    if (relay_.promise) {
-      relay_.promise->deliver(std::move(r));
-      relay_.promise.reset();
-    }
-    if (auto n = std::exchange(relay_.next, std::nullopt)) {
-      relay_.promise = n->rp;
-      take_model(std::move(n->model), n->arriving, n->arrived);
-    }
   }
 
   caf::typed_response_promise<bool> publish(round_result done) {
-    relay_.gate.published();
     auto model = done.model;
-    if (options_.relay && model && done.weight > 0)
-      // Published now, read by nobody yet: scaled in place, no copy.
-      exchange_.scale_sum(*std::const_pointer_cast<model_snapshot>(model),
-                          done.weight);
-    if (options_.relay) // its sum goes up; its children are never served it
-      answer_relay(
-          relay_result{done.model, done.weight, done.clients, done.loss});
+    if (relay_) // its sum goes up; its children are never served it
+      relay_->published(
+          relay_result{done.model, done.weight, done.clients, done.loss},
+          now());
     else
       exchange_.install(model);
     close_round(done.round);
@@ -665,37 +479,11 @@ public:
     tally_.serve(done.round);
     auto started = round_started_;
     if (options_.async) { // the next version's figures start now
-      round_started_ = self_->clock().now();
+      round_started_ = now();
       reporter_.start_traffic();
     }
     evaluate(std::move(record), started, rp, std::move(model));
     return rp;
-  }
-
-  /// A relay's round `round` cannot have min_clients. Once the parent's
-  /// model of the round is in (or the round is open already), the round
-  /// is sat out: the parent's model is answered with no sum (weight 0: the
-  /// upstream client offers its parent nothing this round) and the answer
-  /// is the next round. Before, the answer is `round` again, as the model
-  /// comes: children may have registered while it did not. 0: the run is
-  /// ending.
-  caf::result<uint32_t> sit_out(uint32_t round) {
-    if (!options_.relay || relay_.sat_out)
-      return make_error(errc::unexpected_message,
-                        "not a relay, or a round already sitting out");
-    auto now = relay_.gate.sit_out(round);
-    if (now == relay_gate::sitting::waits) {
-      relay_.sat_out = self_->make_response_promise<uint32_t>();
-      return *relay_.sat_out;
-    }
-    if (now == relay_gate::sitting::now_open_round)
-      close_round(round);
-    answer_relay(relay_result{});
-    reporter_.sat_out(round);
-    log_line(log_level::warning, "server",
-             "round " + std::to_string(round) +
-                 ": too few children; the relay sits its parent's round out");
-    return stopping_ ? 0u : round + 1;
   }
 
   /// Round `round` is over: async tasks go on; a sync round's clients may
@@ -741,8 +529,8 @@ public:
       return;
     reporter_.dropped(id, options_.reconnect_grace.count());
     self_->send(peers_.scheduler, drop_atom::value, id);
-    relay_.pacing.forget(id); // it paces a window-mode relay's download no
-    pace();                   // more
+    if (relay_)
+      relay_->dropped(id, now());
   }
 
   /// Sends what is open to a client that came back (round_announcement).
@@ -766,9 +554,12 @@ private:
     return x ? fn(*id, *x) : refuse(x.err());
   }
 
+  /// The actor's clock: virtual time under CAF's test coordinator.
+  time_point now() const { return self_->clock().now(); }
+
   /// Returns the seconds from `t` to now, on the actor's clock.
   double seconds_from(time_point t) const {
-    return std::chrono::duration<double>(self_->clock().now() - t).count();
+    return std::chrono::duration<double>(now() - t).count();
   }
 
   report_stamp stamp() const {
@@ -904,18 +695,8 @@ private:
     stopping_ = true;
     rounds_.end();
     reporter_.end(reason);
-    for (auto* rp : {relay_.promise ? &*relay_.promise : nullptr,
-                     relay_.next ? &relay_.next->rp : nullptr})
-      if (rp)
-        rp->deliver(
-            make_error(errc::internal, "the relay's run ended: " +
-                                           (reason.empty() ? "done" : reason)));
-    relay_.promise.reset();
-    relay_.next.reset();
-    serve_waiting();
-    relay_.gate.take_waiting_sit_out();
-    if (auto rp = std::exchange(relay_.sat_out, {}))
-      rp->deliver(0u);
+    if (relay_)
+      relay_->end(reason, now());
     auto f =
         msg::encode(msg::done{rounds_.round(), rounds_.previous(), reason});
     registry_.for_each_connected([this, &f](const auto&, const auto& c) {
@@ -975,44 +756,8 @@ private:
   bool stopping_ = false;
   /// The model version the aggregator sums into in place, and how far.
   std::pair<uint64_t, uint64_t> overwritten_{0, 0};
-  /// A fetch waiting for bytes of a relay's parent's model still on their
-  /// way.
-  struct waiting_fetch {
-    caf::typed_response_promise<frame> rp;
-    std::string id;
-    msg::fetch req;
-  };
-  /// A parent's model that came while the open round's was still arriving.
-  struct next_model {
-    caf::typed_response_promise<relay_result> rp;
-    snapshot_ptr model;
-    bool arriving = false;
-    std::vector<std::pair<uint64_t, uint64_t>> arrived{}; ///< bytes in
-  };
-  /// A relay's rounds: the open request of its upstream side (the parent's
-  /// model, answered with the round's sum), the gate (whether the next
-  /// round's model is in place, never the one it was spawned with; a round
-  /// start waiting for it), a sit-out waiting for it, the model's download
-  /// and the fetches waiting on it.
-  struct {
-    std::optional<caf::typed_response_promise<relay_result>> promise;
-    caf::strong_actor_ptr upstream; ///< who hands the models (the courier)
-    relay_gate gate; ///< whether the parent's model is in, a held start
-    /// The scheduler's sit_out_atom, held until the parent's model is in.
-    std::optional<caf::typed_response_promise<uint32_t>> sat_out;
-    relay_download download; ///< which bytes of the model served are in
-    std::map<uint64_t, waiting_fetch> fetches; ///< by relay_download ticket
-    fetch_pacing pacing; ///< window mode: how far each child fetched
-    /// Window mode: fetches of positions gone from the cache, by position,
-    /// until they are fetched again from the parent.
-    std::map<uint64_t, std::vector<waiting_fetch>> missed;
-    std::optional<next_model> next;
-    bool adopting = false; ///< the aggregator has not answered adopt_atom
-    /// A model given up, still served to the children that download it,
-    /// until the round after it is answered (given_up_answered: its own).
-    snapshot_ptr given_up;
-    bool given_up_answered = false;
-  } relay_;
+  /// A relay's children's side: its parent's models and its rounds.
+  std::optional<relay_flow> relay_;
 };
 
 server_actor::behavior_type serving(server_actor::pointer self,
@@ -1089,26 +834,26 @@ server_actor::behavior_type serving(server_actor::pointer self,
       [state](evaluated_atom) { state->evaluation_overdue(); },
       [state](tick_atom) { state->quit(); },
       [state](sit_out_atom, uint32_t round) { return state->sit_out(round); },
-      [state](relay_atom, snapshot_ptr& upstream) {
-        return state->relay(std::move(upstream), false);
-      },
-      [state](relay_atom, snapshot_ptr& upstream, bool arriving) {
-        return state->relay(std::move(upstream), arriving);
-      },
-      [state](refetch_atom, uint64_t seq) { state->refetched(seq); },
-      [state](pace_atom) {
-        state->pace();
-        if (state->pacing())
-          state->arm_pacing();
+      [state](relay_atom, relay_model& m) {
+        return state->take_parent_model(std::move(m));
       },
       [state](arrived_atom, uint64_t offset, uint64_t bytes) {
-        state->arrived(offset, bytes);
+        state->with_relay([offset, bytes](relay_flow& r, auto now) {
+          r.arrived(offset, bytes, now);
+        });
       },
-      [state](settled_atom, uint32_t round, uint64_t bytes, double weight,
-              double loss, uint32_t clients) {
-        state->settled(round, bytes, weight, loss, clients);
+      [state](resident_atom, uint64_t seq) {
+        state->with_relay(
+            [seq](relay_flow& r, auto now) { r.resident(seq, now); });
       },
-      [state](settled_atom, uint64_t version, uint64_t bytes) {
+      [state](pace_atom) {
+        state->with_relay([](relay_flow& r, auto now) { r.paced(now); });
+      },
+      [state](settled_atom, uint32_t round, const relay_step& step) {
+        state->with_relay(
+            [round, &step](relay_flow& r, auto) { r.settled(round, step); });
+      },
+      [state](overwrite_atom, uint64_t version, uint64_t bytes) {
         state->sums_written(version, bytes);
       },
   };

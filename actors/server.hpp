@@ -101,17 +101,19 @@ struct server_options {
   /// started (scheduler_kwargs.round_deadline_s; zero: when every chosen
   /// client advertised or was lost).
   std::chrono::milliseconds secagg_keys_timeout{0};
-  /// A relay's server side (fedcaf relay): each round waits for its
-  /// parent's model (relay_atom), and its partial sum answers that request.
+  /// A relay's children's side (fedcaf relay): each round waits for its
+  /// parent's model (relay_atom), and its partial sum answers that request
+  /// (protocol/relay_flow).
   bool relay = false;
   /// A window-mode relay: a child that fetched nothing for this long paces
   /// its download no more (stream_configs.idle_timeout_s). Zero: never.
   std::chrono::milliseconds fetch_silence{0};
-  /// A relay's round deadline (scheduler_kwargs.round_deadline_s), counted
-  /// from when its round opens with the parent's model: the server tells
-  /// the scheduler when it passes (scheduler_options::
-  /// deadline_from_server). Zero: none, or not a relay.
-  std::chrono::milliseconds relay_round_deadline{0};
+  /// The round deadline (scheduler_kwargs.round_deadline_s) counted from
+  /// when a round opens, armed by the server, which tells the scheduler
+  /// when it passes (scheduler_options::deadline_from_server): a relay's,
+  /// whose round opens with its parent's model. Zero: none here (the
+  /// scheduler arms its own).
+  std::chrono::milliseconds deadline_from_open{0};
   /// Counts refused frames of the whole server side, for the report.
   refusal_counter refusals;
   /// Counts updates the aggregator refused for their content.

@@ -30,7 +30,8 @@ void take_plan(server_side_options& o, const aggregation_plan& plan) {
   if (o.server.relay) { // counted from the parent's model, by the server
     sched.deadline_from_server = true;
     sched.relay = true;
-    o.server.relay_round_deadline = plan.scheduler_deadline;
+    o.server.deadline_from_open = plan.scheduler_deadline;
+    o.server.num_rounds = 0; // it runs its parent's: the report counts none
   }
   sched.wait_after_deadline = plan.on_deadline == deadline_action::wait;
   sched.keep_partial = plan.partial == partial_updates::keep;

@@ -252,7 +252,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   if (relay) { // its parent's rounds, as many as the parent runs
     so.plan.partial_sums = true;
     so.server.relay = true;
-    so.scheduler.num_rounds = so.server.num_rounds = relay_rounds;
+    so.scheduler.num_rounds = relay_rounds;
     so.server.client_configs_yaml = relay->client_configs_yaml;
     // The children are told the parent's client_configs: the relay serves
     // downloads compressed as those say (uploads compressed are refused

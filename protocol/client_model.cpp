@@ -39,28 +39,26 @@ result<void> client_model::make_trainer() {
   if (!t)
     return t.err();
   trainer_ = std::move(*t);
+  // A relay's upstream trainer: its sum paces the round (else the plain
+  // trainer's defaults).
+  hooks_ = dynamic_cast<relay_hooks*>(trainer_.get());
+  if (!hooks_)
+    hooks_ = &plain_;
   if (wake_)
-    trainer_->on_ready(wake_);
+    hooks_->on_ready(wake_);
   if (ask_)
-    trainer_->on_refetch(ask_);
+    hooks_->on_refetch(ask_);
   return {};
-}
-
-uint64_t client_model::ready_bytes() const {
-  return trainer_ ? trainer_->ready_bytes()
-                  : std::numeric_limits<uint64_t>::max();
 }
 
 void client_model::on_refetch(std::function<void(uint64_t, uint64_t)> ask) {
   ask_ = std::move(ask);
-  if (trainer_)
-    trainer_->on_refetch(ask_);
+  hooks_->on_refetch(ask_);
 }
 
 void client_model::on_ready(std::function<void()> wake) {
   wake_ = std::move(wake);
-  if (trainer_)
-    trainer_->on_ready(wake_);
+  hooks_->on_ready(wake_);
 }
 
 result<std::string> client_model::registered(bool build) {
@@ -94,7 +92,7 @@ client_model::begin_round(const msg::round_start& rs) {
 
 result<void> client_model::prepare_encoder(const msg::round_start& rs) {
   const auto& z = configs_.compression;
-  if (trainer_->partial_sum()) // a relay's sum goes up whole
+  if (hooks_->partial_sum()) // a relay's sum goes up whole
     return {};
   if (z.up && !(encoder_ && encoded_layout_ == rs.model)) {
     auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
@@ -148,7 +146,7 @@ result<client_model::trained> client_model::train(uint32_t round,
                                                   const chunk_plan& plan) {
   // A relay's sum is no update of its own: nothing to clip or declare (its
   // children clipped and declared theirs to it).
-  bool own = !trainer_->partial_sum();
+  bool own = !hooks_->partial_sum();
   auto clip = own ? configs_.train.update_clip_norm : 0.0;
   bool declare = own && configs_.train.declare_update_norm;
   // DP-FedAvg, norm_bound: keep the model received to measure against
@@ -157,7 +155,9 @@ result<client_model::trained> client_model::train(uint32_t round,
   auto m = trainer_->train();
   if (!m)
     return m.err();
-  view_parameters(); // a trainer may hand other memory
+  view_parameters();              // a trainer may hand other memory
+  if (auto sums = hooks_->sums()) // a relay's, summed by its children's side
+    const_params_ = std::move(*sums);
   if (clip > 0) {
     auto norm = clip_update(trainer_->layout(), params_, received_, clip);
     log_line(log_level::debug, client_id_,
@@ -186,7 +186,7 @@ result<client_model::trained> client_model::train(uint32_t round,
                  static_cast<uint8_t>(encoder_ ? configs_.compression.method
                                                : compression_method::none),
                  norm,
-                 trainer_->partial_sum(),
+                 hooks_->partial_sum(),
                  draw_update_id()};
   return out;
 }
@@ -270,6 +270,7 @@ void client_model::drop() {
     encoder_->settle(const_params_);
   params_ = {};
   const_params_ = {};
+  hooks_ = &plain_;
   trainer_.reset();
 }
 

@@ -22,6 +22,7 @@
 #include "fedcaf/trainer.hpp"
 #include "messages/codec.hpp"
 #include "protocol/download_stream.hpp"
+#include "protocol/relay_hooks.hpp"
 #include "protocol/upload_stream.hpp"
 
 namespace fedcaf {
@@ -84,8 +85,8 @@ public:
   /// Returns true iff the trainer exists.
   bool has_trainer() const { return trainer_ != nullptr; }
 
-  /// The bytes of the update that may go up now (trainer::ready_bytes).
-  uint64_t ready_bytes() const;
+  /// The bytes of the update that may go up now (relay_hooks::ready_bytes).
+  uint64_t ready_bytes() const { return hooks_->ready_bytes(); }
   /// `wake` is called (from any thread) when ready_bytes() grows; every
   /// trainer built is handed it.
   void on_ready(std::function<void()> wake);
@@ -122,21 +123,20 @@ public:
   void release(const chunk_extent& e) {
     trainer_->release(e.model_offset, e.bytes);
   }
-  /// May the download fetch `e` now (trainer::may_fetch)?
+  /// May the download fetch `e` now (relay_hooks::may_fetch)?
   bool may_fetch(const chunk_extent& e) {
-    return trainer_->may_fetch(e.model_offset, e.bytes);
+    return hooks_->may_fetch(e.model_offset, e.bytes);
   }
-  /// `e` is about to be uploaded (trainer::stage).
+  /// `e` is about to be uploaded (relay_hooks::stage).
   result<void> stage(const chunk_extent& e) {
-    return trainer_->stage(e.model_offset, e.bytes);
+    return hooks_->stage(e.model_offset, e.bytes);
   }
-  /// Model bytes at `offset`, fetched again (trainer::refetched).
+  /// Model bytes at `offset`, fetched again (relay_hooks::refetched).
   void refetched(uint64_t offset, std::span<const std::byte> bytes) {
-    if (trainer_)
-      trainer_->refetched(offset, bytes);
+    hooks_->refetched(offset, bytes);
   }
-  /// `ask` fetches model bytes again (trainer::on_refetch); every trainer
-  /// built is handed it.
+  /// `ask` fetches model bytes again (relay_hooks::on_refetch); every
+  /// trainer built is handed it.
   void on_refetch(std::function<void(uint64_t, uint64_t)> ask);
 
   /// Trains on the model received (clipped to train.update_clip_norm, its
@@ -177,6 +177,8 @@ private:
   client_configs configs_;
   msg::welcome welcome_;
   std::unique_ptr<trainer> trainer_; ///< null between rounds if dropped
+  relay_hooks plain_;                ///< a plain trainer's: the defaults
+  relay_hooks* hooks_ = &plain_;     ///< trainer_'s, or plain_
   std::function<void()> wake_;       ///< see on_ready
   std::function<void(uint64_t, uint64_t)> ask_; ///< see on_refetch
   model_view params_;

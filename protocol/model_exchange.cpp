@@ -82,25 +82,6 @@ model_exchange::chunk_range(uint64_t seq) const {
   return std::pair{e.model_offset, e.bytes};
 }
 
-void model_exchange::scale_floats(std::span<std::byte> values, float factor) {
-  auto* x = reinterpret_cast<float*>(values.data());
-  for (size_t i = 0; i < values.size() / sizeof(float); ++i)
-    x[i] *= factor;
-}
-
-void model_exchange::scale_sum(model_snapshot& sum, double weight) const {
-  const auto& weights = sum.position_weights;
-  for (uint64_t seq = 0; seq < plan_->chunk_count() && seq < weights.size();
-       ++seq) {
-    if (weights[seq] == weight || weights[seq] <= 0)
-      continue;
-    const auto& e = plan_->extent(seq);
-    scale_floats(sum.bytes.bytes().subspan(e.model_offset, e.bytes),
-                 static_cast<float>(weight / weights[seq]));
-    sum.bytes.release(e.model_offset, e.bytes);
-  }
-}
-
 result<void> model_exchange::check_offer(const std::string& id,
                                          const msg::offer& o) const {
   if (o.client_id != id)

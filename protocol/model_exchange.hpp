@@ -57,17 +57,6 @@ public:
   /// carries; nullopt iff `seq` is past its plan.
   std::optional<std::pair<uint64_t, uint64_t>> chunk_range(uint64_t seq) const;
 
-  /// Multiplies the float32 values in `values` by `factor` in place (a
-  /// position of a relay's sum, scaled to the weight its offer says).
-  static void scale_floats(std::span<std::byte> values, float factor);
-
-  /// A relay's sum `sum` of `weight` (laid out as the model served): each
-  /// position summed over less weight (a child cut off mid-upload counts
-  /// at the positions it delivered: position_weights) is scaled in place to
-  /// `weight`, so that every position weighs what the offer upstream says.
-  /// File-backed sums give the pages back.
-  void scale_sum(model_snapshot& sum, double weight) const;
-
   /// Returns the announcement of round `round` of the model served now,
   /// carrying `previous` (the last evaluated figures); `resend` iff the
   /// round's updates are collected again.

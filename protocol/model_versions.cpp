@@ -19,9 +19,9 @@ snapshot_ptr model_versions::publish(uint32_t round, model_snapshot next) {
   return snapshot_ptr{std::move(made)};
 }
 
-result<snapshot_ptr> model_versions::adopt(snapshot_ptr upstream,
-                                           const std::string& file_prefix,
-                                           bool arriving) {
+result<snapshot_ptr>
+model_versions::adopt(std::shared_ptr<model_snapshot> upstream,
+                      const std::string& file_prefix, bool arriving) {
   auto size = current_->layout.total_bytes();
   if (upstream->bytes.size() != size)
     return error{errc::manifest_mismatch,
@@ -39,10 +39,7 @@ result<snapshot_ptr> model_versions::adopt(snapshot_ptr upstream,
   next->version = version_ + 1;
   next->round = current_->round;
   if (take) {
-    // Its only holder: the snapshot is made const by its pointer only.
-    next->bytes =
-        std::move(std::const_pointer_cast<model_snapshot>(upstream)->bytes);
-    next->residency = upstream->residency;
+    next->bytes = std::move(upstream->bytes); // its only holder
   } else if (file_prefix.empty()) {
     next->bytes = byte_buffer::uninitialized(size);
     copy_released(upstream->bytes, next->bytes);

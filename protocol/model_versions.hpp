@@ -45,10 +45,8 @@ public:
   /// taken. The models before are forgotten (a relay's last model is its
   /// last round's sum, which nobody downloads). Returns it, or an error iff
   /// `upstream` has another size, or is arriving and cannot be taken, or
-  /// the file cannot be made. REQUIRES: *upstream was not made const (a
-  /// snapshot is made as model_snapshot and handed on as snapshot_ptr):
-  /// its bytes may be moved out.
-  result<snapshot_ptr> adopt(snapshot_ptr upstream,
+  /// the file cannot be made.
+  result<snapshot_ptr> adopt(std::shared_ptr<model_snapshot> upstream,
                              const std::string& file_prefix,
                              bool arriving = false);
 

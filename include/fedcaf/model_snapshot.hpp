@@ -1,7 +1,11 @@
 #pragma once
 // One published version of the global model: manifest plus bytes in manifest
 // order. Immutable once published; shared read-only (std::shared_ptr<const>)
-// by every download stream, so no per-client copy of the model exists.
+// by every download stream, so no per-client copy of the model exists. The
+// one writer after publication is the aggregator that made it: in window
+// and disk modes it averages each position of the next round into the last
+// model's bytes in place, and tells the server first, which serves those
+// bytes no more (docs/design.md, "Memory").
 
 #include <cstdint>
 #include <memory>
@@ -10,12 +14,9 @@
 #include <vector>
 
 #include "fedcaf/byte_buffer.hpp"
-#include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/manifest.hpp"
 
 namespace fedcaf {
-
-class relay_residency;
 
 struct model_snapshot {
   manifest layout;
@@ -27,12 +28,6 @@ struct model_snapshot {
   /// Non-empty iff the round that produced it failed (secure aggregation
   /// could not unmask): the model is the one the round started from.
   std::string failure;
-  /// A relay's round (aggregation_plan::partial_sums): `bytes` hold each
-  /// position's weighted sum, and this the weight summed there.
-  std::vector<double> position_weights;
-  /// A window-mode relay's model of the round: which of its bytes are
-  /// resident (relay_residency); null for every other model.
-  std::shared_ptr<relay_residency> residency;
 
   const_model_view view() const {
     return split_contiguous(layout, bytes.bytes());

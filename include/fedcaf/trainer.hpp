@@ -5,11 +5,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
-#include <limits>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,57 +97,6 @@ public:
 
   /// The number of local training samples (FedAvg's sample_size weight).
   virtual uint64_t sample_count() const = 0;
-
-  /// A relay's "trainer" (its group's round): parameters() hold, after
-  /// train(), the sum of its children's weighted updates and
-  /// sample_count() their total weight; the offer says so (partialSum).
-  virtual bool partial_sum() const { return false; }
-
-  /// How many bytes of parameters(), from the start, are final and may be
-  /// uploaded now. A streaming relay's train() returns as its children's
-  /// sum starts to settle, and its upload sends each chunk once this
-  /// covers it. Default: all of them.
-  virtual uint64_t ready_bytes() const {
-    return std::numeric_limits<uint64_t>::max();
-  }
-
-  /// Hands the trainer `wake`, to call (from any thread) when
-  /// ready_bytes() has grown, or may_fetch() may hold where it did not.
-  /// Default: never called.
-  virtual void on_ready(std::function<void()> wake) { (void)wake; }
-
-  /// May the download fetch model bytes [model_offset, + bytes) now? A
-  /// window-mode relay's download goes no further than its cache ahead of
-  /// its slowest child. Default: yes.
-  virtual bool may_fetch(uint64_t model_offset, uint64_t bytes) {
-    (void)model_offset;
-    (void)bytes;
-    return true;
-  }
-
-  /// Hands the trainer `ask`, to call (from any thread) for model bytes
-  /// [offset, + bytes) of the server's model of the round again; they come
-  /// back by refetched(). Default: never called.
-  virtual void on_refetch(std::function<void(uint64_t, uint64_t)> ask) {
-    (void)ask;
-  }
-
-  /// Bytes [model_offset, + bytes.size()) of the round's model, fetched
-  /// again (on_refetch); empty: they could not be. Default: nothing.
-  virtual void refetched(uint64_t model_offset,
-                         std::span<const std::byte> bytes) {
-    (void)model_offset;
-    (void)bytes;
-  }
-
-  /// Model bytes [model_offset, + bytes) are about to be uploaded (again):
-  /// a trainer that gave them back brings them in. Returns an error iff it
-  /// cannot. Default: nothing.
-  virtual result<void> stage(uint64_t model_offset, uint64_t bytes) {
-    (void)model_offset;
-    (void)bytes;
-    return {};
-  }
 
   /// Evaluates the model now in parameters() (the global model received)
   /// on the client's own test data. Returns nullopt iff this trainer has

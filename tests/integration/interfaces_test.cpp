@@ -44,6 +44,8 @@ FEDCAF_NAME(round_host, "round_host");
 FEDCAF_NAME(aggregator_host, "aggregator_host");
 FEDCAF_NAME(checkpoint_state, "checkpoint_state");
 FEDCAF_NAME(relay_result, "relay_result");
+FEDCAF_NAME(relay_model, "relay_model");
+FEDCAF_NAME(relay_step, "relay_step");
 #undef FEDCAF_NAME
 
 template <caf::atom_value V> struct name_of<caf::atom_constant<V>> {
@@ -121,6 +123,7 @@ TEST_CASE("interfaces: design.md's actor message table is the typed "
   add<aggregator_host>("aggregator_host", typed);
   add<peer_frames>("peer_frames", typed);
   add<client_inbox>("client_inbox", typed);
+  add<relay_courier_actor>("relay_courier_actor", typed);
   // The interfaces below extend those above; their own rows only.
   std::set<std::string> inherited;
   add<upload_listener>("scheduler_actor", inherited);

@@ -29,6 +29,7 @@
 #include "fedcaf/element.hpp"
 #include "fedcaf/rdp_accountant.hpp"
 #include "fedcaf/safetensors.hpp"
+#include "protocol/relay_hooks.hpp"
 
 using namespace fedcaf;
 using namespace std::chrono_literals;
@@ -89,7 +90,7 @@ using pause_fn = std::function<void(std::chrono::milliseconds)>;
 
 /// A trainer whose model lives in plain vectors and whose training applies
 /// local_update to every element, after `delay` passed on `pause`.
-class synthetic_trainer final : public trainer {
+class synthetic_trainer final : public trainer, public relay_hooks {
 public:
   /// Iff `throws`, train() throws std::bad_alloc (as an allocation of a
   /// size its server chose would).
@@ -1393,9 +1394,9 @@ public:
       : vs_(vs), self_(vs.sys()), layout_(std::move(layout)) {}
 
   void hand_model(const server_actor& side) {
-    snapshot_ptr model = std::make_shared<model_snapshot>(
-        snapshot_of(layout_, initial_floats(layout_)));
-    self_->send(side, relay_atom::value, std::move(model));
+    self_->send(side, relay_atom::value,
+                relay_model{std::make_shared<model_snapshot>(
+                    snapshot_of(layout_, initial_floats(layout_)))});
   }
 
   /// Hands `side` a model whose bytes come later (arrive()); returns the
@@ -1405,7 +1406,9 @@ public:
     model->layout = layout_;
     model->bytes = byte_buffer::zeroed(layout_.total_bytes());
     auto* at = model->bytes.data();
-    self_->send(side, relay_atom::value, snapshot_ptr{std::move(model)}, true);
+    self_->send(side, relay_atom::value,
+                relay_model{std::move(model), std::make_shared<model_arrival>(),
+                            nullptr});
     return at;
   }
 
@@ -1423,9 +1426,8 @@ public:
           vs_.run_until([this] { return self_->mailbox().size() > 0; }, limit));
       self_->receive(
           [&out](relay_result& r) { out = std::move(r); },
-          [this](settled_atom, uint64_t bytes, double weight, double loss,
-                 uint32_t clients) {
-            settled.push_back({bytes, weight, loss, clients});
+          [this](settled_atom, const relay_step& s) {
+            settled.push_back({s.ready, s.weight, s.loss, s.clients});
           },
           [this](caf::error& e) { FAIL(self_->system().render(e)); });
     }
@@ -3255,7 +3257,7 @@ TEST_CASE("a child whose offer the aggregator refused, then dropped, does "
           synthetic_clients(vs.sys(), side->server, layout, reports);
       caf::scoped_actor parent{vs.sys()};
       parent->send(side->server, relay_atom::value,
-                   snapshot_ptr{std::make_shared<model_snapshot>(
+                   relay_model{std::make_shared<model_snapshot>(
                        snapshot_of(layout, initial_floats(layout)))});
       auto rs = ghost->next_round();
       if (ghost_offers)

@@ -156,7 +156,7 @@ namespace {
 
 /// A relay's trainer as client_model sees it: the dummy trainer's model
 /// (each value + 0.5 a round) offered as a partial sum.
-class summing_trainer final : public trainer {
+class summing_trainer final : public trainer, public relay_hooks {
 public:
   explicit summing_trainer(std::unique_ptr<trainer> inner)
       : inner_(std::move(inner)) {}

@@ -406,7 +406,7 @@ namespace {
 
 /// A window-mode relay's trainer as client_round sees it: the dummy
 /// trainer's model, its download let no further than `limit` bytes.
-class paced_trainer final : public trainer {
+class paced_trainer final : public trainer, public relay_hooks {
 public:
   paced_trainer(std::unique_ptr<trainer> inner, uint64_t* limit)
       : inner_(std::move(inner)), limit_(limit) {}

@@ -160,25 +160,3 @@ TEST_CASE("model exchange: a relay's partial sum comes whole, under "
                                    "sum (a relay's, sent whole)") !=
         std::string::npos);
 }
-
-TEST_CASE("a relay's sum: the positions summed over less than the round's "
-          "weight are scaled to it in place, the others left as they are") {
-  // 1300 floats in 1024-byte chunks: positions of 256 values (the last
-  // 20). Weight 4 for the round; a child cut off after position 2 leaves
-  // positions 3.. at weight 3; position 5 nobody reached (weight 0).
-  model_exchange x{model(1, 0), terms()};
-  auto sum = std::const_pointer_cast<model_snapshot>(model(2, 1));
-  sum->position_weights = {4, 4, 4, 3, 3, 0};
-  const auto* at = sum->bytes.data();
-  x.scale_sum(*sum, 4);
-  CHECK(sum->bytes.data() == at); // in place, no copy
-  const auto* f = reinterpret_cast<const float*>(sum->bytes.data());
-  for (size_t i = 0; i < 1300; ++i) {
-    auto was = 1.0f + static_cast<float>(i);
-    auto position = i / 256;
-    auto want = position == 3 || position == 4
-                    ? was * static_cast<float>(4.0 / 3.0)
-                    : was;
-    REQUIRE(f[i] == want);
-  }
-}

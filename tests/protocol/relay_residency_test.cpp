@@ -1,4 +1,4 @@
-#include "fedcaf/relay_residency.hpp"
+#include "protocol/relay_residency.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>

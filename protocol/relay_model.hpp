@@ -1,0 +1,93 @@
+#pragma once
+// What passes between a relay's two halves (see docs/design.md, "Trees of
+// aggregators"): the parent's model of a round, handed down to the
+// children's side as it arrives; how far it has arrived, one truth for its
+// server and its aggregator; each step of a sum that streams up; and the
+// answer that goes back up. Value types, and one thread-safe flag.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "fedcaf/error.hpp"
+#include "fedcaf/model_snapshot.hpp"
+
+namespace fedcaf {
+
+class relay_residency;
+
+/// How far a relay's model of the round has arrived: one truth for "the
+/// relay's model is not whole yet", set by its server as its download
+/// brings the last byte (or is given up, or the run ends: then it never
+/// is), and read by both the server's and the aggregator's refusal of an
+/// offer (before, nobody holds the whole model: no honest child offers).
+/// Thread-safety: safe (an atomic).
+class model_arrival {
+public:
+  /// `whole`: every byte is in already (a model handed over whole).
+  explicit model_arrival(bool whole = false)
+      : state_(whole ? state::whole : state::arriving) {}
+
+  /// Every byte is in now (unless given up before).
+  void complete() {
+    auto from = state::arriving;
+    state_.compare_exchange_strong(from, state::whole,
+                                   std::memory_order_acq_rel);
+  }
+  /// The model is given up: whole() never holds again.
+  void give_up() { state_.store(state::given_up, std::memory_order_release); }
+  /// True iff every byte is in and the model was not given up.
+  bool whole() const {
+    return state_.load(std::memory_order_acquire) == state::whole;
+  }
+
+  /// The refusal of client `id`'s offer while the model is not whole.
+  static error early_offer(const std::string& id) {
+    return {errc::unexpected_message,
+            id + " offered an update before the relay's model of the round "
+                 "had arrived whole"};
+  }
+
+private:
+  enum class state : uint8_t { arriving, whole, given_up };
+  std::atomic<state> state_;
+};
+
+/// The parent's model of a round as a relay's upstream half hands it to
+/// its children's side: the model (layout and memory; while it arrives,
+/// its bytes are written by the relay's download, through memory the
+/// upstream half co-owns), how far it has arrived, and, in window mode,
+/// which of its positions are resident. The model is handed on, never
+/// kept by whoever hands it: the aggregator that adopts it takes its
+/// memory (model_versions::adopt) and publishes it as its own snapshot.
+struct relay_model {
+  std::shared_ptr<model_snapshot> model;
+  /// Set by the children's side's server (relay_flow); null: handed over
+  /// whole.
+  std::shared_ptr<model_arrival> arrival{};
+  /// memory_mode window: the positions held (relay_residency); null in
+  /// the other modes.
+  std::shared_ptr<relay_residency> residency{};
+};
+
+/// A streaming relay's round as far as its sum has settled: its weight
+/// and figures (fixed once position 0 settled), and how many bytes of its
+/// sum, from the start, are settled and may go up.
+struct relay_step {
+  double weight = 0;
+  double loss = 0;
+  uint32_t clients = 0;
+  uint64_t ready = 0;
+};
+
+/// What a relay's round of its children sends upstream (window and disk
+/// modes: only where the round did not stream; weight 0: a round sat out).
+struct relay_result {
+  snapshot_ptr sums; ///< position by position: sum w_i x_i, at `weight`
+  double weight = 0; ///< sum w_i over the updates that completed
+  uint32_t clients = 0;
+  double loss = 0;
+};
+
+} // namespace fedcaf
