@@ -82,6 +82,21 @@ model_exchange::chunk_range(uint64_t seq) const {
   return std::pair{e.model_offset, e.bytes};
 }
 
+std::optional<error>
+model_exchange::overwritten_refusal(const std::string& id,
+                                    const msg::fetch& req) const {
+  auto range = chunk_range(req.sequence);
+  if (!range || req.model_version != overwritten_.first ||
+      range->first >= overwritten_.second)
+    return std::nullopt;
+  return error{errc::not_in_round,
+               "chunk " + std::to_string(req.sequence) + " of model version " +
+                   std::to_string(req.model_version) +
+                   " holds the round's sums already (every participant has "
+                   "it): the round goes on without " +
+                   id};
+}
+
 result<void> model_exchange::check_offer(const std::string& id,
                                          const msg::offer& o) const {
   if (o.client_id != id)

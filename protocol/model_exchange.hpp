@@ -57,6 +57,19 @@ public:
   /// carries; nullopt iff `seq` is past its plan.
   std::optional<std::pair<uint64_t, uint64_t>> chunk_range(uint64_t seq) const;
 
+  /// Window and disk modes: the model of `version` holds the round's sums
+  /// (a server's new mean, a relay's running sum) up to byte `bytes`.
+  void overwritten(uint64_t version, uint64_t bytes) {
+    overwritten_ = {version, bytes};
+  }
+  /// The refusal of client `id`'s fetch `req` iff the chunk it asks for is
+  /// overwritten by the round's sums: a participant downloaded it before it
+  /// delivered its own chunk there, and anybody else must not read a
+  /// relay's group's sum (or a mix of two models); nullopt: it may be
+  /// served.
+  std::optional<error> overwritten_refusal(const std::string& id,
+                                           const msg::fetch& req) const;
+
   /// Returns the announcement of round `round` of the model served now,
   /// carrying `previous` (the last evaluated figures); `resend` iff the
   /// round's updates are collected again.
@@ -79,6 +92,8 @@ private:
   exchange_terms terms_;
   snapshot_ptr snapshot_;
   std::optional<chunk_plan> plan_;
+  /// The model version the aggregator sums into in place, and how far.
+  std::pair<uint64_t, uint64_t> overwritten_{0, 0};
   const_model_view view_;          ///< of snapshot_, for serving chunks
   std::vector<std::byte> encoded_; ///< compressed zfp downloads: a chunk's
 };

@@ -1,0 +1,89 @@
+#include "actors/server_relay.hpp"
+
+#include "actors/errors.hpp"
+#include "actors/messages.hpp"
+#include "actors/wake_up.hpp"
+
+namespace fedcaf {
+
+server_relay::server_relay(server_core& core, server_calls calls)
+    : core_(core), calls_(std::move(calls)),
+      flow_(core.options_.fetch_silence, port_of()) {}
+
+caf::result<relay_result> server_relay::take(relay_model m) {
+  auto* self = core_.self_;
+  // The sender hears the round's sum settle as it streams up (asked
+  // before the promise takes the request over).
+  auto courier = caf::actor_cast<relay_courier_actor>(self->current_sender());
+  auto rp = self->make_response_promise<relay_result>();
+  parent_request parent{[rp](result<relay_result> r) mutable {
+                          r ? rp.deliver(std::move(*r))
+                            : rp.deliver(to_caf(r.err()));
+                        },
+                        [courier](const relay_step& step) {
+                          caf::anon_send(courier, settled_atom::value, step);
+                        }};
+  flow_.take(std::move(m), std::move(parent), core_.now());
+  return rp;
+}
+
+caf::result<uint32_t> server_relay::sit_out(uint32_t round) {
+  auto rp = core_.self_->make_response_promise<uint32_t>();
+  flow_.sit_out(
+      round,
+      [rp](result<uint32_t> next) mutable {
+        next ? rp.deliver(*next) : rp.deliver(to_caf(next.err()));
+      },
+      core_.now());
+  return rp;
+}
+
+caf::result<frame> server_relay::fetch(const std::string& id,
+                                       const msg::fetch& req) {
+  auto rp = core_.self_->make_response_promise<frame>();
+  flow_.fetch(id, req, core_.exchange_.chunk_range(req.sequence), core_.now(),
+              [rp](frame out) mutable { rp.deliver(std::move(out)); });
+  return rp;
+}
+
+relay_port server_relay::port_of() {
+  relay_port p;
+  auto* self = core_.self_;
+  p.adopt = [this](relay_model m) { adopt(std::move(m)); };
+  p.open_round = calls_.open_round;
+  p.sit_out = [this](uint32_t round) {
+    core_.self_->send(core_.peers_.scheduler, sit_out_atom::value, round);
+  };
+  p.sat_out = [this](uint32_t round, bool was_open) {
+    if (was_open)
+      calls_.close_round(round);
+    core_.reporter_.sat_out(round);
+  };
+  p.serve = calls_.serve;
+  p.refuse = [this](const error& e) { return core_.refuse(e); };
+  p.arrived = [this](uint64_t upto) {
+    core_.self_->send(core_.peers_.aggregator, arrived_atom::value, upto);
+  };
+  p.pace_after = [this](std::chrono::milliseconds after) {
+    core_.self_->delayed_send(core_.self_, after, pace_atom::value);
+  };
+  p.resident = wake_up<server_actor, uint64_t>(self, resident_atom::value);
+  return p;
+}
+
+void server_relay::adopt(relay_model m) {
+  core_.self_
+      ->request(core_.peers_.aggregator, caf::infinite, adopt_atom::value,
+                std::move(m))
+      .then(
+          [this](snapshot_ptr& model) {
+            core_.exchange_.install(model);
+            flow_.adopted(std::move(model), core_.now());
+          },
+          [this](caf::error& e) {
+            calls_.stop("the parent's model could not be taken: " +
+                        core_.self_->system().render(e));
+          });
+}
+
+} // namespace fedcaf
