@@ -15,20 +15,16 @@
 
 #include <caf/all.hpp>
 
+#include "actors/aggregator_core.hpp"
+#include "actors/aggregator_relay.hpp"
+#include "actors/aggregator_rounds.hpp"
 #include "actors/errors.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
-#include "actors/wake_up.hpp"
 #include "fedcaf/accumulator.hpp"
 #include "fedcaf/chunk_plan.hpp"
-#include "fedcaf/dummy_trainer.hpp" // anonymous_file_buffer
 #include "fedcaf/log.hpp"
-#include "fedcaf/stopwatch.hpp"
 #include "fedcaf/update_check.hpp"
-#include "protocol/chunk_checker.hpp"
-#include "protocol/model_versions.hpp"
-#include "protocol/relay_checks.hpp"
-#include "protocol/upload_ledger.hpp"
 
 namespace fedcaf {
 
@@ -48,31 +44,54 @@ std::chrono::milliseconds check_period(const aggregator_options& o) {
                                                 : std::min(idle, rate);
 }
 
-// The state machine, the streams, resets and memory modes: see
-// aggregator.hpp.
-class aggregator_state {
-public:
-  using promise = caf::typed_response_promise<frame>;
-  using parked_chunk = parked_chunks<promise>::chunk;
+} // namespace
 
+aggregator_core::aggregator_core(std::shared_ptr<model_snapshot> initial,
+                                 aggregator_options options,
+                                 std::unique_ptr<accumulator> acc,
+                                 std::unique_ptr<server_optimizer> optimizer)
+    : layout_(initial->layout), digest_(digest(initial->layout)),
+      options_(std::move(options)), acc_(std::move(acc)),
+      optimizer_(std::move(optimizer)), plan_(acc_->plan()),
+      models_(std::move(initial)),
+      checker_(layout_, plan_, options_.plan, options_.rule_cfg,
+               options_.compression),
+      ledger_(plan_.chunk_count(), options_.window, rate_window(options_)),
+      refusals_("aggregator", options_.refusals) {
+  // The published model stays within half of what one client's update
+  // may carry (max_abs(1)), so that honest updates near it pass, whatever
+  // a server optimizer or a client at the bound made of it.
+  acc_->set_value_limit(static_cast<float>(checker_.max_abs(1.0) / 2));
+  checker_.measure_global(models_.current().bytes);
+}
+
+namespace {
+
+// The state machine, the streams, resets and memory modes: see
+// aggregator.hpp. The state keeps the streams, the credits and the window;
+// its parts (aggregator_core.hpp): aggregator_relay (a relay's parent's
+// model, g held for the checks, a streaming relay's positions) and
+// aggregator_rounds (finalize, publish, checkpoint).
+class aggregator_state : private aggregator_core {
+public:
   aggregator_state(std::shared_ptr<model_snapshot> initial,
                    aggregator_options options, std::unique_ptr<accumulator> acc,
                    std::unique_ptr<server_optimizer> optimizer)
-      : layout_(initial->layout), digest_(digest(initial->layout)),
-        options_(std::move(options)), acc_(std::move(acc)),
-        optimizer_(std::move(optimizer)), plan_(acc_->plan()),
-        models_(std::move(initial)),
-        checker_(layout_, plan_, options_.plan, options_.rule_cfg,
-                 options_.compression),
-        relay_(plan_, options_.plan.streams_sums()),
-        ledger_(plan_.chunk_count(), options_.window, rate_window(options_)),
-        refusals_("aggregator", options_.refusals) {
-    // The published model stays within half of what one client's update
-    // may carry (max_abs(1)), so that honest updates near it pass,
-    // whatever a server optimizer or a client at the bound made of it.
-    acc_->set_value_limit(static_cast<float>(checker_.max_abs(1.0) / 2));
-    checker_.measure_global(models_.current().bytes);
-  }
+      : aggregator_core(std::move(initial), std::move(options), std::move(acc),
+                        std::move(optimizer)),
+        relay_(
+            core(),
+            [this](const std::string& sender, const frame& f, promise* parked) {
+              return consume(sender, f, parked);
+            },
+            [this] { advance_window(); }),
+        rounds_(
+            core(),
+            [this] {
+              forget_streams();
+              relay_.forget_globals();
+            },
+            [this] { return relay_.holds_in_part(); }) {}
 
   /// Binds the state to its actor and starts the silence and rate checks,
   /// if any.
@@ -88,8 +107,6 @@ public:
     const auto& id = r.client_id;
     if (auto early = relay_.refuse_offer(id)) // nobody holds it whole yet
       return refuse(*early);
-    if (relay_.measuring()) // whole, its last bytes' word still on its way
-      arrived(plan_.total_bytes());
     if (r.digest != digest_ || r.bytes != plan_.total_bytes() ||
         r.chunks != plan_.chunk_count())
       return refuse(
@@ -112,8 +129,7 @@ public:
       opened->update_id = r.update_id;
     }
     listeners_[stream_id] = notify;
-    if (relay_.stream_opened(r.round)) // its positions settle for it
-      stream_listener_ = notify;
+    relay_.opened(notify, r.round);
     return msg::encode(msg::accept{stream_id, options_.window});
   }
 
@@ -134,8 +150,8 @@ public:
     // A window-mode relay holds g only where it checks: fetched again
     // from its parent for the stream's next chunks, if open, while they
     // wait in the order they came.
-    if (!parked && relay_.residency() && acc_->open(h.sequence))
-      if (auto rp = park(sender, f, s, h))
+    if (!parked)
+      if (auto rp = relay_.park(sender, f, s, h))
         return *rp;
     auto c = checker_.expand(s, *encoded, model());
     if (!c) // a scale that is not finite poisons the update, as a NaN does
@@ -157,82 +173,6 @@ public:
     ledger_.folded(s, folded.bytes.size(), checked->distance_squared, now());
     checker_.record(s.client_id, h.sequence, *checked);
     return credit(s, h.stream_id, h.sequence, parked);
-  }
-
-  // -- a window-mode relay's global model, held position by position ---------
-
-  /// A window-mode relay holds g only where it checks: chunk `h` of
-  /// stream `s` (frame `f` from `sender`) waits, with the stream's next
-  /// chunks, in the order they came, while g at its position is fetched
-  /// again. Returns the promise it is answered through iff it waits.
-  std::optional<promise> park(const std::string& sender, const frame& f,
-                              const upload_record& s,
-                              const msg::chunk_header& h) {
-    auto sid = h.stream_id;
-    bool waits = parked_.any(sid);
-    bool next = waits ? h.sequence == parked_.next_of(sid)
-                      : static_cast<bool>(upload_ledger::check_next(s, h));
-    if (!next || (!waits && relay_.global_at(h.sequence)))
-      return std::nullopt;
-    relay_.global_at(h.sequence); // asked for as early as it is known
-    auto rp = self_->make_response_promise<frame>();
-    parked_.park(sid, {h.sequence, sender, f, rp});
-    return rp;
-  }
-
-  /// Position `seq`'s g is resident again: the chunks that waited for it
-  /// (each stream's, in order, up to one whose g is not in) are taken, and
-  /// the window moves on if it waited.
-  void global_filled(uint64_t seq) {
-    if (!relay_.filled(seq))
-      return;
-    parked_.release([this](uint64_t at) { return relay_.present(at); },
-                    [this](parked_chunk& p) { take_parked(p); });
-    advance_window();
-  }
-
-  /// Takes parked chunk `p` as if it came now, and answers it.
-  void take_parked(parked_chunk& p) {
-    auto out = consume(p.sender, p.frame, &p.reply);
-    if (out.flag == caf::rt_value)
-      p.reply.deliver(out.value.get_as<frame>(0));
-    else if (out.flag == caf::rt_error)
-      p.reply.deliver(out.err);
-  }
-
-  /// Stream `sid` ended (rejected, or its round is over): its parked
-  /// chunks are answered as chunks that come after that are.
-  void unpark(uint64_t sid) {
-    for (auto& p : parked_.take_stream(sid))
-      take_parked(p);
-  }
-
-  /// Bytes [0, upto) of a relay's model adopted as arriving are in (all of
-  /// them: it is whole): ||g|| is measured position by position (window
-  /// mode: before they leave the cache), or whole at the end.
-  void arrived(uint64_t upto) {
-    if (!relay_.measuring())
-      return;
-    const auto& bytes = models_.current().bytes.bytes();
-    auto [from, to] = relay_.measurable(upto);
-    for (auto seq = from; seq < to; ++seq)
-      checker_.measure_position(seq, bytes);
-    relay_.measured(to);
-    if (upto < plan_.total_bytes())
-      return;
-    if (relay_.residency())
-      checker_.measure_end();
-    else
-      checker_.measure_global(models_.current().bytes);
-    relay_.measured_all();
-  }
-
-  /// Lets go of g where the aggregator held it, and of the chunks that
-  /// waited for it (a round over, or collected again).
-  void forget_globals() {
-    relay_.forget_globals();
-    while (auto sid = parked_.first()) // answered as a chunk that comes now
-      unpark(*sid);
   }
 
   /// Rejects streams that could send but sent nothing for idle_timeout,
@@ -300,36 +240,8 @@ public:
         rp.deliver(reset);
     held_.clear();
     forget_streams();
-    forget_globals();
+    relay_.forget_globals();
     acc_->restart(contributors);
-  }
-
-  // -- secure aggregation ------------------------------------------------------
-
-  bool secure() const { return options_.plan.secure; }
-  void set_server(aggregator_host server) { server_ = std::move(server); }
-  const aggregator_host& server() const { return server_; }
-
-  /// The clients whose whole masked update is in the ring sum.
-  std::vector<std::string> in_sum() const { return ledger_.in_sum(); }
-
-  /// Removes the masks `plan` names from the ring sum and turns it into
-  /// the round's mean (see accumulator::unmask), so that finalize applies
-  /// the rule (and DP-FedAvg's noise, of std z S / updates) as to any sum.
-  result<void> unmask(const secagg::unmask_plan& plan) {
-    auto started = now();
-    secagg::quantizer q{options_.secagg_clipping_range,
-                        options_.secagg_quantization_bits};
-    if (auto ok =
-            acc_->unmask(q, plan, models_.current().bytes, optimizer_.get());
-        !ok)
-      return ok;
-    std::chrono::duration<double> took = now() - started;
-    log_line(log_level::debug, "aggregator",
-             "unmasked " + std::to_string(plan.contributors) + " updates (" +
-                 std::to_string(plan.self_seeds.size() + plan.pairwise.size()) +
-                 " masks) in " + std::to_string(took.count()) + " s");
-    return {};
   }
 
   /// Keeps what client `id` delivered to `round` and awaits no more of it
@@ -372,131 +284,18 @@ public:
     return msg::encode(msg::stream_closed{end->stream_id, s.bytes});
   }
 
-  /// Publishes round `round`'s model (a relay's sum in ram mode: scaled to
-  /// `sum_weight` at every position, see publish); fails iff a stream is
-  /// still open or the accumulator cannot finish the round.
-  result<snapshot_ptr> finalize(uint32_t round, double sum_weight) {
-    if (auto open = ledger_.open_count(); open > 0)
-      return error{errc::internal,
-                   std::to_string(open) + " streams still open at finalize"};
-    if (optimizer_) // FedBuff: the updates in this step, cut-off ones too
-      optimizer_->set_updates(ledger_.updates());
-    auto bytes = acc_->finalize(models_.current().bytes, optimizer_.get());
-    if (!bytes)
-      return bytes.err();
-    return publish(round, std::move(*bytes), sum_weight);
-  }
-
-  /// Publishes `bytes` as round `round`'s model; the round's uploads are
-  /// forgotten. A relay's sum (ram mode) with positions summed over
-  /// another weight than `sum_weight` (its offer's upstream) is scaled to
-  /// it in place first, before anyone else holds it (0: a mean, or a sum
-  /// scaled as it settled). `failure`: non-empty iff the round failed and
-  /// `bytes` are the model it started from.
-  snapshot_ptr publish(uint32_t round, byte_buffer bytes, double sum_weight,
-                       std::string failure = {}) {
-    model_snapshot next;
-    next.failure = std::move(failure);
-    next.trimmed_values = ledger_.by_client(acc_->take_trimmed());
-    // A window-mode relay's sums went up and were given back.
-    bool held_in_part = relay_.residency() != nullptr;
-    forget_streams();
-    forget_globals();
-    checker_.forget_round();
-    next.bytes = std::move(bytes);
-    auto weights = acc_->take_position_weights();
-    if (sum_weight > 0 && !streams_sums()) // streamed: scaled as it settled
-      relay_checks::scale_sum(plan_, next.bytes, weights, sum_weight);
-    auto published = models_.publish(round, std::move(next));
-    if (!held_in_part) // a relay's next round adopts its parent's model
-      checker_.measure_global(published->bytes);
-    return published;
-  }
-
-  /// A relay: `m` (its parent's model for the next round) becomes the
-  /// global model the children's updates are checked and summed against,
-  /// as a new version (model_versions::adopt): in disk mode a file of its
-  /// own, copied a piece at a time with the pages released. While its
-  /// bytes still come (the relay's download goes on, taken without a
-  /// copy), it is measured as they do (arrived()), and offers wait until
-  /// it is whole. Returns it, or an error iff it cannot be adopted.
-  result<snapshot_ptr> adopt(relay_model m) {
-    forget_globals(); // of the model before
-    bool arriving = m.arrival && !m.arrival->whole();
-    auto adopted =
-        models_.adopt(std::move(m.model), // its only holder: taken
-                      options_.plan.storage_dir.empty()
-                          ? std::string{}
-                          : global_model_file(options_.plan, ::getpid()),
-                      arriving);
-    if (!adopted)
-      return adopted;
-    auto measuring = relay_.adopt(
-        m, wake_up<aggregator_actor, uint64_t>(self_, resident_atom::value),
-        wake_up<aggregator_actor>(self_, sent_up_atom::value));
-    if (!measuring)
-      checker_.measure_global((*adopted)->bytes);
-    else if (relay_.residency()) // measured as it arrives (arrived())
-      checker_.measure_begin();
-    return adopted;
-  }
-
   /// A window-mode relay's sums went up: more may settle.
   void sums_sent_up() { advance_window(); }
 
-  /// Writes the checkpoint `state` describes (its round just published):
-  /// the global model and the server optimizer's state with it. Returns
-  /// "" or why it could not be written.
-  std::string checkpoint(checkpoint_state state) {
-    state.model_version = models_.version();
-    state.optimizer_steps = optimizer_ ? optimizer_->steps() : 0;
-    std::vector<std::pair<std::string, const byte_buffer*>> moments;
-    if (optimizer_)
-      for (const auto& [name, buffer] : optimizer_->moments())
-        moments.emplace_back(name, buffer);
-    auto started = steady_clock::now();
-    auto ok =
-        write_checkpoint(options_.checkpoint, state,
-                         {&models_.current().layout, &models_.current().bytes,
-                          models_.current().bytes.mapped_file()},
-                         moments);
-    if (!ok)
-      return ok.err().message;
-    log_line(log_level::debug, "aggregator",
-             "checkpoint of round " + std::to_string(state.round) + " in " +
-                 std::to_string(seconds_since(started)) + " s");
-    return {};
-  }
-
-  /// Secure aggregation failed to unmask round `round` (`why`): publishes
-  /// the model unchanged (the round is skipped: one client's garbage must
-  /// not end everyone's run). In window and disk modes, whose model's bytes
-  /// hold the masked sum, each position's old bytes come back from the
-  /// file they were kept in; fails iff they could not be kept.
-  result<snapshot_ptr> skip(uint32_t round, const std::string& why) {
-    auto bytes = acc_->keep(models_.current().bytes);
-    if (!bytes) {
-      error e{errc::internal, "round " + std::to_string(round) + ": " + why +
-                                  "; " + bytes.err().message};
-      log_line(log_level::error, "aggregator", e.message);
-      return e;
-    }
-    log_line(log_level::error, "aggregator",
-             "round " + std::to_string(round) +
-                 ": secure aggregation failed: " + why +
-                 "; the global model stays as it was");
-    return publish(round, std::move(*bytes), 0,
-                   "secure aggregation failed: " + why);
-  }
+  void set_server(aggregator_host server) { server_ = std::move(server); }
+  /// A relay's part: its parent's model and g held for the checks.
+  aggregator_relay& relay() { return relay_; }
+  /// How a round ends: finalize, publish, checkpoint.
+  aggregator_rounds& rounds() { return rounds_; }
 
 private:
-  /// The actor's clock: virtual time under CAF's test coordinator.
-  upload_record::time_point now() const { return self_->clock().now(); }
-
-  /// The global model's bytes, as the round's updates are checked against.
-  std::span<const std::byte> model() const {
-    return models_.current().bytes.bytes();
-  }
+  /// What the aggregator's parts share (this state's own).
+  aggregator_core& core() { return *this; }
 
   /// Returns ok iff chunk `c` is the next one of open stream `s`, of its
   /// round, in its plan slot, and open in the accumulator.
@@ -547,7 +346,7 @@ private:
       advance_window();
     }
     upload_ledger::reject(s);
-    unpark(sid);
+    relay_.unpark(sid);
     if (why.code == errc::poisoned_update && options_.poisoned)
       options_.poisoned->fetch_add(1, std::memory_order_relaxed);
     log_line(log_level::warning, "aggregator",
@@ -614,7 +413,6 @@ private:
       relay_.settling(seq);
       acc_->settle_next(models_.current().bytes, optimizer_.get(), secure());
       relay_.settled(seq);
-      stream_position(seq);
       if (options_.plan.in_place && server_) { // before the credits go out
         const auto& e = plan_.extent(seq);
         self_->send(server_, overwrite_atom::value, models_.current().version,
@@ -629,70 +427,11 @@ private:
     }
   }
 
-  bool streams_sums() const { return options_.plan.streams_sums(); }
-
-  /// A streaming relay: position `seq`'s weighted sum just settled in the
-  /// model's memory. It is scaled to the round's weight W, that of
-  /// position 0 (where a child cut or refused since did not deliver: its
-  /// sum times W over its own weight; where nobody did, it holds g, which
-  /// then weighs W), and the scheduler hears that the bytes up to its end
-  /// may go up.
-  void stream_position(uint64_t seq) {
-    auto factor = relay_.stream_scale(seq, acc_->settled_weight(seq));
-    if (!factor || !stream_listener_)
-      return; // nothing in position 0 (the round sits out), or given up
-    const auto& e = plan_.extent(seq);
-    if (*factor != 1.0)
-      relay_checks::scale_floats(
-          models_.current().bytes.bytes().subspan(e.model_offset, e.bytes),
-          static_cast<float>(*factor));
-    self_->send(stream_listener_, settled_atom::value, relay_.stream_round(),
-                e.model_offset + e.bytes, relay_.stream_weight());
-  }
-
-  /// Forgets the round's streams and who listens to them.
-  void forget_streams() {
-    ledger_.forget();
-    listeners_.clear();
-  }
-
-  frame refuse(const error& e) const { return refusals_.refuse(e); }
-  frame refuse_from(const std::string& sender, const error& e) const {
-    return refusals_.refuse(e, sender);
-  }
-
-  aggregator_actor::pointer self_ = nullptr;
-  manifest layout_;
-  uint64_t digest_;
-  aggregator_options options_;
-  std::unique_ptr<accumulator> acc_;            ///< the kind the plan names
-  std::unique_ptr<server_optimizer> optimizer_; ///< null: FedAvg
-  const chunk_plan& plan_;                      ///< the accumulator's
-  model_versions models_; ///< the last published and the one before
-  chunk_checker checker_;
-  /// A relay's parent's model, g held for the checks, a streaming
-  /// relay's round.
-  relay_checks relay_;
-  /// A streaming relay: who hears its round's positions settle (its
-  /// scheduler).
-  upload_listener stream_listener_;
-  upload_ledger ledger_;
-  /// Per stream: who is told how it ended (its scheduler).
-  std::map<uint64_t, upload_listener> listeners_;
   /// Credits held until their position is settled (window mode).
   std::map<uint64_t, std::vector<std::pair<promise, uint64_t>>> held_;
-  /// A window-mode relay: chunks that wait for g at their position.
-  parked_chunks<promise> parked_;
-  aggregator_host server_; ///< asked for SecAgg+'s plan, told what settled
-  refusal_log refusals_;
+  aggregator_relay relay_;
+  aggregator_rounds rounds_;
 };
-
-/// `next`, its error logged.
-result<snapshot_ptr> logged(result<snapshot_ptr> next) {
-  if (!next)
-    log_line(log_level::error, "aggregator", to_string(next.err()));
-  return next;
-}
 
 aggregator_actor::behavior_type
 aggregating(aggregator_actor::pointer self,
@@ -723,48 +462,22 @@ aggregating(aggregator_actor::pointer self,
         state->expect(contributors);
       },
       [state](checkpoint_atom, checkpoint_state& s) {
-        return state->checkpoint(std::move(s));
+        return state->rounds().checkpoint(std::move(s));
       },
       [state](adopt_atom, relay_model& m) -> caf::result<snapshot_ptr> {
-        auto adopted = state->adopt(std::move(m));
+        auto adopted = state->relay().adopt(std::move(m));
         if (!adopted)
           return to_caf(adopted.err());
         return *adopted;
       },
-      [state](arrived_atom, uint64_t upto) { state->arrived(upto); },
-      [state](resident_atom, uint64_t seq) { state->global_filled(seq); },
+      [state](arrived_atom, uint64_t upto) { state->relay().arrived(upto); },
+      [state](resident_atom, uint64_t seq) { state->relay().filled(seq); },
       [state](sent_up_atom) { state->sums_sent_up(); },
       [state](connect_atom, const aggregator_host& server) {
         state->set_server(server);
       },
-      [self, state](finalize_atom, uint32_t round,
-                    double sum_weight) -> caf::result<snapshot_ptr> {
-        if (!state->secure()) {
-          auto next = logged(state->finalize(round, sum_weight));
-          if (!next)
-            return to_caf(next.err());
-          return *next;
-        }
-        auto rp = self->make_response_promise<snapshot_ptr>();
-        auto deliver = [rp](result<snapshot_ptr> next) mutable {
-          if (!next)
-            rp.deliver(to_caf(next.err()));
-          else
-            rp.deliver(*next);
-        };
-        self->request(state->server(), caf::infinite, unmask_atom::value, round,
-                      state->in_sum())
-            .then(
-                [state, deliver, round,
-                 sum_weight](secagg::unmask_plan& plan) mutable {
-                  auto ok = state->unmask(plan);
-                  deliver(ok ? logged(state->finalize(round, sum_weight))
-                             : state->skip(round, ok.err().message));
-                },
-                [state, deliver, round](caf::error& e) mutable {
-                  deliver(state->skip(round, caf::to_string(e)));
-                });
-        return rp;
+      [state](finalize_atom, uint32_t round, double sum_weight) {
+        return state->rounds().finalize(round, sum_weight);
       },
   };
 }
