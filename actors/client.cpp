@@ -1,13 +1,12 @@
 #include "actors/client.hpp"
 
-#include <deque>
-#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
 
 #include <caf/all.hpp>
 
+#include "actors/client_refetch.hpp"
 #include "actors/errors.hpp"
 #include "actors/messages.hpp"
 #include "actors/wake_up.hpp"
@@ -24,6 +23,25 @@
 namespace fedcaf {
 
 namespace {
+
+/// Calls `fn` with the atom a round's request of kind `kind` goes with.
+template <class F> void with_atom_of(client_round::request_kind kind, F&& fn) {
+  using kinds = client_round::request_kind;
+  switch (kind) {
+  case kinds::fetch:
+    return fn(fetch_atom::value);
+  case kinds::secagg:
+    return fn(secagg_atom::value);
+  case kinds::offer:
+    return fn(offer_atom::value);
+  case kinds::credit:
+    return fn(credit_atom::value);
+  case kinds::chunk:
+    return fn(chunk_atom::value);
+  case kinds::end:
+    return fn(end_atom::value);
+  }
+}
 
 // State machine, per round (client_round holds the round's stage):
 //   idle -(round)-> downloading -(all chunks)-> training -> offering
@@ -50,7 +68,17 @@ public:
         report_(report, options_.client_id, options_.progress),
         backoff_(options_.reconnect_for,
                  options_.host + ":" + std::to_string(options_.port)),
-        watchdog_(options_.idle_timeout) {}
+        watchdog_(options_.idle_timeout),
+        refetch_(
+            &self_, options_.client_id,
+            [this](uint64_t seq, const frame& reply, uint64_t offset,
+                   std::span<std::byte> out) {
+              return round_->refetched(seq, reply, offset, out);
+            },
+            [this](uint64_t offset, std::span<const std::byte> bytes) {
+              model_->refetched(offset, bytes);
+            },
+            [this] { return refetch_state(); }) {}
 
   void attach(client_actor::pointer self) {
     self_ = self;
@@ -88,8 +116,8 @@ public:
     reconnecting_ = false;
     if (a == answer::send_again)
       return run(round_->send_again());
-    if (!seen_round_)
-      warn_joined_late(rs->round);
+    if (auto late = model_->first_round(rs->round); !late.empty())
+      log_line(log_level::warning, options_.client_id, late);
     auto started = client_round::start(*rs, *model_, report_, secagg_, now());
     if (!started)
       return fail(started.err());
@@ -123,118 +151,13 @@ public:
       model_->drop();
   }
 
-  /// A window-mode relay's bytes fetched again: one request's parts.
-  struct refetch_part {
-    std::vector<std::byte> bytes;
-    size_t left = 0;
-    bool failed = false;
-    uint32_t round = 0;
-  };
-  /// One fetch of it: the chunk, its frame, the bytes' offset.
-  struct refetch_request {
-    uint64_t seq;
-    frame f;
-    uint64_t offset;
-    std::shared_ptr<refetch_part> part;
-  };
-
   /// A window-mode relay's trainer asks for model bytes [offset, + bytes)
-  /// of the round's model again: each chunk touching them is fetched, and
-  /// the bytes go to the trainer once all came (an empty span: the parent
-  /// refused one, or the round is over). Asked again after a reconnection.
+  /// of the round's model again (asked again after a reconnection).
   void on_refetch(uint64_t offset, uint64_t bytes) {
     if (!round_ || !model_)
       return model_ ? model_->refetched(offset, {}) : void();
-    auto requests = round_->refetch_requests(offset, bytes);
-    auto part = std::make_shared<refetch_part>();
-    part->bytes.resize(bytes);
-    part->left = requests.size();
-    part->round = round_number();
-    for (auto& [seq, f] : requests)
-      refetch_queue_.push_back({seq, std::move(f), offset, part});
-    refetch_more();
-  }
-
-  /// Sends the fetches made again that the server's fetch window allows
-  /// (the round's download done: they would pass it beside its fetches).
-  /// A parent chunk that covers several positions is fetched once: the
-  /// requests for one in flight wait for its answer, and the last answer
-  /// serves the requests for it that come next.
-  /// Each one sent is answered once on its connection, whatever else
-  /// happened meanwhile (no round's generation drops it): a reply, or an
-  /// error; when the connection goes, what was in flight on it is sent
-  /// again on the next (lost_refetches). None goes while reconnecting (a
-  /// fetch before the Hello).
-  void refetch_more() {
-    while (round_ && !reconnecting_ && !refetch_queue_.empty() &&
-           round_->current_stage() != stage::downloading &&
-           refetch_in_flight_ < std::max(1u, round_->announced().window)) {
-      auto r = std::move(refetch_queue_.front());
-      refetch_queue_.pop_front();
-      if (r.part->round != round_number())
-        continue; // asked in a round before: nobody waits for it
-      if (refetch_last_ && refetch_last_->round == r.part->round &&
-          refetch_last_->seq == r.seq) {
-        took_refetched(r, refetch_last_->reply);
-        continue;
-      }
-      auto [waiting, first] = refetch_waiting_.try_emplace(r.seq);
-      waiting->second.push_back(r);
-      if (!first)
-        continue; // its chunk is on its way
-      ++refetch_in_flight_;
-      self_->request(server_, caf::infinite, fetch_atom::value, r.f)
-          .then(
-              [this, seq = r.seq, round = r.part->round,
-               epoch = refetch_epoch_](frame& reply) {
-                if (epoch != refetch_epoch_)
-                  return; // its connection is gone: asked again
-                --refetch_in_flight_;
-                // Kept without a copy: the next positions it covers use it.
-                refetch_last_ = refetched_chunk{round, seq, std::move(reply)};
-                auto waiting = refetch_waiting_.extract(seq);
-                if (!waiting.empty())
-                  for (const auto& w : waiting.mapped())
-                    took_refetched(w, refetch_last_->reply);
-                refetch_more();
-              },
-              [this, seq = r.seq, epoch = refetch_epoch_](caf::error&) {
-                if (epoch != refetch_epoch_)
-                  return;
-                --refetch_in_flight_;
-                auto waiting = refetch_waiting_.extract(seq);
-                if (!waiting.empty())
-                  for (auto& w : waiting.mapped())
-                    refetch_queue_.push_front(std::move(w));
-                refetch_more();
-              });
-    }
-  }
-
-  /// The connection went: the fetches made again on it are asked again on
-  /// the next (what its gateway still answers is not taken).
-  void lost_refetches() {
-    ++refetch_epoch_;
-    refetch_in_flight_ = 0;
-    for (auto& [seq, waiting] : std::exchange(refetch_waiting_, {}))
-      for (auto& w : waiting)
-        refetch_queue_.push_front(std::move(w));
-  }
-
-  /// `reply` answers the fetch made again `r`.
-  void took_refetched(const refetch_request& r, const frame& reply) {
-    auto& part = *r.part;
-    if (part.failed || !round_ || round_number() != part.round)
-      return;
-    auto ok = round_->refetched(r.seq, reply, r.offset, part.bytes);
-    if (!ok) {
-      part.failed = true;
-      log_line(log_level::warning, options_.client_id,
-               "fetching model bytes again: " + ok.err().message);
-      return model_->refetched(r.offset, {});
-    }
-    if (--part.left == 0)
-      model_->refetched(r.offset, part.bytes);
+    refetch_.ask(round_number(), offset, bytes,
+                 round_->refetch_requests(offset, bytes));
   }
 
   /// More of the update may go up (a streaming relay's sum settled).
@@ -301,7 +224,6 @@ public:
 
 private:
   using stage = client_round::stage;
-  using request_kind = client_round::request_kind;
 
   /// Asks the server `atom` with `f`; `next` takes the reply unless a newer
   /// generation began. A failed request is a lost server (`what` failed).
@@ -323,27 +245,12 @@ private:
   /// Sends the round's request `r` with its atom; the reply goes back to
   /// the round.
   void send(client_round::request r) {
-    switch (r.to) {
-    case request_kind::fetch:
-      return ask_round(fetch_atom::value, std::move(r));
-    case request_kind::secagg:
-      return ask_round(secagg_atom::value, std::move(r));
-    case request_kind::offer:
-      return ask_round(offer_atom::value, std::move(r));
-    case request_kind::credit:
-      return ask_round(credit_atom::value, std::move(r));
-    case request_kind::chunk:
-      return ask_round(chunk_atom::value, std::move(r));
-    case request_kind::end:
-      return ask_round(end_atom::value, std::move(r));
-    }
-  }
-
-  template <class Atom> void ask_round(Atom atom, client_round::request r) {
-    ask(atom, std::move(r.frame), r.what,
-        [this, to = r.to, seq = r.seq](const frame& f) {
-          run(round_->on_reply(to, seq, f, now(), unix_seconds()));
-        });
+    with_atom_of(r.to, [this, &r](auto atom) {
+      ask(atom, std::move(r.frame), r.what,
+          [this, to = r.to, seq = r.seq](const frame& f) {
+            run(round_->on_reply(to, seq, f, now(), unix_seconds()));
+          });
+    });
   }
 
   /// Does what the round's step `s` asks, in its order.
@@ -366,11 +273,20 @@ private:
       return run(round_->train_and_offer(now()));
     if (s->upload_over)
       run_next_task();
-    refetch_more(); // the download may be over
+    refetch_.send(); // the download may be over
   }
 
   uint32_t round_number() const {
     return round_ ? round_->announced().round : 0;
+  }
+
+  /// Where and whether a window-mode relay's fetches made again may go:
+  /// the round downloaded, the client registered.
+  client_refetch::now refetch_state() const {
+    bool may = round_ && !reconnecting_ &&
+               round_->current_stage() != stage::downloading;
+    return {server_, round_number(), round_ ? round_->announced().window : 0,
+            may};
   }
 
   // -- registration and reconnection -----------------------------------------
@@ -410,7 +326,7 @@ private:
   }
 
   void lost_server(const std::string& why) {
-    lost_refetches();
+    refetch_.lost(); // asked again on the next connection
     // The old connection's gateway, if it still lives, goes with it.
     given_up_ = server_.address();
     self_->demonitor(server_.address());
@@ -453,29 +369,7 @@ private:
     log_line(options_.client_id, "reconnected; resuming");
     if (round_)
       run(round_->resume());
-    refetch_more(); // fetches made again that the old connection lost
-  }
-
-  /// The first round this process takes part in: past round 1, what a
-  /// client keeps across rounds starts here (a client that restarted has
-  /// lost it). Said once, where there is such state.
-  void warn_joined_late(uint32_t round) {
-    seen_round_ = true;
-    if (round <= 1)
-      return;
-    const auto& c = model_->configs();
-    std::string fresh;
-    if (c.compression.up && c.compression.error_feedback)
-      fresh = "compression's error-feedback residuals start at zero";
-    if (c.train.dp.mode != dp_sgd_mode::none)
-      fresh += (fresh.empty() ? "" : "; ") +
-               std::string{"the DP-SGD accountant counts this process's "
-                           "steps only"};
-    if (!fresh.empty())
-      log_line(log_level::warning, options_.client_id,
-               "first round here is " + std::to_string(round) + ": " + fresh +
-                   " (a client that restarted has lost its earlier ones; "
-                   "README, \"Restarting a run\")");
+    refetch_.send(); // fetches made again that the old connection lost
   }
 
   // -- evaluations, refusals, the next task ----------------------------------
@@ -555,23 +449,12 @@ private:
   std::unique_ptr<client_model> model_; ///< from the Welcome on
   client_secagg_flow secagg_;
   std::optional<client_round> round_; ///< the round announced last
-  bool seen_round_ = false;           ///< a RoundStart has started a round here
   std::optional<frame> next_task_;    ///< arrived while uploading
-  std::deque<refetch_request> refetch_queue_; ///< not sent yet
-  /// Per parent chunk in flight, the requests that wait for it.
-  std::map<uint64_t, std::vector<refetch_request>> refetch_waiting_;
-  struct refetched_chunk {
-    uint32_t round;
-    uint64_t seq;
-    frame reply;
-  };
-  std::optional<refetched_chunk> refetch_last_; ///< the last answer
-  uint32_t refetch_in_flight_ = 0;
-  uint64_t refetch_epoch_ = 0; ///< connections lost so far
   uint64_t generation_ = 0;
   bool reconnecting_ = false; ///< lost the server, registering again
   caf::actor_addr given_up_;  ///< the gateway of the connection lost last
   transfer_watchdog watchdog_;
+  client_refetch refetch_; ///< a window-mode relay's fetches made again
 };
 
 client_actor::behavior_type running(client_actor::pointer self,

@@ -9,14 +9,15 @@
 
 #include "fedcaf/log.hpp"
 #include "protocol/network.hpp"
+#include "protocol/reconnect_backoff.hpp"
 
 namespace fedcaf {
 
 namespace {
 
-/// Connects to the server, retrying with exponential backoff (100 ms
-/// doubling to 2 s) until `give_up_after` has passed or `*stop` is set;
-/// counts the retries.
+/// Connects to the server, retrying after retry_delays (100 ms doubling to
+/// 2 s) until `give_up_after` has passed or `*stop` is set; counts the
+/// retries.
 result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
                                     const gateway_limits& limits,
                                     std::shared_ptr<tls_context> tls,
@@ -24,7 +25,7 @@ result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
                                     uint64_t& retries,
                                     const std::atomic<bool>* stop) {
   using clock = std::chrono::steady_clock;
-  auto delay = std::chrono::milliseconds{100};
+  retry_delays delays;
   auto started = clock::now();
   auto deadline = started + give_up_after;
   auto next_note = started;
@@ -40,7 +41,7 @@ result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
     if (g)
       return g;
     auto seconds = std::to_string(give_up_after.count() / 1000) + " s";
-    if (clock::now() + delay > deadline) {
+    if (clock::now() + delays.peek() > deadline) {
       // "cannot reach the server at H:P (why)" -> "... at H:P after 60 s
       // (why): ...".
       auto why = g.err().message;
@@ -61,10 +62,10 @@ result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
       next_note = clock::now() + std::chrono::seconds{10};
     }
     ++retries;
+    auto delay = delays.next();
     for (auto slept = std::chrono::milliseconds{0}; slept < delay && !stopped();
          slept += std::chrono::milliseconds{20})
       std::this_thread::sleep_for(std::chrono::milliseconds{20});
-    delay = std::min(delay * 2, std::chrono::milliseconds{2000});
   }
 }
 

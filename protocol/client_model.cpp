@@ -265,6 +265,23 @@ void client_model::upload_closed() {
   trainer_->upload_closed();
 }
 
+std::string client_model::first_round(uint32_t round) {
+  if (std::exchange(started_, true) || round <= 1)
+    return {};
+  std::string fresh;
+  if (configs_.compression.up && configs_.compression.error_feedback)
+    fresh = "compression's error-feedback residuals start at zero";
+  if (configs_.train.dp.mode != dp_sgd_mode::none)
+    fresh += (fresh.empty() ? "" : "; ") +
+             std::string{"the DP-SGD accountant counts this process's steps "
+                         "only"};
+  if (fresh.empty())
+    return {};
+  return "first round here is " + std::to_string(round) + ": " + fresh +
+         " (a client that restarted has lost its earlier ones; README, "
+         "\"Restarting a run\")";
+}
+
 void client_model::drop() {
   if (encoder_) // the residual, before the model it comes from goes
     encoder_->settle(const_params_);

@@ -159,6 +159,13 @@ public:
   /// lost, the trainer may give up the memory it was read from.
   void upload_closed();
 
+  /// Round `round` starts here. Returns, for the first round this
+  /// process takes part in if that is past round 1, the warning that what
+  /// a client keeps across rounds (error-feedback residuals, the DP-SGD
+  /// accountant's steps) starts here, as a client that restarted has lost
+  /// it; "" otherwise, or where nothing is kept.
+  std::string first_round(uint32_t round);
+
   /// Gives the trainer and its model up (the encoder's residual taken
   /// first); the next round builds them again.
   void drop();
@@ -187,6 +194,7 @@ private:
   std::optional<delta_encoder> encoder_;
   manifest encoded_layout_;
   uint64_t dp_steps_ = 0; ///< DP-SGD steps taken on this client's data
+  bool started_ = false;  ///< a round has started here
 };
 
 } // namespace fedcaf

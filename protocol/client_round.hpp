@@ -130,9 +130,9 @@ public:
   /// once more (what went already counted as resent). Logs it.
   step send_again();
 
-  /// More of the update is ready (trainer::ready_bytes, a streaming
+  /// More of the update is ready (relay_hooks::ready_bytes, a streaming
   /// relay's sum): an upload under way sends what credit allows; or a
-  /// download paced by its trainer (trainer::may_fetch) may go on.
+  /// download paced by its trainer (relay_hooks::may_fetch) may go on.
   result<step> more_ready();
 
   /// True iff the upload could send but waits for its own update to be
@@ -145,7 +145,7 @@ public:
            !upload_->can_send(model_->ready_bytes());
   }
 
-  /// Fetches made again (trainer::on_refetch) for model bytes
+  /// Fetches made again (relay_hooks::on_refetch) for model bytes
   /// [offset, + bytes) of this round's model: each chunk's number and
   /// fetch frame.
   std::vector<std::pair<uint64_t, msg::frame>>

@@ -12,7 +12,7 @@ bool retries_hello(const error& refusal) {
 
 std::string reconnect_backoff::lost(time_point now, const std::string& why) {
   lost_at_ = now;
-  delay_ = first_delay;
+  delays_.restart();
   return "lost the server (" + why + "); reconnecting to " + server_;
 }
 
@@ -22,9 +22,7 @@ reconnect_backoff::next_delay(time_point now, const std::string& why) {
     return error{errc::disconnected,
                  "the server at " + server_ + " was not back within " +
                      std::to_string(give_up_after_.count()) + " ms: " + why};
-  auto wait = delay_;
-  delay_ = std::min(delay_ * 2, max_delay);
-  return wait;
+  return delays_.next();
 }
 
 } // namespace fedcaf

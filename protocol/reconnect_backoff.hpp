@@ -1,10 +1,12 @@
 #pragma once
 // When a client that lost its server tries again: the first attempt at
-// once, then after 100 ms, doubling up to 2 s between attempts, and never
-// once the server has been gone longer than the client waits for it. It
-// reads no clock: the client actor passes the time in.
+// once, then after 100 ms, doubling up to 2 s between attempts
+// (retry_delays, which a client's first connection waits by too), and
+// never once the server has been gone longer than the client waits for
+// it. It reads no clock: the client actor passes the time in.
 // Thread-safety: none; owned by the client actor.
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -23,6 +25,29 @@ inline constexpr std::string_view already_registered = "already registered";
 /// below: the server throttled it (too_many_requests), or it still sees the
 /// client's old connection (unknown_client, `already_registered`).
 bool retries_hello(const error& refusal);
+
+/// The waits between attempts to reach a server: 100 ms, doubling up to
+/// 2 s (a client's first connection and its reconnections alike).
+class retry_delays {
+public:
+  using milliseconds = std::chrono::milliseconds;
+  static constexpr milliseconds first_delay{100};
+  static constexpr milliseconds max_delay{2000};
+
+  /// The next wait (each twice the one before, up to max_delay).
+  milliseconds next() {
+    auto wait = delay_;
+    delay_ = std::min(delay_ * 2, max_delay);
+    return wait;
+  }
+  /// The waits start again from the first.
+  void restart() { delay_ = first_delay; }
+  /// The wait next() gives next.
+  milliseconds peek() const { return delay_; }
+
+private:
+  milliseconds delay_ = first_delay;
+};
 
 class reconnect_backoff {
 public:
@@ -43,14 +68,11 @@ public:
   /// longer than `give_up_after`.
   result<milliseconds> next_delay(time_point now, const std::string& why);
 
-  static constexpr milliseconds first_delay{100};
-  static constexpr milliseconds max_delay{2000};
-
 private:
   milliseconds give_up_after_;
   std::string server_;
   time_point lost_at_{};
-  milliseconds delay_ = first_delay;
+  retry_delays delays_;
 };
 
 } // namespace fedcaf

@@ -84,7 +84,7 @@ public:
   }
   bool can_send() const { return window_ && window_->can_send(); }
   /// As can_send(), and the next chunk lies within the first `ready`
-  /// bytes of the model (trainer::ready_bytes).
+  /// bytes of the model (relay_hooks::ready_bytes).
   bool can_send(uint64_t ready) const {
     if (!can_send())
       return false;
