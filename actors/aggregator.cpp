@@ -30,42 +30,13 @@ namespace fedcaf {
 
 namespace {
 
-/// The window the minimum rate is measured over; zero: no minimum.
-std::chrono::milliseconds rate_window(const aggregator_options& o) {
-  return o.min_rate_bytes_per_s > 0 ? o.rate_window
-                                    : std::chrono::milliseconds{};
-}
-
 /// idle_timeout or the rate window, the shorter one in use; zero: none.
 std::chrono::milliseconds check_period(const aggregator_options& o) {
-  auto rate = rate_window(o);
+  auto rate = aggregator_core::rate_window(o);
   auto idle = o.idle_timeout;
   return idle.count() == 0 || rate.count() == 0 ? std::max(idle, rate)
                                                 : std::min(idle, rate);
 }
-
-} // namespace
-
-aggregator_core::aggregator_core(std::shared_ptr<model_snapshot> initial,
-                                 aggregator_options options,
-                                 std::unique_ptr<accumulator> acc,
-                                 std::unique_ptr<server_optimizer> optimizer)
-    : layout_(initial->layout), digest_(digest(initial->layout)),
-      options_(std::move(options)), acc_(std::move(acc)),
-      optimizer_(std::move(optimizer)), plan_(acc_->plan()),
-      models_(std::move(initial)),
-      checker_(layout_, plan_, options_.plan, options_.rule_cfg,
-               options_.compression),
-      ledger_(plan_.chunk_count(), options_.window, rate_window(options_)),
-      refusals_("aggregator", options_.refusals) {
-  // The published model stays within half of what one client's update
-  // may carry (max_abs(1)), so that honest updates near it pass, whatever
-  // a server optimizer or a client at the bound made of it.
-  acc_->set_value_limit(static_cast<float>(checker_.max_abs(1.0) / 2));
-  checker_.measure_global(models_.current().bytes);
-}
-
-namespace {
 
 // The state machine, the streams, resets and memory modes: see
 // aggregator.hpp. The state keeps the streams, the credits and the window;

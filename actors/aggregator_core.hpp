@@ -34,6 +34,12 @@ struct aggregator_core {
                   aggregator_options options, std::unique_ptr<accumulator> acc,
                   std::unique_ptr<server_optimizer> optimizer);
 
+  /// The window the minimum rate is measured over; zero: no minimum.
+  static std::chrono::milliseconds rate_window(const aggregator_options& o) {
+    return o.min_rate_bytes_per_s > 0 ? o.rate_window
+                                      : std::chrono::milliseconds{};
+  }
+
   /// The actor's clock: virtual time under CAF's test coordinator.
   upload_record::time_point now() const { return self_->clock().now(); }
   /// The global model's bytes, as the round's updates are checked against.

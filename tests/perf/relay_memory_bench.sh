@@ -11,8 +11,11 @@
 #
 # DIR (default /var/tmp) holds the models' files. ROUNDS=2 shows a relay
 # between rounds too (the parent's next model beside its last sum).
+# OLD=path/to/another/fedcaf runs each case with that binary too, right
+# after this one's, and prints this one's RSS over the other's.
 set -u
 fedcaf=$1; sizes=${2:-256 2048}; modes=${3:-window disk}; dir=${4:-/var/tmp}
+binaries=("$fedcaf"); [ -n "${OLD:-}" ] && binaries+=("$OLD")
 py=/usr/bin/python3
 work=$(mktemp -d "$dir/fedcaf-relaymem.XXXXXX")
 pids=()
@@ -20,6 +23,8 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2> /dev/null; done; wait 2> /dev/null;
 results=()
 for mode in $modes; do
   for mib in $sizes; do
+   for fedcaf in "${binaries[@]}"; do
+    which=new; [ "$fedcaf" = "${binaries[0]}" ] || which=old
     port=$(( 20000 + RANDOM % 20000 ))
     cat > "$work/root.yaml" <<YAML
 server_configs:
@@ -64,15 +69,20 @@ YAML
     wait $root || { echo "FAIL: root ($mode, $mib MiB): $(tail -n 3 "$work/root.log")"; tail -n 3 "$work/relay.log"; exit 1; }
     for p in "${pids[@]:1}"; do wait "$p"; done
     rss=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_rss_bytes"] >> 20)' "$work/relay.json")
-    results+=("$mode $mib $rss")
-    echo "relay in $mode mode, model $mib MiB: peak RSS $rss MiB"
+    results+=("$which $mode $mib $rss")
+    echo "relay in $mode mode, model $mib MiB: peak RSS $rss MiB ($fedcaf)"
+   done
   done
 done
 "$py" - "${results[@]}" <<'PY'
 import sys
 rows = [r.split() for r in sys.argv[1:]]
-for mode in dict.fromkeys(r[0] for r in rows):
-    mine = [(int(m), int(rss)) for md, m, rss in rows if md == mode]
+for mode in dict.fromkeys(r[1] for r in rows):
+    mine = [(int(m), int(rss)) for w, md, m, rss in rows if md == mode and w == "new"]
     parts = ", ".join(f"{m} MiB: {rss} MiB ({rss / m:.2f} x)" for m, rss in mine)
     print(f"{mode}: {parts}; largest/smallest model's RSS {mine[-1][1] / mine[0][1]:.2f}")
+    old = {int(m): int(rss) for w, md, m, rss in rows if md == mode and w == "old"}
+    if old:
+        print(f"{mode}, this build over OLD: " + ", ".join(
+            f"{m} MiB: {rss} / {old[m]} MiB = {rss / old[m]:.2f}" for m, rss in mine))
 PY
