@@ -3,7 +3,8 @@
 // its connection ends is decided by connection_admission
 // (protocol/connection_admission.hpp); the gateway keeps CAF's part: it
 // asks the server, answers the peer through its wire_link, logs, and runs
-// the timer.
+// the timer. Time is the actor clock's (CAF's test coordinator runs it
+// virtually), passed to connection_admission.
 
 #include <algorithm>
 #include <deque>

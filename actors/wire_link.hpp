@@ -86,11 +86,15 @@ public:
   /// The socket wrote; `remaining` bytes wait in its buffers.
   void transferred(uint64_t remaining);
 
+  /// The number of frames sent that the socket has written whole.
   uint64_t frames_written() const { return frames_written_; }
+  /// True iff frames or bytes queued for the peer are not written yet.
   bool output_pending() const {
     return written_ < queued_ || !pending_.empty();
   }
+  /// True iff frames may pass: no TLS, or its handshake is done.
   bool secure() const { return !tls_ || secure_; }
+  /// The frame reader, whose frame limit the gateway raises on welcome.
   msg::frame_reader& reader() { return reader_; }
 
   /// When bytes last moved each way, for the silence and stall deadlines.

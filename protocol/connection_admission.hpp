@@ -143,11 +143,15 @@ public:
   /// bytes (not_authorized).
   static error tls_only();
 
+  /// True iff the server has welcomed the peer and it is not closing.
   bool welcomed() const { return stage_ == stage::welcomed; }
+  /// True iff the connection closes: nothing more is admitted.
   bool closing() const { return stage_ == stage::closing; }
+  /// The stage the connection is in.
   stage current() const { return stage_; }
   /// The client id of the Hello; meaningful once welcomed.
   const std::string& client_id() const { return client_id_; }
+  /// The peer's address, "<host>:<port>".
   const std::string& address() const { return address_; }
 
 private:
