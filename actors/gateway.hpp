@@ -4,17 +4,24 @@
 // gateway, a caf::io broker, on each side. No actor handle crosses the
 // network and nothing of CAF's cluster protocol (BASP) listens on a port.
 //
-// Server side: the acceptor hands every accepted connection to a new
-// gateway, which authenticates the peer (TLS handshake, then Hello) before
-// anything else, enforces the limits of gateway_limits, and passes only the
-// eight peer frame kinds (hello, fetch, offer, chunk, end, credit,
-// evaluation, and secagg for the secure aggregation phases) to the server, as a local stand-in for that client: it holds
-// the server only as a server_gate, whose type admits nothing else.
+// Server side (actors/server_gateway.cpp): the acceptor hands every
+// accepted connection to a new gateway, which authenticates the peer (TLS
+// handshake, then Hello) before anything else, enforces the limits of
+// gateway_limits (protocol/gateway_limits.hpp; what may pass, and when, is
+// decided by protocol/connection_admission.hpp), and passes only the eight
+// peer frame kinds (hello, fetch, offer, chunk, end, credit, evaluation,
+// and secagg for the secure aggregation phases) to the server, as a local
+// stand-in for that client: it holds the server only as a server_gate,
+// whose type admits nothing else.
 //
-// Client side: a gateway connects, and stands in for the server towards the
-// client actor: the client's requests become frames with request ids, the
-// replies with the same id answer them, and frames the server sends
-// unasked (round start, round over, done) reach the client as messages.
+// Client side (actors/client_gateway.cpp): a gateway connects, and stands
+// in for the server towards the client actor: the client's requests become
+// frames with request ids, the replies with the same id answer them, and
+// frames the server sends unasked (round start, round over, done) reach the
+// client as messages.
+//
+// On both sides the connection's bytes (framing, TLS, output accounting)
+// are a wire_link's (actors/wire_link.hpp), internal to the gateways.
 
 #include <chrono>
 #include <cstdint>
@@ -28,32 +35,13 @@
 #include "actors/interfaces.hpp"
 #include "actors/messages.hpp"
 #include "fedcaf/error.hpp"
+#include "protocol/gateway_limits.hpp"
 #include "protocol/network.hpp"
 #include "protocol/refusal_log.hpp"
 
 namespace fedcaf {
 
 class tls_context;
-
-/// The limits a gateway enforces, never trusting the peer.
-struct gateway_limits {
-  /// Largest frame, envelope included (grpc_configs.max_message_size).
-  uint64_t max_frame_bytes = 16 << 20;
-  /// Largest frame before the peer is welcomed (a Hello).
-  uint64_t max_hello_bytes = 64 << 10;
-  /// Fetches in flight, and chunks or credits in flight, per connection.
-  uint32_t window = 4;
-  /// TLS handshake and Hello must be done within this.
-  std::chrono::milliseconds handshake_timeout{10000};
-  /// Each side sends a heartbeat this often ...
-  std::chrono::milliseconds heartbeat{5000};
-  /// ... and closes a connection on which nothing arrived, or whose
-  /// pending output did not move, for this long.
-  std::chrono::milliseconds connection_timeout{30000};
-  /// Connections not yet welcomed, at once (server); one more makes the
-  /// oldest give way.
-  uint32_t max_unauthenticated = 64;
-};
 
 /// A listening acceptor and the port it is bound to.
 struct listening {

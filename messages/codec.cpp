@@ -348,6 +348,52 @@ result<frame_kind> kind_of(const frame& f) {
       false);
 }
 
+const char* frame_kind_name(frame_kind k) {
+  switch (k) {
+  case frame_kind::hello:
+    return "hello";
+  case frame_kind::welcome:
+    return "welcome";
+  case frame_kind::round_start:
+    return "round start";
+  case frame_kind::offer:
+    return "offer";
+  case frame_kind::accept:
+    return "accept";
+  case frame_kind::chunk:
+    return "chunk";
+  case frame_kind::credit:
+    return "credit";
+  case frame_kind::fetch:
+    return "fetch";
+  case frame_kind::end_of_stream:
+    return "end of stream";
+  case frame_kind::stream_closed:
+    return "stream closed";
+  case frame_kind::done:
+    return "done";
+  case frame_kind::error:
+    return "error";
+  case frame_kind::heartbeat:
+    return "heartbeat";
+  case frame_kind::round_over:
+    return "round over";
+  case frame_kind::evaluation:
+    return "evaluation";
+  case frame_kind::secagg_keys:
+    return "secagg keys";
+  case frame_kind::secagg_roster:
+    return "secagg roster";
+  case frame_kind::secagg_shares:
+    return "secagg shares";
+  case frame_kind::secagg_unmask:
+    return "secagg unmask";
+  case frame_kind::secagg_receipt:
+    return "secagg receipt";
+  }
+  return "unknown";
+}
+
 result<void> check_named_values(const named_values& values, const char* what) {
   auto bad = [&](const std::string& why) {
     return error{errc::malformed_frame, std::string{what} + ": " + why};

@@ -67,6 +67,10 @@ enum class frame_kind : uint8_t {
 /// malformed or of another protocol version.
 result<frame_kind> kind_of(const frame& f);
 
+/// Returns the name of kind `k` as refusals and log lines say it ("end of
+/// stream"); "unknown" iff `k` is none of frame_kind.
+const char* frame_kind_name(frame_kind k);
+
 /// Returns the error an error frame carries; nothing iff `f` is not an
 /// error frame.
 std::optional<error> error_in(const frame& f);

@@ -205,6 +205,17 @@ TEST_CASE("a frame of another kind is an unexpected message") {
   CHECK_FALSE(decode_chunk(encode(credit{1, 2}), 1 << 20));
 }
 
+TEST_CASE("every frame kind has the name refusals say") {
+  CHECK(std::string{frame_kind_name(frame_kind::hello)} == "hello");
+  CHECK(std::string{frame_kind_name(frame_kind::round_start)} == "round start");
+  CHECK(std::string{frame_kind_name(frame_kind::end_of_stream)} ==
+        "end of stream");
+  CHECK(std::string{frame_kind_name(frame_kind::secagg_receipt)} ==
+        "secagg receipt");
+  CHECK(std::string{frame_kind_name(static_cast<frame_kind>(200))} ==
+        "unknown");
+}
+
 TEST_CASE("an error frame decodes as the peer's error") {
   auto f = encode(error{errc::bad_sequence, "chunk 3 after 1"});
   auto c = decode<credit>(f);
