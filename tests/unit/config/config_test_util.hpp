@@ -10,7 +10,7 @@
 
 #include <doctest/doctest.h>
 
-#include "fedcaf/config/load.hpp"
+#include "fedcaf/error.hpp"
 
 namespace fedcaf::config_test {
 
@@ -39,7 +39,7 @@ inline std::string billion_laughs(const std::string& key) {
 }
 
 /// REQUIRES a refused config; returns its message.
-inline std::string message_of(const result<config>& c) {
+template <class T> std::string message_of(const result<T>& c) {
   REQUIRE_FALSE(c);
   return c.err().message;
 }
