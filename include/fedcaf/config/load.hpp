@@ -5,6 +5,7 @@
 // section by its part (client_sections, comm_sections, server_sections),
 // then what one section says about another. Value types only.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
