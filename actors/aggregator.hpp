@@ -76,6 +76,7 @@
 #include "actors/interfaces.hpp"
 #include "fedcaf/aggregation_plan.hpp"
 #include "fedcaf/checkpoint.hpp"
+#include "fedcaf/compression.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/server_optimizer.hpp"

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fedcaf/config.hpp"
+#include "dp_profile_config.hpp"
 #include "fedcaf/dp_profile.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "process.hpp"

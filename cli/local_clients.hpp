@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "actors/client.hpp"
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/client_sections.hpp"
 #include "fedcaf/tensor_data.hpp"
 #include "fedcaf/trainer.hpp"
 

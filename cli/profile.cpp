@@ -16,10 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fedcaf/config.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/stopwatch.hpp"
 #include "process.hpp"
+#include "profile_matrix.hpp"
 #include "run.hpp"
 
 namespace fedcaf::cli {

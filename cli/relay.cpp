@@ -4,8 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <fstream>
-#include <sstream>
+#include "fedcaf/config/yaml_safety.hpp"
 
 namespace fedcaf::cli {
 
@@ -54,17 +53,15 @@ std::string relay_refusal(bool epochs, const server_config& sc) {
 
 result<relay_files> load_relay_file(const std::string& path,
                                     const std::vector<std::string>& overrides) {
-  std::ifstream in{path};
-  if (!in)
-    return error{errc::bad_config, path + ": cannot be read"};
-  std::stringstream text;
-  text << in.rdbuf();
-  YAML::Node root;
-  try {
-    root = YAML::Load(text.str());
-  } catch (const YAML::Exception& e) {
-    return error{errc::bad_config, path + ": " + e.what()};
-  }
+  // Through the loader every config goes through: its size and alias
+  // guards apply to a relay's file too.
+  auto text = read_yaml_file(path, "relay file");
+  if (!text)
+    return text.err();
+  auto parsed = parse_yaml(*text, path);
+  if (!parsed)
+    return parsed.err();
+  auto root = std::move(*parsed);
   if (!root.IsMap() || !root["server_configs"] ||
       !root["server_configs"].IsMap())
     return error{errc::bad_config,

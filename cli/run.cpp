@@ -155,7 +155,7 @@ int run_server(const options& opts) {
   interrupt_watch watch;
   warn_if_trimming_nothing(*cfg);
   if (cfg->server.round_deadline_s == 0 &&
-      cfg->server.scheduler == "SyncScheduler")
+      cfg->server.scheduler == scheduler_kind::sync)
     log_line("server", "note: no scheduler_kwargs.round_deadline_s: a "
                        "registered client that never offers holds each round "
                        "open until it is dropped");

@@ -46,11 +46,11 @@ live_run live_run_of(const config& cfg, const char* role) {
   live_run r;
   r.role = role;
   r.aggregator = aggregator_name(sc.aggregator);
-  r.scheduler = sc.scheduler;
+  r.scheduler = name_of(sc.scheduler);
   // A relay runs its parent's rounds, as many as there are.
   r.num_rounds = std::string_view{role} == "relay" ? 0 : sc.num_global_epochs;
   r.num_clients = sc.num_clients;
-  r.async = sc.scheduler == "AsyncScheduler";
+  r.async = sc.scheduler == scheduler_kind::async;
   r.federated_evaluation = sc.federated_evaluation.value_or(false);
   r.secure_aggregation = sc.secure_aggregation.enabled;
   r.upload_encoding = z.upload_encoding();
@@ -137,7 +137,7 @@ run_report report_for(const config& cfg, const char* role) {
   run_report r;
   r.role = role;
   r.aggregator = aggregator_name(cfg.server.aggregator);
-  r.scheduler = cfg.server.scheduler;
+  r.scheduler = name_of(cfg.server.scheduler);
   r.config_yaml = cfg.effective_yaml; // written after every round
   return r;
 }

@@ -117,7 +117,7 @@ checkpoint_to_resume(const config& cfg, const options& opts) {
                  "--resume " + *opts.resume + ": the checkpoint (" + c->folder +
                      ") is of the last round, " +
                      std::to_string(c->state.round) + ": the run is complete"};
-  if (cfg.server.scheduler == "AsyncScheduler")
+  if (cfg.server.scheduler == scheduler_kind::async)
     return error{errc::bad_config,
                  "--resume: the asynchronous rules write no checkpoints"};
   log_line("server", "resuming from " + c->folder + ": round " +

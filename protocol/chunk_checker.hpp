@@ -27,7 +27,7 @@
 #include "fedcaf/byte_buffer.hpp"
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/compression.hpp"
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/aggregator_section.hpp"
 #include "fedcaf/element.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"

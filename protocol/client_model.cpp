@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 
+#include "fedcaf/config/load.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/rdp_accountant.hpp"
 #include "fedcaf/update_clip.hpp"

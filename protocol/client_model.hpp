@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "fedcaf/chunk_plan.hpp"
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/client_sections.hpp"
 #include "fedcaf/delta_codec.hpp"
 #include "fedcaf/trainer.hpp"
 #include "messages/codec.hpp"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/server_sections.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/secagg_masking.hpp"
 #include "messages/codec.hpp"

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "fedcaf/byte_buffer.hpp"
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/client_sections.hpp"
 #include "fedcaf/manifest.hpp"
 #include "fedcaf/trainer.hpp"
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "fedcaf/aggregation_rule.hpp"
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/server_sections.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/window_accumulator.hpp"
 

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "fedcaf/byte_buffer.hpp"
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/server_sections.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/client_sections.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 #include "fedcaf/model_snapshot.hpp"

@@ -47,7 +47,7 @@
 
 #include "fedcaf/aggregation_rule.hpp"
 #include "fedcaf/byte_buffer.hpp"
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/aggregator_section.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/comm_sections.hpp"
 #include "fedcaf/error.hpp"
 
 struct ssl_ctx_st;

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/client_sections.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/fashion_mnist.hpp"
 #include "fedcaf/manifest.hpp"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "fedcaf/chunk_plan.hpp"
-#include "fedcaf/config.hpp"
+#include "fedcaf/config/words.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 

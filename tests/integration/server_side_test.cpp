@@ -501,7 +501,7 @@ aggregation_plan plan_of(const run_options& o) {
   sc.aggregator = rule_of(o.aggregator);
   sc.rule = o.rule;
   sc.rule.client_weights_mode = o.weights;
-  sc.memory_mode = parse_memory_mode(o.memory_mode).value();
+  sc.memory_mode = parse_word<memory_mode>(o.memory_mode).value();
   sc.round_deadline_s = static_cast<double>(o.deadline.count()) / 1000;
   sc.on_deadline =
       o.wait_after_deadline ? deadline_action::wait : deadline_action::fail;

@@ -1,0 +1,307 @@
+// The section reader: every yaml-cpp call that reads a value is here or in
+// section.hpp's templates, and a wrong type becomes a recorded error.
+
+#include "fedcaf/config/section.hpp"
+
+#include <charconv>
+#include <cmath>
+
+#include "fedcaf/config/yaml_safety.hpp"
+
+namespace fedcaf::config_reader {
+
+namespace {
+
+/// About 31 years: every duration converts to 64-bit milliseconds.
+constexpr double max_seconds = 1e9;
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) {
+      parts.emplace_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return parts;
+}
+
+void set_path(YAML::Node node, const std::vector<std::string>& path, size_t i,
+              const YAML::Node& value) {
+  if (i + 1 == path.size()) {
+    node[path[i]] = value;
+    return;
+  }
+  if (!node[path[i]].IsMap())
+    node[path[i]] = YAML::Node{YAML::NodeType::Map};
+  set_path(node[path[i]], path, i + 1, value);
+}
+
+result<void> apply_override(YAML::Node& root, const std::string& item,
+                            const std::string& source) {
+  auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return error{errc::bad_config,
+                 "--set " + item + ": expected key.path=value"};
+  auto path = split(item.substr(0, eq), '.');
+  for (const auto& p : path)
+    if (p.empty())
+      return error{errc::bad_config, "--set " + item + ": empty key in path"};
+  auto value = parse_yaml(item.substr(eq + 1), source);
+  if (!value)
+    return value.err();
+  if (!root.IsMap())
+    root = YAML::Node{YAML::NodeType::Map};
+  set_path(root, path, 0, *value);
+  return {};
+}
+
+} // namespace
+
+whole_number parse_whole(std::string_view s, uint64_t& out) {
+  bool negative = !s.empty() && s.front() == '-';
+  if (!s.empty() && (s.front() == '-' || s.front() == '+'))
+    s.remove_prefix(1);
+  int base = 10;
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    base = 16;
+    s.remove_prefix(2);
+  }
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out, base);
+  if (s.empty() ||
+      (ec != std::errc{} && ec != std::errc::result_out_of_range) ||
+      end != s.data() + s.size())
+    return whole_number::not_whole;
+  if (ec == std::errc::result_out_of_range || (negative && out != 0))
+    return whole_number::out_of_range;
+  return whole_number::ok;
+}
+
+std::string shown(const YAML::Node& n) {
+  return n.IsScalar() ? "'" + n.Scalar() + "'" : std::string{"a collection"};
+}
+
+section::section(YAML::Node node, std::string path,
+                 std::vector<std::string>& errors,
+                 std::vector<std::string>* ignored)
+    : node_(std::move(node)), path_(std::move(path)), errors_(errors),
+      ignored_(ignored) {
+  if (node_ && !node_.IsNull() && !node_.IsMap())
+    fail("", "expected a mapping");
+}
+
+section::~section() {
+  if (!node_ || !node_.IsMap())
+    return;
+  for (const auto& kv : node_) {
+    auto key = kv.first.as<std::string>("");
+    if (!seen_.count(key))
+      fail(key, "unknown key");
+  }
+}
+
+bool section::has(const char* key) {
+  seen_.insert(key);
+  return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
+}
+
+section section::child(const char* key) {
+  seen_.insert(key);
+  YAML::Node sub = node_ && node_.IsMap() ? node_[key] : YAML::Node{};
+  return section{sub, join(key), errors_, ignored_};
+}
+
+std::vector<std::string> section::keys() const {
+  std::vector<std::string> out;
+  if (node_ && node_.IsMap())
+    for (const auto& kv : node_)
+      out.push_back(kv.first.as<std::string>(""));
+  return out;
+}
+
+void section::get(const char* key, std::string& out) {
+  if (!has(key))
+    return;
+  auto n = node_[key];
+  if (!n.IsScalar())
+    return fail(key, "expected a string");
+  out = n.Scalar();
+}
+
+void section::get(const char* key, bool& out) {
+  if (!has(key))
+    return;
+  try {
+    out = node_[key].as<bool>();
+  } catch (const YAML::Exception&) {
+    fail(key, "expected true or false, got " + text(key));
+  }
+}
+
+void section::get(const char* key, double& out) {
+  if (!has(key))
+    return;
+  double value = 0;
+  try {
+    value = node_[key].as<double>();
+  } catch (const YAML::Exception&) {
+    return fail(key, "expected a number, got " + text(key));
+  }
+  if (!std::isfinite(value))
+    return fail(key, "expected a finite number, got " + text(key));
+  out = value;
+}
+
+void section::get_map(const char* key,
+                      std::vector<std::pair<std::string, std::string>>& out) {
+  if (!has(key))
+    return;
+  auto n = node_[key];
+  if (!n.IsMap())
+    return fail(key, "expected a mapping of names to strings");
+  read_pairs(n, out, key);
+}
+
+void section::read_pairs(const YAML::Node& n,
+                         std::vector<std::pair<std::string, std::string>>& out,
+                         const std::string& key) {
+  for (const auto& kv : n) {
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty())
+      return fail(key, "the value of '" + kv.first.as<std::string>("") +
+                           "' must be a non-empty string");
+    out.emplace_back(kv.first.as<std::string>(""), kv.second.Scalar());
+  }
+}
+
+void section::one_of(const char* key, std::string& out,
+                     std::initializer_list<const char*> allowed) {
+  get(key, out);
+  std::string names;
+  for (const auto* a : allowed) {
+    if (out == a)
+      return;
+    names += names.empty() ? a : std::string{", "} + a;
+  }
+  fail(key, "must be one of " + names + ", got '" + out + "'");
+}
+
+void section::positive(const char* key, double& out) {
+  get(key, out);
+  if (!(out > 0))
+    fail(key, "must be greater than 0");
+}
+
+void section::seconds(const char* key, double& out, bool zero_ok) {
+  get(key, out);
+  if (zero_ok ? !(out >= 0) : !(out > 0))
+    fail(key,
+         zero_ok ? "must be 0 (none) or positive" : "must be greater than 0");
+  else if (out > max_seconds)
+    fail(key, "must be at most 1e9 seconds");
+}
+
+bool section::holds(std::initializer_list<const char*> keys) const {
+  YAML::Node at = node_;
+  for (const auto* k : keys) {
+    if (!at || !at.IsMap())
+      return false;
+    const YAML::Node next = std::as_const(at)[k]; // const: inserts nothing
+    if (!next)
+      return false;
+    at.reset(next);
+  }
+  return true;
+}
+
+void section::ignore(std::initializer_list<const char*> keys) {
+  for (const auto* k : keys) {
+    seen_.insert(k);
+    if (ignored_ && node_ && node_.IsMap() && node_[k])
+      ignored_->push_back(join(k));
+  }
+}
+
+void section::fail(const std::string& key, const std::string& what) {
+  errors_.push_back(join(key) + ": " + what);
+}
+
+std::string section::join(const std::string& key) const {
+  if (key.empty())
+    return path_;
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+std::optional<uint64_t> section::whole(const std::string& key,
+                                       const YAML::Node& n, uint64_t min,
+                                       uint64_t max) {
+  uint64_t value = 0;
+  auto parsed =
+      n.IsScalar() ? parse_whole(n.Scalar(), value) : whole_number::not_whole;
+  auto range = std::to_string(min) + " to " + std::to_string(max);
+  if (parsed == whole_number::not_whole)
+    fail(key, "expected a whole number from " + range + ", got " + shown(n));
+  else if (parsed == whole_number::out_of_range || value < min || value > max)
+    fail(key, "must be from " + range + ", got " + shown(n));
+  else
+    return value;
+  return std::nullopt;
+}
+
+result<YAML::Node>
+parse_with_overrides(const std::string& text, const std::string& source,
+                     const std::vector<std::string>& overrides) {
+  auto root = parse_yaml(text, source);
+  if (!root)
+    return root;
+  try {
+    for (const auto& item : overrides)
+      if (auto ok = apply_override(*root, item, source); !ok)
+        return ok.err();
+  } catch (const YAML::Exception& e) {
+    return error{errc::bad_config, source + ": " + e.what()};
+  }
+  return root;
+}
+
+std::string join_errors(const std::string& source,
+                        const std::vector<std::string>& errors,
+                        const std::vector<std::string>& overrides) {
+  auto blame = [&](const std::string& e) {
+    for (const auto& o : overrides) {
+      auto key = o.substr(0, o.find('='));
+      if (e.rfind(key + ":", 0) == 0 || e.rfind(key + ".", 0) == 0)
+        return "--set " + e;
+    }
+    return source + ": " + e;
+  };
+  if (errors.size() == 1)
+    return blame(errors.front());
+  std::string msg = std::to_string(errors.size()) + " problems in the "
+                                                    "configuration:";
+  for (const auto& e : errors)
+    msg += "\n  " + blame(e);
+  return msg;
+}
+
+result<void> read_section_file(const std::string& path,
+                               const std::vector<std::string>& overrides,
+                               const std::function<void(section&)>& read) {
+  std::vector<std::string> errors;
+  auto text = read_yaml_file(path, "config file");
+  if (!text)
+    return text.err();
+  auto root = parse_with_overrides(*text, path, overrides);
+  if (!root)
+    return root.err();
+  try {
+    section s{*root, "", errors};
+    read(s);
+  } catch (const YAML::Exception& e) {
+    return error{errc::bad_config, path + ": " + e.what()};
+  }
+  if (!errors.empty())
+    return error{errc::bad_config, join_errors(path, errors, overrides)};
+  return {};
+}
+
+} // namespace fedcaf::config_reader
