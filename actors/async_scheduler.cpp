@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <caf/all.hpp>
@@ -8,18 +9,12 @@
 #include "actors/messages.hpp"
 #include "actors/scheduler.hpp"
 #include "fedcaf/log.hpp"
+#include "protocol/offer_admission.hpp"
 #include "protocol/round_deadline.hpp"
 
 namespace fedcaf {
 
 namespace {
-
-/// A client's current task: the round number it carries and the model
-/// version it trains on.
-struct task_info {
-  uint32_t round = 0;
-  uint64_t base_version = 0;
-};
 
 /// An update admitted into the coming step.
 struct admitted_update {
@@ -135,13 +130,8 @@ public:
     auto o = msg::decode<msg::offer>(f);
     if (!o)
       return refuse(o.err());
-    auto it = tasks_.find(o->client_id);
-    if (stopped_) // a task finished as the run ended: no error of the client
-      return run_ended();
-    if (it == tasks_.end() || it->second.round != o->round)
-      return refuse({errc::wrong_round,
-                     "offer of " + o->client_id + " for task " +
-                         std::to_string(o->round) + " it does not hold"});
+    if (auto v = check_task_offer(*o, task_of(o->client_id), stopped_))
+      return answer_frame(*v, refusals_);
     auto a = admitted_.find(o->client_id);
     if (a != admitted_.end() && a->second.task.round == o->round) {
       // Repeated after a reconnect: the aggregator resumes the stream.
@@ -221,25 +211,31 @@ private:
            !queue_.empty()) {
       auto q = std::move(queue_.front());
       queue_.pop_front();
-      auto t = tasks_.find(q.offer.client_id);
-      if (t == tasks_.end() || t->second.round != q.offer.round) {
-        q.reply.deliver(refuse({errc::wrong_round, "stale offer"}));
+      const auto& id = q.offer.client_id;
+      auto task = task_of(id);
+      auto v = admit_task_offer(q.offer, task, version_, options_.rule,
+                                options_.rule_cfg);
+      if (!v.admitted()) {
+        q.reply.deliver(answer_frame(v, refusals_));
         continue;
       }
-      auto staleness = version_ - t->second.base_version;
-      auto s = staleness_weight(options_.rule_cfg, staleness);
-      auto weight = options_.rule == server_rule::fedasync
-                        ? options_.rule_cfg.alpha * s
-                        : s;
-      const auto& id = q.offer.client_id;
-      admitted_[id] = {t->second, static_cast<uint32_t>(staleness), weight,
+      auto staleness = static_cast<uint32_t>(version_ - task->base_version);
+      admitted_[id] = {*task, staleness, v.weight,
                        msg::bounded_loss(q.offer.train_loss),
                        q.offer.dp_epsilon};
       q.reply.delegate(
           aggregator_, open_atom::value, upload_listener{self_},
-          upload_request{id, q.offer.round, weight, q.offer.manifest_digest,
+          upload_request{id, q.offer.round, v.weight, q.offer.manifest_digest,
                          q.offer.total_bytes, q.offer.chunk_count, 0.0});
     }
+  }
+
+  /// The task `id` holds, if any.
+  std::optional<task_info> task_of(const std::string& id) const {
+    auto it = tasks_.find(id);
+    if (it == tasks_.end())
+      return std::nullopt;
+    return it->second;
   }
 
   /// Returns true iff a client outside the step holds a task, so that its
@@ -326,19 +322,12 @@ private:
     if (!reason.empty())
       log_line(log_level::error, "scheduler", reason);
     for (auto& q : queue_)
-      q.reply.deliver(run_ended());
+      q.reply.deliver(answer_frame(run_ended_answer(), refusals_));
     queue_.clear();
     self_->send(server_, stop_atom::value, reason);
   }
 
   frame refuse(const error& e) const { return refusals_.refuse(e); }
-
-  /// The answer to an offer that comes after the last step: the client
-  /// sits it out (not_in_round) until the server's done arrives. Not a
-  /// refusal of bad input.
-  static frame run_ended() {
-    return msg::encode(error{errc::not_in_round, "the run has ended"});
-  }
 
   scheduler_actor::pointer self_ = nullptr;
   aggregator_actor aggregator_;

@@ -1,15 +1,17 @@
 #include "actors/scheduler.hpp"
 
-#include <map>
-#include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include <caf/all.hpp>
 
 #include "actors/messages.hpp"
 #include "fedcaf/log.hpp"
+#include "protocol/group_round.hpp"
+#include "protocol/offer_admission.hpp"
 #include "protocol/round_deadline.hpp"
+#include "protocol/round_roster.hpp"
 
 namespace fedcaf {
 
@@ -43,16 +45,44 @@ namespace {
 // rate, idle timeout). The registration deadline (deadline_atom, 0) starts
 // round 1 with the clients registered by then, or ends the run naming
 // those that never came.
+/// `options` with min_clients in effect: 0, or more than a round's
+/// clients, is all of them.
+scheduler_options with_min_clients(scheduler_options options) {
+  auto per_round = options.clients_per_round ? options.clients_per_round
+                                             : options.num_clients;
+  if (options.min_clients == 0 || options.min_clients > per_round)
+    options.min_clients = per_round;
+  return options;
+}
+
+/// What round `round` publishes: `model`, made of updates of `weight`.
+round_result result_of(uint32_t round, snapshot_ptr model, double weight,
+                       round_roster::round_figures f) {
+  std::vector<uint32_t> staleness(f.contributors.size(), 0);
+  return {round,
+          std::move(model),
+          f.clients,
+          f.loss,
+          f.dp_epsilon,
+          std::move(f.missing),
+          std::move(f.contributors),
+          std::move(staleness),
+          weight,
+          std::move(f.relay_weights)};
+}
+
 class scheduler_state {
+  using dropped = round_roster::dropped;
+
 public:
   scheduler_state(aggregator_actor aggregator, scheduler_options options)
-      : aggregator_(std::move(aggregator)), options_(std::move(options)),
-        refusals_("scheduler", options_.refusals) {
-    auto per_round = options_.clients_per_round ? options_.clients_per_round
-                                                : options_.num_clients;
-    if (options_.min_clients == 0 || options_.min_clients > per_round)
-      options_.min_clients = per_round;
-  }
+      : aggregator_(std::move(aggregator)),
+        options_(with_min_clients(std::move(options))),
+        terms_{options_.weights, options_.rule_cfg.max_sample_size,
+               options_.relays},
+        roster_({options_.clients_per_round, options_.sampling_seed,
+                 options_.stream_sums, options_.keep_partial}),
+        refusals_("scheduler", options_.refusals) {}
 
   void attach(sync_scheduler_actor::pointer self) { self_ = self; }
 
@@ -67,37 +97,29 @@ public:
 
   /// Client `id` registered from `from` (its address, or in-process).
   void join(const std::string& id, const std::string& from) {
-    registered_.insert(id);
-    addresses_[id] = from;
-    known_.insert(id);
-    if (round_ == 0 && registered_.size() == options_.num_clients)
+    roster_.join(id, from);
+    if (roster_.round() == 0 &&
+        roster_.registered().size() == options_.num_clients)
       start_round(options_.first_round);
   }
 
+  /// Client `id` is lost for good: it leaves the round as the roster says
+  /// (round_roster::drop).
   void drop(const std::string& id) {
-    registered_.erase(id);
-    if (stopped_ || !participants_.erase(id))
+    roster_.unregister(id);
+    if (stopped_)
       return;
-    missing_.insert(id);
-    if (options_.stream_sums && offered_.count(id)) {
-      keep_streamed(id, closed_.erase(id) > 0);
-    } else if (offered_.count(id) && !closed_.count(id) &&
-               options_.keep_partial) {
-      offered_.erase(id); // its figures stay: its data is in the model
-      keep_partial(id);
-    } else if (offered_.count(id) && !closed_.count(id) && !finalizing_) {
-      offered_.erase(id);
-      figures_.erase(id);
-      discard_partial(id);
-    } else if (offered_.count(id)) {
-      offered_.erase(id);
-      closed_.erase(id);
-      figures_.erase(id);
-      if (!finalizing_)
-        collect_again(id, "it was dropped mid-upload");
-    } else {
+    auto how = roster_.drop(id, finalizing_);
+    if (how == dropped::not_in_round)
+      return;
+    if (how == dropped::before_offer)
       self_->send(aggregator_, expect_atom::value, contributors());
-    }
+    else if (how == dropped::whole_streamed) // awaited in no position now
+      group_.keep_whole();
+    else if (how == dropped::collect_again)
+      collect_again(id, "it was dropped mid-upload");
+    else if (how != dropped::forgotten)
+      abandon(id, how);
     check_round();
   }
 
@@ -107,145 +129,37 @@ public:
   caf::result<frame> offer(const frame& f) {
     auto o = msg::decode<msg::offer>(f);
     if (!o)
-      return refuse(o.err());
-    // A past round (an honest client that trained past its deadline, or a
-    // relay's child of a round given up): it sits it out and takes the next.
-    if (o->round < round_)
-      return msg::encode(
-          error{errc::not_in_round, "round " + std::to_string(o->round) +
-                                        " is over; open round is " +
-                                        std::to_string(round_)});
-    if (o->round == round_ && finalizing_) // its update is in, or too late
-      return msg::encode(
-          error{errc::not_in_round,
-                "round " + std::to_string(round_) + " is being finalized"});
-    if (o->round != round_)
-      return refuse(
-          {errc::wrong_round, "offer for round " + std::to_string(o->round) +
-                                  ", open round is " + std::to_string(round_)});
-    if (!registered_.count(o->client_id))
-      return refuse({errc::unknown_client, o->client_id});
-    if (sitting_out_)
-      return msg::encode(
-          error{errc::not_in_round, "round " + std::to_string(round_) +
-                                        " is sat out: the relay's children are "
-                                        "fewer than its min_clients"});
-    if (!participants_.count(o->client_id))
-      return refuse({errc::not_in_round,
-                     o->client_id + " is not in round " +
-                         std::to_string(round_) +
-                         (missing_.count(o->client_id)
-                              ? " (it missed the deadline)"
-                              : " (it joined after the round started)") +
-                         "; it takes part in the next"});
-    if (options_.weights == client_weighting::sample_size &&
-        o->sample_count == 0)
-      return refuse({errc::out_of_range,
-                     o->client_id + " offered an update of 0 samples, which "
-                                    "sample_size weights cannot average"});
-    auto relay = options_.relays.find(o->client_id);
-    if (o->partial_sum != (relay != options_.relays.end()))
-      return refuse({errc::not_authorized,
-                     o->partial_sum
-                         ? o->client_id + " offered a partial sum, which "
-                                          "only a relay in "
-                                          "server_configs.relays may"
-                         : o->client_id + " is a relay in "
-                                          "server_configs.relays and "
-                                          "must offer a partial sum"});
-    double weight = 1.0;
-    if (relay != options_.relays.end()) {
-      // A relay weighs what its children do, at most as many as it has.
-      auto cap = options_.rule_cfg.max_sample_size;
-      auto most = relay->second;
-      if (options_.weights == client_weighting::sample_size)
-        most *= cap > 0 ? cap : uint64_t{1} << 20;
-      if (o->sample_count == 0 && !offered_.count(o->client_id))
-        return sits_out(o->client_id);
-      if (o->sample_count == 0) // a restarted relay: its first sum decides
-        return msg::encode(error{
-            errc::not_in_round,
-            o->client_id + " offered a sum of round " + std::to_string(round_) +
-                " already, which stands or falls on its own"});
-      if (o->sample_count == 0 || o->sample_count > most)
-        return refuse({errc::out_of_range,
-                       o->client_id + " offered a partial sum of weight " +
-                           std::to_string(o->sample_count) +
-                           "; a relay of at most " +
-                           std::to_string(relay->second) +
-                           " clients weighs 1 to " + std::to_string(most)});
-      weight = static_cast<double>(o->sample_count);
-    } else if (options_.weights == client_weighting::sample_size) {
-      // A claimed sample count is capped at max_sample_size (2^20 unless
-      // set): one client's weight share stays at most cap / (cap + the
-      // others' weights).
-      auto cap = options_.rule_cfg.max_sample_size;
-      auto samples = cap > 0 ? std::min(o->sample_count, cap) : o->sample_count;
-      weight = static_cast<double>(samples);
-    }
-    offered_.insert(o->client_id);
-    // A repeated offer (a resume) keeps the figures of the first: its
-    // stream keeps the weight it was opened with. A loss counts within
-    // +-max_figure_magnitude, so that the round's weighted sum of losses
-    // stays finite (two finite 1e308 losses would make a relay's mean
-    // infinite, which its parent refuses).
-    figures_.try_emplace(o->client_id,
-                         offered_figures{msg::bounded_loss(o->train_loss),
-                                         o->dp_epsilon, weight});
+      return refusals_.refuse(o.err());
+    auto v = admit_round_offer(
+        *o, roster_.view_of(o->client_id, finalizing_, group_.sitting_out()),
+        terms_);
+    if (v.outcome == offer_verdict::kind::sits_out)
+      sits_out(o->client_id);
+    if (!v.admitted())
+      return answer_frame(v, refusals_);
+    roster_.offer(*o, v.weight);
     return self_->delegate(
         aggregator_, open_atom::value, upload_listener{self_},
-        upload_request{o->client_id, o->round, weight, o->manifest_digest,
+        upload_request{o->client_id, o->round, v.weight, o->manifest_digest,
                        o->total_bytes, o->chunk_count, o->update_norm,
                        o->partial_sum, o->update_id});
   }
 
-  /// Relay `id` offered a partial sum of weight 0: its own round could not
-  /// have its min_clients, and its group has nothing for this one. It
-  /// leaves the round at once, as a client that missed the deadline (one
-  /// vote fewer; the round goes on by min_clients), and takes the next.
-  frame sits_out(const std::string& id) {
-    participants_.erase(id);
-    missing_.insert(id);
-    log_line(log_level::warning, "scheduler",
-             "round " + std::to_string(round_) + ": relay " + id +
-                 " has no partial sum (its own round fell short of its "
-                 "min_clients); it leaves the round");
-    self_->send(aggregator_, expect_atom::value, contributors());
-    check_round();
-    return msg::encode(
-        error{errc::not_in_round, id + " sits round " + std::to_string(round_) +
-                                      " out: its group has no update"});
-  }
-
   /// A streaming relay: the sum of round `round` is settled up to `bytes`,
-  /// position 0 with weight `weight`. Once position 0 holds min_clients
-  /// updates the round streams (it is no longer sat out) and the server
-  /// hears each step, with the figures its upstream offer carries, as they
-  /// were then: the children in position 0 and their mean loss.
+  /// position 0 with weight `weight`; the server hears each step once the
+  /// round streams (group_round::settle).
   void settled(uint32_t round, uint64_t bytes, double weight) {
-    if (round != round_ || stopped_ || sitting_out_ || weight <= 0)
+    if (round != roster_.round() || stopped_)
       return;
-    if (!streaming_) {
-      auto clients = static_cast<uint32_t>(participants_.size()) + kept_;
-      if (clients < options_.min_clients)
-        return; // the round is sat out (check_round)
-      streaming_ = true;
-      stream_clients_ = clients;
-      stream_loss_ = 0;
-      for (const auto& [id, f] : figures_)
-        stream_loss_ += f.train_loss;
-      stream_loss_ /= static_cast<double>(std::max<size_t>(1, figures_.size()));
-    }
-    self_->send(server_, settled_atom::value, round,
-                relay_step{weight, stream_loss_, stream_clients_, bytes});
+    if (auto step = group_.settle(bytes, weight, roster_, options_.min_clients))
+      self_->send(server_, settled_atom::value, round, *step);
   }
 
   void update_closed(const std::string& id, uint32_t round) {
-    if (round != round_ || !offered_.count(id))
+    if (round != roster_.round() || !roster_.close(id))
       return;
-    closed_.insert(id);
-    if (overdue_ && closed_.size() >= options_.min_clients)
-      self_->send(self_, deadline_atom::value, round_); // enough now
+    if (roster_.overdue() && roster_.closed().size() >= options_.min_clients)
+      self_->send(self_, deadline_atom::value, round); // enough now
     check_round();
   }
 
@@ -255,18 +169,15 @@ public:
   void reject(const std::string& id, uint32_t round, uint64_t folded,
               const error& refusal) {
     auto why = to_string(refusal);
-    if (stopped_ || round != round_ || !participants_.erase(id))
+    if (stopped_ || round != roster_.round() || !roster_.leave(id))
       return;
-    missing_.insert(id);
     log_line(log_level::warning, "scheduler",
              "round " + std::to_string(round) + ": " + id +
                  " leaves the round: " + why);
     self_->send(server_, reject_atom::value, id, refusal);
-    offered_.erase(id);
-    closed_.erase(id);
-    figures_.erase(id);
+    roster_.forget(id);
     if (options_.stream_sums) // what it folded stays (the aggregator cut it)
-      kept_ += folded > 0 ? 1 : 0;
+      group_.keep_cut(folded);
     if (folded > 0 && !finalizing_ && !options_.stream_sums)
       // a rejected update never stays
       collect_again(id, "its rejected update had " + std::to_string(folded) +
@@ -279,7 +190,7 @@ public:
   /// A relay: round `round`'s parent's model never comes whole (its
   /// download was given up): nobody could offer, the round is sat out.
   void model_never_whole(uint32_t round) {
-    if (round != round_ || finalizing_ || stopped_)
+    if (round != roster_.round() || finalizing_ || stopped_)
       return;
     fail_round("round " + std::to_string(round) +
                ": the parent's model of the round never came whole");
@@ -288,88 +199,59 @@ public:
   void deadline(uint32_t round) {
     if (round == 0)
       return registration_over();
-    if (round != round_ || finalizing_ || stopped_)
+    if (round != roster_.round() || finalizing_ || stopped_)
       return;
-    auto cut =
-        cut_at_deadline(participants_, offered_, closed_, options_.min_clients,
-                        options_.wait_after_deadline && !sitting_out_);
-    if (cut.wait) {
-      if (!overdue_)
-        log_line(log_level::warning, "scheduler",
-                 "round " + std::to_string(round_) +
-                     ": the deadline passed with " +
-                     std::to_string(closed_.size()) + " updates delivered, " +
-                     "min_clients is " + std::to_string(options_.min_clients) +
-                     "; waiting for min_clients");
-      overdue_ = true;
-      return;
-    }
-    overdue_ = false;
-    if (cut.uploading.empty() && cut.not_offered.empty())
+    bool overdue = roster_.overdue();
+    auto cut = roster_.cut_at_deadline(options_.min_clients,
+                                       options_.wait_after_deadline &&
+                                           !group_.sitting_out());
+    if (cut.wait && !overdue)
+      log_line(log_level::warning, "scheduler",
+               waiting_for_min_clients(round, roster_.closed().size(),
+                                       options_.min_clients));
+    if (cut.wait || (cut.uploading.empty() && cut.not_offered.empty()))
       return;
     // First the streams: the window must not move before they are judged.
     if (!cut.uploading.empty())
       expire(cut.uploading);
-    for (const auto& id : cut.not_offered) {
-      participants_.erase(id);
-      missing_.insert(id);
-      refusals_.refuse(not_offered_by_deadline(id, addresses_[id], round_));
-    }
+    for (const auto& id : cut.not_offered) // they left the round
+      refusals_.refuse(
+          not_offered_by_deadline(id, roster_.address_of(id), round));
     if (!cut.not_offered.empty())
       log_line(log_level::warning, "scheduler",
-               "round " + std::to_string(round_) +
-                   ": the deadline passed without an update from " +
-                   join_ids(cut.not_offered));
+               no_update_by_deadline(round, cut.not_offered));
     self_->send(aggregator_, expect_atom::value, contributors());
     check_round();
   }
 
 private:
-  uint32_t contributors() const {
-    return static_cast<uint32_t>(participants_.size()) + kept_whole_;
-  }
-
-  /// The clients of round `r`: every registered one, or clients_per_round
-  /// of them drawn with the seed and the round number (reproducible).
-  std::set<std::string> sample(uint32_t r) const {
-    auto k = options_.clients_per_round;
-    if (k == 0 || k >= registered_.size())
-      return registered_;
-    std::vector<std::string> ids(registered_.begin(), registered_.end());
-    std::mt19937_64 rng{options_.sampling_seed * 1000003ull + r};
-    // A partial Fisher-Yates shuffle: the first k are a uniform sample.
-    for (uint32_t i = 0; i < k; ++i) {
-      std::uniform_int_distribution<size_t> pick{i, ids.size() - 1};
-      std::swap(ids[i], ids[pick(rng)]);
-    }
-    return {ids.begin(), ids.begin() + k};
-  }
+  uint32_t contributors() const { return group_.contributors(roster_); }
 
   void start_round(uint32_t r) {
-    round_ = r;
     finalizing_ = false;
-    overdue_ = false;
-    sitting_out_ = false;
-    streaming_ = false;
-    kept_ = kept_whole_ = 0;
-    offered_.clear();
-    closed_.clear();
-    missing_.clear();
-    figures_.clear();
-    participants_ = sample(r);
-    if (participants_.size() < options_.min_clients)
-      return fail_round("round " + std::to_string(r) + " cannot start: " +
-                            std::to_string(participants_.size()) +
-                            " clients are registered, min_clients is " +
-                            std::to_string(options_.min_clients),
-                        false);
+    group_.start();
+    roster_.start(r);
+    if (roster_.participants().size() < options_.min_clients)
+      return fail_round(roster_.cannot_start(options_.min_clients), false);
     self_->send(aggregator_, expect_atom::value, contributors());
-    self_->send(
-        server_, start_atom::value, r,
-        std::vector<std::string>(participants_.begin(), participants_.end()));
+    self_->send(server_, start_atom::value, r,
+                std::vector<std::string>(roster_.participants().begin(),
+                                         roster_.participants().end()));
     if (options_.round_deadline.count() > 0 && !options_.deadline_from_server)
       self_->delayed_send(self_, options_.round_deadline, deadline_atom::value,
                           r);
+  }
+
+  /// Relay `id` offered a partial sum of weight 0: its own round could not
+  /// have its min_clients, and its group has nothing for this one. It
+  /// leaves the round at once, as a client that missed the deadline (one
+  /// vote fewer; the round goes on by min_clients), and takes the next.
+  void sits_out(const std::string& id) {
+    roster_.leave(id);
+    log_line(log_level::warning, "scheduler",
+             relay_without_sum(roster_.round(), id));
+    self_->send(aggregator_, expect_atom::value, contributors());
+    check_round();
   }
 
   /// The round deadline passed while `ids` were uploading: the aggregator
@@ -377,11 +259,8 @@ private:
   /// names the clients without a stream, who leave the round here. The
   /// round waits for the answer.
   void expire(const std::set<std::string>& ids) {
-    auto r = round_;
-    log_line(log_level::warning, "scheduler",
-             "round " + std::to_string(r) +
-                 ": the deadline passed before the uploads of " +
-                 join_ids(ids) + " were complete");
+    auto r = roster_.round();
+    log_line(log_level::warning, "scheduler", uploads_cut_at_deadline(r, ids));
     ++abandoning_;
     self_
         ->request(aggregator_, caf::infinite, expire_atom::value, r,
@@ -389,14 +268,9 @@ private:
                   upload_past_deadline(options_.round_deadline))
         .then([this, r](const std::vector<std::string>& without_stream) {
           --abandoning_;
-          if (r != round_ || stopped_ || finalizing_)
+          if (r != roster_.round() || stopped_ || finalizing_)
             return;
-          for (const auto& id : without_stream)
-            if (participants_.erase(id)) {
-              missing_.insert(id);
-              offered_.erase(id);
-              figures_.erase(id);
-            }
+          roster_.leave_without_stream(without_stream);
           self_->send(aggregator_, expect_atom::value, contributors());
           check_round();
         });
@@ -405,10 +279,10 @@ private:
   /// The registration deadline passed: round 1 starts with the clients
   /// registered, or the run ends naming those that never came.
   void registration_over() {
-    if (round_ != 0 || stopped_)
+    if (roster_.round() != 0 || stopped_)
       return;
     auto v = registration_deadline_passed(
-        registered_, options_.expected_clients, options_.num_clients,
+        roster_.registered(), options_.expected_clients, options_.num_clients,
         options_.min_clients, options_.registration_deadline);
     if (!v.start && !options_.relay)
       return stop(v.message);
@@ -418,148 +292,104 @@ private:
     start_round(options_.first_round);
   }
 
-  /// partial_updates: keep. What `dropped` delivered stays in the round.
-  void keep_partial(const std::string& dropped) {
-    auto r = round_;
-    self_->request(aggregator_, caf::infinite, abandon_atom::value, dropped, r)
-        .then([this, dropped, r](uint64_t chunks) {
-          if (r == round_ && !stopped_) // no position waits for it now
-            self_->send(aggregator_, expect_atom::value, contributors());
-          log_line(log_level::warning, "scheduler",
-                   "round " + std::to_string(r) + ": " + dropped +
-                       " was dropped mid-upload; its " +
-                       std::to_string(chunks) + " delivered chunks are kept");
+  /// `id` was dropped mid-upload (`how`): the aggregator closes its
+  /// stream and says how many chunks of it are in the sum. The round waits
+  /// for the answer, unless partial_updates: keep (what it delivered stays
+  /// in the round, whatever it is).
+  void abandon(const std::string& id, dropped how) {
+    auto r = roster_.round();
+    uint32_t awaited = how == dropped::partial_kept ? 0 : 1;
+    abandoning_ += awaited;
+    self_->request(aggregator_, caf::infinite, abandon_atom::value, id, r)
+        .then([this, id, r, how, awaited](uint64_t chunks) {
+          abandoning_ -= awaited;
+          abandoned(id, r, how, chunks);
         });
   }
 
-  /// A streaming relay: `dropped` offered (and delivered its whole update
-  /// iff `whole`). What it delivered stays in the round's sum, and it
-  /// counts towards min_clients iff that is a chunk or more. The round
-  /// waits for the answer.
-  void keep_streamed(const std::string& dropped, bool whole) {
-    offered_.erase(dropped); // its figures stay: its data is in the sum
-    if (whole) {             // awaited no more, and still in every position
-      ++kept_;
-      ++kept_whole_;
-      return;
+  /// `chunks` of `id`'s update of round `r` are in the sum. Kept (keep, or
+  /// a streaming relay's child, which counts towards min_clients iff that
+  /// is a chunk or more): no position waits for it now. Discarded: none,
+  /// the round goes on without it (an offer and a vanishing act must not
+  /// make every other client upload again); some: the round's updates are
+  /// collected again.
+  void abandoned(const std::string& id, uint32_t r, dropped how,
+                 uint64_t chunks) {
+    bool open = r == roster_.round() && !stopped_;
+    auto note = round_roster::dropped_note(r, id, how, chunks);
+    if (how == dropped::partial_kept) {
+      if (open)
+        self_->send(aggregator_, expect_atom::value, contributors());
+      return log_line(log_level::warning, "scheduler", note);
     }
-    auto r = round_;
-    ++abandoning_;
-    self_->request(aggregator_, caf::infinite, abandon_atom::value, dropped, r)
-        .then([this, dropped, r](uint64_t chunks) {
-          --abandoning_;
-          if (r != round_ || stopped_)
-            return;
-          kept_ += chunks > 0 ? 1 : 0;
-          // Cut where it stopped, or (an offer refused: no stream) awaited
-          // nowhere: either way no position waits for it now.
-          self_->send(aggregator_, expect_atom::value, contributors());
-          log_line(log_level::warning, "scheduler",
-                   "round " + std::to_string(r) + ": " + dropped +
-                       " was dropped mid-upload; its " +
-                       std::to_string(chunks) +
-                       " delivered chunks stay in the relay's sum");
-          check_round();
-        });
-  }
-
-  /// partial_updates: discard, `dropped` offered and had not finished its
-  /// upload: the aggregator closes its stream and says how many chunks it
-  /// folded. None: the round goes on without it (an offer and a vanishing
-  /// act must not make every other client upload again); some: the round's
-  /// updates are collected again. The round waits for the answer.
-  void discard_partial(const std::string& dropped) {
-    auto r = round_;
-    ++abandoning_;
-    self_->request(aggregator_, caf::infinite, abandon_atom::value, dropped, r)
-        .then([this, dropped, r](uint64_t chunks) {
-          --abandoning_;
-          if (r != round_ || stopped_ || finalizing_)
-            return;
-          if (chunks > 0) {
-            collect_again(dropped, "it was dropped mid-upload");
-          } else {
-            log_line(log_level::warning, "scheduler",
-                     "round " + std::to_string(r) + ": " + dropped +
-                         " was dropped before sending a chunk");
-            // (its offer may have been refused: no stream, nothing cut)
-            self_->send(aggregator_, expect_atom::value, contributors());
-          }
-          check_round();
-        });
+    if (!open || (how == dropped::partial_dropped && finalizing_))
+      return;
+    if (how == dropped::cut_streamed) {
+      group_.keep_cut(chunks);
+      // Cut where it stopped, or (an offer refused: no stream) awaited
+      // nowhere: either way no position waits for it now.
+      self_->send(aggregator_, expect_atom::value, contributors());
+      log_line(log_level::warning, "scheduler", note);
+    } else if (chunks > 0) {
+      collect_again(id, "it was dropped mid-upload");
+    } else {
+      log_line(log_level::warning, "scheduler", note);
+      // (its offer may have been refused: no stream, nothing cut)
+      self_->send(aggregator_, expect_atom::value, contributors());
+    }
+    check_round();
   }
 
   /// `gone` sent chunks that are in the sum: start the collection over.
   void collect_again(const std::string& gone, const std::string& why) {
-    if (options_.relay && participants_.size() < options_.min_clients) {
+    if (options_.relay &&
+        roster_.participants().size() < options_.min_clients) {
       // The round is sat out (fail_round): nothing of it goes up, so no
       // collection again; the window only stops awaiting `gone`.
       self_->send(aggregator_, expect_atom::value, contributors());
       return;
     }
     log_line(log_level::warning, "scheduler",
-             "round " + std::to_string(round_) + ": " + gone + " left: " + why +
-                 "; collecting the " + "updates of " + join_ids(offered_) +
-                 " again");
+             roster_.collecting_again(gone, why));
     self_->send(aggregator_, reset_atom::value, contributors());
-    std::vector<std::string> again(offered_.begin(), offered_.end());
-    offered_.clear();
-    closed_.clear();
+    auto again = roster_.collect_again();
     if (!again.empty())
-      self_->send(server_, resend_atom::value, round_, std::move(again));
+      self_->send(server_, resend_atom::value, roster_.round(),
+                  std::move(again));
   }
 
   void check_round() {
-    if (stopped_ || finalizing_ || round_ == 0 || abandoning_ > 0)
+    if (stopped_ || finalizing_ || roster_.round() == 0 || abandoning_ > 0)
       return;
-    if (participants_.size() + kept_ < options_.min_clients && !streaming_)
+    if (group_.falls_short(roster_.participants().size(), options_.min_clients))
       return fail_round(
-          "round " + std::to_string(round_) + " failed: only " +
-          std::to_string(participants_.size()) + " of " +
-          std::to_string(options_.num_clients) +
-          " clients can still deliver (missing: " + join_ids(missing_) +
-          "), min_clients is " + std::to_string(options_.min_clients));
-    if (closed_.size() == participants_.size())
+          roster_.short_of_clients(options_.num_clients, options_.min_clients));
+    if (roster_.all_closed())
       finalize();
   }
 
   /// Round `round_` cannot have min_clients (`why`): a server's run ends;
-  /// a relay's group sits its parent's round out, once every participant
-  /// of an `announced` round has closed its update or left (a new round
-  /// must not find an upload open, nor an offer come for a round gone).
+  /// a relay's group sits its parent's round out (group_round::sit_out),
+  /// once every participant of an `announced` round has closed its update
+  /// or left (a new round must not find an upload open, nor an offer come
+  /// for a round gone).
   void fail_round(const std::string& why, bool announced = true) {
     if (!options_.relay)
       return stop(why);
-    bool first = !sitting_out_;
-    if (announced && first) {
-      // Whoever has not offered yet leaves now (and is refused if it does):
-      // the round is lost already, only uploads under way are awaited.
-      for (auto it = participants_.begin(); it != participants_.end();)
-        if (offered_.count(*it)) {
-          ++it;
-        } else {
-          missing_.insert(*it);
-          it = participants_.erase(it);
-        }
+    auto step = group_.sit_out(announced, roster_);
+    if (step.cut) {
       self_->send(aggregator_, expect_atom::value, contributors());
-      sitting_out_ = true;
-      if (closed_.size() < participants_.size())
-        log_line(log_level::warning, "scheduler",
-                 why + "; the relay sits its parent's round out once the "
-                       "updates under way have closed");
+      if (step.waits)
+        log_line(log_level::warning, "scheduler", group_round::waits_note(why));
     }
-    if (announced && closed_.size() < participants_.size())
+    if (step.waits)
       return;
     finalizing_ = true;
-    auto r = round_;
+    auto r = roster_.round();
     // Not announced: the server sits the round out once the parent's model
     // is in, if the children are still too few then.
     log_line(announced ? log_level::warning : log_level::debug, "scheduler",
-             (first ? why
-                    : "round " + std::to_string(r) +
-                          ": the updates under way have closed") +
-                 "; the relay sits its parent's round out (its group "
-                 "offers nothing) and takes the next");
+             group_round::sits_out_note(why, step, r));
     self_->send(aggregator_, reset_atom::value, uint32_t{0});
     self_->request(server_, caf::infinite, sit_out_atom::value, r)
         .then(
@@ -578,10 +408,8 @@ private:
   /// up at (the aggregator scales it to that, and publish reports it).
   void finalize() {
     finalizing_ = true;
-    auto r = round_;
-    double weight = 0;
-    for (const auto& id : closed_)
-      weight += figures_[id].weight;
+    auto r = roster_.round();
+    double weight = roster_.closed_weight();
     self_->request(aggregator_, caf::infinite, finalize_atom::value, r, weight)
         .then([this, r, weight](
                   snapshot_ptr next) { publish(r, std::move(next), weight); },
@@ -591,31 +419,10 @@ private:
   }
 
   void publish(uint32_t r, snapshot_ptr next, double weight) {
-    auto clients = static_cast<uint32_t>(closed_.size());
-    double loss = 0, epsilon = 0;
-    for (const auto& id : closed_)
-      loss += figures_[id].train_loss;
-    // Epsilon also counts a kept partial update's client.
-    for (const auto& [id, f] : figures_)
-      epsilon = std::max(epsilon, f.dp_epsilon);
-    loss /= std::max(1u, clients);
-    // Every client the run has known that is not in this round's model.
-    std::vector<std::string> missing;
-    for (const auto& id : known_)
-      if (!closed_.count(id))
-        missing.push_back(id);
-    std::vector<std::string> in(closed_.begin(), closed_.end());
-    std::vector<uint32_t> staleness(in.size(), 0);
-    std::vector<std::pair<std::string, double>> relay_weights;
-    for (const auto& id : in)
-      if (options_.relays.count(id))
-        relay_weights.emplace_back(id, figures_[id].weight);
     self_
         ->request(server_, caf::infinite, publish_atom::value,
-                  round_result{r, std::move(next), clients, loss, epsilon,
-                               std::move(missing), std::move(in),
-                               std::move(staleness), weight,
-                               std::move(relay_weights)})
+                  result_of(r, std::move(next), weight,
+                            roster_.figures(options_.relays)))
         .then(
             [this, r](bool go_on) {
               if (!go_on) // the server stopped the run and said why
@@ -637,39 +444,15 @@ private:
     self_->send(server_, stop_atom::value, reason);
   }
 
-  frame refuse(const error& e) const { return refusals_.refuse(e); }
-
   sync_scheduler_actor::pointer self_ = nullptr;
   aggregator_actor aggregator_;
   round_host server_;
   scheduler_options options_;
-  std::set<std::string> known_;        ///< every client that ever joined
-  std::set<std::string> registered_;   ///< joined and not dropped
-  std::set<std::string> participants_; ///< may still deliver to this round
-  std::set<std::string> missing_;      ///< left this round
-  std::set<std::string> offered_;
-  std::set<std::string> closed_;
-  /// What each offer of the round reported: its loss and DP-SGD epsilon,
-  /// and the weight it was given.
-  struct offered_figures {
-    double train_loss = 0;
-    double dp_epsilon = 0;
-    double weight = 1;
-  };
-  std::map<std::string, offered_figures> figures_;
-  std::map<std::string, std::string> addresses_; ///< where each registered
-  uint32_t round_ = 0;
+  admission_terms terms_;
+  round_roster roster_; ///< who is in the open round, and their figures
+  group_round group_;   ///< a relay's: sat out, or streaming
   bool finalizing_ = false;
   uint32_t abandoning_ = 0; ///< drops whose folded chunks are being asked
-  bool overdue_ = false;    ///< deadline passed, waiting for min_clients offers
-  bool sitting_out_ = false; ///< a relay's round short of min_clients
-  /// A streaming relay: its round's sum goes up (it is never sat out now),
-  /// and the children that left it with chunks in the sum.
-  bool streaming_ = false;
-  uint32_t kept_ = 0;
-  uint32_t kept_whole_ = 0;     ///< of those, the ones that had delivered all
-  double stream_loss_ = 0;      ///< the offer's: the children's mean loss
-  uint32_t stream_clients_ = 0; ///< and how many were in position 0
   bool stopped_ = false;
   refusal_log refusals_;
 };

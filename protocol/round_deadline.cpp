@@ -33,6 +33,26 @@ deadline_cut cut_at_deadline(const std::set<std::string>& participants,
   return cut;
 }
 
+std::string waiting_for_min_clients(uint32_t round, size_t delivered,
+                                    uint32_t min_clients) {
+  return "round " + std::to_string(round) + ": the deadline passed with " +
+         std::to_string(delivered) + " updates delivered, min_clients is " +
+         std::to_string(min_clients) + "; waiting for min_clients";
+}
+
+std::string no_update_by_deadline(uint32_t round,
+                                  const std::set<std::string>& ids) {
+  return "round " + std::to_string(round) +
+         ": the deadline passed without an update from " + join_ids(ids);
+}
+
+std::string uploads_cut_at_deadline(uint32_t round,
+                                    const std::set<std::string>& ids) {
+  return "round " + std::to_string(round) +
+         ": the deadline passed before the uploads of " + join_ids(ids) +
+         " were complete";
+}
+
 namespace {
 
 /// "2.5" for 2500 ms.

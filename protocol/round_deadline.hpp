@@ -8,6 +8,7 @@
 // Thread-safety: value types and pure functions only.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -38,6 +39,20 @@ deadline_cut cut_at_deadline(const std::set<std::string>& participants,
                              const std::set<std::string>& offered,
                              const std::set<std::string>& closed,
                              uint32_t min_clients, bool wait);
+
+/// The log line of round `round`'s deadline passed with `delivered`
+/// updates, fewer than `min_clients`: the round waits for min_clients.
+std::string waiting_for_min_clients(uint32_t round, size_t delivered,
+                                    uint32_t min_clients);
+
+/// The log line of round `round`'s deadline passed without an update from
+/// `ids` (they leave the round).
+std::string no_update_by_deadline(uint32_t round,
+                                  const std::set<std::string>& ids);
+
+/// The log line of round `round`'s deadline passed while `ids` uploaded.
+std::string uploads_cut_at_deadline(uint32_t round,
+                                    const std::set<std::string>& ids);
 
 /// The refusal of client `id` (registered from `from`) that had not
 /// offered by round `round`'s deadline.
