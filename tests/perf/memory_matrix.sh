@@ -16,6 +16,10 @@
 # peak RSS per extra client for each mode and size, against the budget of
 # window x chunk_bytes + 1 MiB (the chunks one client may have in flight,
 # plus its connection's buffers).
+# OLD=path/to/another/fedcaf (and PAIRS, default 1) runs each case with
+# both builds, this one first, PAIRS times in turn (interleaved: a noisy
+# machine drifts alike for both), and ends with this build's s/round and
+# peak RSS over the other's, per case.
 set -u
 fedcaf=${1:-build/fedcaf}
 sizes=${2:-"256 1024"}
@@ -26,10 +30,14 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(mktemp -d); pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$out"' EXIT
 echo "aggregator: $aggregator"
-printf "%7s %8s %3s %6s %12s %12s %10s %10s\n" "mode" "S_MiB" "N" "chunk" "server/S" "client/S" "s/round" "GB/s"
+binaries=("$fedcaf"); [ -n "${OLD:-}" ] && binaries+=("$OLD")
+printf "%7s %8s %3s %6s %12s %12s %10s %10s %5s\n" "mode" "S_MiB" "N" "chunk" "server/S" "client/S" "s/round" "GB/s" "build"
 for mode in $modes; do
 for mib in $sizes; do
   for n in $counts; do
+   for pair in $(seq 1 "${PAIRS:-1}"); do
+   for bin in "${binaries[@]}"; do
+    which=new; [ "$bin" = "${binaries[0]}" ] || which=old
     port=$(( 20000 + RANDOM % 20000 ))
     set_s=(--set "client_configs.model_configs.total_bytes=$((mib << 20))"
            --set "server_configs.num_clients=$n"
@@ -39,11 +47,11 @@ for mib in $sizes; do
     if [ "$mode" = disk ]; then
       set_s+=(--set client_configs.train_configs.storage=disk)
     fi
-    timeout 900 "$fedcaf" server -c "$src/configs/synthetic_dummy.yaml" "${set_s[@]}" \
+    timeout 900 "$bin" server -c "$src/configs/synthetic_dummy.yaml" "${set_s[@]}" \
       --report "$out/server.json" > "$out/server.log" 2>&1 & pids+=($!); server=$!
     clients=()
     for k in $(seq 1 "$n"); do
-      timeout 900 "$fedcaf" client -c "$src/configs/client_1.yaml" \
+      timeout 900 "$bin" client -c "$src/configs/client_1.yaml" \
         --set "client_id=Client$k" \
         --set "data_configs.dataset_kwargs.num_clients=$n" \
         --set "data_configs.dataset_kwargs.client_id=$((k - 1))" \
@@ -53,9 +61,9 @@ for mib in $sizes; do
     rc=0; wait "$server" || rc=$?
     for c in "${clients[@]}"; do wait "$c" || rc=$?; done
     if [ $rc -ne 0 ]; then echo "run S=$mib MiB N=$n failed"; tail -3 "$out"/*.log; continue; fi
-    python3 - "$out" "$mib" "$n" "$mode" <<'PY'
+    python3 - "$out" "$mib" "$n" "$mode" "$which" <<'PY'
 import json, sys, glob
-out, mib, n, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+out, mib, n, mode, which = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 s = mib << 20
 server = json.load(open(f"{out}/server.json"))
 clients = [json.load(open(f)) for f in glob.glob(f"{out}/client_*.json")]
@@ -64,15 +72,34 @@ secs = sum(r["wall_seconds"] for r in rounds) / len(rounds)
 moved = sum(r["bytes_up"] + r["bytes_down"] for r in rounds) / len(rounds)
 chunk = server["config"]["server_configs"]["comm_configs"]["stream_configs"]["chunk_bytes"]
 window = server["config"]["server_configs"]["comm_configs"]["stream_configs"]["window"]
-with open(f"{out}/peaks.txt", "a") as f:
-    f.write(f"{mode} {mib} {n} {server['peak_rss_bytes']} {chunk} {window}\n")
+if which == "new":
+    with open(f"{out}/peaks.txt", "a") as f:
+        f.write(f"{mode} {mib} {n} {server['peak_rss_bytes']} {chunk} {window}\n")
+with open(f"{out}/pairs.txt", "a") as f:
+    f.write(f"{which} {mode} {mib} {n} {secs} {server['peak_rss_bytes']}\n")
 print(f"{mode:>7} {mib:8d} {n:3d} {chunk >> 10:5d}K {server['peak_rss_bytes'] / s:12.3f} "
-      f"{max(c['peak_rss_bytes'] for c in clients) / s:12.3f} {secs:10.2f} {moved / secs / 1e9:10.2f}")
+      f"{max(c['peak_rss_bytes'] for c in clients) / s:12.3f} {secs:10.2f} {moved / secs / 1e9:10.2f} {which:>5}")
 PY
     rm -f "$out"/*.json
+   done
+   done
   done
 done
 done
+[ -n "${OLD:-}" ] && [ -f "$out/pairs.txt" ] && python3 - "$out/pairs.txt" <<'PY'
+import sys, collections, statistics
+runs = collections.defaultdict(lambda: collections.defaultdict(list))
+for line in open(sys.argv[1]):
+    which, mode, mib, n, secs, peak = line.split()
+    runs[(mode, int(mib), int(n))][which].append((float(secs), int(peak)))
+for (mode, mib, n), by in sorted(runs.items()):
+    if not by["new"] or not by["old"]:
+        continue
+    t = statistics.mean(x[0] for x in by["new"]) / statistics.mean(x[0] for x in by["old"])
+    r = statistics.mean(x[1] for x in by["new"]) / statistics.mean(x[1] for x in by["old"])
+    print(f"{mode} {mib} MiB, {n} clients: this build over OLD: s/round {t:.3f}, "
+          f"server peak RSS {r:.3f} ({len(by['new'])} pairs)")
+PY
 [ -f "$out/peaks.txt" ] && python3 - "$out/peaks.txt" <<'PY'
 import sys, collections
 runs = collections.defaultdict(dict)
