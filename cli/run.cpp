@@ -9,6 +9,7 @@
 #include "local_clients.hpp"
 #include "run_outputs.hpp"
 #include "server_wiring.hpp"
+#include "side_command.hpp"
 #include "simulated_tree.hpp"
 
 #include <algorithm>
@@ -55,93 +56,181 @@ result<config> load(const options& opts, config_role role) {
   return cfg;
 }
 
+/// `simulate`: a server side and its clients in this process, or a tree
+/// of relays (server_configs.simulated_relays) with theirs.
+class simulate_command final : public side_command {
+public:
+  simulate_command(const options& opts, const config& cfg)
+      : side_command(opts, cfg, shape_of(cfg)),
+        side_cfg_(cfg.server.simulated_relays > 0
+                      ? simulated_tree::root_config(cfg)
+                      : cfg),
+        client_reports_(cfg.server.num_clients) {}
+
+private:
+  static uint32_t per_round(const config& cfg) {
+    auto n = cfg.server.num_clients;
+    return cfg.server.clients_per_round
+               ? std::min(n, cfg.server.clients_per_round)
+               : n;
+  }
+  static side_shape shape_of(const config& cfg) {
+    return {"simulate", per_round(cfg) + 3, false, true};
+  }
+
+  // The live view shows the side's config: a tree's root has R clients,
+  // the relays.
+  const config& view_config() const override { return side_cfg_; }
+
+  result<void> after_view() override {
+    warn_if_trimming_nothing(cfg_);
+    auto test = test_set_for(cfg_);
+    if (!test)
+      return test.err();
+    test_ = std::move(*test);
+    sets_ = std::make_shared<lazy_data>(cfg_.data);
+    // The clients train with LibTorch on the training split: read and
+    // check it now, so that a bad file stops the command before the run
+    // starts.
+    if (cfg_.clients.train.trainer == trainer_kind::vanilla)
+      if (auto train = sets_->train.get(); !train)
+        return train.err();
+    threads_per_client_ = std::max(1u, cores() / per_round(cfg_));
+    if (cfg_.server.simulated_relays > 0)
+      tree_.emplace(cfg_, opts_, sets_, stop_, threads_per_client_,
+                    client_reports_);
+    return {};
+  }
+
+  std::optional<int> in_system(caf::actor_system& sys) override {
+    console_progress console;
+    auto side = spawn_side(sys, side_cfg_, test_, console.meter());
+    if (!side)
+      return failed(to_string(side.err()));
+    std::vector<client_actor> clients;
+    if (tree_)
+      tree_->spawn(sys, side->server);
+    else
+      clients = spawn_clients(sys, side->server);
+    auto n = cfg_.server.num_clients;
+    if (tree_)
+      std::printf("simulating %u clients under %u relays, %u rounds\n", n,
+                  cfg_.server.simulated_relays, cfg_.server.num_global_epochs);
+    else
+      std::printf("simulating %u clients, %u rounds\n", n,
+                  cfg_.server.num_global_epochs);
+    await_end(sys, *side, clients, nullptr);
+    if (tree_)
+      if (auto why = tree_->finish(sys, report_.failure);
+          !why.empty() && report_.failure.empty())
+        report_.failure = why;
+    side->shut_down(sys);
+    return std::nullopt;
+  }
+
+  /// The clients of a flat run, registering with `server`.
+  std::vector<client_actor> spawn_clients(caf::actor_system& sys,
+                                          const server_actor& server) {
+    std::vector<client_actor> clients;
+    auto n = cfg_.server.num_clients;
+    for (uint32_t i = 0; i < n; ++i) {
+      client_options co;
+      co.client_id = "Client" + std::to_string(i + 1);
+      co.idle_timeout = millis_of(cfg_.server.comm.stream.idle_timeout_s);
+      co.hold_model = per_round(cfg_) == n; // sampled: no model between rounds
+      clients.push_back(spawn_client(
+          sys, server, co,
+          local_trainer(sets_, cfg_.data, i, threads_per_client_, stop_),
+          &client_reports_[i]));
+    }
+    return clients;
+  }
+
+  void after_system() override {
+    for (const auto& c : client_reports_) {
+      report_.peak_in_flight =
+          std::max(report_.peak_in_flight, c.peak_in_flight);
+      if (report_.failure.empty() && !c.failure.empty())
+        report_.failure = c.node + ": " + c.failure;
+    }
+    report_.clients = std::move(client_reports_);
+  }
+
+  /// The config the server side runs: the root's of a tree, else cfg_.
+  const config side_cfg_;
+  dataset_ptr test_;
+  std::shared_ptr<lazy_data> sets_;
+  uint32_t threads_per_client_ = 1;
+  std::vector<run_report> client_reports_;
+  std::optional<simulated_tree> tree_;
+};
+
+/// `server`: a server side whose clients come over the network.
+class server_command final : public side_command {
+public:
+  server_command(const options& opts, const config& cfg)
+      : side_command(opts, cfg, {"server", 4, true, true}) {}
+
+private:
+  result<void> before_view() override {
+    warn_if_trimming_nothing(cfg_);
+    if (cfg_.server.round_deadline_s == 0 &&
+        cfg_.server.scheduler == scheduler_kind::sync)
+      log_line("server", "note: no scheduler_kwargs.round_deadline_s: a "
+                         "registered client that never offers holds each "
+                         "round open until it is dropped");
+    const auto& comm = cfg_.server.comm;
+    if (!cfg_.server.relays.empty() && !comm.auth.enabled && !comm.use_ssl)
+      log_line(log_level::warning, "server",
+               "server_configs.relays without tokens or TLS: anyone who "
+               "reaches the server can register as a relay's id (and weigh "
+               "what it may); set use_authenticator or use_ssl");
+    auto door = front_door_of(comm);
+    if (!door)
+      return door.err();
+    door_ = std::move(*door);
+    return {};
+  }
+
+  result<void> after_view() override {
+    auto test = test_set_for(cfg_);
+    if (!test)
+      return test.err();
+    test_ = std::move(*test);
+    return {};
+  }
+
+  std::optional<int> in_system(caf::actor_system& sys) override {
+    console_progress console;
+    auto side = spawn_side(sys, cfg_, test_, console.meter());
+    if (!side)
+      return failed(to_string(side.err()));
+    const auto& comm = cfg_.server.comm;
+    auto gate = listen_for(
+        sys, *side, door_, comm,
+        (comm.use_ssl ? " (TLS, client certificates required)"
+                      : " (plain TCP)") +
+            std::string{comm.auth.enabled ? ", tokens required" : ""} +
+            ", waiting for " + std::to_string(cfg_.server.num_clients) +
+            " clients");
+    if (!gate)
+      return failed(to_string(gate.err()));
+    await_end(sys, *side, {}, &*gate);
+    side->shut_down(sys);
+    return std::nullopt;
+  }
+
+  front_door door_;
+  dataset_ptr test_;
+};
+
 } // namespace
 
 int run_simulate(const options& opts) {
   auto cfg = load(opts, config_role::simulate);
   if (!cfg)
     return failed(to_string(cfg.err()));
-  auto metrics = open_outputs(opts);
-  if (!metrics)
-    return failed(to_string(metrics.err()));
-  interrupt_watch watch;
-  // Before the data is read: a --http address that cannot be bound stops
-  // the command at once.
-  auto view = start_view(opts,
-                         cfg->server.simulated_relays > 0
-                             ? simulated_tree::root_config(*cfg)
-                             : *cfg,
-                         "simulate");
-  if (!view)
-    return failed(to_string(view.err()));
-  auto stop = std::make_shared<std::atomic<bool>>(false);
-  warn_if_trimming_nothing(*cfg);
-  auto test = test_set_for(*cfg);
-  if (!test)
-    return failed(to_string(test.err()));
-  auto sets = std::make_shared<lazy_data>(cfg->data);
-  // The clients train with LibTorch on the training split: read and check
-  // it now, so that a bad file stops the command before the run starts.
-  if (cfg->clients.train.trainer == trainer_kind::vanilla)
-    if (auto train = sets->train.get(); !train)
-      return failed(to_string(train.err()));
-  auto n = cfg->server.num_clients;
-  auto per_round = cfg->server.clients_per_round
-                       ? std::min(n, cfg->server.clients_per_round)
-                       : n;
-  auto threads_per_client = std::max(1u, cores() / per_round);
-  auto report = report_for(*cfg, "simulate");
-  std::vector<run_report> client_reports(n);
-  auto relays = cfg->server.simulated_relays;
-  std::optional<simulated_tree> tree;
-  if (relays > 0)
-    tree.emplace(*cfg, opts, sets, stop, threads_per_client, client_reports);
-  {
-    auto sc = make_system_config(per_round + 3, false);
-    caf::actor_system sys{sc};
-    console_progress console;
-    auto side = spawn_from_config(
-        sys, tree ? simulated_tree::root_config(*cfg) : *cfg, *test, &report,
-        false, opts, *metrics, view->status, console.meter(), stop);
-    if (!side)
-      return failed(to_string(side.err()));
-    stop_on_interrupt(watch, side->server, stop);
-    std::vector<client_actor> clients;
-    if (tree)
-      tree->spawn(sys, side->server);
-    for (uint32_t i = 0; i < n && !tree; ++i) {
-      client_options co;
-      co.client_id = "Client" + std::to_string(i + 1);
-      co.idle_timeout = millis_of(cfg->server.comm.stream.idle_timeout_s);
-      co.hold_model = per_round == n; // sampled: no model between rounds
-      clients.push_back(spawn_client(
-          sys, side->server, co,
-          local_trainer(sets, cfg->data, i, threads_per_client, stop),
-          &client_reports[i]));
-    }
-    if (tree)
-      std::printf("simulating %u clients under %u relays, %u rounds\n", n,
-                  relays, cfg->server.num_global_epochs);
-    else
-      std::printf("simulating %u clients, %u rounds\n", n,
-                  cfg->server.num_global_epochs);
-    await_all(sys, std::vector<server_actor>{side->server});
-    await_all(sys, clients);
-    watch.on_interrupt({});
-    if (tree)
-      if (auto why = tree->finish(sys, report.failure);
-          !why.empty() && report.failure.empty())
-        report.failure = why;
-    side->shut_down(sys);
-  }
-  note_interrupt(watch, report);
-  for (const auto& c : client_reports) {
-    report.peak_in_flight = std::max(report.peak_in_flight, c.peak_in_flight);
-    if (report.failure.empty() && !c.failure.empty())
-      report.failure = c.node + ": " + c.failure;
-  }
-  report.clients = std::move(client_reports);
-  return conclude(opts, report, *cfg, *view);
+  return simulate_command{opts, *cfg}.run();
 }
 
 int run_server(const options& opts) {
@@ -149,68 +238,7 @@ int run_server(const options& opts) {
   auto cfg = load(opts, config_role::server);
   if (!cfg)
     return failed(to_string(cfg.err()));
-  auto metrics = open_outputs(opts);
-  if (!metrics)
-    return failed(to_string(metrics.err()));
-  interrupt_watch watch;
-  warn_if_trimming_nothing(*cfg);
-  if (cfg->server.round_deadline_s == 0 &&
-      cfg->server.scheduler == scheduler_kind::sync)
-    log_line("server", "note: no scheduler_kwargs.round_deadline_s: a "
-                       "registered client that never offers holds each round "
-                       "open until it is dropped");
-  const auto& comm = cfg->server.comm;
-  if (!cfg->server.relays.empty() && !comm.auth.enabled && !comm.use_ssl)
-    log_line(log_level::warning, "server",
-             "server_configs.relays without tokens or TLS: anyone who "
-             "reaches the server can register as a relay's id (and weigh "
-             "what it may); set use_authenticator or use_ssl");
-  auto door = front_door_of(comm);
-  if (!door)
-    return failed(to_string(door.err()));
-  const auto& at = door->first;
-  const auto& tls = door->second;
-  // Before the test set is read: a --http address that cannot be bound
-  // stops the command at once.
-  auto view = start_view(opts, *cfg, "server");
-  if (!view)
-    return failed(to_string(view.err()));
-  auto test = test_set_for(*cfg);
-  if (!test)
-    return failed(to_string(test.err()));
-  auto stop = std::make_shared<std::atomic<bool>>(false);
-  auto report = report_for(*cfg, "server");
-  {
-    auto sc = make_system_config(4, true);
-    caf::actor_system sys{sc};
-    console_progress console;
-    auto side =
-        spawn_from_config(sys, *cfg, *test, &report, true, opts, *metrics,
-                          view->status, console.meter(), stop);
-    if (!side)
-      return failed(to_string(side.err()));
-    stop_on_interrupt(watch, side->server, stop);
-    auto gate =
-        listen(sys, side->server, at, limits_of(comm), tls, side->refusals);
-    if (!gate) {
-      side->shut_down(sys);
-      caf::anon_send_exit(side->server, caf::exit_reason::user_shutdown);
-      return failed(to_string(gate.err()));
-    }
-    log_line("server",
-             "listening on " + at.host + ":" + std::to_string(gate->port) +
-                 (comm.use_ssl ? " (TLS, client certificates required)"
-                               : " (plain TCP)") +
-                 (comm.auth.enabled ? ", tokens required" : "") +
-                 ", waiting for " + std::to_string(cfg->server.num_clients) +
-                 " clients");
-    await_all(sys, std::vector<server_actor>{side->server});
-    watch.on_interrupt({});
-    caf::anon_send_exit(gate->acceptor, caf::exit_reason::user_shutdown);
-    side->shut_down(sys);
-  }
-  note_interrupt(watch, report);
-  return conclude(opts, report, *cfg, *view);
+  return server_command{opts, *cfg}.run();
 }
 
 int run_client(const options& opts) {

@@ -24,6 +24,7 @@
 #include "run.hpp"
 #include "run_outputs.hpp"
 #include "server_wiring.hpp"
+#include "side_command.hpp"
 
 namespace fedcaf::cli {
 
@@ -41,6 +42,111 @@ client_options simulated_child(const relay_files& files, uint32_t index) {
   return co;
 }
 
+/// `relay`: the children's side, spawned by the upstream client's first
+/// round, and the upstream client, which runs until the parent's run ends.
+class relay_command final : public side_command {
+public:
+  /// Its report, live view (--http) and --report-html show the children's
+  /// rounds (the file's server half).
+  relay_command(const options& opts, const relay_files& files)
+      : side_command(opts, files.server, {"relay", 4, true, false}),
+        files_(files), child_reports_(files.simulated_clients) {}
+
+private:
+  // load_config refused what cannot be planned first, naming the key.
+  result<void> before_view() override {
+    auto plan = plan_of(cfg_);
+    if (!plan)
+      return plan.err();
+    plan_ = std::move(*plan);
+    return {};
+  }
+
+  result<void> after_view() override {
+    const auto& down = cfg_.server;
+    if (down.round_deadline_s == 0 || down.registration_deadline_s == 0)
+      log_line(log_level::warning, "relay",
+               "no scheduler_kwargs.round_deadline_s or "
+               "registration_deadline_s: a child that never registers or "
+               "never offers holds the relay's round, and its parent's, open");
+    auto door = front_door_of(down.comm);
+    if (!door)
+      return door.err();
+    door_ = std::move(*door);
+    sets_ = std::make_shared<lazy_data>(files_.client.data);
+    return {};
+  }
+
+  std::optional<int> in_system(caf::actor_system& sys) override {
+    run_remote_client(files_.client.client,
+                      relay_trainers(
+                          [this, &sys](relay_upstream up) {
+                            return spawn_children_side(sys, std::move(up));
+                          },
+                          plan_.storage_dir),
+                      upstream_);
+    std::lock_guard<std::mutex> lock{spawning_};
+    if (side_) { // the parent's run is over: so is the children's
+      caf::anon_send(side_->server, stop_atom::value,
+                     upstream_.failure.empty()
+                         ? std::string{}
+                         : "the relay's parent: " + upstream_.failure);
+      await_end(sys, *side_, children_, &*gate_);
+      side_->shut_down(sys);
+    }
+    side_.reset(); // no handle may outlive the actor system
+    gate_.reset();
+    children_.clear();
+    return std::nullopt;
+  }
+
+  /// The children's side from the parent's first model `up`, listening,
+  /// and the simulated children beside it. Runs on the upstream client's
+  /// thread.
+  result<relay_side> spawn_children_side(caf::actor_system& sys,
+                                         relay_upstream up) {
+    std::lock_guard<std::mutex> lock{spawning_};
+    const auto& comm = cfg_.server.comm;
+    auto layout = up.initial.layout;
+    auto chunk = comm.chunk_bytes_for(layout.total_bytes());
+    if (!chunk)
+      return error{errc::bad_config, cfg_.source + ": " + chunk.err().message};
+    auto s = spawn_side(sys, cfg_, nullptr, nullptr, &up);
+    if (!s)
+      return s.err();
+    auto g = listen_for(sys, *s, door_, comm,
+                        " for " + std::to_string(cfg_.server.num_clients) +
+                            " clients" + (comm.use_ssl ? " (TLS)" : ""));
+    if (!g)
+      return g.err();
+    side_ = *s;
+    gate_ = *g;
+    for (uint32_t i = 0; i < files_.simulated_clients; ++i)
+      children_.push_back(
+          spawn_client(sys, s->server, simulated_child(files_, i),
+                       local_trainer(sets_, files_.client.data, i, 1, stop_),
+                       &child_reports_[i]));
+    return relay_side{s->server, layout, &sys, *chunk,
+                      plan_.relay_cache_chunks};
+  }
+
+  void after_system() override {
+    if (!upstream_.failure.empty() && report_.failure.empty())
+      report_.failure = "upstream: " + upstream_.failure;
+  }
+
+  const relay_files& files_;
+  aggregation_plan plan_;
+  front_door door_;
+  std::shared_ptr<lazy_data> sets_;
+  run_report upstream_;
+  std::mutex spawning_; ///< the spawner runs on the upstream client's thread
+  std::optional<server_side> side_;
+  std::optional<listening> gate_;
+  std::vector<run_report> child_reports_;
+  std::vector<client_actor> children_; ///< simulated, in this process
+};
+
 } // namespace
 
 int run_relay(const options& opts) {
@@ -51,95 +157,7 @@ int run_relay(const options& opts) {
   auto files = load_relay_file(*opts.config_path, opts.overrides);
   if (!files)
     return failed(to_string(files.err()));
-  auto metrics = open_outputs(opts);
-  if (!metrics)
-    return failed(to_string(metrics.err()));
-  const auto& down = files->server;
-  // The live view (--http) and --report-html show the children's rounds.
-  auto view = start_view(opts, down, "relay");
-  if (!view)
-    return failed(to_string(view.err()));
-  const auto& comm = down.server.comm;
-  if (down.server.round_deadline_s == 0 ||
-      down.server.registration_deadline_s == 0)
-    log_line(log_level::warning, "relay",
-             "no scheduler_kwargs.round_deadline_s or "
-             "registration_deadline_s: a child that never registers or never "
-             "offers holds the relay's round, and its parent's, open");
-  auto door = front_door_of(comm);
-  if (!door)
-    return failed(to_string(door.err()));
-  const auto& at = door->first;
-  const auto& tls = door->second;
-  auto report = report_for(down, "relay");
-  run_report upstream;
-  std::optional<server_side> side;
-  std::optional<listening> gate;
-  auto sets = std::make_shared<lazy_data>(files->client.data);
-  std::vector<run_report> child_reports(files->simulated_clients);
-  std::vector<client_actor> children; // simulated, in this process
-  {
-    auto sc = make_system_config(4, true);
-    caf::actor_system sys{sc};
-    auto stop = std::make_shared<std::atomic<bool>>(false);
-    std::mutex spawning; // the spawner runs on the upstream client's thread
-    auto spawn = [&](relay_upstream up) -> result<relay_side> {
-      std::lock_guard<std::mutex> lock{spawning};
-      auto layout = up.initial.layout;
-      auto chunk = comm.chunk_bytes_for(layout.total_bytes());
-      if (!chunk)
-        return error{errc::bad_config,
-                     down.source + ": " + chunk.err().message};
-      auto s = spawn_from_config(sys, down, nullptr, &report, true, opts,
-                                 *metrics, view->status, nullptr, stop, &up);
-      if (!s)
-        return s.err();
-      auto g = listen(sys, s->server, at, limits_of(comm), tls, s->refusals);
-      if (!g) {
-        s->shut_down(sys);
-        caf::anon_send_exit(s->server, caf::exit_reason::user_shutdown);
-        return g.err();
-      }
-      log_line("relay", "listening on " + at.host + ":" +
-                            std::to_string(g->port) + " for " +
-                            std::to_string(down.server.num_clients) +
-                            " clients" + (comm.use_ssl ? " (TLS)" : ""));
-      side = *s;
-      gate = *g;
-      for (uint32_t i = 0; i < files->simulated_clients; ++i)
-        children.push_back(
-            spawn_client(sys, s->server, simulated_child(*files, i),
-                         local_trainer(sets, files->client.data, i, 1, stop),
-                         &child_reports[i]));
-      return relay_side{s->server, layout, &sys, *chunk,
-                        down.server.memory_mode == memory_mode::window
-                            ? comm.stream.window
-                            : 0u};
-    };
-    run_remote_client(
-        files->client.client,
-        relay_trainers(spawn, down.server.memory_mode == memory_mode::disk
-                                  ? down.server.storage_dir
-                                  : std::string{}),
-        upstream);
-    std::lock_guard<std::mutex> lock{spawning};
-    if (side) { // the parent's run is over: so is the children's
-      caf::anon_send(side->server, stop_atom::value,
-                     upstream.failure.empty()
-                         ? std::string{}
-                         : "the relay's parent: " + upstream.failure);
-      await_all(sys, std::vector<server_actor>{side->server});
-      await_all(sys, children);
-      caf::anon_send_exit(gate->acceptor, caf::exit_reason::user_shutdown);
-      side->shut_down(sys);
-    }
-    side.reset(); // no handle may outlive the actor system
-    gate.reset();
-    children.clear();
-  }
-  if (!upstream.failure.empty() && report.failure.empty())
-    report.failure = "upstream: " + upstream.failure;
-  return conclude(opts, report, down, *view);
+  return relay_command{opts, *files}.run();
 }
 
 } // namespace fedcaf::cli

@@ -31,25 +31,6 @@ result<dataset_ptr> load_images(const data_config& d, const char* prefix) {
 
 /// What every client must obey, typed for Welcome (the same values the
 /// client_configs YAML carries, where it has them).
-/// A streaming relay's upload waits on its slowest child, and its parent
-/// rejects an upload silent for the parent's idle_timeout_s +
-/// reconnect_grace_s: a child that stalls is cut here (kept where it
-/// delivered) within half that, before the parent takes the relay's
-/// silence for its own.
-void cap_streaming_silence(server_side_options& so,
-                           const msg::client_terms& parent) {
-  std::chrono::milliseconds limit{
-      (uint64_t{parent.idle_timeout_ms} + parent.reconnect_grace_ms) / 2};
-  if (!so.plan.streams_sums() || limit.count() == 0 ||
-      (so.idle_timeout.count() > 0 && so.idle_timeout <= limit))
-    return;
-  so.idle_timeout = limit;
-  log_line("relay", "a child silent for " + std::to_string(limit.count()) +
-                        " ms is cut (half its parent's idle_timeout_s + "
-                        "reconnect_grace_s): the relay's sum streams up as its "
-                        "children deliver");
-}
-
 msg::client_terms client_terms_of(const config& cfg) {
   const auto& s = cfg.server.comm.stream;
   auto ms = [](double seconds) {
@@ -70,6 +51,34 @@ msg::client_terms client_terms_of(const config& cfg) {
           z.method == compression_method::zfp ? z.zfp_tolerance : 0.0};
 }
 
+/// A streaming relay's upload waits on its slowest child, and its parent
+/// rejects an upload silent for the parent's idle_timeout_s +
+/// reconnect_grace_s: a child that stalls is cut here (kept where it
+/// delivered) within half that, before the parent takes the relay's
+/// silence for its own.
+void cap_streaming_silence(server_side_options& so,
+                           const msg::client_terms& parent) {
+  std::chrono::milliseconds limit{
+      (uint64_t{parent.idle_timeout_ms} + parent.reconnect_grace_ms) / 2};
+  if (!so.plan.streams_sums() || limit.count() == 0 ||
+      (so.idle_timeout.count() > 0 && so.idle_timeout <= limit))
+    return;
+  so.idle_timeout = limit;
+}
+
+/// Logs the cut of a relay's silent children iff relay_children_options
+/// made the idle timeout of `own` shorter.
+void note_silence_cut(const server_side_options& own,
+                      const server_side_options& relay) {
+  if (relay.idle_timeout == own.idle_timeout)
+    return;
+  log_line("relay", "a child silent for " +
+                        std::to_string(relay.idle_timeout.count()) +
+                        " ms is cut (half its parent's idle_timeout_s + "
+                        "reconnect_grace_s): the relay's sum streams up as its "
+                        "children deliver");
+}
+
 /// Keys a resumed run may change with --resume-force: when and where, not
 /// what it computes.
 bool may_change(const std::string& key) {
@@ -82,11 +91,12 @@ bool may_change(const std::string& key) {
   return false;
 }
 
-/// The checkpoint `opts.resume` names, if any, checked against `cfg`: the
-/// same config (keys that may change aside under --resume-force), rounds
-/// left to run.
+/// The checkpoint `opts.resume` names, if any, checked against `cfg`
+/// (planned as `plan`): the same config (keys that may change aside under
+/// --resume-force), rounds left to run.
 result<std::shared_ptr<const stored_checkpoint>>
-checkpoint_to_resume(const config& cfg, const options& opts) {
+checkpoint_to_resume(const config& cfg, const aggregation_plan& plan,
+                     const options& opts) {
   if (!opts.resume)
     return std::shared_ptr<const stored_checkpoint>{};
   auto c = latest_checkpoint(*opts.resume);
@@ -117,7 +127,7 @@ checkpoint_to_resume(const config& cfg, const options& opts) {
                  "--resume " + *opts.resume + ": the checkpoint (" + c->folder +
                      ") is of the last round, " +
                      std::to_string(c->state.round) + ": the run is complete"};
-  if (cfg.server.scheduler == scheduler_kind::async)
+  if (plan.async)
     return error{errc::bad_config,
                  "--resume: the asynchronous rules write no checkpoints"};
   log_line("server", "resuming from " + c->folder + ": round " +
@@ -140,6 +150,35 @@ result<void> resume_model(const stored_checkpoint& c, model_snapshot& initial) {
   return {};
 }
 
+/// The rounds a resumed run's checkpoint `c` recorded, into `report`, and
+/// where its scheduler and server go on from, into `so`.
+result<void> resume_rounds(const std::shared_ptr<const stored_checkpoint>& c,
+                           server_side_options& so, run_report& report) {
+  auto rounds = rounds_from_json(c->state.report_rounds);
+  if (!rounds)
+    return rounds.err();
+  report.rounds = std::move(*rounds);
+  report.resumed_from = c->state.resumed_from;
+  report.resumed_from.push_back(c->state.round);
+  so.server.resumed_from = report.resumed_from;
+  so.scheduler.first_round = c->state.round + 1;
+  so.resume = c;
+  return {};
+}
+
+/// The evaluator of `test` (null: none), stopping at its next batch once
+/// `stop` is set.
+result<std::shared_ptr<evaluator>>
+evaluator_of(const config& cfg, dataset_ptr test, stop_flag stop) {
+  if (!test)
+    return std::shared_ptr<evaluator>{};
+  auto e = make_evaluator(cfg.clients, std::move(test), cores());
+  if (!e)
+    return e.err();
+  (*e)->stop_when(std::move(stop));
+  return std::shared_ptr<evaluator>{std::move(*e)};
+}
+
 } // namespace
 
 result<dataset_ptr> test_set_for(const config& cfg) {
@@ -149,6 +188,97 @@ result<dataset_ptr> test_set_for(const config& cfg) {
   return load_images(cfg.data, "t10k");
 }
 
+result<aggregation_plan> plan_of(const config& cfg) {
+  auto plan = plan_aggregation(cfg.server);
+  if (!plan)
+    return error{errc::bad_config, cfg.source + ": " + plan.err().message};
+  return plan;
+}
+
+server_side_options options_from(const config& cfg,
+                                 const aggregation_plan& plan,
+                                 uint64_t chunk_bytes, bool remote) {
+  const auto& sc = cfg.server;
+  const auto& stream = sc.comm.stream;
+  server_side_options so;
+  so.plan = plan;
+  so.rule = sc.rule;
+  so.save_global_model = sc.save_global_model;
+  // An upload that goes silent while its client is connected is rejected;
+  // one whose client lost its connection has reconnect_grace_s to resume.
+  so.idle_timeout = millis_of(stream.idle_timeout_s + stream.reconnect_grace_s);
+  so.min_rate_bytes_per_s = stream.min_rate_bytes_per_s;
+  so.rate_window = millis_of(stream.rate_window_for(chunk_bytes));
+  auto& sch = so.scheduler;
+  sch.num_clients = sc.num_clients;
+  sch.num_rounds = sc.num_global_epochs;
+  sch.clients_per_round = sc.clients_per_round;
+  sch.sampling_seed = sc.sampling_seed;
+  sch.min_clients = sc.min_clients;
+  sch.registration_deadline = millis_of(sc.registration_deadline_s);
+  sch.relays = sc.relays;
+  auto& srv = so.server;
+  srv.num_clients = sc.num_clients;
+  srv.num_rounds = sc.num_global_epochs;
+  srv.dp_noise_multiplier = sc.rule.dp_noise_multiplier;
+  srv.dp_delta = sc.rule.dp_delta;
+  if (sc.clients_per_round > 0)
+    srv.dp_sample_rate =
+        static_cast<double>(sc.clients_per_round) / sc.num_clients;
+  srv.reconnect_grace = millis_of(stream.reconnect_grace_s);
+  srv.fetch_silence = millis_of(stream.idle_timeout_s);
+  if (remote) {
+    if (sc.comm.auth.enabled)
+      srv.tokens = sc.comm.auth.tokens;
+    for (const auto& [id, token] : srv.tokens)
+      sch.expected_clients.push_back(id);
+    srv.require_certificate_name = sc.comm.use_ssl;
+  }
+  srv.compression = cfg.clients.compression;
+  srv.chunk_bytes = chunk_bytes;
+  srv.window = stream.window;
+  srv.client_configs_yaml = client_configs_yaml(cfg);
+  srv.terms = client_terms_of(cfg);
+  srv.federated_evaluation = sc.federated_evaluation.value_or(false);
+  srv.evaluation_timeout = millis_of(stream.idle_timeout_s);
+  srv.max_sample_size = sc.rule.max_sample_size;
+  srv.secure_aggregation = sc.secure_aggregation;
+  srv.secagg_phase_timeout = millis_of(stream.idle_timeout_s);
+  srv.checkpoint = sc.checkpoint;
+  srv.config_yaml = cfg.effective_yaml;
+  return so;
+}
+
+result<server_side_options>
+relay_children_options(server_side_options own, const msg::client_terms& terms,
+                       const std::string& client_configs_yaml,
+                       const std::string& source) {
+  auto so = std::move(own);
+  so.plan.partial_sums = true;
+  so.server.relay = true;
+  so.scheduler.num_rounds = relay_rounds;
+  so.server.client_configs_yaml = client_configs_yaml;
+  // The children are told the parent's client_configs: the relay serves
+  // downloads compressed as those say (uploads compressed are refused
+  // with relays, at the root).
+  auto parents = parse_client_configs(client_configs_yaml);
+  if (!parents)
+    return error{errc::bad_config,
+                 "the parent's client_configs: " + parents.err().message};
+  // A delta is decoded against the model its client received, which a
+  // relay that averages in place overwrites.
+  if (parents->compression.up && so.plan.in_place)
+    return error{errc::bad_config,
+                 source + ": server_configs.memory_mode: the parent's clients "
+                          "compress their uploads (deltas), which a relay "
+                          "decodes in memory_mode ram only"};
+  so.server.compression = parents->compression;
+  so.server.terms = terms;
+  so.server.federated_evaluation = false;
+  cap_streaming_silence(so, terms);
+  return so;
+}
+
 result<server_side>
 spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
                   run_report* report, bool remote, const options& opts,
@@ -156,128 +286,50 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
                   std::shared_ptr<live_status> live,
                   std::shared_ptr<transfer_progress> progress, stop_flag stop,
                   relay_upstream* relay) {
-  auto plan = plan_aggregation(cfg.server);
+  auto plan = plan_of(cfg);
   if (!plan)
-    return error{errc::bad_config, cfg.source + ": " + plan.err().message};
-  std::string storage_file;
-  if (plan->memory_mode == memory_mode::disk)
-    storage_file = global_model_file(*plan, ::getpid());
-  auto resume = checkpoint_to_resume(cfg, opts);
+    return plan.err();
+  auto resume = checkpoint_to_resume(cfg, *plan, opts);
   if (!resume)
     return resume.err();
   auto initial = relay ? result<model_snapshot>{std::move(relay->initial)}
-                       : initial_model(cfg.clients.model, storage_file);
+                       : initial_model(cfg.clients.model,
+                                       global_model_file(*plan, ::getpid()));
   if (!initial)
     return initial.err();
   if (*resume)
     if (auto ok = resume_model(**resume, *initial); !ok)
       return ok.err();
-  const auto& comm = cfg.server.comm;
-  auto chunk_bytes = comm.chunk_bytes_for(initial->layout.total_bytes());
+  auto chunk_bytes =
+      cfg.server.comm.chunk_bytes_for(initial->layout.total_bytes());
   if (!chunk_bytes)
     return error{errc::bad_config,
                  cfg.source + ": " + chunk_bytes.err().message};
-  std::shared_ptr<evaluator> eval;
-  if (test) {
-    auto e = make_evaluator(cfg.clients, std::move(test), cores());
-    if (!e)
-      return e.err();
-    (*e)->stop_when(std::move(stop));
-    eval = std::move(*e);
-  }
-  server_side_options so;
-  so.scheduler.num_clients = cfg.server.num_clients;
-  so.scheduler.num_rounds = cfg.server.num_global_epochs;
-  so.scheduler.clients_per_round = cfg.server.clients_per_round;
-  so.scheduler.sampling_seed = cfg.server.sampling_seed;
-  so.plan = *plan;
-  so.server.dp_noise_multiplier = cfg.server.rule.dp_noise_multiplier;
-  so.server.dp_delta = cfg.server.rule.dp_delta;
-  if (cfg.server.clients_per_round > 0)
-    so.server.dp_sample_rate =
-        static_cast<double>(cfg.server.clients_per_round) /
-        cfg.server.num_clients;
-  so.rule = cfg.server.rule;
-  so.scheduler.min_clients = cfg.server.min_clients;
-  so.server.reconnect_grace = millis_of(comm.stream.reconnect_grace_s);
-  so.server.fetch_silence = millis_of(comm.stream.idle_timeout_s);
-  // An upload that goes silent while its client is connected is rejected;
-  // one whose client lost its connection has reconnect_grace_s to resume.
-  so.idle_timeout =
-      millis_of(comm.stream.idle_timeout_s + comm.stream.reconnect_grace_s);
-  so.min_rate_bytes_per_s = comm.stream.min_rate_bytes_per_s;
-  so.rate_window = millis_of(comm.stream.rate_window_for(*chunk_bytes));
-  so.scheduler.registration_deadline =
-      millis_of(cfg.server.registration_deadline_s);
-  if (remote) {
-    if (comm.auth.enabled)
-      so.server.tokens = comm.auth.tokens;
-    for (const auto& [id, token] : so.server.tokens)
-      so.scheduler.expected_clients.push_back(id);
-    so.server.require_certificate_name = comm.use_ssl;
-  }
-  so.server.num_clients = cfg.server.num_clients;
-  so.server.num_rounds = cfg.server.num_global_epochs;
-  so.server.compression = cfg.clients.compression;
-  so.server.chunk_bytes = *chunk_bytes;
-  so.server.window = comm.stream.window;
-  so.server.client_configs_yaml = client_configs_yaml(cfg);
-  so.server.terms = client_terms_of(cfg);
+  auto eval = evaluator_of(cfg, std::move(test), std::move(stop));
+  if (!eval)
+    return eval.err();
+  auto so = options_from(cfg, *plan, *chunk_bytes, remote);
   so.server.report_path = opts.report_path.value_or("");
   so.server.report_html_path = opts.report_html_path.value_or("");
   so.server.metrics = std::move(metrics);
   so.server.live = std::move(live);
   so.server.progress = std::move(progress);
-  so.server.federated_evaluation =
-      cfg.server.federated_evaluation.value_or(false);
-  so.server.evaluation_timeout = millis_of(comm.stream.idle_timeout_s);
-  so.server.max_sample_size = cfg.server.rule.max_sample_size;
-  so.server.secure_aggregation = cfg.server.secure_aggregation;
-  so.server.secagg_phase_timeout = millis_of(comm.stream.idle_timeout_s);
-  so.save_global_model = cfg.server.save_global_model;
-  so.server.checkpoint = cfg.server.checkpoint;
-  so.server.config_yaml = cfg.effective_yaml;
-  if (const auto& c = *resume) {
-    auto rounds = rounds_from_json(c->state.report_rounds);
-    if (!rounds)
-      return rounds.err();
-    report->rounds = std::move(*rounds);
-    report->resumed_from = c->state.resumed_from;
-    report->resumed_from.push_back(c->state.round);
-    so.server.resumed_from = report->resumed_from;
-    so.scheduler.first_round = c->state.round + 1;
-    so.resume = c;
-  }
-  so.scheduler.relays = cfg.server.relays;
+  if (*resume)
+    if (auto ok = resume_rounds(*resume, so, *report); !ok)
+      return ok.err();
   if (relay) { // its parent's rounds, as many as the parent runs
-    so.plan.partial_sums = true;
-    so.server.relay = true;
-    so.scheduler.num_rounds = relay_rounds;
-    so.server.client_configs_yaml = relay->client_configs_yaml;
-    // The children are told the parent's client_configs: the relay serves
-    // downloads compressed as those say (uploads compressed are refused
-    // with relays, at the root).
-    auto parents = parse_client_configs(relay->client_configs_yaml);
-    if (!parents)
-      return error{errc::bad_config,
-                   "the parent's client_configs: " + parents.err().message};
-    if (parents->compression.up && so.plan.memory_mode != memory_mode::ram)
-      return error{errc::bad_config,
-                   cfg.source +
-                       ": server_configs.memory_mode: the parent's clients "
-                       "compress their uploads (deltas), which a relay "
-                       "decodes in memory_mode ram only"};
-    so.server.compression = parents->compression;
-    so.server.terms = relay->terms;
-    so.server.federated_evaluation = false;
-    cap_streaming_silence(so, relay->terms);
+    auto children = relay_children_options(
+        so, relay->terms, relay->client_configs_yaml, cfg.source);
+    if (!children)
+      return children.err();
+    note_silence_cut(so, *children);
+    so = std::move(*children);
   }
   return spawn_server_side(sys, std::move(*initial), std::move(so),
-                           std::move(eval), report);
+                           std::move(*eval), report);
 }
 
-result<std::pair<endpoint, std::shared_ptr<tls_context>>>
-front_door_of(const comm_config& comm) {
+result<front_door> front_door_of(const comm_config& comm) {
   auto at = parse_endpoint(comm.server_uri);
   if (!at)
     return at.err();

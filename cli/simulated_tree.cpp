@@ -53,9 +53,11 @@ void simulated_tree::spawn(caf::actor_system& sys, const server_actor& root) {
     client_options co{"Relay" + std::to_string(r + 1),
                       millis_of(cfg_.server.comm.stream.idle_timeout_s)};
     co.own_thread = true;
-    auto storage = cfg_.server.memory_mode == memory_mode::disk
-                       ? cfg_.server.storage_dir
-                       : std::string{};
+    // A relay's config plans as the root's did (FedAvg of a block of at
+    // least one client); were it refused, spawn_side would say so before
+    // the storage is used.
+    auto plan = plan_of(relay_config(r));
+    auto storage = plan ? plan->storage_dir : std::string{};
     relays_[r].upstream =
         spawn_client(sys, root, co,
                      relay_trainers(
@@ -124,6 +126,9 @@ result<relay_side> simulated_tree::spawn_side(caf::actor_system& sys,
   auto chunk = c.server.comm.chunk_bytes_for(layout.total_bytes());
   if (!chunk)
     return error{errc::bad_config, c.source + ": " + chunk.err().message};
+  auto plan = plan_of(c);
+  if (!plan)
+    return plan.err();
   auto& t = relays_[r];
   auto s = spawn_from_config(sys, c, nullptr, &t.side_report, false, opts_,
                              nullptr, nullptr, nullptr, stop_, &up);
@@ -142,10 +147,7 @@ result<relay_side> simulated_tree::spawn_side(caf::actor_system& sys,
         sys, s->server, co, local_trainer(sets_, cfg_.data, i, threads_, stop_),
         &(*client_reports_)[i]));
   }
-  return relay_side{s->server, layout, &sys, *chunk,
-                    c.server.memory_mode == memory_mode::window
-                        ? c.server.comm.stream.window
-                        : 0u};
+  return relay_side{s->server, layout, &sys, *chunk, plan->relay_cache_chunks};
 }
 
 } // namespace fedcaf::cli

@@ -63,6 +63,8 @@ result<aggregation_plan> plan_aggregation(const server_config& s) {
   p.in_place = s.memory_mode != memory_mode::ram;
   if (s.memory_mode == memory_mode::disk)
     p.storage_dir = s.storage_dir;
+  if (s.memory_mode == memory_mode::window)
+    p.relay_cache_chunks = s.comm.stream.window;
   p.robust = robust_rule(p.rule, s.rule.trim_ratio);
   p.position_contributors = contributors_per_position(p, s);
   p.accumulator = p.position_contributors ? accumulator_kind::open_positions
@@ -92,6 +94,8 @@ result<aggregation_plan> plan_aggregation(const server_config& s) {
 }
 
 std::string global_model_file(const aggregation_plan& plan, int pid) {
+  if (plan.storage_dir.empty())
+    return {};
   return plan.storage_dir + "/fedcaf-global-" + std::to_string(pid) + ".bin";
 }
 

@@ -39,6 +39,11 @@ struct aggregation_plan {
   /// actor gives its pages back after use; the server optimizer's state
   /// files live there too. Empty otherwise.
   std::string storage_dir;
+  /// window: a relay with this plan holds its parent's model position by
+  /// position (relay_residency), with a download cache of this many chunks
+  /// (stream_configs.window). 0: it holds the whole model (ram; disk, in
+  /// files under storage_dir).
+  uint32_t relay_cache_chunks = 0;
   /// open_positions: the updates each position waits for (sync rounds of at
   /// most this many clients); 0 for model_sum.
   uint32_t position_contributors = 0;
@@ -89,7 +94,8 @@ struct aggregation_plan {
 result<aggregation_plan> plan_aggregation(const server_config& server);
 
 /// disk mode: the file that holds process `pid`'s global model under the
-/// plan's storage_dir. REQUIRES plan.memory_mode == disk.
+/// plan's storage_dir. Returns "" iff the plan keeps the model in memory
+/// (ram, window).
 std::string global_model_file(const aggregation_plan& plan, int pid);
 
 } // namespace fedcaf

@@ -59,6 +59,21 @@ TEST_CASE("aggregation plan: the memory mode decides the accumulator, where "
   CHECK(disk.in_place);
   CHECK(disk.storage_dir == "/var/tmp");
   CHECK(global_model_file(disk, 42) == "/var/tmp/fedcaf-global-42.bin");
+  CHECK(global_model_file(ram, 42).empty()); // the model stays in memory
+  CHECK(global_model_file(window, 42).empty());
+}
+
+TEST_CASE("aggregation plan: a relay in window mode holds its parent's model "
+          "position by position, with a cache of `window` chunks") {
+  auto s = server("FedAvgAggregator", memory_mode::window);
+  s.comm.stream.window = 6;
+  CHECK(plan(s).relay_cache_chunks == 6);
+  s.memory_mode = memory_mode::ram; // the whole model
+  CHECK(plan(s).relay_cache_chunks == 0);
+  s.memory_mode = memory_mode::disk; // the whole model, in files
+  auto disk = plan(s);
+  CHECK(disk.relay_cache_chunks == 0);
+  CHECK(disk.storage_dir == "/var/tmp");
 }
 
 TEST_CASE("aggregation plan: robust rules keep every value of the round's "
