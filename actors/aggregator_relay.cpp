@@ -19,11 +19,9 @@ result<snapshot_ptr> aggregator_relay::adopt(relay_model m) {
   forget_globals(); // of the model before
   bool arriving = m.arrival && !m.arrival->whole();
   const auto& plan = core_.options_.plan;
-  auto adopted = core_.models_.adopt(
-      std::move(m.model), // its only holder: taken
-      plan.storage_dir.empty() ? std::string{}
-                               : global_model_file(plan, ::getpid()),
-      arriving);
+  auto adopted =
+      core_.models_.adopt(std::move(m.model), // its only holder: taken
+                          global_model_file(plan, ::getpid()), arriving);
   if (!adopted)
     return adopted;
   auto* self = core_.self_;
