@@ -327,6 +327,9 @@ public:
     actions_.emplace_back(now() + d, std::move(action));
   }
 
+  /// Runs one message of one actor, if any can run (the clock stays).
+  bool step() { return sched_.try_run_once(); }
+
   /// For a trainer: `d` passes while it trains, the other actors running
   /// meanwhile (its own messages wait in its mailbox, as while it trains).
   pause_fn pause() {
@@ -3320,4 +3323,162 @@ TEST_CASE("a refused offer and a drop do not hold a flat window-mode "
   CHECK(report.rounds[0].missing_clients == std::vector<std::string>{"Ghost"});
   for (const auto& c : reports)
     CHECK(c.failure == "");
+}
+
+// -- reproductions of a review of the relay refactor (d5eb45e..78de680) ----
+
+namespace {
+
+/// Whether the mailbox of the scheduled actor `h` holds a message that
+/// `pred` accepts (a peek: nothing is taken).
+template <class Handle, class Pred>
+bool actor_holds(const Handle& h, Pred pred) {
+  auto* a = caf::actor_cast<caf::abstract_actor*>(h);
+  auto* s = dynamic_cast<caf::scheduled_actor*>(a);
+  REQUIRE(s);
+  auto& box = s->mailbox();
+  // An idle actor's inbox is blocked: taking from it would unblock it, and
+  // the next message would then not schedule the actor.
+  if (box.blocked() || box.size() == 0)
+    return false;
+  bool found = false;
+  box.queue().peek_all(
+      [&](const caf::mailbox_element& x) { found = found || pred(x); });
+  return found;
+}
+
+/// A relay's children's side (partial sums, ram mode, min_clients 1) with
+/// two hand-driven children A and B.
+server_side_options review_relay_options(uint32_t children) {
+  run_options o;
+  o.clients = 0;
+  o.silent = children;
+  o.min_clients = 1;
+  auto so = relay_side_options(o);
+  so.plan.partial_sums = true; // as fedcaf relay plans it
+  return so;
+}
+
+/// Child `id`'s whole update of round `rs`, every value `value`; the end
+/// of its stream is sent without waiting for its answer iff `last`.
+void upload_all(rogue_client& c, const std::string& id,
+                const msg::round_start& rs, float value, bool last) {
+  auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+  REQUIRE(plan);
+  auto acc = msg::decode<msg::accept>(c.ask(
+      offer_atom::value,
+      msg::encode(msg::offer{rs.round, id, 1, digest(rs.model),
+                             rs.model.total_bytes(), plan->chunk_count(), 0,
+                             0})));
+  REQUIRE(acc);
+  std::vector<float> values(rs.model.total_bytes() / sizeof(float), value);
+  auto bytes = std::as_bytes(std::span{values});
+  for (uint64_t s = 0; s < plan->chunk_count(); ++s) {
+    const auto& e = plan->extent(s);
+    msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
+                        e.tensor_offset};
+    REQUIRE(msg::decode<msg::credit>(c.ask(
+        chunk_atom::value, chunk_with(h, bytes.subspan(e.model_offset,
+                                                       e.bytes)))));
+  }
+  auto end = msg::encode(
+      msg::end_of_stream{acc->stream_id, plan->chunk_count()});
+  if (last)
+    return c.send(end_atom::value, std::move(end));
+  REQUIRE(msg::decode<msg::stream_closed>(c.ask(end_atom::value, end)));
+}
+
+} // namespace
+
+TEST_CASE("review: a ram-mode relay's sum goes up at the weight its "
+          "scheduler publishes, and is scaled to it") {
+  // A and B deliver (values 1 and 3, weight 1 each: the sum is 4 at weight
+  // 2). While the aggregator finalizes, A (delivered) is dropped from the
+  // run (its grace ran out): the scheduler publishes 1 client of weight 1.
+  // d5eb45e scaled the sum to the published weight at publish (2 at weight
+  // 1: the group's mean, weighing 1); the relay's answer said weight 1.
+  auto layout = test_layout();
+  run_report report;
+  relay_result r;
+  {
+    virtual_system vs;
+    auto side = spawn_server_side(
+        vs.sys(), snapshot_of(layout, initial_floats(layout)),
+        review_relay_options(2), std::make_shared<capturing_evaluator>(),
+        &report);
+    REQUIRE(side);
+    rogue_client a{vs, side->server};
+    rogue_client b{vs, side->server};
+    REQUIRE(msg::decode<msg::welcome>(
+        a.ask(hello_atom::value, msg::encode(msg::hello{"A", ""}))));
+    REQUIRE(msg::decode<msg::welcome>(
+        b.ask(hello_atom::value, msg::encode(msg::hello{"B", ""}))));
+    relay_parent parent{vs, layout};
+    parent.hand_model(side->server);
+    auto rs = a.next_round();
+    REQUIRE(b.next_round().round == rs.round);
+    upload_all(a, "A", rs, 1.0f, false);
+    upload_all(b, "B", rs, 3.0f, true);
+    auto finalizing = [](const caf::mailbox_element& x) {
+      return x.content().match_elements<caf::atom_value, uint32_t, double>() &&
+             x.content().get_as<caf::atom_value>(0) == finalize_atom::value;
+    };
+    int steps = 0;
+    while (!actor_holds(side->aggregator, finalizing)) {
+      REQUIRE(vs.step());
+      REQUIRE(++steps < 10000);
+    }
+    // As the server's drop_atom after A's grace: it reaches the scheduler
+    // before the aggregator's answer.
+    caf::anon_send(side->scheduler, drop_atom::value, std::string{"A"});
+    r = parent.answer();
+    caf::anon_send(side->server, stop_atom::value, std::string{});
+    await_down(vs, {side->server});
+    side->shut_down(vs.sys());
+  }
+  CHECK(r.clients == 1);
+  CHECK(r.weight == 1); // HEAD: 2 (the weight at finalize)
+  REQUIRE(r.sums);
+  const auto* f = reinterpret_cast<const float*>(r.sums->bytes.data());
+  CHECK(f[0] == doctest::Approx(2.0)); // HEAD: 4 (not scaled)
+}
+
+TEST_CASE("review: an offer passed on as a relay's run ends is not refused "
+          "by its aggregator as an early one") {
+  // The parent's model handed whole; child A offers, and the relay's run
+  // ends (its parent's Done) while the offer is on its way through the
+  // scheduler. d5eb45e's aggregator took it (its model had arrived); HEAD
+  // gives the whole model's arrival up at the end, and its aggregator
+  // refuses the offer as one before the model was whole (unexpected
+  // message: a refusal that ends a remote child's connection).
+  auto layout = test_layout();
+  run_report report;
+  frame reply;
+  {
+    virtual_system vs;
+    auto side = spawn_server_side(
+        vs.sys(), snapshot_of(layout, initial_floats(layout)),
+        review_relay_options(1), std::make_shared<capturing_evaluator>(),
+        &report);
+    REQUIRE(side);
+    rogue_client a{vs, side->server};
+    REQUIRE(msg::decode<msg::welcome>(
+        a.ask(hello_atom::value, msg::encode(msg::hello{"A", ""}))));
+    relay_parent parent{vs, layout};
+    parent.hand_model(side->server);
+    auto rs = a.next_round();
+    auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+    REQUIRE(plan);
+    a.send(offer_atom::value,
+           msg::encode(msg::offer{rs.round, "A", 1, digest(rs.model),
+                                  rs.model.total_bytes(), plan->chunk_count(),
+                                  0, 0}));
+    caf::anon_send(side->server, stop_atom::value, std::string{});
+    REQUIRE(a.answered(10s));
+    reply = a.take();
+    await_down(vs, {side->server});
+    side->shut_down(vs.sys());
+  }
+  auto acc = msg::decode<msg::accept>(reply);
+  CHECK_MESSAGE(acc, (acc ? "" : acc.err().message));
 }
