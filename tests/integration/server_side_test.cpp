@@ -3482,3 +3482,37 @@ TEST_CASE("review: an offer passed on as a relay's run ends is not refused "
   auto acc = msg::decode<msg::accept>(reply);
   CHECK_MESSAGE(acc, (acc ? "" : acc.err().message));
 }
+
+TEST_CASE("review: a relay's run that ends before its parent's first model "
+          "takes no offer after the end") {
+  // d5eb45e's end abandoned the download: an offer after the end was told
+  // not_in_round by the server. HEAD has no arrival to read before the
+  // first model and passes it on: the scheduler and the aggregator open a
+  // stream for it after the run has ended.
+  auto layout = test_layout();
+  run_report report;
+  frame reply;
+  {
+    virtual_system vs;
+    auto side = spawn_server_side(
+        vs.sys(), snapshot_of(layout, initial_floats(layout)),
+        review_relay_options(1), std::make_shared<capturing_evaluator>(),
+        &report);
+    REQUIRE(side);
+    rogue_client a{vs, side->server};
+    REQUIRE(msg::decode<msg::welcome>(
+        a.ask(hello_atom::value, msg::encode(msg::hello{"A", ""}))));
+    caf::anon_send(side->server, stop_atom::value, std::string{});
+    auto plan = chunk_plan::make(layout, 4096);
+    REQUIRE(plan);
+    reply = a.ask(offer_atom::value,
+                  msg::encode(msg::offer{1, "A", 1, digest(layout),
+                                         layout.total_bytes(),
+                                         plan->chunk_count(), 0, 0}));
+    await_down(vs, {side->server});
+    side->shut_down(vs.sys());
+  }
+  auto acc = msg::decode<msg::accept>(reply);
+  REQUIRE_FALSE(acc); // HEAD: accepted
+  CHECK(acc.err().code == errc::not_in_round);
+}

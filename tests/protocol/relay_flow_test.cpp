@@ -276,3 +276,71 @@ TEST_CASE("a window-mode relay's child that asks for a position gone from "
   REQUIRE(got);
   CHECK(text_of(*got) == "chunk 0");
 }
+
+// -- reproductions of a review of the relay refactor (d5eb45e..78de680) ----
+
+TEST_CASE("review: the run ends while a window-mode relay's next model is "
+          "adopted: a child's fetch of it is answered at once, from what "
+          "is there") {
+  // d5eb45e: the adoption's answer installed the model (with its
+  // residency) even after the end; a fetch of it went to the download,
+  // abandoned at the end, and was served at once. HEAD keeps the last
+  // round's residency (adopted() returns before taking the new one): the
+  // fetch is parked on that round's residency, which asks the parent for
+  // bytes of a round long over, and waits until the server quits.
+  recorder r;
+  relay_flow flow{0ms, port_of(r)};
+  auto layout = testing::small_model();
+  auto residency_of = [&layout](std::vector<uint64_t>& asked) {
+    auto plan = chunk_plan::make(layout, 64);
+    REQUIRE(plan);
+    auto memory = byte_buffer::anonymous(layout.total_bytes());
+    REQUIRE(memory);
+    auto made = std::make_shared<relay_residency>(memory->share(),
+                                                  std::move(*plan), 1);
+    made->set_asker([&asked](uint64_t offset, uint64_t) {
+      asked.push_back(offset);
+    });
+    return made;
+  };
+  std::vector<uint64_t> asked_last, asked_next;
+  auto last = residency_of(asked_last);
+  auto count = last->plan().chunk_count();
+  auto m = model_of(7, false);
+  m.residency = last;
+  std::optional<result<relay_result>> first, second;
+  flow.take(std::move(m), parent_into(first), t0);
+  flow.adopted(installed(1), t0);
+  flow.start(1, {"A"}, t0);
+  last->download_complete();
+  last->measured_below(count);
+  relay_result sum;
+  sum.weight = 1;
+  flow.published(sum, t0); // its positions leave the cache
+  REQUIRE(first);
+  auto next = model_of(8, true);
+  next.residency = residency_of(asked_next);
+  flow.take(std::move(next), parent_into(second), t0); // adopting
+  flow.end("", t0);
+  flow.adopted(installed(2), t0);
+  std::optional<msg::frame> got;
+  flow.fetch("A", msg::fetch{2, 2, 0}, std::pair<uint64_t, uint64_t>{0, 64},
+             t0, into(got));
+  CHECK(got);                // HEAD: parked, never answered
+  CHECK(asked_last.empty()); // HEAD: the last round's bytes asked again
+}
+
+TEST_CASE("review: after the end of a relay's run that never had its "
+          "parent's model, a child's offer is told to sit out") {
+  // d5eb45e's end abandoned the download (complete() false, abandoned()
+  // true): every offer after the end was told not_in_round by the server.
+  // HEAD's may_offer lets every offer pass while no model was ever taken
+  // (no arrival to read), also after the end: it reaches the scheduler.
+  recorder r;
+  relay_flow flow{0ms, port_of(r)};
+  flow.start(1, {"A"}, t0); // held: no model yet
+  flow.end("", t0);
+  auto after = flow.may_offer("A", 1, 1);
+  REQUIRE_FALSE(after); // HEAD: passes
+  CHECK(after.err().code == errc::not_in_round);
+}
