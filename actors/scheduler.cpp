@@ -404,25 +404,30 @@ private:
             });
   }
 
-  /// Finalizes the round: its updates' weight is what a relay's sum goes
-  /// up at (the aggregator scales it to that, and publish reports it).
+  /// Finalizes the round. Its figures are those of the updates finalized,
+  /// taken now: a client dropped or sent away while the aggregator
+  /// finalizes is in the model, so it stays counted; their weight is what
+  /// a relay's sum goes up at (the aggregator scales it to that).
   void finalize() {
     finalizing_ = true;
     auto r = roster_.round();
     double weight = roster_.closed_weight();
+    auto figures = roster_.figures(options_.relays);
     self_->request(aggregator_, caf::infinite, finalize_atom::value, r, weight)
-        .then([this, r, weight](
-                  snapshot_ptr next) { publish(r, std::move(next), weight); },
-              [this](caf::error& e) {
-                stop("aggregation failed: " + self_->system().render(e));
-              });
+        .then(
+            [this, r, weight, figures](snapshot_ptr next) mutable {
+              publish(r, std::move(next), weight, std::move(figures));
+            },
+            [this](caf::error& e) {
+              stop("aggregation failed: " + self_->system().render(e));
+            });
   }
 
-  void publish(uint32_t r, snapshot_ptr next, double weight) {
+  void publish(uint32_t r, snapshot_ptr next, double weight,
+               round_roster::round_figures figures) {
     self_
         ->request(server_, caf::infinite, publish_atom::value,
-                  result_of(r, std::move(next), weight,
-                            roster_.figures(options_.relays)))
+                  result_of(r, std::move(next), weight, std::move(figures)))
         .then(
             [this, r](bool go_on) {
               if (!go_on) // the server stopped the run and said why

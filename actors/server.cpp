@@ -435,9 +435,9 @@ private:
   std::optional<server_relay> relay_;
 };
 
-/// The answer to a relay's request on a server that is none.
-caf::error not_a_relay() {
-  return make_error(errc::unexpected_message, "not a relay");
+/// The answer to a relay's request (`what`) on a server that is none.
+caf::error not_a_relay(const char* what = "not a relay") {
+  return make_error(errc::unexpected_message, what);
 }
 
 server_actor::behavior_type serving(server_actor::pointer self,
@@ -516,7 +516,7 @@ server_actor::behavior_type serving(server_actor::pointer self,
       [state](sit_out_atom, uint32_t round) {
         return state->on_relay(
             [round](server_relay& r, auto) { return r.sit_out(round); },
-            not_a_relay());
+            not_a_relay("not a relay, or a round already sitting out"));
       },
       [state](relay_atom, relay_model& m) {
         return state->on_relay(

@@ -64,7 +64,8 @@ void relay_flow::adopt(relay_model m, parent_request parent,
   forget_missed();
   if (m.residency) // positions fetched again for missed fetches
     m.residency->add_waker(port_.resident);
-  state_ = adopting{std::move(parent), m.residency};
+  incoming_residency_ = m.residency;
+  state_ = adopting{std::move(parent)};
   port_.adopt(std::move(m));
   for (const auto& [offset, bytes] : in) // after the adoption's request
     arrived(offset, bytes, now);
@@ -94,9 +95,9 @@ void relay_flow::arrived(uint64_t offset, uint64_t bytes, time_point now) {
 void relay_flow::adopted(snapshot_ptr served, time_point now) {
   auto* a = std::get_if<adopting>(&state_);
   served_ = std::move(served);
+  residency_ = std::move(incoming_residency_); // the model served's
   if (!a)
     return; // the run ended meanwhile: no round opens
-  residency_ = std::move(a->residency);
   state_ = in_round{std::move(a->parent)};
   if (next_ && !download_.complete())
     return give_up_download(now); // before it was in place
@@ -123,7 +124,7 @@ void relay_flow::start(uint32_t round, const std::vector<std::string>& chosen,
 void relay_flow::sit_out(uint32_t round, sit_out_reply reply, time_point now) {
   if (held_sit_out_)
     return reply(error{errc::unexpected_message,
-                       "a round of the relay is sitting out already"});
+                       "not a relay, or a round already sitting out"});
   auto sitting = gate_.sit_out(round);
   if (sitting == relay_gate::sitting::waits) {
     held_sit_out_ = std::move(reply);
@@ -190,7 +191,9 @@ void relay_flow::answer(result<relay_result> r, time_point now) {
 
 result<void> relay_flow::may_offer(const std::string& id, uint32_t offered,
                                    uint32_t open) const {
-  if (!arrival_ || arrival_->whole())
+  // Whole (the one truth the aggregator reads too), and not abandoned since
+  // (the run ended: what comes now sits the round out).
+  if ((!arrival_ || arrival_->whole()) && !download_.abandoned())
     return {};
   // Only an offer of the round opened on the model still arriving is no
   // honest one's; one of the round before (given up, or just over as the
@@ -286,7 +289,7 @@ msg::frame relay_flow::serve_now(const std::string& id, const msg::fetch& req,
 }
 
 void relay_flow::serve_waiting(time_point now) {
-  if (arrival_)
+  if (arrival_ && !download_.complete()) // never whole now; a whole one stays
     arrival_->give_up();
   for (auto ticket : download_.abandon())
     if (auto w = waiting_.extract(ticket))

@@ -142,9 +142,11 @@ public:
   // -- the children ------------------------------------------------------------
 
   /// Returns ok iff an offer of round `offered` may go on while round
-  /// `open` is the last opened; else its answer: not_in_round for an
-  /// honest child of a round given up or over, unexpected_message (a
-  /// refusal) before the model is whole.
+  /// `open` is the last opened: the model is whole (its model_arrival, as
+  /// the aggregator reads it) and the run has not ended. Else its answer:
+  /// not_in_round for an honest child of a round given up or over, or
+  /// after the end; unexpected_message (a refusal) before the model is
+  /// whole.
   result<void> may_offer(const std::string& id, uint32_t offered,
                          uint32_t open) const;
   /// Client `id`'s fetch `req` of model bytes `range` (nullopt: past the
@@ -170,7 +172,6 @@ private:
   struct no_request {};
   struct adopting {
     parent_request parent;
-    std::shared_ptr<relay_residency> residency;
   };
   struct in_round {
     parent_request parent;
@@ -242,6 +243,9 @@ private:
   snapshot_ptr served_;     ///< the model served (from adopted() on)
   std::shared_ptr<model_arrival> arrival_;     ///< the model served's
   std::shared_ptr<relay_residency> residency_; ///< window mode: its
+  /// Window mode: the residency of the model being adopted (served from
+  /// adopted() on, whatever happened meanwhile).
+  std::shared_ptr<relay_residency> incoming_residency_;
   fetch_pacing pacing_; ///< window mode: how far each child fetched
   std::map<uint64_t, waiting_fetch> waiting_; ///< by relay_download ticket
   /// Window mode: fetches of positions gone from the cache, by position,

@@ -3325,7 +3325,7 @@ TEST_CASE("a refused offer and a drop do not hold a flat window-mode "
     CHECK(c.failure == "");
 }
 
-// -- reproductions of a review of the relay refactor (d5eb45e..78de680) ----
+// -- a relay's round at its edges: finalizing, the end of its run ---------------
 
 namespace {
 
@@ -3347,9 +3347,9 @@ bool actor_holds(const Handle& h, Pred pred) {
   return found;
 }
 
-/// A relay's children's side (partial sums, ram mode, min_clients 1) with
-/// two hand-driven children A and B.
-server_side_options review_relay_options(uint32_t children) {
+/// A relay's children's side (partial sums, ram mode, min_clients 1) for
+/// `children` hand-driven children.
+server_side_options ram_relay_options(uint32_t children) {
   run_options o;
   o.clients = 0;
   o.silent = children;
@@ -3365,11 +3365,11 @@ void upload_all(rogue_client& c, const std::string& id,
                 const msg::round_start& rs, float value, bool last) {
   auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
   REQUIRE(plan);
-  auto acc = msg::decode<msg::accept>(c.ask(
-      offer_atom::value,
-      msg::encode(msg::offer{rs.round, id, 1, digest(rs.model),
-                             rs.model.total_bytes(), plan->chunk_count(), 0,
-                             0})));
+  auto acc = msg::decode<msg::accept>(
+      c.ask(offer_atom::value,
+            msg::encode(msg::offer{rs.round, id, 1, digest(rs.model),
+                                   rs.model.total_bytes(), plan->chunk_count(),
+                                   0, 0})));
   REQUIRE(acc);
   std::vector<float> values(rs.model.total_bytes() / sizeof(float), value);
   auto bytes = std::as_bytes(std::span{values});
@@ -3377,12 +3377,12 @@ void upload_all(rogue_client& c, const std::string& id,
     const auto& e = plan->extent(s);
     msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
                         e.tensor_offset};
-    REQUIRE(msg::decode<msg::credit>(c.ask(
-        chunk_atom::value, chunk_with(h, bytes.subspan(e.model_offset,
-                                                       e.bytes)))));
+    REQUIRE(msg::decode<msg::credit>(
+        c.ask(chunk_atom::value,
+              chunk_with(h, bytes.subspan(e.model_offset, e.bytes)))));
   }
-  auto end = msg::encode(
-      msg::end_of_stream{acc->stream_id, plan->chunk_count()});
+  auto end =
+      msg::encode(msg::end_of_stream{acc->stream_id, plan->chunk_count()});
   if (last)
     return c.send(end_atom::value, std::move(end));
   REQUIRE(msg::decode<msg::stream_closed>(c.ask(end_atom::value, end)));
@@ -3390,13 +3390,16 @@ void upload_all(rogue_client& c, const std::string& id,
 
 } // namespace
 
-TEST_CASE("review: a ram-mode relay's sum goes up at the weight its "
-          "scheduler publishes, and is scaled to it") {
+TEST_CASE("a ram-mode relay's round is what its finalize summed: a child "
+          "dropped while it finalizes stays counted, at the weight its sum "
+          "goes up at") {
   // A and B deliver (values 1 and 3, weight 1 each: the sum is 4 at weight
   // 2). While the aggregator finalizes, A (delivered) is dropped from the
-  // run (its grace ran out): the scheduler publishes 1 client of weight 1.
-  // d5eb45e scaled the sum to the published weight at publish (2 at weight
-  // 1: the group's mean, weighing 1); the relay's answer said weight 1.
+  // run (its grace ran out). Its update is in the sum: the round's figures
+  // are taken as it finalizes, so the relay answers 2 clients at weight 2
+  // and the sum as summed. (Before, the figures were taken at publish and
+  // the sum scaled down to them: 1 client at weight 1, values 2, though
+  // A's update was in it.)
   auto layout = test_layout();
   run_report report;
   relay_result r;
@@ -3404,8 +3407,7 @@ TEST_CASE("review: a ram-mode relay's sum goes up at the weight its "
     virtual_system vs;
     auto side = spawn_server_side(
         vs.sys(), snapshot_of(layout, initial_floats(layout)),
-        review_relay_options(2), std::make_shared<capturing_evaluator>(),
-        &report);
+        ram_relay_options(2), std::make_shared<capturing_evaluator>(), &report);
     REQUIRE(side);
     rogue_client a{vs, side->server};
     rogue_client b{vs, side->server};
@@ -3436,21 +3438,23 @@ TEST_CASE("review: a ram-mode relay's sum goes up at the weight its "
     await_down(vs, {side->server});
     side->shut_down(vs.sys());
   }
-  CHECK(r.clients == 1);
-  CHECK(r.weight == 1); // HEAD: 2 (the weight at finalize)
+  CHECK(r.clients == 2);
+  CHECK(r.weight == 2);
   REQUIRE(r.sums);
   const auto* f = reinterpret_cast<const float*>(r.sums->bytes.data());
-  CHECK(f[0] == doctest::Approx(2.0)); // HEAD: 4 (not scaled)
+  CHECK(f[0] == doctest::Approx(4.0)); // the sum at its weight
+  REQUIRE(report.rounds.size() == 1);
+  CHECK(report.rounds[0].clients == 2);
 }
 
-TEST_CASE("review: an offer passed on as a relay's run ends is not refused "
+TEST_CASE("an offer passed on as a relay's run ends is not refused "
           "by its aggregator as an early one") {
   // The parent's model handed whole; child A offers, and the relay's run
   // ends (its parent's Done) while the offer is on its way through the
-  // scheduler. d5eb45e's aggregator took it (its model had arrived); HEAD
-  // gives the whole model's arrival up at the end, and its aggregator
-  // refuses the offer as one before the model was whole (unexpected
-  // message: a refusal that ends a remote child's connection).
+  // scheduler. The model arrived whole and stays so at the end: the
+  // aggregator takes the offer, and never refuses it as one before the
+  // model was whole (unexpected_message: a refusal that would end a remote
+  // child's connection).
   auto layout = test_layout();
   run_report report;
   frame reply;
@@ -3458,8 +3462,7 @@ TEST_CASE("review: an offer passed on as a relay's run ends is not refused "
     virtual_system vs;
     auto side = spawn_server_side(
         vs.sys(), snapshot_of(layout, initial_floats(layout)),
-        review_relay_options(1), std::make_shared<capturing_evaluator>(),
-        &report);
+        ram_relay_options(1), std::make_shared<capturing_evaluator>(), &report);
     REQUIRE(side);
     rogue_client a{vs, side->server};
     REQUIRE(msg::decode<msg::welcome>(
@@ -3483,12 +3486,11 @@ TEST_CASE("review: an offer passed on as a relay's run ends is not refused "
   CHECK_MESSAGE(acc, (acc ? "" : acc.err().message));
 }
 
-TEST_CASE("review: a relay's run that ends before its parent's first model "
+TEST_CASE("a relay's run that ends before its parent's first model "
           "takes no offer after the end") {
-  // d5eb45e's end abandoned the download: an offer after the end was told
-  // not_in_round by the server. HEAD has no arrival to read before the
-  // first model and passes it on: the scheduler and the aggregator open a
-  // stream for it after the run has ended.
+  // The end abandons the download, whether a model came or not: an offer
+  // after the end is told not_in_round by the server, and no stream opens
+  // for it after the run has ended.
   auto layout = test_layout();
   run_report report;
   frame reply;
@@ -3496,8 +3498,7 @@ TEST_CASE("review: a relay's run that ends before its parent's first model "
     virtual_system vs;
     auto side = spawn_server_side(
         vs.sys(), snapshot_of(layout, initial_floats(layout)),
-        review_relay_options(1), std::make_shared<capturing_evaluator>(),
-        &report);
+        ram_relay_options(1), std::make_shared<capturing_evaluator>(), &report);
     REQUIRE(side);
     rogue_client a{vs, side->server};
     REQUIRE(msg::decode<msg::welcome>(
@@ -3505,14 +3506,14 @@ TEST_CASE("review: a relay's run that ends before its parent's first model "
     caf::anon_send(side->server, stop_atom::value, std::string{});
     auto plan = chunk_plan::make(layout, 4096);
     REQUIRE(plan);
-    reply = a.ask(offer_atom::value,
-                  msg::encode(msg::offer{1, "A", 1, digest(layout),
-                                         layout.total_bytes(),
-                                         plan->chunk_count(), 0, 0}));
+    reply = a.ask(
+        offer_atom::value,
+        msg::encode(msg::offer{1, "A", 1, digest(layout), layout.total_bytes(),
+                               plan->chunk_count(), 0, 0}));
     await_down(vs, {side->server});
     side->shut_down(vs.sys());
   }
   auto acc = msg::decode<msg::accept>(reply);
-  REQUIRE_FALSE(acc); // HEAD: accepted
+  REQUIRE_FALSE(acc);
   CHECK(acc.err().code == errc::not_in_round);
 }

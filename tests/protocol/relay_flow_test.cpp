@@ -277,17 +277,16 @@ TEST_CASE("a window-mode relay's child that asks for a position gone from "
   CHECK(text_of(*got) == "chunk 0");
 }
 
-// -- reproductions of a review of the relay refactor (d5eb45e..78de680) ----
+// -- the end of a relay's run ------------------------------------------------------
 
-TEST_CASE("review: the run ends while a window-mode relay's next model is "
+TEST_CASE("the run ends while a window-mode relay's next model is "
           "adopted: a child's fetch of it is answered at once, from what "
           "is there") {
-  // d5eb45e: the adoption's answer installed the model (with its
-  // residency) even after the end; a fetch of it went to the download,
-  // abandoned at the end, and was served at once. HEAD keeps the last
-  // round's residency (adopted() returns before taking the new one): the
-  // fetch is parked on that round's residency, which asks the parent for
-  // bytes of a round long over, and waits until the server quits.
+  // The adoption's answer installs the model with its residency even
+  // after the end: a fetch of it goes to its download, abandoned at the
+  // end, and is served at once, never parked on the last round's
+  // residency (which would ask the parent for bytes of a round long over
+  // and wait until the server quits).
   recorder r;
   relay_flow flow{0ms, port_of(r)};
   auto layout = testing::small_model();
@@ -296,11 +295,10 @@ TEST_CASE("review: the run ends while a window-mode relay's next model is "
     REQUIRE(plan);
     auto memory = byte_buffer::anonymous(layout.total_bytes());
     REQUIRE(memory);
-    auto made = std::make_shared<relay_residency>(memory->share(),
-                                                  std::move(*plan), 1);
-    made->set_asker([&asked](uint64_t offset, uint64_t) {
-      asked.push_back(offset);
-    });
+    auto made =
+        std::make_shared<relay_residency>(memory->share(), std::move(*plan), 1);
+    made->set_asker(
+        [&asked](uint64_t offset, uint64_t) { asked.push_back(offset); });
     return made;
   };
   std::vector<uint64_t> asked_last, asked_next;
@@ -324,23 +322,21 @@ TEST_CASE("review: the run ends while a window-mode relay's next model is "
   flow.end("", t0);
   flow.adopted(installed(2), t0);
   std::optional<msg::frame> got;
-  flow.fetch("A", msg::fetch{2, 2, 0}, std::pair<uint64_t, uint64_t>{0, 64},
-             t0, into(got));
-  CHECK(got);                // HEAD: parked, never answered
-  CHECK(asked_last.empty()); // HEAD: the last round's bytes asked again
+  flow.fetch("A", msg::fetch{2, 2, 0}, std::pair<uint64_t, uint64_t>{0, 64}, t0,
+             into(got));
+  CHECK(got);
+  CHECK(asked_last.empty()); // nothing of the last round asked again
 }
 
-TEST_CASE("review: after the end of a relay's run that never had its "
+TEST_CASE("after the end of a relay's run that never had its "
           "parent's model, a child's offer is told to sit out") {
-  // d5eb45e's end abandoned the download (complete() false, abandoned()
-  // true): every offer after the end was told not_in_round by the server.
-  // HEAD's may_offer lets every offer pass while no model was ever taken
-  // (no arrival to read), also after the end: it reaches the scheduler.
+  // The end abandons the download, whether a model came or not: every
+  // offer after it is told not_in_round (none reaches the scheduler).
   recorder r;
   relay_flow flow{0ms, port_of(r)};
   flow.start(1, {"A"}, t0); // held: no model yet
   flow.end("", t0);
   auto after = flow.may_offer("A", 1, 1);
-  REQUIRE_FALSE(after); // HEAD: passes
+  REQUIRE_FALSE(after);
   CHECK(after.err().code == errc::not_in_round);
 }
