@@ -15,7 +15,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/aggregator.hpp"
+#include "actors/aggregator_options.hpp"
 #include "actors/interfaces.hpp"
 #include "fedcaf/accumulator.hpp"
 #include "protocol/chunk_checker.hpp"

@@ -14,7 +14,7 @@
 #include <caf/all.hpp>
 
 #include "actors/interfaces.hpp"
-#include "actors/server.hpp"
+#include "actors/server_options.hpp"
 #include "protocol/client_registry.hpp"
 #include "protocol/evaluation_tally.hpp"
 #include "protocol/model_exchange.hpp"

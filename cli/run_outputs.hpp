@@ -14,7 +14,7 @@
 #include "fedcaf/report.hpp"
 #include "http_view.hpp"
 #include "interrupts.hpp"
-#include "run.hpp"
+#include "options.hpp"
 
 namespace fedcaf::cli {
 

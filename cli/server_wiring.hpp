@@ -21,9 +21,9 @@
 #include "fedcaf/report.hpp"
 #include "fedcaf/tls.hpp"
 #include "fedcaf/trainer.hpp"
+#include "options.hpp"
 #include "protocol/network.hpp"
 #include "relay.hpp"
-#include "run.hpp"
 
 namespace fedcaf::cli {
 

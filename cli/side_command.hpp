@@ -23,7 +23,7 @@
 #include "fedcaf/config.hpp"
 #include "fedcaf/report.hpp"
 #include "interrupts.hpp"
-#include "run.hpp"
+#include "options.hpp"
 #include "run_outputs.hpp"
 #include "server_wiring.hpp"
 

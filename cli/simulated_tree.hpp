@@ -23,8 +23,8 @@
 #include "fedcaf/config.hpp"
 #include "fedcaf/report.hpp"
 #include "local_clients.hpp"
+#include "options.hpp"
 #include "relay.hpp"
-#include "run.hpp"
 
 namespace fedcaf::cli {
 
