@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
@@ -85,6 +86,8 @@ struct options {
   /// loopback address than the honest clients').
   std::string source = "127.0.0.1";
   uint32_t attempts = 200; ///< token_guess: Hellos, each on a connection
+  double hold_s = 20;      ///< stall_read: how long it watches the server
+  uint32_t overflow = 0;   ///< stall_read: fetches past the window
 };
 
 void usage() {
@@ -116,6 +119,11 @@ void usage() {
       "    hold the round until --until-file F exists, if given\n"
       "  a test device: hellos [--count N] [--id ID --token T] (each on a\n"
       "    new connection, one after another; each must be answered)\n"
+      "  stall_read --id ID --token T [--hold-s S] [--count N]\n"
+      "    [--overflow K] (1 s later, K fetches past the window: refused)\n"
+      "    [--until-file F]: fetches a window of chunks, never reads; the\n"
+      "    server must close within S seconds (N connections in turn; held\n"
+      "    open until F exists)\n"
       "  token_guess --id ID [--source ADDR] [--attempts N]: wrong tokens\n"
       "    for ID, each on a new connection from ADDR\n"
       "  all: [--heartbeat-s S] [--timeout-s S] [--source ADDR]\n");
@@ -180,6 +188,10 @@ std::optional<options> parse_options(int argc, char** argv) {
         o.drip_s = std::stod(v);
       else if (k == "source")
         o.source = v;
+      else if (k == "overflow")
+        o.overflow = static_cast<uint32_t>(std::stoul(v));
+      else if (k == "hold-s")
+        o.hold_s = std::stod(v);
       else if (k == "attempts")
         o.attempts = static_cast<uint32_t>(std::stoul(v));
       else
@@ -2010,6 +2022,106 @@ void attack_token_guess(const options& o, verdict& v) {
            "some guesses got neither not_authorized nor too_many_requests");
 }
 
+/// The state of the server's end of connection `s` (its socket in
+/// /proc/net/tcp: local port `server_port`, remote `s`'s port): "01"
+/// ESTABLISHED (the server never closed it), "04" FIN_WAIT1 or later (it
+/// did), "" not found (gone).
+std::string server_side_state(uint16_t server_port, const peer_socket& s) {
+  std::ifstream in{"/proc/net/tcp"};
+  std::string line;
+  char local[64], remote[64], state[8];
+  while (std::getline(in, line)) {
+    unsigned slot = 0;
+    if (std::sscanf(line.c_str(), " %u: %63s %63s %7s", &slot, local, remote,
+                    state) != 4)
+      continue;
+    auto port_of = [](const char* a) {
+      auto colon = std::strchr(a, ':');
+      return colon ? static_cast<uint16_t>(std::strtoul(colon + 1, nullptr, 16))
+                   : uint16_t{0};
+    };
+    if (port_of(local) == server_port && port_of(remote) == s.local_port())
+      return state;
+  }
+  return "";
+}
+
+/// Registered: fetches `window` chunks in one write after shrinking its
+/// receive buffer, then never reads (heartbeats only, so that the stall,
+/// not silence, is what the server sees). The server must refuse it for
+/// not reading (the peer read nothing) after connection_timeout_s and
+/// close the connection within close_grace (2 s) of that: its socket must
+/// leave ESTABLISHED within --hold-s seconds. With --count N, N
+/// connections one after another (each Hello takes the session over from
+/// the last, which is held open, unread), each watched for --hold-s.
+void attack_stall_read(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  std::vector<in_round> held;
+  auto count = std::max(1u, std::min(o.count, 64u));
+  for (uint32_t c = 0; c < count; ++c) {
+    auto label = "stall_read#" + std::to_string(c + 1);
+    held.push_back(join_round(o, v, label, deadline));
+    auto& r = held.back();
+    int small = 4096;
+    ::setsockopt(r.s->socket().fd(), SOL_SOCKET, SO_RCVBUF, &small,
+                 sizeof small);
+    auto window = std::max(1u, r.round.window);
+    msg::frame burst;
+    auto fetch = [&r](uint32_t i) {
+      return with_id(
+          msg::encode(msg::fetch{r.round.round, r.round.model_version,
+                                 i % r.plan->chunk_count()}),
+          r.s->next_id());
+    };
+    for (uint32_t i = 0; i < window; ++i) {
+      auto f = fetch(i);
+      burst.insert(burst.end(), f.begin(), f.end());
+    }
+    r.s->socket().send_all(burst.data(), burst.size());
+    v.note(label + ": sent " + std::to_string(window) + " fetches of " +
+           std::to_string(r.round.chunk_bytes) + "-byte chunks; reading none");
+    if (o.overflow > 0) { // once the first chunks wait unread: refused now
+      std::this_thread::sleep_for(std::chrono::seconds{1});
+      for (uint32_t i = 0; i < std::min(o.overflow, 64u); ++i)
+        r.s->socket().send_frame(fetch(window + i));
+      v.note(label + ": then " + std::to_string(o.overflow) +
+             " fetches past the window");
+    }
+    auto started = clock_type::now();
+    std::string state = "01";
+    double closed_after = -1;
+    for (int slice = 0; slice < 100000 && seconds_since(started) < o.hold_s;
+         ++slice) {
+      r.s->socket().send_frame(msg::encode_heartbeat());
+      std::this_thread::sleep_for(std::chrono::milliseconds{
+          static_cast<int64_t>(o.heartbeat_s * 1000)});
+      state = server_side_state(o.port, r.s->socket());
+      if (state != "01" && closed_after < 0)
+        closed_after = seconds_since(started);
+    }
+    v.note(label + (closed_after < 0
+                        ? ": the server's socket is still ESTABLISHED after " +
+                              fmt_s(seconds_since(started))
+                        : ": the server closed its socket after " +
+                              fmt_s(closed_after)));
+    v.expect(closed_after >= 0,
+             label +
+                 ": the server never closed the connection of a peer "
+                 "that stopped reading (held " +
+                 fmt_s(o.hold_s) + ")");
+  }
+  uint32_t open = 0;
+  for (const auto& r : held)
+    open += server_side_state(o.port, r.s->socket()) == "01" ? 1 : 0;
+  v.note(std::to_string(open) + " of " + std::to_string(held.size()) +
+         " connections still ESTABLISHED on the server's side");
+  if (!o.until_file.empty()) { // the driver measures the server meanwhile
+    std::ofstream{o.until_file + ".ready"} << open << "\n";
+    for (int i = 0; i < 600 && !std::filesystem::exists(o.until_file); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  }
+}
+
 int run(const options& o) {
   verdict v{o.attack + (o.registered ? "(registered)" : "")};
   using attack_fn = void (*)(const options&, verdict&);
@@ -2050,6 +2162,7 @@ int run(const options& o) {
       {"pace_stall", attack_pace_stall},
       {"slow_drip", attack_slow_drip},
       {"token_guess", attack_token_guess},
+      {"stall_read", attack_stall_read},
   };
   auto it = attacks.find(o.attack);
   if (it == attacks.end()) {
