@@ -88,11 +88,12 @@ public:
   void on_tick() {
     auto t = admission_.tick(self_->clock().now(), link_.activity());
     switch (t.what) {
-    case tick_action::close:
-      close_now("");
+    case tick_action::close: // the closing grace is over: what the peer did
+      close_now("", true);   // not read is dropped
+      return;
+    case tick_action::refuse: // and the closing grace is timed from now
+      refuse(t.refusal);
       break;
-    case tick_action::refuse:
-      return refuse(t.refusal);
     case tick_action::heartbeat:
       link_.send(msg::encode_heartbeat());
       break;
@@ -265,11 +266,16 @@ private:
       close_now("");
   }
 
-  void close_now(const std::string& why) {
+  /// Closes the connection and ends the gateway; `reset`: at once, the
+  /// output the peer did not read dropped (its closing grace is over).
+  void close_now(const std::string& why, bool reset = false) {
     if (!why.empty())
       log_line("gateway", "closing the connection of " + admission_.address() +
                               ": " + why);
-    link_.close();
+    if (reset && link_.output_pending())
+      link_.abort();
+    else
+      link_.close();
     self_->quit();
   }
 

@@ -1,5 +1,7 @@
 #include "actors/wire_link.hpp"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 
 #include "fedcaf/log.hpp"
@@ -62,6 +64,19 @@ void wire_link::close() {
   }
   if (tls_)
     tls_->set_output(nullptr);
+  self_->close(hdl_);
+}
+
+void wire_link::abort() {
+  if (closed_)
+    return;
+  closed_ = true;
+  pending_.clear();
+  // CAF 0.17's default multiplexer names a connection by its socket.
+  auto fd = static_cast<int>(hdl_.id());
+  ::linger reset{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  ::shutdown(fd, SHUT_RDWR);
   self_->close(hdl_);
 }
 

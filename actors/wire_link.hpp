@@ -80,8 +80,13 @@ public:
   bool plain_peer() const { return tls_ && tls_->plain_peer(); }
 
   /// Closes the connection, after close_notify on a TLS one; nothing is
-  /// read or sent after this.
+  /// read or sent after this (what is queued still goes out: CAF's close
+  /// waits for its buffer to be written).
   void close();
+  /// Closes the connection at once, dropping what the peer never read: the
+  /// socket is reset (SO_LINGER 0), so that a peer that stops reading
+  /// cannot hold it, its buffers and its file descriptor open.
+  void abort();
 
   /// The socket wrote; `remaining` bytes wait in its buffers.
   void transferred(uint64_t remaining);

@@ -2090,13 +2090,14 @@ void attack_stall_read(const options& o, verdict& v) {
     auto started = clock_type::now();
     std::string state = "01";
     double closed_after = -1;
-    for (int slice = 0; slice < 100000 && seconds_since(started) < o.hold_s;
+    for (int slice = 0; slice < 100000 && seconds_since(started) < o.hold_s &&
+                        closed_after < 0;
          ++slice) {
       r.s->socket().send_frame(msg::encode_heartbeat());
       std::this_thread::sleep_for(std::chrono::milliseconds{
           static_cast<int64_t>(o.heartbeat_s * 1000)});
       state = server_side_state(o.port, r.s->socket());
-      if (state != "01" && closed_after < 0)
+      if (state != "01")
         closed_after = seconds_since(started);
     }
     v.note(label + (closed_after < 0

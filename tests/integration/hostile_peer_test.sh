@@ -659,6 +659,29 @@ run_b4() {
   check_run B4 $rounds ram
 }
 
+# -- S: a registered peer that stops reading, ram mode ------------------------------
+# It fetches a window of 4 MiB chunks and reads none: refused for not
+# reading after connection_timeout_s (3 s), its connection is reset once
+# the closing grace (2 s) is over (what it did not read is dropped), never
+# held open by the peer (nor, taking its session over again and again, a
+# pile of such connections: a connection taken over closes the same way).
+
+run_s() {
+  server_config "$out/S.yaml" S 3 ram $rounds
+  start_server S "$out/S.yaml" \
+    --set server_configs.comm_configs.stream_configs.chunk_bytes=4194304 \
+    --set server_configs.comm_configs.grpc_configs.max_message_size=8388608 ||
+    return
+  attack S stall_read --attack stall_read $(creds 7) --count 1 --hold-s 9
+  start_clients S
+  finish_attacks
+  finish_run
+  echo "-- S: a registered peer that stops reading, ram mode (port $port)"
+  check_verdict S stall_read
+  check_refused S stall_read timeout
+  check_run S $rounds ram
+}
+
 # -- B5: a huge update, and offers without chunks, ram mode --------------------------
 # (Apart from B4: a rejected update with chunks in the sum makes the round
 # collect every update again, which would reset these attackers' streams.)
@@ -998,9 +1021,9 @@ run_g() {
 
 run_reference ram ram
 run_reference window window
-for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 C D G I I_int8 L}; do
+for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 S C D G I I_int8 L}; do
   case $r in
-    A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;;
+    A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;; S) run_s ;;
     B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;; D) run_d ;;
     G) run_g ;; I) run_i ;; I_int8) run_i_int8 ;; L) run_l ;;
     *) fail "no run named $r" ;;
