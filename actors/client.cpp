@@ -292,7 +292,7 @@ private:
   // -- registration and reconnection -----------------------------------------
 
   void register_with_server() {
-    msg::hello h{options_.client_id, options_.token};
+    msg::hello h{options_.client_id, options_.token, options_.shard};
     ask(hello_atom::value, msg::encode(h), "hello",
         [this](const frame& r) { on_welcome(r); });
   }
@@ -312,7 +312,7 @@ private:
       return; // a second Welcome of one reconnection changes nothing
     }
     auto made = client_model::welcome(options_.client_id, std::move(factory_),
-                                      *w, options_.hold_model);
+                                      *w, options_.hold_model, options_.shard);
     if (!made)
       return fail(made.err());
     model_ = std::move(made->model);

@@ -12,6 +12,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/interfaces.hpp"
+#include "fedcaf/shard.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/progress.hpp"
 #include "fedcaf/report.hpp"
@@ -52,6 +53,8 @@ struct client_options {
   /// Runs on a thread of its own (a relay's upstream client, whose
   /// training waits for its children's round), not the scheduler's.
   bool own_thread = false;
+  /// Which rank of a sharded client this is (ranks 1: the whole model).
+  shard_spec shard;
 };
 
 /// Spawns a client of `server`. `report` is written by the client only and

@@ -144,6 +144,7 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   co.host = at->host;
   co.port = at->port;
   co.progress = std::move(progress);
+  co.shard = cc.shard;
   auto client = spawn_client(sys, *server, co, std::move(factory), &report);
   if (started)
     started(sys, client);

@@ -13,6 +13,7 @@
 #include "actors/server_publication.hpp"
 #include "actors/server_relay.hpp"
 #include "actors/server_secagg.hpp"
+#include "actors/server_shards.hpp"
 #include "actors/wake_up.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
@@ -49,6 +50,7 @@ public:
             [this](const std::string& why) { end_run(why); }) {
     if (options_.secure_aggregation.enabled)
       secagg_.emplace(core(), [this](const std::string& why) { stop(why); });
+    shards_.emplace(core());
   }
 
   /// Connects the scheduler and the aggregator to the server before any
@@ -76,14 +78,20 @@ public:
     // Where a client's handle enters: an in-process client actor, or the
     // gateway of a remote one (a broker: untyped by CAF's design).
     auto sender = caf::actor_cast<client_inbox>(self_->current_sender());
+    if (auto unfit = h->shard.sharded() ? shards_->refusal(*h) : std::nullopt)
+      return refuse(*unfit);
     auto a = registry_.admit(*h, sender, address, certificate_name, stopping_,
                              now());
     if (!a)
       return refusals_.refuse_logged_if(a.err(), registry_.log_refusal());
-    if (a->resumed) {
-      resumed(h->client_id, sender, *a);
-    } else {
+    auto key = h->shard.sharded() ? rank_key(h->client_id, h->shard.rank)
+                                  : h->client_id;
+    bool joins = !h->shard.sharded() || shards_->registered(*h);
+    if (a->resumed)
+      resumed(key, sender, *a);
+    else
       self_->monitor(sender);
+    if (joins && (!a->resumed || h->shard.sharded())) {
       reporter_.registered(h->client_id, a->from);
       self_->send(peers_.scheduler, join_atom::value, h->client_id, a->from);
     }
@@ -96,8 +104,11 @@ public:
   void drop(const std::string& id, uint64_t epoch) {
     if (stopping_ || !registry_.drop(id, epoch))
       return;
-    reporter_.dropped(id, options_.reconnect_grace.count());
-    self_->send(peers_.scheduler, drop_atom::value, id);
+    const auto* c = registry_.find(id);
+    if (c->logical != id && !shards_->dropped(c->logical, c->rank))
+      return; // a rank of a client that is not in the rounds
+    reporter_.dropped(c->logical, options_.reconnect_grace.count());
+    self_->send(peers_.scheduler, drop_atom::value, c->logical);
     if (relay_) // it paces a window-mode relay's download no more
       relay_->flow().dropped(id, now());
   }
@@ -130,6 +141,7 @@ public:
   /// The scheduler collects these clients' updates again.
   void resend(uint32_t round, const std::vector<std::string>& ids) {
     auto f = rounds_.resend(round);
+    shards_->collect_again(ids);
     for (const auto& id : f ? ids : std::vector<std::string>{}) {
       reporter_.upload_again(id);
       if (!tell(id, round_atom::value, *f) && registry_.find(id))
@@ -138,8 +150,9 @@ public:
   }
 
   /// Sends what is open to a client that came back (round_announcement).
-  void announce_to(const std::string& id) {
-    auto* c = registry_.connected(id);
+  void announce_to(const std::string& key) {
+    auto* c = registry_.connected(key);
+    const auto& id = c ? c->logical : key;
     auto f = c ? rounds_.again(id, tally_.current().by.count(id) > 0,
                                options_.async ? &c->task : nullptr)
                : std::nullopt;
@@ -184,6 +197,31 @@ public:
         caf::actor_cast<client_inbox>(self_->current_sender()));
   }
 
+  /// The client and rank of the sender iff it is a rank of a sharded
+  /// client.
+  std::optional<std::pair<std::string, uint32_t>> sender_rank() {
+    const auto* key = sender_id();
+    const auto* c = key ? registry_.find(*key) : nullptr;
+    if (!c || c->logical == *key)
+      return std::nullopt;
+    return std::pair{c->logical, c->rank};
+  }
+
+  /// A rank's offer: checked as any client's, then joined with its other
+  /// ranks' (server_shards).
+  caf::result<frame> rank_offer(const std::pair<std::string, uint32_t>& r,
+                                const frame& f) {
+    auto o = msg::decode<msg::offer>(f);
+    if (!o)
+      return refuse(o.err());
+    if (auto no = offer_refusal(r.first, *o))
+      return std::move(*no);
+    return shards_->offer(r.first, r.second, *o);
+  }
+
+  /// The part that joins the ranks of sharded clients.
+  server_shards& shards() { return *shards_; }
+
   frame not_registered() const {
     return refuse({errc::not_authorized,
                    "a frame from a peer that is not a registered client"});
@@ -210,7 +248,8 @@ public:
     auto req = msg::decode<msg::fetch>(f);
     if (!req)
       return refuse(req.err());
-    if (auto gone = exchange_.overwritten_refusal(*id, *req))
+    if (auto gone =
+            exchange_.overwritten_refusal(*id, *req, shard_plan(*id).get()))
       return refuse(*gone);
     if (relay_) // answered once the chunk is in
       return relay_->fetch(*id, *req);
@@ -225,11 +264,13 @@ public:
   }
 
   void count_upload(const frame& f) {
-    reporter_.count_up(*sender_id(), f.size());
+    reporter_.count_up(registry_.find(*sender_id())->logical, f.size());
   }
 
   /// The sender ended its upload stream (after its last credit).
-  void upload_ended() { reporter_.upload_ended(*sender_id()); }
+  void upload_ended() {
+    reporter_.upload_ended(registry_.find(*sender_id())->logical);
+  }
 
   /// A client's SecAgg+ frame: see server_secagg.
   caf::result<frame> secagg_frame(const frame& f) {
@@ -311,6 +352,13 @@ private:
     return x ? fn(*id, *x) : refuse(x.err());
   }
 
+  /// The plan of connection `key`'s shard iff it is a rank, else null.
+  std::shared_ptr<const chunk_plan> shard_plan(const std::string& key) {
+    const auto* c = registry_.find(key);
+    return c && c->logical != key ? shards_->plan_of(c->logical, c->rank)
+                                  : nullptr;
+  }
+
   /// Opens round `round` for `chosen`: announced to those connected.
   void open_round(uint32_t round, const std::vector<std::string>& chosen) {
     if (options_.deadline_from_open.count() > 0)
@@ -331,6 +379,7 @@ private:
   /// give up their models.
   void close_round(uint32_t round) {
     rounds_.close(options_.async);
+    shards_->round_over(round);
     if (!options_.async)
       for (const auto& id : registry_.connected_among(rounds_.chosen()))
         self_->send(registry_.find(id)->handle, idle_atom::value, round);
@@ -341,11 +390,12 @@ private:
   result<frame> serve_chunk(const std::string& id, const msg::fetch& req,
                             const snapshot_ptr& fallback) {
     const auto* c = registry_.find(id);
-    auto chunk = exchange_.serve(req, c && c->model ? c->model : fallback);
+    auto chunk = exchange_.serve(req, c && c->model ? c->model : fallback,
+                                 shard_plan(id).get());
     if (!chunk)
       return chunk.err();
-    reporter_.count_down(id, chunk->wire_bytes, chunk->model_bytes,
-                         chunk->last);
+    reporter_.count_down(c ? c->logical : id, chunk->wire_bytes,
+                         chunk->model_bytes, chunk->last);
     return std::move(chunk->frame);
   }
 
@@ -433,6 +483,8 @@ private:
   std::optional<server_secagg> secagg_;
   /// A relay's children's side: its parent's models and its rounds.
   std::optional<server_relay> relay_;
+  /// Sharded clients: their ranks' uploads joined into one.
+  std::optional<server_shards> shards_;
 };
 
 /// The answer to a relay's request (`what`) on a server that is none.
@@ -452,6 +504,8 @@ server_actor::behavior_type serving(server_actor::pointer self,
       },
       [state](fetch_atom, const frame& f) { return state->serve(f); },
       [self, state, peers](offer_atom, const frame& f) -> caf::result<frame> {
+        if (auto r = state->sender_rank())
+          return state->rank_offer(*r, f);
         if (auto refused = state->check_offer(f); !refused.empty())
           return refused;
         self->delegate(peers.scheduler, offer_atom::value, f);
@@ -461,6 +515,8 @@ server_actor::behavior_type serving(server_actor::pointer self,
         if (!state->sender_id())
           return state->not_registered();
         state->count_upload(f);
+        if (auto r = state->sender_rank())
+          return state->shards().chunk(r->first, r->second, f);
         self->delegate(peers.aggregator, chunk_atom::value, *state->sender_id(),
                        std::move(f));
         return caf::delegated<frame>{};
@@ -469,6 +525,8 @@ server_actor::behavior_type serving(server_actor::pointer self,
         if (!state->sender_id())
           return state->not_registered();
         state->upload_ended();
+        if (auto r = state->sender_rank())
+          return state->shards().end(r->first, r->second, f);
         self->delegate(peers.aggregator, end_atom::value, *state->sender_id(),
                        f);
         return caf::delegated<frame>{};
@@ -476,6 +534,8 @@ server_actor::behavior_type serving(server_actor::pointer self,
       [self, state, peers](credit_atom, const frame& f) -> caf::result<frame> {
         if (!state->sender_id())
           return state->not_registered();
+        if (auto r = state->sender_rank())
+          return state->shards().credit(r->first, r->second, f);
         self->delegate(peers.aggregator, credit_atom::value,
                        *state->sender_id(), f);
         return caf::delegated<frame>{};

@@ -43,12 +43,13 @@ struct server_core {
   /// `e` as a refusal: counted, logged, an error frame.
   frame refuse(const error& e) const { return refusals_.refuse(e); }
 
-  /// Sends client `id` (`xs`) iff it is connected; returns whether it was.
-  template <class... Ts> bool tell(const std::string& id, Ts&&... xs) {
-    const auto* c = registry_.connected(id);
-    if (c)
-      self_->send(c->handle, std::forward<Ts>(xs)...);
-    return c != nullptr;
+  /// Sends client `id` (`xs`) iff it is connected (a sharded client: each
+  /// rank connected); returns whether it was.
+  template <class... Ts> bool tell(const std::string& id, const Ts&... xs) {
+    auto to = registry_.connections(id);
+    for (const auto* c : to)
+      self_->send(c->handle, xs...);
+    return !to.empty();
   }
 
   server_actor::pointer self_ = nullptr;

@@ -67,17 +67,33 @@ result<client_data> data_of(lazy_data& sets, const data_config& data,
 /// dummy trainer, or LibTorch on its partition of the data.
 result<std::unique_ptr<trainer>>
 make_local_trainer(lazy_data& sets, const data_config& data, uint32_t index,
-                   uint32_t num_threads, const client_configs& cc) {
+                   uint32_t num_threads, const client_configs& cc,
+                   const shard_spec& shard) {
   if (cc.train.trainer == trainer_kind::python)
     return error{errc::bad_config,
                  "this server's clients train with their own Python code "
                  "(train_configs.trainer: python): run the Python client "
                  "(import fedcaf; see examples/python/fashion_mnist.py), "
                  "not fedcaf client"};
+  if (shard.sharded() && cc.train.trainer != trainer_kind::dummy)
+    return error{errc::bad_config,
+                 "shard: rank " + std::to_string(shard.rank) + " of " +
+                     std::to_string(shard.ranks) +
+                     ": fedcaf client's LibTorch trainer trains a whole "
+                     "network in one process; a sharded model trains in its "
+                     "own job (the Python client under torchrun, see "
+                     "examples/python/sharded_fashion_mnist.py), or with "
+                     "train_configs.trainer: dummy"};
   if (cc.train.trainer == trainer_kind::dummy) {
     auto layout = model_layout(cc.model);
     if (!layout)
       return layout.err();
+    if (shard.sharded()) { // its rows of every tensor, no more
+      auto slices = slices_of(*layout, shard);
+      if (!slices)
+        return slices.err();
+      layout = local_layout(*layout, *slices);
+    }
     dummy_storage storage;
     if (cc.train.storage == model_storage::disk)
       storage.file = cc.train.storage_dir + "/fedcaf-client" +
@@ -98,11 +114,12 @@ make_local_trainer(lazy_data& sets, const data_config& data, uint32_t index,
 
 trainer_factory local_trainer(std::shared_ptr<lazy_data> sets, data_config data,
                               uint32_t index, uint32_t num_threads,
-                              stop_flag stop) {
-  return [sets, data, index, num_threads,
-          stop](const client_configs& cc,
-                const msg::welcome&) -> result<std::unique_ptr<trainer>> {
-    auto made = make_local_trainer(*sets, data, index, num_threads, cc);
+                              stop_flag stop, shard_spec shard) {
+  return [sets, data, index, num_threads, stop,
+          shard](const client_configs& cc,
+                 const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+    auto made =
+        make_local_trainer(*sets, data, index, num_threads, cc, shard);
     if (made)
       (*made)->stop_when(stop);
     return made;

@@ -51,9 +51,11 @@ struct lazy_data {
 
 /// Builds client `index`'s trainer once the server's client_configs are
 /// known: the dummy trainer, or LibTorch on its partition of the data. Its
-/// training stops at the next step once `stop` is set (null: never).
+/// training stops at the next step once `stop` is set (null: never). A rank
+/// of a sharded client (`shard`) holds only its shard: the dummy trainer
+/// (LibTorch's trains whole models only, and is refused).
 trainer_factory local_trainer(std::shared_ptr<lazy_data> sets, data_config data,
                               uint32_t index, uint32_t num_threads,
-                              stop_flag stop);
+                              stop_flag stop, shard_spec shard = {});
 
 } // namespace fedcaf::cli

@@ -255,7 +255,7 @@ int run_client(const options& opts) {
     console_progress console;
     run_remote_client(cc,
                       local_trainer(sets, cc.data, cc.data.client_index,
-                                    cc.num_threads, nullptr),
+                                    cc.num_threads, nullptr, cc.shard),
                       report, {}, nullptr, console.meter());
   }
   return conclude(opts, report, *cfg, live_view{});

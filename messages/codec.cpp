@@ -433,12 +433,26 @@ uint64_t checksum(std::span<const std::byte> bytes) {
 // -- encoders -----------------------------------------------------------------
 
 frame encode(const hello& x) {
-  return build(8 + text_words(x.client_id) + text_words(x.token),
-               [&](auto body) {
-                 auto b = body.initHello();
-                 b.setClientId(text(x.client_id));
-                 b.setToken(text(x.token));
-               });
+  uint64_t words = 8 + text_words(x.client_id) + text_words(x.token);
+  for (const auto& s : x.shard.slices)
+    words += 4 + text_words(s.tensor);
+  return build(words, [&](auto body) {
+    auto b = body.initHello();
+    b.setClientId(text(x.client_id));
+    b.setToken(text(x.token));
+    if (!x.shard.sharded())
+      return;
+    b.setShardRank(x.shard.rank);
+    b.setShardRanks(x.shard.ranks);
+    auto slices =
+        b.initSlices(static_cast<unsigned>(x.shard.slices.size()));
+    for (unsigned i = 0; i < x.shard.slices.size(); ++i) {
+      const auto& s = x.shard.slices[i];
+      slices[i].setTensor(text(s.tensor));
+      slices[i].setBeginRow(s.begin_row);
+      slices[i].setEndRow(s.end_row);
+    }
+  });
 }
 
 frame encode(const welcome& x) {
@@ -708,7 +722,30 @@ template <> result<hello> decode<hello>(const frame& f) {
     auto token = peer_text(b.getToken(), "hello: token");
     if (!token)
       return token.err();
-    return hello{std::move(*id), std::move(*token)};
+    hello h{std::move(*id), std::move(*token)};
+    auto ranks = b.getShardRanks();
+    if (ranks <= 1 && b.getShardRank() == 0 && b.getSlices().size() == 0)
+      return h;
+    if (ranks <= 1 || b.getShardRank() >= ranks || ranks > max_shard_ranks)
+      return error{errc::malformed_frame,
+                   "hello: shard rank " + std::to_string(b.getShardRank()) +
+                       " of " + std::to_string(ranks) +
+                       " (a rank of 2 to " + std::to_string(max_shard_ranks) +
+                       " ranks, from 0)"};
+    h.shard.rank = b.getShardRank();
+    h.shard.ranks = ranks;
+    auto slices = b.getSlices();
+    if (slices.size() > max_model_tensors)
+      return error{errc::malformed_frame, "hello: more shard slices than a "
+                                          "model has tensors"};
+    for (auto s : slices) {
+      auto name = peer_text(s.getTensor(), "hello: shard slice tensor");
+      if (!name)
+        return name.err();
+      h.shard.slices.push_back(
+          {std::move(*name), s.getBeginRow(), s.getEndRow()});
+    }
+    return h;
   });
 }
 

@@ -16,6 +16,7 @@
 
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
+#include "fedcaf/shard.hpp"
 
 namespace fedcaf::msg {
 
@@ -119,6 +120,8 @@ constexpr uint64_t max_evaluation_samples = uint64_t{1} << 40;
 struct hello {
   std::string client_id;
   std::string token;
+  /// Which rank of a sharded client this connection is (ranks 1: none).
+  shard_spec shard{};
 };
 
 /// What every client must obey, typed in Welcome (docs/protocol.md).

@@ -72,6 +72,20 @@ struct Hello {
   clientId @0 :Text;
   token @1 :Text;
   # Reserved for client authentication; empty when unused.
+  shardRank @2 :UInt32;
+  # A sharded client (one logical client of shardRanks ranks, each its own
+  # connection under the same clientId): which rank this connection is.
+  shardRanks @3 :UInt32;
+  # 0 or 1: not sharded.
+  slices @4 :List(ShardSlice);
+  # The rows this rank holds; empty: the dim-0 chunk torch.chunk gives it.
+}
+
+struct ShardSlice {
+  tensor @0 :Text;
+  beginRow @1 :UInt64;
+  endRow @2 :UInt64;
+  # Rows [beginRow, endRow) of the tensor named `tensor` (dim 0).
 }
 
 struct Welcome {

@@ -1,6 +1,7 @@
 #include "protocol/client_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -21,12 +22,14 @@ client_model::client_model(std::string client_id, trainer_factory factory,
 result<client_model::welcomed> client_model::welcome(std::string client_id,
                                                      trainer_factory factory,
                                                      const msg::welcome& w,
-                                                     bool build) {
+                                                     bool build,
+                                                     shard_spec shard) {
   auto cfg = parse_client_configs(w.client_configs);
   if (!cfg)
     return cfg.err();
   auto model = std::make_unique<client_model>(
       std::move(client_id), std::move(factory), std::move(*cfg), w);
+  model->set_shard(std::move(shard));
   auto line = model->registered(build);
   if (!line)
     return line.err();
@@ -81,10 +84,20 @@ result<std::shared_ptr<const chunk_plan>>
 client_model::begin_round(const msg::round_start& rs) {
   if (auto made = make_trainer(); !made)
     return made.err();
-  if (auto ok = trainer_->adopt_layout(rs.model); !ok)
+  digest_ = digest(rs.model);
+  auto slices = shard_.sharded() ? slices_of(rs.model, shard_)
+                                 : result<shard_slices>{shard_slices{}};
+  if (!slices)
+    return slices.err();
+  if (auto ok = trainer_->adopt_layout(shard_.sharded()
+                                           ? local_layout(rs.model, *slices)
+                                           : rs.model);
+      !ok)
     return ok.err();
   trainer_->begin_round(rs.round, rs.evaluate_only);
-  auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+  auto plan = shard_.sharded()
+                  ? chunk_plan::make_shard(rs.model, rs.chunk_bytes, *slices)
+                  : chunk_plan::make(rs.model, rs.chunk_bytes);
   if (!plan)
     return plan.err();
   view_parameters();
@@ -148,7 +161,11 @@ result<client_model::trained> client_model::train(uint32_t round,
   // A relay's sum is no update of its own: nothing to clip or declare (its
   // children clipped and declared theirs to it).
   bool own = !hooks_->partial_sum();
-  auto clip = own ? configs_.train.update_clip_norm : 0.0;
+  // A rank clips its shard to clip / sqrt(ranks): the client's whole
+  // update stays within clip (the ranks do not share their norms).
+  auto clip = own ? configs_.train.update_clip_norm /
+                        std::sqrt(static_cast<double>(shard_.ranks))
+                  : 0.0;
   bool declare = own && configs_.train.declare_update_norm;
   // DP-FedAvg, norm_bound: keep the model received to measure against
   if (clip > 0 || declare)
@@ -177,7 +194,7 @@ result<client_model::trained> client_model::train(uint32_t round,
       msg::offer{round,
                  client_id_,
                  trainer_->sample_count(),
-                 digest(trainer_->layout()),
+                 shard_.sharded() ? digest_ : digest(trainer_->layout()),
                  plan.total_bytes(),
                  plan.chunk_count(),
                  m->loss,

@@ -19,6 +19,7 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/config/client_sections.hpp"
 #include "fedcaf/delta_codec.hpp"
+#include "fedcaf/shard.hpp"
 #include "fedcaf/trainer.hpp"
 #include "messages/codec.hpp"
 #include "protocol/download_stream.hpp"
@@ -58,9 +59,11 @@ public:
   /// made with w's client configs, and the line that says it registered
   /// (registered(build)). Returns an error iff the configs do not parse or
   /// building the trainer fails.
+  /// `shard`: which rank of a sharded client it is (set_shard).
   static result<welcomed> welcome(std::string client_id,
                                   trainer_factory factory,
-                                  const msg::welcome& w, bool build);
+                                  const msg::welcome& w, bool build,
+                                  shard_spec shard = {});
 
   /// The model of client `client_id`, which the server welcomed with
   /// `welcome` and `configs`; no trainer yet.
@@ -71,6 +74,10 @@ public:
   client_model& operator=(const client_model&) = delete;
 
   const client_configs& configs() const { return configs_; }
+
+  /// This process is rank `shard.rank` of a sharded client: its trainer
+  /// holds, and its rounds move, only its shard (fedcaf/shard.hpp).
+  void set_shard(shard_spec shard) { shard_ = std::move(shard); }
   const std::string& client_id() const { return client_id_; }
 
   /// Builds the trainer unless it exists. Returns an error iff the factory
@@ -95,8 +102,9 @@ public:
 
   /// Round `rs` starts: builds the trainer if needed, has it take the
   /// server's layout and begin the round, and views its parameters.
-  /// Returns the round's chunk plan, or an error iff the trainer cannot be
-  /// built, its layout differs, or the plan is invalid.
+  /// Returns the round's chunk plan (a rank's: its shard's), or an error
+  /// iff the trainer cannot be built, its layout differs (a rank's: from
+  /// its shard of the server's), or the plan or the slices are invalid.
   result<std::shared_ptr<const chunk_plan>>
   begin_round(const msg::round_start& rs);
 
@@ -195,6 +203,8 @@ private:
   manifest encoded_layout_;
   uint64_t dp_steps_ = 0; ///< DP-SGD steps taken on this client's data
   bool started_ = false;  ///< a round has started here
+  shard_spec shard_;      ///< ranks 1: the whole model
+  uint64_t digest_ = 0;   ///< the server's layout's, for the offer
 };
 
 } // namespace fedcaf

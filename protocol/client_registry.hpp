@@ -20,6 +20,7 @@
 
 #include "fedcaf/error.hpp"
 #include "fedcaf/model_snapshot.hpp"
+#include "fedcaf/shard.hpp"
 #include "messages/codec.hpp"
 #include "protocol/hello_throttle.hpp"
 #include "protocol/reconnect_backoff.hpp"
@@ -84,6 +85,10 @@ public:
     snapshot_ptr model;
     /// Dropped from the run for lying (never admitted again).
     bool banned = false;
+    /// The client it is a connection of: its own id, or (a rank of a
+    /// sharded client, registered as rank_key(id, rank)) the client's.
+    std::string logical;
+    uint32_t rank = 0;
   };
 
   explicit client_registry(admission_rules rules) : rules_(std::move(rules)) {}
@@ -124,7 +129,11 @@ public:
         note_failure(host, now);
       return deny(authenticated.err().code, authenticated.err().message);
     }
-    auto it = clients_.find(h.client_id);
+    auto key = h.shard.sharded() ? rank_key(h.client_id, h.shard.rank)
+                                 : h.client_id;
+    if (auto mixed = mixes_shards(h))
+      return deny(errc::not_authorized, *mixed);
+    auto it = clients_.find(key);
     if (it != clients_.end() && it->second.banned)
       return deny(errc::not_authorized, "it was dropped from the run");
     if (it != clients_.end() && it->second.state != presence::dropped)
@@ -132,10 +141,37 @@ public:
                     now, deny);
     if (ended)
       return deny(errc::unknown_client, "the run has ended");
-    if (active_count() >= rules_.places)
+    if (!active_ranks(h.client_id) && active_clients() >= rules_.places)
       return deny(errc::unknown_client, "all " + std::to_string(rules_.places) +
                                             " client places are taken");
-    return join(h.client_id, sender, from);
+    return join(key, h, sender, from);
+  }
+
+  /// The ranks of sharded client `id` that are registered and not dropped.
+  std::set<uint32_t> present_ranks(const std::string& id) const {
+    std::set<uint32_t> out;
+    auto it = ranks_.find(id);
+    if (it == ranks_.end())
+      return out;
+    for (const auto& key : it->second) {
+      const auto& c = clients_.at(key);
+      if (c.state != presence::dropped)
+        out.insert(c.rank);
+    }
+    return out;
+  }
+
+  /// The connections of client `id` that are connected: its own, or those
+  /// of its ranks.
+  std::vector<entry*> connections(const std::string& id) {
+    std::vector<entry*> out;
+    if (auto* c = connected(id))
+      out.push_back(c);
+    if (auto it = ranks_.find(id); it != ranks_.end())
+      for (const auto& key : it->second)
+        if (auto* c = connected(key))
+          out.push_back(c);
+    return out;
   }
 
   /// Returns true iff the refusal of the last admit() is to be logged
@@ -171,11 +207,12 @@ public:
   }
 
   /// Returns those of `ids` that are connected, in id order.
+  /// (A sharded client's ranks are connections of their own: their keys.)
   std::vector<std::string>
   connected_among(const std::set<std::string>& ids) const {
     std::vector<std::string> out;
     for (const auto& [id, c] : clients_)
-      if (c.state == presence::connected && ids.count(id))
+      if (c.state == presence::connected && ids.count(c.logical))
         out.push_back(id);
     return out;
   }
@@ -225,15 +262,23 @@ public:
   size_t connected_count() const {
     return count([](presence p) { return p == presence::connected; });
   }
-  /// Returns the number of clients not dropped (connected or lost).
+  /// Returns the number of connections not dropped (connected or lost).
   size_t active_count() const {
     return count([](presence p) { return p != presence::dropped; });
+  }
+  /// Returns the number of clients not dropped, a sharded one once.
+  size_t active_clients() const {
+    std::set<std::string> ids;
+    for (const auto& [key, c] : clients_)
+      if (c.state != presence::dropped)
+        ids.insert(c.logical);
+    return ids.size();
   }
 
 private:
   /// Client `id` joins (again, at its index, if it was dropped).
-  admission<Handle> join(const std::string& id, const Handle& sender,
-                         const std::string& from) {
+  admission<Handle> join(const std::string& id, const msg::hello& h,
+                         const Handle& sender, const std::string& from) {
     auto it = clients_.find(id);
     auto index = it != clients_.end() ? it->second.index
                                       : static_cast<uint32_t>(clients_.size());
@@ -245,6 +290,10 @@ private:
     c.address = from;
     c.task = {};
     c.model = nullptr; // its takeover count stays: no churn by re-registering
+    c.logical = h.client_id;
+    c.rank = h.shard.rank;
+    if (h.shard.sharded())
+      ranks_[h.client_id].insert(id);
     senders_[sender] = id;
     return admission<Handle>{false, index, from, std::nullopt, std::nullopt};
   }
@@ -280,6 +329,24 @@ private:
     return a;
   }
 
+  /// True iff client `id` has a rank not dropped.
+  bool active_ranks(const std::string& id) const {
+    return !present_ranks(id).empty();
+  }
+
+  /// Why hello `h` may not register: it is sharded where its id is
+  /// registered whole, or the reverse; nullopt: it may.
+  std::optional<std::string> mixes_shards(const msg::hello& h) const {
+    if (h.shard.sharded()) {
+      auto it = clients_.find(h.client_id);
+      if (it != clients_.end() && it->second.state != presence::dropped)
+        return "it is registered as one process, not as ranks";
+    } else if (active_ranks(h.client_id)) {
+      return "it is registered as a sharded client (ranks)";
+    }
+    return std::nullopt;
+  }
+
   void note_failure(const std::string& host, event_limit::time_point now) {
     auto v = throttle_.failed(host, now);
     log_refusal_ = v.log_refusal;
@@ -299,6 +366,8 @@ private:
   bool log_refusal_ = true; ///< of the last admit()
   std::map<std::string, entry> clients_;
   std::map<Handle, std::string> senders_; ///< current connections
+  /// Sharded clients: their ranks' keys.
+  std::map<std::string, std::set<std::string>> ranks_;
 };
 
 } // namespace fedcaf

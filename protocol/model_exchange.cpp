@@ -1,5 +1,7 @@
 #include "protocol/model_exchange.hpp"
 
+#include <cstring>
+
 #include <span>
 #include <utility>
 
@@ -34,7 +36,8 @@ msg::round_start model_exchange::announce(uint32_t round,
 }
 
 result<served_chunk> model_exchange::serve(const msg::fetch& req,
-                                           const snapshot_ptr& pinned) {
+                                           const snapshot_ptr& pinned,
+                                           const chunk_plan* shard) {
   const auto& model = pinned ? pinned : snapshot_;
   if (req.model_version != model->version)
     return error{errc::wrong_round, "model version " +
@@ -47,16 +50,19 @@ result<served_chunk> model_exchange::serve(const msg::fetch& req,
     return error{errc::wrong_round, "model version " +
                                         std::to_string(req.model_version) +
                                         " is no longer served"};
-  if (req.sequence >= plan_->chunk_count())
+  const auto& plan = shard ? *shard : *plan_;
+  if (req.sequence >= plan.chunk_count())
     return error{errc::out_of_range, "chunk " + std::to_string(req.sequence) +
                                          " of " +
-                                         std::to_string(plan_->chunk_count())};
-  const auto& e = plan_->extent(req.sequence);
+                                         std::to_string(plan.chunk_count())};
+  const auto& e = plan.extent(req.sequence);
+  if (shard)
+    return serve_shard(req, *model, *shard);
   msg::chunk_header h{0, req.round, req.sequence, e.tensor_index,
                       e.tensor_offset};
   served_chunk out;
   out.wire_bytes = out.model_bytes = e.bytes;
-  out.last = req.sequence + 1 == plan_->chunk_count();
+  out.last = req.sequence + 1 == plan.chunk_count();
   if (terms_.compression.down) { // the model's float32 values, encoded
     std::span<const float> values{
         reinterpret_cast<const float*>(model->bytes.data() + e.model_offset),
@@ -74,6 +80,26 @@ result<served_chunk> model_exchange::serve(const msg::fetch& req,
   return out;
 }
 
+served_chunk model_exchange::serve_shard(const msg::fetch& req,
+                                         const model_snapshot& model,
+                                         const chunk_plan& shard) {
+  const auto& e = shard.extent(req.sequence);
+  msg::chunk_header h{0, req.round, req.sequence, e.tensor_index,
+                      e.tensor_offset};
+  served_chunk out;
+  out.wire_bytes = out.model_bytes = e.bytes;
+  out.last = req.sequence + 1 == shard.chunk_count();
+  auto gather = [&](std::span<std::byte> dst) {
+    shard.for_each_model_run(req.sequence, [&](uint64_t at_model, uint64_t n,
+                                               uint64_t at) {
+      std::memcpy(dst.data() + at, model.bytes.data() + at_model, n);
+      model.bytes.release(at_model, n); // file-backed only
+    });
+  };
+  out.frame = msg::encode_chunk(h, e.bytes, gather);
+  return out;
+}
+
 std::optional<std::pair<uint64_t, uint64_t>>
 model_exchange::chunk_range(uint64_t seq) const {
   if (seq >= plan_->chunk_count())
@@ -84,8 +110,12 @@ model_exchange::chunk_range(uint64_t seq) const {
 
 std::optional<error>
 model_exchange::overwritten_refusal(const std::string& id,
-                                    const msg::fetch& req) const {
-  auto range = chunk_range(req.sequence);
+                                    const msg::fetch& req,
+                                    const chunk_plan* shard) const {
+  if (shard && req.sequence >= shard->chunk_count())
+    return std::nullopt; // refused as out of range when served
+  auto range =
+      chunk_range(shard ? shard->position(req.sequence) : req.sequence);
   if (!range || req.model_version != overwritten_.first ||
       range->first >= overwritten_.second)
     return std::nullopt;

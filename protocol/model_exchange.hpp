@@ -67,8 +67,10 @@ public:
   /// delivered its own chunk there, and anybody else must not read a
   /// relay's group's sum (or a mix of two models); nullopt: it may be
   /// served.
+  /// A rank's fetch (`shard`: its plan) names a chunk of its shard.
   std::optional<error> overwritten_refusal(const std::string& id,
-                                           const msg::fetch& req) const;
+                                           const msg::fetch& req,
+                                           const chunk_plan* shard = nullptr) const;
 
   /// Returns the announcement of round `round` of the model served now,
   /// carrying `previous` (the last evaluated figures); `resend` iff the
@@ -81,14 +83,20 @@ public:
   /// (wrong_round) iff req names another version or the model's memory went
   /// on to be the next one (its bytes moved out), (out_of_range) iff its
   /// sequence is past the plan. File-backed models give the chunk's pages
-  /// back.
-  result<served_chunk> serve(const msg::fetch& req, const snapshot_ptr& pinned);
+  /// back. A rank of a sharded client (`shard`: its plan) is served chunk
+  /// `req.sequence` of its shard.
+  result<served_chunk> serve(const msg::fetch& req, const snapshot_ptr& pinned,
+                             const chunk_plan* shard = nullptr);
 
   /// Returns ok iff client `id` may route offer `o`: it offers as itself,
   /// in the encoding the terms ask for; else the refusal.
   result<void> check_offer(const std::string& id, const msg::offer& o) const;
 
 private:
+  /// Chunk req.sequence of a rank's shard (of `shard`) of `model`.
+  served_chunk serve_shard(const msg::fetch& req, const model_snapshot& model,
+                           const chunk_plan& shard);
+
   exchange_terms terms_;
   snapshot_ptr snapshot_;
   std::optional<chunk_plan> plan_;

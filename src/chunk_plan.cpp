@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <optional>
 
 namespace fedcaf {
 
@@ -19,6 +20,8 @@ result<chunk_plan> chunk_plan::make(const manifest& m, uint64_t chunk_bytes) {
   for (uint32_t i = 0; i < m.tensors.size(); ++i) {
     const auto& t = m.tensors[i];
     plan.tensor_bytes_.push_back(t.byte_size);
+    plan.tensor_base_.push_back(0);
+    plan.tensor_start_.push_back(model_offset);
     auto element = dtype_bytes(t.type);
     uint64_t offset = 0;
     while (offset < t.byte_size) {
@@ -54,19 +57,47 @@ result<void> chunk_plan::check(uint64_t seq, uint32_t tensor_index,
   return {};
 }
 
-template <class F>
-void chunk_plan::for_each_segment(uint64_t seq, F&& f) const {
-  const auto& c = chunks_[seq];
-  uint64_t done = 0;
-  uint64_t offset = c.tensor_offset;
-  for (auto i = c.tensor_index; done < c.bytes; ++i) {
-    assert(i < tensor_bytes_.size());
-    auto take = std::min(c.bytes - done, tensor_bytes_[i] - offset);
-    if (take > 0)
-      f(i, offset, take, done);
-    done += take;
-    offset = 0;
+result<chunk_plan> chunk_plan::make_shard(const manifest& m,
+                                          uint64_t chunk_bytes,
+                                          const shard_slices& slices) {
+  auto whole = make(m, chunk_bytes);
+  if (!whole)
+    return whole.err();
+  FEDCAF_REQUIRE(slices.size() == m.tensors.size(), errc::manifest_mismatch,
+                 slices.size(), m.tensors.size());
+  chunk_plan plan;
+  plan.sharded_ = true;
+  plan.chunk_bytes_ = chunk_bytes;
+  plan.tensor_start_ = whole->tensor_start_;
+  std::vector<uint64_t> local_start;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const auto& s = slices[i];
+    FEDCAF_REQUIRE(s.begin <= s.end && s.end <= m.tensors[i].byte_size,
+                   errc::manifest_mismatch, i, s.begin, s.end,
+                   m.tensors[i].byte_size);
+    local_start.push_back(plan.total_bytes_);
+    plan.tensor_bytes_.push_back(s.size());
+    plan.tensor_base_.push_back(s.begin);
+    plan.total_bytes_ += s.size();
   }
+  for (uint64_t k = 0; k < whole->chunk_count(); ++k) {
+    std::optional<chunk_extent> piece;
+    whole->for_each_segment(k, [&](uint32_t i, uint64_t offset, uint64_t n,
+                                   uint64_t) {
+      auto a = std::max(offset, slices[i].begin);
+      auto b = std::min(offset + n, slices[i].end);
+      if (a >= b)
+        return;
+      if (!piece)
+        piece = chunk_extent{local_start[i] + (a - slices[i].begin), 0, i, a};
+      piece->bytes += b - a;
+    });
+    if (piece) {
+      plan.chunks_.push_back(*piece);
+      plan.positions_.push_back(k);
+    }
+  }
+  return plan;
 }
 
 void chunk_plan::copy_out(uint64_t seq, const const_model_view& model,

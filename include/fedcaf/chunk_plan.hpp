@@ -3,12 +3,14 @@
 // manifest and the chunk size, so every chunk can be checked on arrival.
 // Thread-safety: immutable after make(); safe to share across threads.
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
+#include "fedcaf/shard.hpp"
 
 namespace fedcaf {
 
@@ -29,6 +31,36 @@ public:
   /// Returns the plan for `m` with chunks of at most `chunk_bytes`, or an
   /// error iff the manifest is invalid or chunk_bytes < 64.
   static result<chunk_plan> make(const manifest& m, uint64_t chunk_bytes);
+
+  /// Returns the plan of one rank's shard: the chunks of make(m,
+  /// chunk_bytes), each cut down to the bytes `slices` hold of it (those of
+  /// no bytes left out). A chunk's tensor index and offset stay the whole
+  /// model's (as on the wire); its model_offset and the model views that
+  /// copy_in and copy_out take are the shard's own (the slices back to
+  /// back: one span per tensor, of its slice's size). position() names the
+  /// whole model's chunk it lies in. Fails as make() does, or
+  /// (manifest_mismatch) iff a slice lies outside its tensor.
+  static result<chunk_plan> make_shard(const manifest& m, uint64_t chunk_bytes,
+                                       const shard_slices& slices);
+
+  /// True iff this is a shard's plan (make_shard).
+  bool sharded() const { return sharded_; }
+
+  /// The whole model's chunk that chunk `seq` lies in (seq itself unless
+  /// sharded). REQUIRES: seq < chunk_count().
+  uint64_t position(uint64_t seq) const {
+    return positions_.empty() ? seq : positions_[seq];
+  }
+
+  /// Calls f(model_offset, bytes, at) for each run of chunk `seq`'s bytes
+  /// in the whole model's concatenated bytes (a shard's chunk may have
+  /// several: its bytes of each tensor), `at` its offset in the chunk.
+  template <class F> void for_each_model_run(uint64_t seq, F&& f) const {
+    for_each_segment(seq, [&](uint32_t tensor, uint64_t local, uint64_t n,
+                              uint64_t at) {
+      f(tensor_start_[tensor] + tensor_base_[tensor] + local, n, at);
+    });
+  }
 
   uint64_t chunk_count() const { return chunks_.size(); }
   uint64_t chunk_bytes() const { return chunk_bytes_; }
@@ -58,9 +90,27 @@ private:
   template <class F> void for_each_segment(uint64_t seq, F&& f) const;
 
   std::vector<chunk_extent> chunks_;
-  std::vector<uint64_t> tensor_bytes_;
+  std::vector<uint64_t> tensor_bytes_; ///< a shard's: its slices' sizes
+  std::vector<uint64_t> tensor_base_;  ///< a shard's slice start in each
+  std::vector<uint64_t> tensor_start_; ///< each tensor's model offset
+  std::vector<uint64_t> positions_;    ///< a shard's: see position()
+  bool sharded_ = false;
   uint64_t chunk_bytes_ = 0;
   uint64_t total_bytes_ = 0;
 };
+
+template <class F>
+inline void chunk_plan::for_each_segment(uint64_t seq, F&& f) const {
+  const auto& c = chunks_[seq];
+  uint64_t done = 0;
+  uint64_t offset = c.tensor_offset - tensor_base_[c.tensor_index];
+  for (auto i = c.tensor_index; done < c.bytes; ++i) {
+        auto take = std::min(c.bytes - done, tensor_bytes_[i] - offset);
+    if (take > 0)
+      f(i, offset, take, done);
+    done += take;
+    offset = 0;
+  }
+}
 
 } // namespace fedcaf

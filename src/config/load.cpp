@@ -18,6 +18,30 @@ using config_reader::section;
 
 namespace {
 
+/// shard: {rank, ranks, slices: {tensor: [begin_row, end_row], ...}}.
+void read_shard(section& root, shard_spec& out) {
+  if (!root.has("shard"))
+    return;
+  auto shard = root.child("shard");
+  shard.get("ranks", out.ranks, 1, max_shard_ranks);
+  shard.get("rank", out.rank, 0, max_shard_ranks - 1);
+  if (out.rank >= out.ranks)
+    shard.fail("rank", "must be below shard.ranks (" +
+                           std::to_string(out.ranks) + "), from 0");
+  if (!shard.has("slices"))
+    return;
+  auto slices = shard.child("slices");
+  for (const auto& name : slices.keys()) {
+    std::vector<uint64_t> rows;
+    slices.get_whole_list(name.c_str(), rows);
+    if (rows.size() != 2 || rows[0] > rows[1]) {
+      slices.fail(name.c_str(), "expected [begin_row, end_row]");
+      continue;
+    }
+    out.slices.push_back({name, rows[0], rows[1]});
+  }
+}
+
 /// A client's own file. `fedcaf client` (role client) reads its device and
 /// its partition of the data set here; a Python client's device and
 /// data_configs, if any, are its own code's, accepted unread.
@@ -47,6 +71,7 @@ void read_client_file(section& root, config& c, config_role role) {
     read(root.child("data_configs"), c.client.data, true);
   }
   read(root.child("comm_configs"), c.client.comm, false);
+  read_shard(root, c.client.shard);
 }
 
 /// Refuses what compressed uploads cannot run with: the server adds each

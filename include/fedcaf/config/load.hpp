@@ -14,6 +14,7 @@
 #include "fedcaf/config/comm_sections.hpp"
 #include "fedcaf/config/server_sections.hpp"
 #include "fedcaf/error.hpp"
+#include "fedcaf/shard.hpp"
 
 namespace fedcaf {
 
@@ -24,6 +25,10 @@ struct client_config {
   uint32_t num_threads = 0;
   data_config data;
   comm_config comm;
+  /// shard: which rank of a sharded client this process is (ranks 1: the
+  /// whole model), and the rows it holds (slices; empty: torch.chunk's
+  /// dim-0 chunk).
+  shard_spec shard;
 };
 
 /// Which command a config file is for; decides the allowed top-level keys.

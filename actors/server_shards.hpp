@@ -1,0 +1,80 @@
+#pragma once
+// The server's part for sharded clients: shard_hub (protocol/) with what it
+// needs of the actor: the ranks' requests it holds (offers until every rank
+// offered, chunks until the chunk of the whole model they lie in is
+// credited, ends until every rank ended), and the requests it makes of the
+// scheduler and the aggregator for the logical client, whose answers it
+// hands out to the ranks. Each of the server's handlers for a rank's frame
+// is one call here.
+// Thread-safety: none; part of the server actor (actors/server_core.hpp).
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/server_core.hpp"
+#include "protocol/shard_hub.hpp"
+
+namespace fedcaf {
+
+class server_shards {
+public:
+  using promise = caf::typed_response_promise<frame>;
+
+  /// The sharded clients of `core`'s run.
+  explicit server_shards(server_core& core);
+
+  /// Returns the refusal of sharded Hello `h` iff it may not register: a
+  /// run whose features need the whole model in one process, a rank count
+  /// or slices that do not fit (shard_hub::check_hello).
+  std::optional<error> refusal(const msg::hello& h) const;
+  /// Rank `h` registered (or came back); returns true iff its client now
+  /// has every rank for the first time: it joins the scheduler.
+  bool registered(const msg::hello& h) { return hub_.registered(h); }
+  /// Rank `rank` of `id` was dropped; returns true iff its client leaves
+  /// the scheduler.
+  bool dropped(const std::string& id, uint32_t rank) {
+    return hub_.dropped(id, rank);
+  }
+  /// The plan of a rank's shard (null: none).
+  std::shared_ptr<const chunk_plan> plan_of(const std::string& id,
+                                            uint32_t rank) const {
+    return hub_.plan_of(id, rank);
+  }
+
+  /// A rank's offer, chunk, end and credit request (`key`: its
+  /// registry key).
+  caf::result<frame> offer(const std::string& id, uint32_t rank,
+                           const msg::offer& o);
+  caf::result<frame> chunk(const std::string& id, uint32_t rank,
+                           const frame& f);
+  caf::result<frame> end(const std::string& id, uint32_t rank, const frame& f);
+  caf::result<frame> credit(const std::string& id, uint32_t rank,
+                            const frame& f);
+
+  /// Round `round` is over: offers still waiting are answered.
+  void round_over(uint32_t round);
+  /// The uploads of `ids` are collected again.
+  void collect_again(const std::vector<std::string>& ids);
+
+private:
+  using piece_key = std::tuple<std::string, uint32_t, uint64_t>;
+
+  /// Sends `up` (chunks of the whole model) of `id` to the aggregator.
+  void send_up(const std::string& id, std::vector<frame> up);
+  void answer_pieces(const std::string& id,
+                     std::vector<std::pair<rank_piece, frame>> answers);
+
+  server_core& core_;
+  shard_hub hub_;
+  std::map<std::pair<std::string, uint32_t>, promise> offers_;
+  std::map<piece_key, promise> pieces_;
+  std::map<std::pair<std::string, uint32_t>, promise> ends_;
+};
+
+} // namespace fedcaf

@@ -1,0 +1,207 @@
+#pragma once
+// The ranks of sharded clients, without CAF: one logical client of N ranks,
+// each its own connection under the same client id, each moving only its
+// shard (fedcaf/shard.hpp). The hub checks what a rank says (its Hello,
+// offers, chunks, ends, credit requests) and joins the ranks' uploads into
+// the one upload of the logical client that the scheduler and the
+// aggregator know: one offer, once every rank offered; the whole model's
+// chunks in order, each once every rank delivered its part of it; one end,
+// once every rank ended. Behind the server, a sharded client is one
+// client: one registration, one vote, one weight, its update checked as a
+// whole.
+//
+// Per logical upload:
+//   offering (rank offers wait) -(every rank offered, the same sample
+//   count)-> forwarded -(accept)-> streaming (a rank's chunks are put in
+//   their place; a chunk of the whole model goes up once complete, at most
+//   `window` unanswered; a rank's chunk is credited when the chunk of the
+//   model it lies in is) -(every rank ended)-> ending -(closed)-> closed
+//   any -(refused, reset, round over)-> gone (the ranks are answered so)
+//
+// It never reads a clock, holds no CAF handle and sends nothing: the
+// server's part (actors/server_shards) holds the promises and sends what
+// the hub returns.
+// Thread-safety: none; owned by the server actor.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fedcaf/chunk_plan.hpp"
+#include "fedcaf/error.hpp"
+#include "fedcaf/manifest.hpp"
+#include "fedcaf/shard.hpp"
+#include "messages/codec.hpp"
+
+namespace fedcaf {
+
+/// One rank's piece of a logical upload, by rank and its own sequence.
+struct rank_piece {
+  uint32_t rank = 0;
+  uint64_t sequence = 0;
+  friend auto operator<=>(const rank_piece&, const rank_piece&) = default;
+};
+
+class shard_hub {
+public:
+  /// Ranks of models laid out as `layout`, cut into chunks of
+  /// `chunk_bytes`.
+  shard_hub(manifest layout, uint64_t chunk_bytes);
+
+  // -- registration ----------------------------------------------------------
+
+  /// Returns ok iff sharded Hello `h` may register: its rank count agrees
+  /// with the ranks of its id registered (`present`: those not dropped)
+  /// and its slices are the model's; and, where it completes the ranks,
+  /// they cover the model exactly once. Else the refusal
+  /// (manifest_mismatch, naming the tensor and rows; not_authorized for
+  /// another rank count).
+  result<void> check_hello(const msg::hello& h,
+                           const std::set<uint32_t>& present) const;
+
+  /// Rank `h.shard.rank` of `h.client_id` registered (or came back).
+  /// Returns true iff its client now has every rank for the first time
+  /// since it joined or was dropped: it joins the scheduler.
+  bool registered(const msg::hello& h);
+
+  /// Rank `rank` of `id` was dropped. Returns true iff its client had
+  /// joined: it leaves the scheduler (its other ranks wait for it).
+  bool dropped(const std::string& id, uint32_t rank);
+
+  /// True iff `id` is a sharded client (one of its ranks registered).
+  bool sharded(const std::string& id) const { return clients_.count(id) > 0; }
+
+  /// The plan of rank `rank` of `id`'s shard, or null.
+  std::shared_ptr<const chunk_plan> plan_of(const std::string& id,
+                                            uint32_t rank) const;
+
+  /// The plan of the whole model (what the aggregator sees).
+  const chunk_plan& whole() const { return whole_; }
+
+  // -- uploads ---------------------------------------------------------------
+
+  /// What an offer of a rank comes to.
+  struct offer_step {
+    /// Set: answer the rank now with this (an accept of a stream the hub
+    /// already has, or a refusal).
+    std::optional<msg::frame> answer;
+    /// Set: every rank offered; send this offer of the logical client up
+    /// (its answer goes to accepted()).
+    std::optional<msg::offer> forward;
+  };
+
+  /// Rank `rank` of `id` offers `o` (o.client_id is `id`).
+  offer_step offer(const std::string& id, uint32_t rank, const msg::offer& o);
+
+  /// The ranks whose offers wait for the answer of `id`'s forwarded offer
+  /// of `round`, and what each is answered, from `answer` (an accept or a
+  /// refusal).
+  std::vector<std::pair<uint32_t, msg::frame>>
+  accepted(const std::string& id, uint32_t round, const msg::frame& answer);
+
+  /// What a rank's chunk comes to.
+  struct chunk_step {
+    /// Set: the chunk is refused with this (nothing changed).
+    std::optional<msg::frame> refusal;
+    /// Chunks of the whole model now complete, to send up in order.
+    std::vector<msg::frame> up;
+  };
+
+  /// Rank `rank` of `id` sends chunk frame `f` (`max_payload`: the
+  /// largest a chunk may carry).
+  chunk_step chunk(const std::string& id, uint32_t rank, const msg::frame& f);
+
+  /// The answer `answer` (credit or refusal) to `id`'s chunk `seq` of the
+  /// whole model came back. Returns the ranks' pieces it answers, with
+  /// what each is answered, and the chunks of the whole model that may go
+  /// up now.
+  struct credit_step {
+    std::vector<std::pair<rank_piece, msg::frame>> answers;
+    std::vector<msg::frame> up;
+  };
+  credit_step credited(const std::string& id, uint64_t seq,
+                       const msg::frame& answer);
+
+  /// A rank's request for a credit it is owed (after a reconnect): the
+  /// answer now, or nullopt (held: it comes with credited()).
+  std::optional<msg::frame> owed_credit(const std::string& id, uint32_t rank,
+                                        const msg::frame& f);
+
+  /// What a rank's end of stream comes to.
+  struct end_step {
+    std::optional<msg::frame> answer; ///< answer now (a refusal, a repeat)
+    std::optional<msg::frame> up;     ///< every rank ended: the client's end
+  };
+  end_step end(const std::string& id, uint32_t rank, const msg::frame& f);
+
+  /// The answer to `id`'s end came back: each rank's answer.
+  std::vector<std::pair<uint32_t, msg::frame>>
+  closed(const std::string& id, const msg::frame& answer);
+
+  /// Round `round` is over: offers still waiting are answered (not_in_round)
+  /// and uploads of earlier rounds forgotten. Returns the waiting ranks of
+  /// each client with their answer.
+  std::vector<std::tuple<std::string, uint32_t, msg::frame>>
+  round_over(uint32_t round);
+
+  /// `id`'s upload is collected again: it is forgotten (its ranks offer
+  /// again).
+  void forget(const std::string& id) {
+    if (auto it = clients_.find(id); it != clients_.end())
+      it->second.upload.reset();
+  }
+
+private:
+  struct position {
+    std::vector<std::byte> bytes;
+    uint64_t missing = 0; ///< bytes not yet delivered
+    std::vector<rank_piece> pieces;
+    bool sent = false;
+  };
+  struct rank_stream {
+    std::optional<msg::offer> offer;
+    uint64_t next = 0;        ///< its next chunk
+    uint64_t first_owed = 0;  ///< its first chunk not credited
+    std::set<uint64_t> owed;  ///< received, not credited
+    bool ended = false;
+    bool waiting_offer = false; ///< an offer waits for the answer
+  };
+  struct joined_upload {
+    uint32_t round = 0;
+    uint64_t stream_id = 0; ///< the aggregator's, from its accept
+    uint32_t window = 0;
+    bool forwarded = false;
+    std::optional<msg::frame> failed; ///< refused: every rank hears this
+    std::vector<rank_stream> ranks;
+    std::map<uint64_t, position> open; ///< by chunk of the whole model
+    uint64_t next_up = 0;              ///< next chunk to send up
+    uint64_t unanswered = 0;           ///< sent up, not answered
+    std::set<uint64_t> credited;       ///< chunks of the whole model
+    uint64_t bytes = 0;
+    std::set<uint32_t> ends_waiting;
+    bool end_sent = false;
+    std::optional<msg::frame> closed_answer;
+  };
+  struct client {
+    uint32_t ranks = 0;
+    std::vector<shard_slices> slices;  ///< by rank (empty: unknown)
+    std::vector<std::shared_ptr<const chunk_plan>> plans;
+    std::set<uint32_t> present;
+    bool joined = false;
+    std::optional<joined_upload> upload;
+  };
+
+  std::vector<msg::frame> release(joined_upload& u);
+  result<void> put(client& c, joined_upload& u, uint32_t rank,
+                   const msg::chunk_view& v);
+
+  manifest layout_;
+  chunk_plan whole_;
+  std::map<std::string, client> clients_;
+};
+
+} // namespace fedcaf
