@@ -137,7 +137,7 @@ shard_hub::offer_step shard_hub::offer(const std::string& id, uint32_t rank,
                               " bytes)");
     return step;
   }
-  if (c.upload && o.round < c.upload->round) {
+  if ((c.upload && o.round < c.upload->round) || o.round <= over_) {
     step.answer = refusal(errc::not_in_round,
                           who + " offered to round " +
                               std::to_string(o.round) + ", which is over");
@@ -446,6 +446,7 @@ shard_hub::closed(const std::string& id, const msg::frame& answer) {
 std::vector<std::tuple<std::string, uint32_t, msg::frame>>
 shard_hub::round_over(uint32_t round) {
   std::vector<std::tuple<std::string, uint32_t, msg::frame>> out;
+  over_ = std::max(over_, round);
   for (auto& [id, c] : clients_) {
     if (!c.upload || c.upload->round > round || c.upload->forwarded)
       continue;

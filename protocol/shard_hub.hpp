@@ -201,6 +201,7 @@ private:
 
   manifest layout_;
   chunk_plan whole_;
+  uint32_t over_ = 0; ///< the last round over: offers to it are refused
   std::map<std::string, client> clients_;
 };
 

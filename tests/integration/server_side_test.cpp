@@ -3517,3 +3517,177 @@ TEST_CASE("a relay's run that ends before its parent's first model "
   REQUIRE_FALSE(acc);
   CHECK(acc.err().code == errc::not_in_round);
 }
+
+TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
+          "chunks are checked, and the update joined from its shards is "
+          "the whole update, in every memory mode") {
+  auto layout = test_layout();
+  for (std::string mode : {"ram", "window", "disk"}) {
+    CAPTURE(mode);
+    run_options o;
+    o.clients = 1;
+    o.rounds = 1;
+    o.chunk_bytes = 4096;
+    o.memory_mode = mode;
+    auto eval = std::make_shared<capturing_evaluator>();
+    run_report report;
+    std::vector<float> update(layout.total_bytes() / sizeof(float));
+    for (size_t i = 0; i < update.size(); ++i)
+      update[i] = 0.25f * static_cast<float>(i % 1001);
+    auto bytes = std::as_bytes(std::span{update});
+    {
+      virtual_system vs;
+      auto& sys = vs.sys();
+      auto side =
+          spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
+                            side_options(o), eval, &report);
+      REQUIRE(side);
+      rogue_client r0{vs, side->server}, r1{vs, side->server},
+          stranger{vs, side->server};
+      auto hello = [](uint32_t rank, uint32_t ranks) {
+        return msg::encode(msg::hello{"Shard", "", shard_spec{rank, ranks}});
+      };
+      CHECK(msg::decode<msg::welcome>(r0.ask(hello_atom::value, hello(0, 2))));
+      // Rank 0 alone is not the client: no round starts before rank 1.
+      auto dup = msg::decode<msg::welcome>(
+          stranger.ask(hello_atom::value, hello(0, 2)));
+      REQUIRE_FALSE(dup); // rank 0 is connected: a second one adds nothing
+      CHECK(dup.err().code == errc::unknown_client);
+      auto recount = msg::decode<msg::welcome>(
+          stranger.ask(hello_atom::value, hello(1, 3)));
+      REQUIRE_FALSE(recount);
+      CHECK(recount.err().code == errc::not_authorized);
+      CHECK(recount.err().message.find("registered with 2 ranks") !=
+            std::string::npos);
+      auto whole = msg::decode<msg::welcome>(stranger.ask(
+          hello_atom::value, msg::encode(msg::hello{"Shard", ""})));
+      REQUIRE_FALSE(whole);
+      CHECK(whole.err().code == errc::not_authorized);
+      CHECK(msg::decode<msg::welcome>(r1.ask(hello_atom::value, hello(1, 2))));
+      rogue_client* ranks[] = {&r0, &r1};
+      std::vector<chunk_plan> plans;
+      msg::round_start rs;
+      for (uint32_t r = 0; r < 2; ++r) {
+        rs = ranks[r]->expect<msg::round_start>(round_atom::value);
+        plans.push_back(*chunk_plan::make_shard(
+            rs.model, rs.chunk_bytes, dim0_slices(rs.model, r, 2)));
+      }
+      CHECK(plans[0].total_bytes() + plans[1].total_bytes() ==
+            layout.total_bytes());
+      // Each rank is served its shard, as the whole model has it there.
+      auto initial = snapshot_of(layout, initial_floats(layout));
+      for (uint32_t r = 0; r < 2; ++r)
+        for (uint64_t s = 0; s < plans[r].chunk_count(); s += 3) {
+          auto got = msg::decode_chunk(
+              ranks[r]->ask(fetch_atom::value,
+                            msg::encode(msg::fetch{rs.round,
+                                                   rs.model_version, s})),
+              1 << 20);
+          REQUIRE(got);
+          CHECK(got->header.byte_offset == plans[r].extent(s).tensor_offset);
+          plans[r].for_each_model_run(s, [&](uint64_t at_model, uint64_t n,
+                                             uint64_t at) {
+            CHECK(std::memcmp(got->bytes.data() + at,
+                              initial.bytes.data() + at_model, n) == 0);
+          });
+        }
+      auto offer = [&](uint32_t r, uint64_t samples) {
+        return msg::encode(msg::offer{rs.round, "Shard", samples,
+                                      digest(layout), plans[r].total_bytes(),
+                                      plans[r].chunk_count(), 0, 0});
+      };
+      r0.send(offer_atom::value, offer(0, 10));
+      CHECK_FALSE(r0.answered(1s)); // it waits for rank 1's offer
+      auto mismatch = msg::decode<msg::accept>(
+          r1.ask(offer_atom::value, offer(1, 11)));
+      REQUIRE_FALSE(mismatch);
+      CHECK(mismatch.err().code == errc::manifest_mismatch);
+      CHECK(mismatch.err().message ==
+            "rank 1 of Shard offered 11 samples, rank 0 10: the ranks of a "
+            "client train one update");
+      // An offer of the whole model from a rank does not fit its shard.
+      auto too_big = msg::decode<msg::accept>(r1.ask(
+          offer_atom::value,
+          msg::encode(msg::offer{rs.round, "Shard", 10, digest(layout),
+                                 layout.total_bytes(), plans[0].chunk_count(),
+                                 0, 0})));
+      REQUIRE_FALSE(too_big);
+      CHECK(too_big.err().code == errc::manifest_mismatch);
+      auto a1 = msg::decode<msg::accept>(r1.ask(offer_atom::value, offer(1, 10)));
+      REQUIRE(r0.answered(1s));
+      auto a0 = msg::decode<msg::accept>(r0.take());
+      REQUIRE(a0);
+      REQUIRE(a1);
+      CHECK(a0->stream_id == a1->stream_id);
+      auto sid = a0->stream_id;
+      auto piece = [&](uint32_t r, uint64_t s, std::span<const std::byte> src) {
+        const auto& e = plans[r].extent(s);
+        std::vector<std::byte> out(e.bytes);
+        plans[r].for_each_model_run(s, [&](uint64_t at_model, uint64_t n,
+                                           uint64_t at) {
+          std::memcpy(out.data() + at, src.data() + at_model, n);
+        });
+        return chunk_with(msg::chunk_header{sid, rs.round, s, e.tensor_index,
+                                            e.tensor_offset},
+                          out);
+      };
+      // Rank 1 sending rank 0's first chunk: positions outside its slices.
+      {
+        const auto& e = plans[0].extent(0);
+        std::vector<std::byte> out(e.bytes);
+        CHECK(refusal_of(r1.ask(chunk_atom::value,
+                                chunk_with(msg::chunk_header{sid, rs.round, 0,
+                                                             e.tensor_index,
+                                                             e.tensor_offset},
+                                           out))) == errc::out_of_range);
+      }
+      // The ranks send their chunks position by position; a rank's chunk is
+      // credited once the model's chunk it lies in is complete.
+      std::vector<uint64_t> next(2, 0);
+      uint64_t credited = 0;
+      for (uint64_t k = 0; next[0] < plans[0].chunk_count() ||
+                           next[1] < plans[1].chunk_count();
+           ++k) {
+        std::vector<uint32_t> sent;
+        for (uint32_t r = 0; r < 2; ++r)
+          if (next[r] < plans[r].chunk_count() &&
+              plans[r].position(next[r]) == k) {
+            ranks[r]->send(chunk_atom::value, piece(r, next[r]++, bytes));
+            sent.push_back(r);
+          }
+        for (auto r : sent) {
+          REQUIRE(ranks[r]->answered(1s));
+          CHECK(msg::decode<msg::credit>(ranks[r]->take()));
+          ++credited;
+        }
+      }
+      CHECK(credited == plans[0].chunk_count() + plans[1].chunk_count());
+      r0.send(end_atom::value,
+              msg::encode(msg::end_of_stream{sid, plans[0].chunk_count()}));
+      CHECK_FALSE(r0.answered(1s)); // the client's end waits for rank 1's
+      auto closed1 = msg::decode<msg::stream_closed>(r1.ask(
+          end_atom::value,
+          msg::encode(msg::end_of_stream{sid, plans[1].chunk_count()})));
+      REQUIRE(closed1);
+      CHECK(closed1->bytes_received == layout.total_bytes());
+      REQUIRE(r0.answered(1s));
+      CHECK(msg::decode<msg::stream_closed>(r0.take()));
+      for (auto* r : ranks)
+        CHECK(r->expect<msg::done>(done_atom::value).reason == "");
+      await_down(vs, {side->server});
+      side->shut_down(sys);
+    }
+    CHECK(report.failure == "");
+    REQUIRE(report.rounds.size() == 1);
+    CHECK(report.rounds[0].clients == 1);
+    // One client, weight 1: the model is its update, bit for bit.
+    auto got = eval->last();
+    REQUIRE(got.size() == layout.tensors.size());
+    size_t at = 0;
+    for (const auto& t : got) {
+      CHECK(std::memcmp(t.data(), update.data() + at,
+                        t.size() * sizeof(float)) == 0);
+      at += t.size();
+    }
+  }
+}

@@ -1,0 +1,300 @@
+// The ranks of sharded clients joined into one client (protocol/shard_hub):
+// what a rank's Hello must fit, one offer once every rank offered (the same
+// sample count; the ranks' norms summed as squares), the model's chunks
+// sent up in order once complete and no more than the window unanswered,
+// a rank's chunk credited with the model's chunk it lies in, one end, and a
+// refusal heard by every rank.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "protocol/shard_hub.hpp"
+
+using namespace fedcaf;
+
+namespace {
+
+/// w: 16 x 4 floats, b: 8 floats, s: a scalar; 64-byte chunks: w's rows
+/// 0-7 (rank 0 of 2) are chunks 0 and 1, rows 8-15 (rank 1) chunks 2 and 3,
+/// and b and s share chunk 4.
+manifest layout_of() {
+  manifest m;
+  m.tensors = {make_tensor_info("w", dtype::float32, {16, 4}),
+               make_tensor_info("b", dtype::float32, {8}),
+               make_tensor_info("s", dtype::float32, {})};
+  return m;
+}
+
+constexpr uint64_t chunk_bytes = 64;
+
+msg::hello hello_of(uint32_t rank, uint32_t ranks,
+                    std::vector<declared_slice> slices = {}) {
+  return msg::hello{"C", "", shard_spec{rank, ranks, std::move(slices)}};
+}
+
+/// A hub with client "C" of `ranks` ranks registered.
+shard_hub hub_of(uint32_t ranks) {
+  shard_hub hub{layout_of(), chunk_bytes};
+  for (uint32_t r = 0; r < ranks; ++r)
+    hub.registered(hello_of(r, ranks));
+  return hub;
+}
+
+msg::offer offer_of(const shard_hub& hub, uint32_t rank, uint64_t samples,
+                    double norm = 0, uint64_t update_id = 7) {
+  const auto& p = *hub.plan_of("C", rank);
+  msg::offer o{1, "C", samples, digest(layout_of()), p.total_bytes(),
+               p.chunk_count(), 0.5, 1.0};
+  o.update_norm = norm;
+  o.update_id = update_id + rank;
+  return o;
+}
+
+/// Rank `rank`'s chunk `seq` of stream `sid`, every value `value`.
+msg::frame piece(const shard_hub& hub, uint32_t rank, uint64_t sid,
+                 uint64_t seq, float value) {
+  const auto& e = hub.plan_of("C", rank)->extent(seq);
+  std::vector<float> x(e.bytes / 4, value);
+  return msg::encode_chunk(
+      msg::chunk_header{sid, 1, seq, e.tensor_index, e.tensor_offset}, e.bytes,
+      [&x](std::span<std::byte> dst) {
+        std::memcpy(dst.data(), x.data(), dst.size());
+      });
+}
+
+/// Both ranks offered; returns the stream id the accept gave.
+uint64_t accept_both(shard_hub& hub) {
+  CHECK_FALSE(hub.offer("C", 0, offer_of(hub, 0, 5)).forward);
+  auto step = hub.offer("C", 1, offer_of(hub, 1, 5));
+  REQUIRE(step.forward);
+  auto answers =
+      hub.accepted("C", 1, msg::encode(msg::accept{42, 2, 0, 0}));
+  CHECK(answers.size() == 2);
+  return 42;
+}
+
+} // namespace
+
+TEST_CASE("a rank's Hello fits its client: the rank count, and slices that "
+          "cover the model once") {
+  shard_hub hub{layout_of(), chunk_bytes};
+  CHECK(hub.check_hello(hello_of(0, 2), {}));
+  hub.registered(hello_of(0, 2));
+  auto other = hub.check_hello(hello_of(1, 3), {0});
+  REQUIRE_FALSE(other);
+  CHECK(other.err().code == errc::not_authorized);
+  CHECK(hub.check_hello(hello_of(1, 2), {0}));
+
+  // Declared rows: rank 0 rows 0-4 of w and all of b and s; rank 1 must
+  // hold rows 4-16 of w, no more, no less.
+  shard_hub tp{layout_of(), chunk_bytes};
+  tp.registered(hello_of(0, 2, {{"w", 0, 4}, {"b", 0, 8}, {"s", 0, 1}}));
+  auto gap = tp.check_hello(hello_of(1, 2, {{"w", 5, 16}}), {0});
+  REQUIRE_FALSE(gap);
+  CHECK(gap.err().message ==
+        "C: shard slices leave a gap: no rank holds rows [4, 5) of tensor 'w'");
+  auto overlap = tp.check_hello(hello_of(1, 2, {{"w", 3, 16}}), {0});
+  REQUIRE_FALSE(overlap);
+  CHECK(overlap.err().message == "C: shard slices overlap: ranks 0 and 1 both "
+                                 "hold rows [3, 4) of tensor 'w'");
+  auto unknown = tp.check_hello(hello_of(1, 2, {{"v", 0, 1}}), {0});
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.err().message ==
+        "rank 1 of C: shard slices: no tensor 'v' in the model");
+  CHECK(tp.check_hello(hello_of(1, 2, {{"w", 4, 16}}), {0}));
+  CHECK(tp.registered(hello_of(1, 2, {{"w", 4, 16}}))); // complete: joins
+  // A rank that comes back must hold what it held.
+  auto moved = tp.check_hello(hello_of(1, 2, {{"w", 4, 15}}), {0, 1});
+  REQUIRE_FALSE(moved);
+  CHECK(moved.err().code == errc::not_authorized);
+}
+
+TEST_CASE("the client joins once every rank registered, and leaves when one "
+          "is dropped") {
+  shard_hub hub{layout_of(), chunk_bytes};
+  CHECK_FALSE(hub.registered(hello_of(0, 3)));
+  CHECK_FALSE(hub.registered(hello_of(2, 3)));
+  CHECK(hub.registered(hello_of(1, 3)));
+  CHECK_FALSE(hub.registered(hello_of(1, 3))); // came back: joined already
+  CHECK(hub.dropped("C", 2));
+  CHECK_FALSE(hub.dropped("C", 0)); // it left already
+  CHECK_FALSE(hub.registered(hello_of(0, 3)));
+  CHECK(hub.registered(hello_of(2, 3)));
+}
+
+TEST_CASE("one offer goes up once every rank offered: one sample count, "
+          "the norms summed as squares, one update id") {
+  auto hub = hub_of(2);
+  auto first = hub.offer("C", 0, offer_of(hub, 0, 5, 3.0));
+  CHECK_FALSE(first.answer);
+  CHECK_FALSE(first.forward);
+  auto lying = hub.offer("C", 1, offer_of(hub, 1, 500, 4.0));
+  REQUIRE(lying.answer);
+  CHECK(msg::decode<msg::accept>(*lying.answer).err().code ==
+        errc::manifest_mismatch);
+  auto whole = offer_of(hub, 1, 5, 4.0);
+  whole.total_bytes = layout_of().total_bytes();
+  CHECK(hub.offer("C", 1, whole).answer);
+  auto step = hub.offer("C", 1, offer_of(hub, 1, 5, 4.0));
+  REQUIRE(step.forward);
+  const auto& up = *step.forward;
+  CHECK(up.client_id == "C");
+  CHECK(up.sample_count == 5);
+  CHECK(up.update_norm == doctest::Approx(5.0)); // sqrt(3^2 + 4^2)
+  CHECK(up.total_bytes == layout_of().total_bytes());
+  CHECK(up.chunk_count == hub.whole().chunk_count());
+  CHECK(up.update_id != 0);
+  // Each rank is answered with the client's stream and its own place.
+  auto answers = hub.accepted("C", 1, msg::encode(msg::accept{9, 4, 0, 0}));
+  REQUIRE(answers.size() == 2);
+  for (auto& [rank, f] : answers) {
+    auto a = msg::decode<msg::accept>(f);
+    REQUIRE(a);
+    CHECK(a->stream_id == 9);
+    CHECK(a->window == 4);
+  }
+  // A repeated offer (a rank that reconnected) is answered at once.
+  auto again = hub.offer("C", 0, offer_of(hub, 0, 5, 3.0));
+  REQUIRE(again.answer);
+  CHECK(msg::decode<msg::accept>(*again.answer)->stream_id == 9);
+  // A rank that trained again (it restarted): another update of the client,
+  // sent up as such (the aggregator refuses it and rejects the first).
+  auto restarted = hub.offer("C", 1, offer_of(hub, 1, 5, 4.0, 1000));
+  REQUIRE(restarted.forward);
+  CHECK(restarted.forward->update_id != up.update_id);
+}
+
+TEST_CASE("the model's chunks go up in order once complete, at most the "
+          "window unanswered; a rank's chunk is credited with its chunk of "
+          "the model") {
+  auto hub = hub_of(2);
+  auto sid = accept_both(hub); // window 2
+  const auto& p0 = *hub.plan_of("C", 0);
+  const auto& p1 = *hub.plan_of("C", 1);
+  // Rank 1's first chunk lies in a later chunk of the model than rank 0's:
+  // nothing goes up until the chunks before it are complete.
+  REQUIRE(p1.position(0) > 0);
+  auto s = hub.chunk("C", 1, piece(hub, 1, sid, 0, 2.0f));
+  CHECK_FALSE(s.refusal);
+  CHECK(s.up.empty());
+  // Out of its slices, out of order, another stream: refused, nothing kept.
+  CHECK(hub.chunk("C", 1, piece(hub, 0, sid, 0, 1.0f)).refusal);
+  CHECK(hub.chunk("C", 0, piece(hub, 0, sid, 1, 1.0f)).refusal);
+  CHECK(hub.chunk("C", 0, piece(hub, 0, sid + 1, 0, 1.0f)).refusal);
+  // Rank 0's chunks complete the model's chunks before it, two at a time.
+  std::vector<msg::frame> up;
+  uint64_t next0 = 0;
+  while (up.size() < 2 && next0 < p0.chunk_count()) {
+    auto step = hub.chunk("C", 0, piece(hub, 0, sid, next0++, 1.0f));
+    REQUIRE_FALSE(step.refusal);
+    for (auto& f : step.up)
+      up.push_back(std::move(f));
+  }
+  REQUIRE(up.size() == 2);
+  // A third may not go up before an answer, even when complete.
+  while (next0 < p0.chunk_count() && p0.position(next0) < p1.position(0))
+    CHECK(hub.chunk("C", 0, piece(hub, 0, sid, next0++, 1.0f)).up.empty());
+  auto first = msg::decode_chunk(up[0], chunk_bytes);
+  REQUIRE(first);
+  CHECK(first->header.sequence == 0);
+  CHECK(first->header.stream_id == sid);
+  std::vector<float> values(first->bytes.size() / 4);
+  std::memcpy(values.data(), first->bytes.data(), first->bytes.size());
+  for (auto x : values) // chunk 0 is rank 0's rows of w
+    CHECK(x == 1.0f);
+  auto credit = hub.credited("C", 0, msg::encode(msg::credit{sid, 0}));
+  REQUIRE(credit.answers.size() == 1);
+  CHECK(credit.answers[0].first == rank_piece{0, 0});
+  CHECK(msg::decode<msg::credit>(credit.answers[0].second)->sequence == 0);
+  CHECK(credit.up.size() == 1); // the window has room again
+  // A credit asked for again after a reconnect: owed ones wait, given ones
+  // come at once.
+  CHECK(hub.owed_credit("C", 0, msg::encode(msg::credit{sid, 0})));
+  CHECK_FALSE(hub.owed_credit("C", 0, msg::encode(msg::credit{sid, 1})));
+  // A refusal of a chunk of the model is every rank's: later chunks hear it.
+  auto refused = hub.credited(
+      "C", 1,
+      msg::encode(error{errc::poisoned_update, "a NaN in the update"}));
+  REQUIRE_FALSE(refused.answers.empty());
+  CHECK(msg::decode<msg::credit>(refused.answers[0].second).err().code ==
+        errc::poisoned_update);
+  auto later = hub.chunk("C", 1, piece(hub, 1, sid, 1, 2.0f));
+  REQUIRE(later.refusal);
+  CHECK(msg::decode<msg::credit>(*later.refusal).err().code ==
+        errc::poisoned_update);
+}
+
+TEST_CASE("the client's end goes up once every rank ended after its last "
+          "credit; the answer goes to each") {
+  auto hub = hub_of(2);
+  auto sid = accept_both(hub);
+  const auto& p0 = *hub.plan_of("C", 0);
+  const auto& p1 = *hub.plan_of("C", 1);
+  // Early end: refused.
+  auto early = hub.end("C", 0,
+                       msg::encode(msg::end_of_stream{sid, p0.chunk_count()}));
+  REQUIRE(early.answer);
+  CHECK(msg::decode<msg::stream_closed>(*early.answer).err().code ==
+        errc::bad_sequence);
+  // Everything, each model chunk answered as it goes up.
+  uint64_t n0 = 0, n1 = 0;
+  std::vector<msg::frame> pending;
+  auto answer_all = [&] {
+    while (!pending.empty()) {
+      auto seq = msg::decode_chunk(pending.front(), chunk_bytes)->header.sequence;
+      pending.erase(pending.begin());
+      auto c = hub.credited("C", seq, msg::encode(msg::credit{sid, seq}));
+      for (auto& f : c.up)
+        pending.push_back(std::move(f));
+    }
+  };
+  while (n0 < p0.chunk_count() || n1 < p1.chunk_count()) {
+    bool zero = n1 == p1.chunk_count() ||
+                (n0 < p0.chunk_count() && p0.position(n0) <= p1.position(n1));
+    auto step = zero ? hub.chunk("C", 0, piece(hub, 0, sid, n0++, 1.0f))
+                     : hub.chunk("C", 1, piece(hub, 1, sid, n1++, 2.0f));
+    REQUIRE_FALSE(step.refusal);
+    for (auto& f : step.up)
+      pending.push_back(std::move(f));
+    answer_all();
+  }
+  auto e0 = hub.end("C", 0,
+                    msg::encode(msg::end_of_stream{sid, p0.chunk_count()}));
+  CHECK_FALSE(e0.answer);
+  CHECK_FALSE(e0.up);
+  auto e1 = hub.end("C", 1,
+                    msg::encode(msg::end_of_stream{sid, p1.chunk_count()}));
+  REQUIRE(e1.up);
+  auto end = msg::decode<msg::end_of_stream>(*e1.up);
+  CHECK(end->chunk_count == hub.whole().chunk_count());
+  auto closed = hub.closed(
+      "C", msg::encode(msg::stream_closed{sid, layout_of().total_bytes()}));
+  CHECK(closed.size() == 2);
+  // A repeated end (its answer lost) is answered the same.
+  auto repeated = hub.end("C", 0,
+                          msg::encode(msg::end_of_stream{sid, p0.chunk_count()}));
+  REQUIRE(repeated.answer);
+  CHECK(msg::decode<msg::stream_closed>(*repeated.answer)->bytes_received ==
+        layout_of().total_bytes());
+}
+
+TEST_CASE("a round over before every rank offered: the waiting ranks sit it "
+          "out") {
+  auto hub = hub_of(3);
+  CHECK_FALSE(hub.offer("C", 0, offer_of(hub, 0, 5)).answer);
+  CHECK_FALSE(hub.offer("C", 2, offer_of(hub, 2, 5)).answer);
+  auto over = hub.round_over(1);
+  REQUIRE(over.size() == 2);
+  for (auto& [id, rank, f] : over) {
+    CHECK(id == "C");
+    CHECK(msg::decode<msg::accept>(f).err().code == errc::not_in_round);
+  }
+  // An offer of the round over: refused as one.
+  auto late = offer_of(hub, 1, 5);
+  late.round = 0;
+  CHECK(hub.offer("C", 1, late).answer);
+}
