@@ -251,8 +251,14 @@ public:
     if (auto gone =
             exchange_.overwritten_refusal(*id, *req, shard_plan(*id).get()))
       return refuse(*gone);
-    if (relay_) // answered once the chunk is in
-      return relay_->fetch(*id, *req);
+    if (relay_) { // answered once the chunk (a rank's: it lies in) is in
+      auto shard = shard_plan(*id);
+      return relay_->fetch(*id, *req,
+                           !shard ? req->sequence
+                           : req->sequence < shard->chunk_count()
+                               ? shard->position(req->sequence)
+                               : exchange_.chunk_count()); // refused there
+    }
     auto out = serve_chunk(*id, *req, nullptr);
     return out ? std::move(*out) : refuse(out.err());
   }

@@ -100,6 +100,9 @@ struct server_options {
   /// parent's model (relay_atom), and its partial sum answers that request
   /// (protocol/relay_flow).
   bool relay = false;
+  /// A window-mode relay (it holds its parent's model position by
+  /// position): sharded clients are refused under it.
+  bool relay_window = false;
   /// A window-mode relay: a child that fetched nothing for this long paces
   /// its download no more (stream_configs.idle_timeout_s). Zero: never.
   std::chrono::milliseconds fetch_silence{0};

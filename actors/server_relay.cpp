@@ -39,9 +39,10 @@ caf::result<uint32_t> server_relay::sit_out(uint32_t round) {
 }
 
 caf::result<frame> server_relay::fetch(const std::string& id,
-                                       const msg::fetch& req) {
+                                       const msg::fetch& req,
+                                       uint64_t position) {
   auto rp = core_.self_->make_response_promise<frame>();
-  flow_.fetch(id, req, core_.exchange_.chunk_range(req.sequence), core_.now(),
+  flow_.fetch(id, req, core_.exchange_.chunk_range(position), core_.now(),
               [rp](frame out) mutable { rp.deliver(std::move(out)); });
   return rp;
 }

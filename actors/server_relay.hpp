@@ -46,7 +46,8 @@ public:
   /// The scheduler's `(sit_out_atom, round)`: see relay_flow::sit_out.
   caf::result<uint32_t> sit_out(uint32_t round);
   /// A child's fetch `req` (registered as `id`): answered now or later.
-  caf::result<frame> fetch(const std::string& id, const msg::fetch& req);
+  caf::result<frame> fetch(const std::string& id, const msg::fetch& req,
+                           uint64_t position);
 
   /// The flow, for the calls that need no promise (relay_flow: start,
   /// may_offer, published, dropped, end, arrived, resident, paced,

@@ -25,6 +25,10 @@ std::optional<error> server_shards::refusal(const msg::hello& h) const {
                  "compression)");
   if (o.async)
     return unfit("under the AsyncScheduler");
+  if (o.relay && o.relay_window)
+    return unfit("under a window-mode relay (its download paces on each "
+                 "child's fetches of the whole model; run the relay in "
+                 "memory_mode ram or disk)");
   if (o.federated_evaluation)
     return unfit("with federated evaluation (no rank holds the model to "
                  "evaluate)");

@@ -256,6 +256,7 @@ relay_children_options(server_side_options own, const msg::client_terms& terms,
   auto so = std::move(own);
   so.plan.partial_sums = true;
   so.server.relay = true;
+  so.server.relay_window = so.plan.relay_cache_chunks > 0;
   so.scheduler.num_rounds = relay_rounds;
   so.server.client_configs_yaml = client_configs_yaml;
   // The children are told the parent's client_configs: the relay serves

@@ -9,6 +9,9 @@
 #            model byte-identical (cmp) to the run with both unsharded; the
 #            report counts 2 contributors a round; the ranks of a client
 #            fetched and sent the model's bytes once between them.
+#   relay    a sharded client under a (ram-mode) relay: the tree's models
+#            equal the flat run's, byte for byte; a window-mode relay
+#            refuses ranks, saying why.
 #   refused  declared slices with a gap or an overlap (the message names the
 #            tensor and the rows), a rank count that differs from its
 #            client's, a rank already connected, an unsharded Hello.
@@ -116,6 +119,66 @@ for c, ranks in (("c1", 2), ("c2", 3)):
 PY
 then pass "each round counts 2 contributors; the ranks of a client moved the model's bytes once between them"
 else fail "the reports"; fi
+
+# -- relay ----------------------------------------------------------------------
+# The root in window mode with relay R1 (ram mode) over Client1 as 2 ranks
+# and Client2; against the flat window run above (Client1, Client2 whole).
+root_port=$(free_port); relay_port=$(free_port)
+server root "$root_port" window
+sed -i 's/^  num_clients: 2$/  num_clients: 1\n  relays: {R1: 2}/' "$out/root.yaml"
+relay_file() { # NAME MODE
+  cat > "$out/$1.yaml" <<EOF
+client_id: R1
+comm_configs:
+  grpc_configs: {server_uri: 127.0.0.1:$root_port}
+  stream_configs: {heartbeat_s: 0.5, reconnect_grace_s: 30}
+server_configs:
+  num_clients: 2
+  memory_mode: $2
+  storage_dir: $out
+  scheduler_kwargs: {round_deadline_s: 30, min_clients: 1, on_deadline: wait}
+  comm_configs:
+    grpc_configs: {server_uri: 127.0.0.1:$relay_port}
+    stream_configs: {chunk_bytes: 2048, window: 2, heartbeat_s: 0.5}
+EOF
+}
+relay_file R1 ram
+client tree-c1 Client1 0 "$relay_port"
+client tree-c2 Client2 1 "$relay_port"
+procs=()
+timeout 120 "$fedcaf" server -c "$out/root.yaml" --report "$out/root.json" \
+  --set "server_configs.save_global_model=$out/tree-{round}.safetensors" \
+  > "$out/root.log" 2>&1 & pids+=($!); procs+=($!)
+wait_for "$out/root.log" "listening on" 30 || fail "relay: no root"
+timeout 120 "$fedcaf" relay -c "$out/R1.yaml" > "$out/R1.log" 2>&1 & pids+=($!); procs+=($!)
+wait_for "$out/R1.log" "listening on" 30 || fail "relay: R1 did not start: $(tail -n 2 "$out/R1.log")"
+for r in 0 1; do
+  timeout 120 "$fedcaf" client -c "$out/tree-c1.yaml" --set shard.rank=$r --set shard.ranks=2 \
+    > "$out/tree-r$r.log" 2>&1 & pids+=($!); procs+=($!)
+done
+timeout 120 "$fedcaf" client -c "$out/tree-c2.yaml" > "$out/tree-c2.log" 2>&1 & pids+=($!); procs+=($!)
+rc=0; for p in "${procs[@]}"; do wait "$p" || rc=$?; done
+same=1
+for r in 1 2 3; do cmp -s "$out/whole-window-$r.safetensors" "$out/tree-$r.safetensors" || same=0; done
+if [ $rc -eq 0 ] && [ $same = 1 ]; then
+  pass "a sharded client under a relay: the tree's models of rounds 1-3 equal the flat run's"
+else
+  fail "relay: rc $rc, same $same"; tail -n 5 "$out/root.log" "$out/R1.log"
+fi
+# A window-mode relay refuses a rank, saying why.
+root_port=$(free_port); relay_port=$(free_port)
+server root2 "$root_port" window
+sed -i 's/^  num_clients: 2$/  num_clients: 1\n  relays: {R1: 2}/' "$out/root2.yaml"
+relay_file R1w window
+client w-c1 Client1 0 "$relay_port"
+timeout 60 "$fedcaf" server -c "$out/root2.yaml" > "$out/root2.log" 2>&1 & pids+=($!); root2=$!
+wait_for "$out/root2.log" "listening on" 30 || fail "relay: no second root"
+timeout 60 "$fedcaf" relay -c "$out/R1w.yaml" > "$out/R1w.log" 2>&1 & pids+=($!); r1w=$!
+wait_for "$out/R1w.log" "listening on" 30 || fail "relay: R1 (window) did not start"
+timeout 20 "$fedcaf" client -c "$out/w-c1.yaml" --set shard.rank=0 --set shard.ranks=2 > "$out/w-r0.log" 2>&1
+grep -q "sharded clients do not run under a window-mode relay" "$out/w-r0.log" &&
+  pass "a window-mode relay refuses a rank, saying why" || fail "window relay: $(tail -n 2 "$out/w-r0.log")"
+kill "$(child $r1w)" "$(child $root2)" 2> /dev/null; wait $r1w $root2 2> /dev/null
 
 # -- refused --------------------------------------------------------------------
 port=$(free_port)
