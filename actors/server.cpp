@@ -78,10 +78,11 @@ public:
     // Where a client's handle enters: an in-process client actor, or the
     // gateway of a remote one (a broker: untyped by CAF's design).
     auto sender = caf::actor_cast<client_inbox>(self_->current_sender());
-    if (auto unfit = h->shard.sharded() ? shards_->refusal(*h) : std::nullopt)
-      return refuse(*unfit);
+    auto fits = [this, &h]() -> std::optional<error> {
+      return h->shard.sharded() ? shards_->refusal(*h) : std::nullopt;
+    };
     auto a = registry_.admit(*h, sender, address, certificate_name, stopping_,
-                             now());
+                             now(), fits);
     if (!a)
       return refusals_.refuse_logged_if(a.err(), registry_.log_refusal());
     auto key = h->shard.sharded() ? rank_key(h->client_id, h->shard.rank)

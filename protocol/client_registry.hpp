@@ -10,6 +10,7 @@
 // Thread-safety: none; owned by the server actor.
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -103,10 +104,14 @@ public:
   /// run goes on and a place is free (a dropped client keeps its index).
   /// A remote host past its failed Hellos is refused unheard
   /// (too_many_requests) during its back-off (protocol/hello_throttle.hpp).
-  result<admission<Handle>> admit(const msg::hello& h, const Handle& sender,
-                                  const std::string& address,
-                                  const std::string& certificate_name,
-                                  bool ended, event_limit::time_point now) {
+  /// `fits`, if set, is asked once the Hello proved its id (a sharded
+  /// client's rank: does it fit its client and the model?): its error
+  /// refuses the Hello, so that no stranger learns of a client's ranks.
+  result<admission<Handle>>
+  admit(const msg::hello& h, const Handle& sender, const std::string& address,
+        const std::string& certificate_name, bool ended,
+        event_limit::time_point now,
+        const std::function<std::optional<error>()>& fits = {}) {
     bool remote = !address.empty();
     auto from = remote ? address : std::string{in_process};
     auto deny = [&h, &from](errc code, const std::string& why) {
@@ -136,6 +141,9 @@ public:
     auto it = clients_.find(key);
     if (it != clients_.end() && it->second.banned)
       return deny(errc::not_authorized, "it was dropped from the run");
+    if (auto unfit = fits ? fits() : std::nullopt)
+      return error{unfit->code, h.client_id + " from " + from + ": " +
+                                    unfit->message};
     if (it != clients_.end() && it->second.state != presence::dropped)
       return resume(it->first, it->second, sender, remote, from, *authenticated,
                     now, deny);
