@@ -40,6 +40,9 @@ std::vector<std::pair<std::string, frame>> examples() {
   };
   add("hello {clientId Client1, token secret}, request id 1", 1,
       encode(hello{"Client1", "secret"}));
+  add("hello {clientId Client1, token secret, shardRank 1, shardRanks 2, "
+      "slices [w rows [1, 2)]} (a rank of a sharded client), request id 1",
+      1, encode(hello{"Client1", "secret", shard_spec{1, 2, {{"w", 1, 2}}}}));
   add("welcome {clientIndex 0, numClients 2, clientConfigs 'train_configs: "
       "{}', heartbeatMs 5000, connectionTimeoutMs 30000, idleTimeoutMs "
       "60000, reconnectGraceMs 30000, maxMessageBytes 16777216, "
@@ -169,12 +172,15 @@ TEST_CASE("every frame kind encodes to its test vector in "
   CHECK(file.str() == text);
   // Each decodes as its kind (the vectors are frames a receiver accepts).
   auto all = examples();
-  REQUIRE(all.size() == 20);
+  REQUIRE(all.size() == 21);
   CHECK(decode<hello>(all[0].second));
-  CHECK(decode<welcome>(all[1].second)->terms.upload_encoding == 3);
-  CHECK(decode<round_start>(all[2].second)->model.tensors[1].held ==
+  auto rank = decode<hello>(all[1].second);
+  REQUIRE(rank);
+  CHECK(rank->shard == shard_spec{1, 2, {{"w", 1, 2}}});
+  CHECK(decode<welcome>(all[2].second)->terms.upload_encoding == 3);
+  CHECK(decode<round_start>(all[3].second)->model.tensors[1].held ==
         dtype::int64);
-  CHECK(decode<offer>(all[3].second));
-  CHECK(decode_chunk(all[5].second, 64)->bytes.size() == 4);
-  CHECK(decode<secagg_unmask>(all[19].second)->dropped.size() == 1);
+  CHECK(decode<offer>(all[4].second));
+  CHECK(decode_chunk(all[6].second, 64)->bytes.size() == 4);
+  CHECK(decode<secagg_unmask>(all[20].second)->dropped.size() == 1);
 }
