@@ -11,6 +11,7 @@
 #include "actors/messages.hpp"
 #include "actors/server_core.hpp"
 #include "actors/server_publication.hpp"
+#include "actors/server_registration.hpp"
 #include "actors/server_relay.hpp"
 #include "actors/server_secagg.hpp"
 #include "actors/server_shards.hpp"
@@ -47,10 +48,14 @@ public:
                     report),
         publication_(
             core(), [this](const std::string& why) { stop(why); },
-            [this](const std::string& why) { end_run(why); }) {
+            [this](const std::string& why) { end_run(why); }),
+        shards_(core()),
+        registration_(core(), shards_, [this](const std::string& key) {
+          if (relay_) // it paces a window-mode relay's download no more
+            relay_->flow().dropped(key, now());
+        }) {
     if (options_.secure_aggregation.enabled)
       secagg_.emplace(core(), [this](const std::string& why) { stop(why); });
-    shards_.emplace(core());
   }
 
   /// Connects the scheduler and the aggregator to the server before any
@@ -67,51 +72,15 @@ public:
 
   // -- registration -----------------------------------------------------------
 
-  /// A Hello from a client in this process (`address` empty) or from a
-  /// gateway, with the peer's address and the name in its verified client
-  /// certificate.
+  /// A Hello (server_registration).
   frame hello(const frame& f, const std::string& address,
               const std::string& certificate_name) {
-    auto h = msg::decode<msg::hello>(f);
-    if (!h)
-      return refuse(h.err());
-    // Where a client's handle enters: an in-process client actor, or the
-    // gateway of a remote one (a broker: untyped by CAF's design).
-    auto sender = caf::actor_cast<client_inbox>(self_->current_sender());
-    auto fits = [this, &h]() -> std::optional<error> {
-      return h->shard.sharded() ? shards_->refusal(*h) : std::nullopt;
-    };
-    auto a = registry_.admit(*h, sender, address, certificate_name, stopping_,
-                             now(), fits);
-    if (!a)
-      return refusals_.refuse_logged_if(a.err(), registry_.log_refusal());
-    auto key = h->shard.sharded() ? rank_key(h->client_id, h->shard.rank)
-                                  : h->client_id;
-    bool joins = !h->shard.sharded() || shards_->registered(*h);
-    if (a->resumed)
-      resumed(key, sender, *a);
-    else
-      self_->monitor(sender);
-    if (joins && (!a->resumed || h->shard.sharded())) {
-      reporter_.registered(h->client_id, a->from);
-      self_->send(peers_.scheduler, join_atom::value, h->client_id, a->from);
-    }
-    return msg::encode(msg::welcome{a->index, options_.num_clients,
-                                    options_.client_configs_yaml,
-                                    options_.terms, a->resumed});
+    return registration_.hello(f, address, certificate_name);
   }
 
-  /// The grace period of a lost client is over.
-  void drop(const std::string& id, uint64_t epoch) {
-    if (stopping_ || !registry_.drop(id, epoch))
-      return;
-    const auto* c = registry_.find(id);
-    if (c->logical != id && !shards_->dropped(c->logical, c->rank))
-      return; // a rank of a client that is not in the rounds
-    reporter_.dropped(c->logical, options_.reconnect_grace.count());
-    self_->send(peers_.scheduler, drop_atom::value, c->logical);
-    if (relay_) // it paces a window-mode relay's download no more
-      relay_->flow().dropped(id, now());
+  /// The grace period of a lost connection is over (server_registration).
+  void drop(const std::string& key, uint64_t epoch) {
+    registration_.drop(key, epoch);
   }
 
   // -- rounds -----------------------------------------------------------------
@@ -142,7 +111,7 @@ public:
   /// The scheduler collects these clients' updates again.
   void resend(uint32_t round, const std::vector<std::string>& ids) {
     auto f = rounds_.resend(round);
-    shards_->collect_again(ids);
+    shards_.collect_again(ids);
     for (const auto& id : f ? ids : std::vector<std::string>{}) {
       reporter_.upload_again(id);
       if (!tell(id, round_atom::value, *f) && registry_.find(id))
@@ -198,30 +167,23 @@ public:
         caf::actor_cast<client_inbox>(self_->current_sender()));
   }
 
-  /// The client and rank of the sender iff it is a rank of a sharded
-  /// client.
+  /// The client and rank of the sender iff it is a sharded client's rank.
   std::optional<std::pair<std::string, uint32_t>> sender_rank() {
     const auto* key = sender_id();
-    const auto* c = key ? registry_.find(*key) : nullptr;
-    if (!c || c->logical == *key)
-      return std::nullopt;
-    return std::pair{c->logical, c->rank};
+    return key ? shards_.rank_of(*key) : std::nullopt;
   }
 
   /// A rank's offer: checked as any client's, then joined with its other
   /// ranks' (server_shards).
   caf::result<frame> rank_offer(const std::pair<std::string, uint32_t>& r,
                                 const frame& f) {
-    auto o = msg::decode<msg::offer>(f);
-    if (!o)
-      return refuse(o.err());
-    if (auto no = offer_refusal(r.first, *o))
-      return std::move(*no);
-    return shards_->offer(r.first, r.second, *o);
+    return shards_.offer(r.first, r.second, f, [this, &r](const auto& o) {
+      return offer_refusal(r.first, o);
+    });
   }
 
   /// The part that joins the ranks of sharded clients.
-  server_shards& shards() { return *shards_; }
+  server_shards& shards() { return shards_; }
 
   frame not_registered() const {
     return refuse({errc::not_authorized,
@@ -250,10 +212,10 @@ public:
     if (!req)
       return refuse(req.err());
     if (auto gone =
-            exchange_.overwritten_refusal(*id, *req, shard_plan(*id).get()))
+            exchange_.overwritten_refusal(*id, *req, shards_.plan_for(*id).get()))
       return refuse(*gone);
     if (relay_) { // answered once the chunk (a rank's: it lies in) is in
-      auto shard = shard_plan(*id);
+      auto shard = shards_.plan_for(*id);
       return relay_->fetch(*id, *req,
                            !shard ? req->sequence
                            : req->sequence < shard->chunk_count()
@@ -359,13 +321,6 @@ private:
     return x ? fn(*id, *x) : refuse(x.err());
   }
 
-  /// The plan of connection `key`'s shard iff it is a rank, else null.
-  std::shared_ptr<const chunk_plan> shard_plan(const std::string& key) {
-    const auto* c = registry_.find(key);
-    return c && c->logical != key ? shards_->plan_of(c->logical, c->rank)
-                                  : nullptr;
-  }
-
   /// Opens round `round` for `chosen`: announced to those connected.
   void open_round(uint32_t round, const std::vector<std::string>& chosen) {
     if (options_.deadline_from_open.count() > 0)
@@ -386,7 +341,7 @@ private:
   /// give up their models.
   void close_round(uint32_t round) {
     rounds_.close(options_.async);
-    shards_->round_over(round);
+    shards_.round_over(round);
     if (!options_.async)
       for (const auto& id : registry_.connected_among(rounds_.chosen()))
         self_->send(registry_.find(id)->handle, idle_atom::value, round);
@@ -398,7 +353,7 @@ private:
                             const snapshot_ptr& fallback) {
     const auto* c = registry_.find(id);
     auto chunk = exchange_.serve(req, c && c->model ? c->model : fallback,
-                                 shard_plan(id).get());
+                                 shards_.plan_for(id).get());
     if (!chunk)
       return chunk.err();
     reporter_.count_down(c ? c->logical : id, chunk->wire_bytes,
@@ -431,17 +386,6 @@ private:
               return serve_chunk(id, req, pinned);
             },
             [this](const std::string& why) { stop(why); }};
-  }
-
-  void resumed(const std::string& id, const client_inbox& sender,
-               const admission<client_inbox>& a) {
-    if (a.replaced) // the connection taken over is closed by its gateway
-      self_->monitor(sender);
-    if (a.notice) // one session per client; the old connection is told
-      self_->send(*a.replaced, replaced_atom::value, msg::encode(*a.notice));
-    reporter_.resumed(id, a.from);
-    // After the Welcome, which the Hello's reply carries.
-    self_->send(self_, round_atom::value, id);
   }
 
   void end_run(const std::string& reason) {
@@ -487,11 +431,12 @@ private:
   }
 
   server_publication publication_;
+  /// Sharded clients: their ranks' uploads joined into one.
+  server_shards shards_;
+  server_registration registration_;
   std::optional<server_secagg> secagg_;
   /// A relay's children's side: its parent's models and its rounds.
   std::optional<server_relay> relay_;
-  /// Sharded clients: their ranks' uploads joined into one.
-  std::optional<server_shards> shards_;
 };
 
 /// The answer to a relay's request (`what`) on a server that is none.

@@ -38,9 +38,23 @@ std::optional<error> server_shards::refusal(const msg::hello& h) const {
   return std::nullopt;
 }
 
-caf::result<frame> server_shards::offer(const std::string& id, uint32_t rank,
-                                        const msg::offer& o) {
-  auto step = hub_.offer(id, rank, o);
+std::optional<std::pair<std::string, uint32_t>>
+server_shards::rank_of(const std::string& key) const {
+  const auto* c = core_.registry_.find(key);
+  if (!c || c->logical == key)
+    return std::nullopt;
+  return std::pair{c->logical, c->rank};
+}
+
+caf::result<frame> server_shards::offer(
+    const std::string& id, uint32_t rank, const frame& f,
+    const std::function<std::optional<frame>(const msg::offer&)>& refusal) {
+  auto o = msg::decode<msg::offer>(f);
+  if (!o)
+    return core_.refuse(o.err());
+  if (auto no = refusal(*o))
+    return std::move(*no);
+  auto step = hub_.offer(id, rank, *o);
   if (step.answer)
     return std::move(*step.answer);
   auto rp = core_.self_->make_response_promise<frame>();

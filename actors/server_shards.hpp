@@ -8,6 +8,7 @@
 // is one call here.
 // Thread-safety: none; part of the server actor (actors/server_core.hpp).
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -41,16 +42,28 @@ public:
   bool dropped(const std::string& id, uint32_t rank) {
     return hub_.dropped(id, rank);
   }
+  /// The client and rank of the connection registered as `key` iff it is
+  /// a rank of a sharded client.
+  std::optional<std::pair<std::string, uint32_t>>
+  rank_of(const std::string& key) const;
+  /// The plan of the shard of connection `key` iff it is a rank, else
+  /// null.
+  std::shared_ptr<const chunk_plan> plan_for(const std::string& key) const {
+    auto r = rank_of(key);
+    return r ? hub_.plan_of(r->first, r->second) : nullptr;
+  }
   /// The plan of a rank's shard (null: none).
   std::shared_ptr<const chunk_plan> plan_of(const std::string& id,
                                             uint32_t rank) const {
     return hub_.plan_of(id, rank);
   }
 
-  /// A rank's offer, chunk, end and credit request (`key`: its
-  /// registry key).
-  caf::result<frame> offer(const std::string& id, uint32_t rank,
-                           const msg::offer& o);
+  /// Rank `rank` of `id`'s offer frame `f`, refused with what `refusal`
+  /// says of it (the checks of any client's offer), if anything.
+  caf::result<frame>
+  offer(const std::string& id, uint32_t rank, const frame& f,
+        const std::function<std::optional<frame>(const msg::offer&)>& refusal);
+  /// A rank's chunk, end and credit request.
   caf::result<frame> chunk(const std::string& id, uint32_t rank,
                            const frame& f);
   caf::result<frame> end(const std::string& id, uint32_t rank, const frame& f);

@@ -1,0 +1,72 @@
+#include "actors/server_registration.hpp"
+
+#include "actors/messages.hpp"
+
+namespace fedcaf {
+
+server_registration::server_registration(
+    server_core& core, server_shards& shards,
+    std::function<void(const std::string&)> dropped)
+    : core_(core), shards_(shards), dropped_(std::move(dropped)) {}
+
+frame server_registration::hello(const frame& f, const std::string& address,
+                                 const std::string& certificate_name) {
+  auto h = msg::decode<msg::hello>(f);
+  if (!h)
+    return core_.refuse(h.err());
+  // Where a client's handle enters: an in-process client actor, or the
+  // gateway of a remote one (a broker: untyped by CAF's design).
+  auto* self = core_.self_;
+  auto sender = caf::actor_cast<client_inbox>(self->current_sender());
+  auto fits = [this, &h]() -> std::optional<error> {
+    return h->shard.sharded() ? shards_.refusal(*h) : std::nullopt;
+  };
+  auto& registry = core_.registry_;
+  auto a = registry.admit(*h, sender, address, certificate_name,
+                          core_.stopping_, core_.now(), fits);
+  if (!a)
+    return core_.refusals_.refuse_logged_if(a.err(), registry.log_refusal());
+  bool sharded = h->shard.sharded();
+  auto key = sharded ? rank_key(h->client_id, h->shard.rank) : h->client_id;
+  bool joins = !sharded || shards_.registered(*h); // its last rank came
+  if (a->resumed)
+    resumed(key, sender, *a);
+  else
+    self->monitor(sender);
+  if (joins && (!a->resumed || sharded)) {
+    core_.reporter_.registered(h->client_id, a->from);
+    self->send(core_.peers_.scheduler, join_atom::value, h->client_id,
+               a->from);
+  }
+  const auto& o = core_.options_;
+  return msg::encode(msg::welcome{a->index, o.num_clients,
+                                  o.client_configs_yaml, o.terms, a->resumed});
+}
+
+void server_registration::drop(const std::string& key, uint64_t epoch) {
+  auto& registry = core_.registry_;
+  if (core_.stopping_ || !registry.drop(key, epoch))
+    return;
+  if (dropped_)
+    dropped_(key);
+  const auto* c = registry.find(key);
+  if (c->logical != key && !shards_.dropped(c->logical, c->rank))
+    return; // a rank of a client already out of the rounds
+  core_.reporter_.dropped(c->logical, core_.options_.reconnect_grace.count());
+  core_.self_->send(core_.peers_.scheduler, drop_atom::value, c->logical);
+}
+
+void server_registration::resumed(const std::string& key,
+                                  const client_inbox& sender,
+                                  const admission<client_inbox>& a) {
+  auto* self = core_.self_;
+  if (a.replaced) // the connection taken over is closed by its gateway
+    self->monitor(sender);
+  if (a.notice) // one session per client; the old connection is told
+    self->send(*a.replaced, replaced_atom::value, msg::encode(*a.notice));
+  core_.reporter_.resumed(key, a.from);
+  // After the Welcome, which the Hello's reply carries.
+  self->send(self, round_atom::value, key);
+}
+
+} // namespace fedcaf

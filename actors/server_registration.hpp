@@ -1,0 +1,46 @@
+#pragma once
+// The server's part that registers clients: a Hello decided by the registry
+// (and, a sharded client's rank, fitted to its client by server_shards),
+// the client joined to the scheduler (a sharded one once all its ranks are
+// in), a resumed session announced again, a lost one dropped when its grace
+// ends. Each of the server's registration handlers is one call here.
+// Thread-safety: none; part of the server actor (actors/server_core.hpp).
+
+#include <functional>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/server_core.hpp"
+#include "actors/server_shards.hpp"
+
+namespace fedcaf {
+
+class server_registration {
+public:
+  /// Registers `core`'s clients, a sharded one's ranks through `shards`;
+  /// `dropped` hears each connection dropped (a relay's pacing).
+  server_registration(server_core& core, server_shards& shards,
+                      std::function<void(const std::string&)> dropped);
+
+  /// A Hello from a client in this process (`address` empty) or from a
+  /// gateway, with the peer's address and the name in its verified client
+  /// certificate. Returns the Welcome or the refusal.
+  frame hello(const frame& f, const std::string& address,
+              const std::string& certificate_name);
+
+  /// The grace period of the connection registered as `key` (a client's
+  /// id, or a rank's key) is over since `epoch`: it is dropped, and its
+  /// client leaves the rounds (a sharded one: with its first rank).
+  void drop(const std::string& key, uint64_t epoch);
+
+private:
+  void resumed(const std::string& key, const client_inbox& sender,
+               const admission<client_inbox>& a);
+
+  server_core& core_;
+  server_shards& shards_;
+  std::function<void(const std::string&)> dropped_;
+};
+
+} // namespace fedcaf
