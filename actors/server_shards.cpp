@@ -69,18 +69,18 @@ caf::result<frame> server_shards::offer(
       ->request(core_.peers_.scheduler, caf::infinite, offer_atom::value,
                 msg::encode(up))
       .then(
-          [this, id, round = up.round](frame answer) {
-            for (auto& [r, a] : hub_.accepted(id, round, answer))
+          [this, id, g = hub_.generation(id)](frame answer) {
+            for (auto& [r, a] : hub_.accepted(id, g, answer))
               if (auto it = offers_.find({id, r}); it != offers_.end()) {
                 it->second.deliver(std::move(a));
                 offers_.erase(it);
               }
           },
-          [this, id, round = up.round](caf::error& e) {
+          [this, id, g = hub_.generation(id)](caf::error& e) {
             auto answer = msg::encode(
                 error{errc::internal, "the offer went unanswered: " +
                                           core_.self_->system().render(e)});
-            for (auto& [r, a] : hub_.accepted(id, round, answer))
+            for (auto& [r, a] : hub_.accepted(id, g, answer))
               if (auto it = offers_.find({id, r}); it != offers_.end()) {
                 it->second.deliver(std::move(a));
                 offers_.erase(it);
@@ -102,20 +102,21 @@ caf::result<frame> server_shards::chunk(const std::string& id, uint32_t rank,
 }
 
 void server_shards::send_up(const std::string& id, std::vector<frame> up) {
+  auto g = hub_.generation(id); // the upload that made them
   for (auto& f : up) {
     auto seq = msg::decode_chunk(f, hub_.whole().chunk_bytes())->header.sequence;
     core_.self_
         ->request(core_.peers_.aggregator, caf::infinite, chunk_atom::value, id,
                   std::move(f))
         .then(
-            [this, id, seq](frame answer) {
-              auto step = hub_.credited(id, seq, answer);
+            [this, id, g, seq](frame answer) {
+              auto step = hub_.credited(id, g, seq, answer);
               answer_pieces(id, std::move(step.answers));
               send_up(id, std::move(step.up));
             },
-            [this, id, seq](caf::error& e) {
+            [this, id, g, seq](caf::error& e) {
               auto step = hub_.credited(
-                  id, seq,
+                  id, g, seq,
                   msg::encode(error{errc::internal,
                                     "a chunk went unanswered: " +
                                         core_.self_->system().render(e)}));
@@ -154,8 +155,8 @@ caf::result<frame> server_shards::end(const std::string& id, uint32_t rank,
   ends_[{id, rank}] = rp;
   if (!step.up)
     return rp;
-  auto deliver = [this, id](const frame& answer) {
-    for (auto& [r, a] : hub_.closed(id, answer))
+  auto deliver = [this, id, g = hub_.generation(id)](const frame& answer) {
+    for (auto& [r, a] : hub_.closed(id, g, answer))
       if (auto it = ends_.find({id, r}); it != ends_.end()) {
         it->second.deliver(std::move(a));
         ends_.erase(it);
@@ -179,11 +180,36 @@ void server_shards::round_over(uint32_t round) {
       it->second.deliver(std::move(answer));
       offers_.erase(it);
     }
+  // What still waits belongs to an update cut off, dropped or refused: its
+  // ranks hear so, and their connections hold no request open.
+  flush({}, error{errc::not_in_round, "round " + std::to_string(round) +
+                                          " is over"});
 }
 
 void server_shards::collect_again(const std::vector<std::string>& ids) {
-  for (const auto& id : ids)
+  for (const auto& id : ids) {
     hub_.forget(id);
+    flush(id, error{errc::stream_reset,
+                    "the round's updates are collected again"});
+  }
+}
+
+void server_shards::flush(const std::string& id, const error& why) {
+  auto answer = msg::encode(why);
+  for (auto it = pieces_.begin(); it != pieces_.end();)
+    if (id.empty() || std::get<0>(it->first) == id) {
+      it->second.deliver(answer);
+      it = pieces_.erase(it);
+    } else {
+      ++it;
+    }
+  for (auto it = ends_.begin(); it != ends_.end();)
+    if (id.empty() || it->first.first == id) {
+      it->second.deliver(answer);
+      it = ends_.erase(it);
+    } else {
+      ++it;
+    }
 }
 
 } // namespace fedcaf

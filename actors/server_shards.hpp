@@ -80,6 +80,9 @@ private:
 
   /// Sends `up` (chunks of the whole model) of `id` to the aggregator.
   void send_up(const std::string& id, std::vector<frame> up);
+  /// Answers the chunks and ends of client `id` (empty: every client)
+  /// that wait with `why`.
+  void flush(const std::string& id, const error& why);
   void answer_pieces(const std::string& id,
                      std::vector<std::pair<rank_piece, frame>> answers);
 

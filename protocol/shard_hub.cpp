@@ -145,6 +145,7 @@ shard_hub::offer_step shard_hub::offer(const std::string& id, uint32_t rank,
   }
   if (!c.upload || o.round > c.upload->round) {
     c.upload.emplace();
+    c.upload->generation = ++c.generations;
     c.upload->round = o.round;
     c.upload->ranks.resize(c.ranks);
   }
@@ -211,15 +212,22 @@ shard_hub::offer_step shard_hub::offer(const std::string& id, uint32_t rank,
   return step;
 }
 
+uint64_t shard_hub::generation(const std::string& id) const {
+  auto it = clients_.find(id);
+  return it != clients_.end() && it->second.upload
+             ? it->second.upload->generation
+             : 0;
+}
+
 std::vector<std::pair<uint32_t, msg::frame>>
-shard_hub::accepted(const std::string& id, uint32_t round,
+shard_hub::accepted(const std::string& id, uint64_t generation,
                     const msg::frame& answer) {
   std::vector<std::pair<uint32_t, msg::frame>> out;
   auto it = clients_.find(id);
-  if (it == clients_.end() || !it->second.upload ||
-      it->second.upload->round != round)
+  auto* up = it == clients_.end() ? nullptr : it->second.current(generation);
+  if (!up)
     return out;
-  auto& u = *it->second.upload;
+  auto& u = *up;
   auto a = msg::decode<msg::accept>(answer);
   if (a && u.stream_id == 0) {
     u.stream_id = a->stream_id;
@@ -329,13 +337,15 @@ shard_hub::chunk_step shard_hub::chunk(const std::string& id, uint32_t rank,
   return step;
 }
 
-shard_hub::credit_step shard_hub::credited(const std::string& id, uint64_t seq,
+shard_hub::credit_step shard_hub::credited(const std::string& id,
+                                           uint64_t generation, uint64_t seq,
                                            const msg::frame& answer) {
   credit_step step;
   auto it = clients_.find(id);
-  if (it == clients_.end() || !it->second.upload)
+  auto* up = it == clients_.end() ? nullptr : it->second.current(generation);
+  if (!up)
     return step;
-  auto& u = *it->second.upload;
+  auto& u = *up;
   auto p = u.open.find(seq);
   if (p == u.open.end() || !p->second.sent)
     return step;
@@ -430,12 +440,14 @@ shard_hub::end_step shard_hub::end(const std::string& id, uint32_t rank,
 }
 
 std::vector<std::pair<uint32_t, msg::frame>>
-shard_hub::closed(const std::string& id, const msg::frame& answer) {
+shard_hub::closed(const std::string& id, uint64_t generation,
+                  const msg::frame& answer) {
   std::vector<std::pair<uint32_t, msg::frame>> out;
   auto it = clients_.find(id);
-  if (it == clients_.end() || !it->second.upload)
+  auto* up = it == clients_.end() ? nullptr : it->second.current(generation);
+  if (!up)
     return out;
-  auto& u = *it->second.upload;
+  auto& u = *up;
   u.closed_answer = answer;
   for (auto r : u.ends_waiting)
     out.emplace_back(r, answer);
@@ -448,7 +460,7 @@ shard_hub::round_over(uint32_t round) {
   std::vector<std::tuple<std::string, uint32_t, msg::frame>> out;
   over_ = std::max(over_, round);
   for (auto& [id, c] : clients_) {
-    if (!c.upload || c.upload->round > round || c.upload->forwarded)
+    if (!c.upload || c.upload->round > round)
       continue;
     for (uint32_t r = 0; r < c.upload->ranks.size(); ++r)
       if (c.upload->ranks[r].waiting_offer)

@@ -97,11 +97,17 @@ public:
   /// Rank `rank` of `id` offers `o` (o.client_id is `id`).
   offer_step offer(const std::string& id, uint32_t rank, const msg::offer& o);
 
+  /// The upload of `id` now (0: none): what the offer, the chunks and the
+  /// end it sends up belong to. The answers below name it, so that a late
+  /// answer to an upload forgotten (reset, a round over) touches no other.
+  uint64_t generation(const std::string& id) const;
+
   /// The ranks whose offers wait for the answer of `id`'s forwarded offer
-  /// of `round`, and what each is answered, from `answer` (an accept or a
-  /// refusal).
+  /// (of upload `generation`), and what each is answered, from `answer`
+  /// (an accept or a refusal).
   std::vector<std::pair<uint32_t, msg::frame>>
-  accepted(const std::string& id, uint32_t round, const msg::frame& answer);
+  accepted(const std::string& id, uint64_t generation,
+           const msg::frame& answer);
 
   /// What a rank's chunk comes to.
   struct chunk_step {
@@ -123,8 +129,8 @@ public:
     std::vector<std::pair<rank_piece, msg::frame>> answers;
     std::vector<msg::frame> up;
   };
-  credit_step credited(const std::string& id, uint64_t seq,
-                       const msg::frame& answer);
+  credit_step credited(const std::string& id, uint64_t generation,
+                       uint64_t seq, const msg::frame& answer);
 
   /// A rank's request for a credit it is owed (after a reconnect): the
   /// answer now, or nullopt (held: it comes with credited()).
@@ -138,13 +144,15 @@ public:
   };
   end_step end(const std::string& id, uint32_t rank, const msg::frame& f);
 
-  /// The answer to `id`'s end came back: each rank's answer.
+  /// The answer to `id`'s end (of upload `generation`) came back: each
+  /// rank's answer.
   std::vector<std::pair<uint32_t, msg::frame>>
-  closed(const std::string& id, const msg::frame& answer);
+  closed(const std::string& id, uint64_t generation, const msg::frame& answer);
 
-  /// Round `round` is over: offers still waiting are answered (not_in_round)
-  /// and uploads of earlier rounds forgotten. Returns the waiting ranks of
-  /// each client with their answer.
+  /// Round `round` is over: its uploads and those before are forgotten
+  /// (whatever of them still waits is stale), offers still waiting
+  /// answered (not_in_round). Returns the waiting ranks of each client
+  /// with their answer.
   std::vector<std::tuple<std::string, uint32_t, msg::frame>>
   round_over(uint32_t round);
 
@@ -185,6 +193,7 @@ private:
     std::set<uint32_t> ends_waiting;
     bool end_sent = false;
     std::optional<msg::frame> closed_answer;
+    uint64_t generation = 0;
   };
   struct client {
     uint32_t ranks = 0;
@@ -193,6 +202,12 @@ private:
     std::set<uint32_t> present;
     bool joined = false;
     std::optional<joined_upload> upload;
+    uint64_t generations = 0; ///< uploads made so far
+
+    /// The upload of generation `g`, or null.
+    joined_upload* current(uint64_t g) {
+      return upload && upload->generation == g ? &*upload : nullptr;
+    }
   };
 
   std::vector<msg::frame> release(joined_upload& u);

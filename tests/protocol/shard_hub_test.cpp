@@ -72,7 +72,7 @@ uint64_t accept_both(shard_hub& hub) {
   auto step = hub.offer("C", 1, offer_of(hub, 1, 5));
   REQUIRE(step.forward);
   auto answers =
-      hub.accepted("C", 1, msg::encode(msg::accept{42, 2, 0, 0}));
+      hub.accepted("C", hub.generation("C"), msg::encode(msg::accept{42, 2, 0, 0}));
   CHECK(answers.size() == 2);
   return 42;
 }
@@ -149,7 +149,7 @@ TEST_CASE("one offer goes up once every rank offered: one sample count, "
   CHECK(up.chunk_count == hub.whole().chunk_count());
   CHECK(up.update_id != 0);
   // Each rank is answered with the client's stream and its own place.
-  auto answers = hub.accepted("C", 1, msg::encode(msg::accept{9, 4, 0, 0}));
+  auto answers = hub.accepted("C", hub.generation("C"), msg::encode(msg::accept{9, 4, 0, 0}));
   REQUIRE(answers.size() == 2);
   for (auto& [rank, f] : answers) {
     auto a = msg::decode<msg::accept>(f);
@@ -206,7 +206,7 @@ TEST_CASE("the model's chunks go up in order once complete, at most the "
   std::memcpy(values.data(), first->bytes.data(), first->bytes.size());
   for (auto x : values) // chunk 0 is rank 0's rows of w
     CHECK(x == 1.0f);
-  auto credit = hub.credited("C", 0, msg::encode(msg::credit{sid, 0}));
+  auto credit = hub.credited("C", hub.generation("C"), 0, msg::encode(msg::credit{sid, 0}));
   REQUIRE(credit.answers.size() == 1);
   CHECK(credit.answers[0].first == rank_piece{0, 0});
   CHECK(msg::decode<msg::credit>(credit.answers[0].second)->sequence == 0);
@@ -217,7 +217,7 @@ TEST_CASE("the model's chunks go up in order once complete, at most the "
   CHECK_FALSE(hub.owed_credit("C", 0, msg::encode(msg::credit{sid, 1})));
   // A refusal of a chunk of the model is every rank's: later chunks hear it.
   auto refused = hub.credited(
-      "C", 1,
+      "C", hub.generation("C"), 1,
       msg::encode(error{errc::poisoned_update, "a NaN in the update"}));
   REQUIRE_FALSE(refused.answers.empty());
   CHECK(msg::decode<msg::credit>(refused.answers[0].second).err().code ==
@@ -247,7 +247,7 @@ TEST_CASE("the client's end goes up once every rank ended after its last "
     while (!pending.empty()) {
       auto seq = msg::decode_chunk(pending.front(), chunk_bytes)->header.sequence;
       pending.erase(pending.begin());
-      auto c = hub.credited("C", seq, msg::encode(msg::credit{sid, seq}));
+      auto c = hub.credited("C", hub.generation("C"), seq, msg::encode(msg::credit{sid, seq}));
       for (auto& f : c.up)
         pending.push_back(std::move(f));
     }
@@ -272,7 +272,7 @@ TEST_CASE("the client's end goes up once every rank ended after its last "
   auto end = msg::decode<msg::end_of_stream>(*e1.up);
   CHECK(end->chunk_count == hub.whole().chunk_count());
   auto closed = hub.closed(
-      "C", msg::encode(msg::stream_closed{sid, layout_of().total_bytes()}));
+      "C", hub.generation("C"), msg::encode(msg::stream_closed{sid, layout_of().total_bytes()}));
   CHECK(closed.size() == 2);
   // A repeated end (its answer lost) is answered the same.
   auto repeated = hub.end("C", 0,
@@ -280,6 +280,28 @@ TEST_CASE("the client's end goes up once every rank ended after its last "
   REQUIRE(repeated.answer);
   CHECK(msg::decode<msg::stream_closed>(*repeated.answer)->bytes_received ==
         layout_of().total_bytes());
+}
+
+TEST_CASE("a late answer to an upload forgotten touches none after it") {
+  auto hub = hub_of(2);
+  auto sid = accept_both(hub);
+  auto old = hub.generation("C");
+  auto s = hub.chunk("C", 0, piece(hub, 0, sid, 0, 1.0f));
+  REQUIRE(s.up.size() == 1); // chunk 0 of the model is rank 0's alone
+  hub.forget("C");           // collected again
+  CHECK_FALSE(hub.offer("C", 0, offer_of(hub, 0, 5)).forward);
+  REQUIRE(hub.offer("C", 1, offer_of(hub, 1, 5)).forward);
+  CHECK(hub.generation("C") != old);
+  // The old upload's answers, late: nothing of the new one moves.
+  CHECK(hub.accepted("C", old, msg::encode(msg::accept{99, 2, 0, 0})).empty());
+  CHECK(hub.credited("C", old, 0,
+                     msg::encode(error{errc::stream_reset, "reset"}))
+            .answers.empty());
+  auto answers =
+      hub.accepted("C", hub.generation("C"), msg::encode(msg::accept{7, 2, 0, 0}));
+  REQUIRE(answers.size() == 2);
+  CHECK(msg::decode<msg::accept>(answers[0].second)->stream_id == 7);
+  CHECK_FALSE(hub.chunk("C", 0, piece(hub, 0, 7, 0, 1.0f)).refusal);
 }
 
 TEST_CASE("a round over before every rank offered: the waiting ranks sit it "
