@@ -181,9 +181,25 @@ void server_shards::round_over(uint32_t round) {
       offers_.erase(it);
     }
   // What still waits belongs to an update cut off, dropped or refused: its
-  // ranks hear so, and their connections hold no request open.
-  flush({}, error{errc::not_in_round, "round " + std::to_string(round) +
-                                          " is over"});
+  // ranks hear that its stream is gone (a fedcaf client waits for the next
+  // round), and their connections hold no request open.
+  flush({}, error{errc::unknown_stream,
+                  "round " + std::to_string(round) +
+                      " is over: the stream is gone"});
+}
+
+bool server_shards::dropped(const std::string& id, uint32_t rank) {
+  if (!hub_.dropped(id, rank))
+    return false;
+  error why{errc::not_in_round, id + " left the run with its rank " +
+                                    std::to_string(rank) +
+                                    ", dropped: its update of this round is "
+                                    "gone"};
+  // Its other ranks sit the round out, as a rejected client does (their
+  // requests that wait: the stream is gone).
+  flush(id, error{errc::unknown_stream, why.message});
+  core_.tell(id, reject_atom::value, msg::encode(why));
+  return true;
 }
 
 void server_shards::collect_again(const std::vector<std::string>& ids) {

@@ -38,10 +38,8 @@ public:
   /// has every rank for the first time: it joins the scheduler.
   bool registered(const msg::hello& h) { return hub_.registered(h); }
   /// Rank `rank` of `id` was dropped; returns true iff its client leaves
-  /// the scheduler.
-  bool dropped(const std::string& id, uint32_t rank) {
-    return hub_.dropped(id, rank);
-  }
+  /// the scheduler (its other ranks' requests that wait are answered).
+  bool dropped(const std::string& id, uint32_t rank);
   /// The client and rank of the connection registered as `key` iff it is
   /// a rank of a sharded client.
   std::optional<std::pair<std::string, uint32_t>>

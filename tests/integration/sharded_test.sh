@@ -17,7 +17,8 @@
 #            client's, a rank already connected, an unsharded Hello.
 #   fault    a rank SIGKILLed mid-upload and restarted under its rank: its
 #            client sits the round out (the round completes with the other
-#            client), and the next round includes it.
+#            client), and the next round includes it; the same with the rank
+#            back only after its grace (dropped, partial_updates: keep).
 #
 #   tests/integration/sharded_test.sh build/fedcaf
 set -u
@@ -274,4 +275,44 @@ assert got == [["Client2"], ["Client1", "Client2"], ["Client1", "Client2"]], got
 PY
 then pass "a rank killed mid-upload: its client sits round 1 out, the round completes with Client2, and rounds 2-3 include it"
 else fail "fault: the report"; cat "$out/fault.log"; fi
+# The same with rank 1 not back within the grace (2 s) and partial_updates
+# keep: the rank is dropped, its client with it (its delivered chunks kept);
+# rank 1 started again brings its client back, for rounds 2 and 3.
+port=$(free_port)
+server drop "$port" window "min_clients: 1"
+sed -i 's/heartbeat_s: 0.5, connection_timeout_s: 5}/heartbeat_s: 0.5, connection_timeout_s: 5, reconnect_grace_s: 2}\n  aggregator_kwargs: {partial_updates: keep}/' "$out/drop.yaml"
+client drop-c1 Client1 0 "$port"
+client drop-c2 Client2 1 "$port"
+timeout 120 "$fedcaf" server -c "$out/drop.yaml" --report "$out/drop.json" \
+  > "$out/drop.log" 2>&1 & pids+=($!); srv=$!
+wait_for "$out/drop.log" "listening on" 30 || fail "drop: no server"
+timeout 120 "$fedcaf" client -c "$out/drop-c2.yaml" > "$out/d2.log" 2>&1 & pids+=($!); c2=$!
+wait_for "$out/d2.log" "registered" 20 || fail "drop: Client2 did not register"
+kill -STOP "$(child $c2)"
+timeout 120 "$fedcaf" client -c "$out/drop-c1.yaml" --set shard.rank=0 --set shard.ranks=2 \
+  > "$out/d-r0.log" 2>&1 & pids+=($!); r0=$!
+timeout 120 "$fedcaf" client -c "$out/drop-c1.yaml" --set shard.rank=1 --set shard.ranks=2 \
+  > "$out/d-r1.log" 2>&1 & pids+=($!); r1=$!
+wait_for "$out/d-r1.log" "round 1: trained" 20 || fail "drop: rank 1 did not train"
+sleep 1
+kill -9 "$(child $r1)"; wait $r1 2> /dev/null
+wait_for "$out/drop.log" "dropped Client1" 20 || fail "drop: Client1 was not dropped: $(tail -n 3 "$out/drop.log")"
+timeout 120 "$fedcaf" client -c "$out/drop-c1.yaml" --set shard.rank=1 --set shard.ranks=2 \
+  > "$out/d-r1b.log" 2>&1 & pids+=($!); r1b=$!
+wait_for "$out/d-r1b.log" "registered" 20 || fail "drop: rank 1 did not register again"
+sleep 0.5
+kill -CONT "$(child $c2)"
+rc=0; for p in $srv $c2 $r0 $r1b; do wait $p || rc=$?; done
+[ $rc -eq 0 ] || fail "drop: a process exited $rc: $(tail -n 3 "$out/drop.log")"
+if "$py" - "$out/drop.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["ok"], s.get("failure")
+got = [sorted(r["contributors"]) for r in s["rounds"]]
+print("contributors by round:", got)
+assert got[1:] == [["Client1", "Client2"], ["Client1", "Client2"]], got
+assert "Client2" in got[0], got
+PY
+then pass "a rank killed and dropped: its client leaves round 1 (partial_updates: keep), the round completes, and its client is back for rounds 2-3"
+else fail "drop: the report"; cat "$out/drop.log"; fi
 finish
