@@ -17,9 +17,13 @@ update is streamed chunk by chunk straight from your arrays or CPU tensors.
         task.send(model.state_dict(), num_samples=n, metrics=metrics)
 
 No LibTorch is linked: torch (CUDA or not), JAX or NumPy code all work.
+Each rank of a multi-process job (torchrun, FSDP, ZeRO) can be one rank of a
+sharded client that moves only its slices: fedcaf.Client(path,
+shard="torchrun") (see Client).
 """
 
 import json
+import os
 import struct
 import sys
 
@@ -177,10 +181,32 @@ class Client:
 
     `config` is a client config file (configs/client_1.yaml); `set` overrides
     keys as `--set` does ({"comm_configs.grpc_configs.server_uri":
-    "10.0.0.5:50051"})."""
+    "10.0.0.5:50051"}).
 
-    def __init__(self, config, set=None):
+    `shard` makes this process one rank of a sharded client (a model trained
+    by a multi-process job: every rank runs a Client with the same client
+    id; the server joins their uploads into one update, one vote, one
+    weight): `(rank, ranks)`, or "torchrun" to read RANK and WORLD_SIZE from
+    the environment. It sets the config's shard.rank and shard.ranks. Each
+    task then holds only this rank's rows of every tensor (by default
+    torch.chunk(t, ranks, dim=0)[rank], as FSDP and ZeRO-3 shard): the
+    task's layout, arrays and model_state are those local slices, and
+    task.send takes them (under torch 2.x FSDP2: {name: p.to_local()}).
+    Every rank must send the same num_samples (the client's total).
+    `client.shard` is (rank, ranks), or None when `shard` was not given
+    (ranks 1, as WORLD_SIZE 1 gives: the whole model, not sharded)."""
+
+    def __init__(self, config, set=None, shard=None):
         overrides = [f"{k}={_yaml_scalar(v)}" for k, v in (set or {}).items()]
+        self.shard = _shard_of(shard)
+        if self.shard is not None:
+            given = [k for k in (set or {}) if k in ("shard.rank", "shard.ranks")]
+            if given:
+                raise Error("bad_argument",
+                            f"shard= and set={{{given[0]!r}: ...}} both set "
+                            "the shard: give one")
+            overrides += [f"shard.rank={self.shard[0]}",
+                          f"shard.ranks={self.shard[1]}"]
         self._client = _fedcaf.Client(str(config), overrides)
 
     def tasks(self):
@@ -205,6 +231,39 @@ class Client:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _shard_of(shard):
+    """(rank, ranks) of `shard` (None, a pair, or "torchrun"), checked."""
+    if shard is None:
+        return None
+    if shard != "torchrun":
+        try:
+            rank, ranks = (int(x) for x in shard)
+        except (TypeError, ValueError):
+            raise Error("bad_argument", f"shard={shard!r}: give (rank, ranks) "
+                        'or "torchrun"') from None
+        if not 0 <= rank < ranks:
+            raise Error("bad_argument", f"shard={shard!r}: the rank must be "
+                        "from 0 to ranks - 1")
+        return rank, ranks
+    found = []
+    for key in ("RANK", "WORLD_SIZE"):
+        text = os.environ.get(key)
+        if text is None:
+            raise Error("bad_argument", f'shard="torchrun": {key} is not set '
+                        "(start the ranks with torchrun, or set RANK and "
+                        "WORLD_SIZE)")
+        try:
+            found.append(int(text))
+        except ValueError:
+            raise Error("bad_argument", f'shard="torchrun": {key} is '
+                        f"{text!r}, not a whole number") from None
+    rank, ranks = found
+    if not 0 <= rank < ranks:
+        raise Error("bad_argument", f'shard="torchrun": RANK {rank} is not '
+                    f"from 0 to WORLD_SIZE - 1 (WORLD_SIZE {ranks})")
+    return rank, ranks
 
 
 def _yaml_scalar(v):
