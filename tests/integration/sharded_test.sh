@@ -57,16 +57,18 @@ comm_configs:
 EOF
 }
 
-# run NAME MODE RANKS1 RANKS2: a server and its clients, Client1 as RANKS1
-# ranks (1: unsharded), Client2 as RANKS2; models in NAME-{round}.
+# run NAME MODE RANKS1 RANKS2 [SERVER ARGS]: a server and its clients,
+# Client1 as RANKS1 ranks (1: unsharded), Client2 as RANKS2; models in
+# NAME-{round}.
 run() {
   local name=$1 mode=$2 ranks1=$3 ranks2=$4 port rc=0 r c n procs=()
+  shift 4
   port=$(free_port)
   server "$name" "$port" "$mode"
   client "$name-c1" Client1 0 "$port"
   client "$name-c2" Client2 1 "$port"
   timeout 120 "$fedcaf" server -c "$out/$name.yaml" --report "$out/$name.json" \
-    --set "server_configs.save_global_model=$out/$name-{round}.safetensors" \
+    --set "server_configs.save_global_model=$out/$name-{round}.safetensors" "$@" \
     > "$out/$name.log" 2>&1 & pids+=($!); procs+=($!)
   wait_for "$out/$name.log" "listening on" 30 || { fail "$name: no server"; return; }
   for c in 1 2; do
@@ -101,6 +103,17 @@ for mode in window ram disk; do
     fail "$mode: the sharded run's models differ from the unsharded run's"
   fi
 done
+# norm_bound: each rank declares the norm of its part, the server takes the
+# client's as the root of their squares summed and scales the whole update.
+nb=(--set server_configs.aggregator_kwargs.norm_bound=1.0)
+run whole-nb ram 1 1 "${nb[@]}"
+run shard-nb ram 2 3 "${nb[@]}"
+if cmp -s "$out/whole-nb-3.safetensors" "$out/shard-nb-3.safetensors" &&
+   ! cmp -s "$out/whole-nb-3.safetensors" "$out/whole-ram-3.safetensors"; then
+  pass "norm_bound: the ranks' declared norms make the client's; the models equal the unsharded run's (scaled)"
+else
+  fail "norm_bound: the sharded run's model differs (or nothing was scaled)"
+fi
 if "$py" - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
