@@ -254,9 +254,10 @@ public:
   }
 
   /// A client's evaluation of the model served now or of the one before.
+  /// (A sharded client's: one of its ranks, once, as the client.)
   frame evaluated(const frame& f) {
-    return from_client<msg::evaluation>(f, [this](const auto& id, auto& e) {
-      return publication_.evaluated(id, e);
+    return from_client<msg::evaluation>(f, [this](const auto& key, auto& e) {
+      return publication_.evaluated(registry_.find(key)->logical, e);
     });
   }
 

@@ -3591,6 +3591,15 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
                               initial.bytes.data() + at_model, n) == 0);
           });
         }
+      // One evaluation of a model per client: a second rank's is a second.
+      auto evaluation = msg::encode(
+          msg::evaluation{0, 10, {{"accuracy", 0.5}, {"loss", 1.0}}});
+      CHECK(msg::decode<msg::evaluation>(
+          r0.ask(evaluated_atom::value, evaluation)));
+      auto twice = msg::decode<msg::evaluation>(
+          r1.ask(evaluated_atom::value, evaluation));
+      REQUIRE_FALSE(twice);
+      CHECK(twice.err().code == errc::bad_sequence);
       auto offer = [&](uint32_t r, uint64_t samples) {
         return msg::encode(msg::offer{rs.round, "Shard", samples,
                                       digest(layout), plans[r].total_bytes(),
