@@ -3700,3 +3700,129 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
     }
   }
 }
+
+TEST_CASE("a rank that declares less than its part's norm gets its whole "
+          "client's update refused; declared in full, it is scaled as one") {
+  auto layout = test_layout();
+  auto initial = initial_floats(layout);
+  std::vector<float> update(layout.total_bytes() / sizeof(float));
+  for (size_t i = 0; i < update.size(); ++i)
+    update[i] = 0.25f * static_cast<float>(i % 1001);
+  auto bytes = std::as_bytes(std::span{update});
+  auto start = snapshot_of(layout, initial);
+  for (bool lie : {true, false}) {
+    CAPTURE(lie);
+    run_options o;
+    o.clients = 1;
+    o.rounds = 1;
+    o.rule.norm_bound = 1.0;
+    auto eval = std::make_shared<capturing_evaluator>();
+    run_report report;
+    {
+      virtual_system vs;
+      auto& sys = vs.sys();
+      auto side = spawn_server_side(sys, snapshot_of(layout, initial),
+                                    side_options(o), eval, &report);
+      REQUIRE(side);
+      rogue_client r0{vs, side->server}, r1{vs, side->server};
+      rogue_client* ranks[] = {&r0, &r1};
+      for (uint32_t r = 0; r < 2; ++r)
+        REQUIRE(msg::decode<msg::welcome>(ranks[r]->ask(
+            hello_atom::value,
+            msg::encode(msg::hello{"Shard", "", shard_spec{r, 2}}))));
+      msg::round_start rs;
+      std::vector<chunk_plan> plans;
+      std::vector<double> norms;
+      for (uint32_t r = 0; r < 2; ++r) {
+        rs = ranks[r]->expect<msg::round_start>(round_atom::value);
+        plans.push_back(*chunk_plan::make_shard(
+            rs.model, rs.chunk_bytes, dim0_slices(rs.model, r, 2)));
+        double squares = 0; // ||x - g|| over the rank's part
+        for (uint64_t s = 0; s < plans[r].chunk_count(); ++s)
+          plans[r].for_each_model_run(s, [&](uint64_t at, uint64_t n,
+                                             uint64_t) {
+            for (uint64_t b = at; b < at + n; b += 4) {
+              float x, g;
+              std::memcpy(&x, bytes.data() + b, 4);
+              std::memcpy(&g, start.bytes.data() + b, 4);
+              squares += (double(x) - g) * (double(x) - g);
+            }
+          });
+        norms.push_back(std::sqrt(squares));
+      }
+      // Rank 1 lies: it declares its part has not moved at all.
+      for (uint32_t r = 0; r < 2; ++r) {
+        msg::offer off{rs.round, "Shard", 10, digest(layout),
+                       plans[r].total_bytes(), plans[r].chunk_count(), 0, 0};
+        off.update_norm = lie && r == 1 ? 0.0 : norms[r];
+        ranks[r]->send(offer_atom::value, msg::encode(off));
+      }
+      uint64_t sid = 0;
+      for (auto* r : ranks) {
+        REQUIRE(r->answered(1s));
+        auto a = msg::decode<msg::accept>(r->take());
+        REQUIRE(a);
+        sid = a->stream_id;
+      }
+      bool refused = false;
+      std::vector<uint64_t> next(2, 0);
+      for (uint64_t k = 0; !refused && (next[0] < plans[0].chunk_count() ||
+                                        next[1] < plans[1].chunk_count());
+           ++k) {
+        std::vector<uint32_t> sent;
+        for (uint32_t r = 0; r < 2; ++r)
+          if (next[r] < plans[r].chunk_count() &&
+              plans[r].position(next[r]) == k) {
+            const auto& e = plans[r].extent(next[r]);
+            std::vector<std::byte> out(e.bytes);
+            plans[r].for_each_model_run(next[r], [&](uint64_t at_model,
+                                                     uint64_t n, uint64_t at) {
+              std::memcpy(out.data() + at, bytes.data() + at_model, n);
+            });
+            ranks[r]->send(chunk_atom::value,
+                           chunk_with(msg::chunk_header{sid, rs.round,
+                                                        next[r]++,
+                                                        e.tensor_index,
+                                                        e.tensor_offset},
+                                      out));
+            sent.push_back(r);
+          }
+        for (auto r : sent) {
+          REQUIRE(ranks[r]->answered(1s));
+          auto c = msg::decode<msg::credit>(ranks[r]->take());
+          if (!c) {
+            CHECK(c.err().code == errc::poisoned_update);
+            refused = true;
+          }
+        }
+      }
+      CHECK(refused == lie);
+      if (!lie) {
+        for (uint32_t r = 0; r < 2; ++r)
+          ranks[r]->send(end_atom::value,
+                         msg::encode(msg::end_of_stream{
+                             sid, plans[r].chunk_count()}));
+        for (auto* r : ranks) {
+          REQUIRE(r->answered(1s));
+          CHECK(msg::decode<msg::stream_closed>(r->take()));
+        }
+      }
+      await_down(vs, {side->server});
+      side->shut_down(sys);
+    }
+    if (lie)
+      continue;
+    // Declared in full: the whole update scaled to norm_bound as one,
+    // g + (x - g) / ||x - g||.
+    auto got = eval->last();
+    double whole = 0, moved = 0;
+    size_t at = 0;
+    for (size_t t = 0; t < got.size(); ++t)
+      for (size_t j = 0; j < got[t].size(); ++j, ++at) {
+        whole += std::pow(double(update[at]) - initial[t][j], 2);
+        moved += std::pow(double(got[t][j]) - initial[t][j], 2);
+      }
+    CHECK(std::sqrt(moved) == doctest::Approx(1.0).epsilon(1e-4));
+    CHECK(std::sqrt(whole) > 10.0);
+  }
+}
