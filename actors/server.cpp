@@ -136,6 +136,7 @@ public:
     reporter_.event("rejected", id, to_string(why));
     if (secagg_ && why.code == errc::poisoned_update)
       secagg_->poisoned(id, why.message);
+    shards_.rejected(id, why);
     tell(id, reject_atom::value,
          msg::encode(
              error{why.code, "its update was rejected: " + why.message}));

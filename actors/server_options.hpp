@@ -21,6 +21,7 @@ namespace fedcaf {
 
 struct server_options {
   uint32_t num_clients = 2;
+  uint32_t max_shard_ranks = 64; ///< the most ranks of one sharded client
   uint32_t num_rounds = 3;
   /// A robust rule (TrimmedMean, Median): rounds report the values each
   /// client had dropped as extreme.

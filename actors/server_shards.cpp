@@ -6,7 +6,8 @@ namespace fedcaf {
 
 server_shards::server_shards(server_core& core)
     : core_(core), hub_(core.exchange_.model()->layout,
-                        core.options_.chunk_bytes) {}
+                        core.options_.chunk_bytes,
+                        core.options_.max_shard_ranks) {}
 
 std::optional<error> server_shards::refusal(const msg::hello& h) const {
   const auto& o = core_.options_;

@@ -70,6 +70,15 @@ public:
 
   /// Round `round` is over: offers still waiting are answered.
   void round_over(uint32_t round);
+  /// `id`'s update was rejected (`why`): its upload is forgotten and what
+  /// its ranks wait for answered.
+  void rejected(const std::string& id, const error& why) {
+    if (!hub_.sharded(id))
+      return;
+    hub_.forget(id);
+    flush(id, error{errc::unknown_stream,
+                    "the client's update was refused: " + why.message});
+  }
   /// The uploads of `ids` are collected again.
   void collect_again(const std::vector<std::string>& ids);
 

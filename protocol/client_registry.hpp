@@ -138,6 +138,9 @@ public:
                                  : h.client_id;
     if (auto mixed = mixes_shards(h))
       return deny(errc::not_authorized, *mixed);
+    if (const auto* known = id_of(sender); known && *known != key)
+      return deny(errc::not_authorized,
+                  "its connection is registered as " + *known);
     auto it = clients_.find(key);
     if (it != clients_.end() && it->second.banned)
       return deny(errc::not_authorized, "it was dropped from the run");

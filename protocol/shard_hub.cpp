@@ -11,6 +11,16 @@ msg::frame refusal(errc code, const std::string& why) {
   return msg::encode(error{code, why});
 }
 
+/// What a rank's chunk or credit request is answered once its client's
+/// update was refused (`why`): its stream is gone (a fedcaf client then
+/// waits for the server's word: the refusal it is told, or the next round).
+msg::frame stream_gone(const msg::frame& why) {
+  auto e = msg::decode<msg::credit>(why);
+  return refusal(errc::unknown_stream,
+                 "the client's update was refused: " +
+                     (e ? std::string{"?"} : e.err().message));
+}
+
 std::string rank_name(const std::string& id, uint32_t rank) {
   return "rank " + std::to_string(rank) + " of " + id;
 }
@@ -30,40 +40,59 @@ uint64_t joined_update_id(const std::vector<uint64_t>& ids) {
 
 } // namespace
 
-shard_hub::shard_hub(manifest layout, uint64_t chunk_bytes)
-    : layout_(std::move(layout)),
-      whole_(*chunk_plan::make(layout_, chunk_bytes)) {}
+shard_hub::shard_hub(manifest layout, uint64_t chunk_bytes,
+                     uint32_t max_ranks)
+    : layout_(std::move(layout)), names_(index_tensors(layout_)),
+      whole_(*chunk_plan::make(layout_, chunk_bytes)), max_ranks_(max_ranks) {}
 
 // -- registration --------------------------------------------------------------
 
 result<void> shard_hub::check_hello(const msg::hello& h,
                                     const std::set<uint32_t>& present) const {
   const auto& spec = h.shard;
-  auto slices = slices_of(layout_, spec);
+  if (spec.ranks > max_ranks_)
+    return error{errc::not_authorized,
+                 h.client_id + " registers " + std::to_string(spec.ranks) +
+                     " ranks; this server takes at most " +
+                     std::to_string(max_ranks_) +
+                     " (server_configs.max_shard_ranks)"};
+  auto slices = slices_of(layout_, names_, spec);
   if (!slices)
     return error{slices.err().code, rank_name(h.client_id, spec.rank) + ": " +
                                         slices.err().message};
   auto it = clients_.find(h.client_id);
-  if (it == clients_.end())
-    return {};
+  if (it == clients_.end() || present.empty())
+    return {}; // its first rank: the client starts (over)
   const auto& c = it->second;
-  if (!present.empty() && c.ranks != spec.ranks)
+  if (c.ranks != spec.ranks)
     return error{errc::not_authorized,
                  h.client_id + " is registered with " +
                      std::to_string(c.ranks) + " ranks; this Hello says " +
                      std::to_string(spec.ranks)};
-  if (c.ranks != spec.ranks)
-    return {}; // every rank left: the client starts over
-  if (!c.slices[spec.rank].empty() && c.slices[spec.rank] != *slices &&
-      !present.empty())
-    return error{errc::not_authorized,
-                 rank_name(h.client_id, spec.rank) +
-                     " came back with other slices than it registered with"};
-  auto others = present;
-  others.insert(spec.rank);
-  if (others.size() < spec.ranks)
+  if (present.count(spec.rank)) { // it resumes: it holds what it held
+    if (c.slices[spec.rank] != *slices)
+      return error{errc::not_authorized,
+                   rank_name(h.client_id, spec.rank) +
+                       " came back with other slices than it registered "
+                       "with"};
     return {};
-  auto all = c.slices;
+  }
+  if (present.size() + 1 < spec.ranks) {
+    // A new rank beside those present: together no more than the model.
+    uint64_t held = shard_bytes(*slices);
+    for (auto r : present)
+      held += c.held[r];
+    if (held > layout_.total_bytes())
+      return error{errc::manifest_mismatch,
+                   h.client_id + ": shard slices overlap: its ranks would "
+                                 "hold " +
+                       std::to_string(held) + " bytes of a model of " +
+                       std::to_string(layout_.total_bytes())};
+    return {};
+  }
+  std::vector<shard_slices> all(spec.ranks);
+  for (auto r : present)
+    all[r] = c.slices[r];
   all[spec.rank] = *slices;
   if (auto covered = check_cover(layout_, all); !covered)
     return error{covered.err().code,
@@ -74,21 +103,31 @@ result<void> shard_hub::check_hello(const msg::hello& h,
 bool shard_hub::registered(const msg::hello& h) {
   const auto& spec = h.shard;
   auto& c = clients_[h.client_id];
-  if (c.ranks != spec.ranks) {
+  if (c.ranks != spec.ranks || c.present.empty()) { // it starts (over)
     c = client{};
     c.ranks = spec.ranks;
     c.slices.resize(spec.ranks);
     c.plans.resize(spec.ranks);
+    c.held.resize(spec.ranks);
   }
-  auto slices = slices_of(layout_, spec); // check_hello passed
-  c.slices[spec.rank] = *slices;
-  c.plans[spec.rank] = std::make_shared<const chunk_plan>(
-      *chunk_plan::make_shard(layout_, whole_.chunk_bytes(), *slices));
-  c.present.insert(spec.rank);
+  if (!c.present.count(spec.rank)) { // not a resume: its plan anew
+    auto slices = slices_of(layout_, names_, spec); // check_hello passed
+    c.held[spec.rank] = shard_bytes(*slices);
+    c.plans[spec.rank] = std::make_shared<const chunk_plan>(
+        *chunk_plan::make_shard(layout_, whole_.chunk_bytes(), *slices));
+    c.slices[spec.rank] = std::move(*slices);
+    c.present.insert(spec.rank);
+  }
   if (c.joined || c.present.size() < c.ranks)
     return false;
   c.joined = true;
   return true;
+}
+
+uint32_t shard_hub::rank_window(const std::string& id, uint32_t window) const {
+  auto it = clients_.find(id);
+  uint32_t ranks = it == clients_.end() ? 1 : std::max(1u, it->second.ranks);
+  return std::max(1u, window / ranks);
 }
 
 bool shard_hub::dropped(const std::string& id, uint32_t rank) {
@@ -155,16 +194,11 @@ shard_hub::offer_step shard_hub::offer(const std::string& id, uint32_t rank,
     step.answer = *u.failed;
     return step;
   }
-  bool another = rs.offer && rs.offer->update_id != o.update_id &&
-                 o.update_id != 0 && rs.offer->update_id != 0;
-  if (u.forwarded && !another) { // a repeated offer (a reconnected rank)
-    if (u.stream_id == 0)
-      rs.waiting_offer = true; // answered with the others
-    else
-      step.answer = msg::encode(
-          msg::accept{u.stream_id, u.window, rs.next, rs.first_owed});
-    return step;
-  }
+  // Another update of a rank (it restarted) after the client's offer went
+  // up; before, it only replaces the rank's offer.
+  bool another = u.forwarded && rs.offer &&
+                 rs.offer->update_id != o.update_id && o.update_id != 0 &&
+                 rs.offer->update_id != 0;
   for (uint32_t r = 0; r < c.ranks; ++r)
     if (r != rank && u.ranks[r].offer &&
         u.ranks[r].offer->sample_count != o.sample_count) {
@@ -176,6 +210,14 @@ shard_hub::offer_step shard_hub::offer(const std::string& id, uint32_t rank,
               ": the ranks of a client train one update");
       return step;
     }
+  if (u.forwarded && !another) { // a repeated offer (a reconnected rank)
+    if (u.stream_id == 0)
+      rs.waiting_offer = true; // answered with the others
+    else
+      step.answer = msg::encode(
+          msg::accept{u.stream_id, u.rank_window, rs.next, rs.first_owed});
+    return step;
+  }
   rs.offer = o;
   rs.waiting_offer = true;
   if (!another)
@@ -189,7 +231,7 @@ shard_hub::offer_step shard_hub::offer(const std::string& id, uint32_t rank,
   up.client_id = id;
   up.total_bytes = whole_.total_bytes();
   up.chunk_count = whole_.chunk_count();
-  double loss = 0, squares = 0;
+  double loss = 0, norm = 0;
   std::vector<uint64_t> ids;
   uint32_t offered = 0;
   for (const auto& r : u.ranks) {
@@ -197,13 +239,13 @@ shard_hub::offer_step shard_hub::offer(const std::string& id, uint32_t rank,
       continue;
     ++offered;
     loss += r.offer->train_loss;
-    squares += r.offer->update_norm * r.offer->update_norm;
+    norm = std::hypot(norm, r.offer->update_norm);
     up.train_seconds = std::max(up.train_seconds, r.offer->train_seconds);
     up.dp_epsilon = std::max(up.dp_epsilon, r.offer->dp_epsilon);
     ids.push_back(r.offer->update_id);
   }
   up.train_loss = loss / offered;
-  up.update_norm = std::sqrt(squares);
+  up.update_norm = norm; // the root of the ranks' squares summed
   up.update_id = joined_update_id(ids);
   if (u.ranks[0].offer)
     up.metrics = u.ranks[0].offer->metrics;
@@ -232,6 +274,7 @@ shard_hub::accepted(const std::string& id, uint64_t generation,
   if (a && u.stream_id == 0) {
     u.stream_id = a->stream_id;
     u.window = std::max<uint32_t>(1, a->window);
+    u.rank_window = rank_window(id, u.window);
   } else if (!a) {
     u.failed = answer;
   }
@@ -240,7 +283,7 @@ shard_hub::accepted(const std::string& id, uint64_t generation,
     if (!rs.waiting_offer)
       continue;
     rs.waiting_offer = false;
-    out.emplace_back(r, a ? msg::encode(msg::accept{u.stream_id, u.window,
+    out.emplace_back(r, a ? msg::encode(msg::accept{u.stream_id, u.rank_window,
                                                     rs.next, rs.first_owed})
                           : answer);
   }
@@ -261,9 +304,9 @@ result<void> shard_hub::put(client& c, joined_upload& u, uint32_t rank,
                                v.bytes.size());
       !placed)
     return placed;
-  // Credits: a rank may have `window` chunks unanswered, as any client.
-  FEDCAF_REQUIRE(rs.owed.size() < u.window, errc::too_many_requests,
-                 rs.owed.size(), u.window);
+  // Credits: a rank may have its share of the window unanswered.
+  FEDCAF_REQUIRE(rs.owed.size() < u.rank_window, errc::too_many_requests,
+                 rs.owed.size(), u.rank_window);
   auto k = plan.position(h.sequence);
   const auto& e = whole_.extent(k);
   auto& p = u.open[k];
@@ -325,7 +368,7 @@ shard_hub::chunk_step shard_hub::chunk(const std::string& id, uint32_t rank,
   }
   auto& u = *c.upload;
   if (u.failed) {
-    step.refusal = *u.failed;
+    step.refusal = stream_gone(*u.failed);
     return step;
   }
   if (auto ok = put(c, u, rank, *v); !ok) {
@@ -350,21 +393,35 @@ shard_hub::credit_step shard_hub::credited(const std::string& id,
   if (p == u.open.end() || !p->second.sent)
     return step;
   auto credit = msg::decode<msg::credit>(answer);
-  if (!credit && !u.failed)
-    u.failed = answer;
+  if (!credit) { // refused: every rank's chunk that waits hears it
+    fail(u, answer, step.answers);
+    return step;
+  }
   for (const auto& piece : p->second.pieces) {
     auto& rs = u.ranks[piece.rank];
     rs.owed.erase(piece.sequence);
     rs.first_owed = rs.owed.empty() ? rs.next : *rs.owed.begin();
     step.answers.emplace_back(
-        piece, credit ? msg::encode(msg::credit{u.stream_id, piece.sequence})
-                      : answer);
+        piece, msg::encode(msg::credit{u.stream_id, piece.sequence}));
   }
   u.open.erase(p);
   --u.unanswered;
-  if (!u.failed)
-    step.up = release(u);
+  step.up = release(u);
   return step;
+}
+
+void shard_hub::fail(joined_upload& u, const msg::frame& why,
+                     std::vector<std::pair<rank_piece, msg::frame>>& answers) {
+  if (!u.failed)
+    u.failed = why;
+  auto gone = stream_gone(why);
+  for (auto& [seq, p] : u.open)
+    for (const auto& piece : p.pieces) {
+      u.ranks[piece.rank].owed.erase(piece.sequence);
+      answers.emplace_back(piece, gone);
+    }
+  u.open.clear();
+  u.unanswered = 0;
 }
 
 std::optional<msg::frame> shard_hub::owed_credit(const std::string& id,
@@ -382,7 +439,7 @@ std::optional<msg::frame> shard_hub::owed_credit(const std::string& id,
     return unknown;
   auto& u = *it->second.upload;
   if (u.failed)
-    return *u.failed;
+    return stream_gone(*u.failed);
   const auto& rs = u.ranks[rank];
   if (c->stream_id != u.stream_id || u.stream_id == 0 ||
       c->sequence >= rs.next || rs.ended)

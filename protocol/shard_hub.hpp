@@ -49,21 +49,26 @@ struct rank_piece {
 class shard_hub {
 public:
   /// Ranks of models laid out as `layout`, cut into chunks of
-  /// `chunk_bytes`.
-  shard_hub(manifest layout, uint64_t chunk_bytes);
+  /// `chunk_bytes`; a client of more than `max_ranks` ranks is refused.
+  shard_hub(manifest layout, uint64_t chunk_bytes,
+            uint32_t max_ranks = max_shard_ranks);
 
   // -- registration ----------------------------------------------------------
 
-  /// Returns ok iff sharded Hello `h` may register: its rank count agrees
-  /// with the ranks of its id registered (`present`: those not dropped)
-  /// and its slices are the model's; and, where it completes the ranks,
-  /// they cover the model exactly once. Else the refusal
-  /// (manifest_mismatch, naming the tensor and rows; not_authorized for
-  /// another rank count).
+  /// Returns ok iff sharded Hello `h` may register: at most max_ranks
+  /// ranks; its rank count agrees with the ranks of its id registered
+  /// (`present`: those not dropped); its slices are the model's, and no
+  /// more than the model's bytes the ranks present do not hold (so no
+  /// rank's plan is of more than its share); a rank present (resuming)
+  /// holds what it held; and, where it completes the ranks, they cover
+  /// the model exactly once. Else the refusal (manifest_mismatch, naming
+  /// the tensor and rows; not_authorized for another rank count, too many
+  /// ranks, other slices).
   result<void> check_hello(const msg::hello& h,
                            const std::set<uint32_t>& present) const;
 
-  /// Rank `h.shard.rank` of `h.client_id` registered (or came back).
+  /// Rank `h.shard.rank` of `h.client_id` registered (or came back: its
+  /// plan is kept). A client none of whose ranks was present starts over.
   /// Returns true iff its client now has every rank for the first time
   /// since it joined or was dropped: it joins the scheduler.
   bool registered(const msg::hello& h);
@@ -156,12 +161,17 @@ public:
   std::vector<std::tuple<std::string, uint32_t, msg::frame>>
   round_over(uint32_t round);
 
-  /// `id`'s upload is collected again: it is forgotten (its ranks offer
-  /// again).
+  /// `id`'s upload is collected again, or was refused: it is forgotten
+  /// (its buffers freed; its ranks offer again).
   void forget(const std::string& id) {
     if (auto it = clients_.find(id); it != clients_.end())
       it->second.upload.reset();
   }
+
+  /// The window a rank of `id` is accepted with: its share of `window`,
+  /// at least 1, so that a client's ranks together hold no more of the
+  /// server's memory than max(window, ranks) chunks.
+  uint32_t rank_window(const std::string& id, uint32_t window) const;
 
 private:
   struct position {
@@ -181,7 +191,8 @@ private:
   struct joined_upload {
     uint32_t round = 0;
     uint64_t stream_id = 0; ///< the aggregator's, from its accept
-    uint32_t window = 0;
+    uint32_t window = 0;      ///< the aggregator's, for the client
+    uint32_t rank_window = 0; ///< each rank's share of it
     bool forwarded = false;
     std::optional<msg::frame> failed; ///< refused: every rank hears this
     std::vector<rank_stream> ranks;
@@ -197,6 +208,8 @@ private:
   };
   struct client {
     uint32_t ranks = 0;
+    /// The bytes each rank holds (0: none registered).
+    std::vector<uint64_t> held;
     std::vector<shard_slices> slices;  ///< by rank (empty: unknown)
     std::vector<std::shared_ptr<const chunk_plan>> plans;
     std::set<uint32_t> present;
@@ -211,11 +224,18 @@ private:
   };
 
   std::vector<msg::frame> release(joined_upload& u);
+  /// `u` failed with `why`: every rank's chunk that waits is answered (into
+  /// `answers`: its stream is gone, unknown_stream, naming `why`) and the
+  /// buffers are freed.
+  static void fail(joined_upload& u, const msg::frame& why,
+                   std::vector<std::pair<rank_piece, msg::frame>>& answers);
   result<void> put(client& c, joined_upload& u, uint32_t rank,
                    const msg::chunk_view& v);
 
   manifest layout_;
+  tensor_index names_; ///< layout_'s tensors by name
   chunk_plan whole_;
+  uint32_t max_ranks_;
   uint32_t over_ = 0; ///< the last round over: offers to it are refused
   std::map<std::string, client> clients_;
 };

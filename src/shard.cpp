@@ -28,12 +28,23 @@ shard_slices dim0_slices(const manifest& m, uint32_t rank, uint32_t ranks) {
   return out;
 }
 
+tensor_index index_tensors(const manifest& m) {
+  tensor_index index;
+  for (size_t i = 0; i < m.tensors.size(); ++i)
+    index.emplace(m.tensors[i].name, i);
+  return index;
+}
+
 result<shard_slices> slices_of(const manifest& m, const shard_spec& spec) {
   if (spec.slices.empty())
     return dim0_slices(m, spec.rank, spec.ranks);
-  std::map<std::string, size_t> index;
-  for (size_t i = 0; i < m.tensors.size(); ++i)
-    index[m.tensors[i].name] = i;
+  return slices_of(m, index_tensors(m), spec);
+}
+
+result<shard_slices> slices_of(const manifest& m, const tensor_index& index,
+                               const shard_spec& spec) {
+  if (spec.slices.empty())
+    return dim0_slices(m, spec.rank, spec.ranks);
   shard_slices out(m.tensors.size());
   std::vector<bool> named(m.tensors.size());
   auto refuse = [](const std::string& why) {

@@ -10,6 +10,8 @@
 // Thread-safety: value types and pure functions.
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -69,6 +71,14 @@ shard_slices dim0_slices(const manifest& m, uint32_t rank, uint32_t ranks);
 /// (manifest_mismatch) naming the tensor iff a declared slice names no
 /// tensor of `m`, a tensor twice, or rows beyond its own.
 result<shard_slices> slices_of(const manifest& m, const shard_spec& spec);
+
+/// The index of `m`'s tensors by name (for slices_of, built once).
+using tensor_index = std::map<std::string, size_t, std::less<>>;
+tensor_index index_tensors(const manifest& m);
+
+/// slices_of, with `m`'s tensors looked up in `index`.
+result<shard_slices> slices_of(const manifest& m, const tensor_index& index,
+                               const shard_spec& spec);
 
 /// Returns ok iff `by_rank` (the slices of ranks 0, 1, ...) cover every
 /// byte of `m` exactly once; else an error (manifest_mismatch) naming the

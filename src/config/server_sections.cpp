@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "fedcaf/client_id.hpp"
+#include "fedcaf/shard.hpp"
 
 namespace fedcaf::config_reader {
 
@@ -232,6 +233,7 @@ void read(section c, checkpoint_config& cp) {
 
 void read(section s, server_config& sc) {
   s.get("num_clients", sc.num_clients, 1, max_clients);
+  s.get("max_shard_ranks", sc.max_shard_ranks, 2, max_shard_ranks);
   s.get("num_global_epochs", sc.num_global_epochs, 1);
   s.one_of("scheduler", sc.scheduler);
   read_scheduler_kwargs(s.child("scheduler_kwargs"), sc);

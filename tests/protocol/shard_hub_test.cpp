@@ -66,14 +66,17 @@ msg::frame piece(const shard_hub& hub, uint32_t rank, uint64_t sid,
       });
 }
 
-/// Both ranks offered; returns the stream id the accept gave.
+/// Both ranks offered; returns the stream id the accept gave (window 4:
+/// 2 for each rank).
 uint64_t accept_both(shard_hub& hub) {
   CHECK_FALSE(hub.offer("C", 0, offer_of(hub, 0, 5)).forward);
   auto step = hub.offer("C", 1, offer_of(hub, 1, 5));
   REQUIRE(step.forward);
   auto answers =
-      hub.accepted("C", hub.generation("C"), msg::encode(msg::accept{42, 2, 0, 0}));
+      hub.accepted("C", hub.generation("C"), msg::encode(msg::accept{42, 4, 0, 0}));
   CHECK(answers.size() == 2);
+  for (auto& [rank, f] : answers)
+    CHECK(msg::decode<msg::accept>(f)->window == 2);
   return 42;
 }
 
@@ -124,6 +127,31 @@ TEST_CASE("the client joins once every rank registered, and leaves when one "
   CHECK_FALSE(hub.dropped("C", 0)); // it left already
   CHECK_FALSE(hub.registered(hello_of(0, 3)));
   CHECK(hub.registered(hello_of(2, 3)));
+  // A rank that resumes keeps its plan (a repeated Hello costs no plan).
+  auto plan = hub.plan_of("C", 1);
+  CHECK(hub.check_hello(hello_of(1, 3), {0, 1, 2}));
+  CHECK_FALSE(hub.registered(hello_of(1, 3)));
+  CHECK(hub.plan_of("C", 1) == plan);
+  // Every rank gone: the client starts over, with another layout if it
+  // likes (another rank count, other slices).
+  for (uint32_t r = 0; r < 3; ++r)
+    hub.dropped("C", r);
+  CHECK(hub.check_hello(hello_of(0, 2, {{"w", 0, 16}}), {}));
+  CHECK_FALSE(hub.registered(hello_of(0, 2, {{"w", 0, 16}})));
+  CHECK(hub.check_hello(hello_of(1, 2, {{"b", 0, 8}, {"s", 0, 1}}), {0}));
+  // More ranks than the server takes.
+  shard_hub small{layout_of(), chunk_bytes, 4};
+  auto many = small.check_hello(hello_of(0, 5), {});
+  REQUIRE_FALSE(many);
+  CHECK(many.err().code == errc::not_authorized);
+  // Ranks present that would hold more than the model (each the whole
+  // of it): refused before the last rank comes.
+  shard_hub greedy{layout_of(), chunk_bytes};
+  std::vector<declared_slice> all{{"w", 0, 16}, {"b", 0, 8}, {"s", 0, 1}};
+  greedy.registered(hello_of(0, 3, all));
+  auto second = greedy.check_hello(hello_of(1, 3, all), {0});
+  REQUIRE_FALSE(second);
+  CHECK(second.err().code == errc::manifest_mismatch);
 }
 
 TEST_CASE("one offer goes up once every rank offered: one sample count, "
@@ -155,7 +183,7 @@ TEST_CASE("one offer goes up once every rank offered: one sample count, "
     auto a = msg::decode<msg::accept>(f);
     REQUIRE(a);
     CHECK(a->stream_id == 9);
-    CHECK(a->window == 4);
+    CHECK(a->window == 2); // each rank its share of the window
   }
   // A repeated offer (a rank that reconnected) is answered at once.
   auto again = hub.offer("C", 0, offer_of(hub, 0, 5, 3.0));
@@ -170,62 +198,76 @@ TEST_CASE("one offer goes up once every rank offered: one sample count, "
 
 TEST_CASE("the model's chunks go up in order once complete, at most the "
           "window unanswered; a rank's chunk is credited with its chunk of "
-          "the model") {
-  auto hub = hub_of(2);
-  auto sid = accept_both(hub); // window 2
-  const auto& p0 = *hub.plan_of("C", 0);
-  const auto& p1 = *hub.plan_of("C", 1);
-  // Rank 1's first chunk lies in a later chunk of the model than rank 0's:
-  // nothing goes up until the chunks before it are complete.
-  REQUIRE(p1.position(0) > 0);
-  auto s = hub.chunk("C", 1, piece(hub, 1, sid, 0, 2.0f));
-  CHECK_FALSE(s.refusal);
-  CHECK(s.up.empty());
-  // Out of its slices, out of order, another stream: refused, nothing kept.
-  CHECK(hub.chunk("C", 1, piece(hub, 0, sid, 0, 1.0f)).refusal);
+          "the model; each rank has its share of the window") {
+  // Four ranks: rank r holds w's rows 4r-4r+3, chunk r of the model; all
+  // share chunk 4 (b and s). Window 2: one chunk unanswered a rank.
+  auto hub = hub_of(4);
+  for (uint32_t r = 0; r < 4; ++r)
+    hub.offer("C", r, offer_of(hub, r, 5));
+  auto accepted =
+      hub.accepted("C", hub.generation("C"), msg::encode(msg::accept{42, 2, 0, 0}));
+  REQUIRE(accepted.size() == 4);
+  CHECK(msg::decode<msg::accept>(accepted[0].second)->window == 1);
+  const uint64_t sid = 42;
+  // Ranks 1-3 complete chunks 1-3, which wait for chunk 0.
+  for (uint32_t r = 1; r < 4; ++r) {
+    REQUIRE(hub.plan_of("C", r)->position(0) == r);
+    auto s = hub.chunk("C", r, piece(hub, r, sid, 0, float(r)));
+    CHECK_FALSE(s.refusal);
+    CHECK(s.up.empty());
+  }
+  // Past its share of the window, out of its slices, out of order, another
+  // stream: refused, nothing kept.
+  auto more = hub.chunk("C", 1, piece(hub, 1, sid, 1, 1.0f));
+  REQUIRE(more.refusal);
+  CHECK(msg::decode<msg::credit>(*more.refusal).err().code ==
+        errc::too_many_requests);
+  CHECK(hub.chunk("C", 0, piece(hub, 1, sid, 0, 1.0f)).refusal);
   CHECK(hub.chunk("C", 0, piece(hub, 0, sid, 1, 1.0f)).refusal);
   CHECK(hub.chunk("C", 0, piece(hub, 0, sid + 1, 0, 1.0f)).refusal);
-  // Rank 0's chunks complete the model's chunks before it, two at a time.
-  std::vector<msg::frame> up;
-  uint64_t next0 = 0;
-  while (up.size() < 2 && next0 < p0.chunk_count()) {
-    auto step = hub.chunk("C", 0, piece(hub, 0, sid, next0++, 1.0f));
-    REQUIRE_FALSE(step.refusal);
-    for (auto& f : step.up)
-      up.push_back(std::move(f));
-  }
-  REQUIRE(up.size() == 2);
-  // A third may not go up before an answer, even when complete.
-  while (next0 < p0.chunk_count() && p0.position(next0) < p1.position(0))
-    CHECK(hub.chunk("C", 0, piece(hub, 0, sid, next0++, 1.0f)).up.empty());
-  auto first = msg::decode_chunk(up[0], chunk_bytes);
+  // Rank 0's chunk completes chunk 0: chunks 0 and 1 go up (the window),
+  // 2 and 3 wait though complete.
+  auto s0 = hub.chunk("C", 0, piece(hub, 0, sid, 0, 7.0f));
+  REQUIRE_FALSE(s0.refusal);
+  REQUIRE(s0.up.size() == 2);
+  auto first = msg::decode_chunk(s0.up[0], chunk_bytes);
   REQUIRE(first);
   CHECK(first->header.sequence == 0);
   CHECK(first->header.stream_id == sid);
   std::vector<float> values(first->bytes.size() / 4);
   std::memcpy(values.data(), first->bytes.data(), first->bytes.size());
   for (auto x : values) // chunk 0 is rank 0's rows of w
-    CHECK(x == 1.0f);
-  auto credit = hub.credited("C", hub.generation("C"), 0, msg::encode(msg::credit{sid, 0}));
+    CHECK(x == 7.0f);
+  CHECK(msg::decode_chunk(s0.up[1], chunk_bytes)->header.sequence == 1);
+  // A credit asked for again after a reconnect: owed ones wait.
+  CHECK_FALSE(hub.owed_credit("C", 0, msg::encode(msg::credit{sid, 0})));
+  auto credit = hub.credited("C", hub.generation("C"), 0,
+                             msg::encode(msg::credit{sid, 0}));
   REQUIRE(credit.answers.size() == 1);
   CHECK(credit.answers[0].first == rank_piece{0, 0});
   CHECK(msg::decode<msg::credit>(credit.answers[0].second)->sequence == 0);
-  CHECK(credit.up.size() == 1); // the window has room again
-  // A credit asked for again after a reconnect: owed ones wait, given ones
-  // come at once.
+  REQUIRE(credit.up.size() == 1); // the window has room again: chunk 2
+  CHECK(msg::decode_chunk(credit.up[0], chunk_bytes)->header.sequence == 2);
+  // Given ones come at once.
   CHECK(hub.owed_credit("C", 0, msg::encode(msg::credit{sid, 0})));
-  CHECK_FALSE(hub.owed_credit("C", 0, msg::encode(msg::credit{sid, 1})));
-  // A refusal of a chunk of the model is every rank's: later chunks hear it.
+  // A refusal of a chunk of the model is every rank's: the chunks that
+  // wait hear it, and so does each rank's next.
   auto refused = hub.credited(
       "C", hub.generation("C"), 1,
       msg::encode(error{errc::poisoned_update, "a NaN in the update"}));
-  REQUIRE_FALSE(refused.answers.empty());
-  CHECK(msg::decode<msg::credit>(refused.answers[0].second).err().code ==
-        errc::poisoned_update);
+  // (Their stream is gone: a fedcaf client waits for the server's word.)
+  CHECK(refused.answers.size() == 3); // ranks 1, 2 and 3's chunks
+  for (auto& [p, f] : refused.answers) {
+    auto e = msg::decode<msg::credit>(f).err();
+    CHECK(e.code == errc::unknown_stream);
+    CHECK(e.message ==
+          "the client's update was refused: a NaN in the update");
+  }
+  CHECK(refused.up.empty());
   auto later = hub.chunk("C", 1, piece(hub, 1, sid, 1, 2.0f));
   REQUIRE(later.refusal);
   CHECK(msg::decode<msg::credit>(*later.refusal).err().code ==
-        errc::poisoned_update);
+        errc::unknown_stream);
 }
 
 TEST_CASE("the client's end goes up once every rank ended after its last "

@@ -47,6 +47,9 @@ struct secure_aggregation_config {
 /// server_configs.
 struct server_config {
   uint32_t num_clients = 2;
+  /// The most ranks one sharded client may have (each a connection of its
+  /// own): a client of more is refused at its ranks' Hellos.
+  uint32_t max_shard_ranks = 64;
   uint32_t num_global_epochs = 3;
   /// SyncScheduler | AsyncScheduler; unnamed, the one the aggregator needs
   /// (AsyncScheduler for FedAsync and FedBuff).
