@@ -12,10 +12,10 @@
 #include <caf/fwd.hpp>
 
 #include "actors/interfaces.hpp"
-#include "fedcaf/shard.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/progress.hpp"
 #include "fedcaf/report.hpp"
+#include "fedcaf/shard.hpp"
 #include "fedcaf/trainer.hpp"
 #include "messages/codec.hpp"
 

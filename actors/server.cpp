@@ -212,8 +212,8 @@ public:
     auto req = msg::decode<msg::fetch>(f);
     if (!req)
       return refuse(req.err());
-    if (auto gone =
-            exchange_.overwritten_refusal(*id, *req, shards_.plan_for(*id).get()))
+    if (auto gone = exchange_.overwritten_refusal(*id, *req,
+                                                  shards_.plan_for(*id).get()))
       return refuse(*gone);
     if (relay_) { // answered once the chunk (a rank's: it lies in) is in
       auto shard = shards_.plan_for(*id);

@@ -35,8 +35,7 @@ frame server_registration::hello(const frame& f, const std::string& address,
     self->monitor(sender);
   if (joins && (!a->resumed || sharded)) {
     core_.reporter_.registered(h->client_id, a->from);
-    self->send(core_.peers_.scheduler, join_atom::value, h->client_id,
-               a->from);
+    self->send(core_.peers_.scheduler, join_atom::value, h->client_id, a->from);
   }
   const auto& o = core_.options_;
   return msg::encode(msg::welcome{a->index, o.num_clients,

@@ -5,9 +5,9 @@
 namespace fedcaf {
 
 server_shards::server_shards(server_core& core)
-    : core_(core), hub_(core.exchange_.model()->layout,
-                        core.options_.chunk_bytes,
-                        core.options_.max_shard_ranks) {}
+    : core_(core),
+      hub_(core.exchange_.model()->layout, core.options_.chunk_bytes,
+           core.options_.max_shard_ranks) {}
 
 std::optional<error> server_shards::refusal(const msg::hello& h) const {
   const auto& o = core_.options_;
@@ -105,7 +105,8 @@ caf::result<frame> server_shards::chunk(const std::string& id, uint32_t rank,
 void server_shards::send_up(const std::string& id, std::vector<frame> up) {
   auto g = hub_.generation(id); // the upload that made them
   for (auto& f : up) {
-    auto seq = msg::decode_chunk(f, hub_.whole().chunk_bytes())->header.sequence;
+    auto seq =
+        msg::decode_chunk(f, hub_.whole().chunk_bytes())->header.sequence;
     core_.self_
         ->request(core_.peers_.aggregator, caf::infinite, chunk_atom::value, id,
                   std::move(f))
@@ -168,8 +169,8 @@ caf::result<frame> server_shards::end(const std::string& id, uint32_t rank,
                 std::move(*step.up))
       .then([deliver](frame answer) { deliver(answer); },
             [this, deliver](caf::error& e) {
-              deliver(msg::encode(error{errc::internal,
-                                        "the end went unanswered: " +
+              deliver(msg::encode(
+                  error{errc::internal, "the end went unanswered: " +
                                             core_.self_->system().render(e)}));
             });
   return rp;
@@ -184,9 +185,8 @@ void server_shards::round_over(uint32_t round) {
   // What still waits belongs to an update cut off, dropped or refused: its
   // ranks hear that its stream is gone (a fedcaf client waits for the next
   // round), and their connections hold no request open.
-  flush({}, error{errc::unknown_stream,
-                  "round " + std::to_string(round) +
-                      " is over: the stream is gone"});
+  flush({}, error{errc::unknown_stream, "round " + std::to_string(round) +
+                                            " is over: the stream is gone"});
 }
 
 bool server_shards::dropped(const std::string& id, uint32_t rank) {
@@ -206,8 +206,8 @@ bool server_shards::dropped(const std::string& id, uint32_t rank) {
 void server_shards::collect_again(const std::vector<std::string>& ids) {
   for (const auto& id : ids) {
     hub_.forget(id);
-    flush(id, error{errc::stream_reset,
-                    "the round's updates are collected again"});
+    flush(id,
+          error{errc::stream_reset, "the round's updates are collected again"});
   }
 }
 

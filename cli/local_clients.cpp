@@ -118,8 +118,7 @@ trainer_factory local_trainer(std::shared_ptr<lazy_data> sets, data_config data,
   return [sets, data, index, num_threads, stop,
           shard](const client_configs& cc,
                  const msg::welcome&) -> result<std::unique_ptr<trainer>> {
-    auto made =
-        make_local_trainer(*sets, data, index, num_threads, cc, shard);
+    auto made = make_local_trainer(*sets, data, index, num_threads, cc, shard);
     if (made)
       (*made)->stop_when(stop);
     return made;

@@ -444,8 +444,7 @@ frame encode(const hello& x) {
       return;
     b.setShardRank(x.shard.rank);
     b.setShardRanks(x.shard.ranks);
-    auto slices =
-        b.initSlices(static_cast<unsigned>(x.shard.slices.size()));
+    auto slices = b.initSlices(static_cast<unsigned>(x.shard.slices.size()));
     for (unsigned i = 0; i < x.shard.slices.size(); ++i) {
       const auto& s = x.shard.slices[i];
       slices[i].setTensor(text(s.tensor));
@@ -729,9 +728,8 @@ template <> result<hello> decode<hello>(const frame& f) {
     if (ranks <= 1 || b.getShardRank() >= ranks || ranks > max_shard_ranks)
       return error{errc::malformed_frame,
                    "hello: shard rank " + std::to_string(b.getShardRank()) +
-                       " of " + std::to_string(ranks) +
-                       " (a rank of 2 to " + std::to_string(max_shard_ranks) +
-                       " ranks, from 0)"};
+                       " of " + std::to_string(ranks) + " (a rank of 2 to " +
+                       std::to_string(max_shard_ranks) + " ranks, from 0)"};
     h.shard.rank = b.getShardRank();
     h.shard.ranks = ranks;
     auto slices = b.getSlices();

@@ -19,11 +19,9 @@ client_model::client_model(std::string client_id, trainer_factory factory,
     : client_id_(std::move(client_id)), factory_(std::move(factory)),
       configs_(std::move(configs)), welcome_(std::move(welcome)) {}
 
-result<client_model::welcomed> client_model::welcome(std::string client_id,
-                                                     trainer_factory factory,
-                                                     const msg::welcome& w,
-                                                     bool build,
-                                                     shard_spec shard) {
+result<client_model::welcomed>
+client_model::welcome(std::string client_id, trainer_factory factory,
+                      const msg::welcome& w, bool build, shard_spec shard) {
   auto cfg = parse_client_configs(w.client_configs);
   if (!cfg)
     return cfg.err();
@@ -89,9 +87,8 @@ client_model::begin_round(const msg::round_start& rs) {
                                  : result<shard_slices>{shard_slices{}};
   if (!slices)
     return slices.err();
-  if (auto ok = trainer_->adopt_layout(shard_.sharded()
-                                           ? local_layout(rs.model, *slices)
-                                           : rs.model);
+  if (auto ok = trainer_->adopt_layout(
+          shard_.sharded() ? local_layout(rs.model, *slices) : rs.model);
       !ok)
     return ok.err();
   trainer_->begin_round(rs.round, rs.evaluate_only);

@@ -10,8 +10,8 @@
 // Thread-safety: none; owned by the server actor.
 
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -134,8 +134,8 @@ public:
         note_failure(host, now);
       return deny(authenticated.err().code, authenticated.err().message);
     }
-    auto key = h.shard.sharded() ? rank_key(h.client_id, h.shard.rank)
-                                 : h.client_id;
+    auto key =
+        h.shard.sharded() ? rank_key(h.client_id, h.shard.rank) : h.client_id;
     if (auto mixed = mixes_shards(h))
       return deny(errc::not_authorized, *mixed);
     if (const auto* known = id_of(sender); known && *known != key)
@@ -145,8 +145,8 @@ public:
     if (it != clients_.end() && it->second.banned)
       return deny(errc::not_authorized, "it was dropped from the run");
     if (auto unfit = fits ? fits() : std::nullopt)
-      return error{unfit->code, h.client_id + " from " + from + ": " +
-                                    unfit->message};
+      return error{unfit->code,
+                   h.client_id + " from " + from + ": " + unfit->message};
     if (it != clients_.end() && it->second.state != presence::dropped)
       return resume(it->first, it->second, sender, remote, from, *authenticated,
                     now, deny);

@@ -90,11 +90,11 @@ served_chunk model_exchange::serve_shard(const msg::fetch& req,
   out.wire_bytes = out.model_bytes = e.bytes;
   out.last = req.sequence + 1 == shard.chunk_count();
   auto gather = [&](std::span<std::byte> dst) {
-    shard.for_each_model_run(req.sequence, [&](uint64_t at_model, uint64_t n,
-                                               uint64_t at) {
-      std::memcpy(dst.data() + at, model.bytes.data() + at_model, n);
-      model.bytes.release(at_model, n); // file-backed only
-    });
+    shard.for_each_model_run(
+        req.sequence, [&](uint64_t at_model, uint64_t n, uint64_t at) {
+          std::memcpy(dst.data() + at, model.bytes.data() + at_model, n);
+          model.bytes.release(at_model, n); // file-backed only
+        });
   };
   out.frame = msg::encode_chunk(h, e.bytes, gather);
   return out;

@@ -68,9 +68,9 @@ public:
   /// relay's group's sum (or a mix of two models); nullopt: it may be
   /// served.
   /// A rank's fetch (`shard`: its plan) names a chunk of its shard.
-  std::optional<error> overwritten_refusal(const std::string& id,
-                                           const msg::fetch& req,
-                                           const chunk_plan* shard = nullptr) const;
+  std::optional<error>
+  overwritten_refusal(const std::string& id, const msg::fetch& req,
+                      const chunk_plan* shard = nullptr) const;
 
   /// Returns the announcement of round `round` of the model served now,
   /// carrying `previous` (the last evaluated figures); `resend` iff the

@@ -40,8 +40,7 @@ uint64_t joined_update_id(const std::vector<uint64_t>& ids) {
 
 } // namespace
 
-shard_hub::shard_hub(manifest layout, uint64_t chunk_bytes,
-                     uint32_t max_ranks)
+shard_hub::shard_hub(manifest layout, uint64_t chunk_bytes, uint32_t max_ranks)
     : layout_(std::move(layout)), names_(index_tensors(layout_)),
       whole_(*chunk_plan::make(layout_, chunk_bytes)), max_ranks_(max_ranks) {}
 
@@ -65,10 +64,10 @@ result<void> shard_hub::check_hello(const msg::hello& h,
     return {}; // its first rank: the client starts (over)
   const auto& c = it->second;
   if (c.ranks != spec.ranks)
-    return error{errc::not_authorized,
-                 h.client_id + " is registered with " +
-                     std::to_string(c.ranks) + " ranks; this Hello says " +
-                     std::to_string(spec.ranks)};
+    return error{errc::not_authorized, h.client_id + " is registered with " +
+                                           std::to_string(c.ranks) +
+                                           " ranks; this Hello says " +
+                                           std::to_string(spec.ranks)};
   if (present.count(spec.rank)) { // it resumes: it holds what it held
     if (c.slices[spec.rank] != *slices)
       return error{errc::not_authorized,
@@ -84,8 +83,9 @@ result<void> shard_hub::check_hello(const msg::hello& h,
       held += c.held[r];
     if (held > layout_.total_bytes())
       return error{errc::manifest_mismatch,
-                   h.client_id + ": shard slices overlap: its ranks would "
-                                 "hold " +
+                   h.client_id +
+                       ": shard slices overlap: its ranks would "
+                       "hold " +
                        std::to_string(held) + " bytes of a model of " +
                        std::to_string(layout_.total_bytes())};
     return {};
@@ -171,15 +171,14 @@ shard_hub::offer_step shard_hub::offer(const std::string& id, uint32_t rank,
                           "offer of " + who +
                               " does not match its shard of the global "
                               "model's layout (" +
-                              std::to_string(plan.chunk_count()) +
-                              " chunks, " + std::to_string(plan.total_bytes()) +
-                              " bytes)");
+                              std::to_string(plan.chunk_count()) + " chunks, " +
+                              std::to_string(plan.total_bytes()) + " bytes)");
     return step;
   }
   if ((c.upload && o.round < c.upload->round) || o.round <= over_) {
-    step.answer = refusal(errc::not_in_round,
-                          who + " offered to round " +
-                              std::to_string(o.round) + ", which is over");
+    step.answer = refusal(errc::not_in_round, who + " offered to round " +
+                                                  std::to_string(o.round) +
+                                                  ", which is over");
     return step;
   }
   if (!c.upload || o.round > c.upload->round) {
@@ -202,12 +201,11 @@ shard_hub::offer_step shard_hub::offer(const std::string& id, uint32_t rank,
   for (uint32_t r = 0; r < c.ranks; ++r)
     if (r != rank && u.ranks[r].offer &&
         u.ranks[r].offer->sample_count != o.sample_count) {
-      step.answer = refusal(
-          errc::manifest_mismatch,
-          who + " offered " + std::to_string(o.sample_count) +
-              " samples, rank " + std::to_string(r) + " " +
-              std::to_string(u.ranks[r].offer->sample_count) +
-              ": the ranks of a client train one update");
+      step.answer = refusal(errc::manifest_mismatch,
+                            who + " offered " + std::to_string(o.sample_count) +
+                                " samples, rank " + std::to_string(r) + " " +
+                                std::to_string(u.ranks[r].offer->sample_count) +
+                                ": the ranks of a client train one update");
       return step;
     }
   if (u.forwarded && !another) { // a repeated offer (a reconnected rank)
@@ -300,8 +298,8 @@ result<void> shard_hub::put(client& c, joined_upload& u, uint32_t rank,
   FEDCAF_REQUIRE(h.round == u.round, errc::wrong_round, h.round, u.round);
   FEDCAF_REQUIRE(h.sequence == rs.next, errc::bad_sequence, h.sequence,
                  rs.next);
-  if (auto placed = plan.check(h.sequence, h.tensor_index, h.byte_offset,
-                               v.bytes.size());
+  if (auto placed =
+          plan.check(h.sequence, h.tensor_index, h.byte_offset, v.bytes.size());
       !placed)
     return placed;
   // Credits: a rank may have its share of the window unanswered.
@@ -314,11 +312,11 @@ result<void> shard_hub::put(client& c, joined_upload& u, uint32_t rank,
     p.bytes.resize(e.bytes);
     p.missing = e.bytes;
   }
-  plan.for_each_model_run(h.sequence, [&](uint64_t at_model, uint64_t n,
-                                          uint64_t at) {
-    std::memcpy(p.bytes.data() + (at_model - e.model_offset),
-                v.bytes.data() + at, n);
-  });
+  plan.for_each_model_run(
+      h.sequence, [&](uint64_t at_model, uint64_t n, uint64_t at) {
+        std::memcpy(p.bytes.data() + (at_model - e.model_offset),
+                    v.bytes.data() + at, n);
+      });
   p.missing -= v.bytes.size();
   p.pieces.push_back({rank, h.sequence});
   rs.owed.insert(h.sequence);
@@ -337,11 +335,10 @@ std::vector<msg::frame> shard_hub::release(joined_upload& u) {
     const auto& e = whole_.extent(u.next_up);
     msg::chunk_header h{u.stream_id, u.round, u.next_up, e.tensor_index,
                         e.tensor_offset};
-    out.push_back(msg::encode_chunk(h, p.bytes.size(),
-                                    [&p](std::span<std::byte> dst) {
-                                      std::memcpy(dst.data(), p.bytes.data(),
-                                                  dst.size());
-                                    }));
+    out.push_back(
+        msg::encode_chunk(h, p.bytes.size(), [&p](std::span<std::byte> dst) {
+          std::memcpy(dst.data(), p.bytes.data(), dst.size());
+        }));
     p.bytes = {}; // the chunk went up: its pieces wait for its answer
     p.sent = true;
     ++u.unanswered;
@@ -361,9 +358,9 @@ shard_hub::chunk_step shard_hub::chunk(const std::string& id, uint32_t rank,
   }
   if (!c.upload || c.upload->stream_id == 0) {
     step.refusal =
-        refusal(errc::unknown_stream,
-                rank_name(id, rank) + ": stream " +
-                    std::to_string(v->header.stream_id) + " is not open");
+        refusal(errc::unknown_stream, rank_name(id, rank) + ": stream " +
+                                          std::to_string(v->header.stream_id) +
+                                          " is not open");
     return step;
   }
   auto& u = *c.upload;
@@ -491,7 +488,8 @@ shard_hub::end_step shard_hub::end(const std::string& id, uint32_t rank,
       return step;
   if (!u.end_sent) {
     u.end_sent = true;
-    step.up = msg::encode(msg::end_of_stream{u.stream_id, whole_.chunk_count()});
+    step.up =
+        msg::encode(msg::end_of_stream{u.stream_id, whole_.chunk_count()});
   }
   return step;
 }

@@ -134,8 +134,8 @@ public:
     std::vector<std::pair<rank_piece, msg::frame>> answers;
     std::vector<msg::frame> up;
   };
-  credit_step credited(const std::string& id, uint64_t generation,
-                       uint64_t seq, const msg::frame& answer);
+  credit_step credited(const std::string& id, uint64_t generation, uint64_t seq,
+                       const msg::frame& answer);
 
   /// A rank's request for a credit it is owed (after a reconnect): the
   /// answer now, or nullopt (held: it comes with credited()).
@@ -182,15 +182,15 @@ private:
   };
   struct rank_stream {
     std::optional<msg::offer> offer;
-    uint64_t next = 0;        ///< its next chunk
-    uint64_t first_owed = 0;  ///< its first chunk not credited
-    std::set<uint64_t> owed;  ///< received, not credited
+    uint64_t next = 0;       ///< its next chunk
+    uint64_t first_owed = 0; ///< its first chunk not credited
+    std::set<uint64_t> owed; ///< received, not credited
     bool ended = false;
     bool waiting_offer = false; ///< an offer waits for the answer
   };
   struct joined_upload {
     uint32_t round = 0;
-    uint64_t stream_id = 0; ///< the aggregator's, from its accept
+    uint64_t stream_id = 0;   ///< the aggregator's, from its accept
     uint32_t window = 0;      ///< the aggregator's, for the client
     uint32_t rank_window = 0; ///< each rank's share of it
     bool forwarded = false;
@@ -210,7 +210,7 @@ private:
     uint32_t ranks = 0;
     /// The bytes each rank holds (0: none registered).
     std::vector<uint64_t> held;
-    std::vector<shard_slices> slices;  ///< by rank (empty: unknown)
+    std::vector<shard_slices> slices; ///< by rank (empty: unknown)
     std::vector<std::shared_ptr<const chunk_plan>> plans;
     std::set<uint32_t> present;
     bool joined = false;

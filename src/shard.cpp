@@ -97,12 +97,11 @@ result<void> check_cover(const manifest& m,
                      "shard slices leave a gap: no rank holds " +
                          rows_text(t, covered, range.begin)};
       if (range.begin < covered)
-        return error{errc::manifest_mismatch,
-                     "shard slices overlap: ranks " +
-                         std::to_string(last_rank) + " and " +
-                         std::to_string(rank) + " both hold " +
-                         rows_text(t, range.begin,
-                                   std::min(covered, range.end))};
+        return error{
+            errc::manifest_mismatch,
+            "shard slices overlap: ranks " + std::to_string(last_rank) +
+                " and " + std::to_string(rank) + " both hold " +
+                rows_text(t, range.begin, std::min(covered, range.end))};
       covered = range.end;
       last_rank = rank;
     }

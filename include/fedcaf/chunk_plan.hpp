@@ -56,10 +56,10 @@ public:
   /// in the whole model's concatenated bytes (a shard's chunk may have
   /// several: its bytes of each tensor), `at` its offset in the chunk.
   template <class F> void for_each_model_run(uint64_t seq, F&& f) const {
-    for_each_segment(seq, [&](uint32_t tensor, uint64_t local, uint64_t n,
-                              uint64_t at) {
-      f(tensor_start_[tensor] + tensor_base_[tensor] + local, n, at);
-    });
+    for_each_segment(
+        seq, [&](uint32_t tensor, uint64_t local, uint64_t n, uint64_t at) {
+          f(tensor_start_[tensor] + tensor_base_[tensor] + local, n, at);
+        });
   }
 
   uint64_t chunk_count() const { return chunks_.size(); }
@@ -105,7 +105,7 @@ inline void chunk_plan::for_each_segment(uint64_t seq, F&& f) const {
   uint64_t done = 0;
   uint64_t offset = c.tensor_offset - tensor_base_[c.tensor_index];
   for (auto i = c.tensor_index; done < c.bytes; ++i) {
-        auto take = std::min(c.bytes - done, tensor_bytes_[i] - offset);
+    auto take = std::min(c.bytes - done, tensor_bytes_[i] - offset);
     if (take > 0)
       f(i, offset, take, done);
     done += take;

@@ -3569,8 +3569,8 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
       msg::round_start rs;
       for (uint32_t r = 0; r < 2; ++r) {
         rs = ranks[r]->expect<msg::round_start>(round_atom::value);
-        plans.push_back(*chunk_plan::make_shard(
-            rs.model, rs.chunk_bytes, dim0_slices(rs.model, r, 2)));
+        plans.push_back(*chunk_plan::make_shard(rs.model, rs.chunk_bytes,
+                                                dim0_slices(rs.model, r, 2)));
       }
       CHECK(plans[0].total_bytes() + plans[1].total_bytes() ==
             layout.total_bytes());
@@ -3579,17 +3579,17 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
       for (uint32_t r = 0; r < 2; ++r)
         for (uint64_t s = 0; s < plans[r].chunk_count(); s += 3) {
           auto got = msg::decode_chunk(
-              ranks[r]->ask(fetch_atom::value,
-                            msg::encode(msg::fetch{rs.round,
-                                                   rs.model_version, s})),
+              ranks[r]->ask(
+                  fetch_atom::value,
+                  msg::encode(msg::fetch{rs.round, rs.model_version, s})),
               1 << 20);
           REQUIRE(got);
           CHECK(got->header.byte_offset == plans[r].extent(s).tensor_offset);
-          plans[r].for_each_model_run(s, [&](uint64_t at_model, uint64_t n,
-                                             uint64_t at) {
-            CHECK(std::memcmp(got->bytes.data() + at,
-                              initial.bytes.data() + at_model, n) == 0);
-          });
+          plans[r].for_each_model_run(
+              s, [&](uint64_t at_model, uint64_t n, uint64_t at) {
+                CHECK(std::memcmp(got->bytes.data() + at,
+                                  initial.bytes.data() + at_model, n) == 0);
+              });
         }
       // One evaluation of a model per client: a second rank's is a second.
       auto evaluation = msg::encode(
@@ -3607,22 +3607,23 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
       };
       r0.send(offer_atom::value, offer(0, 10));
       CHECK_FALSE(r0.answered(1s)); // it waits for rank 1's offer
-      auto mismatch = msg::decode<msg::accept>(
-          r1.ask(offer_atom::value, offer(1, 11)));
+      auto mismatch =
+          msg::decode<msg::accept>(r1.ask(offer_atom::value, offer(1, 11)));
       REQUIRE_FALSE(mismatch);
       CHECK(mismatch.err().code == errc::manifest_mismatch);
       CHECK(mismatch.err().message ==
             "rank 1 of Shard offered 11 samples, rank 0 10: the ranks of a "
             "client train one update");
       // An offer of the whole model from a rank does not fit its shard.
-      auto too_big = msg::decode<msg::accept>(r1.ask(
-          offer_atom::value,
-          msg::encode(msg::offer{rs.round, "Shard", 10, digest(layout),
-                                 layout.total_bytes(), plans[0].chunk_count(),
-                                 0, 0})));
+      auto too_big = msg::decode<msg::accept>(
+          r1.ask(offer_atom::value,
+                 msg::encode(msg::offer{rs.round, "Shard", 10, digest(layout),
+                                        layout.total_bytes(),
+                                        plans[0].chunk_count(), 0, 0})));
       REQUIRE_FALSE(too_big);
       CHECK(too_big.err().code == errc::manifest_mismatch);
-      auto a1 = msg::decode<msg::accept>(r1.ask(offer_atom::value, offer(1, 10)));
+      auto a1 =
+          msg::decode<msg::accept>(r1.ask(offer_atom::value, offer(1, 10)));
       REQUIRE(r0.answered(1s));
       auto a0 = msg::decode<msg::accept>(r0.take());
       REQUIRE(a0);
@@ -3632,10 +3633,10 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
       auto piece = [&](uint32_t r, uint64_t s, std::span<const std::byte> src) {
         const auto& e = plans[r].extent(s);
         std::vector<std::byte> out(e.bytes);
-        plans[r].for_each_model_run(s, [&](uint64_t at_model, uint64_t n,
-                                           uint64_t at) {
-          std::memcpy(out.data() + at, src.data() + at_model, n);
-        });
+        plans[r].for_each_model_run(
+            s, [&](uint64_t at_model, uint64_t n, uint64_t at) {
+              std::memcpy(out.data() + at, src.data() + at_model, n);
+            });
         return chunk_with(msg::chunk_header{sid, rs.round, s, e.tensor_index,
                                             e.tensor_offset},
                           out);
@@ -3644,18 +3645,18 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
       {
         const auto& e = plans[0].extent(0);
         std::vector<std::byte> out(e.bytes);
-        CHECK(refusal_of(r1.ask(chunk_atom::value,
-                                chunk_with(msg::chunk_header{sid, rs.round, 0,
-                                                             e.tensor_index,
-                                                             e.tensor_offset},
-                                           out))) == errc::out_of_range);
+        CHECK(refusal_of(r1.ask(
+                  chunk_atom::value,
+                  chunk_with(msg::chunk_header{sid, rs.round, 0, e.tensor_index,
+                                               e.tensor_offset},
+                             out))) == errc::out_of_range);
       }
       // The ranks send their chunks position by position; a rank's chunk is
       // credited once the model's chunk it lies in is complete.
       std::vector<uint64_t> next(2, 0);
       uint64_t credited = 0;
-      for (uint64_t k = 0; next[0] < plans[0].chunk_count() ||
-                           next[1] < plans[1].chunk_count();
+      for (uint64_t k = 0;
+           next[0] < plans[0].chunk_count() || next[1] < plans[1].chunk_count();
            ++k) {
         std::vector<uint32_t> sent;
         for (uint32_t r = 0; r < 2; ++r)
@@ -3674,9 +3675,9 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
       r0.send(end_atom::value,
               msg::encode(msg::end_of_stream{sid, plans[0].chunk_count()}));
       CHECK_FALSE(r0.answered(1s)); // the client's end waits for rank 1's
-      auto closed1 = msg::decode<msg::stream_closed>(r1.ask(
-          end_atom::value,
-          msg::encode(msg::end_of_stream{sid, plans[1].chunk_count()})));
+      auto closed1 = msg::decode<msg::stream_closed>(
+          r1.ask(end_atom::value,
+                 msg::encode(msg::end_of_stream{sid, plans[1].chunk_count()})));
       REQUIRE(closed1);
       CHECK(closed1->bytes_received == layout.total_bytes());
       REQUIRE(r0.answered(1s));
@@ -3735,25 +3736,31 @@ TEST_CASE("a rank that declares less than its part's norm gets its whole "
       std::vector<double> norms;
       for (uint32_t r = 0; r < 2; ++r) {
         rs = ranks[r]->expect<msg::round_start>(round_atom::value);
-        plans.push_back(*chunk_plan::make_shard(
-            rs.model, rs.chunk_bytes, dim0_slices(rs.model, r, 2)));
+        plans.push_back(*chunk_plan::make_shard(rs.model, rs.chunk_bytes,
+                                                dim0_slices(rs.model, r, 2)));
         double squares = 0; // ||x - g|| over the rank's part
         for (uint64_t s = 0; s < plans[r].chunk_count(); ++s)
-          plans[r].for_each_model_run(s, [&](uint64_t at, uint64_t n,
-                                             uint64_t) {
-            for (uint64_t b = at; b < at + n; b += 4) {
-              float x, g;
-              std::memcpy(&x, bytes.data() + b, 4);
-              std::memcpy(&g, start.bytes.data() + b, 4);
-              squares += (double(x) - g) * (double(x) - g);
-            }
-          });
+          plans[r].for_each_model_run(
+              s, [&](uint64_t at, uint64_t n, uint64_t) {
+                for (uint64_t b = at; b < at + n; b += 4) {
+                  float x, g;
+                  std::memcpy(&x, bytes.data() + b, 4);
+                  std::memcpy(&g, start.bytes.data() + b, 4);
+                  squares += (double(x) - g) * (double(x) - g);
+                }
+              });
         norms.push_back(std::sqrt(squares));
       }
       // Rank 1 lies: it declares its part has not moved at all.
       for (uint32_t r = 0; r < 2; ++r) {
-        msg::offer off{rs.round, "Shard", 10, digest(layout),
-                       plans[r].total_bytes(), plans[r].chunk_count(), 0, 0};
+        msg::offer off{rs.round,
+                       "Shard",
+                       10,
+                       digest(layout),
+                       plans[r].total_bytes(),
+                       plans[r].chunk_count(),
+                       0,
+                       0};
         off.update_norm = lie && r == 1 ? 0.0 : norms[r];
         ranks[r]->send(offer_atom::value, msg::encode(off));
       }
@@ -3775,16 +3782,15 @@ TEST_CASE("a rank that declares less than its part's norm gets its whole "
               plans[r].position(next[r]) == k) {
             const auto& e = plans[r].extent(next[r]);
             std::vector<std::byte> out(e.bytes);
-            plans[r].for_each_model_run(next[r], [&](uint64_t at_model,
-                                                     uint64_t n, uint64_t at) {
-              std::memcpy(out.data() + at, bytes.data() + at_model, n);
-            });
-            ranks[r]->send(chunk_atom::value,
-                           chunk_with(msg::chunk_header{sid, rs.round,
-                                                        next[r]++,
-                                                        e.tensor_index,
-                                                        e.tensor_offset},
-                                      out));
+            plans[r].for_each_model_run(
+                next[r], [&](uint64_t at_model, uint64_t n, uint64_t at) {
+                  std::memcpy(out.data() + at, bytes.data() + at_model, n);
+                });
+            ranks[r]->send(
+                chunk_atom::value,
+                chunk_with(msg::chunk_header{sid, rs.round, next[r]++,
+                                             e.tensor_index, e.tensor_offset},
+                           out));
             sent.push_back(r);
           }
         for (auto r : sent) {
@@ -3801,9 +3807,8 @@ TEST_CASE("a rank that declares less than its part's norm gets its whole "
       CHECK(refused == lie);
       if (!lie) {
         for (uint32_t r = 0; r < 2; ++r)
-          ranks[r]->send(end_atom::value,
-                         msg::encode(msg::end_of_stream{
-                             sid, plans[r].chunk_count()}));
+          ranks[r]->send(end_atom::value, msg::encode(msg::end_of_stream{
+                                              sid, plans[r].chunk_count()}));
         for (auto* r : ranks) {
           REQUIRE(r->answered(1s));
           CHECK(msg::decode<msg::stream_closed>(r->take()));

@@ -47,8 +47,9 @@ shard_hub hub_of(uint32_t ranks) {
 msg::offer offer_of(const shard_hub& hub, uint32_t rank, uint64_t samples,
                     double norm = 0, uint64_t update_id = 7) {
   const auto& p = *hub.plan_of("C", rank);
-  msg::offer o{1, "C", samples, digest(layout_of()), p.total_bytes(),
-               p.chunk_count(), 0.5, 1.0};
+  msg::offer o{
+      1,   "C", samples, digest(layout_of()), p.total_bytes(), p.chunk_count(),
+      0.5, 1.0};
   o.update_norm = norm;
   o.update_id = update_id + rank;
   return o;
@@ -72,8 +73,8 @@ uint64_t accept_both(shard_hub& hub) {
   CHECK_FALSE(hub.offer("C", 0, offer_of(hub, 0, 5)).forward);
   auto step = hub.offer("C", 1, offer_of(hub, 1, 5));
   REQUIRE(step.forward);
-  auto answers =
-      hub.accepted("C", hub.generation("C"), msg::encode(msg::accept{42, 4, 0, 0}));
+  auto answers = hub.accepted("C", hub.generation("C"),
+                              msg::encode(msg::accept{42, 4, 0, 0}));
   CHECK(answers.size() == 2);
   for (auto& [rank, f] : answers)
     CHECK(msg::decode<msg::accept>(f)->window == 2);
@@ -177,7 +178,8 @@ TEST_CASE("one offer goes up once every rank offered: one sample count, "
   CHECK(up.chunk_count == hub.whole().chunk_count());
   CHECK(up.update_id != 0);
   // Each rank is answered with the client's stream and its own place.
-  auto answers = hub.accepted("C", hub.generation("C"), msg::encode(msg::accept{9, 4, 0, 0}));
+  auto answers = hub.accepted("C", hub.generation("C"),
+                              msg::encode(msg::accept{9, 4, 0, 0}));
   REQUIRE(answers.size() == 2);
   for (auto& [rank, f] : answers) {
     auto a = msg::decode<msg::accept>(f);
@@ -204,8 +206,8 @@ TEST_CASE("the model's chunks go up in order once complete, at most the "
   auto hub = hub_of(4);
   for (uint32_t r = 0; r < 4; ++r)
     hub.offer("C", r, offer_of(hub, r, 5));
-  auto accepted =
-      hub.accepted("C", hub.generation("C"), msg::encode(msg::accept{42, 2, 0, 0}));
+  auto accepted = hub.accepted("C", hub.generation("C"),
+                               msg::encode(msg::accept{42, 2, 0, 0}));
   REQUIRE(accepted.size() == 4);
   CHECK(msg::decode<msg::accept>(accepted[0].second)->window == 1);
   const uint64_t sid = 42;
@@ -260,8 +262,7 @@ TEST_CASE("the model's chunks go up in order once complete, at most the "
   for (auto& [p, f] : refused.answers) {
     auto e = msg::decode<msg::credit>(f).err();
     CHECK(e.code == errc::unknown_stream);
-    CHECK(e.message ==
-          "the client's update was refused: a NaN in the update");
+    CHECK(e.message == "the client's update was refused: a NaN in the update");
   }
   CHECK(refused.up.empty());
   auto later = hub.chunk("C", 1, piece(hub, 1, sid, 1, 2.0f));
@@ -277,8 +278,8 @@ TEST_CASE("the client's end goes up once every rank ended after its last "
   const auto& p0 = *hub.plan_of("C", 0);
   const auto& p1 = *hub.plan_of("C", 1);
   // Early end: refused.
-  auto early = hub.end("C", 0,
-                       msg::encode(msg::end_of_stream{sid, p0.chunk_count()}));
+  auto early =
+      hub.end("C", 0, msg::encode(msg::end_of_stream{sid, p0.chunk_count()}));
   REQUIRE(early.answer);
   CHECK(msg::decode<msg::stream_closed>(*early.answer).err().code ==
         errc::bad_sequence);
@@ -287,9 +288,11 @@ TEST_CASE("the client's end goes up once every rank ended after its last "
   std::vector<msg::frame> pending;
   auto answer_all = [&] {
     while (!pending.empty()) {
-      auto seq = msg::decode_chunk(pending.front(), chunk_bytes)->header.sequence;
+      auto seq =
+          msg::decode_chunk(pending.front(), chunk_bytes)->header.sequence;
       pending.erase(pending.begin());
-      auto c = hub.credited("C", hub.generation("C"), seq, msg::encode(msg::credit{sid, seq}));
+      auto c = hub.credited("C", hub.generation("C"), seq,
+                            msg::encode(msg::credit{sid, seq}));
       for (auto& f : c.up)
         pending.push_back(std::move(f));
     }
@@ -304,21 +307,22 @@ TEST_CASE("the client's end goes up once every rank ended after its last "
       pending.push_back(std::move(f));
     answer_all();
   }
-  auto e0 = hub.end("C", 0,
-                    msg::encode(msg::end_of_stream{sid, p0.chunk_count()}));
+  auto e0 =
+      hub.end("C", 0, msg::encode(msg::end_of_stream{sid, p0.chunk_count()}));
   CHECK_FALSE(e0.answer);
   CHECK_FALSE(e0.up);
-  auto e1 = hub.end("C", 1,
-                    msg::encode(msg::end_of_stream{sid, p1.chunk_count()}));
+  auto e1 =
+      hub.end("C", 1, msg::encode(msg::end_of_stream{sid, p1.chunk_count()}));
   REQUIRE(e1.up);
   auto end = msg::decode<msg::end_of_stream>(*e1.up);
   CHECK(end->chunk_count == hub.whole().chunk_count());
   auto closed = hub.closed(
-      "C", hub.generation("C"), msg::encode(msg::stream_closed{sid, layout_of().total_bytes()}));
+      "C", hub.generation("C"),
+      msg::encode(msg::stream_closed{sid, layout_of().total_bytes()}));
   CHECK(closed.size() == 2);
   // A repeated end (its answer lost) is answered the same.
-  auto repeated = hub.end("C", 0,
-                          msg::encode(msg::end_of_stream{sid, p0.chunk_count()}));
+  auto repeated =
+      hub.end("C", 0, msg::encode(msg::end_of_stream{sid, p0.chunk_count()}));
   REQUIRE(repeated.answer);
   CHECK(msg::decode<msg::stream_closed>(*repeated.answer)->bytes_received ==
         layout_of().total_bytes());
@@ -336,11 +340,11 @@ TEST_CASE("a late answer to an upload forgotten touches none after it") {
   CHECK(hub.generation("C") != old);
   // The old upload's answers, late: nothing of the new one moves.
   CHECK(hub.accepted("C", old, msg::encode(msg::accept{99, 2, 0, 0})).empty());
-  CHECK(hub.credited("C", old, 0,
-                     msg::encode(error{errc::stream_reset, "reset"}))
-            .answers.empty());
-  auto answers =
-      hub.accepted("C", hub.generation("C"), msg::encode(msg::accept{7, 2, 0, 0}));
+  CHECK(
+      hub.credited("C", old, 0, msg::encode(error{errc::stream_reset, "reset"}))
+          .answers.empty());
+  auto answers = hub.accepted("C", hub.generation("C"),
+                              msg::encode(msg::accept{7, 2, 0, 0}));
   REQUIRE(answers.size() == 2);
   CHECK(msg::decode<msg::accept>(answers[0].second)->stream_id == 7);
   CHECK_FALSE(hub.chunk("C", 0, piece(hub, 0, 7, 0, 1.0f)).refusal);

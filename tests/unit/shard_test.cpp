@@ -118,8 +118,7 @@ TEST_CASE("a shard's plan cuts the model's chunks down to the shard, and "
         // them; filled from the whole model, then read back chunk by chunk.
         std::vector<std::byte> local(plan->total_bytes());
         auto layout = local_layout(m, slices);
-        model_view view =
-            split_contiguous(layout, std::span<std::byte>{local});
+        model_view view = split_contiguous(layout, std::span<std::byte>{local});
         uint64_t local_offset = 0, last_position = 0;
         for (uint64_t s = 0; s < plan->chunk_count(); ++s) {
           const auto& e = plan->extent(s);
@@ -130,14 +129,14 @@ TEST_CASE("a shard's plan cuts the model's chunks down to the shard, and "
           last_position = plan->position(s);
           const auto& w = whole->extent(plan->position(s));
           std::vector<std::byte> bytes(e.bytes);
-          plan->for_each_model_run(s, [&](uint64_t at_model, uint64_t n,
-                                          uint64_t at) {
-            CHECK(at_model >= w.model_offset);
-            CHECK(at_model + n <= w.model_offset + w.bytes);
-            std::memcpy(bytes.data() + at, model.data() + at_model, n);
-            for (uint64_t i = 0; i < n; ++i)
-              ++covered[at_model + i];
-          });
+          plan->for_each_model_run(
+              s, [&](uint64_t at_model, uint64_t n, uint64_t at) {
+                CHECK(at_model >= w.model_offset);
+                CHECK(at_model + n <= w.model_offset + w.bytes);
+                std::memcpy(bytes.data() + at, model.data() + at_model, n);
+                for (uint64_t i = 0; i < n; ++i)
+                  ++covered[at_model + i];
+              });
           plan->copy_in(s, bytes, view);
           std::vector<std::byte> back(e.bytes);
           const_model_view cview;
