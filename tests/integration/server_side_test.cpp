@@ -3578,11 +3578,10 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
       auto initial = snapshot_of(layout, initial_floats(layout));
       for (uint32_t r = 0; r < 2; ++r)
         for (uint64_t s = 0; s < plans[r].chunk_count(); s += 3) {
-          auto got = msg::decode_chunk(
-              ranks[r]->ask(
-                  fetch_atom::value,
-                  msg::encode(msg::fetch{rs.round, rs.model_version, s})),
-              1 << 20);
+          auto answer = ranks[r]->ask( // the chunk's bytes live in it
+              fetch_atom::value,
+              msg::encode(msg::fetch{rs.round, rs.model_version, s}));
+          auto got = msg::decode_chunk(answer, 1 << 20);
           REQUIRE(got);
           CHECK(got->header.byte_offset == plans[r].extent(s).tensor_offset);
           plans[r].for_each_model_run(
