@@ -69,24 +69,15 @@ caf::result<frame> server_shards::offer(
   core_.self_
       ->request(core_.peers_.scheduler, caf::infinite, offer_atom::value,
                 msg::encode(up))
-      .then(
-          [this, id, g = hub_.generation(id)](frame answer) {
-            for (auto& [r, a] : hub_.accepted(id, g, answer))
-              if (auto it = offers_.find({id, r}); it != offers_.end()) {
-                it->second.deliver(std::move(a));
-                offers_.erase(it);
-              }
-          },
-          [this, id, g = hub_.generation(id)](caf::error& e) {
-            auto answer = msg::encode(
-                error{errc::internal, "the offer went unanswered: " +
-                                          core_.self_->system().render(e)});
-            for (auto& [r, a] : hub_.accepted(id, g, answer))
-              if (auto it = offers_.find({id, r}); it != offers_.end()) {
-                it->second.deliver(std::move(a));
-                offers_.erase(it);
-              }
-          });
+      .then([this, id, g = hub_.generation(id)](
+                frame answer) { answer_offers(id, g, answer); },
+            [this, id, g = hub_.generation(id)](caf::error& e) {
+              answer_offers(
+                  id, g,
+                  msg::encode(error{errc::internal,
+                                    "the offer went unanswered: " +
+                                        core_.self_->system().render(e)}));
+            });
   return rp;
 }
 
@@ -95,18 +86,16 @@ caf::result<frame> server_shards::chunk(const std::string& id, uint32_t rank,
   auto step = hub_.chunk(id, rank, f);
   if (step.refusal)
     return std::move(*step.refusal);
-  auto v = msg::decode_chunk(f, hub_.whole().chunk_bytes());
   auto rp = core_.self_->make_response_promise<frame>();
-  pieces_[{id, rank, v->header.sequence}] = rp;
+  pieces_[{id, rank, step.sequence}] = rp;
   send_up(id, std::move(step.up));
   return rp;
 }
 
-void server_shards::send_up(const std::string& id, std::vector<frame> up) {
+void server_shards::send_up(const std::string& id,
+                            std::vector<shard_hub::up_chunk> up) {
   auto g = hub_.generation(id); // the upload that made them
-  for (auto& f : up) {
-    auto seq =
-        msg::decode_chunk(f, hub_.whole().chunk_bytes())->header.sequence;
+  for (auto& [seq, f] : up) {
     core_.self_
         ->request(core_.peers_.aggregator, caf::infinite, chunk_atom::value, id,
                   std::move(f))
@@ -125,6 +114,15 @@ void server_shards::send_up(const std::string& id, std::vector<frame> up) {
               answer_pieces(id, std::move(step.answers));
             });
   }
+}
+
+void server_shards::answer_offers(const std::string& id, uint64_t g,
+                                  const frame& answer) {
+  for (auto& [r, a] : hub_.accepted(id, g, answer))
+    if (auto it = offers_.find({id, r}); it != offers_.end()) {
+      it->second.deliver(std::move(a));
+      offers_.erase(it);
+    }
 }
 
 void server_shards::answer_pieces(

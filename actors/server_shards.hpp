@@ -86,7 +86,9 @@ private:
   using piece_key = std::tuple<std::string, uint32_t, uint64_t>;
 
   /// Sends `up` (chunks of the whole model) of `id` to the aggregator.
-  void send_up(const std::string& id, std::vector<frame> up);
+  void send_up(const std::string& id, std::vector<shard_hub::up_chunk> up);
+  /// The answer to `id`'s offer of upload `g`, handed to its ranks.
+  void answer_offers(const std::string& id, uint64_t g, const frame& answer);
   /// Answers the chunks and ends of client `id` (empty: every client)
   /// that wait with `why`.
   void flush(const std::string& id, const error& why);

@@ -252,6 +252,12 @@ shard_hub::offer_step shard_hub::offer(const std::string& id, uint32_t rank,
   return step;
 }
 
+shard_hub::joined_upload* shard_hub::upload_of(const std::string& id,
+                                               uint64_t g) {
+  auto it = clients_.find(id);
+  return it == clients_.end() ? nullptr : it->second.current(g);
+}
+
 uint64_t shard_hub::generation(const std::string& id) const {
   auto it = clients_.find(id);
   return it != clients_.end() && it->second.upload
@@ -263,8 +269,7 @@ std::vector<std::pair<uint32_t, msg::frame>>
 shard_hub::accepted(const std::string& id, uint64_t generation,
                     const msg::frame& answer) {
   std::vector<std::pair<uint32_t, msg::frame>> out;
-  auto it = clients_.find(id);
-  auto* up = it == clients_.end() ? nullptr : it->second.current(generation);
+  auto* up = upload_of(id, generation);
   if (!up)
     return out;
   auto& u = *up;
@@ -325,8 +330,8 @@ result<void> shard_hub::put(client& c, joined_upload& u, uint32_t rank,
   return {};
 }
 
-std::vector<msg::frame> shard_hub::release(joined_upload& u) {
-  std::vector<msg::frame> out;
+std::vector<shard_hub::up_chunk> shard_hub::release(joined_upload& u) {
+  std::vector<up_chunk> out;
   while (u.unanswered < u.window) {
     auto it = u.open.find(u.next_up);
     if (it == u.open.end() || it->second.missing > 0)
@@ -336,9 +341,10 @@ std::vector<msg::frame> shard_hub::release(joined_upload& u) {
     msg::chunk_header h{u.stream_id, u.round, u.next_up, e.tensor_index,
                         e.tensor_offset};
     out.push_back(
-        msg::encode_chunk(h, p.bytes.size(), [&p](std::span<std::byte> dst) {
-          std::memcpy(dst.data(), p.bytes.data(), dst.size());
-        }));
+        {u.next_up,
+         msg::encode_chunk(h, p.bytes.size(), [&p](std::span<std::byte> dst) {
+           std::memcpy(dst.data(), p.bytes.data(), dst.size());
+         })});
     p.bytes = {}; // the chunk went up: its pieces wait for its answer
     p.sent = true;
     ++u.unanswered;
@@ -373,6 +379,7 @@ shard_hub::chunk_step shard_hub::chunk(const std::string& id, uint32_t rank,
         error{ok.err().code, rank_name(id, rank) + ": " + ok.err().message});
     return step;
   }
+  step.sequence = v->header.sequence;
   step.up = release(u);
   return step;
 }
@@ -381,8 +388,7 @@ shard_hub::credit_step shard_hub::credited(const std::string& id,
                                            uint64_t generation, uint64_t seq,
                                            const msg::frame& answer) {
   credit_step step;
-  auto it = clients_.find(id);
-  auto* up = it == clients_.end() ? nullptr : it->second.current(generation);
+  auto* up = upload_of(id, generation);
   if (!up)
     return step;
   auto& u = *up;
@@ -498,8 +504,7 @@ std::vector<std::pair<uint32_t, msg::frame>>
 shard_hub::closed(const std::string& id, uint64_t generation,
                   const msg::frame& answer) {
   std::vector<std::pair<uint32_t, msg::frame>> out;
-  auto it = clients_.find(id);
-  auto* up = it == clients_.end() ? nullptr : it->second.current(generation);
+  auto* up = upload_of(id, generation);
   if (!up)
     return out;
   auto& u = *up;

@@ -115,11 +115,19 @@ public:
            const msg::frame& answer);
 
   /// What a rank's chunk comes to.
+  /// A chunk of the whole model to send up, and its sequence.
+  struct up_chunk {
+    uint64_t sequence = 0;
+    msg::frame frame;
+  };
+
   struct chunk_step {
     /// Set: the chunk is refused with this (nothing changed).
     std::optional<msg::frame> refusal;
+    /// The rank's chunk taken: its sequence (answered with its credit).
+    uint64_t sequence = 0;
     /// Chunks of the whole model now complete, to send up in order.
-    std::vector<msg::frame> up;
+    std::vector<up_chunk> up;
   };
 
   /// Rank `rank` of `id` sends chunk frame `f` (`max_payload`: the
@@ -132,7 +140,7 @@ public:
   /// up now.
   struct credit_step {
     std::vector<std::pair<rank_piece, msg::frame>> answers;
-    std::vector<msg::frame> up;
+    std::vector<up_chunk> up;
   };
   credit_step credited(const std::string& id, uint64_t generation, uint64_t seq,
                        const msg::frame& answer);
@@ -223,7 +231,9 @@ private:
     }
   };
 
-  std::vector<msg::frame> release(joined_upload& u);
+  std::vector<up_chunk> release(joined_upload& u);
+  /// `id`'s upload of generation `g`, or null (forgotten since).
+  joined_upload* upload_of(const std::string& id, uint64_t g);
   /// `u` failed with `why`: every rank's chunk that waits is answered (into
   /// `answers`: its stream is gone, unknown_stream, naming `why`) and the
   /// buffers are freed.

@@ -232,7 +232,7 @@ TEST_CASE("the model's chunks go up in order once complete, at most the "
   auto s0 = hub.chunk("C", 0, piece(hub, 0, sid, 0, 7.0f));
   REQUIRE_FALSE(s0.refusal);
   REQUIRE(s0.up.size() == 2);
-  auto first = msg::decode_chunk(s0.up[0], chunk_bytes);
+  auto first = msg::decode_chunk(s0.up[0].frame, chunk_bytes);
   REQUIRE(first);
   CHECK(first->header.sequence == 0);
   CHECK(first->header.stream_id == sid);
@@ -240,7 +240,8 @@ TEST_CASE("the model's chunks go up in order once complete, at most the "
   std::memcpy(values.data(), first->bytes.data(), first->bytes.size());
   for (auto x : values) // chunk 0 is rank 0's rows of w
     CHECK(x == 7.0f);
-  CHECK(msg::decode_chunk(s0.up[1], chunk_bytes)->header.sequence == 1);
+  CHECK(msg::decode_chunk(s0.up[1].frame, chunk_bytes)->header.sequence == 1);
+  CHECK(s0.up[1].sequence == 1);
   // A credit asked for again after a reconnect: owed ones wait.
   CHECK_FALSE(hub.owed_credit("C", 0, msg::encode(msg::credit{sid, 0})));
   auto credit = hub.credited("C", hub.generation("C"), 0,
@@ -249,7 +250,8 @@ TEST_CASE("the model's chunks go up in order once complete, at most the "
   CHECK(credit.answers[0].first == rank_piece{0, 0});
   CHECK(msg::decode<msg::credit>(credit.answers[0].second)->sequence == 0);
   REQUIRE(credit.up.size() == 1); // the window has room again: chunk 2
-  CHECK(msg::decode_chunk(credit.up[0], chunk_bytes)->header.sequence == 2);
+  CHECK(msg::decode_chunk(credit.up[0].frame, chunk_bytes)->header.sequence ==
+        2);
   // Given ones come at once.
   CHECK(hub.owed_credit("C", 0, msg::encode(msg::credit{sid, 0})));
   // A refusal of a chunk of the model is every rank's: the chunks that
@@ -285,11 +287,12 @@ TEST_CASE("the client's end goes up once every rank ended after its last "
         errc::bad_sequence);
   // Everything, each model chunk answered as it goes up.
   uint64_t n0 = 0, n1 = 0;
-  std::vector<msg::frame> pending;
+  std::vector<shard_hub::up_chunk> pending;
   auto answer_all = [&] {
     while (!pending.empty()) {
-      auto seq =
-          msg::decode_chunk(pending.front(), chunk_bytes)->header.sequence;
+      auto seq = pending.front().sequence;
+      CHECK(msg::decode_chunk(pending.front().frame, chunk_bytes)
+                ->header.sequence == seq);
       pending.erase(pending.begin());
       auto c = hub.credited("C", hub.generation("C"), seq,
                             msg::encode(msg::credit{sid, seq}));
