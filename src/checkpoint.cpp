@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
 #include <xxhash.h>
 #include <yaml-cpp/yaml.h>
 
@@ -60,8 +61,59 @@ std::string folder_name(uint32_t round) {
   return name;
 }
 
+/// A file's SHA-256, fed piece by piece: "sha256:" and 64 hex digits.
+class file_digest {
+public:
+  file_digest() : ctx_(EVP_MD_CTX_new()) {
+    EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr);
+  }
+  file_digest(const file_digest&) = delete;
+  ~file_digest() { EVP_MD_CTX_free(ctx_); }
+
+  void update(const void* p, uint64_t n) { EVP_DigestUpdate(ctx_, p, n); }
+
+  std::string hex() {
+    unsigned char d[EVP_MAX_MD_SIZE];
+    unsigned int size = 0;
+    EVP_DigestFinal_ex(ctx_, d, &size);
+    std::string out = "sha256:";
+    char two[3];
+    for (unsigned int i = 0; i < size; ++i) {
+      std::snprintf(two, sizeof two, "%02x", d[i]);
+      out += two;
+    }
+    return out;
+  }
+
+private:
+  EVP_MD_CTX* ctx_;
+};
+
+/// The digest of the whole file at `path`, read in 1 MiB pieces (the
+/// page cache's, not the process's memory).
+result<std::string> digest_of_file(const std::string& path) {
+  file in{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (in.fd < 0)
+    return io_failure(path);
+  file_digest d;
+  std::vector<char> buffer(1u << 20);
+  for (;;) {
+    auto k = ::read(in.fd, buffer.data(), buffer.size());
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0)
+      return io_failure(path);
+    if (k == 0)
+      return d.hex();
+    d.update(buffer.data(), static_cast<uint64_t>(k));
+  }
+}
+
+/// Writes `n` bytes at `p` to `fd` (of `path`), into `digest` if given.
 result<void> write_all(int fd, const std::byte* p, uint64_t n,
-                       const std::string& path) {
+                       const std::string& path, file_digest* digest = nullptr) {
+  if (digest)
+    digest->update(p, n);
   while (n > 0) {
     auto k = ::write(fd, p, std::min<uint64_t>(n, piece));
     if (k < 0 && errno == EINTR)
@@ -140,19 +192,26 @@ std::string header_of(const manifest& layout,
   return out + text;
 }
 
+/// A file written into a checkpoint: its size and digest.
+struct written_file {
+  uint64_t size = 0;
+  std::string digest;
+};
+
 /// Writes `header`, then the bytes: from `source` (a file: copied in the
-/// kernel) or from `bytes` (releasing a mapped buffer's pages behind it).
-/// Fsynced. Returns the file's size.
-result<uint64_t> write_tensors(const std::string& path,
-                               const std::string& header,
-                               const byte_buffer& bytes,
-                               const std::string& source) {
+/// kernel, then read back for its digest) or from `bytes` (digested as
+/// written, a mapped buffer's pages released behind it). Fsynced.
+result<written_file> write_tensors(const std::string& path,
+                                   const std::string& header,
+                                   const byte_buffer& bytes,
+                                   const std::string& source) {
+  file_digest digest;
   file out{
       ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   if (out.fd < 0)
     return io_failure(path);
   auto ok = write_all(out.fd, reinterpret_cast<const std::byte*>(header.data()),
-                      header.size(), path);
+                      header.size(), path, &digest);
   if (!ok)
     return ok.err();
   auto started = std::chrono::steady_clock::now();
@@ -174,7 +233,7 @@ result<uint64_t> write_tensors(const std::string& path,
   } else { // from memory; a mapped model's pages go back behind the write
     for (uint64_t at = 0; at < bytes.size(); at += piece) {
       auto n = std::min<uint64_t>(piece, bytes.size() - at);
-      ok = write_all(out.fd, bytes.data() + at, n, path);
+      ok = write_all(out.fd, bytes.data() + at, n, path, &digest);
       if (!ok)
         return ok.err();
       bytes.release(at, n);
@@ -185,16 +244,27 @@ result<uint64_t> write_tensors(const std::string& path,
   if (::fsync(out.fd) != 0)
     return io_failure(path);
   auto synced = std::chrono::steady_clock::now();
-  char line[96];
-  std::snprintf(line, sizeof line, " in %.2f s, fsync %.2f s",
+  written_file written{header.size() + bytes.size(), ""};
+  if (in.fd >= 0) { // the copy's bytes never passed through here
+    auto d = digest_of_file(path);
+    if (!d)
+      return d.err();
+    written.digest = std::move(*d);
+  } else {
+    written.digest = digest.hex();
+  }
+  auto digested = std::chrono::steady_clock::now();
+  char line[128];
+  std::snprintf(line, sizeof line, " in %.2f s, fsync %.2f s, digest %.2f s",
                 std::chrono::duration<double>(copied - started).count(),
-                std::chrono::duration<double>(synced - copied).count());
+                std::chrono::duration<double>(synced - copied).count(),
+                std::chrono::duration<double>(digested - synced).count());
   log_line(log_level::debug, "checkpoint",
            path +
                (in.fd >= 0 ? ": the model copied file to file"
                            : ": the model written from memory") +
                line);
-  return header.size() + bytes.size();
+  return written;
 }
 
 /// The metadata that restores carried tensors' dtypes: {name: dtype}.
@@ -208,7 +278,8 @@ std::map<std::string, std::string> held_metadata(const manifest& layout) {
   return {{held_key, held.dump()}};
 }
 
-json state_json(const checkpoint_state& s, const json& files) {
+json state_json(const checkpoint_state& s, const json& files,
+                const json& digests) {
   return {
       {"round", s.round},
       {"model_version", s.model_version},
@@ -218,7 +289,8 @@ json state_json(const checkpoint_state& s, const json& files) {
       {"resumed_from", s.resumed_from},
       {"report_rounds", json::parse(s.report_rounds.empty() ? std::string{"[]"}
                                                             : s.report_rounds)},
-      {"files", files}};
+      {"files", files},
+      {"digests", digests}};
 }
 
 /// Removes the complete checkpoints past the newest `keep`, and partial
@@ -238,7 +310,35 @@ void prune(const std::string& dir, uint32_t keep) {
     fs::remove_all(fs::path{dir} / complete[i], ec);
 }
 
-/// The checkpoint in `folder`, checked against its state.json.
+/// Checks the file `name` at `path` against the digest state.json `j`
+/// records for it. A checkpoint written before digests were recorded has
+/// its sizes checked only (said once per file).
+result<void> check_digest(const json& j, const std::string& name,
+                          const std::string& path) {
+  if (!j.contains("digests")) {
+    log_line(log_level::warning, "checkpoint",
+             path + ": state.json records no digest (written by an older "
+                    "fedcaf): its size is checked, not its bytes");
+    return {};
+  }
+  const auto& digests = j.at("digests");
+  if (!digests.contains(name))
+    return io_failure(path, "state.json records no digest of it");
+  auto expected = digests.at(name).get<std::string>();
+  auto actual = digest_of_file(path);
+  if (!actual)
+    return actual.err();
+  if (*actual != expected)
+    return io_failure(path, "its bytes are not those written (digest " +
+                                actual->substr(0, 23) +
+                                "..., state.json says " +
+                                expected.substr(0, 23) +
+                                "...): torn, overwritten or replaced");
+  return {};
+}
+
+/// The checkpoint in `folder`, checked against its state.json: each
+/// file's size and digest.
 result<stored_checkpoint> read_folder(const fs::path& folder) {
   auto state_path = (folder / state_name).string();
   std::ifstream in{state_path};
@@ -265,6 +365,8 @@ result<stored_checkpoint> read_folder(const fs::path& folder) {
                                    : "holds " + std::to_string(actual) +
                                          " bytes, state.json says " +
                                          std::to_string(size.get<uint64_t>()));
+      if (auto ok = check_digest(j, name, path); !ok)
+        return ok.err();
       if (name == optimizer_name)
         c.optimizer_path = path;
     }
@@ -355,13 +457,15 @@ result<void> write_checkpoint(
   if (!fs::create_directory(partial, ec))
     return io_failure(partial, ec ? ec.message() : "exists");
   json files = json::object();
-  auto model_size =
+  json digests = json::object();
+  auto model_file =
       write_tensors(partial + "/" + model_name,
                     header_of(*model.layout, held_metadata(*model.layout)),
                     *model.bytes, model.file);
-  if (!model_size)
-    return model_size.err();
-  files[model_name] = *model_size;
+  if (!model_file)
+    return model_file.err();
+  files[model_name] = model_file->size;
+  digests[model_name] = model_file->digest;
   if (!moments.empty()) {
     manifest m;
     uint64_t total = 0;
@@ -376,13 +480,14 @@ result<void> write_checkpoint(
     if (out.fd < 0)
       return io_failure(path);
     auto header = header_of(m, {});
+    file_digest digest;
     auto ok =
         write_all(out.fd, reinterpret_cast<const std::byte*>(header.data()),
-                  header.size(), path);
+                  header.size(), path, &digest);
     for (const auto& [n, b] : moments) {
       for (uint64_t at = 0; ok && at < b->size(); at += piece) {
         auto k = std::min<uint64_t>(piece, b->size() - at);
-        ok = write_all(out.fd, b->data() + at, k, path);
+        ok = write_all(out.fd, b->data() + at, k, path, &digest);
         b->release(at, k);
       }
     }
@@ -391,8 +496,9 @@ result<void> write_checkpoint(
     if (::fsync(out.fd) != 0)
       return io_failure(path);
     files[optimizer_name] = header.size() + total;
+    digests[optimizer_name] = digest.hex();
   }
-  auto text = state_json(state, files).dump(1);
+  auto text = state_json(state, files, digests).dump(1);
   auto state_path = partial + "/" + state_name;
   {
     file out{::open(state_path.c_str(),

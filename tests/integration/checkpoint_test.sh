@@ -12,9 +12,11 @@
 #            each and names the rounds it resumed from.
 #   dp       the same with FedAvg and DP-FedAvg's server noise (5 kills):
 #            the same model bytes and the same epsilon after every round.
-#   torn     a partial checkpoint (a write cut short) and a damaged newest
-#            one are passed over, each said in the log, for the one before;
-#            the run ends with the same model.
+#   torn     a partial checkpoint (a write cut short), a newest one with
+#            64 KiB of its model zeroed and one with another round's model
+#            planted (both of the same size) are passed over by their
+#            digests, each said in the log, for the one before; the run
+#            ends with the same model.
 #   config   a changed key is refused, naming it; --resume-force lets a
 #            deadline change, not the learning rate.
 #   full     (needs mount namespaces) a checkpoint dir on a 6 MiB tmpfs: the
@@ -200,25 +202,31 @@ assert a == b and len(a) == 10 and a[-1] > 0, (a, b)
 print(f"   epsilon after round 10: {a[-1]:.4f}")
 PY
 
-# -- torn: a partial and a damaged checkpoint are passed over -----------------
-# The FedAdam reference's checkpoints: rounds 8, 9 and 10 (keep: 3).
+# -- torn: a partial and damaged checkpoints are passed over ------------------
+# The FedAdam reference's checkpoints: rounds 8, 9 and 10 (keep: 3). Round
+# 10's model has 64 KiB zeroed in place and round 9's is round 8's planted
+# in its place: both keep their sizes, their digests refuse them.
 reference torn_ref "$out/adam.yaml"
 mkdir -p "$out/torn"
-cp -r "$out/ckpt/round-000008" "$out/ckpt/round-000009" "$out/torn/"
-mkdir "$out/torn/.round-000010.partial"
-head -c 1000 "$out/ckpt/round-000010/model.safetensors" > "$out/torn/.round-000010.partial/model.safetensors"
-truncate -s 500 "$out/torn/round-000009/model.safetensors"
+cp -r "$out/ckpt/round-000008" "$out/ckpt/round-000009" \
+  "$out/ckpt/round-000010" "$out/torn/"
+mkdir "$out/torn/.round-000011.partial"
+head -c 1000 "$out/ckpt/round-000010/model.safetensors" > "$out/torn/.round-000011.partial/model.safetensors"
+dd if=/dev/zero of="$out/torn/round-000010/model.safetensors" bs=64K \
+  seek=16 count=1 conv=notrunc status=none
+cp "$out/ckpt/round-000008/model.safetensors" "$out/torn/round-000009/model.safetensors"
 start_clients torn
 timeout 300 "$fedcaf" server -c "$out/adam.yaml" --resume "$out/torn" \
   --set "server_configs.checkpoint.dir=$out/torn" --resume-force \
   --set "server_configs.save_global_model=$out/torn-{round}.safetensors" \
   > "$out/torn.log" 2>&1 || fail "torn: the resumed run failed"
 wait_clients torn
-if grep -q "round-000010.partial is not complete" "$out/torn.log" &&
-   grep -q "round-000009/model.safetensors: holds 500 bytes.*passed over" "$out/torn.log" &&
+if grep -q "round-000011.partial is not complete" "$out/torn.log" &&
+   grep -q "round-000010/model.safetensors: its bytes are not those written.*passed over" "$out/torn.log" &&
+   grep -q "round-000009/model.safetensors: its bytes are not those written.*passed over" "$out/torn.log" &&
    grep -q "resuming from .*round-000008" "$out/torn.log" &&
    cmp -s "$out/torn-10.safetensors" "$out/torn_ref-10.safetensors"; then
-  pass "torn: the partial checkpoint and the damaged one were passed over, each logged; resumed from round 8 to the same final model"
+  pass "torn: the partial checkpoint, a zeroed and a planted one (same sizes) were passed over, each logged by its digest; resumed from round 8 to the same final model"
 else
   fail "torn: $(grep -h 'checkpoint\|resuming' "$out/torn.log" | head -4)"
 fi

@@ -94,6 +94,78 @@ TEST_CASE("a checkpoint reads back exactly; the newest complete one is "
   CHECK(!latest_checkpoint(d.path.string()));
 }
 
+/// Overwrites `n` bytes at `offset` of `path` in place with `byte`.
+void overwrite(const fs::path& path, uint64_t offset, uint64_t n, char byte) {
+  std::fstream f{path, std::ios::in | std::ios::out | std::ios::binary};
+  f.seekp(static_cast<std::streamoff>(offset));
+  std::string bytes(n, byte);
+  f.write(bytes.data(), static_cast<std::streamsize>(n));
+}
+
+TEST_CASE("a checkpoint file overwritten in place (same size), zeroed or "
+          "replaced by another round's is refused by its digest, named, and "
+          "the checkpoint before it is loaded") {
+  temp_dir d;
+  checkpoint_config cfg{d.path.string(), 1, 3, checkpoint_failure::stop};
+  auto layout = layout_with_counter();
+  for (uint32_t r = 1; r <= 3; ++r) {
+    auto model = floats({1.f * r, 2, 3, 4, 5, 6, 7});
+    auto m = floats(std::vector<float>(7, 0.5f * r));
+    std::pair<std::string, const byte_buffer*> moments[] = {{"m", &m}};
+    REQUIRE(write_checkpoint(cfg, state_of(r), {&layout, &model, ""}, moments));
+  }
+  auto model3 = d.path / "round-000003" / "model.safetensors";
+  auto size = fs::file_size(model3);
+  SUBCASE("a model value changed in place") {
+    overwrite(model3, size - 4, 4, '\x7f');
+  }
+  SUBCASE("a model's bytes zeroed") {
+    overwrite(model3, size - 28, 28, 0);
+  }
+  SUBCASE("another round's model planted (same size)") {
+    fs::copy_file(d.path / "round-000002" / "model.safetensors", model3,
+                  fs::copy_options::overwrite_existing);
+  }
+  SUBCASE("the optimizer's moments changed") {
+    auto opt = d.path / "round-000003" / "optimizer.safetensors";
+    overwrite(opt, fs::file_size(opt) - 4, 4, 1);
+  }
+  REQUIRE(fs::file_size(model3) == size);
+  auto c = latest_checkpoint(d.path.string());
+  REQUIRE(c);
+  CHECK(c->state.round == 2);
+  auto model = byte_buffer::zeroed(layout.total_bytes());
+  REQUIRE(read_model(*c, model));
+  CHECK(reinterpret_cast<const float*>(model.data())[0] == 2.f);
+}
+
+TEST_CASE("a checkpoint's state.json records each file's digest") {
+  temp_dir d;
+  checkpoint_config cfg{d.path.string(), 1, 2, checkpoint_failure::stop};
+  auto layout = layout_with_counter();
+  auto model = floats({1, 2, 3, 4, 5, 6, 7});
+  REQUIRE(write_checkpoint(cfg, state_of(1), {&layout, &model, ""}, {}));
+  // Written file to file (a disk-mode model): the same digest.
+  auto source = (d.path / "model.bin").string();
+  {
+    std::ofstream out{source, std::ios::binary};
+    out.write(reinterpret_cast<const char*>(model.data()),
+              static_cast<std::streamsize>(model.size()));
+  }
+  REQUIRE(write_checkpoint(cfg, state_of(2), {&layout, &model, source}, {}));
+  std::string digests[2];
+  for (int r = 1; r <= 2; ++r) {
+    std::ifstream in{d.path / ("round-00000" + std::to_string(r)) /
+                     "state.json"};
+    std::string text{std::istreambuf_iterator<char>{in}, {}};
+    auto at = text.find("\"model.safetensors\": \"sha256:");
+    REQUIRE(at != std::string::npos);
+    digests[r - 1] = text.substr(at, 90);
+  }
+  CHECK(digests[0] == digests[1]);
+  CHECK(latest_checkpoint(d.path.string()));
+}
+
 TEST_CASE("a checkpoint that cannot be written leaves the earlier ones") {
   temp_dir d;
   checkpoint_config cfg{d.path.string(), 1, 2, checkpoint_failure::stop};
