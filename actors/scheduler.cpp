@@ -130,6 +130,7 @@ public:
     auto o = msg::decode<msg::offer>(f);
     if (!o)
       return refusals_.refuse(o.err());
+    roster_.heard_from(o->client_id); // late or not, it is there
     auto v = admit_round_offer(
         *o, roster_.view_of(o->client_id, finalizing_, group_.sitting_out()),
         terms_);
@@ -214,12 +215,12 @@ public:
     // First the streams: the window must not move before they are judged.
     if (!cut.uploading.empty())
       expire(cut.uploading);
-    for (const auto& id : cut.not_offered) // they left the round
+    for (const auto& id : cut.not_offered) { // they left the round
       refusals_.refuse(
           not_offered_by_deadline(id, roster_.address_of(id), round));
-    if (!cut.not_offered.empty())
       log_line(log_level::warning, "scheduler",
-               no_update_by_deadline(round, cut.not_offered));
+               passed_over_note(round, id, roster_.misses(id)));
+    }
     self_->send(aggregator_, expect_atom::value, contributors());
     check_round();
   }

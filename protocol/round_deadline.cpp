@@ -40,12 +40,6 @@ std::string waiting_for_min_clients(uint32_t round, size_t delivered,
          std::to_string(min_clients) + "; waiting for min_clients";
 }
 
-std::string no_update_by_deadline(uint32_t round,
-                                  const std::set<std::string>& ids) {
-  return "round " + std::to_string(round) +
-         ": the deadline passed without an update from " + join_ids(ids);
-}
-
 std::string uploads_cut_at_deadline(uint32_t round,
                                     const std::set<std::string>& ids) {
   return "round " + std::to_string(round) +

@@ -45,11 +45,6 @@ deadline_cut cut_at_deadline(const std::set<std::string>& participants,
 std::string waiting_for_min_clients(uint32_t round, size_t delivered,
                                     uint32_t min_clients);
 
-/// The log line of round `round`'s deadline passed without an update from
-/// `ids` (they leave the round).
-std::string no_update_by_deadline(uint32_t round,
-                                  const std::set<std::string>& ids);
-
 /// The log line of round `round`'s deadline passed while `ids` uploaded.
 std::string uploads_cut_at_deadline(uint32_t round,
                                     const std::set<std::string>& ids);

@@ -9,6 +9,7 @@ void round_roster::join(const std::string& id, const std::string& from) {
   registered_.insert(id);
   addresses_[id] = from;
   known_.insert(id);
+  absences_.heard_from(id);
 }
 
 std::string round_roster::address_of(const std::string& id) const {
@@ -27,10 +28,14 @@ void round_roster::start(uint32_t r) {
 }
 
 std::set<std::string> round_roster::sample(uint32_t r) const {
+  std::vector<std::string> ids;
+  ids.reserve(registered_.size());
+  for (const auto& id : registered_)
+    if (absences_.size() == 0 || absences_.eligible(id, r))
+      ids.push_back(id);
   auto k = terms_.clients_per_round;
-  if (k == 0 || k >= registered_.size())
-    return registered_;
-  std::vector<std::string> ids(registered_.begin(), registered_.end());
+  if (k == 0 || k >= ids.size())
+    return {ids.begin(), ids.end()};
   std::mt19937_64 rng{terms_.sampling_seed * 1000003ull + r};
   // A partial Fisher-Yates shuffle: the first k are a uniform sample.
   for (uint32_t i = 0; i < k; ++i) {
@@ -62,6 +67,7 @@ bool round_roster::close(const std::string& id) {
   if (!offered_.count(id))
     return false;
   closed_.insert(id);
+  absences_.delivered(id);
   return true;
 }
 
@@ -107,8 +113,10 @@ deadline_cut round_roster::cut_at_deadline(uint32_t min_clients, bool wait) {
   auto cut = fedcaf::cut_at_deadline(participants_, offered_, closed_,
                                      min_clients, wait);
   overdue_ = cut.wait;
-  for (const auto& id : cut.not_offered)
+  for (const auto& id : cut.not_offered) {
     leave(id);
+    absences_.missed(id, round_);
+  }
   return cut;
 }
 

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/absences.hpp"
 #include "protocol/offer_admission.hpp"
 #include "protocol/round_deadline.hpp"
 
@@ -46,8 +47,13 @@ public:
 
   // -- registration ----------------------------------------------------------
 
-  /// Client `id` registered from `from` (its address, or in-process).
+  /// Client `id` registered from `from` (its address, or in-process); it
+  /// is heard from (see absences).
   void join(const std::string& id, const std::string& from);
+  /// `id` offered (for any round): it is heard from (see absences).
+  void heard_from(const std::string& id) { absences_.heard_from(id); }
+  /// `id`'s rounds missed in a row (see absences).
+  uint32_t misses(const std::string& id) const { return absences_.misses(id); }
   /// `id` is registered no more (dropped); it stays known to the run.
   void unregister(const std::string& id) { registered_.erase(id); }
   /// Joined and not dropped.
@@ -58,8 +64,9 @@ public:
   // -- the open round --------------------------------------------------------
 
   /// Opens round `r`: its participants are every registered client, or
-  /// clients_per_round of them drawn with the seed and `r` (reproducible);
-  /// the last round's offers, closes, figures and misses are forgotten.
+  /// clients_per_round of them drawn with the seed and `r` (reproducible),
+  /// less those passed over for missing rounds (see absences); the last
+  /// round's offers, closes, figures and misses are forgotten.
   void start(uint32_t r);
   /// The open round (0 before the first).
   uint32_t round() const { return round_; }
@@ -114,7 +121,8 @@ public:
   dropped drop(const std::string& id, bool finalizing);
 
   /// The round's deadline passed: returns whom it cuts (see
-  /// cut_at_deadline); those that never offered leave the round now. A cut
+  /// cut_at_deadline); those that never offered leave the round now, each
+  /// with a miss on record (see absences). A cut
   /// that waits (`wait` and fewer than `min_clients` delivered) leaves the
   /// round overdue, until the next cut.
   deadline_cut cut_at_deadline(uint32_t min_clients, bool wait);
@@ -187,6 +195,7 @@ private:
   std::set<std::string> offered_;
   std::set<std::string> closed_;
   std::map<std::string, offered_figures> figures_;
+  absences absences_; ///< who missed rounds, passed over for a while
 };
 
 } // namespace fedcaf

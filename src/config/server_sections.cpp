@@ -167,6 +167,15 @@ void read_relays(section& s, server_config& sc) {
            "relay's sum would need times its weight");
 }
 
+/// min_clients unless the config says it: a round goes on without one of
+/// `per_round` clients, and without a tenth of many (2 -> 1, 3 -> 2,
+/// 10 -> 9, 100 -> 90); one client alone is its round.
+uint32_t default_min_clients(uint32_t per_round) {
+  if (per_round <= 1)
+    return 1;
+  return per_round - std::max<uint32_t>(1, per_round / 10);
+}
+
 /// Reads scheduler_kwargs: the clients of a round and its deadlines.
 void read_scheduler_kwargs(section kw, server_config& sc) {
   uint32_t n = sc.num_clients;
@@ -175,7 +184,7 @@ void read_scheduler_kwargs(section kw, server_config& sc) {
     kw.fail("num_clients", "differs from server_configs.num_clients");
   read_sampling(kw, sc);
   auto per_round = sc.clients_per_round ? sc.clients_per_round : sc.num_clients;
-  sc.min_clients = per_round;
+  sc.min_clients = default_min_clients(per_round);
   kw.get("min_clients", sc.min_clients, 1, max_clients);
   if (sc.min_clients > per_round)
     kw.fail("min_clients", "must not exceed the clients of a round (" +

@@ -56,7 +56,8 @@ struct server_config {
   scheduler_kind scheduler = scheduler_kind::sync;
   /// scheduler_kwargs.min_clients: a round may finalize with this many
   /// updates when clients were dropped or missed the deadline (default:
-  /// num_clients, i.e. every client).
+  /// the clients of a round less one, or less a tenth of many: see
+  /// default_min_clients in src/config/server_sections.cpp).
   uint32_t min_clients = 0;
   /// scheduler_kwargs.round_deadline_s: how long a round may take, from its
   /// start to the last update: clients that have not delivered their whole

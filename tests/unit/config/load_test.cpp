@@ -36,6 +36,42 @@ TEST_CASE("the shipped configs load in their roles") {
   CHECK(c2->client.data.client_index == 1);
 }
 
+TEST_CASE("min_clients: a round goes on without one of its clients unless "
+          "the config says otherwise, and every shipped server config says "
+          "it") {
+  // The embedded config with its min_clients left out.
+  std::string yaml{embedded_simulate_yaml()};
+  auto at = yaml.find("    min_clients: 1\n");
+  REQUIRE(at != std::string::npos);
+  yaml.erase(at, 19);
+  auto per_round = [&](uint32_t n, uint32_t sampled) {
+    auto n_text = std::to_string(n);
+    auto c = load_config(yaml, "sim.yaml", config_role::simulate,
+                         {"server_configs.num_clients=" + n_text,
+                          "data_configs.dataset_kwargs.num_clients=" + n_text,
+                          "server_configs.scheduler_kwargs.clients_per_round=" +
+                              std::to_string(sampled)});
+    if (!c)
+      FAIL(c.err().message);
+    return c->server.min_clients;
+  };
+  CHECK(per_round(1, 1) == 1);
+  CHECK(per_round(2, 2) == 1);
+  CHECK(per_round(3, 3) == 2);
+  CHECK(per_round(10, 10) == 9);
+  CHECK(per_round(200, 100) == 90);
+  CHECK(per_round(1000, 1000) == 900);
+  std::string dir = FEDCAF_SOURCE_DIR "/configs/";
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in{e.path()};
+    std::string text{std::istreambuf_iterator<char>{in}, {}};
+    if (text.find("scheduler_kwargs:") == std::string::npos)
+      continue;
+    CAPTURE(e.path().string());
+    CHECK(text.find("min_clients:") != std::string::npos);
+  }
+}
+
 TEST_CASE("a client file needs client_id and a partition below num_clients") {
   auto msg = message_of(load_config(
       "data_configs: {dataset_kwargs: {num_clients: 2, client_id: 2}}\n",
