@@ -231,7 +231,7 @@ private:
   void start_round(uint32_t r) {
     finalizing_ = false;
     group_.start();
-    roster_.start(r);
+    roster_.start(r, options_.min_clients);
     if (roster_.participants().size() < options_.min_clients)
       return fail_round(roster_.cannot_start(options_.min_clients), false);
     self_->send(aggregator_, expect_atom::value, contributors());

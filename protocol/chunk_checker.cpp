@@ -19,7 +19,8 @@ chunk_checker::chunk_checker(const manifest& layout, const chunk_plan& plan,
       max_contributors_(p.max_contributors), secure_(p.secure),
       in_place_(p.in_place), max_update_norm_(rule.max_update_norm),
       max_update_ratio_(rule.max_update_ratio),
-      update_norm_floor_(rule.update_norm_floor), bound_(max_update_norm_),
+      update_norm_floor_(rule.update_norm_floor),
+      max_norm_growth_(rule.max_norm_growth), bound_(max_update_norm_),
       norm_bound_(rule.norm_bound), compression_(z),
       max_payload_(plan.chunk_bytes()) {
   if (z.up)
@@ -58,19 +59,25 @@ void chunk_checker::measure_end() {
   if (max_update_ratio_ <= 0 || secure_)
     return;
   global_norm_ = std::sqrt(squares_);
+  if (anchor_norm_ < 0 || max_norm_growth_ <= 0)
+    anchor_norm_ = global_norm_;
+  else
+    anchor_norm_ =
+        std::min(global_norm_,
+                 max_norm_growth_ * std::max(anchor_norm_, update_norm_floor_));
   auto ratio_bound =
-      max_update_ratio_ * std::max(global_norm_, update_norm_floor_);
+      max_update_ratio_ * std::max(anchor_norm_, update_norm_floor_);
   bound_ = bound_ > 0 ? std::min(bound_, ratio_bound) : ratio_bound;
 }
 
 std::string chunk_checker::distance_line(const upload_record& s) const {
-  char line[160];
+  char line[192];
   auto d = std::sqrt(s.distance_squared);
   std::snprintf(line, sizeof line,
                 "update of round %u at distance %.6g from the global model "
-                "(%.4g x its norm %.6g; bound %.6g)",
-                s.round, d, d / std::max(global_norm_, update_norm_floor_),
-                global_norm_, bound_);
+                "(%.4g x its norm %.6g, anchored at %.6g; bound %.6g)",
+                s.round, d, d / std::max(anchor_norm_, update_norm_floor_),
+                global_norm_, anchor_norm_, bound_);
   return s.client_id + ": " + line;
 }
 
@@ -219,10 +226,13 @@ std::string chunk_checker::bound_exceeded(double so_far, uint64_t seq) const {
                 std::sqrt(so_far), bound_,
                 static_cast<unsigned long long>(seq));
   return std::string{what} +
-         (bound_ == max_update_norm_
-              ? " (aggregator_kwargs.max_update_norm)"
-              : " (aggregator_kwargs.max_update_ratio x the global model's "
-                "norm)");
+         (bound_ == max_update_norm_ ? " (aggregator_kwargs.max_update_norm)"
+          : anchor_norm_ < global_norm_
+              ? " (aggregator_kwargs.max_update_ratio x the global "
+                "model's norm as it may have grown, by "
+                "max_norm_growth a round)"
+              : " (aggregator_kwargs.max_update_ratio x the global "
+                "model's norm)");
 }
 
 void chunk_checker::record(const std::string& client_id, uint64_t seq,

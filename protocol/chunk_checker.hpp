@@ -3,8 +3,9 @@
 // CAF: its place in the plan, its values once decoded (compressed uploads),
 // finite and within what the sum can hold, and the update's distance from
 // the global model within its bound (the least of max_update_norm and
-// max_update_ratio * max(||g||, update_norm_floor), ||g|| measured once per
-// model: measure_global) and the norm the client declared; then
+// max_update_ratio * max(a, update_norm_floor), a being ||g|| grown by at
+// most max_norm_growth per model, ||g|| measured once per model:
+// measure_global) and the norm the client declared; then
 // norm_bound's scaling towards the global model. A chunk that fails
 // changes nothing here. The caller passes the global model's bytes; the
 // checker owns no model memory (two chunk-sized scratch buffers only).
@@ -68,8 +69,10 @@ public:
 
   /// Measures the global model `global` (once per published model): the
   /// update bound becomes the least of max_update_norm and max_update_ratio
-  /// * max(||global||, update_norm_floor) (each where set). Gives the pages
-  /// of a file-backed model back as it goes (disk mode).
+  /// * max(a, update_norm_floor) (each where set), where the anchor a is
+  /// ||global|| for the first model, then min(||global||, max_norm_growth
+  /// * max(a', update_norm_floor)) with a' the last model's anchor. Gives
+  /// the pages of a file-backed model back as it goes (disk mode).
   void measure_global(const byte_buffer& global);
 
   /// measure_global a position at a time, as a model arrives (a
@@ -154,7 +157,11 @@ private:
   double max_update_norm_;
   double max_update_ratio_;
   double update_norm_floor_;
-  double bound_ = 0;       ///< update_bound()
+  double max_norm_growth_;
+  double bound_ = 0; ///< update_bound()
+  /// The norm max_update_ratio is taken of: ||g||, grown by at most
+  /// max_norm_growth per measured model; negative before the first.
+  double anchor_norm_ = -1;
   double global_norm_ = 0; ///< ||g|| of the model measure_global saw
   double squares_ = 0;     ///< ||g||^2 so far (measure_position)
   double norm_bound_;

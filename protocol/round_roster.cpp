@@ -17,22 +17,24 @@ std::string round_roster::address_of(const std::string& id) const {
   return it == addresses_.end() ? std::string{} : it->second;
 }
 
-void round_roster::start(uint32_t r) {
+void round_roster::start(uint32_t r, uint32_t least) {
   round_ = r;
   overdue_ = false;
   offered_.clear();
   closed_.clear();
   missing_.clear();
   figures_.clear();
-  participants_ = sample(r);
+  participants_ = sample(r, least);
 }
 
-std::set<std::string> round_roster::sample(uint32_t r) const {
+std::set<std::string> round_roster::sample(uint32_t r, uint32_t least) const {
   std::vector<std::string> ids;
   ids.reserve(registered_.size());
   for (const auto& id : registered_)
     if (absences_.size() == 0 || absences_.eligible(id, r))
       ids.push_back(id);
+  if (ids.size() < least)
+    ids.assign(registered_.begin(), registered_.end());
   auto k = terms_.clients_per_round;
   if (k == 0 || k >= ids.size())
     return {ids.begin(), ids.end()};

@@ -65,9 +65,11 @@ public:
 
   /// Opens round `r`: its participants are every registered client, or
   /// clients_per_round of them drawn with the seed and `r` (reproducible),
-  /// less those passed over for missing rounds (see absences); the last
-  /// round's offers, closes, figures and misses are forgotten.
-  void start(uint32_t r);
+  /// less those passed over for missing rounds (see absences) unless that
+  /// leaves fewer than `least` (min_clients: then the draw is over every
+  /// registered client, as the round could not go on without them); the
+  /// last round's offers, closes, figures and misses are forgotten.
+  void start(uint32_t r, uint32_t least = 0);
   /// The open round (0 before the first).
   uint32_t round() const { return round_; }
   /// May still deliver to the open round.
@@ -181,7 +183,7 @@ public:
   round_figures figures(const std::map<std::string, uint64_t>& relays) const;
 
 private:
-  std::set<std::string> sample(uint32_t r) const;
+  std::set<std::string> sample(uint32_t r, uint32_t least) const;
   offered_figures figures_of(const std::string& id) const;
 
   terms terms_;

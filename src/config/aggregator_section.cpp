@@ -66,6 +66,11 @@ void read(section s, rule_config& r, server_rule rule) {
   s.get("update_norm_floor", r.update_norm_floor);
   if (!(r.update_norm_floor > 0))
     s.fail("update_norm_floor", "must be positive");
+  s.get("max_norm_growth", r.max_norm_growth);
+  if (!(r.max_norm_growth == 0 || r.max_norm_growth >= 1))
+    s.fail("max_norm_growth",
+           "must be 0 (off) or at least 1 (the factor by which the norm the "
+           "update bound is taken of may grow per round)");
   s.get("max_sample_size", r.max_sample_size);
   if (r.max_sample_size == 0)
     s.fail("max_sample_size", "must be positive (a claimed sample count is "

@@ -85,6 +85,12 @@ TEST_CASE("round roster: a client that never offers is cut at round 1's "
   offer(r, "C");
   r.close("C");
   CHECK(r.misses("C") == 0);
+  // A client passed over is drawn where the round needs it for min_clients.
+  CHECK(r.cut_at_deadline(1, false).not_offered == ids{"A", "B"});
+  r.start(11);
+  CHECK(r.participants() == ids{"C"});
+  r.start(11, 2);
+  CHECK(r.participants() == ids{"A", "B", "C"});
 }
 
 TEST_CASE("round roster: clients_per_round is drawn among the clients not "

@@ -262,6 +262,41 @@ TEST_CASE("by default an update may be at most max_update_ratio (10) times "
   }
 }
 
+TEST_CASE("the norm the bound is taken of grows by at most max_norm_growth "
+          "a model: an update at the bound (x = 10.5 g) cannot ratchet it") {
+  bench b; // ||g|| = sqrt(32)
+  auto checker = b.checker();
+  auto norm = std::sqrt(32.0);
+  checker.measure_global(b.buffer());
+  CHECK(checker.update_bound() == doctest::Approx(10 * norm));
+  // 10.5 g passes against g (distance 9.5 ||g||) ...
+  CHECK(inspect_all(checker, b, std::vector<float>(model_floats, 10.5f)));
+  // ... and the average it made (4.17 g with two honest g) is measured
+  // next: the bound grows by 1.25, not by 4.17.
+  b.global.assign(model_floats, 12.5f / 3);
+  checker.measure_global(b.buffer());
+  CHECK(checker.update_bound() == doctest::Approx(10 * 1.25 * norm));
+  // 10.5 x the new model is refused now.
+  CHECK_FALSE(inspect_all(checker, b,
+                          std::vector<float>(model_floats, 10.5f * 12.5f / 3)));
+  // An honest update (distance 1.89 ||g||) still passes.
+  CHECK(inspect_all(checker, b,
+                    std::vector<float>(model_floats, 2.89f * 12.5f / 3)));
+  // Down at once.
+  b.global.assign(model_floats, 0.5f);
+  checker.measure_global(b.buffer());
+  CHECK(checker.update_bound() == doctest::Approx(10 * 0.5 * norm));
+  SUBCASE("0: ||g|| itself") {
+    b.rule.max_norm_growth = 0;
+    auto off = b.checker();
+    b.global.assign(model_floats, 1.0f);
+    off.measure_global(b.buffer());
+    b.global.assign(model_floats, 4.0f);
+    off.measure_global(b.buffer());
+    CHECK(off.update_bound() == doctest::Approx(40 * norm));
+  }
+}
+
 TEST_CASE("a model near zero is measured as of norm update_norm_floor") {
   bench b;
   b.global.assign(model_floats, 0.0f);

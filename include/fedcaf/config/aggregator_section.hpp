@@ -66,6 +66,12 @@ struct rule_config {
   /// The least ||g|| the ratio is taken of, so that a model near zero (a
   /// zero initialisation) still takes updates; must be positive.
   double update_norm_floor = 1;
+  /// The norm the ratio is taken of is not ||g|| itself, which an update
+  /// at the bound moves (x = 10.5 g every round multiplied ||g|| by 1,097
+  /// in 4 rounds): it follows ||g|| down at once and up by at most this
+  /// factor per published model (the first model's ||g|| to start with);
+  /// 0: off (||g|| itself). Honest runs grow ||g|| by a few percent a round.
+  double max_norm_growth = 1.25;
   /// Sample counts a client claims (its offer's weight under
   /// client_weights_mode sample_size, the weight of its evaluations) are
   /// capped at this; must be positive (default 2^20 = 1,048,576).
