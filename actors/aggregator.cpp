@@ -307,12 +307,17 @@ private:
     return rp;
   }
 
-  /// Refuses the whole update of stream `sid` and tells the scheduler.
+  /// Refuses the rest of the update of stream `sid` and tells the
+  /// scheduler. What it folded stays where it went (each chunk passed
+  /// every check there: finite, within the bound so far, in sequence), and
+  /// it is awaited no more from its next chunk on: the other clients never
+  /// upload again for it (a liar's partial upload costs the liar only).
+  /// Not under secure aggregation: a masked prefix cannot stay (its masks
+  /// cancel only with the whole update), the round's updates are collected
+  /// again there.
   frame reject(uint64_t sid, upload_record& s, const error& why) {
-    // A streaming relay never collects its children's updates again: what
-    // a refused one folded stays where it went (it passed every check
-    // there), and it is awaited no more from its next chunk on.
-    if (streams_sums() && !s.rejected && !s.closed && s.next_sequence > 0) {
+    if ((streams_sums() || !secure()) && !s.rejected && !s.closed &&
+        s.next_sequence > 0) {
       acc_->cut(s.next_sequence);
       advance_window();
     }

@@ -100,6 +100,7 @@ gateway_limits limits_of(const comm_config& comm) {
   l.heartbeat = millis_of(comm.stream.heartbeat_s);
   l.connection_timeout = millis_of(comm.stream.connection_timeout_s);
   l.max_unauthenticated = comm.stream.max_unauthenticated;
+  l.refusal_log_lines = comm.stream.refusal_log_lines;
   return l;
 }
 

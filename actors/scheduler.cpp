@@ -165,8 +165,10 @@ public:
   }
 
   /// The aggregator refused `id`'s update of `round` (its content or its
-  /// silence): the client leaves the round, and a share of it that is in
-  /// the sum is taken out by collecting the others' updates again.
+  /// silence): the client leaves the round. The `folded` chunks of it in
+  /// the sum stay there (each passed every check; keep_rejected), and the
+  /// round goes on; under secure aggregation they are taken out by
+  /// collecting the others' updates again.
   void reject(const std::string& id, uint32_t round, uint64_t folded,
               const error& refusal) {
     auto why = to_string(refusal);
@@ -179,12 +181,19 @@ public:
     roster_.forget(id);
     if (options_.stream_sums) // what it folded stays (the aggregator cut it)
       group_.keep_cut(folded);
-    if (folded > 0 && !finalizing_ && !options_.stream_sums)
-      // a rejected update never stays
+    if (folded > 0 && !finalizing_ && !options_.stream_sums &&
+        !options_.keep_rejected) { // a masked prefix never stays
       collect_again(id, "its rejected update had " + std::to_string(folded) +
                             " chunks in the sum");
-    else
+    } else {
+      if (folded > 0 && !finalizing_)
+        log_line(log_level::warning, "scheduler",
+                 "round " + std::to_string(round) + ": the " +
+                     std::to_string(folded) + " chunks of " + id +
+                     "'s update folded before its refusal stay in the sum "
+                     "(each passed every check); nobody uploads again");
       self_->send(aggregator_, expect_atom::value, contributors());
+    }
     check_round();
   }
 

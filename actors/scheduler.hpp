@@ -66,6 +66,10 @@ struct scheduler_options {
   /// A client dropped mid-upload: keep what it delivered (true) or collect
   /// the round's updates again without it (false).
   bool keep_partial = false;
+  /// A rejected update's chunks folded before its refusal stay in the sum
+  /// (the aggregator cuts it there) and nobody uploads again: true except
+  /// under secure aggregation (a masked prefix cannot stay).
+  bool keep_rejected = true;
   /// A streaming relay (aggregation_plan::streams_sums): its sum goes up
   /// as its positions settle, so it never collects its children's updates
   /// again. A child that leaves mid-upload, dropped or refused, stays in

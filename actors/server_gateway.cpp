@@ -16,6 +16,8 @@
 #include "actors/wire_link.hpp"
 #include "fedcaf/log.hpp"
 #include "protocol/connection_admission.hpp"
+#include "protocol/hello_throttle.hpp"
+#include "protocol/log_pacer.hpp"
 
 namespace fedcaf {
 
@@ -25,6 +27,8 @@ namespace {
 using welcomed_atom = caf::atom_constant<caf::atom("gw_welcome")>;
 /// acceptor -> gateway: give way to a newer connection if not welcomed.
 using evict_atom = caf::atom_constant<caf::atom("gw_evict")>;
+/// acceptor -> itself: log the pacer's summaries of floods that stopped.
+using pace_tick_atom = caf::atom_constant<caf::atom("gw_pace")>;
 using caf::io::connection_handle;
 using action = connection_admission::verdict::action;
 using tick_action = connection_admission::tick_verdict::action;
@@ -38,16 +42,18 @@ using tick_action = connection_admission::tick_verdict::action;
 // handshake timeout closes the connection. Welcomed, it may send the eight
 // peer frame kinds within their in-flight limits; anything else closes it.
 // Every refusal is counted, logged with the peer's address, and answered
-// with an error frame where the peer can still read one.
+// with an error frame where the peer can still read one; past the pacer's
+// lines for the peer's host (shared by every gateway: log_pacer), it is
+// counted only, and a peer that reads no TLS gets no plain answer.
 class server_gateway {
 public:
   server_gateway(caf::io::broker* self, connection_handle hdl,
                  server_gate server, gateway_limits limits,
                  std::shared_ptr<tls_context> tls, refusal_counter refusals,
-                 caf::actor acceptor)
+                 std::shared_ptr<log_pacer> pacer, caf::actor acceptor)
       : self_(self), server_(std::move(server)), limits_(limits),
         link_(self, hdl, std::move(tls), "", limits.max_hello_bytes),
-        refusals_("gateway", std::move(refusals)),
+        refusals_("gateway", std::move(refusals)), pacer_(std::move(pacer)),
         acceptor_(std::move(acceptor)),
         admission_(limits, address_of(self, hdl), self_->clock().now()) {}
 
@@ -116,8 +122,9 @@ public:
   void disconnect(const error& e) {
     if (admission_.closing())
       return;
-    log_line(log_level::warning, "gateway",
-             admission_.refused_line(e) + "; closing the connection");
+    if (paced())
+      log_line(log_level::warning, "gateway",
+               admission_.refused_line(e) + "; closing the connection");
     start_closing();
   }
 
@@ -242,9 +249,20 @@ private:
   void note_refusal(const error& e) {
     if (admission_.closing())
       return;
-    log_line(log_level::warning, "gateway", admission_.refused_line(e));
+    if (paced())
+      log_line(log_level::warning, "gateway", admission_.refused_line(e));
     if (auto too_many = admission_.count_refusal(self_->clock().now()))
       refuse(*too_many);
+  }
+
+  /// True iff a refusal of this peer is logged (and answered in plain
+  /// bytes) now: the pacer's lines for its host are not used up. Logs the
+  /// pacer's summaries of hosts whose refusals were counted only.
+  bool paced() {
+    auto v = pacer_->note(host_of(admission_.address()), self_->clock().now());
+    for (const auto& s : v.summaries)
+      log_line(log_level::warning, "gateway", "refused: " + s);
+    return v.log;
   }
 
   /// Counts and logs `e` with the peer's address, tells the peer if it can
@@ -252,10 +270,11 @@ private:
   void refuse(const error& e) {
     if (admission_.closing())
       return;
-    auto reply = refusals_.refuse(admission_.refusal(e));
+    bool logged = paced();
+    auto reply = refusals_.refuse_logged_if(admission_.refusal(e), logged);
     if (link_.secure())
       link_.send(std::move(reply));
-    else if (link_.plain_peer()) // it reads no TLS: say so in plain bytes
+    else if (link_.plain_peer() && logged) // say so in plain bytes
       link_.send_plain(msg::encode(connection_admission::tls_only()));
     start_closing();
   }
@@ -284,7 +303,8 @@ private:
   gateway_limits limits_;
   wire_link link_;
   refusal_log refusals_;
-  caf::actor acceptor_; ///< told when this connection is welcomed
+  std::shared_ptr<log_pacer> pacer_; ///< shared by the acceptor's gateways
+  caf::actor acceptor_;              ///< told when this connection is welcomed
   connection_admission admission_;
 };
 
@@ -292,10 +312,11 @@ caf::behavior server_gateway_actor(caf::io::broker* self, connection_handle hdl,
                                    server_gate server, gateway_limits limits,
                                    std::shared_ptr<tls_context> tls,
                                    refusal_counter refusals,
+                                   std::shared_ptr<log_pacer> pacer,
                                    caf::actor acceptor) {
   auto st = std::make_shared<server_gateway>(
       self, hdl, std::move(server), limits, std::move(tls), std::move(refusals),
-      std::move(acceptor));
+      std::move(pacer), std::move(acceptor));
   st->start();
   return {
       [st](const caf::io::new_data_msg& m) { st->on_data(m); },
@@ -340,16 +361,25 @@ caf::behavior acceptor_actor(caf::io::broker* self, int fd, server_gate server,
   };
   self->set_down_handler(
       [forget](caf::down_msg& m) { forget(caf::actor_addr{m.source}); });
+  constexpr auto pace_period = std::chrono::seconds{10};
+  auto pacer = std::make_shared<log_pacer>(
+      log_pacer::limits{limits.refusal_log_lines, pace_period});
+  self->delayed_send(self, pace_period, pace_tick_atom::value);
   return {
-      [self, unwelcomed, server, limits, tls,
-       refusals](const caf::io::new_connection_msg& m) {
+      [self, pacer, pace_period](pace_tick_atom) {
+        for (const auto& s : pacer->flush(self->clock().now()))
+          log_line(log_level::warning, "gateway", "refused: " + s);
+        self->delayed_send(self, pace_period, pace_tick_atom::value);
+      },
+      [self, unwelcomed, server, limits, tls, refusals,
+       pacer](const caf::io::new_connection_msg& m) {
         if (unwelcomed->size() >= limits.max_unauthenticated) {
           self->send(unwelcomed->front(), evict_atom::value);
           unwelcomed->pop_front();
         }
         auto me = caf::actor_cast<caf::actor>(self);
         auto g = self->fork(server_gateway_actor, m.handle, server, limits, tls,
-                            refusals, me);
+                            refusals, pacer, me);
         self->monitor(g);
         unwelcomed->push_back(std::move(g));
       },

@@ -35,6 +35,7 @@ void take_plan(server_side_options& o, const aggregation_plan& plan) {
   }
   sched.wait_after_deadline = plan.on_deadline == deadline_action::wait;
   sched.keep_partial = plan.partial == partial_updates::keep;
+  sched.keep_rejected = !plan.secure;
   sched.stream_sums = plan.streams_sums();
   auto& server = o.server;
   server.async = plan.async;

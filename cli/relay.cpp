@@ -36,7 +36,8 @@ std::string relay_refusal(bool epochs, const server_config& sc) {
            "only (the group's unmasked sum goes up, not its mean)";
   if (sc.rule.dp_noise_multiplier > 0 || sc.rule.dp_clip_norm > 0)
     return "aggregator_kwargs: DP-FedAvg's noise is added at the root";
-  if (sc.rule.partial_updates == partial_updates::keep)
+  if (sc.rule.partial_updates == partial_updates::keep &&
+      sc.rule.partial_updates_given)
     return "aggregator_kwargs.partial_updates: a relay decides it by its "
            "memory_mode (window and disk: its sum streams up, and a child "
            "cut mid-upload stays where it delivered; ram: its updates are "
@@ -102,6 +103,7 @@ result<relay_files> load_relay_file(const std::string& path,
                                server->server);
       !why.empty())
     return error{errc::bad_config, path + ": server_configs." + why};
+  server->server.rule.partial_updates = partial_updates::discard; // by mode
   if (simulated_clients < 0 ||
       simulated_clients > static_cast<int64_t>(server->server.num_clients))
     return error{errc::bad_config,

@@ -7,7 +7,11 @@
 #   deploy/make-certs.sh DIR [SERVER_NAME_OR_IP] [CLIENT_ID...]
 #
 # Defaults: server 127.0.0.1, clients Client1 Client2 Client3. Writes
-# DIR/ca.pem, DIR/server.pem, DIR/server.key, DIR/<id>.pem, DIR/<id>.key.
+# DIR/ca.pem, DIR/server.pem, DIR/server.key, DIR/<id>.pem, DIR/<id>.key,
+# and tokens of 128 random bits (openssl rand; too many to guess, so the
+# server's throttle of failed Hellos never needs to lock anyone out):
+# DIR/tokens.yaml (the server's authenticator_args.tokens_file) and
+# DIR/<id>.token (each client's authenticator_args.auth_token_file).
 # Keys are EC P-256, certificates valid for 30 days. For a real deployment
 # use your organisation's CA; keep the *.key files and ca.key private.
 set -eu
@@ -48,4 +52,10 @@ for id in $clients; do
 done
 chmod 644 ca.pem server.pem
 for id in $clients; do chmod 644 "$id.pem"; done
-echo "certificates for server $server and clients $clients in $dir"
+: > tokens.yaml
+for id in $clients; do
+  token=$(openssl rand -hex 16)
+  printf '%s\n' "$token" > "$id.token"
+  printf '%s: "%s"\n' "$id" "$token" >> tokens.yaml
+done
+echo "certificates and tokens for server $server and clients $clients in $dir"

@@ -102,8 +102,9 @@ public:
   /// transfer), over another one only if authenticated or lost, at most
   /// 8 times in 10 s (the actor's time `now`). Anyone else joins iff the
   /// run goes on and a place is free (a dropped client keeps its index).
-  /// A remote host past its failed Hellos is refused unheard
-  /// (too_many_requests) during its back-off (protocol/hello_throttle.hpp).
+  /// A remote host past its failed Hellos has its failing Hellos refused
+  /// as too_many_requests, unlogged, during its back-off
+  /// (protocol/hello_throttle.hpp); one that proves its id is admitted.
   /// `fits`, if set, is asked once the Hello proved its id (a sharded
   /// client's rank: does it fit its client and the model?): its error
   /// refuses the Hello, so that no stranger learns of a client's ranks.
@@ -119,16 +120,18 @@ public:
     };
     log_refusal_ = true;
     auto host = host_of(address);
-    if (auto left = remote ? throttle_.backoff_left(host, now)
-                           : hello_throttle::milliseconds{0};
-        left.count() > 0) {
-      log_refusal_ = false; // the throttle logs one line per burst
-      return deny(errc::too_many_requests,
-                  "too many failed Hellos from " + host +
-                      ": refused unheard for another " +
-                      std::to_string(left.count()) + " ms");
-    }
+    auto left = remote ? throttle_.backoff_left(host, now)
+                       : hello_throttle::milliseconds{0};
+    // Checked even in a back-off: a right token is admitted whatever others
+    // sent from its host (tokens of 128 random bits are not guessed).
     auto authenticated = authenticate(rules_, h, remote, certificate_name);
+    if (!authenticated && left.count() > 0) {
+      log_refusal_ = false; // the throttle logs one line per burst
+      return deny(errc::too_many_requests, "too many failed Hellos from " +
+                                               host + ": refused for another " +
+                                               std::to_string(left.count()) +
+                                               " ms");
+    }
     if (!authenticated) {
       if (remote)
         note_failure(host, now);

@@ -29,6 +29,9 @@ struct gateway_limits {
   /// Connections not yet welcomed, at once (server); one more makes the
   /// oldest give way.
   uint32_t max_unauthenticated = 64;
+  /// Refusals logged (and plaintext peers answered) per peer host every
+  /// 10 s (server; protocol/log_pacer.hpp).
+  uint32_t refusal_log_lines = 10;
 };
 
 /// How long a closing connection may take to send what it still holds

@@ -42,7 +42,7 @@ hello_throttle::verdict hello_throttle::failed(const std::string& host,
   auto line = host + ": " + std::to_string(limits_.failures) +
               " failed Hellos within " +
               std::to_string(limits_.window.count()) +
-              " s; its Hellos are refused unheard for " +
+              " s; its failing Hellos are refused unlogged for " +
               std::to_string(backoff.count()) + " ms";
   if (e.refused > 0)
     line +=

@@ -1,7 +1,8 @@
 #pragma once
 // Failed Hellos counted by host (the peer's address without its port), so
 // that nobody can guess tokens online: past `failures` failed Hellos within
-// `window`, a host's Hellos are refused unheard for a back-off that doubles
+// `window`, a host's failing Hellos are refused as too_many_requests,
+// unlogged, for a back-off that doubles
 // with every burst (first_backoff .. max_backoff) and starts again from the
 // first once a whole window passed without a failure. Other hosts are not
 // affected: a guesser cannot lock an honest client out from elsewhere.
@@ -45,7 +46,7 @@ public:
 
   /// What to log of a failed Hello: its own refusal iff it is its host's
   /// first after a quiet window; the one line of a burst iff it starts a
-  /// back-off (the failures of the window and the Hellos refused unheard
+  /// back-off (the failures of the window and the Hellos refused unlogged
   /// during the last back-off, counted).
   struct verdict {
     bool log_refusal = true;
@@ -66,9 +67,9 @@ private:
     uint32_t failures = 0;      ///< within the window that started at `since`
     time_point since{};         ///< start of the current window
     time_point last_failure{};  ///< of the back-off's reset rule
-    time_point blocked_until{}; ///< Hellos before it are refused unheard
+    time_point blocked_until{}; ///< failing Hellos before it: unlogged
     milliseconds next_backoff{0};
-    uint64_t refused = 0; ///< Hellos refused unheard since the last line
+    uint64_t refused = 0; ///< Hellos refused unlogged since the last line
     std::list<std::string>::iterator order;
   };
 

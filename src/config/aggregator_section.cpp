@@ -46,6 +46,7 @@ void read(section s, rule_config& r, server_rule rule) {
   bool async = is_async(rule);
   if (async)
     r.partial_updates = partial_updates::keep;
+  r.partial_updates_given = s.has("partial_updates");
   s.one_of("partial_updates", r.partial_updates);
   if (async && r.partial_updates == partial_updates::discard)
     s.fail("partial_updates",

@@ -176,6 +176,19 @@ uint32_t default_min_clients(uint32_t per_round) {
   return per_round - std::max<uint32_t>(1, per_round / 10);
 }
 
+/// partial_updates unless the config says it: keep for a server's own
+/// clients (a client dropped mid-upload costs the others no upload), discard
+/// under secure aggregation and in trees (a partial masked update, or a
+/// relay's partial sum, cannot stay); the async rules keep.
+void resolve_partial_updates(server_config& sc) {
+  if (sc.rule.partial_updates_given || is_async(sc.aggregator))
+    return;
+  bool tree = !sc.relays.empty() || sc.simulated_relays > 0;
+  sc.rule.partial_updates = sc.secure_aggregation.enabled || tree
+                                ? partial_updates::discard
+                                : partial_updates::keep;
+}
+
 /// Reads scheduler_kwargs: the clients of a round and its deadlines.
 void read_scheduler_kwargs(section kw, server_config& sc) {
   uint32_t n = sc.num_clients;
@@ -271,6 +284,7 @@ void read(section s, server_config& sc) {
   read(s.child("secure_aggregation"), sc.secure_aggregation);
   check_secure_aggregation(s, sc);
   read_relays(s, sc);
+  resolve_partial_updates(sc);
   s.ignore({"logging_output_dirname", "logging_output_filename"});
 }
 

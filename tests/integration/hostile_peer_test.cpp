@@ -103,6 +103,7 @@ void usage() {
       "    [--held N --extra N]\n"
       "  registered (--id ID --token T): fetch_flood, credit_flood,\n"
       "    nan_update [--finite-chunks N], huge_update, big_update,\n"
+      "    update_switch [--finite-chunks N] (then another updateId),\n"
       "    offer_silent,\n"
       "    reoffer_keepalive, takeover_flood, refusal_flood, hijack_stream\n"
       "    --accomplice-id ID --accomplice-token T [--delay-s S]\n"
@@ -1498,6 +1499,43 @@ void attack_nan_update(const options& o, verdict& v) {
   });
 }
 
+/// Offers update 11, sends --finite-chunks chunks of 1.0 (each credited),
+/// then offers update 22, as a restarted process that trained again would:
+/// the new offer must be refused (not_in_round) and the first update
+/// rejected. What it folded stays where it went (each chunk passed every
+/// check); the driver checks that the honest clients uploaded once.
+void attack_update_switch(const options& o, verdict& v) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, "update_switch", deadline);
+  require_float32(r);
+  auto first = honest_offer(o, r);
+  first.update_id = 11;
+  auto reply = r.s->ask(msg::encode(first), deadline);
+  if (!reply)
+    throw local_failure{"the offer got no answer: " + to_string(reply.err())};
+  auto a = msg::decode<msg::accept>(*reply);
+  if (!a)
+    throw local_failure{"the offer was refused: " + to_string(a.err())};
+  auto n = std::min<uint64_t>(o.finite_chunks, r.plan->chunk_count() - 1);
+  for (uint64_t seq = 0; seq < n; ++seq) {
+    auto c = r.s->ask(chunk_of(r, a->stream_id, seq, 1.0f), deadline);
+    if (!c || refusal_of(*c)) {
+      v.expect(false, "chunk " + std::to_string(seq) + " was not credited");
+      return;
+    }
+  }
+  v.note("update 11: " + std::to_string(n) +
+         " chunks of 1.0 credited; offering update 22");
+  auto second = first;
+  second.update_id = 22;
+  auto answer = r.s->ask(msg::encode(second), deadline);
+  auto refused = answer ? refusal_of(*answer) : std::nullopt;
+  v.expect(refused && refused->code == errc::not_in_round,
+           "update 22 was not refused as not_in_round");
+  if (refused)
+    v.note("update 22 refused: " + to_string(*refused));
+}
+
 /// Uploads an update of finite values as large as float32 holds (3e38):
 /// folded, the round's sum would overflow to infinity and take the
 /// published model, then every honest update, with it. It must be refused
@@ -2145,6 +2183,7 @@ int run(const options& o) {
       {"credit_flood", attack_credit_flood},
       {"hijack_stream", attack_hijack_stream},
       {"nan_update", attack_nan_update},
+      {"update_switch", attack_update_switch},
       {"huge_update", attack_huge_update},
       {"big_update", attack_big_update},
       {"int8_nan_scale", attack_int8_nan_scale},

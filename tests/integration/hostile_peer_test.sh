@@ -173,6 +173,9 @@ server_configs:
       reconnect_grace_s: 1
       handshake_timeout_s: $handshake_s
       max_unauthenticated: $max_unauth
+      # Every attacker here is 127.0.0.1: each refusal's line is checked,
+      # so the per-host pacing of refusal lines is off (its own run: F).
+      refusal_log_lines: 1000000
 client_configs:
   train_configs: {trainer: dummy, add: 0.5, add_by_index: true}
   model_configs: {name: synthetic, num_tensors: 8, total_bytes: $model_bytes, seed: 7}
@@ -319,10 +322,12 @@ rss_of() {
     "$out/$1.json" 2> /dev/null || echo 0
 }
 
-# check_run RUN ROUNDS REF: exit statuses, rounds, RSS bound, models, against
+# check_run RUN ROUNDS REF: exit statuses, rounds, RSS bound, models (where
+# an attacker's rejected update left checked chunks in round 1's sum:
+# check_kept_prefix), against
 # the reference run ref_REF (REF: its memory mode, or its compression).
 check_run() {
-  local run=$1 rounds=$2 ref=$3
+  local run=$1 rounds=$2 ref=$3 kept
   local got; got=$(python3 - "$out/$run.json" <<'PY' 2>&1
 import json, sys
 try:
@@ -351,6 +356,14 @@ PY
     pass "$run: peak RSS $(( peak >> 20 )) MiB <= bound $(( bound >> 20 )) MiB (reference $(( base >> 20 )) MiB + 2 x model + 16 MiB)"
   else
     fail "$run: peak RSS $(( peak >> 20 )) MiB, bound $(( bound >> 20 )) MiB (reference $(( base >> 20 )) MiB)"
+  fi
+  # An update rejected after chunks were folded leaves them in the sum
+  # (each passed every check): the scheduler says how many.
+  kept=$(sed -n "s/.*round 1: the \([0-9]*\) chunks of .* folded before its refusal stay.*/\1/p" \
+    "$out/$run.log" | sort -n | tail -1)
+  if [ -n "$kept" ]; then
+    check_kept_prefix "$run" "$rounds" "$ref" "$kept"
+    return
   fi
   local r differ=()
   for (( r = 1; r <= rounds; r++ )); do
@@ -381,6 +394,60 @@ for k in sorted(b):
         print(f"{k}: {len(bad)} elements differ, e.g. [{i}] {x[i] if x else None} vs {y[i]}")
         break
 PY
+  fi
+}
+
+# check_kept_prefix RUN ROUNDS REF K: a rejected update's first K chunks
+# (its checked ones, at most) stayed in round 1's sum: round 1's model
+# equals the honest reference byte for byte past K chunks (256 KiB each,
+# in model order), and every later round's is the reference's (the next
+# round starts from round 1's model, so compared as a whole only where
+# round 1 was equal). Then the honest clients uploaded once each:
+# their bytes sent within 1.05 x the reference's.
+check_kept_prefix() {
+  local run=$1 rounds=$2 ref=$3 k=$4 got
+  got=$(python3 - "$out/${run}_1.safetensors" "$out/ref_${ref}_1.safetensors" \
+    $(( k * 262144 )) <<'PY' 2>&1
+import struct, sys
+def data(p):
+    with open(p, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]; f.read(n); return f.read()
+a, b, k = data(sys.argv[1]), data(sys.argv[2]), int(sys.argv[3])
+if len(a) != len(b):
+    sys.exit(print(f"sizes differ: {len(a)} vs {len(b)}"))
+n = len(a) // 4
+x, y = struct.unpack(f"<{n}f", a), struct.unpack(f"<{n}f", b)
+bad = [i for i in range(n) if x[i] != y[i]]
+past = [i for i in bad if i * 4 >= k]
+print(("ok " if not past else "over ") +
+      f"{len(bad)} of {n} elements differ, all within the first {k} bytes"
+      if not past else f"{len(past)} elements past the first {k} bytes differ, e.g. [{past[0]}]")
+PY
+)
+  if [[ $got == ok* ]]; then
+    pass "$run: round 1's model equals the honest reference past the rejected update's first $k chunks (${got#ok })"
+  else
+    fail "$run: round 1's model: ${got#over }"
+  fi
+  check_honest_bytes "$run" "$ref"
+}
+
+# check_honest_bytes RUN REF: the honest clients' bytes sent in RUN within
+# 1.05 x theirs in the reference (nobody uploaded again for an attacker).
+check_honest_bytes() {
+  local got
+  got=$(python3 - "$out/$1_client1.json" "$out/$1_client2.json" \
+    "$out/ref_$2_client1.json" "$out/ref_$2_client2.json" <<'PY' 2>&1
+import json, sys
+run = sum(json.load(open(p))["bytes_sent"] for p in sys.argv[1:3])
+ref = sum(json.load(open(p))["bytes_sent"] for p in sys.argv[3:5])
+print(("ok " if run <= 1.05 * ref else "over ") + f"{run / ref:.4f} x the reference's ({run} / {ref} bytes)")
+PY
+)
+  if [[ $got == ok* ]]; then
+    pass "$1: the honest clients uploaded once: ${got#ok }"
+  else
+    fail "$1: the honest clients uploaded again: ${got#over }"
   fi
 }
 
@@ -657,6 +724,25 @@ run_b4() {
   check_verdict B4 nan_update
   check_refused B4 nan_update poisoned_update
   check_run B4 $rounds ram
+}
+
+# -- B6: another updateId after 3 chunks, window mode ------------------------------
+# A restarted process that trained again: its first update's 3 chunks are
+# credited (window mode: once the honest clients delivered those positions
+# too, so they are averaged), then another updateId is offered: refused,
+# the first rejected. Its 3 chunks stay where they went; nobody uploads
+# again (check_run: check_kept_prefix).
+
+run_b6() {
+  server_config "$out/B6.yaml" B6 3 window $rounds
+  start_server B6 "$out/B6.yaml" || return
+  attack B6 update_switch --attack update_switch $(creds 2) --finite-chunks 3
+  start_clients B6
+  finish_attacks
+  finish_run
+  echo "-- B6: another updateId after 3 chunks, window mode (port $port)"
+  check_verdict B6 update_switch
+  check_run B6 $rounds window
 }
 
 # -- S: a registered peer that stops reading, ram mode ------------------------------
@@ -1028,13 +1114,93 @@ run_g() {
   check_run G $rounds ram
 }
 
+# -- F: floods of refusals, the shipped pacing of refusal lines ------------------
+# The TLS server of T with the default refusal_log_lines (10 per host every
+# 10 s): 2,000 connections from 127.0.0.1 that send plaintext to the TLS
+# port, then 2,000 of garbage. The log grows by a few dozen lines, not
+# thousands; a plaintext peer gets its plain answer only while its refusals
+# are logged; the honest clients' rounds run as in the reference.
+
+run_f() {
+  [ -d "$out/certs" ] || "$src/deploy/make-certs.sh" "$out/certs" 127.0.0.1 \
+    Client1 Client2 > "$out/certs.log" 2>&1 ||
+    { fail "F: deploy/make-certs.sh failed"; return; }
+  server_config "$out/F.yaml" F 2 ram $rounds
+  start_server F "$out/F.yaml" $(tls_args server) \
+    --set server_configs.comm_configs.stream_configs.refusal_log_lines=10 ||
+    return
+  local before; before=$(wc -l < "$out/F.log")
+  local answered
+  answered=$(python3 - "$port" <<'PY'
+import socket, sys
+port, answered = int(sys.argv[1]), 0
+for payload in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", bytes(range(64))):
+    for i in range(2000):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        try:
+            answered += 1 if s.recv(4096) else 0
+        except OSError:
+            pass
+        s.close()
+print(answered)
+PY
+)
+  local after; after=$(wc -l < "$out/F.log")
+  client_pids=()
+  start_client F 1 $(tls_args client Client1)
+  start_client F 2 $(tls_args client Client2)
+  finish_run
+  echo "-- F: 4,000 junk connections to the TLS port, shipped pacing (port $port)"
+  local grown=$(( after - before ))
+  if [ "$grown" -le 60 ]; then
+    pass "F: 4,000 refused connections grew the log by $grown lines"
+  else
+    fail "F: 4,000 refused connections grew the log by $grown lines (at most 60)"
+  fi
+  if [ "${answered:-0}" -le 200 ]; then
+    pass "F: $answered of the 4,000 got an answer (paced with the log)"
+  else
+    fail "F: ${answered:-?} of the 4,000 got an answer"
+  fi
+  check_run F $rounds ram
+}
+
+# -- G_same: token guessing from the honest clients' own address ----------------
+# As G, but the guesser is 127.0.0.1, as the honest clients are: its failing
+# Hellos are throttled, theirs (right tokens) are admitted at once.
+
+run_g_same() {
+  server_config "$out/G_same.yaml" G_same 2 ram $rounds
+  start_server G_same "$out/G_same.yaml" || return
+  attack G_same token_guess --attack token_guess --id Client1 \
+    --source 127.0.0.1 --attempts 300 --timeout-s 15
+  wait_for "$out/G_same.log" "refused: 127.0.0.1: 5 failed Hellos" 10
+  local t0 t1; t0=$(date +%s%N)
+  start_clients G_same
+  wait_count "$out/G_same.log" "registered Client" 2 10; t1=$(date +%s%N)
+  finish_attacks
+  finish_run
+  echo "-- G_same: token guessing from 127.0.0.1, the honest clients' address (port $port)"
+  check_verdict G_same token_guess
+  local ms=$(( (t1 - t0) / 1000000 ))
+  if [ "$(grep -c "registered Client" "$out/G_same.log")" -ge 2 ] && [ $ms -lt 2000 ]; then
+    pass "G_same: both honest clients got in $ms ms after they started, from the guesser's address"
+  else
+    fail "G_same: the honest clients did not get in within 2 s ($ms ms)"
+  fi
+  check_run G_same $rounds ram
+}
+
 run_reference ram ram
 run_reference window window
-for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 S C D G I I_int8 L}; do
+for r in ${HOSTILE_RUNS:-A T B1 B2 B3 B4 B5 B6 S C D F G G_same I I_int8 L}; do
   case $r in
     A) run_a ;; T) run_t ;; B1) run_b1 ;; B2) run_b2 ;; B3) run_b3 ;; S) run_s ;;
-    B4) run_b4 ;; B5) run_b5 ;; C) run_c_int8; run_c_zfp ;; D) run_d ;;
-    G) run_g ;; I) run_i ;; I_int8) run_i_int8 ;; L) run_l ;;
+    B4) run_b4 ;; B5) run_b5 ;; B6) run_b6 ;; C) run_c_int8; run_c_zfp ;;
+    D) run_d ;; F) run_f ;; G) run_g ;; G_same) run_g_same ;; I) run_i ;;
+    I_int8) run_i_int8 ;; L) run_l ;;
     *) fail "no run named $r" ;;
   esac
 done

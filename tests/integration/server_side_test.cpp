@@ -228,6 +228,32 @@ model_floats reference_fedavg(const manifest& m, uint32_t clients,
   return global;
 }
 
+/// One round of FedAvg (equal weights) of `honest` synthetic clients and a
+/// rejected client whose first `prefix` elements (flat, model order) of
+/// `rogue` stayed in the sum: each element the mean of the updates that
+/// reached it, in double.
+model_floats reference_with_prefix(const manifest& m, uint32_t honest,
+                                   const std::vector<float>& rogue,
+                                   size_t prefix) {
+  auto global = initial_floats(m);
+  auto next = global;
+  size_t flat = 0;
+  for (size_t t = 0; t < global.size(); ++t)
+    for (size_t j = 0; j < global[t].size(); ++j, ++flat) {
+      double sum = 0, weights = 0;
+      for (uint32_t k = 0; k < honest; ++k) {
+        sum += local_update(k, t, j, global[t][j]);
+        weights += 1;
+      }
+      if (flat < prefix) {
+        sum += rogue[flat];
+        weights += 1;
+      }
+      next[t][j] = static_cast<float>(sum / weights);
+    }
+  return next;
+}
+
 struct federation_run {
   run_report server;
   std::vector<run_report> clients;
@@ -1208,9 +1234,11 @@ TEST_CASE("a client cut off mid-upload: kept where it arrived, or discarded") {
 
 TEST_CASE("another update offered over a cut-off one is never mixed with it") {
   // A hand-driven client offers update 11, sends 3 chunks, and (as a
-  // restarted process that trained again would) offers update 22: both
-  // are refused, the first one's chunks leave the sum, and the round ends
-  // with the two other clients' mean, whether partial updates are kept.
+  // restarted process that trained again would) offers update 22: the
+  // second is refused and the first rejected; its 3 chunks (checked) stay
+  // where they went, nobody uploads again, and the round ends with each
+  // position the mean of the updates that reached it, whether partial
+  // updates are kept.
   auto layout = test_layout();
   std::vector<float> rogue_update(layout.total_bytes() / sizeof(float), 9.0f);
   auto rogue_bytes = std::as_bytes(std::span{rogue_update});
@@ -1283,7 +1311,13 @@ TEST_CASE("another update offered over a cut-off one is never mixed with it") {
       CHECK(report.failure == "");
       REQUIRE(report.rounds.size() == 1);
       CHECK(report.rounds[0].clients == 2);
-      check_close(eval->last(), reference_fedavg(layout, 2, 1, false));
+      auto plan = *chunk_plan::make(layout, so.server.chunk_bytes);
+      check_close(
+          eval->last(),
+          reference_with_prefix(layout, 2, rogue_update,
+                                plan.extent(3).model_offset / sizeof(float)));
+      for (const auto& c : client_reports)
+        CHECK(c.bytes_sent == layout.total_bytes()); // once
     }
 }
 
@@ -1892,9 +1926,10 @@ frame chunk_of(const chunk_plan& plan, uint64_t stream, uint32_t round,
 /// One sync round of `honest` synthetic clients C0... and a hand-driven
 /// Mallory whose update is `mallory`: its chunks before `refused_at` are
 /// taken, that one is refused (poisoned_update), and the stream takes
-/// nothing more. partial_updates is keep, so nothing but the rejection can
-/// take Mallory's chunks out of the sum. The round must end with the honest
-/// clients' average, exactly, and count one poisoned update.
+/// nothing more. What it folded before stays (each chunk passed every
+/// check): the round ends with each position the mean of the updates that
+/// reached it, counts one poisoned update, and the honest clients upload
+/// once (a liar's partial upload costs the liar only).
 void check_rejected_round(const std::string& mode, uint32_t honest,
                           const std::vector<float>& mallory,
                           uint64_t refused_at, double max_update_norm) {
@@ -1959,15 +1994,21 @@ void check_rejected_round(const std::string& mode, uint32_t honest,
   CHECK(report.rounds[0].clients == honest);
   CHECK(report.rounds[0].missing_clients ==
         std::vector<std::string>{"Mallory"});
-  check_close(eval->last(), reference_fedavg(layout, honest, 1, false));
-  for (const auto& c : client_reports)
+  auto plan = *chunk_plan::make(layout, 4096);
+  check_close(eval->last(),
+              reference_with_prefix(layout, honest, mallory,
+                                    plan.extent(refused_at).model_offset /
+                                        sizeof(float)));
+  for (const auto& c : client_reports) {
     CHECK(c.failure == "");
+    CHECK(c.bytes_sent == layout.total_bytes()); // once
+  }
 }
 
 } // namespace
 
-TEST_CASE("a NaN after chunks were folded: the update leaves the model, in "
-          "ram and window modes") {
+TEST_CASE("a NaN after chunks were folded: the chunks before it stay, the "
+          "honest clients upload once, in ram and window modes") {
   auto layout = test_layout();
   auto g = flat(initial_floats(layout));
   // Finite and far from the model in its first chunks, a NaN in chunk 3.
@@ -1993,8 +2034,8 @@ TEST_CASE("max_update_norm refuses an update too far from the global model") {
     for (std::string mode : {"ram", "window"})
       check_rejected_round(mode, 2, mallory, 0, 1.5 * std::max(d0, d1));
   }
-  SUBCASE("within the bound for a third of the model, then far; the honest "
-          "client sends again") {
+  SUBCASE("within the bound for a third of the model, then far: that third "
+          "stays (within the bound), the honest client sends once") {
     // Mallory's first third pulls opposite to C0's update, as far as the
     // bound lets it. In window mode those positions are averaged in place
     // (C0 and Mallory) before Mallory's refusal: measured against them,

@@ -1,5 +1,5 @@
 // Failed Hellos counted by host, time passed by hand: a host past its
-// failures is refused unheard for a back-off that doubles per burst and
+// failures is refused unlogged for a back-off that doubles per burst and
 // starts again after a quiet window; other hosts are never affected; one
 // log line per burst; the hosts remembered are bounded.
 
@@ -45,15 +45,15 @@ TEST_CASE("hello throttle: past its failures a host waits, others do not") {
   CHECK(t.backoff_left("A", t0) == 0ms);
   auto fifth = t.failed("A", t0);
   REQUIRE(fifth.burst);
-  CHECK(*fifth.burst == "A: 5 failed Hellos within 60 s; its Hellos are "
-                        "refused unheard for 1000 ms");
+  CHECK(*fifth.burst == "A: 5 failed Hellos within 60 s; its failing "
+                        "Hellos are refused unlogged for 1000 ms");
   CHECK(t.backoff_left("A", t0) == 1000ms);
   CHECK(t.backoff_left("A", t0 + 400ms) == 600ms);
   // Another host (an honest client elsewhere) is heard at once.
   CHECK(t.backoff_left("B", t0 + 400ms) == 0ms);
   CHECK(t.backoff_left("A", t0 + 1000ms) == 0ms);
   // The next burst waits twice as long; its failures are not logged one
-  // by one, and its line counts the Hellos refused unheard meanwhile (two
+  // by one, and its line counts the Hellos refused unlogged meanwhile (two
   // above).
   CHECK_FALSE(t.failed("A", t0 + 1s).log_refusal);
   CHECK(fail(t, "A", 3, t0 + 1s) == 0);
@@ -93,8 +93,8 @@ TEST_CASE("hello throttle: the hosts remembered are bounded") {
   CHECK(t.backoff_left("10.0.0.999", t0) == 0ms);
 }
 
-TEST_CASE("hello throttle: the registry refuses a guesser unheard, and "
-          "not an honest client from another address") {
+TEST_CASE("hello throttle: the registry refuses a guesser's wrong tokens "
+          "unlogged, never a right one, from its address or another") {
   client_registry<int> r{{{{"A", "secret-a"}, {"B", "secret-b"}}, false, 4}};
   auto t = t0;
   int logged = 0;
@@ -106,22 +106,30 @@ TEST_CASE("hello throttle: the registry refuses a guesser unheard, and "
     logged += r.log_refusal() ? 1 : 0;
   }
   CHECK(logged == 1);
-  // Even the right token is not heard from the guesser's host now.
-  auto right =
-      r.admit(msg::hello{"A", "secret-a"}, 20, "10.0.0.66:4100", "", false, t);
-  REQUIRE_FALSE(right);
-  CHECK(right.err().code == errc::too_many_requests);
-  CHECK(right.err().message == "A from 10.0.0.66:4100: too many failed "
-                               "Hellos from 10.0.0.66: refused unheard for "
+  // A wrong token from the guesser's host is refused, unlogged.
+  auto wrong =
+      r.admit(msg::hello{"B", "guess"}, 20, "10.0.0.66:4100", "", false, t);
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.err().code == errc::too_many_requests);
+  CHECK(wrong.err().message == "B from 10.0.0.66:4100: too many failed "
+                               "Hellos from 10.0.0.66: refused for "
                                "another 1000 ms");
   CHECK_FALSE(r.log_refusal());
+  // The right token is admitted even from the guesser's host (a client
+  // behind the same address).
+  CHECK(
+      r.admit(msg::hello{"B", "secret-b"}, 21, "10.0.0.66:4101", "", false, t));
+  CHECK(r.log_refusal());
   // The honest client A from its own address gets in at once.
   CHECK(
-      r.admit(msg::hello{"A", "secret-a"}, 21, "10.0.0.7:5000", "", false, t));
+      r.admit(msg::hello{"A", "secret-a"}, 22, "10.0.0.7:5000", "", false, t));
   CHECK(r.log_refusal());
   CHECK(r.throttled_hosts() == 1);
   // In this process nothing is throttled.
-  for (int i = 0; i < 10; ++i)
-    CHECK_FALSE(r.admit(msg::hello{"B", "wrong"}, 30, "", "", false, t));
-  CHECK(r.admit(msg::hello{"B", "secret-b"}, 30, "", "", false, t));
+  client_registry<int> local{{{{"B", "secret-b"}}, false, 4}};
+  for (int i = 0; i < 10; ++i) {
+    CHECK_FALSE(local.admit(msg::hello{"B", "wrong"}, 30, "", "", false, t));
+    CHECK(local.log_refusal());
+  }
+  CHECK(local.admit(msg::hello{"B", "secret-b"}, 30, "", "", false, t));
 }

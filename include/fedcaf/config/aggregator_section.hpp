@@ -43,8 +43,13 @@ struct rule_config {
   uint32_t buffer_k = 3; ///< FedBuff: K, updates per server step
   /// An update that was cut off (its client dropped mid-upload): keep its
   /// delivered chunks (every position averages the updates that reached it),
-  /// or discard it whole (the others send theirs again).
+  /// or discard it whole (the others send theirs again). Read from a
+  /// config without the key: keep for a server's own clients (a drop costs
+  /// the others nothing), discard under secure aggregation and in trees
+  /// (a partial masked update, or a relay's partial sum, cannot stay).
   fedcaf::partial_updates partial_updates = fedcaf::partial_updates::discard;
+  /// The config gave partial_updates (else its default was resolved).
+  bool partial_updates_given = false;
   /// dp_fedavg (user-level DP-FedAvg, McMahan et al. 2018): clients clip
   /// their update to L2 norm clip_norm; the server adds Gaussian noise of
   /// std noise_multiplier * clip_norm / m to each averaged element (m: the

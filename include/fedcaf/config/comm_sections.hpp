@@ -54,6 +54,9 @@ struct stream_config {
   /// Server: connections that have not yet been welcomed, at once; one more
   /// makes the oldest of them give way (it is closed).
   uint32_t max_unauthenticated = 64;
+  /// Server: refusals at the gateways logged per peer host every 10 s
+  /// (protocol/log_pacer.hpp); the rest are counted and summed up.
+  uint32_t refusal_log_lines = 10;
 };
 
 /// grpc_configs TLS keys. With use_ssl both sides present a certificate and

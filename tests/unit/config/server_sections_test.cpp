@@ -47,7 +47,23 @@ TEST_CASE("aggregators, schedulers and sampling keys are read and checked") {
   CHECK(adam->server.rule.server_learning_rate == doctest::Approx(0.02));
   CHECK(adam->server.rule.server_adapt_param == doctest::Approx(0.01));
   CHECK(adam->server.rule.server_momentum_param_2 == doctest::Approx(0.9));
-  CHECK(adam->server.rule.partial_updates == partial_updates::discard);
+  // partial_updates unset: keep for a server's own clients (a drop costs
+  // the others no upload), discard in a tree and under secure aggregation.
+  CHECK(adam->server.rule.partial_updates == partial_updates::keep);
+  CHECK_FALSE(adam->server.rule.partial_updates_given);
+  auto tree = sim({"server_configs.num_clients=4",
+                   "data_configs.dataset_kwargs.num_clients=4",
+                   "server_configs.simulated_relays=2"});
+  REQUIRE(tree);
+  CHECK(tree->server.rule.partial_updates == partial_updates::discard);
+  auto secure = sim({"server_configs.secure_aggregation.enabled=true",
+                     "server_configs.aggregator_kwargs.max_update_ratio=0"});
+  if (!secure)
+    FAIL(secure.err().message);
+  CHECK(secure->server.rule.partial_updates == partial_updates::discard);
+  auto told = sim({"server_configs.aggregator_kwargs.partial_updates=discard"});
+  REQUIRE(told);
+  CHECK(told->server.rule.partial_updates == partial_updates::discard);
   // FedAvgM's step defaults to 1 (the plain momentum of Hsu et al.).
   auto avgm = sim({"server_configs.aggregator=FedAvgMAggregator"});
   REQUIRE(avgm);
