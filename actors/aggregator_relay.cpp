@@ -25,6 +25,7 @@ result<snapshot_ptr> aggregator_relay::adopt(relay_model m) {
   if (!adopted)
     return adopted;
   auto* self = core_.self_;
+  core_.checker_.forget_anchor(); // the parent's model anchors itself
   auto measuring = checks_.adopt(
       m, wake_up<aggregator_actor, uint64_t>(self, resident_atom::value),
       wake_up<aggregator_actor>(self, sent_up_atom::value));

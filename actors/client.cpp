@@ -312,7 +312,8 @@ private:
       return; // a second Welcome of one reconnection changes nothing
     }
     auto made = client_model::welcome(options_.client_id, std::move(factory_),
-                                      *w, options_.hold_model, options_.shard);
+                                      *w, options_.hold_model, options_.shard,
+                                      options_.storage_dir);
     if (!made)
       return fail(made.err());
     model_ = std::move(made->model);

@@ -55,6 +55,10 @@ struct client_options {
   bool own_thread = false;
   /// Which rank of a sharded client this is (ranks 1: the whole model).
   shard_spec shard;
+  /// A remote client's own train_configs.storage_dir: where its model
+  /// lives if the server asks for storage: disk. Unset (in-process
+  /// clients): the server's client_configs say, as the operator's own.
+  std::optional<std::string> storage_dir;
 };
 
 /// Spawns a client of `server`. `report` is written by the client only and

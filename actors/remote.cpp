@@ -141,6 +141,7 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   co.idle_timeout = idle;
   co.reconnect_for = millis_of(cc.comm.stream.reconnect_grace_s);
   co.token = cc.comm.auth.enabled ? cc.comm.auth.token : "";
+  co.storage_dir = cc.storage_dir; // never the server's
   co.connector = spawn_dialer(sys, *at, limits, *tls);
   co.host = at->host;
   co.port = at->port;

@@ -111,6 +111,12 @@ private:
     auto chunk = comm.chunk_bytes_for(layout.total_bytes());
     if (!chunk)
       return error{errc::bad_config, cfg_.source + ": " + chunk.err().message};
+    // A window-mode relay keeps what it sent up of its sum in a spill file
+    // (for a resend): up to the model, checked before the first round.
+    if (plan_.relay_cache_chunks > 0)
+      if (auto room = spill_room(layout.total_bytes(), "a window-mode relay");
+          !room)
+        return room.err();
     auto s = spawn_side(sys, cfg_, nullptr, nullptr, &up);
     if (!s)
       return s.err();

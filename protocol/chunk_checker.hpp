@@ -75,6 +75,11 @@ public:
   /// the pages of a file-backed model back as it goes (disk mode).
   void measure_global(const byte_buffer& global);
 
+  /// The next model measured anchors the bound at its own ||g|| (a
+  /// relay's parent's model: the parent's bound keeps it from ratcheting,
+  /// and a relay's own first model is no model of the run).
+  void forget_anchor() { anchor_norm_ = -1; }
+
   /// measure_global a position at a time, as a model arrives (a
   /// window-mode relay gives its positions back as they are served): the
   /// bound holds from measure_end() on, and until then the last one.

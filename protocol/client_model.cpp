@@ -21,10 +21,13 @@ client_model::client_model(std::string client_id, trainer_factory factory,
 
 result<client_model::welcomed>
 client_model::welcome(std::string client_id, trainer_factory factory,
-                      const msg::welcome& w, bool build, shard_spec shard) {
+                      const msg::welcome& w, bool build, shard_spec shard,
+                      const std::optional<std::string>& storage_dir) {
   auto cfg = parse_client_configs(w.client_configs);
   if (!cfg)
     return cfg.err();
+  if (storage_dir)
+    cfg->train.storage_dir = *storage_dir;
   auto model = std::make_unique<client_model>(
       std::move(client_id), std::move(factory), std::move(*cfg), w);
   model->set_shard(std::move(shard));

@@ -60,10 +60,13 @@ public:
   /// (registered(build)). Returns an error iff the configs do not parse or
   /// building the trainer fails.
   /// `shard`: which rank of a sharded client it is (set_shard).
-  static result<welcomed> welcome(std::string client_id,
-                                  trainer_factory factory,
-                                  const msg::welcome& w, bool build,
-                                  shard_spec shard = {});
+  /// `storage_dir`, if set, replaces w's train_configs.storage_dir: a
+  /// remote client's model file lies where its own config says, never
+  /// where a server says.
+  static result<welcomed>
+  welcome(std::string client_id, trainer_factory factory, const msg::welcome& w,
+          bool build, shard_spec shard = {},
+          const std::optional<std::string>& storage_dir = std::nullopt);
 
   /// The model of client `client_id`, which the server welcomed with
   /// `welcome` and `configs`; no trainer yet.

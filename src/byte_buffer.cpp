@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -154,12 +155,32 @@ spill_file::~spill_file() {
     ::close(fd_);
 }
 
+std::string spill_dir() {
+  const char* env = std::getenv("TMPDIR");
+  return env && *env ? env : "/var/tmp";
+}
+
+result<void> spill_room(uint64_t bytes, const std::string& what) {
+  auto dir = spill_dir();
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0)
+    return error{errc::io_error, what + ": its spill folder " + dir +
+                                     " (TMPDIR): " + std::strerror(errno)};
+  auto room = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (room >= bytes)
+    return {};
+  auto mib = [](uint64_t b) { return std::to_string(b >> 20) + " MiB"; };
+  return error{errc::io_error, what + " may write up to " + mib(bytes) +
+                                   " to " + dir + " (TMPDIR), which has " +
+                                   mib(room) +
+                                   " free: set TMPDIR to a folder with room"};
+}
+
 void spill_file::write(std::span<const std::byte> bytes, uint64_t offset) {
   if (!failure_.empty())
     return;
   if (fd_ < 0) {
-    const char* env = std::getenv("TMPDIR");
-    std::string dir = env && *env ? env : "/var/tmp";
+    auto dir = spill_dir();
     fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (fd_ < 0) {
       failure_ = "a file under " + dir + ": " + std::strerror(errno);

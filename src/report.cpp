@@ -62,7 +62,13 @@ json figures_json(const std::optional<client_figures>& f) {
   json means = json::object();
   for (const auto& [name, value] : f->means)
     means[name] = value;
-  return {{"clients", f->clients}, {"samples", f->samples}, {"means", means}};
+  // trimmed: 3 or more reported, so the highest and the lowest value of
+  // each figure were left out; false: one reporter's figure is the mean
+  // (or half of it), unchecked by any other.
+  return {{"clients", f->clients},
+          {"samples", f->samples},
+          {"means", means},
+          {"trimmed", f->clients >= 3}};
 }
 
 } // namespace
@@ -433,6 +439,8 @@ std::string progress_line(const round_record& r, uint32_t num_rounds) {
         std::snprintf(line, sizeof line, " %s %.4f", name, *v);
         out += line;
       }
+    if (c.clients > 0 && c.clients < 3)
+      out += " (untrimmed: fewer than 3 reporters)";
   }
   return out;
 }

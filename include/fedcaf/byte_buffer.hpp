@@ -121,6 +121,14 @@ void copy_released(const byte_buffer& from, byte_buffer& to);
 /// under $TMPDIR (else /var/tmp), opened at the first write: they stay in
 /// the page cache or on disk, never in this process's resident memory.
 /// A write that fails is remembered (status), not thrown. Move-only.
+/// The folder spill files go to: $TMPDIR, else /var/tmp.
+std::string spill_dir();
+
+/// Returns ok iff spill_dir() has room for `bytes` more (statvfs: the
+/// blocks free to this user), else an error (io_error) naming the folder,
+/// its room and what is needed. `what` says who needs it, for the message.
+result<void> spill_room(uint64_t bytes, const std::string& what);
+
 class spill_file {
 public:
   spill_file() = default;

@@ -6,6 +6,8 @@
 #include "fedcaf/config/load.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
 #include <utility>
 
 #include "fedcaf/client_id.hpp"
@@ -61,6 +63,12 @@ void read_client_file(section& root, config& c, config_role role) {
     root.fail(appfl_id ? "train_configs.logging_id" : "client_id",
               ok.err().message);
   train.get("num_threads", c.client.num_threads, 0, config_reader::max_threads);
+  if (const char* tmp = std::getenv("TMPDIR"); tmp && *tmp)
+    c.client.storage_dir = tmp;
+  train.get("storage_dir", c.client.storage_dir);
+  if (!std::filesystem::is_directory(c.client.storage_dir))
+    train.fail("storage_dir",
+               "'" + c.client.storage_dir + "' is not a directory");
   train.ignore({"logging_output_dirname", "logging_output_filename"});
   if (role == config_role::python_client) {
     // Its own code picks the device (any torch) and reads the data.

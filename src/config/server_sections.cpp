@@ -200,8 +200,12 @@ void read_scheduler_kwargs(section kw, server_config& sc) {
   sc.min_clients = default_min_clients(per_round);
   kw.get("min_clients", sc.min_clients, 1, max_clients);
   if (sc.min_clients > per_round)
-    kw.fail("min_clients", "must not exceed the clients of a round (" +
-                               std::to_string(per_round) + ")");
+    kw.fail("min_clients",
+            std::to_string(sc.min_clients) +
+                " must not exceed the clients of a round (" +
+                std::to_string(per_round) +
+                "): set it with the clients (--set "
+                "server_configs.scheduler_kwargs.min_clients=N)");
   kw.seconds("round_deadline_s", sc.round_deadline_s, true);
   kw.seconds("registration_deadline_s", sc.registration_deadline_s, true);
   kw.one_of("on_deadline", sc.on_deadline);

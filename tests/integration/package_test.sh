@@ -248,11 +248,13 @@ PY
 runs noniid_10 noniid_10.yaml -- \
   "$fedcaf" simulate -c "$cfg/noniid_10.yaml" "${one_round[@]}" "${steps[@]}" "${no_test[@]}" \
   --set server_configs.num_clients=3 --set data_configs.dataset_kwargs.num_clients=3 \
+  --set server_configs.scheduler_kwargs.min_clients=2 \
   --report "$work/noniid.json" && completed "$work/noniid.json"
 runs simulate_1000 simulate_1000.yaml -- \
   "$fedcaf" simulate -c "$cfg/simulate_1000.yaml" "${one_round[@]}" "${steps[@]}" "${no_test[@]}" \
   --set server_configs.num_clients=20 --set data_configs.dataset_kwargs.num_clients=20 \
   --set server_configs.scheduler_kwargs.clients_per_round=2 \
+  --set server_configs.scheduler_kwargs.min_clients=1 \
   --report "$work/simulate_1000.json" && completed "$work/simulate_1000.json"
 runs dp_sgd dp_sgd.yaml -- \
   "$fedcaf" simulate -c "$cfg/dp_sgd.yaml" "${one_round[@]}" "${steps[@]}" "${no_test[@]}" \

@@ -7,9 +7,10 @@
 #     global model equals the in-process run's, byte for byte; a client with
 #     a wrong token, one with a certificate from another CA, and a plain TCP
 #     client are refused, each with a log line naming its address.
-#  2. kill -9 of a client mid-upload: the run goes on with min_clients, and
-#     every later global model equals the average of the clients that
-#     completed (no trace of the killed client's partial update).
+#  2. kill -9 of a client mid-upload, partial_updates: discard: the run goes
+#     on with min_clients, and every later global model equals the average
+#     of the clients that completed (no trace of the killed client's
+#     partial update).
 #  3. (namespaces only) every link shaped to 20 MB/s with a model that takes
 #     longer than idle_timeout to cross, one client's cable pulled for 4 s
 #     mid-download and another's mid-upload: the run completes, no timeout
@@ -187,12 +188,15 @@ fi
 
 # -- 2. kill -9 mid-upload -------------------------------------------------
 # In both memory modes: ram (a model-sized sum) and window (positions
-# averaged into the global model in place).
+# averaged into the global model in place). partial_updates: discard (the
+# default keeps what a dropped client delivered): the survivors send again
+# and the model is exactly their average.
 for mode in ram window; do
 if [[ $scenarios == *2* ]]; then
 rm -f "$out"/kill*
 server_config "$out/kill.yaml" kill
-start_server kill "$out/kill.yaml" --set server_configs.memory_mode=$mode
+start_server kill "$out/kill.yaml" --set server_configs.memory_mode=$mode \
+  --set server_configs.aggregator_kwargs.partial_updates=discard
 [ "$netns" = 1 ] && netns_rate "$prefix" 3 64mbit # an upload of about 2 s
 for i in 1 2 3; do start_client kill_c$i c$i "$out/client$i.yaml"; done
 victim=$last_pid

@@ -77,6 +77,27 @@ TEST_CASE("the Welcome makes the model from the configs it carries") {
   CHECK(x.built == 1); // no trainer from configs that do not parse
 }
 
+TEST_CASE("a server's storage_dir never picks where a remote client's model "
+          "lives: the client's own does") {
+  fixture x;
+  std::string seen;
+  client_model::trainer_factory factory = [&](const client_configs& cc,
+                                              const msg::welcome&) {
+    seen = cc.train.storage_dir;
+    return make_dummy_trainer(x.layout, 0.5f, 30);
+  };
+  msg::welcome w{2,
+                 4,
+                 "train_configs: {trainer: dummy, storage: disk, "
+                 "storage_dir: /etc}",
+                 {}};
+  REQUIRE(client_model::welcome("C1", factory, w, true, {},
+                                std::string{"/var/tmp/mine"}));
+  CHECK(seen == "/var/tmp/mine");
+  REQUIRE(client_model::welcome("C1", factory, w, true)); // in-process
+  CHECK(seen == "/etc");
+}
+
 TEST_CASE("a round builds the trainer once, and again after it was given up") {
   fixture x;
   client_model m{"C1", x.factory, x.plain, msg::welcome{0, 4, "", {}}};

@@ -57,6 +57,15 @@ TEST_CASE("a round's report and line carry the clients' evaluation") {
   auto json = to_json(report);
   CHECK(json.find("\"client_metrics\"") != std::string::npos);
   CHECK(json.find("\"samples\": 5000") != std::string::npos);
+  // One reporter: its accuracy is the round's, unchecked; said so.
+  CHECK(json.find("\"trimmed\": false") != std::string::npos);
+  CHECK(line.find("(untrimmed: fewer than 3 reporters)") != std::string::npos);
+  sum.add(5000, {{"accuracy", 0.8}});
+  sum.add(5000, {{"accuracy", 0.9}});
+  r.client_metrics = sum.mean();
+  report.rounds[0] = r;
+  CHECK(to_json(report).find("\"trimmed\": true") != std::string::npos);
+  CHECK(progress_line(r, 3).find("untrimmed") == std::string::npos);
 }
 
 TEST_CASE("layouts are compared tensor by tensor, naming the difference") {

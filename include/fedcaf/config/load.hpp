@@ -23,6 +23,10 @@ struct client_config {
   std::string client_id = "Client1";
   std::string device = "cpu";
   uint32_t num_threads = 0;
+  /// train_configs.storage_dir of the client's own file: where its model
+  /// lives when the server asks for train_configs.storage: disk (never the
+  /// server's storage_dir, which names a folder on the server's host).
+  std::string storage_dir = "/tmp";
   data_config data;
   comm_config comm;
   /// shard: which rank of a sharded client this process is (ranks 1: the
