@@ -350,8 +350,8 @@ private:
                         "another update was offered while this one was cut "
                         "off at chunk " +
                             std::to_string(s.next_sequence) +
-                            " (a restarted process); neither is taken this "
-                            "round"});
+                            " (a restarted process): the new one is not "
+                            "taken, nor the rest of this one, this round"});
   }
 
   /// Answers a repeated offer with where stream `stream_id` stands. Not

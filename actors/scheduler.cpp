@@ -174,9 +174,14 @@ public:
     auto why = to_string(refusal);
     if (stopped_ || round != roster_.round() || !roster_.leave(id))
       return;
+    // Silent, too slow, cut at the deadline, or a lie: a miss (a restarted
+    // process's other update is none: it is there).
+    bool miss =
+        refusal.code == errc::timeout || refusal.code == errc::poisoned_update;
     log_line(log_level::warning, "scheduler",
              "round " + std::to_string(round) + ": " + id +
-                 " leaves the round: " + why);
+                 " leaves the round: " + why +
+                 (miss ? "; " + passed_over_line(roster_.missed(id)) : ""));
     self_->send(server_, reject_atom::value, id, refusal);
     roster_.forget(id);
     if (options_.stream_sums) // what it folded stays (the aggregator cut it)

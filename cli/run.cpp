@@ -84,6 +84,7 @@ private:
 
   result<void> after_view() override {
     warn_if_trimming_nothing(cfg_);
+    warn_if_guessable_tokens(cfg_);
     auto test = test_set_for(cfg_);
     if (!test)
       return test.err();
@@ -174,6 +175,7 @@ public:
 private:
   result<void> before_view() override {
     warn_if_trimming_nothing(cfg_);
+    warn_if_guessable_tokens(cfg_);
     if (cfg_.server.round_deadline_s == 0 &&
         cfg_.server.scheduler == scheduler_kind::sync)
       log_line("server", "note: no scheduler_kwargs.round_deadline_s: a "

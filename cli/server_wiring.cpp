@@ -341,6 +341,24 @@ result<front_door> front_door_of(const comm_config& comm) {
   return std::pair{std::move(*at), std::move(*tls)};
 }
 
+void warn_if_guessable_tokens(const config& cfg) {
+  const auto& auth = cfg.server.comm.auth;
+  if (!auth.enabled)
+    return;
+  std::string ids;
+  for (const auto& [id, token] : auth.tokens)
+    if (token.size() < min_token_chars)
+      ids += (ids.empty() ? "" : ", ") + id;
+  if (!ids.empty())
+    log_line(log_level::warning, "server",
+             "the tokens of " + ids + " are shorter than " +
+                 std::to_string(min_token_chars) +
+                 " characters: a right token is admitted even while its "
+                 "host's failed Hellos are throttled, so a token must be too "
+                 "many bits to guess (128 random bits: deploy/make-certs.sh "
+                 "writes them)");
+}
+
 void warn_if_trimming_nothing(const config& cfg) {
   const auto& sc = cfg.server;
   if (sc.aggregator != server_rule::trimmed_mean)

@@ -81,6 +81,12 @@ result<front_door> front_door_of(const comm_config& comm);
 /// warning iff `cfg`'s rounds would.
 void warn_if_trimming_nothing(const config& cfg);
 
+/// The characters of a token of 128 random bits (22 in base64; hex: 32).
+constexpr size_t min_token_chars = 22;
+/// Logs a warning naming the clients whose tokens are shorter than
+/// min_token_chars (guessable: admission never locks a right token out).
+void warn_if_guessable_tokens(const config& cfg);
+
 /// Blocks until every actor in `actors` has terminated.
 template <class Handle>
 void await_all(caf::actor_system& sys, const std::vector<Handle>& actors) {

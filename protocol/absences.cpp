@@ -39,15 +39,19 @@ uint32_t absences::rounds_passed_over(uint32_t misses) {
   return std::min(uint32_t{1} << (misses - 1), max_rounds_passed_over);
 }
 
-std::string passed_over_note(uint32_t round, const std::string& id,
-                             uint32_t misses) {
+std::string passed_over_line(uint32_t misses) {
   auto n = absences::rounds_passed_over(misses);
-  return "round " + std::to_string(round) +
-         ": the deadline passed without an update from " + id + " (" +
-         std::to_string(misses) + (misses == 1 ? " round" : " rounds") +
-         " missed in a row): not chosen again until it is heard from "
+  return std::to_string(misses) + (misses == 1 ? " round" : " rounds") +
+         " missed in a row: not chosen again until it is heard from "
          "(registers again or offers), then after " +
          std::to_string(n) + (n == 1 ? " round" : " rounds");
+}
+
+std::string passed_over_note(uint32_t round, const std::string& id,
+                             uint32_t misses) {
+  return "round " + std::to_string(round) +
+         ": the deadline passed without an update from " + id + " (" +
+         passed_over_line(misses) + ")";
 }
 
 } // namespace fedcaf

@@ -49,6 +49,10 @@ private:
   std::map<std::string, record> records_;
 };
 
+/// "1 round missed in a row: not chosen again until it is heard from
+/// (registers again or offers), then after 1 round".
+std::string passed_over_line(uint32_t misses);
+
 /// "round r: the deadline passed without an update from A (1 round missed
 /// in a row): not chosen again until it is heard from (...), then after 1
 /// round".

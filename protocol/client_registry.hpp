@@ -9,6 +9,7 @@
 // hello joins it again as new, at its old index).
 // Thread-safety: none; owned by the server actor.
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -35,6 +36,9 @@ enum class presence { connected, lost, dropped };
 inline constexpr const char* in_process = "this process";
 
 /// What a Hello must show, and how many clients the run takes.
+/// A SHA-256 digest.
+using token_digest = std::array<unsigned char, 32>;
+
 struct admission_rules {
   /// Client id -> token; empty: no token is asked for.
   std::vector<std::pair<std::string, std::string>> tokens;
@@ -43,6 +47,13 @@ struct admission_rules {
   uint32_t places = 0; ///< clients the run takes at once (num_clients)
 };
 
+/// The SHA-256 of each token pair's id and token, in the rules' order.
+using token_digests = std::vector<std::pair<token_digest, token_digest>>;
+
+/// Returns the digests of rules.tokens (hashed once: a Hello then costs
+/// two digests, whatever the tokens' count).
+token_digests hash_tokens(const admission_rules& rules);
+
 /// Checks hello `h` from a peer (remote iff `remote`, with a verified
 /// certificate for `certificate_name`) against `rules`' tokens and
 /// certificate names. Returns true iff it proved its id, false iff nothing
@@ -50,8 +61,10 @@ struct admission_rules {
 /// An unknown client id and a wrong token get one answer ("unknown client
 /// id or wrong token"), after the same work: the token's digest compared,
 /// in constant time, with every configured one.
+/// `digests`: hash_tokens(rules), or null (hashed here).
 result<bool> authenticate(const admission_rules& rules, const msg::hello& h,
-                          bool remote, const std::string& certificate_name);
+                          bool remote, const std::string& certificate_name,
+                          const token_digests* digests = nullptr);
 
 /// What a Hello the registry admitted changed.
 template <class Handle> struct admission {
@@ -92,7 +105,8 @@ public:
     uint32_t rank = 0;
   };
 
-  explicit client_registry(admission_rules rules) : rules_(std::move(rules)) {}
+  explicit client_registry(admission_rules rules)
+      : rules_(std::move(rules)), digests_(hash_tokens(rules_)) {}
 
   /// Decides hello `h` from `sender`, seen at `address` (empty: in this
   /// process), whose verified certificate names `certificate_name`; `ended`
@@ -124,7 +138,8 @@ public:
                        : hello_throttle::milliseconds{0};
     // Checked even in a back-off: a right token is admitted whatever others
     // sent from its host (tokens of 128 random bits are not guessed).
-    auto authenticated = authenticate(rules_, h, remote, certificate_name);
+    auto authenticated =
+        authenticate(rules_, h, remote, certificate_name, &digests_);
     if (!authenticated && left.count() > 0) {
       log_refusal_ = false; // the throttle logs one line per burst
       return deny(errc::too_many_requests, "too many failed Hellos from " +
@@ -376,6 +391,7 @@ private:
   }
 
   admission_rules rules_;
+  token_digests digests_; ///< rules_'s tokens, hashed once
   hello_throttle throttle_;
   bool log_refusal_ = true; ///< of the last admit()
   std::map<std::string, entry> clients_;

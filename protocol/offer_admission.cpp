@@ -51,7 +51,8 @@ std::optional<offer_verdict> check_round(const msg::offer& o,
   if (!r.participant)
     return refuse({errc::not_in_round,
                    o.client_id + " is not in round " + str(r.open_round) +
-                       (r.missing ? " (it missed the deadline)"
+                       (r.missing ? " (it left it: missed the deadline, or its "
+                                    "update was refused)"
                                   : " (it joined after the round started)") +
                        "; it takes part in the next"});
   return std::nullopt;

@@ -52,6 +52,12 @@ public:
   void join(const std::string& id, const std::string& from);
   /// `id` offered (for any round): it is heard from (see absences).
   void heard_from(const std::string& id) { absences_.heard_from(id); }
+  /// `id`'s update of the open round was rejected (a lie, or too slow or
+  /// silent: cut at the deadline or the idle timeout): a miss, as for no
+  /// offer by the deadline. Returns its misses in a row.
+  uint32_t missed(const std::string& id) {
+    return absences_.missed(id, round_);
+  }
   /// `id`'s rounds missed in a row (see absences).
   uint32_t misses(const std::string& id) const { return absences_.misses(id); }
   /// `id` is registered no more (dropped); it stays known to the run.

@@ -999,7 +999,7 @@ run_d_never() {
   # offered is not chosen again while silent: no round after the first
   # waits for the deadline.
   check_rounds_within D_never 2 2
-  if grep -q "without an update from Mallory1 (1 round missed in a row): not chosen again" "$out/D_never.log"; then
+  if grep -q "without an update from Mallory1 (1 round missed in a row: not chosen again" "$out/D_never.log"; then
     pass "D_never: the server said it passes Mallory1 over"
   else
     fail "D_never: no line passing Mallory1 over"

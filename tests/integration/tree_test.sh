@@ -256,7 +256,7 @@ log = open(f"{out}/lost.log").read()
 # Cut mid-upload, the restarted RA's new sum is refused with the old one's
 # chunks (never resumed: the two are different updates); delivered whole
 # before the kill, the first stays and the second is refused.
-cut = "neither is taken this round" in log
+cut = "nor the rest of this one, this round" in log
 whole = "whole already; another one is not taken" in log
 # Killed before its first offer reached the root (a slow machine): the
 # restarted RA's sum is its only one, taken whole or left to the deadline.

@@ -45,8 +45,8 @@ TEST_CASE("absences: a miss passes a client over until it is heard from, "
   CHECK(a.eligible("B", 139 + 65));
   CHECK(passed_over_note(4, "C", 1) ==
         "round 4: the deadline passed without an update from C (1 round "
-        "missed in a row): not chosen again until it is heard from "
-        "(registers again or offers), then after 1 round");
+        "missed in a row: not chosen again until it is heard from "
+        "(registers again or offers), then after 1 round)");
 }
 
 TEST_CASE("round roster: a client that never offers is cut at round 1's "
@@ -90,6 +90,22 @@ TEST_CASE("round roster: a client that never offers is cut at round 1's "
   r.start(11);
   CHECK(r.participants() == ids{"C"});
   r.start(11, 2);
+  CHECK(r.participants() == ids{"A", "B", "C"});
+}
+
+TEST_CASE("round roster: a rejected update is a miss: its client is passed "
+          "over as one that never offered") {
+  auto r = testing::three_clients();
+  for (auto id : {"A", "B", "C"})
+    offer(r, id);
+  r.close("A");
+  r.close("B");
+  r.leave("C");
+  CHECK(r.missed("C") == 1); // rejected: too slow, or a lie
+  r.start(2);
+  CHECK(r.participants() == ids{"A", "B"});
+  r.join("C", "host-C"); // back
+  r.start(3);
   CHECK(r.participants() == ids{"A", "B", "C"});
 }
 

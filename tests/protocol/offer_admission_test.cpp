@@ -81,10 +81,12 @@ TEST_CASE("offer admission: a client unknown, or not in the round, is "
                 "L is not in round 3 (it joined after the round started); it "
                 "takes part in the next");
   r.missing = true;
-  check_verdict(admit_round_offer(offer_of("L", 3), r, terms), kind::refused,
-                errc::not_in_round,
-                "L is not in round 3 (it missed the deadline); it takes part "
-                "in the next");
+  check_verdict(
+      admit_round_offer(offer_of("L", 3), r, terms), kind::refused,
+      errc::not_in_round,
+      "L is not in round 3 (it left it: missed the deadline, or its update "
+      "was refused); it takes part "
+      "in the next");
 }
 
 TEST_CASE("offer admission: a client weighs 1, or its sample count capped "
