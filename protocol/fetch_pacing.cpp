@@ -5,8 +5,9 @@
 namespace fedcaf {
 
 void fetch_pacing::start(uint64_t chunks, const std::set<std::string>& children,
-                         time_point now) {
+                         time_point now, uint64_t hold_gap) {
   chunks_ = chunks;
+  hold_gap_ = hold_gap;
   last_low_ = 0;
   children_.clear();
   for (const auto& id : children)
@@ -44,13 +45,29 @@ uint64_t fetch_pacing::low(time_point now, std::chrono::milliseconds idle,
     return low;
   };
   auto low = at();
-  for (auto& [id, c] : children_)
-    if (c.paced && c.prefix == low && low < chunks_ && idle.count() > 0 &&
-        now - c.last > idle) {
+  uint64_t furthest = 0;
+  for (const auto& [id, c] : children_)
+    if (c.paced)
+      furthest = std::max(furthest, c.prefix);
+  for (auto& [id, c] : children_) {
+    if (!c.paced)
+      continue;
+    // Holding back: at the low, a cache or more behind the furthest (who
+    // then waits for it), dripping or not.
+    bool holds = hold_gap_ > 0 && c.prefix == low && low < chunks_ &&
+                 furthest >= low + hold_gap_;
+    if (!holds)
+      c.holding.reset();
+    else if (!c.holding)
+      c.holding = now;
+    bool silent = c.prefix == low && low < chunks_ && now - c.last > idle;
+    bool held_back = holds && now - *c.holding > idle;
+    if (idle.count() > 0 && (silent || held_back)) {
       c.paced = false;
       if (dropped)
         dropped->push_back(id);
     }
+  }
   auto moved = at();
   if (moved > low)
     for (auto& [id, c] : children_)

@@ -4,14 +4,18 @@
 // child still fetching has it, and its download goes no further than the
 // cache ahead of the slowest (relay_residency). A child paces the others
 // from the round's start until it is silent for the idle timeout (no fetch
-// since the start, or since its last): then it is paced no more, and what
-// it fetches later that left the cache is fetched again from the parent.
+// since the start, or since its last), or until it has held the others
+// back for the idle timeout (at the low, `hold_gap` chunks or more behind
+// the child furthest on, however it drips its progress): then it is paced
+// no more, and what it fetches later that left the cache is fetched again
+// from the parent (refetch_budget bounds that).
 // See docs/design.md, "Trees of aggregators".
 // Thread-safety: none; owned by the server actor.
 
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,9 +26,11 @@ class fetch_pacing {
 public:
   using time_point = std::chrono::steady_clock::time_point;
 
-  /// A model of `chunks` chunks goes to `children` (the round's chosen).
+  /// A model of `chunks` chunks goes to `children` (the round's chosen); a
+  /// child `hold_gap` (the cache) or more chunks behind the one furthest
+  /// on holds it back (0: only silence lets a child go).
   void start(uint64_t chunks, const std::set<std::string>& children,
-             time_point now);
+             time_point now, uint64_t hold_gap = 0);
   /// True iff a round's model is paced.
   bool active() const { return chunks_ > 0; }
 
@@ -34,7 +40,8 @@ public:
   void fetched(const std::string& id, uint64_t seq, time_point now);
 
   /// The chunks every child still paced has fetched (all of them when none
-  /// is). A child at that low that made no progress for `idle` is paced no
+  /// is). A child at that low that made no progress for `idle`, or that has
+  /// held the one furthest on back (hold_gap) for `idle`, is paced no
   /// more (its id goes to `dropped`, logged by the caller); the others,
   /// ahead of it, wait for the cache, and their clocks start again each
   /// time the low moves.
@@ -55,9 +62,12 @@ private:
     uint64_t prefix = 0;      ///< chunks 0 .. prefix - 1 fetched
     std::set<uint64_t> above; ///< fetched past the prefix
     time_point last;          ///< the start, or its last fetch
+    /// Since when it holds the one furthest on back (unset: it does not).
+    std::optional<time_point> holding;
     bool paced = true;
   };
   uint64_t chunks_ = 0;
+  uint64_t hold_gap_ = 0;
   uint64_t last_low_ = 0; ///< the low the last call returned
   std::map<std::string, child> children_;
 };

@@ -115,8 +115,10 @@ void relay_flow::start(uint32_t round, const std::vector<std::string>& chosen,
   round_ = round;
   port_.open_round(round, chosen);
   if (residency_) { // the children's fetches pace the download
+    refetches_.start(residency_->plan().chunk_count());
     pacing_.start(residency_->plan().chunk_count(),
-                  std::set<std::string>(chosen.begin(), chosen.end()), now);
+                  std::set<std::string>(chosen.begin(), chosen.end()), now,
+                  residency_->cache());
     arm_pacing();
   }
 }
@@ -214,7 +216,10 @@ void relay_flow::fetch(const std::string& id, const msg::fetch& req,
       range && !is_adopting() && req.model_version == served_version();
   if (of_served && residency_ && req.sequence < residency_->served()) {
     // Gone from a window-mode relay's cache: fetched again from the
-    // parent for this child (late, or silent for a while).
+    // parent for this child (late, or silent for a while), within its
+    // budget (refetch_budget).
+    if (auto over = refetches_.take(id))
+      return reply(port_.refuse(*over));
     if (!residency_->want(req.sequence, relay_residency::serve)) {
       missed_[req.sequence].push_back(waiting_fetch{id, req, std::move(reply)});
       return;
@@ -311,9 +316,11 @@ void relay_flow::pace(time_point now) {
   for (const auto& id : silent)
     log_line(log_level::warning, "server",
              id + " fetched nothing of round " + std::to_string(round_) +
-                 " for " + std::to_string(fetch_silence_.count() / 1000) +
+                 ", or held its siblings back, for " +
+                 std::to_string(fetch_silence_.count() / 1000) +
                  " s: the relay's download goes on without waiting for it "
-                 "(what it fetches later is fetched again from the parent)");
+                 "(what it fetches later is fetched again from the parent, "
+                 "a model at most)");
   // A child that reconnects fetches its window in flight again: the
   // cache keeps a window below the slowest.
   auto count = residency_->plan().chunk_count();

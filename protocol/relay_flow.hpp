@@ -42,6 +42,7 @@
 #include "fedcaf/model_snapshot.hpp"
 #include "messages/codec.hpp"
 #include "protocol/fetch_pacing.hpp"
+#include "protocol/refetch_budget.hpp"
 #include "protocol/relay_download.hpp"
 #include "protocol/relay_gate.hpp"
 #include "protocol/relay_model.hpp"
@@ -246,7 +247,8 @@ private:
   /// Window mode: the residency of the model being adopted (served from
   /// adopted() on, whatever happened meanwhile).
   std::shared_ptr<relay_residency> incoming_residency_;
-  fetch_pacing pacing_; ///< window mode: how far each child fetched
+  fetch_pacing pacing_;      ///< window mode: how far each child fetched
+  refetch_budget refetches_; ///< window mode: chunks fetched again
   std::map<uint64_t, waiting_fetch> waiting_; ///< by relay_download ticket
   /// Window mode: fetches of positions gone from the cache, by position,
   /// until they are fetched again from the parent.

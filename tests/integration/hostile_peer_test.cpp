@@ -111,7 +111,9 @@ void usage() {
       "    never offers, leaves once F exists), never_offer (joins every\n"
       "    round, never offers), slow_drip [--drip-s S] (offers, then one\n"
       "    chunk every S seconds), pace_stall [--drip-s S] (fetches chunk 0\n"
-      "    again every S seconds, never another)\n"
+      "    again every S seconds, never another), refetch_loop [--drip-s S]\n"
+      "    (every chunk, one each S s, then again and again at once),\n"
+      "    drip_new [--drip-s S] (one new chunk every S seconds)\n"
       "  registered, to a server that takes compressed uploads (chunks\n"
       "    spoiled from --finite-chunks N on): int8_nan_scale,\n"
       "    int8_huge_scale, short_chunk,\n"
@@ -1943,6 +1945,54 @@ void attack_pace_stall(const options& o, verdict& v) {
   v.note(std::to_string(answered) + " fetches of chunk 0 answered");
 }
 
+/// Fetches the model's chunks in order, one every --drip-s seconds, then
+/// all of them again and again (`loop`, as fast as answered) or only new
+/// ones (`!loop`, a drip that keeps "making progress" under the idle
+/// timeout). Against a window-mode relay: the loop fetches chunks gone
+/// from its cache, which the relay would fetch again from its parent
+/// without end; the drip holds its siblings back. Stops at the first
+/// refusal (too_many_requests past the relay's refetch budget, or the
+/// round over) or the end of the model (a drip).
+void fetch_chunks(const options& o, verdict& v, bool loop) {
+  auto deadline = after_s(o.timeout_s);
+  auto r = join_round(o, v, loop ? "refetch_loop" : "drip_new", deadline);
+  auto count = r.plan->chunk_count();
+  uint64_t answered = 0;
+  for (uint64_t i = 0; clock_type::now() < deadline && i < 100 * count; ++i) {
+    if (!loop && i >= count)
+      break;
+    auto reply = r.s->ask(msg::encode(msg::fetch{
+                              r.round.round, r.round.model_version, i % count}),
+                          deadline);
+    if (!reply) {
+      v.note("the session ended: " + to_string(reply.err()));
+      break;
+    }
+    if (auto e = refusal_of(*reply)) {
+      v.note("refused after " + std::to_string(answered) +
+             " fetches: " + to_string(*e));
+      break;
+    }
+    ++answered;
+    double pause = loop && i >= count ? 0 : o.drip_s;
+    if (pause > 0)
+      if (auto ended = r.s->idle_until(after_s(pause))) {
+        v.note("ended: " + ended->detail);
+        break;
+      }
+  }
+  v.note(std::to_string(answered) + " fetches answered (" +
+         std::to_string(count) + " chunks in the model)");
+}
+
+void attack_refetch_loop(const options& o, verdict& v) {
+  fetch_chunks(o, v, true);
+}
+
+void attack_drip_new(const options& o, verdict& v) {
+  fetch_chunks(o, v, false);
+}
+
 /// Offers an update, then sends one chunk every --drip-s seconds (just
 /// under the server's idle timeout), each after the last one's credit, as
 /// an honest but slow client would. The server must cut it off (--expect:
@@ -2200,6 +2250,8 @@ int run(const options& o) {
       {"hellos", attack_hellos},
       {"never_offer", attack_never_offer},
       {"pace_stall", attack_pace_stall},
+      {"refetch_loop", attack_refetch_loop},
+      {"drip_new", attack_drip_new},
       {"slow_drip", attack_slow_drip},
       {"token_guess", attack_token_guess},
       {"stall_read", attack_stall_read},

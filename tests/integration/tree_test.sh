@@ -273,19 +273,24 @@ assert rb_clients[0] == 2 and 1 in rb_clients[1:], rb_clients
 print(f"   root rounds' contributors {clients}; RB's rounds' clients {rb_clients}")
 PY
 
-# -- pace: a child that stalls a window relay's download ----------------------------
-# A window-mode relay RP (3 children, min_clients 2, idle timeout 4 s) with
-# two honest children and a hostile one (hostile_peer pace_stall) that
-# fetches chunk 0 again and again and nothing else: the relay's download,
-# paced by its slowest child still fetching, goes on without it once it has
-# made no progress for the idle timeout, and the round has the honest two.
+# -- pace: children that stall or milk a window relay's download -----------------
+# A window-mode relay RP (5 children, min_clients 2, idle timeout 4 s) with
+# two honest children and three hostile ones (hostile_peer): X fetches
+# chunk 0 again and again and nothing else; Z fetches one new chunk every
+# 3 s (progress, under the idle timeout, holding its siblings back); Y
+# fetches every chunk, then all of them again and again (each gone from
+# the relay's cache: fetched again from the root). The relay's download
+# goes on without X and Z once each has held the others back for the idle
+# timeout; Y is refused past a model of refetches; the root sends RP at
+# most 3 x the model (its download and two models of refetches); the
+# round has the honest two.
 hp=${HOSTILE_PEER:-$(dirname "$fedcaf")/tests/hostile_peer}
 if [ -x "$hp" ]; then
   pport=$((base + 11))
   port[RP]=$pport
   root pace 1 "{RP: 3}" ""
   sed -i 's/num_global_epochs: 3/num_global_epochs: 1/' "$out/pace.yaml"
-  relay RP "$root_port" 3 "{}" window
+  relay RP "$root_port" 5 "{}" window
   sed -i 's/{round_deadline_s: 20, min_clients: 1, on_deadline: wait}/{round_deadline_s: 40, min_clients: 2}/; s/chunk_bytes: 2048, window: 2,/chunk_bytes: 1024, window: 2, idle_timeout_s: 4,/' "$out/RP.yaml"
   grep -q "idle_timeout_s: 4" "$out/RP.yaml" || fail "pace: RP's config"
   start root "$out/pace.log" "$fedcaf" server -c "$out/pace.yaml" --report "$out/pace.json"
@@ -294,6 +299,12 @@ if [ -x "$hp" ]; then
   timeout 120 "$hp" --port "$pport" --registered --id X --token x --attack pace_stall \
     --drip-s 1 --timeout-s 100 > "$out/pace_X.log" 2>&1 &
   pids+=($!)
+  timeout 120 "$hp" --port "$pport" --registered --id Z --token z --attack drip_new \
+    --drip-s 3 --timeout-s 100 > "$out/pace_Z.log" 2>&1 &
+  pids+=($!)
+  timeout 120 "$hp" --port "$pport" --registered --id Y --token y --attack refetch_loop \
+    --drip-s 0.02 --timeout-s 100 > "$out/pace_Y.log" 2>&1 &
+  pids+=($!)
   sleep 0.5
   for i in 1 2; do
     client "$i" "$pport"
@@ -301,16 +312,29 @@ if [ -x "$hp" ]; then
   done
   wait "${pid_of[root]}" || fail "pace: the root failed: $(tail -n 3 "$out/pace.log"); RP: $(tail -n 2 "$out/pace_RP.log")"
   for n in RP C1 C2; do wait "${pid_of[$n]}" || fail "pace: $n exited non-zero: $(tail -n 2 "$out/pace_$n.log")"; done
-  "$py" - "$out" <<'PY' && pass "pace: a child fetching one chunk again and again held a window relay's download only for the idle timeout; the round had both honest children" || fail "pace: the reports"
-import json, sys
+  "$py" - "$out" <<'PY' && pass "pace: a child fetching one chunk again and again, and one dripping new chunks, held a window relay's download only for the idle timeout; a refetch loop was refused past a model; the root sent the relay at most 3 x the model; the round had both honest children" || fail "pace: the reports"
+import json, struct, sys
 out = sys.argv[1]
 r = json.load(open(f"{out}/pace_RP.json"))
 clients = [x["clients"] for x in r["rounds"]]
 assert clients == [2], clients
 log = open(f"{out}/pace_RP.log").read()
 assert "X fetched nothing of round 1" in log, "X was not let go"
+assert "Z fetched nothing of round 1, or held its siblings back" in log, "Z was not let go"
 assert "C1 fetched nothing" not in log and "C2 fetched nothing" not in log, "an honest child was let go"
-print(f"   relay's round: {clients[0]} clients; X let go after the idle timeout")
+y = open(f"{out}/pace_Y.log").read()
+# Refused past its model of refetches, or once the chunks it loops over
+# hold the round's sums (every participant has them).
+assert ("too_many_requests" in y and "gone from the relay's cache" in y) or \
+    "holds the round's sums already" in y, y[-400:]
+with open(f"{out}/init.safetensors", "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    model = len(f.read()) - n
+root = json.load(open(f"{out}/pace.json"))
+down = root["rounds"][0]["bytes_down"]
+assert down <= 3 * model, (down, model)
+print(f"   relay's round: {clients[0]} clients; X and Z let go after the idle timeout; "
+      f"the root sent RP {down / model:.2f} x the model")
 PY
 else
   echo "skip: pace: no hostile_peer at $hp"

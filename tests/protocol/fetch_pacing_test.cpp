@@ -74,3 +74,42 @@ TEST_CASE("a window-mode relay's download waits for its slowest child still "
   p.stop();
   CHECK_FALSE(p.active());
 }
+
+TEST_CASE("a child that drips one new chunk just under the idle timeout, "
+          "holding its siblings a cache or more behind, is let go after the "
+          "idle timeout; one that keeps up is not") {
+  fetch_pacing p;
+  fetch_pacing::time_point t{};
+  p.start(100, {"A", "B", "D"}, t, 4); // cache: 4 chunks
+  // A and B fetch as fast as the cache lets them (4 ahead of the low);
+  // D fetches one new chunk every 900 ms (the idle timeout is 1000 ms).
+  std::vector<std::string> let_go;
+  uint64_t d = 0;
+  auto now = t;
+  for (int step = 0; step < 5; ++step) {
+    now = t + std::chrono::milliseconds{900 * step};
+    p.fetched("D", d++, now);
+    auto low = p.low(now, 1000ms, &let_go);
+    for (uint64_t s = 0; s < low + 4; ++s) {
+      p.fetched("A", s, now);
+      p.fetched("B", s, now);
+    }
+    p.low(now, 1000ms, &let_go);
+  }
+  CHECK(let_go == std::vector<std::string>{"D"}); // held A and B > 1 s
+  // Without D the low is A's and B's: the download goes on.
+  CHECK(p.low(now, 1000ms) >= 8);
+
+  // Children that keep up with each other (within the cache) are never
+  // let go, however long the round takes.
+  fetch_pacing q;
+  q.start(100, {"A", "B"}, t, 4);
+  std::vector<std::string> none;
+  for (uint64_t s = 0; s < 50; ++s) {
+    auto at = t + std::chrono::milliseconds{500 * s};
+    q.fetched("A", s, at);
+    q.fetched("B", s, at);
+    q.low(at, 1000ms, &none);
+  }
+  CHECK(none.empty());
+}
