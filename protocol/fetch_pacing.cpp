@@ -52,14 +52,15 @@ uint64_t fetch_pacing::low(time_point now, std::chrono::milliseconds idle,
   for (auto& [id, c] : children_) {
     if (!c.paced)
       continue;
-    // Holding back: at the low, a cache or more behind the furthest (who
-    // then waits for it), dripping or not.
-    bool holds = hold_gap_ > 0 && c.prefix == low && low < chunks_ &&
-                 furthest >= low + hold_gap_;
-    if (!holds)
+    // Holding back: from when, at the low, it is a cache or more behind the
+    // furthest (who then waits for it) until it catches up with it or is
+    // no longer the low: a drip of one chunk at a time does not end it.
+    bool at_low = hold_gap_ > 0 && c.prefix == low && low < chunks_;
+    if (!at_low || furthest <= low)
       c.holding.reset();
-    else if (!c.holding)
+    else if (!c.holding && furthest >= low + hold_gap_)
       c.holding = now;
+    bool holds = c.holding.has_value();
     bool silent = c.prefix == low && low < chunks_ && now - c.last > idle;
     bool held_back = holds && now - *c.holding > idle;
     if (idle.count() > 0 && (silent || held_back)) {

@@ -62,7 +62,8 @@ private:
     uint64_t prefix = 0;      ///< chunks 0 .. prefix - 1 fetched
     std::set<uint64_t> above; ///< fetched past the prefix
     time_point last;          ///< the start, or its last fetch
-    /// Since when it holds the one furthest on back (unset: it does not).
+    /// Since when it holds the one furthest on back (unset: it does not):
+    /// set once it is a cache behind at the low, until it catches up.
     std::optional<time_point> holding;
     bool paced = true;
   };
