@@ -171,17 +171,12 @@ public:
   /// collecting the others' updates again.
   void reject(const std::string& id, uint32_t round, uint64_t folded,
               const error& refusal) {
-    auto why = to_string(refusal);
-    if (stopped_ || round != roster_.round() || !roster_.leave(id))
+    if (stopped_ || round != roster_.round())
       return;
-    // Silent, too slow, cut at the deadline, or a lie: a miss (a restarted
-    // process's other update is none: it is there).
-    bool miss =
-        refusal.code == errc::timeout || refusal.code == errc::poisoned_update;
-    log_line(log_level::warning, "scheduler",
-             "round " + std::to_string(round) + ": " + id +
-                 " leaves the round: " + why +
-                 (miss ? "; " + passed_over_line(roster_.missed(id)) : ""));
+    auto line = roster_.rejected(id, to_string(refusal), refusal.code);
+    if (!line)
+      return;
+    log_line(log_level::warning, "scheduler", *line);
     self_->send(server_, reject_atom::value, id, refusal);
     roster_.forget(id);
     if (options_.stream_sums) // what it folded stays (the aggregator cut it)
@@ -193,10 +188,7 @@ public:
     } else {
       if (folded > 0 && !finalizing_)
         log_line(log_level::warning, "scheduler",
-                 "round " + std::to_string(round) + ": the " +
-                     std::to_string(folded) + " chunks of " + id +
-                     "'s update folded before its refusal stay in the sum "
-                     "(each passed every check); nobody uploads again");
+                 round_roster::kept_note(round, id, folded));
       self_->send(aggregator_, expect_atom::value, contributors());
     }
     check_round();

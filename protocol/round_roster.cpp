@@ -73,6 +73,25 @@ bool round_roster::close(const std::string& id) {
   return true;
 }
 
+std::optional<std::string> round_roster::rejected(const std::string& id,
+                                                  const std::string& why,
+                                                  errc code) {
+  if (!leave(id))
+    return std::nullopt;
+  bool miss = code == errc::timeout || code == errc::poisoned_update;
+  return "round " + std::to_string(round_) + ": " + id +
+         " leaves the round: " + why +
+         (miss ? "; " + passed_over_line(missed(id)) : "");
+}
+
+std::string round_roster::kept_note(uint32_t round, const std::string& id,
+                                    uint64_t folded) {
+  return "round " + std::to_string(round) + ": the " + std::to_string(folded) +
+         " chunks of " + id +
+         "'s update folded before its refusal stay in the sum (each passed "
+         "every check); nobody uploads again";
+}
+
 bool round_roster::leave(const std::string& id) {
   if (!participants_.erase(id))
     return false;

@@ -11,11 +11,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "fedcaf/error.hpp"
 #include "protocol/absences.hpp"
 #include "protocol/offer_admission.hpp"
 #include "protocol/round_deadline.hpp"
@@ -52,6 +54,16 @@ public:
   void join(const std::string& id, const std::string& from);
   /// `id` offered (for any round): it is heard from (see absences).
   void heard_from(const std::string& id) { absences_.heard_from(id); }
+  /// `id`'s update of the open round was refused (`why`, of `code`): it
+  /// leaves the round, with a miss where it was silent, too slow or a lie
+  /// (timeout, poisoned_update; a restarted process's other update is
+  /// none). Returns the log line, or nullopt iff it was no participant.
+  std::optional<std::string> rejected(const std::string& id,
+                                      const std::string& why, errc code);
+  /// "round r: the N chunks of ID's update folded before its refusal stay
+  /// in the sum ...".
+  static std::string kept_note(uint32_t round, const std::string& id,
+                               uint64_t folded);
   /// `id`'s update of the open round was rejected (a lie, or too slow or
   /// silent: cut at the deadline or the idle timeout): a miss, as for no
   /// offer by the deadline. Returns its misses in a row.
