@@ -47,6 +47,11 @@ caf::result<snapshot_ptr> aggregator_rounds::finalize(uint32_t round,
           [this, deliver, round,
            sum_weight](secagg::unmask_plan& plan) mutable {
             auto ok = unmask(plan);
+            // In range or not, for the trace of an upload out of range
+            // (other failures say nothing about the uploads).
+            if (ok || ok.err().code == errc::poisoned_update)
+              core_.self_->send(core_.server_, unmasked_atom::value, round,
+                                static_cast<bool>(ok));
             deliver(ok ? logged(publish_round(round, sum_weight))
                        : skip(round, ok.err().message));
           },

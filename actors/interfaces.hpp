@@ -86,6 +86,9 @@ struct round_result {
 using connect_atom = caf::atom_constant<caf::atom("connect")>;
 /// The aggregator asks the server to run SecAgg+'s unmask phase.
 using unmask_atom = caf::atom_constant<caf::atom("unmask")>;
+/// The aggregator tells the server whether a round's unmasked sum was in
+/// range (SecAgg+'s trace of an upload out of range).
+using unmasked_atom = caf::atom_constant<caf::atom("unmasked")>;
 /// A SecAgg+ phase's deadline passed (the server's own timer).
 using phase_end_atom = caf::atom_constant<caf::atom("phase_end")>;
 
@@ -119,6 +122,7 @@ using round_host = caf::typed_actor<
 using aggregator_host = caf::typed_actor<
     caf::replies_to<unmask_atom, uint32_t,
                     std::vector<std::string>>::with<secagg::unmask_plan>,
+    caf::reacts_to<unmasked_atom, uint32_t, bool>,
     caf::reacts_to<overwrite_atom, uint64_t, uint64_t>>;
 
 /// A scheduler's own timer: (deadline_atom, 0) the registration deadline,

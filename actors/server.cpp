@@ -290,6 +290,12 @@ public:
     return secagg_->unmask(round, in_sum);
   }
 
+  /// The aggregator's word on round `round`'s unmasked sum.
+  void secagg_unmasked(uint32_t round, bool in_range) {
+    if (secagg_)
+      secagg_->unmasked(round, in_range);
+  }
+
   /// The final model's evaluation took too long.
   void evaluation_overdue() { publication_.overdue(); }
 
@@ -521,6 +527,9 @@ server_actor::behavior_type serving(server_actor::pointer self,
       [state](unmask_atom, uint32_t round,
               const std::vector<std::string>& in_sum) {
         return state->secagg_unmask(round, in_sum);
+      },
+      [state](unmasked_atom, uint32_t round, bool in_range) {
+        state->secagg_unmasked(round, in_range);
       },
       [state](phase_end_atom, uint32_t round, uint32_t phase) {
         state->secagg_deadline(round, phase);

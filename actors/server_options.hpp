@@ -91,6 +91,9 @@ struct server_options {
   /// client's evaluation weighs 1, as its update does).
   secure_aggregation_config secure_aggregation;
   bool secagg_by_samples = false;
+  /// The fewest updates a secure round's sum may hold (min_clients): while
+  /// an upload out of range is traced, suspects are held out only above it.
+  uint32_t secagg_least_in_sum = 2;
   /// How long each SecAgg+ setup phase waits for the slowest client.
   std::chrono::milliseconds secagg_phase_timeout{60000};
   /// Secure aggregation: the keys phase ends this long after the round

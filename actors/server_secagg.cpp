@@ -21,7 +21,8 @@ server_secagg::server_secagg(server_core& core,
     : core_(core), stop_(std::move(stop)),
       flow_(core.options_.secure_aggregation, core.options_.secagg_by_samples,
             core.options_.max_sample_size, std::random_device{}(),
-            secagg_timeouts_of(core.options_), core.refusals_, port_of()) {}
+            secagg_timeouts_of(core.options_), core.refusals_, port_of(),
+            core.options_.secagg_least_in_sum) {}
 
 void server_secagg::start(uint32_t round, const std::set<std::string>& chosen,
                           const std::vector<std::string>& reached) {
@@ -65,6 +66,10 @@ server_secagg::unmask(uint32_t round, const std::vector<std::string>& in_sum) {
 void server_secagg::lost(const std::string& id) {
   flow_.lost(id);
   note_phase();
+}
+
+void server_secagg::unmasked(uint32_t round, bool in_range) {
+  flow_.unmasked(round, in_range);
 }
 
 void server_secagg::poisoned(const std::string& id, const std::string& why) {

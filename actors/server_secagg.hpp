@@ -39,6 +39,9 @@ public:
   unmask(uint32_t round, const std::vector<std::string>& in_sum);
   /// Client `id` lost its connection: it leaves the phase.
   void lost(const std::string& id);
+  /// The aggregator unmasked round `round`: in range, or not (the trace
+  /// of an upload out of range; server_secagg_flow::unmasked).
+  void unmasked(uint32_t round, bool in_range);
   /// Client `id`'s masked update was refused for its content (`why`).
   void poisoned(const std::string& id, const std::string& why);
   /// The clients excluded from this round, with why (for its report).

@@ -245,6 +245,7 @@ server_side_options options_from(const config& cfg,
   srv.max_sample_size = sc.rule.max_sample_size;
   srv.secure_aggregation = sc.secure_aggregation;
   srv.secagg_phase_timeout = millis_of(stream.idle_timeout_s);
+  srv.secagg_least_in_sum = sch.min_clients;
   srv.checkpoint = sc.checkpoint;
   srv.config_yaml = cfg.effective_yaml;
   return so;

@@ -588,7 +588,9 @@ frame encode(const secagg_shares& x) {
 }
 
 frame encode(const secagg_receipt& x) {
-  auto words = 8 + (x.unopened.size() + x.excluded.size()) / 2;
+  auto words = 12 +
+               (x.unopened.size() + x.excluded.size() + x.disputed.size()) / 2 +
+               7 * x.share_secrets.size();
   return build(words, [&](auto body) {
     auto b = body.initSecAggReceipt();
     b.setRound(x.round);
@@ -598,6 +600,15 @@ frame encode(const secagg_receipt& x) {
     auto excluded = b.initExcluded(static_cast<uint32_t>(x.excluded.size()));
     for (uint32_t i = 0; i < excluded.size(); ++i)
       excluded.set(i, x.excluded[i]);
+    auto disputed = b.initDisputed(static_cast<uint32_t>(x.disputed.size()));
+    for (uint32_t i = 0; i < disputed.size(); ++i)
+      disputed.set(i, x.disputed[i]);
+    auto secrets =
+        b.initShareSecrets(static_cast<uint32_t>(x.share_secrets.size()));
+    for (uint32_t i = 0; i < secrets.size(); ++i) {
+      secrets[i].setPeer(x.share_secrets[i].peer);
+      secrets[i].setSecret(data_of(x.share_secrets[i].secret));
+    }
   });
 }
 
@@ -1027,10 +1038,25 @@ template <> result<secagg_receipt> decode<secagg_receipt>(const frame& f) {
     auto b = body.getSecAggReceipt();
     auto unopened = indices(b.getUnopened(), "secagg receipt: unopened");
     auto excluded = indices(b.getExcluded(), "secagg receipt: excluded");
-    if (!unopened || !excluded)
-      return !unopened ? unopened.err() : excluded.err();
+    auto disputed = indices(b.getDisputed(), "secagg receipt: disputed");
+    if (!unopened || !excluded || !disputed)
+      return !unopened   ? unopened.err()
+             : !excluded ? excluded.err()
+                         : disputed.err();
+    auto list = b.getShareSecrets();
+    if (auto ok = check_count(list.size(), "secagg receipt: share secrets");
+        !ok)
+      return ok.err();
+    std::vector<share_secret> secrets;
+    for (auto x : list) {
+      auto secret = key_of(x.getSecret(), "secagg receipt: share secret");
+      if (!secret)
+        return secret.err();
+      secrets.push_back({x.getPeer(), *secret});
+    }
     return secagg_receipt{b.getRound(), std::move(*unopened),
-                          std::move(*excluded)};
+                          std::move(*excluded), std::move(*disputed),
+                          std::move(secrets)};
   });
 }
 

@@ -247,7 +247,8 @@ struct done {
 /// in any list, an x of 0, a roster whose neighbours are not sorted by
 /// index or whose parameters are out of range.
 using key_bytes = std::array<uint8_t, 32>;
-constexpr size_t sealed_share_bytes = 101; ///< nonce + 73-byte payload + tag
+/// The sender's one-share public key, nonce, 73-byte payload, tag.
+constexpr size_t sealed_share_bytes = 133;
 constexpr size_t max_secagg_neighbours = 255;
 
 /// Client to server: its public keys for the round, and its sample count.
@@ -291,10 +292,20 @@ struct secagg_shares {
 
 /// Client to server: the neighbours whose share did not open for it;
 /// server to client: the neighbours not to mask against.
+struct share_secret {
+  uint32_t peer = 0; ///< the disputed share's recipient
+  key_bytes secret{};
+};
+
+/// Server to client instead, `disputed`: the neighbours that said its
+/// share did not open; client to server then, `share_secrets`: the secrets
+/// that open those shares (a second receipt).
 struct secagg_receipt {
   uint32_t round = 0;
   std::vector<uint32_t> unopened;
   std::vector<uint32_t> excluded;
+  std::vector<uint32_t> disputed;
+  std::vector<share_secret> share_secrets;
 };
 
 struct revealed_share {

@@ -268,8 +268,9 @@ struct RoundOver {
 }
 
 # -- Secure aggregation (SecAgg+): the phases before and after the masked
-# upload. Keys are 32-byte X25519 public keys; a sealed share is 101 bytes
-# (AES-256-GCM: 12-byte nonce, the 73-byte share payload, 16-byte tag).
+# upload. Keys are 32-byte X25519 public keys; a sealed share is 133 bytes
+# (the sender's one-share X25519 public key, then AES-256-GCM: 12-byte
+# nonce, the 73-byte share payload, 16-byte tag).
 
 struct SecAggKeys {
   round @0 :UInt32;
@@ -328,6 +329,21 @@ struct SecAggReceipt {
   excluded @2 :List(UInt32);
   # Server to client: the neighbours not to mask against (they sit the
   # round out); the client masks against every other neighbour that shared.
+  disputed @3 :List(UInt32);
+  # Server to client, instead of `excluded`: the neighbours (indices) that
+  # said this client's share did not open for them; the client answers
+  # with a second receipt revealing those shares' one-share secrets (at
+  # most threshold - 1), and gets `excluded` in answer to that.
+  shareSecrets @4 :List(ShareSecret);
+  # Client to server, in that second receipt.
+}
+
+struct ShareSecret {
+  peer @0 :UInt32;
+  # The recipient of the disputed share.
+  secret @1 :Data;
+  # The X25519 secret (32 bytes) whose public key leads that sealed share:
+  # with the recipient's share key it opens that share and no other.
 }
 
 struct RevealedShare {

@@ -16,6 +16,7 @@ msg::frame client_secagg_flow::start(uint32_t round, uint64_t sample_count) {
          : is("secagg_zero_upload")   ? lie::zero_upload
          : is("secagg_random_upload") ? lie::random_upload
          : is("secagg_wrong_reveal")  ? lie::wrong_reveal
+         : is("secagg_false_receipt") ? lie::false_receipt
                                       : lie::none;
   participant_.emplace(round, sample_count);
   return msg::encode(participant_->keys());
@@ -82,6 +83,9 @@ client_secagg_flow::on_relayed(const msg::frame& reply) {
   if (!receipt)
     return receipt.err();
   awaiting_ = awaiting::settled;
+  if (lie_ == lie::false_receipt) // says two shares that opened did not
+    for (size_t i = 0; i < relayed->shares.size() && i < 2; ++i)
+      receipt->unopened.push_back(relayed->shares[i].peer);
   auto round = "round " + std::to_string(round_);
   step s;
   for (const auto& bad : participant_->unopened())
@@ -102,6 +106,20 @@ client_secagg_flow::on_settled(const msg::frame& reply) {
     return answer.err();
   step s;
   auto round = "round " + std::to_string(round_);
+  if (!answer->disputed.empty()) { // its shares are disputed: prove them
+    auto defence = participant_->defend(*answer);
+    if (!defence) {
+      s.sit_out = "secure aggregation: " + defence.err().message;
+      return s;
+    }
+    awaiting_ = awaiting::settled;
+    s.next = msg::encode(*defence);
+    s.what = "secure aggregation defence";
+    s.note = round + ": " + std::to_string(answer->disputed.size()) +
+             " neighbours said its secure aggregation share did not open; "
+             "revealing those shares' keys to the server";
+    return s;
+  }
   if (auto ok = participant_->settle(*answer); !ok) {
     s.sit_out = "secure aggregation: " + ok.err().message;
     return s;

@@ -1,7 +1,9 @@
 #pragma once
 // A client's SecAgg+ steps in one round, around its secagg_participant:
 //   start: keys out -> (roster in) shares out -> (relayed shares in)
-//   receipt out -> (the neighbours excluded in) ready
+//   receipt out -> (the neighbours excluded in) ready; or, if neighbours
+//   said its shares did not open, (disputed in) defence out -> (excluded
+//   in) ready
 // then the masked update (through mask_in_place); later, the server's
 // unmask request answered. The server may answer any step with
 // not_in_round: the client then sits the round out. It sends nothing: the
@@ -73,6 +75,9 @@ private:
   /// Takes the answer to the receipt: the neighbours not to mask against.
   /// Returns a step with no frame (the masked update goes next), or one
   /// that sits out iff the answer is unusable (secagg_participant::settle).
+  /// An answer that names neighbours disputing this client's shares gets
+  /// the defence (secagg_participant::defend) sent, and its answer taken
+  /// here again.
   result<step> on_settled(const msg::frame& reply);
 
   /// Set iff `reply` refuses with not_in_round: the step that sits out.
@@ -85,7 +90,8 @@ private:
     garbage_shares,
     zero_upload,
     random_upload,
-    wrong_reveal
+    wrong_reveal,
+    false_receipt
   };
 
   enum class awaiting { nothing, roster, relayed, settled };

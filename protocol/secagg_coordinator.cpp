@@ -1,9 +1,12 @@
 #include "protocol/secagg_coordinator.hpp"
 
+#include "protocol/secagg_participant.hpp"
+
 #include <algorithm>
 #include <functional>
 #include <numeric>
 #include <optional>
+#include <random>
 
 namespace fedcaf {
 
@@ -68,47 +71,6 @@ robust_combine(const std::vector<secagg::share>& shares, uint32_t t,
 }
 
 } // namespace
-
-share_verdict
-judge_share_complaints(const std::map<uint32_t, std::set<uint32_t>>& complaints,
-                       const std::map<uint32_t, size_t>& neighbours) {
-  std::set<std::pair<uint32_t, uint32_t>> disputed; // (low, high)
-  for (const auto& [u, vs] : complaints)
-    for (auto v : vs)
-      if (u != v)
-        disputed.insert({std::min(u, v), std::max(u, v)});
-  share_verdict out;
-  for (;;) {
-    std::map<uint32_t, size_t> pairs_of;
-    for (const auto& [a, b] : disputed) {
-      ++pairs_of[a];
-      ++pairs_of[b];
-    }
-    // Of those disputed by most of their neighbours (and by two or more),
-    // the most disputed; the lowest index on a tie (deterministic).
-    auto majority = [&neighbours](const auto& x) {
-      auto of = neighbours.find(x.first);
-      auto k = of == neighbours.end() ? size_t{0} : of->second;
-      return x.second >= 2 && 2 * x.second > k;
-    };
-    auto worst = pairs_of.end();
-    for (auto it = pairs_of.begin(); it != pairs_of.end(); ++it)
-      if (majority(*it) &&
-          (worst == pairs_of.end() || it->second > worst->second))
-        worst = it;
-    if (worst == pairs_of.end())
-      break;
-    auto c = worst->first;
-    out.culprits.insert(c);
-    std::erase_if(disputed,
-                  [c](const auto& p) { return p.first == c || p.second == c; });
-  }
-  for (const auto& [a, b] : disputed) {
-    out.unsure.insert(a);
-    out.unsure.insert(b);
-  }
-  return out;
-}
 
 secagg_coordinator::secagg_coordinator(secure_aggregation_config cfg,
                                        bool by_samples,
@@ -338,42 +300,147 @@ void secagg_coordinator::exclude(const std::string& id) {
   left_.push_back(id);
 }
 
-result<std::map<std::string, msg::secagg_receipt>>
+std::map<std::string, msg::secagg_receipt>
 secagg_coordinator::close_receipts() {
   culprits_.clear();
-  std::map<uint32_t, std::set<uint32_t>> complaints;
-  std::vector<std::string> silent;
-  for (const auto& [id, m] : members_) {
+  // A client that sent no receipt leaves; nobody masks against it.
+  for (auto& [id, m] : members_)
     if (m.shared && !m.receipted)
-      silent.push_back(id);
-    else if (m.shared && !m.unopened.empty())
-      complaints[m.index] = m.unopened;
+      exclude(id);
+  // Each complaint "u's share did not open for v" is put to u: it reveals
+  // that share's one-share secret (disputes), which opens that share and
+  // no other. At most threshold - 1 of the complaints against one client
+  // are put to it (drawn at random: with its own share, that many would
+  // be its secrets); the others stay unresolved.
+  std::mt19937_64 draw(seed_ ^ (uint64_t{round_} << 32) ^ 0x5eca9ULL);
+  std::map<std::string, msg::secagg_receipt> challenges;
+  for (auto& [id, m] : members_) {
+    m.challenged.clear();
+    m.defended = false;
+    m.secrets.clear();
   }
-  std::map<uint32_t, size_t> neighbours;
-  for (const auto& [id, m] : members_)
-    neighbours[m.index] = m.neighbours.size();
-  auto verdict = judge_share_complaints(complaints, neighbours);
-  auto against = [&](uint32_t c) { // who complained of c
-    std::string names;
-    for (const auto& [u, vs] : complaints)
-      if (vs.count(c))
-        names += (names.empty() ? "" : ", ") + id_at(u);
-    return names;
-  };
-  for (auto c : verdict.culprits) {
-    auto said = complaints.count(c) ? complaints[c].size() : 0;
-    culprits_.push_back(
-        {id_at(c), said >= 2
-                       ? "said that the shares of " + std::to_string(said) +
-                             " neighbours did not open for it"
-                       : "sealed shares that did not open for " + against(c)});
+  for (auto& [id, m] : members_) {
+    if (!m.shared)
+      continue;
+    std::vector<uint32_t> accusers;
+    for (const auto& [v_id, v] : members_)
+      if (v.shared && v.unopened.count(m.index))
+        accusers.push_back(v.index);
+    if (accusers.empty())
+      continue;
+    std::shuffle(accusers.begin(), accusers.end(), draw);
+    accusers.resize(std::min<size_t>(accusers.size(), threshold() - 1));
+    m.challenged.insert(accusers.begin(), accusers.end());
+    challenges[id] = {round_, {}, {}, {accusers.begin(), accusers.end()}, {}};
+    std::sort(challenges[id].disputed.begin(), challenges[id].disputed.end());
+  }
+  phase_ = phase::disputes;
+  return challenges;
+}
+
+result<void> secagg_coordinator::defend(const std::string& id,
+                                        const msg::secagg_receipt& r) {
+  auto it = members_.find(id);
+  if (phase_ != phase::disputes || r.round != round_ || it == members_.end() ||
+      it->second.challenged.empty())
+    return refusal(errc::wrong_round, id + " sent share secrets for round " +
+                                          std::to_string(r.round) +
+                                          " that nobody disputed");
+  auto& m = it->second;
+  if (m.defended)
+    return refusal(errc::bad_sequence, id + " answered its dispute twice");
+  std::map<uint32_t, msg::key_bytes> secrets;
+  for (const auto& s : r.share_secrets) {
+    if (!m.challenged.count(s.peer))
+      return refusal(errc::not_authorized,
+                     id + " revealed the secret of its share for client " +
+                         std::to_string(s.peer) + ", which was not disputed");
+    if (!secrets.emplace(s.peer, s.secret).second)
+      return refusal(errc::malformed_frame,
+                     id + " revealed two secrets for " + id_at(s.peer));
+  }
+  m.secrets = std::move(secrets);
+  m.defended = true;
+  return {};
+}
+
+bool secagg_coordinator::disputes_complete() const {
+  return phase_ == phase::disputes &&
+         std::all_of(members_.begin(), members_.end(), [](const auto& kv) {
+           const auto& m = kv.second;
+           return m.challenged.empty() || m.defended || !m.shared || m.gone;
+         });
+}
+
+bool secagg_coordinator::share_opens(const member& sender,
+                                     const member& recipient) const {
+  auto secret = sender.secrets.find(recipient.index);
+  auto sealed = std::find_if(
+      recipient.sealed.begin(), recipient.sealed.end(),
+      [&sender](const auto& sh) { return sh.peer == sender.index; });
+  if (secret == sender.secrets.end() || sealed == recipient.sealed.end())
+    return false;
+  // The secret must be the one whose public key leads the share: else a
+  // sender could seal garbage under one key and reveal another.
+  if (secagg::public_key_of(secret->second) != share_public_key(sealed->sealed))
+    return false;
+  return static_cast<bool>(open_share(secret->second, recipient.keys.share_key,
+                                      sealed->sealed, round_, sender.index,
+                                      recipient.index));
+}
+
+result<std::map<std::string, msg::secagg_receipt>>
+secagg_coordinator::close_disputes() {
+  // Each complaint put to its sender is settled by the share itself: it
+  // opens (its accuser lied) or not, or the sender did not answer (it
+  // lied, or its share cannot be shown). Who lied is named, with why.
+  std::map<std::string, std::vector<std::string>> lies; // by client, why
+  std::set<std::pair<uint32_t, uint32_t>> unresolved;   // (sender, accuser)
+  std::set<std::string> lost;
+  for (const auto& [id, m] : members_) {
+    if (!m.shared)
+      continue;
+    for (const auto& [v_id, v] : members_) {
+      if (!v.shared || !v.unopened.count(m.index))
+        continue;
+      if (!m.challenged.count(v.index))
+        unresolved.insert({m.index, v.index});
+      else if (!m.defended && m.gone)
+        lost.insert(id); // it cannot answer: it leaves, unnamed
+      else if (!m.defended || !m.secrets.count(v.index))
+        lies[id].push_back("did not reveal the key of its share for " + v_id +
+                           ", which said it did not open");
+      else if (share_opens(m, v))
+        lies[v_id].push_back("said that " + id +
+                             "'s share did not open for it; revealed, "
+                             "its key opens it");
+      else
+        lies[id].push_back("sealed " + v_id +
+                           " a share that does not open under the key it "
+                           "revealed");
+    }
+  }
+  for (const auto& [id, whys] : lies) {
+    auto why = whys.front();
+    if (whys.size() > 1)
+      why += " (and " + std::to_string(whys.size() - 1) + " more such)";
+    culprits_.push_back({id, why});
   }
   for (const auto& c : culprits_)
     exclude(c.id);
-  for (auto u : verdict.unsure)
-    exclude(id_at(u));
-  for (const auto& id : silent)
+  for (const auto& id : lost)
     exclude(id);
+  // A complaint not put to its sender (past threshold - 1 against it):
+  // unless the sender lied elsewhere, the accuser alone sits out, unnamed
+  // (it will not mask against a share that did not open for it).
+  for (const auto& [sender, accuser] : unresolved)
+    if (members_[id_at(sender)].shared)
+      exclude(id_at(accuser));
+  return settle_rest();
+}
+
+result<std::map<std::string, msg::secagg_receipt>>
+secagg_coordinator::settle_rest() {
   // A client left with fewer than threshold - 1 neighbours to mask against
   // would refuse its answer (secagg_participant::settle), and too few could
   // hold its secrets: it sits out too, until every one left has enough.
@@ -403,7 +470,7 @@ secagg_coordinator::close_receipts() {
   for (const auto& [id, m] : members_) {
     if (!m.shared)
       continue;
-    msg::secagg_receipt r{round_, {}, {}};
+    msg::secagg_receipt r{round_, {}, {}, {}, {}};
     for (auto v : m.neighbours)
       if (!members_[by_index_[v]].shared)
         r.excluded.push_back(v);
@@ -424,6 +491,8 @@ void secagg_coordinator::lost(const std::string& id) {
     return;
   if (phase_ == phase::shares && !it->second.shared)
     it->second.gone = true; // the phase does not wait; it leaves at close
+  if (phase_ == phase::disputes)
+    it->second.gone = true; // it cannot answer a dispute now
   if (phase_ == phase::unmask)
     it->second.asked = false; // nothing more from it
 }
@@ -595,8 +664,8 @@ secagg::quantizer secagg_coordinator::quantizer() const {
 }
 
 const char* to_string(secagg_coordinator::phase p) {
-  static constexpr const char* names[] = {"idle",     "keys",   "shares",
-                                          "receipts", "upload", "unmask"};
+  static constexpr const char* names[] = {
+      "idle", "keys", "shares", "receipts", "disputes", "upload", "unmask"};
   return names[static_cast<size_t>(p)];
 }
 

@@ -5,9 +5,12 @@
 // open, and at the end the shares that remove the masks of the sum.
 //
 // Phases: keys (every chosen client advertises two public keys) -> shares
-// (each seals one share of its secrets per neighbour; the server keeps them
-// for their recipients) -> receipts (each says whose relayed shares did not
-// open; the liars are excluded before anyone masks) -> upload (masked updates, by the aggregator) ->
+// (each seals one share of its secrets per neighbour, each under a key of
+// its own; the server keeps them for their recipients) -> receipts (each
+// says whose relayed shares did not open) -> disputes (each client so
+// accused reveals the key of each disputed share, which opens that share
+// alone: the server sees who lied, and excludes it before anyone masks) ->
+// upload (masked updates, by the aggregator) ->
 // unmask (survivors reveal self-seed shares of the clients in the sum and
 // mask-key shares of those lost after sharing) -> done. A client that does
 // not finish a setup phase (lost, or late at its deadline) leaves the
@@ -26,28 +29,9 @@
 
 namespace fedcaf {
 
-/// Who leaves a round over complaints about shares.
-struct share_verdict {
-  std::set<uint32_t> culprits; ///< disputed by most of its neighbours
-  std::set<uint32_t> unsure;   ///< word against word: they sit out
-};
-
-/// `complaints[u]`: the clients u says sealed it a share that does not
-/// open. Each complaint is a disputed pair {u, v} (one of them lies; a
-/// complaint cannot be checked). The client in the most disputed pairs is
-/// a culprit if they are two or more and more than half of its
-/// `neighbours` (so that fewer colluders than half a client's neighbours
-/// cannot make it one), and its pairs are settled; until there is none.
-/// Both clients of every pair left are unsure. One liar thus takes out
-/// itself, or itself and the few clients it disputes with, never a
-/// majority's word against an honest client.
-share_verdict
-judge_share_complaints(const std::map<uint32_t, std::set<uint32_t>>& complaints,
-                       const std::map<uint32_t, size_t>& neighbours);
-
 class secagg_coordinator {
 public:
-  enum class phase { idle, keys, shares, receipts, upload, unmask };
+  enum class phase { idle, keys, shares, receipts, disputes, upload, unmask };
 
   /// A client excluded from the round for what it did, and why.
   struct culprit {
@@ -90,15 +74,30 @@ public:
   result<void> submit_receipt(const std::string& id,
                               const msg::secagg_receipt& r);
   bool receipts_complete() const;
-  /// Ends the receipts phase: every complaint ("X's share did not open for
-  /// me") names a pair of which one lies. The client in the most such
-  /// pairs, if in two or more, is a culprit and excluded, until none is
-  /// left; the two clients of each pair left (one word against one) both
-  /// sit the round out, unnamed. Those excluded and those that sent no
-  /// receipt leave the round (left()); nobody masks against them. Returns
-  /// each remaining client's answer (the neighbours not to mask against),
-  /// or fails iff fewer than max(threshold, 2) clients remain.
-  result<std::map<std::string, msg::secagg_receipt>> close_receipts();
+  /// Ends the receipts phase (those that sent no receipt leave) and opens
+  /// the disputes: each complaint "u's share did not open for v" is put to
+  /// u (at most threshold - 1 of those against one client, drawn at
+  /// random). Returns, for each client disputed, the second receipt it
+  /// must answer (`disputed`: the accusers); empty iff none is.
+  std::map<std::string, msg::secagg_receipt> close_receipts();
+
+  /// Client `id`'s answer to its dispute: the secret of each disputed
+  /// share. Fails iff it is not disputed, answered already, or reveals a
+  /// secret for a share not disputed, or two for one.
+  result<void> defend(const std::string& id, const msg::secagg_receipt& r);
+  /// True iff every disputed client answered or was lost.
+  bool disputes_complete() const;
+  /// Ends the disputes: a share the revealed secret opens (its public key
+  /// the one that leads the share, with the recipient's share key) names
+  /// its accuser a liar; one it does not open, or no answer, names its
+  /// sender (culprits()); both leave the round, and so does a client lost
+  /// while disputed (unnamed). An accuser whose complaint was not put to
+  /// its sender sits out unnamed, unless that sender lied. Then, as long
+  /// as any is, a client left with fewer than threshold - 1 neighbours
+  /// sits out too. Returns each remaining client's answer (the neighbours
+  /// not to mask against), or fails iff fewer than max(threshold, 2)
+  /// clients remain.
+  result<std::map<std::string, msg::secagg_receipt>> close_disputes();
 
   /// Client `id` is gone: it leaves the setup phases; in the upload and
   /// unmask phases it counts as lost after sharing (its update is not in
@@ -119,14 +118,20 @@ public:
   /// threshold shares.
   result<secagg::unmask_plan> close_unmask();
 
+  /// The clients whose updates are in the sum being unmasked.
+  const std::set<std::string>& in_sum() const { return in_sum_; }
+  /// The round's threshold (valid from close_keys on).
+  uint32_t threshold() const;
+
   /// The round's quantizer (the clients' clipping and bits).
   secagg::quantizer quantizer() const;
   /// Clients that left this round during setup (they sit it out).
   const std::vector<std::string>& left() const { return left_; }
 
   /// The clients excluded for lying in this round, with why: at
-  /// close_receipts, those whose shares did not open for two or more
-  /// neighbours (or that said so of two or more); at close_unmask, the
+  /// close_disputes, those whose share did not open under the secret they
+  /// revealed (or that revealed none), and those that said a share that
+  /// opens did not; at close_unmask, the
   /// holders whose revealed shares disagreed with the secret their owner
   /// advertised ("X revealed a wrong share of Y's self seed").
   const std::vector<culprit>& culprits() const { return culprits_; }
@@ -142,10 +147,19 @@ private:
     std::vector<msg::sealed_share> sealed; ///< to it, by sender index
     bool asked = false, revealed = false;
     bool receipted = false;
-    std::set<uint32_t> unopened; ///< indices whose share did not open for it
+    std::set<uint32_t> unopened;   ///< indices whose share did not open for it
+    std::set<uint32_t> challenged; ///< accusers whose complaint it answers
+    bool defended = false;
+    std::map<uint32_t, msg::key_bytes> secrets; ///< revealed, by recipient
   };
 
-  uint32_t threshold() const;
+  /// True iff the share `sender` sealed for `recipient` opens under the
+  /// secret `sender` revealed for it.
+  bool share_opens(const member& sender, const member& recipient) const;
+  /// The end of the disputes: those left with too few neighbours sit out;
+  /// the answers.
+  result<std::map<std::string, msg::secagg_receipt>> settle_rest();
+
   std::string id_at(uint32_t index) const;
   /// Takes `id` out of the round after sharing, before anyone masks.
   void exclude(const std::string& id);

@@ -14,6 +14,45 @@ std::vector<uint8_t> share_context(uint32_t round, uint32_t from, uint32_t to) {
   return ad;
 }
 
+result<sealed_for> seal_share(const secagg::share_payload& p,
+                              const secagg::key32& recipient_key,
+                              uint32_t round) {
+  auto one = secagg::generate_key_pair();
+  auto key = secagg::agree(one.secret, recipient_key, "share", round);
+  if (!key)
+    return key.err();
+  sealed_for out{{one.public_key.begin(), one.public_key.end()}, one.secret};
+  auto body =
+      secagg::seal(*key, secagg::encode(p), share_context(round, p.from, p.to));
+  out.sealed.insert(out.sealed.end(), body.begin(), body.end());
+  return out;
+}
+
+secagg::key32 share_public_key(std::span<const uint8_t> sealed) {
+  secagg::key32 k{};
+  if (sealed.size() >= k.size())
+    std::copy_n(sealed.begin(), k.size(), k.begin());
+  return k;
+}
+
+result<secagg::share_payload> open_share(const secagg::key32& secret,
+                                         const secagg::key32& other,
+                                         std::span<const uint8_t> sealed,
+                                         uint32_t round, uint32_t from,
+                                         uint32_t to) {
+  auto key = secagg::agree(secret, other, "share", round);
+  if (!key || sealed.size() < secagg::key32{}.size())
+    return error{errc::bad_checksum, "does not open"};
+  auto plain = secagg::open_sealed(*key, sealed.subspan(secagg::key32{}.size()),
+                                   share_context(round, from, to));
+  if (!plain)
+    return error{errc::bad_checksum, "does not open"};
+  auto p = secagg::decode_share_payload(*plain);
+  if (!p || p->from != from || p->to != to)
+    return error{errc::malformed_frame, "malformed"};
+  return *p;
+}
+
 secagg_participant::secagg_participant(uint32_t round, uint64_t sample_count)
     : round_(round), sample_count_(sample_count),
       share_keys_(secagg::generate_key_pair()),
@@ -50,21 +89,21 @@ secagg_participant::seal_shares(const msg::secagg_roster& roster) {
   std::copy(seed_shares[own].y.begin(), seed_shares[own].y.end(),
             own_.self_seed_share.begin());
   msg::secagg_shares out{round_, {}};
+  share_secrets_.clear();
+  defended_ = false;
   for (size_t j = 0; j < roster.neighbours.size(); ++j) {
     const auto& peer = roster.neighbours[j];
-    auto key =
-        secagg::agree(share_keys_.secret, peer.share_key, "share", round_);
-    if (!key)
-      return error{key.err().code, peer.client_id + ": " + key.err().message};
     secagg::share_payload p{roster.index, peer.index, xs[j], {}, {}};
     std::copy(mask_shares[j].y.begin(), mask_shares[j].y.end(),
               p.mask_key_share.begin());
     std::copy(seed_shares[j].y.begin(), seed_shares[j].y.end(),
               p.self_seed_share.begin());
-    out.shares.push_back(
-        {peer.index,
-         secagg::seal(*key, secagg::encode(p),
-                      share_context(round_, roster.index, peer.index))});
+    auto sealed = seal_share(p, peer.share_key, round_);
+    if (!sealed)
+      return error{sealed.err().code,
+                   peer.client_id + ": " + sealed.err().message};
+    share_secrets_[peer.index] = sealed->secret;
+    out.shares.push_back({peer.index, std::move(sealed->sealed)});
   }
   roster_ = roster;
   quantizer_.emplace(roster.clipping_range, roster.quantization_bits);
@@ -98,7 +137,8 @@ secagg_participant::receive_shares(const msg::secagg_shares& relayed) {
     // Until settle(): against every sender (as the server counts them).
     pairs_[sh.peer] = {*seed, secagg::pair_sign(r.index, sh.peer)};
     masks_.pairwise.push_back(pairs_[sh.peer]);
-    if (auto p = open_share(*peer, sh))
+    if (auto p = open_share(share_keys_.secret, share_public_key(sh.sealed),
+                            sh.sealed, round_, sh.peer, r.index))
       held_[sh.peer] = *p;
     else { // said in the receipt: the server excludes it, or this client
       unopened_.push_back(peer->client_id + " (" + p.err().message + ")");
@@ -106,7 +146,7 @@ secagg_participant::receive_shares(const msg::secagg_shares& relayed) {
     }
   }
   return msg::secagg_receipt{
-      round_, {unopened_indices_.begin(), unopened_indices_.end()}, {}};
+      round_, {unopened_indices_.begin(), unopened_indices_.end()}, {}, {}, {}};
 }
 
 result<void> secagg_participant::settle(const msg::secagg_receipt& answer) {
@@ -133,21 +173,33 @@ result<void> secagg_participant::settle(const msg::secagg_receipt& answer) {
   return {};
 }
 
-result<secagg::share_payload>
-secagg_participant::open_share(const msg::secagg_peer& peer,
-                               const msg::sealed_share& sh) const {
-  const auto& r = *roster_;
-  auto key = secagg::agree(share_keys_.secret, peer.share_key, "share", round_);
-  if (!key)
-    return key.err();
-  auto plain = secagg::open_sealed(*key, sh.sealed,
-                                   share_context(round_, sh.peer, r.index));
-  if (!plain)
-    return error{errc::bad_checksum, "does not open"};
-  auto p = secagg::decode_share_payload(*plain);
-  if (!p || p->from != sh.peer || p->to != r.index)
-    return error{errc::malformed_frame, "malformed"};
-  return *p;
+result<msg::secagg_receipt>
+secagg_participant::defend(const msg::secagg_receipt& challenge) {
+  if (!roster_ || challenge.round != round_)
+    return error{errc::wrong_round,
+                 "a dispute for round " + std::to_string(challenge.round)};
+  if (defended_)
+    return error{errc::bad_sequence, "a second dispute in one round"};
+  std::set<uint32_t> asked(challenge.disputed.begin(),
+                           challenge.disputed.end());
+  if (asked.size() + 1 > roster_->threshold)
+    return error{errc::not_authorized,
+                 "the server asked for the secrets of " +
+                     std::to_string(asked.size()) +
+                     " shares, more than threshold - 1 (" +
+                     std::to_string(roster_->threshold - 1) + ")"};
+  msg::secagg_receipt out{round_, {}, {}, {}, {}};
+  for (auto v : asked) {
+    auto it = share_secrets_.find(v);
+    if (it == share_secrets_.end())
+      return error{errc::not_authorized, "the server asked for a share for "
+                                         "client " +
+                                             std::to_string(v) +
+                                             ", which it sealed none"};
+    out.share_secrets.push_back({v, it->second});
+  }
+  defended_ = true;
+  return out;
 }
 
 bool secagg_participant::unopened_index(uint32_t index) const {

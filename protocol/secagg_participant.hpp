@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,16 @@ public:
   /// or carrying another pair). Fails, naming the sender, iff a share is
   /// not from a neighbour or its mask key gives no pair key.
   result<msg::secagg_receipt> receive_shares(const msg::secagg_shares& relayed);
+
+  /// Answers the server's `challenge.disputed`, the neighbours that said
+  /// this client's share did not open for them: a second receipt with the
+  /// secret of each of those shares (it opens that share and no other, so
+  /// the server can tell which of the two lies). Fails, revealing nothing
+  /// (the client sits the round out), iff the challenge is for another
+  /// round, comes twice, names a client it sealed no share for, or more
+  /// than threshold - 1 of them (with its own share, that many would be
+  /// its secrets).
+  result<msg::secagg_receipt> defend(const msg::secagg_receipt& challenge);
 
   /// The neighbours it masks against.
   size_t masked_against() const { return masks_.pairwise.size(); }
@@ -73,12 +84,11 @@ private:
   std::optional<msg::secagg_roster> roster_;
   std::optional<secagg::quantizer> quantizer_;
   secagg::client_masks masks_;
+  /// The secret of each share it sealed, by recipient index.
+  std::map<uint32_t, secagg::key32> share_secrets_;
+  bool defended_ = false;
   /// The pairwise mask of each sender of a relayed share, by its index.
   std::map<uint32_t, secagg::signed_seed> pairs_;
-  /// Opens the share `sh` that neighbour `peer` sealed for this client.
-  result<secagg::share_payload> open_share(const msg::secagg_peer& peer,
-                                           const msg::sealed_share& sh) const;
-
   /// True iff the share of the client at `index` did not open.
   bool unopened_index(uint32_t index) const;
 
@@ -95,5 +105,34 @@ private:
 /// The associated data a share is sealed with: the round, the sender's and
 /// the recipient's index (little-endian u32 each).
 std::vector<uint8_t> share_context(uint32_t round, uint32_t from, uint32_t to);
+
+/// A share sealed for one recipient: its bytes (a fresh one-share X25519
+/// public key, then nonce, ciphertext and tag) and that key's secret, kept
+/// to answer a dispute over this share alone.
+struct sealed_for {
+  std::vector<uint8_t> sealed;
+  secagg::key32 secret{};
+};
+
+/// Seals `p` (from p.from to p.to) for the recipient whose share key is
+/// `recipient_key`. Fails iff that key is of low order.
+result<sealed_for> seal_share(const secagg::share_payload& p,
+                              const secagg::key32& recipient_key,
+                              uint32_t round);
+
+/// The one-share public key that leads `sealed` (zeros iff it is short).
+secagg::key32 share_public_key(std::span<const uint8_t> sealed);
+
+/// Opens `sealed`, the share client `from` sealed for client `to`, with
+/// X25519(`secret`, `other`): the recipient's share secret and the share's
+/// own public key (share_public_key), or the share's secret (revealed in a
+/// dispute) and the recipient's share key; both give the same key. Fails
+/// (bad_checksum) iff it does not open, (malformed_frame) iff it carries
+/// another pair. The recipient and the server judge a share alike.
+result<secagg::share_payload> open_share(const secagg::key32& secret,
+                                         const secagg::key32& other,
+                                         std::span<const uint8_t> sealed,
+                                         uint32_t round, uint32_t from,
+                                         uint32_t to);
 
 } // namespace fedcaf

@@ -11,15 +11,18 @@ server_secagg_flow::server_secagg_flow(secure_aggregation_config cfg,
                                        bool by_samples,
                                        uint64_t max_sample_size, uint64_t seed,
                                        secagg_timeouts timeouts,
-                                       refusal_log refusals, secagg_port port)
+                                       refusal_log refusals, secagg_port port,
+                                       size_t least_in_sum)
     : coordinator_(std::move(cfg), by_samples, max_sample_size, seed),
       timeouts_(timeouts), refusals_(std::move(refusals)),
-      port_(std::move(port)) {}
+      port_(std::move(port)), tracer_(seed ^ 0x7261ce),
+      least_in_sum_(least_in_sum) {}
 
 void server_secagg_flow::start(uint32_t round,
                                const std::set<std::string>& chosen,
                                const std::vector<std::string>& reached) {
   excluded_.clear();
+  held_out_.clear();
   coordinator_.start(round, reached);
   chosen_ = chosen;
   waiting_.clear();
@@ -55,7 +58,10 @@ std::optional<msg::frame> server_secagg_flow::receive(const std::string& id,
     auto r = msg::decode<msg::secagg_receipt>(f);
     if (!r)
       return refuse(r.err());
-    if (auto ok = coordinator_.submit_receipt(id, *r); !ok)
+    auto ok = current() == phase::disputes
+                  ? coordinator_.defend(id, *r)
+                  : coordinator_.submit_receipt(id, *r);
+    if (!ok)
       return refuse(ok.err());
     return std::nullopt;
   }
@@ -127,6 +133,7 @@ void server_secagg_flow::advance() {
   if ((current() == phase::keys && coordinator_.keys_complete()) ||
       (current() == phase::shares && coordinator_.shares_complete()) ||
       (current() == phase::receipts && coordinator_.receipts_complete()) ||
+      (current() == phase::disputes && coordinator_.disputes_complete()) ||
       (current() == phase::unmask && coordinator_.unmask_complete()))
     close(current());
 }
@@ -139,6 +146,8 @@ void server_secagg_flow::close(phase p) {
     return close_shares();
   case phase::receipts:
     return close_receipts();
+  case phase::disputes:
+    return close_disputes();
   case phase::unmask:
     return close_unmask();
   default:
@@ -181,7 +190,31 @@ void server_secagg_flow::close_shares() {
 }
 
 void server_secagg_flow::close_receipts() {
-  auto answers = coordinator_.close_receipts();
+  auto challenges = coordinator_.close_receipts();
+  if (challenges.empty())
+    return close_disputes();
+  // Each disputed client is answered now with its dispute; the others'
+  // receipts stay held until the disputes end.
+  for (auto& [id, challenge] : challenges) {
+    auto held = waiting_.find(id);
+    if (held == waiting_.end())
+      continue; // lost: disputes_complete() does not wait for it
+    auto reply = std::move(held->second);
+    waiting_.erase(held);
+    log_line(log_level::info, "server",
+             "round " + std::to_string(round()) + ": " +
+                 std::to_string(challenge.disputed.size()) +
+                 " neighbours said that " + id +
+                 "'s secure aggregation share did not open; it is asked "
+                 "to reveal those shares' keys");
+    reply(msg::encode(challenge));
+  }
+  port_.deadline(timeouts_.phase, round(), static_cast<uint32_t>(current()));
+  advance();
+}
+
+void server_secagg_flow::close_disputes() {
+  auto answers = coordinator_.close_disputes();
   for (const auto& c : coordinator_.culprits())
     blame(c.id, c.why);
   if (!answers) {
@@ -192,6 +225,7 @@ void server_secagg_flow::close_receipts() {
     return port_.fail("round " + std::to_string(round()) + ": " +
                       answers.err().message);
   }
+  hold_out(*answers);
   answer_waiting([this, &answers](const std::string& id) {
     auto it = answers->find(id);
     if (it != answers->end())
@@ -203,8 +237,53 @@ void server_secagg_flow::close_receipts() {
   send_away_left();
 }
 
+void server_secagg_flow::hold_out(
+    const std::map<std::string, msg::secagg_receipt>& masking) {
+  std::set<std::string> members;
+  for (const auto& [id, answer] : masking)
+    members.insert(id);
+  auto least = std::max<size_t>(
+      {least_in_sum_, size_t{coordinator_.threshold()}, size_t{2}});
+  held_out_ = tracer_.hold_out(members, least);
+  if (held_out_.empty())
+    return;
+  std::string names;
+  for (const auto& id : held_out_)
+    names += (names.empty() ? "" : ", ") + id;
+  log_line(log_level::warning, "server",
+           "round " + std::to_string(round()) + ": " + names +
+               " held out of the sum (an upload out of range is traced; " +
+               std::to_string(tracer_.suspects().size()) + " suspects)");
+  // Told now, before their answers go out: the scheduler turns their
+  // offers away. Each masked against every other; its mask key's shares
+  // remove those masks from the sum, its update stays unseen.
+  for (const auto& id : held_out_)
+    send_away(id, "held out of round " + std::to_string(round()) +
+                      "'s sum while an upload out of range is traced");
+}
+
+void server_secagg_flow::unmasked(uint32_t round, bool in_range) {
+  if (round != coordinator_.round())
+    return;
+  const auto& in_sum = coordinator_.in_sum();
+  if (!in_range) {
+    std::string names;
+    for (const auto& id : in_sum)
+      names += (names.empty() ? "" : ", ") + id;
+    log_line(log_level::warning, "server",
+             "round " + std::to_string(round) + ": the unmasked sum of " +
+                 names +
+                 " is beyond what they can give: one of them uploaded no "
+                 "masked update of bounded values; tracing it (suspects are "
+                 "held out of the next rounds' sums in turn)");
+  }
+  auto traced = tracer_.record(round, in_sum, held_out_, in_range);
+  if (traced)
+    blame(traced->id, traced->why, false, true);
+}
+
 void server_secagg_flow::blame(const std::string& id, const std::string& why,
-                               bool leaves) {
+                               bool leaves, bool drop) {
   auto again = std::find_if(excluded_.begin(), excluded_.end(),
                             [&id](const auto& e) { return e.first == id; });
   if (again != excluded_.end()) { // once a round, whatever it did
@@ -213,6 +292,8 @@ void server_secagg_flow::blame(const std::string& id, const std::string& why,
     return;
   }
   auto times = ++blamed_[id];
+  if (drop)
+    times = blamed_[id] = std::max<uint32_t>(times, 2);
   excluded_.emplace_back(id, why);
   log_line(log_level::warning, "server",
            "round " + std::to_string(round()) + ": " + id + " " + why +

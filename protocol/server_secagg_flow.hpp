@@ -12,8 +12,12 @@
 // round), then answered with its roster; shares: its sealed shares are
 // held until every client shared (or the phase timed out), then answered
 // with those relayed to it; receipts: held until every client that shared
-// said whose shares did not open for it, then answered with the clients it
-// must not mask against (the culprits, see secagg_coordinator); unmask: at finalize the aggregator asks for the
+// said whose shares did not open for it; a client whose shares are
+// disputed is answered at once with its dispute, and its answer (the keys
+// of those shares) held; once every disputed client answered, every held
+// receipt is answered with the clients it must not mask against (the
+// culprits, see secagg_coordinator); unmask: at finalize the aggregator
+// asks for the
 // plan, the survivors are asked for their shares, and the plan goes back
 // once all answered (or the phase timed out). The server only relays
 // sealed shares it cannot open.
@@ -31,6 +35,7 @@
 
 #include "fedcaf/error.hpp"
 #include "messages/codec.hpp"
+#include "protocol/range_tracer.hpp"
 #include "protocol/refusal_log.hpp"
 #include "protocol/secagg_coordinator.hpp"
 
@@ -79,10 +84,13 @@ public:
 
   /// As secagg_coordinator's constructor; refusals of clients go through
   /// `refusals` (counted and logged).
+  /// `least_in_sum`: the fewest updates a round's sum may hold (the
+  /// server's min_clients); clients are held out of a sum while an upload
+  /// out of range is traced (range_tracer) only above it.
   server_secagg_flow(secure_aggregation_config cfg, bool by_samples,
                      uint64_t max_sample_size, uint64_t seed,
                      secagg_timeouts timeouts, refusal_log refusals,
-                     secagg_port port);
+                     secagg_port port, size_t least_in_sum = 2);
 
   /// Opens round `round`, whose chosen clients are `chosen`, for those of
   /// them connected now, `reached`; starts the keys deadline, if any.
@@ -114,7 +122,9 @@ public:
   /// for its content, or most of its neighbours disputed its shares.
   /// Counts it (once a round), sends it away from the round iff `leaves`
   /// and tells the port's culprit.
-  void blame(const std::string& id, const std::string& why, bool leaves = true);
+  /// `drop`: it is to be dropped from the run at once.
+  void blame(const std::string& id, const std::string& why, bool leaves = true,
+             bool drop = false);
   /// For what cannot be checked (a wrong revealed share: its holder cannot
   /// tell whether its owner dealt it a wrong one): named in the round's
   /// report and the log, not counted toward dropping it.
@@ -123,6 +133,12 @@ public:
   const std::vector<std::pair<std::string, std::string>>& excluded() const {
     return excluded_;
   }
+
+  /// The aggregator unmasked round `round`'s sum: within what its
+  /// contributors can give (`in_range`), or not. Feeds the trace of an
+  /// upload out of range; a client it names is excluded and dropped from
+  /// the run (the port's culprit, as twice excluded).
+  void unmasked(uint32_t round, bool in_range);
 
   /// Opens the unmask phase for the aggregator's sum of `in_sum`'s updates
   /// in round `round`: asks each survivor through `ask`, starts the
@@ -140,6 +156,11 @@ private:
   void close_keys();
   void close_shares();
   void close_receipts();
+  void close_disputes();
+  /// While an upload out of range is traced: holds suspects of `masking`
+  /// (the clients that will mask) out of the round's sum and sends them
+  /// away from the round.
+  void hold_out(const std::map<std::string, msg::secagg_receipt>& masking);
   void close_unmask();
   /// Answers every held request: `answer(id)`, or not_in_round for a
   /// client the phase left behind.
@@ -157,6 +178,9 @@ private:
   std::set<std::string> sent_away_;
   plan_reply plan_reply_; ///< the aggregator's, while unmasking
   std::map<std::string, uint32_t> blamed_; ///< rounds excluded, by client
+  range_tracer tracer_;
+  size_t least_in_sum_;
+  std::set<std::string> held_out_; ///< of this round's sum, by the trace
   std::vector<std::pair<std::string, std::string>> excluded_; ///< this round
 };
 

@@ -70,7 +70,9 @@ TEST_CASE("keys, roster, shares and relayed shares lead to a masked update") {
     REQUIRE(t.server.submit_receipt(id, receipt));
   }
   REQUIRE(t.server.receipts_complete());
-  auto answers = t.server.close_receipts();
+  CHECK(t.server.close_receipts().empty()); // nobody is disputed
+  REQUIRE(t.server.disputes_complete());
+  auto answers = t.server.close_disputes();
   REQUIRE(answers);
   for (auto& [id, answer] : *answers) {
     CHECK(answer.excluded.empty());

@@ -83,21 +83,26 @@ struct trial {
   }
 };
 
-/// Round 4 for A..E up to the receipts, where E sealed garbage for all:
-/// each client's answer to its receipt.
-std::map<std::string, msg::frame> garbage_round(trial& t) {
+/// Round 4 for A..E up to the receipts, where E sealed garbage for all
+/// (`garbage`) and `accuser` says the shares of `accused` did not open:
+/// each client's answer to its receipt (a dispute for a client accused).
+std::map<std::string, msg::frame>
+receipts_round(trial& t, bool garbage, const std::string& accuser = "",
+               const std::vector<std::string>& accused = {}) {
   std::vector<std::string> all{"A", "B", "C", "D", "E"};
   t.clients.clear();
   t.replies.clear();
   t.start({all.begin(), all.end()}, all);
   for (const auto& id : all)
     t.advertise(id);
+  std::map<std::string, uint32_t> index;
   for (const auto& id : all) {
     auto roster = msg::decode<msg::secagg_roster>(t.replies.at(id));
     REQUIRE(roster);
+    index[id] = roster->index;
     auto shares = t.clients.at(id).seal_shares(*roster);
     REQUIRE(shares);
-    if (id == "E")
+    if (garbage && id == "E")
       for (auto& sh : shares->shares)
         for (auto& b : sh.sealed)
           b ^= 0x5a;
@@ -111,10 +116,46 @@ std::map<std::string, msg::frame> garbage_round(trial& t) {
     auto receipt =
         t.clients.at(id).receive_shares(*msg::decode<msg::secagg_shares>(f));
     REQUIRE(receipt);
-    CHECK(receipt->unopened.size() == (id == "E" ? 0u : 1u));
+    CHECK(receipt->unopened.size() == (garbage && id != "E" ? 1u : 0u));
+    if (id == accuser)
+      for (const auto& a : accused)
+        receipt->unopened.push_back(index.at(a));
     CHECK_FALSE(t.send(id, msg::encode(*receipt)));
   }
   return std::move(t.replies);
+}
+
+/// The clients disputed answer with their defences (all but `silent`);
+/// returns every client's answer to its receipt.
+std::map<std::string, msg::frame>
+defend(trial& t, std::map<std::string, msg::frame> disputes,
+       const std::string& silent = "") {
+  t.replies.clear();
+  for (auto& [id, f] : disputes) {
+    auto d = msg::decode<msg::secagg_receipt>(f);
+    REQUIRE(d);
+    REQUIRE_FALSE(d->disputed.empty());
+    if (id == silent)
+      continue;
+    auto defence = t.clients.at(id).defend(*d);
+    REQUIRE(defence);
+    CHECK(defence->share_secrets.size() == d->disputed.size());
+    CHECK_FALSE(t.send(id, msg::encode(*defence)));
+  }
+  return std::move(t.replies);
+}
+
+/// Round 4 for A..E, where E sealed garbage for all: each client's answer.
+std::map<std::string, msg::frame> garbage_round(trial& t) {
+  auto disputes = receipts_round(t, true);
+  REQUIRE(disputes.size() == 1); // only E is disputed, the others wait
+  REQUIRE(disputes.count("E"));
+  CHECK(t.flow.current() == phase::disputes);
+  auto answers = defend(t, disputes);
+  answers.insert(disputes.begin(), disputes.end());
+  answers.erase("E");
+  CHECK(t.flow.current() == phase::upload);
+  return answers;
 }
 
 bool refused(const msg::frame& f, errc code) {
@@ -290,16 +331,19 @@ TEST_CASE("server secagg flow: unmask for another round fails; an "
   CHECK((*t.plan)->contributors == 2);
 }
 
-TEST_CASE("server secagg flow: a client whose shares do not open is excluded "
-          "before anyone masks, and named; the others unmask without it") {
+TEST_CASE("server secagg flow: a client whose shares do not open is asked "
+          "for their keys, excluded before anyone masks, and named; the "
+          "others unmask without it") {
   trial t{3};
   auto answers = garbage_round(t);
-  REQUIRE(answers.size() == 5);
-  CHECK(refused(answers.at("E"), errc::not_in_round));
+  REQUIRE(answers.size() == 4);
   REQUIRE(t.blamed.size() == 1);
   CHECK(std::get<0>(t.blamed[0]) == "E");
-  CHECK(std::get<1>(t.blamed[0]) ==
-        "sealed shares that did not open for A, B, C, D");
+  // Two of its four accusers' complaints are put to it (threshold - 1).
+  auto why = std::get<1>(t.blamed[0]);
+  CHECK(why.find("sealed ") == 0);
+  CHECK(why.find(" a share that does not open under the key it revealed "
+                 "(and 1 more such)") != std::string::npos);
   CHECK(std::get<2>(t.blamed[0]) == 1);
   CHECK(std::count_if(t.sent_away.begin(), t.sent_away.end(),
                       [](const auto& s) { return s.first == "E"; }) == 1);
@@ -310,7 +354,7 @@ TEST_CASE("server secagg flow: a client whose shares do not open is excluded "
     REQUIRE(t.clients.at(id).settle(*a));
   }
   // A server that keeps E for A is refused by A (E's share did not open).
-  msg::secagg_receipt keeps{4, {}, {}};
+  msg::secagg_receipt keeps{4, {}, {}, {}, {}};
   CHECK_FALSE(t.clients.at("A").settle(keeps));
 
   std::map<std::string, msg::frame> asks;
@@ -342,37 +386,131 @@ TEST_CASE("server secagg flow: a client whose shares do not open is excluded "
   CHECK(std::get<2>(t.blamed[1]) == 2);
 }
 
-TEST_CASE("secagg share complaints: a client disputed by most of its "
-          "neighbours is the culprit; word against word takes out all, "
-          "unnamed") {
-  auto each = [](uint32_t n) { // every client neighbours every other
-    std::map<uint32_t, size_t> k;
-    for (uint32_t i = 0; i < n; ++i)
-      k[i] = n - 1;
-    return k;
+TEST_CASE("server secagg flow: a receipt that lies is resolved by the "
+          "share itself: the accuser is named and excluded, the accused "
+          "stay") {
+  trial t{3};
+  // A says B's and C's shares did not open (they did).
+  auto disputes = receipts_round(t, false, "A", {"B", "C"});
+  REQUIRE(disputes.size() == 2);
+  for (auto id : {"B", "C"}) {
+    auto d = msg::decode<msg::secagg_receipt>(disputes.at(id));
+    REQUIRE(d);
+    CHECK(d->disputed.size() == 1); // A's index
+    CHECK(d->excluded.empty());
+  }
+  auto answers = defend(t, disputes);
+  answers.insert(disputes.begin(), disputes.end());
+  REQUIRE(t.blamed.size() == 1);
+  CHECK(std::get<0>(t.blamed[0]) == "A");
+  CHECK(std::get<1>(t.blamed[0]) ==
+        "said that B's share did not open for it; revealed, its key opens it "
+        "(and 1 more such)");
+  CHECK(refused(answers.at("A"), errc::not_in_round));
+  // B and C's answers to their defences: excluded A only.
+  for (auto id : {"B", "C", "D", "E"}) {
+    auto a = msg::decode<msg::secagg_receipt>(answers.at(id));
+    REQUIRE(a);
+    CHECK(a->excluded.size() == 1);
+    CHECK(a->disputed.empty());
+    CHECK(t.clients.at(id).settle(*a));
+  }
+}
+
+TEST_CASE("server secagg flow: complaints past threshold - 1 against one "
+          "client are not put to it; a silent accused client is named") {
+  // A and C frame E: with threshold 2 one complaint is put to E, shown
+  // false (its accuser named); the other accuser sits out unnamed.
+  trial u{2};
+  auto three = [&](trial& x) {
+    std::vector<std::string> all{"A", "B", "C", "D", "E"};
+    x.clients.clear();
+    x.replies.clear();
+    x.start({all.begin(), all.end()}, all);
+    for (const auto& id : all)
+      x.advertise(id);
+    std::map<std::string, uint32_t> index;
+    for (const auto& id : all) {
+      auto roster = msg::decode<msg::secagg_roster>(x.replies.at(id));
+      REQUIRE(roster);
+      index[id] = roster->index;
+    }
+    for (const auto& id : all)
+      x.share(id);
+    auto relayed = std::move(x.replies);
+    x.replies.clear();
+    for (auto& [id, f] : relayed) {
+      auto receipt =
+          x.clients.at(id).receive_shares(*msg::decode<msg::secagg_shares>(f));
+      REQUIRE(receipt);
+      if (id == "A" || id == "C")
+        receipt->unopened.push_back(index.at("E"));
+      CHECK_FALSE(x.send(id, msg::encode(*receipt)));
+    }
+    return std::move(x.replies);
   };
-  // 0..3 all complain of 4.
-  auto all_against_one =
-      judge_share_complaints({{0, {4}}, {1, {4}}, {2, {4}}, {3, {4}}}, each(5));
-  CHECK(all_against_one.culprits == std::set<uint32_t>{4});
-  CHECK(all_against_one.unsure.empty());
-  // A client that says everyone's shares failed it.
-  auto one_against_all = judge_share_complaints({{2, {0, 1, 3, 4}}}, each(5));
-  CHECK(one_against_all.culprits == std::set<uint32_t>{2});
-  CHECK(one_against_all.unsure.empty());
-  // Two liars among six, one of them also complaining.
-  auto two = judge_share_complaints(
-      {{0, {4, 5}}, {1, {4, 5}}, {2, {4, 5}}, {3, {4}}, {4, {0, 1}}}, each(6));
-  CHECK(two.culprits == std::set<uint32_t>{4, 5});
-  CHECK(two.unsure.empty());
-  // Two colluders framing an honest client: 2 of its 4 neighbours are no
-  // majority; the three sit out, nobody is named.
-  auto framed = judge_share_complaints({{3, {0}}, {4, {0}}}, each(5));
-  CHECK(framed.culprits.empty());
-  CHECK(framed.unsure == std::set<uint32_t>{0, 3, 4});
-  // One disputed pair: nobody can tell who lies.
-  auto pair = judge_share_complaints({{1, {3}}}, each(5));
-  CHECK(pair.culprits.empty());
-  CHECK(pair.unsure == std::set<uint32_t>{1, 3});
-  CHECK(judge_share_complaints({}, each(5)).culprits.empty());
+  auto framed = three(u);
+  REQUIRE(framed.size() == 1);
+  auto d = msg::decode<msg::secagg_receipt>(framed.at("E"));
+  REQUIRE(d);
+  CHECK(d->disputed.size() == 1); // threshold - 1
+  auto answers = defend(u, framed);
+  REQUIRE(u.blamed.size() == 1); // the accuser asked about
+  auto liar = std::get<0>(u.blamed[0]);
+  CHECK((liar == "A" || liar == "C"));
+  CHECK(u.failures.empty());
+  // E masks on: its answer excludes the two accusers.
+  auto a = msg::decode<msg::secagg_receipt>(answers.at("E"));
+  REQUIRE(a);
+  CHECK(a->excluded.size() == 2);
+  CHECK(refused(answers.at("A"), errc::not_in_round));
+  CHECK(refused(answers.at("C"), errc::not_in_round));
+  CHECK(msg::decode<msg::secagg_receipt>(answers.at("B")));
+
+  // A disputed client that does not answer by the deadline is named.
+  trial w{3};
+  auto silent = receipts_round(w, false, "A", {"B"});
+  REQUIRE(silent.size() == 1);
+  auto rest = defend(w, silent, "B");
+  CHECK(rest.empty()); // the others wait for B
+  REQUIRE_FALSE(w.deadlines.empty());
+  CHECK(std::get<2>(w.deadlines.back()) ==
+        static_cast<uint32_t>(phase::disputes));
+  w.flow.expire(4, static_cast<uint32_t>(phase::disputes));
+  REQUIRE(w.blamed.size() == 1);
+  CHECK(std::get<0>(w.blamed[0]) == "B");
+  CHECK(std::get<1>(w.blamed[0]) ==
+        "did not reveal the key of its share for A, which said it did not "
+        "open");
+}
+
+TEST_CASE("secagg shares: a share's revealed secret opens that share and no "
+          "other of its sender's") {
+  auto recipient = secagg::generate_key_pair();
+  auto other = secagg::generate_key_pair();
+  secagg::share_payload p{1, 2, 3, {}, {}};
+  p.mask_key_share[0] = 9;
+  auto to_2 = seal_share(p, recipient.public_key, 4);
+  auto to_5 = seal_share({1, 5, 4, {}, {}}, other.public_key, 4);
+  REQUIRE(to_2);
+  REQUIRE(to_5);
+  REQUIRE(to_2->sealed.size() == msg::sealed_share_bytes);
+  CHECK(share_public_key(to_2->sealed) == secagg::public_key_of(to_2->secret));
+  // The recipient opens it with its own secret, the server with the
+  // share's revealed secret: the same payload.
+  auto mine = open_share(recipient.secret, share_public_key(to_2->sealed),
+                         to_2->sealed, 4, 1, 2);
+  auto shown =
+      open_share(to_2->secret, recipient.public_key, to_2->sealed, 4, 1, 2);
+  REQUIRE(mine);
+  REQUIRE(shown);
+  CHECK(shown->mask_key_share[0] == 9);
+  // That secret opens neither the sender's share for another client nor
+  // this share as another pair's or round's.
+  CHECK_FALSE(
+      open_share(to_2->secret, other.public_key, to_5->sealed, 4, 1, 5));
+  CHECK_FALSE(
+      open_share(to_2->secret, recipient.public_key, to_2->sealed, 5, 1, 2));
+  CHECK_FALSE(
+      open_share(to_2->secret, recipient.public_key, to_2->sealed, 4, 1, 3));
 }

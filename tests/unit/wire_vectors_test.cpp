@@ -114,7 +114,7 @@ std::vector<std::pair<std::string, frame>> examples() {
       10,
       encode(secagg_roster{
           1, 0, 0.5, 2, 8.0, 22, {{1, "Client2", key_of(2), key_of(0x42)}}}));
-  add("secAggShares {round 1, shares [{peer 1, sealed 101 bytes 00..64}]}, "
+  add("secAggShares {round 1, shares [{peer 1, sealed 133 bytes 00..84}]}, "
       "request id 11",
       11, [] {
         sealed_share s{1, std::vector<uint8_t>(sealed_share_bytes)};
@@ -123,7 +123,12 @@ std::vector<std::pair<std::string, frame>> examples() {
         return encode(secagg_shares{1, {s}});
       }());
   add("secAggReceipt {round 1, unopened [], excluded [2]}, request id 12", 12,
-      encode(secagg_receipt{1, {}, {2}}));
+      encode(secagg_receipt{1, {}, {2}, {}, {}}));
+  add("secAggReceipt {round 1, disputed [0, 2]} (a dispute), request id 12", 12,
+      encode(secagg_receipt{1, {}, {}, {0, 2}, {}}));
+  add("secAggReceipt {round 1, shareSecrets [{peer 0, secret 05..24}]} (its "
+      "answer), request id 14",
+      14, encode(secagg_receipt{1, {}, {}, {}, {{0, key_of(5)}}}));
   add("secAggUnmask {round 1, inSum [0, 1], dropped [2], selfSeedShares "
       "[{owner 1, x 1, y 03..22}], maskKeyShares [{owner 2, x 1, y "
       "04..23}]}, request id 13",
@@ -172,7 +177,7 @@ TEST_CASE("every frame kind encodes to its test vector in "
   CHECK(file.str() == text);
   // Each decodes as its kind (the vectors are frames a receiver accepts).
   auto all = examples();
-  REQUIRE(all.size() == 21);
+  REQUIRE(all.size() == 23);
   CHECK(decode<hello>(all[0].second));
   auto rank = decode<hello>(all[1].second);
   REQUIRE(rank);
@@ -182,5 +187,10 @@ TEST_CASE("every frame kind encodes to its test vector in "
         dtype::int64);
   CHECK(decode<offer>(all[4].second));
   CHECK(decode_chunk(all[6].second, 64)->bytes.size() == 4);
-  CHECK(decode<secagg_unmask>(all[20].second)->dropped.size() == 1);
+  CHECK(decode<secagg_receipt>(all[20].second)->disputed.size() == 2);
+  auto answer = decode<secagg_receipt>(all[21].second);
+  REQUIRE(answer);
+  REQUIRE(answer->share_secrets.size() == 1);
+  CHECK(answer->share_secrets[0].secret == key_of(5));
+  CHECK(decode<secagg_unmask>(all[22].second)->dropped.size() == 1);
 }
