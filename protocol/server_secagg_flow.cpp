@@ -297,9 +297,10 @@ void server_secagg_flow::blame(const std::string& id, const std::string& why,
   excluded_.emplace_back(id, why);
   log_line(log_level::warning, "server",
            "round " + std::to_string(round()) + ": " + id + " " + why +
-               "; excluded from the round (" + std::to_string(times) +
-               (times == 1 ? " time" : " times") +
-               "; twice: dropped from the run)");
+               (drop ? "; dropped from the run"
+                     : "; excluded from the round (" + std::to_string(times) +
+                           (times == 1 ? " time" : " times") +
+                           "; twice: dropped from the run)"));
   if (leaves)
     send_away(id, why);
   if (port_.culprit)

@@ -339,8 +339,8 @@ private:
 };
 
 /// The secure aggregation phases /metrics names (secagg_coordinator's).
-constexpr const char* secagg_phases[] = {"idle",     "keys",   "shares",
-                                         "receipts", "upload", "unmask"};
+constexpr const char* secagg_phases[] = {
+    "idle", "keys", "shares", "receipts", "disputes", "upload", "unmask"};
 
 void transfer_families(exposition& x, const live_snapshot& s) {
   uint64_t sent = 0, received = 0;
