@@ -9,6 +9,10 @@ range_tracer::range_tracer(uint64_t seed) : draw_(seed) {}
 
 std::set<std::string>
 range_tracer::hold_out(const std::set<std::string>& members, size_t least) {
+  if (!named_.empty())
+    return members.count(named_) && members.size() > least
+               ? std::set<std::string>{named_}
+               : std::set<std::string>{};
   std::vector<std::string> candidates;
   for (const auto& id : members)
     if (suspects_.count(id))
@@ -29,6 +33,11 @@ range_tracer::hold_out(const std::set<std::string>& members, size_t least) {
 std::optional<range_tracer::traced>
 range_tracer::record(uint32_t round, const std::set<std::string>& in_sum,
                      const std::set<std::string>& held, bool in_range) {
+  if (!named_.empty()) {
+    if (in_range || in_sum.count(named_))
+      return std::nullopt; // as named, or it could not be held out
+    named_.clear(); // another uploads out of range: it may have been framed
+  }
   if (in_range) {
     for (const auto& id : held)
       if (suspects_.count(id))
@@ -58,6 +67,7 @@ range_tracer::record(uint32_t round, const std::set<std::string>& in_sum,
                  std::to_string(first_) +
                  " failed with it in the sum (each other suspect held out of "
                  "one of them), and a sum without it was in range"};
+  named_ = out.id;
   suspects_.clear();
   cleared_.clear();
   failed_ = 0;

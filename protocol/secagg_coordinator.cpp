@@ -33,6 +33,17 @@ bool next_subset(std::vector<size_t>& pick, size_t n) {
   return false;
 }
 
+/// True iff n choose t is at most `most`.
+bool subsets_at_most(size_t n, size_t t, size_t most) {
+  double c = 1;
+  for (size_t i = 0; i < t; ++i) {
+    c = c * static_cast<double>(n - i) / static_cast<double>(i + 1);
+    if (c > static_cast<double>(most) + 0.5)
+      return false;
+  }
+  return true;
+}
+
 /// The secret that `valid` accepts, from the first `t` of `shares` or else
 /// from another t-subset (at most 512 tried); the x of each share that
 /// disagrees with it goes to `wrong`. Empty iff none is accepted.
@@ -288,7 +299,7 @@ result<void> secagg_coordinator::submit_receipt(const std::string& id,
 bool secagg_coordinator::receipts_complete() const {
   return phase_ == phase::receipts &&
          std::all_of(members_.begin(), members_.end(), [](const auto& kv) {
-           return !kv.second.shared || kv.second.receipted;
+           return !kv.second.shared || kv.second.receipted || kv.second.gone;
          });
 }
 
@@ -303,9 +314,11 @@ void secagg_coordinator::exclude(const std::string& id) {
 std::map<std::string, msg::secagg_receipt>
 secagg_coordinator::close_receipts() {
   culprits_.clear();
-  // A client that sent no receipt leaves; nobody masks against it.
+  // A client that sent no receipt leaves, and so does one lost since (it
+  // cannot get its answer, nor answer a dispute: it is not named for
+  // complaints against it); nobody masks against them.
   for (auto& [id, m] : members_)
-    if (m.shared && !m.receipted)
+    if (m.shared && (!m.receipted || m.gone))
       exclude(id);
   // Each complaint "u's share did not open for v" is put to u: it reveals
   // that share's one-share secret (disputes), which opens that share and
@@ -491,8 +504,8 @@ void secagg_coordinator::lost(const std::string& id) {
     return;
   if (phase_ == phase::shares && !it->second.shared)
     it->second.gone = true; // the phase does not wait; it leaves at close
-  if (phase_ == phase::disputes)
-    it->second.gone = true; // it cannot answer a dispute now
+  if (phase_ == phase::receipts || phase_ == phase::disputes)
+    it->second.gone = true; // its receipt's answer, or a dispute, is lost
   if (phase_ == phase::unmask)
     it->second.asked = false; // nothing more from it
 }
@@ -631,6 +644,18 @@ result<secagg::unmask_plan> secagg_coordinator::close_unmask() {
           {holder_at(m, x), "revealed a wrong share of " + id + "'s " +
                                 (c.in_sum ? "self seed" : "mask key")});
     if (!found) {
+      // Every threshold-subset tried, and threshold honest holders among
+      // them if fewer than threshold lie: the owner dealt wrong shares.
+      if (shares.size() + 1 >= 2 * threshold() &&
+          subsets_at_most(shares.size(), threshold(), 512))
+        culprits_.push_back({id,
+                             std::string{"dealt shares of its "} +
+                                 (c.in_sum ? "self seed" : "mask key") +
+                                 " from which no " +
+                                 std::to_string(threshold()) + " of " +
+                                 std::to_string(shares.size()) +
+                                 " revealed give what it committed to",
+                             true});
       phase_ = phase::idle;
       return refusal(errc::bad_checksum,
                      "round " + std::to_string(round_) + ": no " +

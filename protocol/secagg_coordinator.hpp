@@ -37,6 +37,9 @@ public:
   struct culprit {
     std::string id;
     std::string why;
+    /// At close_unmask: it lied for sure (a dealer whose shares give no
+    /// secret its commitment accepts), not merely named.
+    bool counted = false;
   };
 
   /// `by_samples`: weights from advertised sample counts (each capped at
@@ -133,7 +136,11 @@ public:
   /// revealed (or that revealed none), and those that said a share that
   /// opens did not; at close_unmask, the
   /// holders whose revealed shares disagreed with the secret their owner
-  /// advertised ("X revealed a wrong share of Y's self seed").
+  /// advertised ("X revealed a wrong share of Y's self seed"), and (counted)
+  /// an owner none of whose shares' threshold-subsets gives the secret it
+  /// committed to, where every subset was tried and at least threshold of
+  /// the holders are honest if fewer than threshold lie (2 threshold - 1
+  /// shares or more): it dealt them wrong.
   const std::vector<culprit>& culprits() const { return culprits_; }
 
 private:

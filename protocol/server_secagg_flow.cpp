@@ -197,8 +197,12 @@ void server_secagg_flow::close_receipts() {
   // receipts stay held until the disputes end.
   for (auto& [id, challenge] : challenges) {
     auto held = waiting_.find(id);
-    if (held == waiting_.end())
-      continue; // lost: disputes_complete() does not wait for it
+    if (held ==
+        waiting_
+            .end()) { // lost: it leaves, unnamed, and the disputes do not wait for it
+      coordinator_.lost(id);
+      continue;
+    }
     auto reply = std::move(held->second);
     waiting_.erase(held);
     log_line(log_level::info, "server",
@@ -247,6 +251,14 @@ void server_secagg_flow::hold_out(
   held_out_ = tracer_.hold_out(members, least);
   if (held_out_.empty())
     return;
+  if (held_out_.count(tracer_.named())) {
+    note(tracer_.named(), "held out of the sum: named by the trace of an "
+                          "upload out of range");
+    send_away(tracer_.named(), "held out of round " + std::to_string(round()) +
+                                   "'s sum: named by the trace of an upload "
+                                   "out of range");
+    return;
+  }
   std::string names;
   for (const auto& id : held_out_)
     names += (names.empty() ? "" : ", ") + id;
@@ -277,13 +289,33 @@ void server_secagg_flow::unmasked(uint32_t round, bool in_range) {
                  "masked update of bounded values; tracing it (suspects are "
                  "held out of the next rounds' sums in turn)");
   }
+  auto named = tracer_.named();
   auto traced = tracer_.record(round, in_sum, held_out_, in_range);
+  if (!named.empty() && tracer_.named().empty())
+    log_line(log_level::warning, "server",
+             "round " + std::to_string(round) + ": a sum without " + named +
+                 " is out of range too: it is no longer held out (another "
+                 "client uploads out of range); tracing afresh");
   if (traced)
-    blame(traced->id, traced->why, false, true);
+    note(traced->id, traced->why +
+                         "; held out of the sums from now on (not dropped: "
+                         "with two liars or more the trace can point at an "
+                         "honest client)");
+}
+
+void server_secagg_flow::note(const std::string& id, const std::string& why) {
+  log_line(log_level::warning, "server",
+           "round " + std::to_string(round()) + ": " + id + " " + why);
+  auto known = std::find_if(excluded_.begin(), excluded_.end(),
+                            [&id](const auto& e) { return e.first == id; });
+  if (known == excluded_.end())
+    excluded_.emplace_back(id, why);
+  if (port_.culprit)
+    port_.culprit(id, round(), why, 0);
 }
 
 void server_secagg_flow::blame(const std::string& id, const std::string& why,
-                               bool leaves, bool drop) {
+                               bool leaves) {
   auto again = std::find_if(excluded_.begin(), excluded_.end(),
                             [&id](const auto& e) { return e.first == id; });
   if (again != excluded_.end()) { // once a round, whatever it did
@@ -292,15 +324,12 @@ void server_secagg_flow::blame(const std::string& id, const std::string& why,
     return;
   }
   auto times = ++blamed_[id];
-  if (drop)
-    times = blamed_[id] = std::max<uint32_t>(times, 2);
   excluded_.emplace_back(id, why);
   log_line(log_level::warning, "server",
            "round " + std::to_string(round()) + ": " + id + " " + why +
-               (drop ? "; dropped from the run"
-                     : "; excluded from the round (" + std::to_string(times) +
-                           (times == 1 ? " time" : " times") +
-                           "; twice: dropped from the run)"));
+               "; excluded from the round (" + std::to_string(times) +
+               (times == 1 ? " time" : " times") +
+               "; twice: dropped from the run)");
   if (leaves)
     send_away(id, why);
   if (port_.culprit)
@@ -320,7 +349,10 @@ void server_secagg_flow::name(const std::string& id, const std::string& why) {
 void server_secagg_flow::close_unmask() {
   auto plan = coordinator_.close_unmask();
   for (const auto& c : coordinator_.culprits())
-    name(c.id, c.why);
+    if (c.counted)
+      blame(c.id, c.why, false);
+    else
+      name(c.id, c.why);
   if (!plan_reply_)
     return;
   auto reply = std::move(plan_reply_);

@@ -56,7 +56,7 @@ struct secagg_port {
   std::function<void(const std::string& why)> fail;
   /// Client `id` was excluded from round `round` for lying (`why`), for
   /// the `times`-th time in the run (from 2 on, it is to be dropped from
-  /// the run).
+  /// the run; 0: named, not counted).
   std::function<void(const std::string& id, uint32_t round,
                      const std::string& why, uint32_t times)>
       culprit;
@@ -122,9 +122,7 @@ public:
   /// for its content, or most of its neighbours disputed its shares.
   /// Counts it (once a round), sends it away from the round iff `leaves`
   /// and tells the port's culprit.
-  /// `drop`: it is to be dropped from the run at once.
-  void blame(const std::string& id, const std::string& why, bool leaves = true,
-             bool drop = false);
+  void blame(const std::string& id, const std::string& why, bool leaves = true);
   /// For what cannot be checked (a wrong revealed share: its holder cannot
   /// tell whether its owner dealt it a wrong one): named in the round's
   /// report and the log, not counted toward dropping it.
@@ -136,8 +134,9 @@ public:
 
   /// The aggregator unmasked round `round`'s sum: within what its
   /// contributors can give (`in_range`), or not. Feeds the trace of an
-  /// upload out of range; a client it names is excluded and dropped from
-  /// the run (the port's culprit, as twice excluded).
+  /// upload out of range; a client it names is named in the round's report
+  /// and held out of the sums from the next round on (never dropped for
+  /// it: with two liars or more the trace can point at an honest client).
   void unmasked(uint32_t round, bool in_range);
 
   /// Opens the unmask phase for the aggregator's sum of `in_sum`'s updates
@@ -161,6 +160,9 @@ private:
   /// (the clients that will mask) out of the round's sum and sends them
   /// away from the round.
   void hold_out(const std::map<std::string, msg::secagg_receipt>& masking);
+  /// Names `id` in the round's report and the log for what the trace says
+  /// (`why`); not counted toward dropping it.
+  void note(const std::string& id, const std::string& why);
   void close_unmask();
   /// Answers every held request: `answer(id)`, or not_in_round for a
   /// client the phase left behind.

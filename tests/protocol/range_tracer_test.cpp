@@ -126,4 +126,55 @@ TEST_CASE("range tracer: no trace without a failure; a passing sum clears "
   CHECK(named->id == "Client3");
   CHECK(named->why.find("2 rounds since round 4") != std::string::npos);
   CHECK_FALSE(t.tracing());
+  // Named: held out of every sum it can be, alone; passing sums keep it so.
+  CHECK(t.named() == "Client3");
+  CHECK(t.hold_out(all, 2) == std::set<std::string>{"Client3"});
+  CHECK(t.hold_out(all, 4).empty()); // no room: it is summed
+  CHECK_FALSE(
+      t.record(7, {"Client1", "Client2", "Client4"}, {"Client3"}, true));
+  CHECK_FALSE(t.record(8, all, {}, false)); // summed, failing: as named
+  CHECK(t.named() == "Client3");
+  // A sum without it fails: it is let go, a trace starts from that sum.
+  CHECK_FALSE(
+      t.record(9, {"Client1", "Client2", "Client4"}, {"Client3"}, false));
+  CHECK(t.named().empty());
+  CHECK(t.suspects() == std::set<std::string>{"Client1", "Client2", "Client4"});
+}
+
+TEST_CASE("range tracer: two liars can make it name an honest client, who "
+          "is then only held out, and let go the first round a sum without "
+          "it fails") {
+  // Two colluding liars (they know whom the server holds out once the
+  // round is over): each lies while the other is held out, then both lie
+  // whenever they are summed.
+  int honest_named = 0, honest_held_passing = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    range_tracer t{seed};
+    auto all = clients(6);
+    std::set<std::string> liars{"Client5", "Client6"};
+    for (uint32_t r = 1; r <= 60; ++r) {
+      auto held = t.hold_out(all, 4);
+      std::set<std::string> in_sum;
+      for (const auto& id : all)
+        if (!held.count(id))
+          in_sum.insert(id);
+      bool any_liar_held = held.count("Client5") || held.count("Client6");
+      bool lies =
+          (in_sum.count("Client5") || in_sum.count("Client6")) &&
+          (any_liar_held || !t.tracing() || !t.suspects().count("Client5"));
+      bool honest_out = !t.named().empty() && !liars.count(t.named());
+      if (honest_out && !lies)
+        ++honest_held_passing;
+      if (auto named = t.record(r, in_sum, held, !lies))
+        honest_named += !liars.count(named->id);
+    }
+  }
+  MESSAGE("honest clients named "
+          << honest_named
+          << " times in 300 runs; "
+             "rounds they were held out of that passed: "
+          << honest_held_passing);
+  // Held out while named, an honest client is let go by the liars' next
+  // failing round: it loses only rounds in which the liars upload honestly.
+  CHECK(honest_held_passing == 0);
 }

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -83,12 +84,14 @@ struct trial {
   }
 };
 
-/// Round 4 for A..E up to the receipts, where E sealed garbage for all
-/// (`garbage`) and `accuser` says the shares of `accused` did not open:
-/// each client's answer to its receipt (a dispute for a client accused).
-std::map<std::string, msg::frame>
-receipts_round(trial& t, bool garbage, const std::string& accuser = "",
-               const std::vector<std::string>& accused = {}) {
+/// What a test does to a client's sealed shares before they go.
+using tamper_fn = std::function<void(const std::string& id, msg::secagg_shares&,
+                                     const msg::secagg_roster&)>;
+
+/// Round 4 for A..E up to the shares relayed (t.replies): each client's
+/// index.
+std::map<std::string, uint32_t> share_round(trial& t,
+                                            const tamper_fn& tamper = {}) {
   std::vector<std::string> all{"A", "B", "C", "D", "E"};
   t.clients.clear();
   t.replies.clear();
@@ -102,14 +105,29 @@ receipts_round(trial& t, bool garbage, const std::string& accuser = "",
     index[id] = roster->index;
     auto shares = t.clients.at(id).seal_shares(*roster);
     REQUIRE(shares);
-    if (garbage && id == "E")
-      for (auto& sh : shares->shares)
-        for (auto& b : sh.sealed)
-          b ^= 0x5a;
+    if (tamper)
+      tamper(id, *shares, *roster);
     t.replies.erase(id);
     CHECK_FALSE(t.send(id, msg::encode(*shares)));
   }
   REQUIRE(t.replies.size() == 5);
+  return index;
+}
+
+/// Round 4 for A..E up to the receipts, where E sealed garbage for all
+/// (`garbage`) and `accuser` says the shares of `accused` did not open:
+/// each client's answer to its receipt (a dispute for a client accused).
+std::map<std::string, msg::frame>
+receipts_round(trial& t, bool garbage, const std::string& accuser = "",
+               const std::vector<std::string>& accused = {}) {
+  auto index = share_round(t, [garbage](const std::string& id,
+                                        msg::secagg_shares& shares,
+                                        const msg::secagg_roster&) {
+    if (garbage && id == "E")
+      for (auto& sh : shares.shares)
+        for (auto& b : sh.sealed)
+          b ^= 0x5a;
+  });
   auto relayed = std::move(t.replies);
   t.replies.clear();
   for (auto& [id, f] : relayed) {
@@ -513,4 +531,89 @@ TEST_CASE("secagg shares: a share's revealed secret opens that share and no "
       open_share(to_2->secret, recipient.public_key, to_2->sealed, 5, 1, 2));
   CHECK_FALSE(
       open_share(to_2->secret, recipient.public_key, to_2->sealed, 4, 1, 3));
+}
+
+TEST_CASE("server secagg flow: a client lost after its receipt and falsely "
+          "accused leaves unnamed; the disputes do not wait for it") {
+  trial t{3};
+  auto index = share_round(t);
+  auto relayed = std::move(t.replies);
+  t.replies.clear();
+  // B sends its receipt, then its connection drops; A says B's share did
+  // not open.
+  for (auto id : {"B", "A", "C", "D", "E"}) {
+    auto receipt = t.clients.at(id).receive_shares(
+        *msg::decode<msg::secagg_shares>(relayed.at(id)));
+    REQUIRE(receipt);
+    if (std::string{id} == "A")
+      receipt->unopened.push_back(index.at("B"));
+    CHECK_FALSE(t.send(id, msg::encode(*receipt)));
+    if (std::string{id} == "B")
+      t.flow.lost("B");
+  }
+  CHECK(t.flow.current() == phase::upload); // nobody left to dispute
+  CHECK(t.blamed.empty());
+  REQUIRE(t.replies.size() == 4);
+  for (auto& [id, f] : t.replies) {
+    auto a = msg::decode<msg::secagg_receipt>(f);
+    REQUIRE(a);
+    CHECK(a->excluded == std::vector<uint32_t>{index.at("B")});
+    CHECK(t.clients.at(id).settle(*a));
+  }
+}
+
+TEST_CASE("server secagg flow: a dealer of wrong shares (they open, but no "
+          "threshold of them gives its commitment) fails the round and is "
+          "blamed, counted") {
+  trial t{3};
+  share_round(t, [](const std::string& id, msg::secagg_shares& s,
+                    const msg::secagg_roster& r) {
+    if (id != "E")
+      return;
+    s.shares.clear();
+    uint8_t x = 1;
+    for (const auto& peer : r.neighbours) {
+      secagg::share_payload p{r.index, peer.index, x++, secagg::random_seed(),
+                              secagg::random_seed()};
+      auto sealed = seal_share(p, peer.share_key, 4);
+      REQUIRE(sealed);
+      s.shares.push_back({peer.index, sealed->sealed});
+    }
+  });
+  auto relayed = std::move(t.replies);
+  t.replies.clear();
+  for (auto& [id, f] : relayed) {
+    auto receipt =
+        t.clients.at(id).receive_shares(*msg::decode<msg::secagg_shares>(f));
+    REQUIRE(receipt);
+    CHECK(receipt->unopened.empty()); // every share opened
+    CHECK_FALSE(t.send(id, msg::encode(*receipt)));
+  }
+  REQUIRE(t.flow.current() == phase::upload);
+  for (auto& [id, f] : t.replies)
+    REQUIRE(t.clients.at(id).settle(*msg::decode<msg::secagg_receipt>(f)));
+  std::map<std::string, msg::frame> asks;
+  auto ask = [&asks](const std::string& id, msg::frame f) {
+    asks[id] = std::move(f);
+    return true;
+  };
+  REQUIRE(t.flow.open_unmask(
+      4, {"A", "B", "C", "D", "E"}, ask,
+      [&t](result<secagg::unmask_plan> p) { t.plan = std::move(p); }));
+  for (auto& [id, f] : asks) {
+    auto revealed =
+        t.clients.at(id).reveal(*msg::decode<msg::secagg_unmask>(f));
+    REQUIRE(revealed);
+    t.send(id, msg::encode(*revealed));
+  }
+  REQUIRE(t.plan);
+  CHECK_FALSE(*t.plan); // the round cannot unmask
+  // 5 shares, threshold 3: every 3-subset tried, and 3 honest holders
+  // among 5 if fewer than 3 lie: E dealt them wrong.
+  REQUIRE(t.blamed.size() == 1);
+  CHECK(std::get<0>(t.blamed[0]) == "E");
+  CHECK(std::get<1>(t.blamed[0]) ==
+        "dealt shares of its self seed from which no 3 of 5 revealed give "
+        "what it committed to");
+  CHECK(std::get<2>(t.blamed[0]) == 1);
 }
