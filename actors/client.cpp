@@ -281,10 +281,12 @@ private:
   }
 
   /// Where and whether a window-mode relay's fetches made again may go:
-  /// the round downloaded, the client registered.
+  /// the round's model downloaded (a relay's stays in the downloading
+  /// stage until its children's round ends), the client registered.
   client_refetch::now refetch_state() const {
-    bool may = round_ && !reconnecting_ &&
-               round_->current_stage() != stage::downloading;
+    bool may =
+        round_ && !reconnecting_ &&
+        (round_->current_stage() != stage::downloading || round_->downloaded());
     return {server_, round_number(), round_ ? round_->announced().window : 0,
             may};
   }

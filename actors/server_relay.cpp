@@ -8,7 +8,8 @@ namespace fedcaf {
 
 server_relay::server_relay(server_core& core, server_calls calls)
     : core_(core), calls_(std::move(calls)),
-      flow_(core.options_.fetch_silence, port_of()) {}
+      flow_(core.options_.fetch_silence, port_of(),
+            core.options_.deadline_from_open) {}
 
 caf::result<relay_result> server_relay::take(relay_model m) {
   auto* self = core_.self_;

@@ -162,6 +162,10 @@ public:
 
   const msg::round_start& announced() const { return announced_; }
   stage current_stage() const { return stage_; }
+  /// True iff every chunk of the round's model is in (a relay's download
+  /// ends long before its stage leaves downloading: its "training" is its
+  /// children's round).
+  bool downloaded() const { return download_ && download_->complete(); }
   /// True iff the update is offered, uploading or closing.
   bool upload_open() const {
     return stage_ == stage::offering || stage_ == stage::uploading ||

@@ -5,9 +5,13 @@
 namespace fedcaf {
 
 void fetch_pacing::start(uint64_t chunks, const std::set<std::string>& children,
-                         time_point now, uint64_t hold_gap) {
+                         time_point now, uint64_t hold_gap,
+                         std::optional<time_point> deadline) {
   chunks_ = chunks;
   hold_gap_ = hold_gap;
+  deadline_ = deadline;
+  lows_.clear();
+  lows_.emplace_back(now, 0);
   last_low_ = 0;
   children_.clear();
   for (const auto& id : children)
@@ -52,23 +56,14 @@ uint64_t fetch_pacing::low(time_point now, std::chrono::milliseconds idle,
   for (auto& [id, c] : children_) {
     if (!c.paced)
       continue;
-    // Holding back: from when, at the low, it is a cache or more behind the
-    // furthest (who then waits for it) until it catches up with it or is
-    // no longer the low: a drip of one chunk at a time does not end it.
-    bool at_low = hold_gap_ > 0 && c.prefix == low && low < chunks_;
-    if (!at_low || furthest <= low)
-      c.holding.reset();
-    else if (!c.holding && furthest >= low + hold_gap_)
-      c.holding = now;
-    bool holds = c.holding.has_value();
     bool silent = c.prefix == low && low < chunks_ && now - c.last > idle;
-    bool held_back = holds && now - *c.holding > idle;
-    if (idle.count() > 0 && (silent || held_back)) {
+    if (idle.count() > 0 && silent) {
       c.paced = false;
       if (dropped)
         dropped->push_back(id);
     }
   }
+  judge_rate(low, furthest, now, idle, dropped);
   auto moved = at();
   if (moved > low)
     for (auto& [id, c] : children_)
@@ -80,6 +75,46 @@ uint64_t fetch_pacing::low(time_point now, std::chrono::milliseconds idle,
         c.last = std::max(c.last, now);
   last_low_ = std::max(last_low_, moved);
   return moved;
+}
+
+void fetch_pacing::judge_rate(uint64_t low, uint64_t furthest, time_point now,
+                              std::chrono::milliseconds idle,
+                              std::vector<std::string>* dropped) {
+  // The low over time, from the round's start: the last sample at or
+  // before an idle timeout ago, and every one since.
+  if (lows_.empty() || lows_.back().second != low)
+    lows_.emplace_back(now, low);
+  while (lows_.size() > 1 && lows_[1].first <= now - idle)
+    lows_.pop_front();
+  bool held = hold_gap_ > 0 && idle.count() > 0 && low < chunks_ &&
+              furthest >= low + hold_gap_;
+  if (!held || lows_.front().first > now - idle)
+    return; // nobody waits a cache ahead, or the round is younger than idle
+  // How far the low must have moved in the last idle timeout: a cache, or
+  // the pace that finishes the model by the deadline.
+  auto moved = low - lows_.front().second;
+  auto left = chunks_ - low;
+  auto needed = hold_gap_;
+  if (deadline_ && now < *deadline_) {
+    auto per_idle =
+        static_cast<double>(left) * static_cast<double>(idle.count()) /
+        static_cast<double>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ -
+                                                                  now)
+                .count() +
+            1);
+    needed = std::max<uint64_t>(needed, static_cast<uint64_t>(per_idle) + 1);
+  }
+  if (moved >= std::min(needed, left))
+    return;
+  for (auto& [id, c] : children_)
+    if (c.paced && c.prefix < low + hold_gap_) {
+      c.paced = false;
+      if (dropped)
+        dropped->push_back(id);
+    }
+  lows_.clear(); // the next low is judged afresh, from now
+  lows_.emplace_back(now, low);
 }
 
 } // namespace fedcaf

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -28,9 +29,11 @@ public:
 
   /// A model of `chunks` chunks goes to `children` (the round's chosen); a
   /// child `hold_gap` (the cache) or more chunks behind the one furthest
-  /// on holds it back (0: only silence lets a child go).
+  /// on holds it back (0: only silence lets a child go); the round ends at
+  /// `deadline`, if set.
   void start(uint64_t chunks, const std::set<std::string>& children,
-             time_point now, uint64_t hold_gap = 0);
+             time_point now, uint64_t hold_gap = 0,
+             std::optional<time_point> deadline = std::nullopt);
   /// True iff a round's model is paced.
   bool active() const { return chunks_ > 0; }
 
@@ -40,10 +43,12 @@ public:
   void fetched(const std::string& id, uint64_t seq, time_point now);
 
   /// The chunks every child still paced has fetched (all of them when none
-  /// is). A child at that low that made no progress for `idle`, or that has
-  /// held the one furthest on back (hold_gap) for `idle`, is paced no
-  /// more (its id goes to `dropped`, logged by the caller); the others,
-  /// ahead of it, wait for the cache, and their clocks start again each
+  /// is). A child at that low that made no progress for `idle` is paced no
+  /// more (its id goes to `dropped`, logged by the caller), and so is every
+  /// child within hold_gap of the low when the one furthest on waits
+  /// hold_gap or more ahead and the low moved less than hold_gap, or less
+  /// than it must to finish by the deadline, in the last `idle`; the
+  /// others, ahead, wait for the cache, and their clocks start again each
   /// time the low moves.
   uint64_t low(time_point now, std::chrono::milliseconds idle,
                std::vector<std::string>* dropped = nullptr);
@@ -62,13 +67,21 @@ private:
     uint64_t prefix = 0;      ///< chunks 0 .. prefix - 1 fetched
     std::set<uint64_t> above; ///< fetched past the prefix
     time_point last;          ///< the start, or its last fetch
-    /// Since when it holds the one furthest on back (unset: it does not):
-    /// set once it is a cache behind at the low, until it catches up.
-    std::optional<time_point> holding;
     bool paced = true;
   };
+  /// Lets go every paced child within hold_gap of `low` iff the one
+  /// furthest on waits hold_gap or more ahead now and the low moved too
+  /// little in the last `idle`.
+  void judge_rate(uint64_t low, uint64_t furthest, time_point now,
+                  std::chrono::milliseconds idle,
+                  std::vector<std::string>* dropped);
+
   uint64_t chunks_ = 0;
   uint64_t hold_gap_ = 0;
+  std::optional<time_point> deadline_;
+  /// The low at times since the round's start (the oldest kept is the
+  /// last at or before an idle timeout ago).
+  std::deque<std::pair<time_point, uint64_t>> lows_;
   uint64_t last_low_ = 0; ///< the low the last call returned
   std::map<std::string, child> children_;
 };

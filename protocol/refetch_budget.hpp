@@ -1,7 +1,8 @@
 #pragma once
 // A window-mode relay's fetches from its parent on its children's behalf,
 // without CAF: a child's fetch of a chunk gone from the relay's cache makes
-// the relay fetch it again from its parent. Per round, each child may cost
+// the relay fetch it again from its parent (counted only then: a chunk
+// held, or asked for already, costs the parent nothing). Per round, each child may cost
 // that at most `per_child` chunks (one model: a child let go for holding
 // its siblings back refetches what it still needs once), and all children
 // together at most `total` (two models): whatever its children do, the

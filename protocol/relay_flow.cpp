@@ -17,8 +17,10 @@ error model_gone() {
 
 } // namespace
 
-relay_flow::relay_flow(std::chrono::milliseconds fetch_silence, relay_port port)
-    : fetch_silence_(fetch_silence), port_(std::move(port)) {}
+relay_flow::relay_flow(std::chrono::milliseconds fetch_silence, relay_port port,
+                       std::chrono::milliseconds round_deadline)
+    : fetch_silence_(fetch_silence), round_deadline_(round_deadline),
+      port_(std::move(port)) {}
 
 parent_request* relay_flow::parent() {
   if (auto* a = std::get_if<adopting>(&state_))
@@ -116,9 +118,12 @@ void relay_flow::start(uint32_t round, const std::vector<std::string>& chosen,
   port_.open_round(round, chosen);
   if (residency_) { // the children's fetches pace the download
     refetches_.start(residency_->plan().chunk_count());
+    std::optional<time_point> deadline;
+    if (round_deadline_.count() > 0)
+      deadline = now + round_deadline_;
     pacing_.start(residency_->plan().chunk_count(),
                   std::set<std::string>(chosen.begin(), chosen.end()), now,
-                  residency_->cache());
+                  residency_->cache(), deadline);
     arm_pacing();
   }
 }
@@ -218,8 +223,11 @@ void relay_flow::fetch(const std::string& id, const msg::fetch& req,
     // Gone from a window-mode relay's cache: fetched again from the
     // parent for this child (late, or silent for a while), within its
     // budget (refetch_budget).
-    if (auto over = refetches_.take(id))
-      return reply(port_.refuse(*over));
+    // Counted only where the parent is asked: a chunk held, or asked for
+    // already, costs the parent nothing more.
+    if (residency_->would_ask(req.sequence))
+      if (auto over = refetches_.take(id))
+        return reply(port_.refuse(*over));
     if (!residency_->want(req.sequence, relay_residency::serve)) {
       missed_[req.sequence].push_back(waiting_fetch{id, req, std::move(reply)});
       return;

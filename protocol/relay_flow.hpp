@@ -102,7 +102,10 @@ public:
 
   /// `fetch_silence`: a window-mode relay's child that fetched nothing
   /// for this long paces its download no more (zero: never).
-  relay_flow(std::chrono::milliseconds fetch_silence, relay_port port);
+  /// `round_deadline`: a round's length from when it opens (0: none), by
+  /// which a window-mode relay's children must have had the model.
+  relay_flow(std::chrono::milliseconds fetch_silence, relay_port port,
+             std::chrono::milliseconds round_deadline = {});
 
   // -- the upstream half ------------------------------------------------------
 
@@ -234,6 +237,7 @@ private:
   uint64_t served_version() const { return served_ ? served_->version : 0; }
 
   std::chrono::milliseconds fetch_silence_;
+  std::chrono::milliseconds round_deadline_;
   relay_port port_;
   state state_;
   std::optional<waiting_model> next_;

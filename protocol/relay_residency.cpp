@@ -150,6 +150,14 @@ bool relay_residency::want(uint64_t seq, need why) {
   return false;
 }
 
+bool relay_residency::would_ask(uint64_t seq) const {
+  std::lock_guard<std::mutex> lock{mutex_};
+  bool known = seq < positions_.size();
+  bool resident = known && positions_[seq].resident;
+  bool asked = known && positions_[seq].asked;
+  return !(resident || asked || abandoned_ || (downloaded_ && in_cache(seq)));
+}
+
 void relay_residency::pin(uint64_t seq, need why) {
   std::lock_guard<std::mutex> lock{mutex_};
   positions_[seq].needs |= why;

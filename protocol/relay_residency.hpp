@@ -83,6 +83,9 @@ public:
   /// since); else asks for them once (the asker) and each waker hears
   /// when fill() brings them.
   bool want(uint64_t seq, need why);
+  /// True iff want(seq, ...) now would ask the parent for it (not
+  /// resident, not asked for already, the round not given up).
+  bool would_ask(uint64_t seq) const;
   /// Holds position `seq` for `why` without asking for it: the download
   /// brings it, and it stays when it leaves the cache (a relay's first
   /// positions, checked before its upstream client can fetch again).

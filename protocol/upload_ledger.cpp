@@ -48,7 +48,12 @@ result<upload_record*> upload_ledger::owned(const std::string& sender,
 
 result<void> upload_ledger::check_next(const upload_record& s,
                                        const msg::chunk_header& h) {
-  FEDCAF_REQUIRE(!s.closed, errc::unknown_stream, h.stream_id, "closed");
+  if (s.closed) // its round was given up, or its end came already
+    return error{errc::unknown_stream,
+                 "stream " + std::to_string(h.stream_id) + " of " +
+                     s.client_id +
+                     " is closed: its round ended, or its "
+                     "update is complete"};
   FEDCAF_REQUIRE(h.round == s.round, errc::wrong_round, h.round, s.round);
   FEDCAF_REQUIRE(h.sequence == s.next_sequence, errc::bad_sequence, h.sequence,
                  s.next_sequence);

@@ -2,6 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <functional>
+#include <map>
+
 using namespace fedcaf;
 using namespace std::chrono_literals;
 
@@ -112,4 +116,86 @@ TEST_CASE("a child that drips one new chunk just under the idle timeout, "
     q.low(at, 1000ms, &none);
   }
   CHECK(none.empty());
+}
+
+namespace {
+
+/// Plays a window-mode relay's round of `chunks` chunks, cache `cache`,
+/// idle timeout 4 s, in 10 ms steps for `ms` ms: each child fetches its
+/// next chunk every `period` ms when the cache lets it (the chunk below
+/// low + cache); `next` may say otherwise (returns whether child `id` at
+/// `prefix` fetches now). Returns the children let go, in order.
+std::vector<std::string> play_round(
+    uint64_t chunks, uint64_t cache, const std::map<std::string, int>& period,
+    int ms, std::optional<int> deadline_ms = std::nullopt,
+    const std::function<bool(const std::string&, uint64_t, int,
+                             const std::map<std::string, uint64_t>&)>& next =
+        {}) {
+  fetch_pacing p;
+  fetch_pacing::time_point t{};
+  std::set<std::string> ids;
+  for (const auto& [id, ms_each] : period)
+    ids.insert(id);
+  std::optional<fetch_pacing::time_point> deadline;
+  if (deadline_ms)
+    deadline = t + std::chrono::milliseconds{*deadline_ms};
+  p.start(chunks, ids, t, cache, deadline);
+  std::map<std::string, uint64_t> at;
+  std::map<std::string, int> due;
+  for (const auto& id : ids)
+    at[id] = 0;
+  std::vector<std::string> let_go;
+  for (int now = 0; now <= ms; now += 10) {
+    auto when = t + std::chrono::milliseconds{now};
+    auto low = p.low(when, 4000ms, &let_go);
+    for (const auto& [id, each] : period) {
+      auto& s = at[id];
+      bool gone = std::find(let_go.begin(), let_go.end(), id) != let_go.end();
+      if (s >= chunks || (!gone && s >= low + cache) || now < due[id])
+        continue;
+      bool go = next ? next(id, s, now, at) : true;
+      if (!go)
+        continue;
+      p.fetched(id, s++, when);
+      due[id] = now + each;
+    }
+  }
+  return let_go;
+}
+
+} // namespace
+
+TEST_CASE("relay pacing: an honest child slower than a sibling, or two in "
+          "step beside a fast one, are never let go; two that pass the low "
+          "back and forth, or a group too slow for the deadline, are") {
+  // 10 and 9 chunks per idle timeout, cache 2: the slower moves the low
+  // far more than a cache per idle timeout.
+  CHECK(play_round(200, 2, {{"H1", 100}, {"H2", 110}}, 20000).empty());
+  // A fast child beside two in step (0.2 s and 0.23 s a chunk).
+  CHECK(
+      play_round(120, 2, {{"F", 10}, {"S1", 200}, {"S2", 230}}, 25000).empty());
+  // One chunk every 0.4 s, within a 40 s deadline for 22 chunks.
+  CHECK(play_round(22, 2, {{"C", 10}, {"S", 400}}, 20000, 40000).empty());
+
+  // Leapfrog: every 3 s the one of A and B behind jumps one past the
+  // other; C1 and C2 wait a cache ahead. Both are let go, the others not.
+  auto leap = [](const std::string& id, uint64_t s, int now,
+                 const std::map<std::string, uint64_t>& at) {
+    if (id != "A" && id != "B")
+      return true;
+    if (now % 3000 != 0)
+      return false;
+    auto other = at.at(id == "A" ? "B" : "A");
+    return s <= other; // the one behind (or level) steps
+  };
+  auto gone = play_round(22, 2, {{"A", 10}, {"B", 10}, {"C1", 10}, {"C2", 10}},
+                         40000, 40000, leap);
+  std::sort(gone.begin(), gone.end());
+  CHECK(gone == std::vector<std::string>{"A", "B"});
+
+  // A chunk every 1.5 s moves the low more than a cache (2) per idle
+  // timeout, but 100 chunks cannot be done by a 60 s deadline that way.
+  auto slow = play_round(100, 2, {{"C", 10}, {"D", 1500}}, 20000, 60000);
+  CHECK(slow == std::vector<std::string>{"D"});
+  CHECK(play_round(100, 2, {{"C", 10}, {"D", 1500}}, 20000).empty());
 }
