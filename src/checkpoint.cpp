@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
@@ -109,6 +110,27 @@ result<std::string> digest_of_file(const std::string& path) {
   }
 }
 
+/// Feeds bytes [0, size) of `fd` (of `path`) into `digest`, read with
+/// pread in 1 MiB pieces (the file offset untouched). Fails iff `fd` is
+/// shorter or cannot be read.
+result<void> digest_range(int fd, uint64_t size, const std::string& path,
+                          file_digest& digest) {
+  std::vector<char> buffer(1u << 20);
+  for (uint64_t at = 0; at < size;) {
+    auto k =
+        ::pread(fd, buffer.data(), std::min<uint64_t>(buffer.size(), size - at),
+                static_cast<off_t>(at));
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return k == 0 ? io_failure(path, "shorter than the model")
+                    : io_failure(path);
+    digest.update(buffer.data(), static_cast<uint64_t>(k));
+    at += static_cast<uint64_t>(k);
+  }
+  return {};
+}
+
 /// Writes `n` bytes at `p` to `fd` (of `path`), into `digest` if given.
 result<void> write_all(int fd, const std::byte* p, uint64_t n,
                        const std::string& path, file_digest* digest = nullptr) {
@@ -199,7 +221,7 @@ struct written_file {
 };
 
 /// Writes `header`, then the bytes: from `source` (a file: copied in the
-/// kernel, then read back for its digest) or from `bytes` (digested as
+/// kernel while a thread digests the source) or from `bytes` (digested as
 /// written, a mapped buffer's pages released behind it). Fsynced.
 result<written_file> write_tensors(const std::string& path,
                                    const std::string& header,
@@ -217,6 +239,18 @@ result<written_file> write_tensors(const std::string& path,
   auto started = std::chrono::steady_clock::now();
   file in{source.empty() ? -1 : ::open(source.c_str(), O_RDONLY | O_CLOEXEC)};
   write_behind behind{out.fd, header.size()};
+  // File to file: the kernel copies while a thread digests the source's
+  // bytes (the same bytes, read through the page cache), so the digest
+  // costs no second pass after the copy.
+  result<void> hashed{};
+  std::thread hasher;
+  if (in.fd >= 0)
+    hasher = std::thread{
+        [&] { hashed = digest_range(in.fd, bytes.size(), source, digest); }};
+  auto join = [&hasher] {
+    if (hasher.joinable())
+      hasher.join();
+  };
   if (in.fd >= 0) { // file to file, in the kernel
     loff_t from = 0;
     while (static_cast<uint64_t>(from) < bytes.size()) {
@@ -225,9 +259,11 @@ result<written_file> write_tensors(const std::string& path,
           std::min<uint64_t>(behind_piece, bytes.size() - from), 0);
       if (k < 0 && errno == EINTR)
         continue;
-      if (k <= 0)
+      if (k <= 0) {
+        join();
         return k == 0 ? io_failure(source, "shorter than the model")
                       : io_failure(path);
+      }
       behind.written(header.size() + from);
     }
   } else { // from memory; a mapped model's pages go back behind the write
@@ -241,18 +277,15 @@ result<written_file> write_tensors(const std::string& path,
     }
   }
   auto copied = std::chrono::steady_clock::now();
-  if (::fsync(out.fd) != 0)
+  if (::fsync(out.fd) != 0) {
+    join();
     return io_failure(path);
-  auto synced = std::chrono::steady_clock::now();
-  written_file written{header.size() + bytes.size(), ""};
-  if (in.fd >= 0) { // the copy's bytes never passed through here
-    auto d = digest_of_file(path);
-    if (!d)
-      return d.err();
-    written.digest = std::move(*d);
-  } else {
-    written.digest = digest.hex();
   }
+  auto synced = std::chrono::steady_clock::now();
+  join(); // the digest of a copy: what is left of its pass
+  if (!hashed)
+    return hashed.err();
+  written_file written{header.size() + bytes.size(), digest.hex()};
   auto digested = std::chrono::steady_clock::now();
   char line[128];
   std::snprintf(line, sizeof line, " in %.2f s, fsync %.2f s, digest %.2f s",
