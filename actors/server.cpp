@@ -275,12 +275,6 @@ public:
 
   // -- timers and the run's end -------------------------------------------------
 
-  /// The deadline of SecAgg+'s phase `phase` of `round`.
-  void secagg_deadline(uint32_t round, uint32_t phase) {
-    if (secagg_)
-      secagg_->expire(round, phase);
-  }
-
   /// The aggregator's request at finalize: see server_secagg::unmask.
   caf::result<secagg::unmask_plan>
   secagg_unmask(uint32_t round, const std::vector<std::string>& in_sum) {
@@ -290,11 +284,8 @@ public:
     return secagg_->unmask(round, in_sum);
   }
 
-  /// The aggregator's word on round `round`'s unmasked sum.
-  void secagg_unmasked(uint32_t round, bool in_range) {
-    if (secagg_)
-      secagg_->unmasked(round, in_range);
-  }
+  /// The SecAgg+ part (timers, the aggregator's word on a sum), iff on.
+  server_secagg* secagg() { return secagg_ ? &*secagg_ : nullptr; }
 
   /// The final model's evaluation took too long.
   void evaluation_overdue() { publication_.overdue(); }
@@ -529,10 +520,12 @@ server_actor::behavior_type serving(server_actor::pointer self,
         return state->secagg_unmask(round, in_sum);
       },
       [state](unmasked_atom, uint32_t round, bool in_range) {
-        state->secagg_unmasked(round, in_range);
+        if (auto* s = state->secagg())
+          s->unmasked(round, in_range);
       },
       [state](phase_end_atom, uint32_t round, uint32_t phase) {
-        state->secagg_deadline(round, phase);
+        if (auto* s = state->secagg()) // the deadline of a phase
+          s->expire(round, phase);
       },
       [state](evaluated_atom) { state->evaluation_overdue(); },
       [state](tick_atom) { state->quit(); },
