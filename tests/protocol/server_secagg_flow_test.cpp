@@ -440,34 +440,18 @@ TEST_CASE("server secagg flow: complaints past threshold - 1 against one "
   // A and C frame E: with threshold 2 one complaint is put to E, shown
   // false (its accuser named); the other accuser sits out unnamed.
   trial u{2};
-  auto three = [&](trial& x) {
-    std::vector<std::string> all{"A", "B", "C", "D", "E"};
-    x.clients.clear();
-    x.replies.clear();
-    x.start({all.begin(), all.end()}, all);
-    for (const auto& id : all)
-      x.advertise(id);
-    std::map<std::string, uint32_t> index;
-    for (const auto& id : all) {
-      auto roster = msg::decode<msg::secagg_roster>(x.replies.at(id));
-      REQUIRE(roster);
-      index[id] = roster->index;
-    }
-    for (const auto& id : all)
-      x.share(id);
-    auto relayed = std::move(x.replies);
-    x.replies.clear();
-    for (auto& [id, f] : relayed) {
-      auto receipt =
-          x.clients.at(id).receive_shares(*msg::decode<msg::secagg_shares>(f));
-      REQUIRE(receipt);
-      if (id == "A" || id == "C")
-        receipt->unopened.push_back(index.at("E"));
-      CHECK_FALSE(x.send(id, msg::encode(*receipt)));
-    }
-    return std::move(x.replies);
-  };
-  auto framed = three(u);
+  auto index = share_round(u);
+  auto relayed = std::move(u.replies);
+  u.replies.clear();
+  for (auto& [id, f] : relayed) {
+    auto receipt =
+        u.clients.at(id).receive_shares(*msg::decode<msg::secagg_shares>(f));
+    REQUIRE(receipt);
+    if (id == "A" || id == "C")
+      receipt->unopened.push_back(index.at("E"));
+    CHECK_FALSE(u.send(id, msg::encode(*receipt)));
+  }
+  auto framed = std::move(u.replies);
   REQUIRE(framed.size() == 1);
   auto d = msg::decode<msg::secagg_receipt>(framed.at("E"));
   REQUIRE(d);
