@@ -214,6 +214,18 @@ public:
 
   /// An evaluation made outside the trainer (the Python client's), of the
   /// model of the round it names.
+  /// The client leaves the run (its program was stopped, or its own code
+  /// failed): its Goodbye `f` goes to the server, which drops it at once,
+  /// and the client ends as cancelled, its report saying why.
+  void leave(const frame& f) {
+    auto g = msg::decode<msg::goodbye>(f);
+    if (server_)
+      self_->send(server_, goodbye_atom::value, f);
+    fail({errc::cancelled,
+          "left the run (" + (g ? msg::said_why(*g) : "goodbye") +
+              "): said goodbye to the server"});
+  }
+
   void on_evaluated(const frame& f) {
     auto e = msg::decode<msg::evaluation>(f);
     if (!e)
@@ -443,6 +455,7 @@ private:
     self_->quit();
   }
 
+
   client_actor::pointer self_ = nullptr;
   server_link server_;
   client_options options_;
@@ -479,6 +492,7 @@ client_actor::behavior_type running(client_actor::pointer self,
       [state](evaluated_atom, const frame& f) { state->on_evaluated(f); },
       [state](secagg_atom, const frame& f) { state->on_unmask_asked(f); },
       [state](caf::connect_atom, uint64_t gen) { state->try_reconnect(gen); },
+      [state](goodbye_atom, const frame& f) { state->leave(f); },
   };
 }
 

@@ -71,6 +71,17 @@ public:
     return rp;
   }
 
+  /// The client leaves: its Goodbye goes out (nobody waits for an
+  /// answer), then the connection closes once it is written.
+  void goodbye(frame&& f) {
+    if (refused_)
+      return;
+    msg::set_request_id(f, next_id_++);
+    if (next_id_ == 0)
+      next_id_ = 1;
+    link_.send(std::move(f));
+  }
+
   void on_data(const caf::io::new_data_msg& m) {
     if (refused_)
       return;
@@ -224,6 +235,7 @@ caf::behavior client_gateway_actor(caf::io::broker* self, int fd,
       [ask](credit_atom, frame& f) { return ask(f); },
       [ask](evaluated_atom, frame& f) { return ask(f); },
       [ask](secagg_atom, frame& f) { return ask(f); },
+      [st](goodbye_atom, frame& f) { st->goodbye(std::move(f)); },
       [st](const caf::io::new_data_msg& m) { st->on_data(m); },
       [st](const caf::io::data_transferred_msg& m) { st->on_transferred(m); },
       [st](const caf::io::connection_closed_msg&) { st->on_closed(); },

@@ -83,6 +83,13 @@ public:
     registration_.drop(key, epoch);
   }
 
+  /// The sender says goodbye (`f`): it leaves now (server_registration).
+  void goodbye(const frame& f) {
+    auto id = registration_.goodbye(self_->current_sender(), f);
+    if (id && secagg_)
+      secagg_->lost(*id);
+  }
+
   // -- rounds -----------------------------------------------------------------
 
   /// The scheduler chose round `round` for `chosen`: it opens now (a
@@ -423,7 +430,10 @@ private:
         quit();
       return;
     }
-    reporter_.lost(id, self_->system().render(m.reason),
+    reporter_.lost(id,
+                   m.reason ? self_->system().render(m.reason)
+                            : "closed without a goodbye: a crash, a kill or "
+                              "a network failure",
                    options_.reconnect_grace.count());
     self_->delayed_send(self_, options_.reconnect_grace, drop_atom::value, id,
                         epoch);
@@ -515,6 +525,7 @@ server_actor::behavior_type serving(server_actor::pointer self,
       },
       [state](evaluated_atom, const frame& f) { return state->evaluated(f); },
       [state](secagg_atom, const frame& f) { return state->secagg_frame(f); },
+      [state](goodbye_atom, const frame& f) { state->goodbye(f); },
       [state](unmask_atom, uint32_t round,
               const std::vector<std::string>& in_sum) {
         return state->secagg_unmask(round, in_sum);

@@ -179,6 +179,9 @@ private:
       return forward(evaluated_atom::value, std::move(f), kind);
     case frame_kind::end_of_stream:
       return forward(end_atom::value, std::move(f), kind);
+    case frame_kind::goodbye: // the peer leaves: nothing to answer
+      self_->send(server_, goodbye_atom::value, std::move(f));
+      return start_closing();
     default: // the four secAgg kinds: admission_ admits no other
       return forward(secagg_atom::value, std::move(f), kind);
     }

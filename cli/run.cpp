@@ -244,6 +244,9 @@ int run_server(const options& opts) {
 }
 
 int run_client(const options& opts) {
+  // SIGINT or SIGTERM (Ctrl-C, a scheduler's cancel): the client says
+  // goodbye, so the server drops it at once rather than after its grace.
+  interrupt_watch watch;
   tune_malloc_for_streams();
   auto cfg = load(opts, config_role::client);
   if (!cfg)
@@ -253,14 +256,28 @@ int run_client(const options& opts) {
   const auto& cc = cfg->client;
   auto sets = std::make_shared<lazy_data>(cc.data);
   run_report report;
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  auto started = [&watch, stop](caf::actor_system&,
+                                const client_actor& client) {
+    watch.on_interrupt([client, stop](int sig) {
+      stop->store(true); // a dial under way gives up
+      msg::goodbye bye{sig == SIGINT ? msg::goodbye_reason::interrupted
+                                     : msg::goodbye_reason::terminated,
+                       signal_name(sig)};
+      caf::anon_send(client, goodbye_atom::value, msg::encode(bye));
+    });
+  };
   {
     console_progress console;
     run_remote_client(cc,
                       local_trainer(sets, cc.data, cc.data.client_index,
                                     cc.num_threads, nullptr, cc.shard),
-                      report, {}, nullptr, console.meter());
+                      report, started, stop.get(), console.meter());
   }
-  return conclude(opts, report, *cfg, live_view{});
+  watch.on_interrupt({});
+  note_interrupt(watch, report);
+  auto code = conclude(opts, report, *cfg, live_view{});
+  return watch.signal() ? 128 + watch.signal() : code;
 }
 
 } // namespace fedcaf::cli
