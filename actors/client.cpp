@@ -221,9 +221,9 @@ public:
     auto g = msg::decode<msg::goodbye>(f);
     if (server_)
       self_->send(server_, goodbye_atom::value, f);
-    fail({errc::cancelled,
-          "left the run (" + (g ? msg::said_why(*g) : "goodbye") +
-              "): said goodbye to the server"});
+    fail({errc::cancelled, "left the run (" +
+                               (g ? msg::said_why(*g) : "goodbye") +
+                               "): said goodbye to the server"});
   }
 
   void on_evaluated(const frame& f) {
@@ -454,7 +454,6 @@ private:
     report_.finish(now(), sample_memory().peak_rss_bytes);
     self_->quit();
   }
-
 
   client_actor::pointer self_ = nullptr;
   server_link server_;
