@@ -1,5 +1,7 @@
 #include "actors/client.hpp"
 
+#include <csignal>
+
 #include <memory>
 #include <optional>
 #include <utility>
@@ -212,20 +214,30 @@ public:
         [this](const frame& r) { log_refusal("its shares", r); });
   }
 
-  /// An evaluation made outside the trainer (the Python client's), of the
-  /// model of the round it names.
   /// The client leaves the run (its program was stopped, or its own code
   /// failed): its Goodbye `f` goes to the server, which drops it at once,
   /// and the client ends as cancelled, its report saying why.
   void leave(const frame& f) {
     auto g = msg::decode<msg::goodbye>(f);
-    if (server_)
-      self_->send(server_, goodbye_atom::value, f);
+    auto said = say_goodbye(f);
     fail({errc::cancelled, "left the run (" +
-                               (g ? msg::said_why(*g) : "goodbye") +
-                               "): said goodbye to the server"});
+                               (g ? msg::said_why(*g) : "goodbye") + "): " +
+                               (said ? "said goodbye to the server"
+                                     : "no goodbye said (not connected)")});
   }
 
+  /// Sends goodbye `f` once, where the server can take it (connected, not
+  /// registering again). True iff it went.
+  bool say_goodbye(const frame& f) {
+    if (said_goodbye_ || !server_ || reconnecting_)
+      return false;
+    said_goodbye_ = true;
+    self_->send(server_, goodbye_atom::value, f);
+    return true;
+  }
+
+  /// An evaluation made outside the trainer (the Python client's), of the
+  /// model of the round it names.
   void on_evaluated(const frame& f) {
     auto e = msg::decode<msg::evaluation>(f);
     if (!e)
@@ -451,6 +463,12 @@ private:
   }
 
   void finish() {
+    // Stopped by a signal (the trainer may have seen it first): goodbye.
+    if (auto sig = options_.leaving ? options_.leaving->load() : 0)
+      say_goodbye(msg::encode(
+          msg::goodbye{sig == SIGINT ? msg::goodbye_reason::interrupted
+                                     : msg::goodbye_reason::terminated,
+                       sig == SIGINT ? "SIGINT" : "SIGTERM"}));
     report_.finish(now(), sample_memory().peak_rss_bytes);
     self_->quit();
   }
@@ -467,7 +485,8 @@ private:
   std::optional<frame> next_task_;    ///< arrived while uploading
   uint64_t generation_ = 0;
   bool reconnecting_ = false; ///< lost the server, registering again
-  caf::actor_addr given_up_;  ///< the gateway of the connection lost last
+  bool said_goodbye_ = false;
+  caf::actor_addr given_up_; ///< the gateway of the connection lost last
   transfer_watchdog watchdog_;
   client_refetch refetch_; ///< a window-mode relay's fetches made again
 };

@@ -3,6 +3,7 @@
 // model straight into its parameters, trains, and streams its update under
 // the credit window. Messages: see actors/messages.hpp.
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -59,6 +60,10 @@ struct client_options {
   /// lives if the server asks for storage: disk. Unset (in-process
   /// clients): the server's client_configs say, as the operator's own.
   std::optional<std::string> storage_dir;
+  /// Set by the program to the signal (SIGINT, SIGTERM) that stops it: the
+  /// client ends with a goodbye that says so, even where its trainer
+  /// stopped first (on the same signal).
+  std::shared_ptr<const std::atomic<int>> leaving;
 };
 
 /// Spawns a client of `server`. `report` is written by the client only and

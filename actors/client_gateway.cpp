@@ -59,7 +59,7 @@ public:
     if (!owner_) {
       owner_ = caf::actor_cast<caf::actor>(self_->current_sender());
       self_->monitor(owner_);
-      self_->set_down_handler([this](caf::down_msg&) { close(""); });
+      self_->set_down_handler([this](caf::down_msg&) { owner_gone(); });
     }
     auto id = next_id_++;
     if (next_id_ == 0)
@@ -71,15 +71,27 @@ public:
     return rp;
   }
 
-  /// The client leaves: its Goodbye goes out (nobody waits for an
-  /// answer), then the connection closes once it is written.
+  /// The client leaves: its Goodbye goes out as the last frame (frames
+  /// still queued behind the socket's buffer are dropped: the server reads
+  /// nothing after a goodbye), nobody waits for an answer, and the
+  /// connection closes once it is written (at most close_grace after the
+  /// client is gone).
   void goodbye(frame&& f) {
     if (refused_)
       return;
     msg::set_request_id(f, next_id_++);
     if (next_id_ == 0)
       next_id_ = 1;
-    link_.send(std::move(f));
+    leaving_ = true;
+    link_.send_last(std::move(f));
+  }
+
+  /// The client actor is gone: the connection closes, once its goodbye is
+  /// written if it said one.
+  void owner_gone() {
+    if (!leaving_ || !link_.output_pending())
+      return close("");
+    owner_gone_at_ = self_->clock().now();
   }
 
   void on_data(const caf::io::new_data_msg& m) {
@@ -92,9 +104,13 @@ public:
 
   void on_transferred(const caf::io::data_transferred_msg& m) {
     link_.transferred(m.remaining);
+    if (owner_gone_at_ && !link_.output_pending())
+      close(""); // the goodbye is written
   }
 
   void on_tick() {
+    if (owner_gone_at_ && self_->clock().now() - *owner_gone_at_ > close_grace)
+      return close("");
     if (refused_) { // nobody asked for the reason
       if (self_->clock().now() - refused_at_ > close_grace)
         return self_->quit();
@@ -214,6 +230,8 @@ private:
   uint32_t next_id_ = 1;
   clock_type::time_point last_beat_;
   std::optional<error> refused_; ///< why the server refused this client
+  bool leaving_ = false;         ///< its goodbye is queued
+  std::optional<clock_type::time_point> owner_gone_at_;
   clock_type::time_point refused_at_;
 };
 

@@ -114,7 +114,8 @@ result<std::shared_ptr<tls_context>> tls_of(const comm_config& comm,
 void run_remote_client(const client_config& cc, trainer_factory factory,
                        run_report& report, const client_started& started,
                        const std::atomic<bool>* stop,
-                       std::shared_ptr<transfer_progress> progress) {
+                       std::shared_ptr<transfer_progress> progress,
+                       std::shared_ptr<const std::atomic<int>> leaving) {
   report.role = "client";
   auto at = parse_endpoint(cc.comm.server_uri);
   if (!at) {
@@ -147,6 +148,7 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   co.port = at->port;
   co.progress = std::move(progress);
   co.shard = cc.shard;
+  co.leaving = std::move(leaving);
   auto client = spawn_client(sys, *server, co, std::move(factory), &report);
   if (started)
     started(sys, client);

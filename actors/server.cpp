@@ -85,9 +85,12 @@ public:
 
   /// The sender says goodbye (`f`): it leaves now (server_registration).
   void goodbye(const frame& f) {
-    auto id = registration_.goodbye(self_->current_sender(), f);
-    if (id && secagg_)
-      secagg_->lost(*id);
+    if (secagg_) // as a loss is: out of its phase before it is dropped
+      if (const auto* id = sender_id())
+        secagg_->lost(*id);
+    registration_.goodbye(self_->current_sender(), f);
+    if (stopping_ && registry_.connected_count() == 0)
+      quit();
   }
 
   // -- rounds -----------------------------------------------------------------

@@ -257,22 +257,30 @@ int run_client(const options& opts) {
   auto sets = std::make_shared<lazy_data>(cc.data);
   run_report report;
   auto stop = std::make_shared<std::atomic<bool>>(false);
-  auto started = [&watch, stop](caf::actor_system&,
-                                const client_actor& client) {
-    watch.on_interrupt([client, stop](int sig) {
-      stop->store(true); // a dial under way gives up
-      msg::goodbye bye{sig == SIGINT ? msg::goodbye_reason::interrupted
-                                     : msg::goodbye_reason::terminated,
-                       signal_name(sig)};
-      caf::anon_send(client, goodbye_atom::value, msg::encode(bye));
+  auto leaving = std::make_shared<std::atomic<int>>(0);
+  // Once the client runs (before that, a signal ends the process at once:
+  // nobody to say goodbye to): the trainer stops at its next step, and the
+  // client says goodbye, naming the signal.
+  auto started = [&watch, stop, leaving](caf::actor_system&,
+                                         const client_actor& client) {
+    auto weak = caf::actor_cast<caf::weak_actor_ptr>(client);
+    watch.on_interrupt([weak, stop, leaving](int sig) {
+      leaving->store(sig);
+      stop->store(true);
+      if (auto alive = caf::actor_cast<client_actor>(weak.lock()))
+        caf::anon_send(alive, goodbye_atom::value,
+                       msg::encode(msg::goodbye{
+                           sig == SIGINT ? msg::goodbye_reason::interrupted
+                                         : msg::goodbye_reason::terminated,
+                           signal_name(sig)}));
     });
   };
   {
     console_progress console;
     run_remote_client(cc,
                       local_trainer(sets, cc.data, cc.data.client_index,
-                                    cc.num_threads, nullptr, cc.shard),
-                      report, started, stop.get(), console.meter());
+                                    cc.num_threads, stop, cc.shard),
+                      report, started, stop.get(), console.meter(), leaving);
   }
   watch.on_interrupt({});
   note_interrupt(watch, report);
