@@ -115,7 +115,7 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
                        run_report& report, const client_started& started,
                        const std::atomic<bool>* stop,
                        std::shared_ptr<transfer_progress> progress,
-                       std::shared_ptr<const std::atomic<int>> leaving) {
+                       std::shared_ptr<const departure> leaving) {
   report.role = "client";
   auto at = parse_endpoint(cc.comm.server_uri);
   if (!at) {

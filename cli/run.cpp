@@ -257,7 +257,7 @@ int run_client(const options& opts) {
   auto sets = std::make_shared<lazy_data>(cc.data);
   run_report report;
   auto stop = std::make_shared<std::atomic<bool>>(false);
-  auto leaving = std::make_shared<std::atomic<int>>(0);
+  auto leaving = std::make_shared<departure>();
   // Once the client runs (before that, a signal ends the process at once:
   // nobody to say goodbye to): the trainer stops at its next step, and the
   // client says goodbye, naming the signal.
@@ -265,14 +265,13 @@ int run_client(const options& opts) {
                                          const client_actor& client) {
     auto weak = caf::actor_cast<caf::weak_actor_ptr>(client);
     watch.on_interrupt([weak, stop, leaving](int sig) {
-      leaving->store(sig);
+      msg::goodbye why{sig == SIGINT ? msg::goodbye_reason::interrupted
+                                     : msg::goodbye_reason::terminated,
+                       signal_name(sig)};
+      leaving->note(why);
       stop->store(true);
       if (auto alive = caf::actor_cast<client_actor>(weak.lock()))
-        caf::anon_send(alive, goodbye_atom::value,
-                       msg::encode(msg::goodbye{
-                           sig == SIGINT ? msg::goodbye_reason::interrupted
-                                         : msg::goodbye_reason::terminated,
-                           signal_name(sig)}));
+        caf::anon_send(alive, goodbye_atom::value, msg::encode(why));
     });
   };
   {

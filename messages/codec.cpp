@@ -707,6 +707,13 @@ const char* to_string(goodbye_reason r) {
   return "other";
 }
 
+goodbye goodbye_for(const error& e) {
+  auto wrong =
+      e.code == errc::manifest_mismatch || e.code == errc::unsupported_dtype;
+  return {wrong ? goodbye_reason::wrong_model : goodbye_reason::other,
+          to_string(e)};
+}
+
 std::string said_why(const goodbye& g) {
   std::string out = to_string(g.reason);
   if (g.detail.empty())

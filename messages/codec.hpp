@@ -258,6 +258,11 @@ struct goodbye {
 };
 constexpr size_t max_goodbye_detail = 512;
 
+/// The goodbye of a client that gives up on error `e`: a wrong model for a
+/// layout or dtype the server's model does not match, other otherwise; the
+/// detail is `e` ("manifest_mismatch: ...").
+goodbye goodbye_for(const error& e);
+
 /// "<reason>" or "<reason>: <detail>", each control character of the
 /// peer's detail shown as '?' (for one log line).
 std::string said_why(const goodbye& g);

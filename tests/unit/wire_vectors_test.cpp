@@ -15,6 +15,7 @@
 
 #include "fedcaf/manifest.hpp"
 #include "messages/codec.hpp"
+#include "protocol/departure.hpp"
 
 using namespace fedcaf;
 using namespace fedcaf::msg;
@@ -199,4 +200,27 @@ TEST_CASE("every frame kind encodes to its test vector in "
   CHECK(bye->reason == goodbye_reason::terminated);
   CHECK(bye->detail == "SIGTERM");
   CHECK(decode<secagg_unmask>(all[23].second)->dropped.size() == 1);
+}
+
+TEST_CASE("a client's goodbye says why: a wrong model, its error, the first "
+          "reason the program noted") {
+  auto wrong = goodbye_for({errc::manifest_mismatch, "tensor 'w' is [3]"});
+  CHECK(wrong.reason == goodbye_reason::wrong_model);
+  CHECK(said_why(wrong) ==
+        "a wrong model: manifest_mismatch: tensor 'w' is [3]");
+  auto other = goodbye_for({errc::io_error, "disk full\nreally"});
+  CHECK(other.reason == goodbye_reason::other);
+  CHECK(said_why(other) == "other: io_error: disk full?really");
+  // A detail past the limit travels cut to it.
+  auto long_one = goodbye_for({errc::internal, std::string(2000, 'x')});
+  auto sent = decode<goodbye>(encode(long_one));
+  REQUIRE(sent);
+  CHECK(sent->detail.size() == max_goodbye_detail);
+
+  departure d;
+  CHECK_FALSE(d.noted());
+  d.note({goodbye_reason::terminated, "SIGTERM"});
+  d.note({goodbye_reason::interrupted, "SIGINT"}); // the first stands
+  REQUIRE(d.noted());
+  CHECK(d.noted()->reason == goodbye_reason::terminated);
 }
