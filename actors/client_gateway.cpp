@@ -12,6 +12,7 @@
 #include "actors/gateway.hpp"
 #include "actors/wire_link.hpp"
 #include "fedcaf/log.hpp"
+#include "protocol/network.hpp"
 
 namespace fedcaf {
 
@@ -37,7 +38,7 @@ public:
   client_gateway(caf::io::broker* self, connection_handle hdl,
                  gateway_limits limits, std::shared_ptr<tls_context> tls,
                  const std::string& host, std::string where)
-      : self_(self), hdl_(hdl), limits_(limits),
+      : self_(self), hdl_(hdl), limits_(limits), tls_(tls != nullptr),
         link_(self, hdl, std::move(tls), host,
               std::max<uint64_t>(limits.max_frame_bytes, 64 << 20)),
         where_(std::move(where)) {}
@@ -97,6 +98,17 @@ public:
   void on_data(const caf::io::new_data_msg& m) {
     if (refused_)
       return;
+    // A peer whose first answer is no fedcaf (an HTTP server, the live
+    // view's port, ssh): refused for good, its words quoted. No retry helps.
+    if (!heard_ && !m.buf.empty()) {
+      heard_ = true;
+      if (auto said = foreign_answer(m.buf, tls_))
+        return fail({errc::unsupported_version,
+                     "does not speak fedcaf: it answered " + *said +
+                         " (is server_uri a fedcaf server's port, not its "
+                         "--http one?)"},
+                    "the peer at " + where_ + " ");
+    }
     auto ok = link_.take(m.buf, [this](frame&& f) { on_frame(std::move(f)); });
     if (!ok)
       fail(ok.err(), "the server at " + where_ + ": ");
@@ -203,11 +215,12 @@ private:
       self_->send(owner_, atom, std::move(f));
   }
 
-  /// The stream from the server is broken. A refusal (not_authorized) is
-  /// final: the open requests, or else the next one, are answered with its
-  /// reason after `about`, and the client stops (no retry helps).
+  /// The stream from the server is broken. A refusal (not_authorized, or
+  /// a peer that speaks no fedcaf: unsupported_version) is final: the open
+  /// requests, or else the next one, are answered with its reason after
+  /// `about`, and the client stops (no retry helps).
   void fail(const error& e, const std::string& about = "") {
-    if (e.code != errc::not_authorized)
+    if (e.code != errc::not_authorized && e.code != errc::unsupported_version)
       return close(to_string(e));
     refused_ = error{e.code, about + e.message};
     refused_at_ = self_->clock().now();
@@ -223,6 +236,8 @@ private:
   caf::io::broker* self_;
   connection_handle hdl_;
   gateway_limits limits_;
+  bool tls_;           ///< this end speaks TLS
+  bool heard_ = false; ///< the peer's first bytes arrived
   wire_link link_;
   std::string where_;
   caf::actor owner_; ///< the client actor, from its first request
