@@ -197,6 +197,13 @@ class Client:
 
         client = fedcaf.Client(server_uri="10.0.0.5:50051", client_id="Client3")
 
+    Without a file, those two default to the environment variables
+    FEDCAF_SERVER_URI and FEDCAF_CLIENT_ID where they are set (and neither
+    the argument nor set= gives the key): the deploy/ launchers set them
+    for each client they start as a command (FEDCAF_CLIENT_CMD, a hosts
+    file's `command` line; deploy/README.md), so there `fedcaf.Client()`
+    is enough.
+
     `shard` makes this process one rank of a sharded client (a model trained
     by a multi-process job: every rank runs a Client with the same client
     id; the server joins their uploads into one update, one vote, one
@@ -221,7 +228,12 @@ class Client:
                 raise Error("bad_argument", f"{key.split('.')[-1]}= and "
                             f"set={{{key!r}: ...}} both given: give one")
             set = dict(set or {}, **{key: value})
-        if config is None:  # every key from set= and the defaults
+        if config is None:  # every key from set=, the launcher, the defaults
+            for key, var in (("comm_configs.grpc_configs.server_uri",
+                              "FEDCAF_SERVER_URI"),
+                             ("client_id", "FEDCAF_CLIENT_ID")):
+                if os.environ.get(var) and key not in (set or {}):
+                    set = dict(set or {}, **{key: os.environ[var]})
             config = os.devnull
         overrides = [f"{k}={_yaml_scalar(v)}" for k, v in (set or {}).items()]
         self.shard = _shard_of(shard)
