@@ -1,5 +1,7 @@
 #include "actors/client.hpp"
 
+#include <csignal>
+
 #include <memory>
 #include <optional>
 #include <utility>
@@ -120,7 +122,7 @@ public:
       log_line(log_level::warning, options_.client_id, late);
     auto started = client_round::start(*rs, *model_, report_, secagg_, now());
     if (!started)
-      return fail(started.err());
+      return depart(started.err());
     round_.emplace(std::move(*started));
     run(round_->begin());
   }
@@ -130,6 +132,7 @@ public:
     if (!d)
       return fail(d.err());
     report_.note_metrics(d->final);
+    run_over_ = true;
     if (!d->reason.empty())
       return fail(
           {errc::disconnected, "the server ended the run: " + d->reason});
@@ -212,6 +215,29 @@ public:
         [this](const frame& r) { log_refusal("its shares", r); });
   }
 
+  /// The client leaves the run (its program was stopped, or its own code
+  /// failed): its Goodbye `f` goes to the server, which drops it at once,
+  /// and the client ends as cancelled, its report saying why.
+  void leave(const frame& f) {
+    auto g = msg::decode<msg::goodbye>(f);
+    auto said = say_goodbye(f) || said_goodbye_;
+    left_ = true;
+    fail({errc::cancelled, "left the run (" +
+                               (g ? msg::said_why(*g) : "goodbye") + "): " +
+                               (said ? "said goodbye to the server"
+                                     : "no goodbye said (not connected)")});
+  }
+
+  /// Sends goodbye `f` once, where the server can take it (connected, not
+  /// registering again). True iff it went.
+  bool say_goodbye(const frame& f) {
+    if (said_goodbye_ || !server_ || reconnecting_)
+      return false;
+    said_goodbye_ = true;
+    self_->send(server_, goodbye_atom::value, f);
+    return true;
+  }
+
   /// An evaluation made outside the trainer (the Python client's), of the
   /// model of the round it names.
   void on_evaluated(const frame& f) {
@@ -256,7 +282,7 @@ private:
   /// Does what the round's step `s` asks, in its order.
   void run(result<client_round::step> s) {
     if (!s)
-      return fail(s.err());
+      return depart(s.err());
     if (s->stale)
       ++generation_;
     if (s->watch == client_round::transfer::started)
@@ -317,7 +343,7 @@ private:
                                       *w, options_.hold_model, options_.shard,
                                       options_.storage_dir);
     if (!made)
-      return fail(made.err());
+      return depart(made.err());
     model_ = std::move(made->model);
     // A streaming relay's sum settles on another thread: told, the upload
     // sends what it may (a weak handle: the trainer outlives no actor).
@@ -424,21 +450,48 @@ private:
           std::string{what} + " failed: " + self_->system().render(e)});
   }
 
+  /// The client ends as failed by `e`; a client stopped by a signal (its
+  /// trainer may have seen the stop first and failed as cancelled) leaves
+  /// instead, its line naming the goodbye.
   void fail(const error& e) {
+    if (auto why = noted_departure(); why && !left_)
+      return leave(msg::encode(*why));
     report_.failed(e);
     finish();
+  }
+
+  std::optional<msg::goodbye> noted_departure() const {
+    return options_.leaving ? options_.leaving->noted() : std::nullopt;
+  }
+
+  /// The client gives up on `e` (its trainer or model failed, or the
+  /// round cannot go on): it says goodbye first, so that the server drops
+  /// it at once rather than waiting for it to come back.
+  void depart(const error& e) {
+    if (noted_departure() && !left_)
+      return fail(e); // leaves with the program's reason
+    if (!run_over_)
+      say_goodbye(msg::encode(msg::goodbye_for(e)));
+    fail(e);
   }
 
   /// An exception escaped a handler (std::bad_alloc from sizes the server
   /// gave, a trainer's own): the client ends as failed, its report says
   /// why, and the command exits non-zero.
   caf::error on_exception(const std::exception_ptr& x) {
-    report_.failed(error_of(x));
+    auto e = error_of(x);
+    if (!run_over_)
+      say_goodbye(msg::encode(
+          msg::goodbye{msg::goodbye_reason::user_exception, to_string(e)}));
+    report_.failed(e);
     report_.finish(now(), sample_memory().peak_rss_bytes);
     return caf::exit_reason::unhandled_exception;
   }
 
   void finish() {
+    // The program left (its trainer may have seen the stop first).
+    if (auto why = noted_departure())
+      say_goodbye(msg::encode(*why));
     report_.finish(now(), sample_memory().peak_rss_bytes);
     self_->quit();
   }
@@ -455,7 +508,10 @@ private:
   std::optional<frame> next_task_;    ///< arrived while uploading
   uint64_t generation_ = 0;
   bool reconnecting_ = false; ///< lost the server, registering again
-  caf::actor_addr given_up_;  ///< the gateway of the connection lost last
+  bool said_goodbye_ = false;
+  bool left_ = false;        ///< leave() ran: its line is the report's
+  bool run_over_ = false;    ///< the server said Done: nobody to leave
+  caf::actor_addr given_up_; ///< the gateway of the connection lost last
   transfer_watchdog watchdog_;
   client_refetch refetch_; ///< a window-mode relay's fetches made again
 };
@@ -479,6 +535,7 @@ client_actor::behavior_type running(client_actor::pointer self,
       [state](evaluated_atom, const frame& f) { state->on_evaluated(f); },
       [state](secagg_atom, const frame& f) { state->on_unmask_asked(f); },
       [state](caf::connect_atom, uint64_t gen) { state->try_reconnect(gen); },
+      [state](goodbye_atom, const frame& f) { state->leave(f); },
   };
 }
 

@@ -3,6 +3,7 @@
 // model straight into its parameters, trains, and streams its update under
 // the credit window. Messages: see actors/messages.hpp.
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "fedcaf/shard.hpp"
 #include "fedcaf/trainer.hpp"
 #include "messages/codec.hpp"
+#include "protocol/departure.hpp"
 
 namespace fedcaf {
 
@@ -59,6 +61,10 @@ struct client_options {
   /// lives if the server asks for storage: disk. Unset (in-process
   /// clients): the server's client_configs say, as the operator's own.
   std::optional<std::string> storage_dir;
+  /// Noted by the program when it leaves (a signal, an exception in its
+  /// own code): the client ends with that goodbye, even where its trainer
+  /// stopped first (on the same stop).
+  std::shared_ptr<const departure> leaving;
 };
 
 /// Spawns a client of `server`. `report` is written by the client only and

@@ -12,6 +12,7 @@
 #include "actors/gateway.hpp"
 #include "actors/wire_link.hpp"
 #include "fedcaf/log.hpp"
+#include "protocol/network.hpp"
 
 namespace fedcaf {
 
@@ -37,7 +38,7 @@ public:
   client_gateway(caf::io::broker* self, connection_handle hdl,
                  gateway_limits limits, std::shared_ptr<tls_context> tls,
                  const std::string& host, std::string where)
-      : self_(self), hdl_(hdl), limits_(limits),
+      : self_(self), hdl_(hdl), limits_(limits), tls_(tls != nullptr),
         link_(self, hdl, std::move(tls), host,
               std::max<uint64_t>(limits.max_frame_bytes, 64 << 20)),
         where_(std::move(where)) {}
@@ -59,7 +60,7 @@ public:
     if (!owner_) {
       owner_ = caf::actor_cast<caf::actor>(self_->current_sender());
       self_->monitor(owner_);
-      self_->set_down_handler([this](caf::down_msg&) { close(""); });
+      self_->set_down_handler([this](caf::down_msg&) { owner_gone(); });
     }
     auto id = next_id_++;
     if (next_id_ == 0)
@@ -71,9 +72,43 @@ public:
     return rp;
   }
 
+  /// The client leaves: its Goodbye goes out as the last frame (frames
+  /// still queued behind the socket's buffer are dropped: the server reads
+  /// nothing after a goodbye), nobody waits for an answer, and the
+  /// connection closes once it is written (at most close_grace after the
+  /// client is gone).
+  void goodbye(frame&& f) {
+    if (refused_)
+      return;
+    msg::set_request_id(f, next_id_++);
+    if (next_id_ == 0)
+      next_id_ = 1;
+    leaving_ = true;
+    link_.send_last(std::move(f));
+  }
+
+  /// The client actor is gone: the connection closes, once its goodbye is
+  /// written if it said one.
+  void owner_gone() {
+    if (!leaving_ || !link_.output_pending())
+      return close("");
+    owner_gone_at_ = self_->clock().now();
+  }
+
   void on_data(const caf::io::new_data_msg& m) {
     if (refused_)
       return;
+    // A peer whose first answer is no fedcaf (an HTTP server, the live
+    // view's port, ssh): refused for good, its words quoted. No retry helps.
+    if (!heard_ && !m.buf.empty()) {
+      heard_ = true;
+      if (auto said = foreign_answer(m.buf, tls_))
+        return fail({errc::unsupported_version,
+                     "does not speak fedcaf: it answered " + *said +
+                         " (is server_uri a fedcaf server's port, not its "
+                         "--http one?)"},
+                    "the peer at " + where_ + " ");
+    }
     auto ok = link_.take(m.buf, [this](frame&& f) { on_frame(std::move(f)); });
     if (!ok)
       fail(ok.err(), "the server at " + where_ + ": ");
@@ -81,9 +116,13 @@ public:
 
   void on_transferred(const caf::io::data_transferred_msg& m) {
     link_.transferred(m.remaining);
+    if (owner_gone_at_ && !link_.output_pending())
+      close(""); // the goodbye is written
   }
 
   void on_tick() {
+    if (owner_gone_at_ && self_->clock().now() - *owner_gone_at_ > close_grace)
+      return close("");
     if (refused_) { // nobody asked for the reason
       if (self_->clock().now() - refused_at_ > close_grace)
         return self_->quit();
@@ -176,11 +215,12 @@ private:
       self_->send(owner_, atom, std::move(f));
   }
 
-  /// The stream from the server is broken. A refusal (not_authorized) is
-  /// final: the open requests, or else the next one, are answered with its
-  /// reason after `about`, and the client stops (no retry helps).
+  /// The stream from the server is broken. A refusal (not_authorized, or
+  /// a peer that speaks no fedcaf: unsupported_version) is final: the open
+  /// requests, or else the next one, are answered with its reason after
+  /// `about`, and the client stops (no retry helps).
   void fail(const error& e, const std::string& about = "") {
-    if (e.code != errc::not_authorized)
+    if (e.code != errc::not_authorized && e.code != errc::unsupported_version)
       return close(to_string(e));
     refused_ = error{e.code, about + e.message};
     refused_at_ = self_->clock().now();
@@ -196,6 +236,8 @@ private:
   caf::io::broker* self_;
   connection_handle hdl_;
   gateway_limits limits_;
+  bool tls_;           ///< this end speaks TLS
+  bool heard_ = false; ///< the peer's first bytes arrived
   wire_link link_;
   std::string where_;
   caf::actor owner_; ///< the client actor, from its first request
@@ -203,6 +245,8 @@ private:
   uint32_t next_id_ = 1;
   clock_type::time_point last_beat_;
   std::optional<error> refused_; ///< why the server refused this client
+  bool leaving_ = false;         ///< its goodbye is queued
+  std::optional<clock_type::time_point> owner_gone_at_;
   clock_type::time_point refused_at_;
 };
 
@@ -224,6 +268,7 @@ caf::behavior client_gateway_actor(caf::io::broker* self, int fd,
       [ask](credit_atom, frame& f) { return ask(f); },
       [ask](evaluated_atom, frame& f) { return ask(f); },
       [ask](secagg_atom, frame& f) { return ask(f); },
+      [st](goodbye_atom, frame& f) { st->goodbye(std::move(f)); },
       [st](const caf::io::new_data_msg& m) { st->on_data(m); },
       [st](const caf::io::data_transferred_msg& m) { st->on_transferred(m); },
       [st](const caf::io::connection_closed_msg&) { st->on_closed(); },

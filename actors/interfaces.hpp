@@ -173,9 +173,10 @@ using peer_frames =
                      caf::replies_to<end_atom, frame>::with<frame>,
                      caf::replies_to<credit_atom, frame>::with<frame>,
                      caf::replies_to<evaluated_atom, frame>::with<frame>,
-                     caf::replies_to<secagg_atom, frame>::with<frame>>;
+                     caf::replies_to<secagg_atom, frame>::with<frame>,
+                     caf::reacts_to<goodbye_atom, frame>>;
 
-/// What a gateway may ask of the server: the eight peer frame kinds. Hello
+/// What a gateway may ask of the server: the nine peer frame kinds. Hello
 /// carries the peer's address and the common name of its verified client
 /// certificate ("" without TLS).
 using server_gate = peer_frames::extend<
@@ -203,7 +204,8 @@ using client_actor =
     client_inbox::extend<caf::reacts_to<evaluated_atom, frame>,
                          caf::reacts_to<tick_atom>, caf::reacts_to<ready_atom>,
                          caf::reacts_to<caf::connect_atom, uint64_t>,
-                         caf::reacts_to<refetch_atom, uint64_t, uint64_t>>;
+                         caf::reacts_to<refetch_atom, uint64_t, uint64_t>,
+                         caf::reacts_to<goodbye_atom, frame>>;
 
 /// The whole server: the peer frames from a gateway or an in-process
 /// client, what its scheduler and aggregator ask of it, and its timers (a

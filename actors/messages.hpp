@@ -83,6 +83,8 @@ using resident_atom = caf::atom_constant<caf::atom("resident")>;
 /// its download has gone silent (fetch_pacing).
 using pace_atom = caf::atom_constant<caf::atom("pace")>;
 using secagg_atom = caf::atom_constant<caf::atom("secagg")>;
+/// A client leaves the run, and says why (a Goodbye frame).
+using goodbye_atom = caf::atom_constant<caf::atom("goodbye")>;
 
 using msg::frame;
 

@@ -16,8 +16,8 @@ namespace fedcaf {
 namespace {
 
 /// Connects to the server, retrying after retry_delays (100 ms doubling to
-/// 2 s) until `give_up_after` has passed or `*stop` is set; counts the
-/// retries.
+/// 2 s) where nothing answered, until `give_up_after` has passed or `*stop`
+/// is set; counts the retries. A name that does not resolve fails at once.
 result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
                                     const gateway_limits& limits,
                                     std::shared_ptr<tls_context> tls,
@@ -28,7 +28,9 @@ result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
   retry_delays delays;
   auto started = clock::now();
   auto deadline = started + give_up_after;
-  auto next_note = started;
+  // Quiet for the first 2 s: a server started beside its clients is
+  // usually listening by then.
+  auto next_note = started + std::chrono::seconds{2};
   auto stopped = [stop] { return stop && stop->load(); };
   for (;;) {
     if (stopped())
@@ -38,7 +40,7 @@ result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
     auto g = dial(sys, at, limits, tls,
                   std::clamp(left, std::chrono::milliseconds{100},
                              std::chrono::milliseconds{5000}));
-    if (g)
+    if (g || g.err().code != errc::disconnected)
       return g;
     auto seconds = std::to_string(give_up_after.count() / 1000) + " s";
     if (clock::now() + delays.peek() > deadline) {
@@ -58,7 +60,8 @@ result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
                         .count();
       log_line(log_level::warning, "client",
                g.err().message + "; trying again for " +
-                   std::to_string(left_s) + " s more");
+                   std::to_string(left_s) +
+                   " s more (comm_configs.stream_configs.connect_timeout_s)");
       next_note = clock::now() + std::chrono::seconds{10};
     }
     ++retries;
@@ -114,7 +117,8 @@ result<std::shared_ptr<tls_context>> tls_of(const comm_config& comm,
 void run_remote_client(const client_config& cc, trainer_factory factory,
                        run_report& report, const client_started& started,
                        const std::atomic<bool>* stop,
-                       std::shared_ptr<transfer_progress> progress) {
+                       std::shared_ptr<transfer_progress> progress,
+                       std::shared_ptr<const departure> leaving) {
   report.role = "client";
   auto at = parse_endpoint(cc.comm.server_uri);
   if (!at) {
@@ -130,8 +134,9 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   caf::actor_system sys{sc};
   auto idle = millis_of(cc.comm.stream.idle_timeout_s);
   auto limits = limits_of(cc.comm);
-  auto server =
-      dial_with_retry(sys, *at, limits, *tls, idle, report.retries, stop);
+  auto server = dial_with_retry(sys, *at, limits, *tls,
+                                millis_of(cc.comm.stream.connect_timeout_s),
+                                report.retries, stop);
   if (!server) {
     report.failure = to_string(server.err());
     return;
@@ -147,6 +152,7 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   co.port = at->port;
   co.progress = std::move(progress);
   co.shard = cc.shard;
+  co.leaving = std::move(leaving);
   auto client = spawn_client(sys, *server, co, std::move(factory), &report);
   if (started)
     started(sys, client);

@@ -45,9 +45,12 @@ using client_started =
 /// (the server unreachable, a refusal, a trainer error). Setting `*stop`
 /// ends the attempts to connect (a running client is stopped through the
 /// handle `started` gave). `progress`, if given, counts the transfers.
+/// `leaving`, if given, is noted by the program when it leaves: the
+/// client's goodbye says why, even where its trainer stopped first.
 void run_remote_client(const client_config& cc, trainer_factory factory,
                        run_report& report, const client_started& started = {},
                        const std::atomic<bool>* stop = nullptr,
-                       std::shared_ptr<transfer_progress> progress = nullptr);
+                       std::shared_ptr<transfer_progress> progress = nullptr,
+                       std::shared_ptr<const departure> leaving = {});
 
 } // namespace fedcaf

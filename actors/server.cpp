@@ -83,6 +83,16 @@ public:
     registration_.drop(key, epoch);
   }
 
+  /// The sender says goodbye (`f`): it leaves now (server_registration).
+  void goodbye(const frame& f) {
+    if (secagg_) // as a loss is: out of its phase before it is dropped
+      if (const auto* id = sender_id())
+        secagg_->lost(*id);
+    registration_.goodbye(self_->current_sender(), f);
+    if (stopping_ && registry_.connected_count() == 0)
+      quit();
+  }
+
   // -- rounds -----------------------------------------------------------------
 
   /// The scheduler chose round `round` for `chosen`: it opens now (a
@@ -423,7 +433,10 @@ private:
         quit();
       return;
     }
-    reporter_.lost(id, self_->system().render(m.reason),
+    reporter_.lost(id,
+                   m.reason ? self_->system().render(m.reason)
+                            : "closed without a goodbye: a crash, a kill or "
+                              "a network failure",
                    options_.reconnect_grace.count());
     self_->delayed_send(self_, options_.reconnect_grace, drop_atom::value, id,
                         epoch);
@@ -515,6 +528,7 @@ server_actor::behavior_type serving(server_actor::pointer self,
       },
       [state](evaluated_atom, const frame& f) { return state->evaluated(f); },
       [state](secagg_atom, const frame& f) { return state->secagg_frame(f); },
+      [state](goodbye_atom, const frame& f) { state->goodbye(f); },
       [state](unmask_atom, uint32_t round,
               const std::vector<std::string>& in_sum) {
         return state->secagg_unmask(round, in_sum);

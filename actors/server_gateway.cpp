@@ -39,8 +39,8 @@ using tick_action = connection_admission::tick_verdict::action;
 //   hello pending -(refusal)-> closing -(output written)-> quit
 // Before it is welcomed a peer may send only heartbeats and one Hello of at
 // most max_hello_bytes; every other frame, a second Hello, or the
-// handshake timeout closes the connection. Welcomed, it may send the eight
-// peer frame kinds within their in-flight limits; anything else closes it.
+// handshake timeout closes the connection. Welcomed, it may send the nine
+// peer frame kinds (a goodbye its last) within their in-flight limits; anything else closes it.
 // Every refusal is counted, logged with the peer's address, and answered
 // with an error frame where the peer can still read one; past the pacer's
 // lines for the peer's host (shared by every gateway: log_pacer), it is
@@ -179,6 +179,9 @@ private:
       return forward(evaluated_atom::value, std::move(f), kind);
     case frame_kind::end_of_stream:
       return forward(end_atom::value, std::move(f), kind);
+    case frame_kind::goodbye: // the peer leaves: nothing to answer
+      self_->send(server_, goodbye_atom::value, std::move(f));
+      return start_closing();
     default: // the four secAgg kinds: admission_ admits no other
       return forward(secagg_atom::value, std::move(f), kind);
     }

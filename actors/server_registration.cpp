@@ -43,16 +43,42 @@ frame server_registration::hello(const frame& f, const std::string& address,
 }
 
 void server_registration::drop(const std::string& key, uint64_t epoch) {
+  drop_now(key, epoch, [this](const std::string& id) {
+    core_.reporter_.dropped(id, core_.options_.reconnect_grace.count());
+  });
+}
+
+std::optional<std::string>
+server_registration::goodbye(const caf::strong_actor_ptr& sender,
+                             const frame& f) {
+  auto lost = core_.registry_.lose(
+      [&sender](const client_inbox& h) { return h.address() == sender; });
+  if (!lost)
+    return std::nullopt;
+  auto [key, epoch] = *lost;
+  auto g = msg::decode<msg::goodbye>(f);
+  auto why = g ? msg::said_why(*g)
+               : "a goodbye it could not say (" + g.err().message + ")";
+  drop_now(key, epoch, [this, &why](const std::string& id) {
+    core_.reporter_.left(id, why);
+  });
+  return key;
+}
+
+bool server_registration::drop_now(
+    const std::string& key, uint64_t epoch,
+    const std::function<void(const std::string&)>& report) {
   auto& registry = core_.registry_;
   if (core_.stopping_ || !registry.drop(key, epoch))
-    return;
+    return false;
   if (dropped_)
     dropped_(key);
   const auto* c = registry.find(key);
   if (c->logical != key && !shards_.dropped(c->logical, c->rank))
-    return; // a rank of a client already out of the rounds
-  core_.reporter_.dropped(c->logical, core_.options_.reconnect_grace.count());
+    return true; // a rank of a client already out of the rounds
+  report(c->logical);
   core_.self_->send(core_.peers_.scheduler, drop_atom::value, c->logical);
+  return true;
 }
 
 void server_registration::resumed(const std::string& key,

@@ -34,7 +34,17 @@ public:
   /// client leaves the rounds (a sharded one: with its first rank).
   void drop(const std::string& key, uint64_t epoch);
 
+  /// The connection `sender` says goodbye (`f`): it is dropped now,
+  /// without the grace period, the reason logged, and its client leaves
+  /// the rounds. Returns its key, or nullopt iff it is not registered.
+  std::optional<std::string> goodbye(const caf::strong_actor_ptr& sender,
+                                     const frame& f);
+
 private:
+  /// Drops `key` (gone since `epoch`); `report` says so, with the client's
+  /// id. False iff it came back since, or the run is ending.
+  bool drop_now(const std::string& key, uint64_t epoch,
+                const std::function<void(const std::string&)>& report);
   void resumed(const std::string& key, const client_inbox& sender,
                const admission<client_inbox>& a);
 

@@ -46,6 +46,11 @@ uint64_t wire_link::send(frame&& f) {
   return ++frames_sent_;
 }
 
+uint64_t wire_link::send_last(frame&& f) {
+  pending_.clear();
+  return send(std::move(f));
+}
+
 void wire_link::send_plain(const frame& f) {
   if (closed_)
     return;

@@ -72,6 +72,11 @@ public:
   /// the socket has taken all of it.
   uint64_t send(frame&& f);
 
+  /// Queues `f` as the last frame: frames queued but not yet in the
+  /// socket's write buffer are dropped (whole frames: the peer sees none
+  /// of them), so `f` goes out after what the socket holds already.
+  uint64_t send_last(frame&& f);
+
   /// Queues `f` unencrypted, for a peer that speaks no TLS (plain_peer()):
   /// the one frame that tells it why it is refused.
   void send_plain(const frame& f);

@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "fedcaf/config/section.hpp"
 #include "fedcaf/config/yaml_safety.hpp"
 
 namespace fedcaf::cli {
@@ -92,11 +93,13 @@ result<relay_files> load_relay_file(const std::string& path,
   YAML::Emitter client_text;
   client_text << root;
   auto client =
-      load_config(client_text.c_str(), path, config_role::python_client, up);
+      load_config(client_text.c_str(), path, config_role::python_client, up,
+                  config_reader::config_folder(path));
   if (!client)
     return client.err();
   auto server = load_config(yaml_under("server_configs", server_node), path,
-                            config_role::server, down);
+                            config_role::server, down,
+                            config_reader::config_folder(path));
   if (!server)
     return server.err();
   if (auto why = relay_refusal(epochs || server_node["num_global_epochs"],

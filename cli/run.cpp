@@ -244,6 +244,9 @@ int run_server(const options& opts) {
 }
 
 int run_client(const options& opts) {
+  // SIGINT or SIGTERM (Ctrl-C, a scheduler's cancel): the client says
+  // goodbye, so the server drops it at once rather than after its grace.
+  interrupt_watch watch;
   tune_malloc_for_streams();
   auto cfg = load(opts, config_role::client);
   if (!cfg)
@@ -253,14 +256,35 @@ int run_client(const options& opts) {
   const auto& cc = cfg->client;
   auto sets = std::make_shared<lazy_data>(cc.data);
   run_report report;
+  auto stop = std::make_shared<std::atomic<bool>>(false);
+  auto leaving = std::make_shared<departure>();
+  // Once the client runs (before that, a signal ends the process at once:
+  // nobody to say goodbye to): the trainer stops at its next step, and the
+  // client says goodbye, naming the signal.
+  auto started = [&watch, stop, leaving](caf::actor_system&,
+                                         const client_actor& client) {
+    auto weak = caf::actor_cast<caf::weak_actor_ptr>(client);
+    watch.on_interrupt([weak, stop, leaving](int sig) {
+      msg::goodbye why{sig == SIGINT ? msg::goodbye_reason::interrupted
+                                     : msg::goodbye_reason::terminated,
+                       signal_name(sig)};
+      leaving->note(why);
+      stop->store(true);
+      if (auto alive = caf::actor_cast<client_actor>(weak.lock()))
+        caf::anon_send(alive, goodbye_atom::value, msg::encode(why));
+    });
+  };
   {
     console_progress console;
     run_remote_client(cc,
                       local_trainer(sets, cc.data, cc.data.client_index,
-                                    cc.num_threads, nullptr, cc.shard),
-                      report, {}, nullptr, console.meter());
+                                    cc.num_threads, stop, cc.shard),
+                      report, started, stop.get(), console.meter(), leaving);
   }
-  return conclude(opts, report, *cfg, live_view{});
+  watch.on_interrupt({});
+  note_interrupt(watch, report);
+  auto code = conclude(opts, report, *cfg, live_view{});
+  return watch.signal() ? 128 + watch.signal() : code;
 }
 
 } // namespace fedcaf::cli

@@ -13,6 +13,9 @@
 # 1 + R + N ranks. The FEDCAF_* variables must reach every rank (Open MPI:
 # -x FEDCAF_SERVER -x FEDCAF_RELAYS ...; Hydra passes them on). E.g.
 #   FEDCAF_RELAYS=2 FEDCAF_SERVER=node01:50051 deploy/mpi-run.sh 8 server.yaml client.yaml relay.yaml --hostfile hosts
+# Python clients (any command instead of `fedcaf client`): FEDCAF_CLIENT_CMD,
+# e.g. FEDCAF_CLIENT_CMD="python3 /shared/examples/fashion_mnist.py" (Open
+# MPI: -x FEDCAF_CLIENT_CMD); rank-exec.sh says what the command is given.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 n=${1:?usage: mpi-run.sh N SERVER_CONFIG CLIENT_CONFIG [MPIEXEC_ARGS...]}

@@ -20,6 +20,16 @@
 #   FEDCAF_RELAY_HOST  the address clients reach a relay at (default the
 #                  relay's `hostname`)
 #   FEDCAF         the binary (default: fedcaf on PATH, else build/fedcaf)
+#   FEDCAF_CLIENT_CMD  start each client as this command instead of
+#                  `fedcaf client` (e.g. `python3 fashion_mnist.py`): a
+#                  command line as sh reads it, given the arguments fedcaf
+#                  client would get (-c CLIENT_CONFIG and the --set of the
+#                  parent's address, client_id, data partition and
+#                  num_clients; no --report) and, in its environment,
+#                  FEDCAF_CLIENT_ID=Client<k>, FEDCAF_PARTITION=k-1,
+#                  FEDCAF_NUM_PARTITIONS=N and FEDCAF_SERVER_URI (the
+#                  server's address, or its relay's in a tree); its output
+#                  goes to client<k>.log
 #   LOG_DIR        where each rank writes <role>.log and <role>.json; in a
 #                  tree also where each relay leaves its address
 #                  (relay<r>.address) for its clients: a file system all
@@ -93,9 +103,16 @@ if [ "$relays" -gt 0 ]; then
   [ -s "$address_file" ] || { echo "rank-exec.sh: no $address_file after 300 s (is LOG_DIR on a file system all ranks share?)" >&2; exit 1; }
   parent=$(cat "$address_file")
 fi
-exec "$fedcaf" client -c "$client_cfg" \
-  --set comm_configs.grpc_configs.server_uri="$parent" \
-  --set client_id=Client$k \
-  --set data_configs.dataset_kwargs.client_id=$((k - 1)) \
-  --set data_configs.dataset_kwargs.num_clients="$n" \
+args=(-c "$client_cfg"
+      --set comm_configs.grpc_configs.server_uri="$parent"
+      --set client_id="Client$k"
+      --set data_configs.dataset_kwargs.client_id=$((k - 1))
+      --set data_configs.dataset_kwargs.num_clients="$n")
+if [ -n "${FEDCAF_CLIENT_CMD:-}" ]; then
+  # shellcheck source-path=SCRIPTDIR
+  . "$here/client-command.sh"
+  client_command "Client$k" $((k - 1)) "$n" "$parent" "${args[@]}" \
+    > "$logs/$role.log" 2>&1
+fi
+exec "$fedcaf" client "${args[@]}" \
   --report "$logs/$role.json" > "$logs/$role.log" 2>&1

@@ -11,8 +11,20 @@
 # first failing client's.
 #   FEDCAF   the binary (default: build/fedcaf of this script's checkout,
 #            else fedcaf on PATH, as for /usr/share/fedcaf/deploy)
+#   FEDCAF_CLIENT_CMD  start each client as this command instead of
+#            `fedcaf client` (e.g. `python3 examples/python/fashion_mnist.py`):
+#            a command line as sh reads it, given the arguments fedcaf
+#            client would get (-c CONFIG, and from a template the --set of
+#            client_id, data_configs.dataset_kwargs.client_id and
+#            num_clients; no --report) and, in its environment,
+#            FEDCAF_CLIENT_ID=Client<i>, FEDCAF_PARTITION=i-1,
+#            FEDCAF_NUM_PARTITIONS=N and FEDCAF_SERVER_URI (where the server
+#            says it listens; clients start once it does). Its output goes
+#            to client<i>.log; it writes no report.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR
+. "$here/client-command.sh"
 fedcaf=${FEDCAF:-$here/../build/fedcaf}
 [ -n "${FEDCAF:-}" ] || [ -x "$fedcaf" ] || fedcaf=$(command -v fedcaf || echo fedcaf)
 n=${1:?usage: run-local.sh N SERVER_CONFIG CLIENT_CONFIG...}
@@ -32,6 +44,12 @@ trap 'stop; exit 130' INT TERM
   --set data_configs.dataset_kwargs.num_clients="$n" \
   --report "$logs/server.json" > "$logs/server.log" 2>&1 &
 server=$!; pids+=($server)
+if [ -n "${FEDCAF_CLIENT_CMD:-}" ]; then
+  uri=$(listen_address "$logs/server.log" "$server" 127.0.0.1) || {
+    echo "run-local.sh: the server did not say where it listens; see $logs/server.log" >&2
+    stop; wait "$server"; rc=$?; exit $(( rc ? rc : 1 ))
+  }
+fi
 for i in $(seq 1 "$n"); do
   if [ ${#client_cfgs[@]} -eq 1 ]; then
     args=(-c "${client_cfgs[0]}" --set client_id=Client$i
@@ -40,11 +58,16 @@ for i in $(seq 1 "$n"); do
   else
     args=(-c "${client_cfgs[$((i - 1))]}")
   fi
-  "$fedcaf" client "${args[@]}" --report "$logs/client$i.json" \
-    > "$logs/client$i.log" 2>&1 &
+  if [ -n "${FEDCAF_CLIENT_CMD:-}" ]; then
+    client_command "Client$i" $((i - 1)) "$n" "$uri" "${args[@]}" \
+      > "$logs/client$i.log" 2>&1 &
+  else
+    "$fedcaf" client "${args[@]}" --report "$logs/client$i.json" \
+      > "$logs/client$i.log" 2>&1 &
+  fi
   pids+=($!)
 done
-echo "server and $n clients started; logs in $logs"
+echo "server and $n clients started${FEDCAF_CLIENT_CMD:+ (as $FEDCAF_CLIENT_CMD)}; logs in $logs"
 rc=0
 wait "$server" || rc=$?
 for p in "${pids[@]:1}"; do

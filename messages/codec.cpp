@@ -342,6 +342,8 @@ result<frame_kind> kind_of(const frame& f) {
           return frame_kind::secagg_unmask;
         case which::SEC_AGG_RECEIPT:
           return frame_kind::secagg_receipt;
+        case which::GOODBYE:
+          return frame_kind::goodbye;
         }
         return error{errc::unexpected_message, "a frame of an unknown kind"};
       },
@@ -390,6 +392,8 @@ const char* frame_kind_name(frame_kind k) {
     return "secagg unmask";
   case frame_kind::secagg_receipt:
     return "secagg receipt";
+  case frame_kind::goodbye:
+    return "goodbye";
   }
   return "unknown";
 }
@@ -687,6 +691,48 @@ frame encode(const round_over& x) {
   return build(4, [&](auto body) { body.initRoundOver().setRound(x.round); });
 }
 
+const char* to_string(goodbye_reason r) {
+  switch (r) {
+  case goodbye_reason::interrupted:
+    return "interrupted";
+  case goodbye_reason::terminated:
+    return "terminated";
+  case goodbye_reason::user_exception:
+    return "an exception in its own code";
+  case goodbye_reason::wrong_model:
+    return "a wrong model";
+  case goodbye_reason::other:
+    break;
+  }
+  return "other";
+}
+
+goodbye goodbye_for(const error& e) {
+  auto wrong =
+      e.code == errc::manifest_mismatch || e.code == errc::unsupported_dtype;
+  return {wrong ? goodbye_reason::wrong_model : goodbye_reason::other,
+          to_string(e)};
+}
+
+std::string said_why(const goodbye& g) {
+  std::string out = to_string(g.reason);
+  if (g.detail.empty())
+    return out;
+  out += ": ";
+  for (char c : g.detail)
+    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+  return out;
+}
+
+frame encode(const goodbye& x) {
+  auto detail = x.detail.substr(0, max_goodbye_detail);
+  return build(6 + text_words(detail), [&](auto body) {
+    auto b = body.initGoodbye();
+    b.setReason(static_cast<wire::Goodbye::Reason>(x.reason));
+    b.setDetail(detail);
+  });
+}
+
 frame encode_heartbeat() {
   return build(4, [](auto body) { body.initHeartbeat(); });
 }
@@ -868,6 +914,25 @@ template <> result<round_over> decode<round_over>(const frame& f) {
     if (!body.isRoundOver())
       return wrong_kind("round over");
     return round_over{body.getRoundOver().getRound()};
+  });
+}
+
+template <> result<goodbye> decode<goodbye>(const frame& f) {
+  return read_small<goodbye>(f, [](auto body) -> result<goodbye> {
+    if (!body.isGoodbye())
+      return wrong_kind("goodbye");
+    auto b = body.getGoodbye();
+    auto reason = static_cast<uint16_t>(b.getReason());
+    if (reason > static_cast<uint16_t>(goodbye_reason::other))
+      reason = static_cast<uint16_t>(goodbye_reason::other); // a newer one
+    auto detail = peer_text(b.getDetail(), "goodbye: detail");
+    if (!detail)
+      return detail.err();
+    if (detail->size() > max_goodbye_detail)
+      return error{errc::malformed_frame,
+                   "goodbye: a detail of " + std::to_string(detail->size()) +
+                       " bytes, at most " + std::to_string(max_goodbye_detail)};
+    return goodbye{static_cast<goodbye_reason>(reason), std::move(*detail)};
   });
 }
 

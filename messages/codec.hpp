@@ -40,7 +40,7 @@ void set_request_id(frame& f, uint32_t id);
 
 /// The kinds of frame. Peers may send the server only hello, fetch, offer,
 /// chunk, end_of_stream, credit, evaluation, secagg_keys, secagg_shares,
-/// secagg_receipt, secagg_unmask and heartbeat.
+/// secagg_receipt, secagg_unmask, goodbye and heartbeat.
 enum class frame_kind : uint8_t {
   hello,
   welcome,
@@ -62,6 +62,7 @@ enum class frame_kind : uint8_t {
   secagg_shares,
   secagg_unmask,
   secagg_receipt,
+  goodbye,
 };
 
 /// Returns the kind of `f` without decoding its body, or an error iff it is
@@ -236,6 +237,36 @@ struct round_over {
   uint32_t round = 0;
 };
 
+/// Why a client leaves (Goodbye.reason).
+enum class goodbye_reason : uint8_t {
+  interrupted,
+  terminated,
+  user_exception,
+  wrong_model,
+  other
+};
+
+/// "interrupted", "terminated", "an exception in its own code", "a wrong
+/// model" or "other".
+const char* to_string(goodbye_reason r);
+
+/// Client to server, one-way: it leaves the run, and why. Decoders refuse
+/// a detail past max_goodbye_detail bytes or holding a NUL.
+struct goodbye {
+  goodbye_reason reason = goodbye_reason::other;
+  std::string detail;
+};
+constexpr size_t max_goodbye_detail = 512;
+
+/// The goodbye of a client that gives up on error `e`: a wrong model for a
+/// layout or dtype the server's model does not match, other otherwise; the
+/// detail is `e` ("manifest_mismatch: ...").
+goodbye goodbye_for(const error& e);
+
+/// "<reason>" or "<reason>: <detail>", each control character of the
+/// peer's detail shown as '?' (for one log line).
+std::string said_why(const goodbye& g);
+
 struct done {
   uint32_t rounds = 0;
   metrics final;
@@ -339,6 +370,7 @@ frame encode(const end_of_stream& x);
 frame encode(const stream_closed& x);
 frame encode(const done& x);
 frame encode(const round_over& x);
+frame encode(const goodbye& x);
 frame encode(const evaluation& x);
 /// Returns a heartbeat frame.
 frame encode_heartbeat();

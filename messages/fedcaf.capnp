@@ -267,6 +267,22 @@ struct RoundOver {
   # its model between rounds may give it up.
 }
 
+struct Goodbye {
+  # Client to server, one-way, the last frame of a client that leaves the
+  # run: the server drops it at once (no reconnect grace) and logs why.
+  reason @0 :Reason;
+  enum Reason {
+    interrupted @0;   # SIGINT (Ctrl-C)
+    terminated @1;    # SIGTERM (a scheduler's cancel, a shutdown)
+    userException @2; # the user's own training or evaluation code raised
+    wrongModel @3;    # the model it was given does not fit its own
+    other @4;
+  }
+  detail @1 :Text;
+  # What happened, at most 512 bytes: an exception's type and message,
+  # what does not fit.
+}
+
 # -- Secure aggregation (SecAgg+): the phases before and after the masked
 # upload. Keys are 32-byte X25519 public keys; a sealed share is 133 bytes
 # (the sender's one-share X25519 public key, then AES-256-GCM: 12-byte
@@ -389,5 +405,6 @@ struct Frame {
     secAggShares @18 :SecAggShares;
     secAggUnmask @19 :SecAggUnmask;
     secAggReceipt @20 :SecAggReceipt;
+    goodbye @21 :Goodbye;
   }
 }

@@ -73,7 +73,10 @@ result<std::string> client_model::registered(bool build) {
     return line + "; builds its model when chosen for a round";
   if (auto made = make_trainer(); !made)
     return made.err();
-  return line + ", " + std::to_string(trainer_->sample_count()) + " samples";
+  auto samples = trainer_->sample_count();
+  if (samples == 0) // a Python client's come with its updates
+    return line + "; its sample count comes with each update";
+  return line + ", " + std::to_string(samples) + " samples";
 }
 
 void client_model::view_parameters() {

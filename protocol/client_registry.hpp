@@ -173,6 +173,11 @@ public:
     if (!active_ranks(h.client_id) && active_clients() >= rules_.places)
       return deny(errc::unknown_client, "all " + std::to_string(rules_.places) +
                                             " client places are taken");
+    // A client dropped (after its grace, or at once on its goodbye) joins
+    // again within the takeover limit: no join, goodbye, join loop.
+    if (it != clients_.end() && !it->second.takeovers.allow(now))
+      return deny(errc::too_many_requests,
+                  it->second.takeovers.exceeded("joins again"));
     return join(key, h, sender, from);
   }
 

@@ -93,6 +93,9 @@ connection_admission::verdict connection_admission::route(msg::frame_kind kind,
           too_many("more than 2 offers, ends or evaluations in flight"));
     ++control_;
     return asked(kind);
+  case frame_kind::goodbye: // its last: the connection closes after it
+    stage_ = stage::closing;
+    return asked(kind);
   case frame_kind::secagg_keys:
   case frame_kind::secagg_shares:
   case frame_kind::secagg_receipt:

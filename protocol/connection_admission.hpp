@@ -6,7 +6,7 @@
 //   awaiting hello -(hello)-> hello pending -(welcome)-> welcomed
 //   any -(refusal, or the Hello refused)-> closing
 // Before the welcome only heartbeats and one Hello pass. Welcomed, the
-// eight peer frame kinds pass within their in-flight limits: fetches, and
+// nine peer frame kinds pass within their in-flight limits: fetches, and
 // chunks or credits, within the window; Hellos, offers, ends, evaluations
 // and secAgg requests at most 2, and a Hello only while none is open. It
 // queues the fetches and passes them on materialized_fetches at a time,

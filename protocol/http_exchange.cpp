@@ -1,6 +1,7 @@
 #include "protocol/http_exchange.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace fedcaf {
 
@@ -111,6 +112,12 @@ http_request_reader::state http_request_reader::parse() {
   auto skip = held_.find_first_not_of("\r\n");
   held_.erase(0, std::min(skip, held_.size()));
   std::string_view text{held_};
+  // A request line starts with a method's letter: anything else (a fedcaf
+  // client's binary Hello, a TLS ClientHello) is refused at once, not
+  // after the line timeout, in words a misdirected client can show.
+  if (!text.empty() && !std::isalpha(static_cast<unsigned char>(text[0])))
+    return refuse(400, "not HTTP: this is a fedcaf server's --http port (the "
+                       "live view); fedcaf clients connect to its server_uri");
   size_t at = 0;
   std::string_view line;
   if (!next_line(text, at, line))

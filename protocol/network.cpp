@@ -31,9 +31,13 @@ result<addrinfo*> resolve(const endpoint& at, bool passive) {
   auto port = std::to_string(at.port);
   auto rc = ::getaddrinfo(at.host.empty() ? nullptr : at.host.c_str(),
                           port.c_str(), &hints, &found);
+  if (rc == EAI_AGAIN) // the resolver is down or slow: worth another try
+    return error{errc::disconnected, "cannot resolve '" + at.host + "' now (" +
+                                         ::gai_strerror(rc) + ")"};
   if (rc != 0)
-    return error{errc::bad_config,
-                 "cannot resolve '" + at.host + "': " + ::gai_strerror(rc)};
+    return error{errc::bad_config, "unknown host '" + at.host + "' (" +
+                                       ::gai_strerror(rc) +
+                                       "): check the host name"};
   return found;
 }
 
@@ -133,6 +137,26 @@ result<int> connect_to(const endpoint& at, std::chrono::milliseconds timeout) {
   }
   return error{errc::disconnected,
                "cannot reach the server at " + where(at) + " (" + why + ")"};
+}
+
+std::optional<std::string> foreign_answer(std::span<const char> first,
+                                          bool tls) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(first[i]); };
+  bool fedcaf = true;
+  if (tls)
+    fedcaf = first.empty() || byte(0) == 22 || byte(0) == 21;
+  else
+    for (size_t i = 2; i < std::min<size_t>(first.size(), 12); ++i)
+      fedcaf = fedcaf && byte(i) == 0;
+  if (fedcaf)
+    return std::nullopt;
+  std::string text;
+  for (size_t i = 0; i < first.size() && text.size() < 60; ++i) {
+    if (first[i] == '\r' || first[i] == '\n')
+      break;
+    text += byte(i) >= 0x20 && byte(i) < 0x7f ? first[i] : '?';
+  }
+  return "'" + text + "'";
 }
 
 std::string peer_address(int fd) {

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "fedcaf/error.hpp"
@@ -37,5 +39,13 @@ result<int> connect_to(const endpoint& at, std::chrono::milliseconds timeout);
 /// Returns "host:port" of the peer of a connected socket, or "an unknown
 /// peer".
 std::string peer_address(int fd);
+
+/// What a server's first bytes `first` say where they cannot open a fedcaf
+/// stream, quoted for one line ("'HTTP/1.1 400 Bad Request'"); nullopt
+/// where they can. A fedcaf frame's bytes 2-11 are zero (a small request
+/// id, no flags, one segment); a TLS server's first record is a handshake
+/// (22) or an alert (21).
+std::optional<std::string> foreign_answer(std::span<const char> first,
+                                          bool tls);
 
 } // namespace fedcaf

@@ -242,6 +242,12 @@ void round_reporter::lost(const std::string& id, const std::string& why,
                std::to_string(grace_ms) + " ms for it to resume");
 }
 
+void round_reporter::left(const std::string& id, const std::string& why) {
+  event("left", id, why);
+  log_line(log_level::warning, "server",
+           id + " left the run: " + why + "; dropped now (no wait for it)");
+}
+
 void round_reporter::dropped(const std::string& id, int64_t grace_ms) {
   event("dropped", id, "");
   log_line(log_level::warning, "server",

@@ -149,6 +149,8 @@ public:
   void registered(const std::string& id, const std::string& from);
   /// Client `id` resumed its session from `from`: counted, logged, an event.
   void resumed(const std::string& id, const std::string& from);
+  /// Client `id` said goodbye (`why`): it leaves the run now.
+  void left(const std::string& id, const std::string& why);
   /// Client `id` lost its connection (`why`) and has `grace_ms` to resume.
   void lost(const std::string& id, const std::string& why, int64_t grace_ms);
   /// Client `id` did not come back within `grace_ms`: dropped.

@@ -150,6 +150,41 @@ public:
       caf::anon_send_exit(client_, caf::exit_reason::user_shutdown);
   }
 
+  /// The program leaves the run (`reason`: "interrupted", "terminated",
+  /// "userException", "wrongModel" or "other"; `detail`: why, in words):
+  /// the client says goodbye, so the server drops it at once, and ends.
+  /// Returns once it has ended (its goodbye written). Nothing happens
+  /// once the run has ended.
+  void leave(const std::string& reason, const std::string& detail) {
+    static const std::map<std::string, msg::goodbye_reason> reasons{
+        {"interrupted", msg::goodbye_reason::interrupted},
+        {"terminated", msg::goodbye_reason::terminated},
+        {"userException", msg::goodbye_reason::user_exception},
+        {"wrongModel", msg::goodbye_reason::wrong_model},
+        {"other", msg::goodbye_reason::other}};
+    auto it = reasons.find(reason);
+    if (it == reasons.end())
+      raise({errc::bad_argument,
+             "leave: reason '" + reason +
+                 "' is none of interrupted, terminated, userException, "
+                 "wrongModel, other"});
+    msg::goodbye why{it->second, detail};
+    leaving_->note(why);    // whatever ends the client now, it says this
+    stop_requested_ = true; // a client still connecting stops there
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (client_) // wakes a client between rounds
+        caf::anon_send(client_, goodbye_atom::value, msg::encode(why));
+    }
+    bridge_->cancel({errc::cancelled, "left the run"});
+    py::gil_scoped_release unlocked;
+    if (thread_.joinable())
+      thread_.join();
+  }
+
+  /// True once the client's run has ended (it can no longer leave).
+  bool ended() const { return bridge_->ended(); }
+
   /// Waits for the client's threads to end.
   void close() {
     stop({errc::cancelled, "the client was closed"});
@@ -200,7 +235,7 @@ private:
           if (stop_requested_) // stopped while it was connecting
             caf::anon_send_exit(client_, caf::exit_reason::user_shutdown);
         },
-        &stop_requested_);
+        &stop_requested_, nullptr, leaving_);
     {
       std::lock_guard<std::mutex> guard{mtx_};
       client_ = client_actor{};
@@ -219,10 +254,12 @@ private:
     throw raised{failure.substr(0, colon), failure.substr(colon + 2)};
   }
 
+  /// Python's signal handlers run here; one that raises (Ctrl-C's
+  /// KeyboardInterrupt, the package's SIGTERM handler) ends the wait, and
+  /// the package says goodbye on its way out.
   void check_signals() {
     if (PyErr_CheckSignals() == 0)
       return;
-    stop({errc::cancelled, "interrupted"});
     throw py::error_already_set();
   }
 
@@ -259,6 +296,7 @@ public:
 
 private:
   std::atomic<bool> stop_requested_{false};
+  std::shared_ptr<departure> leaving_ = std::make_shared<departure>();
   /// The update's buffers, held until the next task: the client may be
   /// asked to send it again.
   std::vector<py::buffer_info> pins_;
@@ -467,5 +505,7 @@ PYBIND11_MODULE(_fedcaf, m) {
       .def(py::init<const std::string&, const std::vector<std::string>&>())
       .def("next_task", &client_handle::next_task)
       .def("close", &client_handle::close)
+      .def("leave", &client_handle::leave)
+      .def("ended", &client_handle::ended)
       .def("report_json", &client_handle::report_json);
 }

@@ -107,7 +107,7 @@ bool live_status::make_room_locked() {
     return true;
   auto oldest = clients_.end();
   for (auto it = clients_.begin(); it != clients_.end(); ++it)
-    if (it->second.state == "dropped" &&
+    if ((it->second.state == "dropped" || it->second.state == "left") &&
         (oldest == clients_.end() ||
          it->second.changed_unix_s < oldest->second.changed_unix_s))
       oldest = it;

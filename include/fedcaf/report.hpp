@@ -178,7 +178,7 @@ result<void> check_writable(const std::string& path, const std::string& what);
 /// A JSON-lines file of the run's events, one object per line, flushed as
 /// each is written, for a tracking tool or a notebook to tail:
 ///   {"event": "round", "t": <unix s>, ...the round's record as in the report}
-///   {"event": "registered" | "lost" | "back" | "dropped" | "rejected" |
+///   {"event": "registered" | "lost" | "back" | "dropped" | "left" | "rejected" |
 ///    "evaluated", "t": ..., "client": "<id>", "detail": "..."}
 ///   {"event": "end", "t": ..., "status": "...", "failure": "..."}
 /// Thread-safety: one writer at a time (the server actor).

@@ -22,10 +22,14 @@ sharded client that moves only its slices: fedcaf.Client(path,
 shard="torchrun") (see Client).
 """
 
+import atexit
 import json
 import os
+import signal
 import struct
 import sys
+import threading
+import weakref
 
 import numpy as np
 
@@ -76,8 +80,9 @@ def _as_array(name, value):
 class Task:
     """One round: the global model received, and what you send back."""
 
-    def __init__(self, task):
+    def __init__(self, task, client=None):
         self._task = task
+        self._client = client
         self._arrays = None
 
     @property
@@ -131,7 +136,12 @@ class Task:
         the tensor and both shapes or dtypes)."""
         items = state.items() if hasattr(state, "items") else state
         tensors = [(name,) + _as_array(name, value) for name, value in items]
-        self._task.send(tensors, _count(num_samples), _figures(metrics))
+        try:
+            self._task.send(tensors, _count(num_samples), _figures(metrics))
+        except (KeyboardInterrupt, SystemExit) as e:  # while it uploads
+            if self._client is not None:
+                self._client._leave_on(e)
+            raise
 
     def evaluate(self, metrics, num_samples):
         """Reports your evaluation of this task's model on your own data
@@ -179,9 +189,20 @@ def _figures(metrics):
 class Client:
     """A fedcaf client driven from Python.
 
-    `config` is a client config file (configs/client_1.yaml); `set` overrides
-    keys as `--set` does ({"comm_configs.grpc_configs.server_uri":
-    "10.0.0.5:50051"}).
+    `config` is a client config file (configs/client_1.yaml), or None: no
+    file, every key from the arguments and the defaults. `server_uri`
+    ("10.0.0.5:50051") and `client_id` ("Client3") set those two keys;
+    `set` overrides any key as `--set` does ({"comm_configs.tls.ca":
+    "ca.pem"}). Without a file, a client needs only those two:
+
+        client = fedcaf.Client(server_uri="10.0.0.5:50051", client_id="Client3")
+
+    Without a file, those two default to the environment variables
+    FEDCAF_SERVER_URI and FEDCAF_CLIENT_ID where they are set (and neither
+    the argument nor set= gives the key): the deploy/ launchers set them
+    for each client they start as a command (FEDCAF_CLIENT_CMD, a hosts
+    file's `command` line; deploy/README.md), so there `fedcaf.Client()`
+    is enough.
 
     `shard` makes this process one rank of a sharded client (a model trained
     by a multi-process job: every rank runs a Client with the same client
@@ -196,7 +217,24 @@ class Client:
     `client.shard` is (rank, ranks), or None when `shard` was not given
     (ranks 1, as WORLD_SIZE 1 gives: the whole model, not sharded)."""
 
-    def __init__(self, config, set=None, shard=None):
+    def __init__(self, config=None, set=None, shard=None, server_uri=None,
+                 client_id=None):
+        named = {"comm_configs.grpc_configs.server_uri": server_uri,
+                 "client_id": client_id}
+        for key, value in named.items():
+            if value is None:
+                continue
+            if key in (set or {}):
+                raise Error("bad_argument", f"{key.split('.')[-1]}= and "
+                            f"set={{{key!r}: ...}} both given: give one")
+            set = dict(set or {}, **{key: value})
+        if config is None:  # every key from set=, the launcher, the defaults
+            for key, var in (("comm_configs.grpc_configs.server_uri",
+                              "FEDCAF_SERVER_URI"),
+                             ("client_id", "FEDCAF_CLIENT_ID")):
+                if os.environ.get(var) and key not in (set or {}):
+                    set = dict(set or {}, **{key: os.environ[var]})
+            config = os.devnull
         overrides = [f"{k}={_yaml_scalar(v)}" for k, v in (set or {}).items()]
         self.shard = _shard_of(shard)
         if self.shard is not None:
@@ -208,29 +246,141 @@ class Client:
             overrides += [f"shard.rank={self.shard[0]}",
                           f"shard.ranks={self.shard[1]}"]
         self._client = _fedcaf.Client(str(config), overrides)
+        _departures.watch(self)
 
     def tasks(self):
         """Yields a Task per round until the run ends. Raises fedcaf.Error if
-        the run fails for this client; Ctrl-C stops the client."""
+        the run fails for this client; Ctrl-C stops the client (it says
+        goodbye: the server drops it at once, see leave)."""
         while True:
-            t = self._client.next_task()
+            try:
+                t = self._client.next_task()
+            except BaseException as e:
+                self._leave_on(e)
+                raise
             if t is None:
                 return
-            yield Task(t)
+            yield Task(t, self)
+
+    def leave(self, reason="other", detail=""):
+        """Leaves the run now: the client says goodbye with `reason`
+        ("interrupted", "terminated", "userException", "wrongModel" or
+        "other") and `detail` (why, in words, at most 512 bytes), so the
+        server drops it at once instead of waiting reconnect_grace_s for it
+        to come back, and logs why. Returns once the goodbye is written.
+        Done for you when your program leaves otherwise: an exception out
+        of your code (uncaught, or out of a `with fedcaf.Client(...)`
+        block: userException with its type and message, wrongModel for a
+        model that does not match the server's), Ctrl-C (interrupted),
+        SIGTERM (terminated; the process exits 143) or the program ending
+        before the run did (other)."""
+        if self._client.ended():
+            return
+        self._client.leave(reason, detail)
+        print(f"fedcaf: left the run ({_said(reason, detail)}): said goodbye "
+              "to the server", file=sys.stderr, flush=True)
+
+    def _leave_on(self, exc):
+        """Leaves for exception `exc` (on its way out of the program)."""
+        if not self._client.ended():
+            self.leave(*_goodbye_of(exc))
 
     def report(self):
         """The client's run report (dict), once the run has ended."""
         return json.loads(self._client.report_json())
 
     def close(self):
-        """Stops the client (if it still runs) and waits for it."""
+        """Stops the client (if it still runs: it says goodbye, "other") and
+        waits for it."""
+        if not self._client.ended():
+            self.leave("other", "closed by its program before the run ended")
         self._client.close()
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind, exc, tb):
+        if exc is not None:
+            self._leave_on(exc)
         self.close()
+
+
+# -- departures ----------------------------------------------------------------
+
+_GOODBYE_WORDS = {"interrupted": "interrupted", "terminated": "terminated",
+                  "userException": "an exception in its own code",
+                  "wrongModel": "a wrong model", "other": "other"}
+
+
+def _said(reason, detail):
+    words = _GOODBYE_WORDS.get(reason, reason)
+    return f"{words}: {detail}" if detail else words
+
+
+def _goodbye_of(exc):
+    """(reason, detail) of a program leaving on exception `exc`."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", "SIGINT"
+    if isinstance(exc, _Terminated):
+        return "terminated", "SIGTERM"
+    if isinstance(exc, Error) and exc.code in ("manifest_mismatch",
+                                               "unsupported_dtype"):
+        return "wrongModel", str(exc)
+    if isinstance(exc, SystemExit):
+        return "other", f"the program exited ({exc.code})"
+    return "userException", f"{type(exc).__name__}: {exc}"
+
+
+class _Terminated(SystemExit):
+    """SIGTERM, as the package's handler raises it (exit status 143)."""
+
+
+class _Departures:
+    """Says goodbye for every running Client of the process when the
+    program leaves without doing so itself: an uncaught exception
+    (sys.excepthook), SIGTERM (a handler, installed where none was) and
+    the interpreter's exit (atexit)."""
+
+    def __init__(self):
+        self._clients = weakref.WeakSet()
+        self._installed = False
+
+    def watch(self, client):
+        self._clients.add(client)
+        if self._installed:
+            return
+        self._installed = True
+        previous_hook = sys.excepthook
+
+        def hook(kind, exc, tb):
+            self._leave_all(exc)
+            previous_hook(kind, exc, tb)
+
+        sys.excepthook = hook
+        atexit.register(self._leave_all, None)
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum, frame):
+        exc = _Terminated(128 + signum)
+        self._leave_all(exc)
+        raise exc
+
+    def _leave_all(self, exc):
+        for client in list(self._clients):
+            try:
+                if exc is None:
+                    if not client._client.ended():
+                        client.leave("other", "the program ended before the "
+                                     "run did")
+                else:
+                    client._leave_on(exc)
+            except Exception:  # the process is on its way out: never mask why
+                pass
+
+
+_departures = _Departures()
 
 
 def _shard_of(shard):

@@ -80,32 +80,25 @@ std::string absolute_of(const std::string& path) {
   return ec ? path : abs.lexically_normal().string();
 }
 
-/// Records that `key` names `path`, which is not a file: the message gives
+/// Records that `key` names `path`, which is not a file: one short line,
 /// the absolute path tried and `how` to write it ("" where no example
-/// does), or to name another file with --set.
+/// does). (A relative path in a config file is read from its folder, one
+/// given with --set from the working directory: the path shows which.)
 void fail_missing_file(section& s, const char* key, const std::string& path,
                        const std::string& how = "") {
-  auto abs = absolute_of(path);
-  std::string why = "'" + abs + "' is not a file";
-  if (abs != path)
-    why += " (a relative path is read from the working directory)";
-  auto other = "name another with --set " + s.key_path(key) + "=FILE";
-  s.fail(key, why + "; " + (how.empty() ? other : how + ", or " + other));
+  std::string why = "'" + absolute_of(path) + "' is not a file";
+  s.fail(key, how.empty() ? why : why + " (" + how + ")");
 }
 
-/// How the examples write a model file of `kind` at `path`; "" where none
-/// does (the built-in CNN's weights come from fedcaf itself).
-std::string model_writer(model_kind kind, const std::string& path) {
+/// How a model file of `kind` is written; "" where no example does (the
+/// built-in CNN's weights come from fedcaf itself).
+std::string model_writer(model_kind kind) {
   if (kind == model_kind::torchscript)
-    return "write it with '" +
-           example_command("export_torchscript.py", "-o " + path) + "'";
+    return example_command("export_torchscript.py", "-o FILE") + " writes one";
   if (kind == model_kind::safetensors)
-    return "write your model's initial weights there "
-           "(fedcaf.save_safetensors), as the examples do with '" +
-           example_command("fashion_mnist.py", "--init " + path) +
-           "' (a CNN) or '" +
-           example_command("causal_lm_bf16.py", "--init " + path) +
-           "' (a bfloat16 transformer)";
+    return "fedcaf.save_safetensors(model.state_dict(), FILE) writes one, "
+           "as " +
+           example_command("fashion_mnist.py", "--init FILE") + " does";
   return "";
 }
 
@@ -190,8 +183,7 @@ void read(section s, model_config& m, bool opens_file) {
   s.get("path", m.path);
   if (!m.path.empty() && opens_file &&
       !std::filesystem::is_regular_file(m.path))
-    fail_missing_file(s, "path", m.path,
-                      model_writer(m.model_name, absolute_of(m.path)));
+    fail_missing_file(s, "path", m.path, model_writer(m.model_name));
   else if (m.model_name == model_kind::safetensors && m.path.empty())
     s.fail("path", "is required for a safetensors model: the file of its "
                    "initial weights, whose tensors are the model's layout "
@@ -280,15 +272,12 @@ std::string tensor_file_of(const std::string& value) {
 /// (Fashion-MNIST as DIR/{train,test}_{features,labels}.npy); "" for a
 /// file of another name.
 std::string tensor_writer(const std::string& path) {
-  auto abs = std::filesystem::path{absolute_of(path)};
-  auto name = abs.filename().string();
+  auto name = std::filesystem::path{path}.filename().string();
   for (const char* known : {"train_features.npy", "train_labels.npy",
                             "test_features.npy", "test_labels.npy"})
     if (name == known)
-      return "write it with '" +
-             example_command("export_tensors.py",
-                             "-o " + abs.parent_path().string()) +
-             "' (Fashion-MNIST as .npy files)";
+      return example_command("export_tensors.py", "-o DIR") +
+             " writes Fashion-MNIST there";
   return "";
 }
 

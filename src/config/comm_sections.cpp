@@ -131,6 +131,7 @@ void read(section s, comm_config& c, bool server_side) {
     c.stream.reconnect_grace_s = client_reconnect_grace_s;
   stream.seconds("reconnect_grace_s", c.stream.reconnect_grace_s);
   stream.seconds("handshake_timeout_s", c.stream.handshake_timeout_s);
+  stream.seconds("connect_timeout_s", c.stream.connect_timeout_s);
   stream.get("max_unauthenticated", c.stream.max_unauthenticated, 1, 65535);
   stream.get("refusal_log_lines", c.stream.refusal_log_lines, 1, 1000000);
   if (c.use_model_chunking && c.stream.chunk_bytes + 1024 > c.max_message_size)

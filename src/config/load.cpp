@@ -250,13 +250,14 @@ std::string client_configs_of(YAML::Node root, config& c) {
 
 result<config> load_config(std::string_view yaml_text, std::string source,
                            config_role role,
-                           const std::vector<std::string>& overrides) {
+                           const std::vector<std::string>& overrides,
+                           const std::string& base_dir) {
   config c;
   c.role = role;
   c.source = std::move(source);
   std::vector<std::string> errors;
-  auto root = config_reader::parse_with_overrides(std::string{yaml_text},
-                                                  c.source, overrides);
+  auto root = config_reader::parse_with_overrides(
+      std::string{yaml_text}, c.source, overrides, base_dir);
   if (!root)
     return root.err();
   try {
@@ -278,7 +279,8 @@ result<config> load_config_file(const std::string& path, config_role role,
   auto text = read_yaml_file(path, "config file");
   if (!text)
     return text.err();
-  return load_config(*text, path, role, overrides);
+  return load_config(*text, path, role, overrides,
+                     config_reader::config_folder(path));
 }
 
 std::string ignored_keys_text(const config& c) {

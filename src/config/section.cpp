@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 
 #include "fedcaf/config/yaml_safety.hpp"
 
@@ -249,11 +250,14 @@ std::optional<uint64_t> section::whole(const std::string& key,
 
 result<YAML::Node>
 parse_with_overrides(const std::string& text, const std::string& source,
-                     const std::vector<std::string>& overrides) {
+                     const std::vector<std::string>& overrides,
+                     const std::string& base_dir) {
   auto root = parse_yaml(text, source);
   if (!root)
     return root;
   try {
+    if (!base_dir.empty())
+      resolve_paths(*root, base_dir);
     for (const auto& item : overrides)
       if (auto ok = apply_override(*root, item, source); !ok)
         return ok.err();
@@ -261,6 +265,74 @@ parse_with_overrides(const std::string& text, const std::string& source,
     return error{errc::bad_config, source + ": " + e.what()};
   }
   return root;
+}
+
+namespace {
+
+/// (section, key) of every key that names a file or a folder.
+constexpr std::pair<std::string_view, std::string_view> path_keys[] = {
+    {"model_configs", "path"},
+    {"data_configs", "dataset_path"},
+    {"dataset_kwargs", "train_features"},
+    {"dataset_kwargs", "train_labels"},
+    {"dataset_kwargs", "test_features"},
+    {"dataset_kwargs", "test_labels"},
+    {"train_configs", "storage_dir"},
+    {"server_configs", "storage_dir"},
+    {"server_configs", "save_global_model"},
+    {"checkpoint", "dir"},
+    {"grpc_configs", "server_certificate"},
+    {"grpc_configs", "server_certificate_key"},
+    {"grpc_configs", "client_certificate"},
+    {"grpc_configs", "client_certificate_key"},
+    {"grpc_configs", "root_certificate"},
+    {"authenticator_args", "tokens_file"},
+    {"authenticator_args", "auth_token_file"},
+};
+
+bool names_a_path(std::string_view parent, std::string_view key) {
+  return std::any_of(
+      std::begin(path_keys), std::end(path_keys),
+      [&](const auto& k) { return k.first == parent && k.second == key; });
+}
+
+void resolve_under(YAML::Node node, std::string_view parent,
+                   const std::filesystem::path& base, int depth) {
+  if (!node.IsMap() || depth > 16)
+    return;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (!it->first.IsScalar())
+      continue;
+    auto key = it->first.Scalar();
+    auto value = it->second;
+    if (value.IsMap()) {
+      resolve_under(value, key, base, depth + 1);
+      continue;
+    }
+    if (!value.IsScalar() || !names_a_path(parent, key))
+      continue;
+    const auto& text = value.Scalar();
+    if (text.empty() || std::filesystem::path{text}.is_absolute())
+      continue;
+    auto resolved = (base / text).lexically_normal();
+    if (!resolved.has_filename()) // "." and "dir/": the folder itself
+      resolved = resolved.parent_path();
+    value = resolved.string();
+  }
+}
+
+} // namespace
+
+void resolve_paths(YAML::Node root, const std::string& base_dir) {
+  resolve_under(root, "", std::filesystem::path{base_dir}, 0);
+}
+
+std::string config_folder(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return "";
+  auto abs = std::filesystem::absolute(path, ec);
+  return ec ? "" : abs.parent_path().lexically_normal().string();
 }
 
 std::string join_errors(const std::string& source,
@@ -290,7 +362,7 @@ result<void> read_section_file(const std::string& path,
   auto text = read_yaml_file(path, "config file");
   if (!text)
     return text.err();
-  auto root = parse_with_overrides(*text, path, overrides);
+  auto root = parse_with_overrides(*text, path, overrides, config_folder(path));
   if (!root)
     return root.err();
   try {

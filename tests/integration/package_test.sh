@@ -52,6 +52,20 @@ done
 dpkg-deb -x "$deb" "$root" || die "dpkg-deb -x $deb"
 mkdir -p "$out/torch_root"
 dpkg-deb -x "$torch_deb" "$out/torch_root" || die "dpkg-deb -x $torch_deb"
+# /usr/share/doc/<package>: README, copyright, changelog; a maintainer
+# that is no placeholder.
+for d in "$root/usr/share/doc/fedcaf" "$out/torch_root/usr/share/doc/fedcaf-torch"; do
+  [ -s "$d/copyright" ] && [ -s "$d/changelog.Debian.gz" ] &&
+    zcat "$d/changelog.Debian.gz" | head -1 | grep -q "^fedcaf (" ||
+    die "$d lacks its copyright file or changelog"
+done
+[ -s "$root/usr/share/doc/fedcaf/README.md" ] || die "no /usr/share/doc/fedcaf/README.md"
+maintainer=$(dpkg-deb -f "$deb" Maintainer)
+case $maintainer in
+  *localhost*|"") die "a placeholder Maintainer: '$maintainer'" ;;
+esac
+echo "  /usr/share/doc/fedcaf: $(ls "$root/usr/share/doc/fedcaf" | tr '\n' ' ')"
+echo "  Maintainer: $maintainer"
 "$python" - "$deb" "$root" "$torch_deb" "$out/torch_root" <<'PY' || die "control files"
 import os, re, subprocess, sys
 
@@ -322,14 +336,15 @@ PATH=$root/usr/bin:$PATH LOG_DIR=$work/launch timeout 120 "$share/deploy/run-loc
   pass "share/fedcaf/deploy/run-local.sh with the fedcaf on PATH" ||
   { cat "$out/launch.log"; fail "the installed run-local.sh"; }
 
-# The configs whose model and data files the examples write: from /, the
-# files they name (relative to the working directory) are missing, and the
-# line says which file and which installed example writes it.
+# The configs whose model and data files the examples write: the files
+# they name (relative to the config's folder: the checkout's build/) are
+# missing, and the line says which file and which installed example writes
+# it.
 refused torchscript_missing \
-  "'/build/examples/cnn.pt' is not a file.*python3 $ex/export_torchscript.py -o /build/examples/cnn.pt" \
+  "'$share/build/examples/cnn.pt' is not a file.*python3 $ex/export_torchscript.py -o FILE" \
   "$fedcaf" simulate -c "$cfg/torchscript.yaml"
 refused server_python_missing \
-  "'/build/examples/fashion_mnist_cnn.safetensors' is not a file.*python3 $ex/fashion_mnist.py --init /build/examples/fashion_mnist_cnn.safetensors" \
+  "'$share/build/examples/fashion_mnist_cnn.safetensors' is not a file.*python3 $ex/fashion_mnist.py --init FILE" \
   "$fedcaf" server -c "$cfg/server_python.yaml"
 
 # torchscript.yaml: the installed examples write the model and the tensors.

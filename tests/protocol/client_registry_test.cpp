@@ -175,3 +175,26 @@ TEST_CASE("client registry: a drop needs the loss it was armed for; a "
   CHECK_FALSE(back->resumed);
   CHECK(back->index == 0);
 }
+
+TEST_CASE("client registry: a client that leaves (a goodbye drops it at "
+          "once) joins again at most 8 times in 10 s") {
+  registry r{{{}, false, 2}};
+  int h = 1;
+  REQUIRE(r.admit(hi("A"), h, "h", "", false, t0));
+  for (int i = 0; i < 8; ++i) { // goodbye, then Hello again: a join
+    auto gone = r.lose([h](int x) { return x == h; });
+    REQUIRE(gone);
+    REQUIRE(r.drop("A", gone->second));
+    auto again = r.admit(hi("A"), ++h, "h", "", false, t0);
+    REQUIRE(again);
+    CHECK_FALSE(again->resumed);
+  }
+  auto gone = r.lose([h](int x) { return x == h; });
+  REQUIRE(gone);
+  REQUIRE(r.drop("A", gone->second));
+  auto ninth = r.admit(hi("A"), ++h, "h", "", false, t0);
+  REQUIRE_FALSE(ninth);
+  CHECK(ninth.err().code == errc::too_many_requests);
+  CHECK(ninth.err().message == "A from h: more than 8 joins again in 10 s");
+  CHECK(r.admit(hi("A"), ++h, "h", "", false, t0 + std::chrono::seconds{11}));
+}

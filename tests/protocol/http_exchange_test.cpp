@@ -6,6 +6,7 @@
 #include <string>
 
 #include "protocol/http_exchange.hpp"
+#include "protocol/network.hpp"
 
 using namespace fedcaf;
 using std::chrono::milliseconds;
@@ -209,4 +210,32 @@ TEST_CASE("the connection cap leaves the run its descriptors") {
   CHECK(http_connection_cap(100, 75, 32) == 23); // 100 - 75 - 2
   CHECK(http_connection_cap(77, 75, 32) == 0);
   CHECK(http_connection_cap(20, 75, 32) == 0);
+}
+
+TEST_CASE("a request that does not start as HTTP (a fedcaf Hello, a TLS "
+          "ClientHello) is refused at once with 400 in words, and a fedcaf "
+          "client reads that answer as no fedcaf") {
+  for (std::string first : {std::string("\x01\x00\x00\x00\x00\x00", 6),
+                            std::string("\x16\x03\x01\x02\x00", 5)}) {
+    http_exchange x{{}, t0};
+    x.received(first, t0, ok_path);
+    CHECK(x.refused_status() == 400);
+    auto out = take_all(x, t0);
+    CHECK(status_line(out) == "HTTP/1.1 400 Bad Request");
+    CHECK(out.find("this is a fedcaf server's --http port") !=
+          std::string::npos);
+    auto said = foreign_answer(out, false);
+    REQUIRE(said);
+    CHECK(*said == "'HTTP/1.1 400 Bad Request'");
+    CHECK(foreign_answer(out, true));
+  }
+  // What a fedcaf server's first bytes are: a reply to request 1, a TLS
+  // handshake record.
+  CHECK_FALSE(foreign_answer(std::string("\x01\x00\x00\x00\x00\x00\x00\x00"
+                                         "\x00\x00\x00\x00\x04\x00\x00\x00",
+                                         16),
+                             false));
+  CHECK_FALSE(foreign_answer(std::string("\x16\x03\x03", 3), true));
+  CHECK(*foreign_answer("SSH-2.0-OpenSSH_9.2\r\n", false) ==
+        "'SSH-2.0-OpenSSH_9.2'");
 }

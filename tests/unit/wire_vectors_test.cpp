@@ -15,6 +15,7 @@
 
 #include "fedcaf/manifest.hpp"
 #include "messages/codec.hpp"
+#include "protocol/departure.hpp"
 
 using namespace fedcaf;
 using namespace fedcaf::msg;
@@ -129,6 +130,8 @@ std::vector<std::pair<std::string, frame>> examples() {
   add("secAggReceipt {round 1, shareSecrets [{peer 0, secret 05..24}]} (its "
       "answer), request id 14",
       14, encode(secagg_receipt{1, {}, {}, {}, {{0, key_of(5)}}}));
+  add("goodbye {reason terminated, detail SIGTERM}, request id 15", 15,
+      encode(goodbye{goodbye_reason::terminated, "SIGTERM"}));
   add("secAggUnmask {round 1, inSum [0, 1], dropped [2], selfSeedShares "
       "[{owner 1, x 1, y 03..22}], maskKeyShares [{owner 2, x 1, y "
       "04..23}]}, request id 13",
@@ -177,7 +180,7 @@ TEST_CASE("every frame kind encodes to its test vector in "
   CHECK(file.str() == text);
   // Each decodes as its kind (the vectors are frames a receiver accepts).
   auto all = examples();
-  REQUIRE(all.size() == 23);
+  REQUIRE(all.size() == 24);
   CHECK(decode<hello>(all[0].second));
   auto rank = decode<hello>(all[1].second);
   REQUIRE(rank);
@@ -192,5 +195,32 @@ TEST_CASE("every frame kind encodes to its test vector in "
   REQUIRE(answer);
   REQUIRE(answer->share_secrets.size() == 1);
   CHECK(answer->share_secrets[0].secret == key_of(5));
-  CHECK(decode<secagg_unmask>(all[22].second)->dropped.size() == 1);
+  auto bye = decode<goodbye>(all[22].second);
+  REQUIRE(bye);
+  CHECK(bye->reason == goodbye_reason::terminated);
+  CHECK(bye->detail == "SIGTERM");
+  CHECK(decode<secagg_unmask>(all[23].second)->dropped.size() == 1);
+}
+
+TEST_CASE("a client's goodbye says why: a wrong model, its error, the first "
+          "reason the program noted") {
+  auto wrong = goodbye_for({errc::manifest_mismatch, "tensor 'w' is [3]"});
+  CHECK(wrong.reason == goodbye_reason::wrong_model);
+  CHECK(said_why(wrong) ==
+        "a wrong model: manifest_mismatch: tensor 'w' is [3]");
+  auto other = goodbye_for({errc::io_error, "disk full\nreally"});
+  CHECK(other.reason == goodbye_reason::other);
+  CHECK(said_why(other) == "other: io_error: disk full?really");
+  // A detail past the limit travels cut to it.
+  auto long_one = goodbye_for({errc::internal, std::string(2000, 'x')});
+  auto sent = decode<goodbye>(encode(long_one));
+  REQUIRE(sent);
+  CHECK(sent->detail.size() == max_goodbye_detail);
+
+  departure d;
+  CHECK_FALSE(d.noted());
+  d.note({goodbye_reason::terminated, "SIGTERM"});
+  d.note({goodbye_reason::interrupted, "SIGINT"}); // the first stands
+  REQUIRE(d.noted());
+  CHECK(d.noted()->reason == goodbye_reason::terminated);
 }

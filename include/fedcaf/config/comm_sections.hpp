@@ -48,6 +48,11 @@ struct stream_config {
   /// default client_reconnect_grace_s, long enough for a server's restart
   /// from its checkpoint.
   double reconnect_grace_s = 30;
+  /// Client: how long its first connection keeps trying where nothing
+  /// answers at server_uri (refused, unreachable, timed out) before it
+  /// gives up. A host name that does not resolve, or a peer that does not
+  /// speak fedcaf, ends it at once.
+  double connect_timeout_s = 30;
   /// Server: a connection must finish its TLS handshake and its Hello within
   /// this time, or it is closed.
   double handshake_timeout_s = 10;

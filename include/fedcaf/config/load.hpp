@@ -65,12 +65,16 @@ struct config {
 /// Parses and validates `yaml_text` after applying each `--set` override
 /// ("a.b.c=value"). Returns an error naming the source and the key path iff a
 /// key is unknown, a value has the wrong type or range, a required key is
-/// missing, or a named file does not exist.
+/// missing, or a named file does not exist. A relative path in the text
+/// is read from `base_dir` where given (the file's folder), else from the
+/// working directory; an override's, from the working directory.
 result<config> load_config(std::string_view yaml_text, std::string source,
                            config_role role,
-                           const std::vector<std::string>& overrides = {});
+                           const std::vector<std::string>& overrides = {},
+                           const std::string& base_dir = "");
 
-/// Reads a file and calls load_config on it.
+/// Reads a file and calls load_config on it, its relative paths read from
+/// the file's folder.
 result<config> load_config_file(const std::string& path, config_role role,
                                 const std::vector<std::string>& overrides = {});
 

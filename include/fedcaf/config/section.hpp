@@ -213,9 +213,31 @@ private:
 /// `--set` override ("a.b.c=value", the value parsed as YAML) to it.
 /// Returns an error iff the text or a value is refused by parse_yaml
 /// ("SOURCE: <reason>"), or an override is not key.path=value.
+///
+/// With `base_dir` (the config file's folder), each relative file path the
+/// text holds (model files, data, TLS and token files, storage and
+/// checkpoint folders, saved models: see resolve_paths) is read from
+/// there, as compose and Hydra do; an override's path stays as given
+/// (relative to the working directory).
 result<YAML::Node>
 parse_with_overrides(const std::string& text, const std::string& source,
-                     const std::vector<std::string>& overrides);
+                     const std::vector<std::string>& overrides,
+                     const std::string& base_dir = "");
+
+/// Makes each relative, non-empty file path in `root` absolute against
+/// `base_dir`: the keys that name files or folders, wherever their
+/// section sits (a server's client_configs, a client's own, a relay's):
+/// model_configs.path, data_configs' dataset_path and dataset_kwargs'
+/// tensor files, train_configs' and server_configs' storage_dir,
+/// checkpoint.dir, server_configs.save_global_model, grpc_configs'
+/// certificates and keys, authenticator_args' tokens_file and
+/// auth_token_file.
+void resolve_paths(YAML::Node root, const std::string& base_dir);
+
+/// The folder relative paths in config file `path` are read from (its
+/// own, absolute), or "" for what is not a regular file (/dev/null, a
+/// pipe): its paths stay relative to the working directory.
+std::string config_folder(const std::string& path);
 
 /// Returns every error at once, one per line, each prefixed by `source`;
 /// an error in a key a --set gave is blamed on that --set instead.

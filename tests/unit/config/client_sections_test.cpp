@@ -223,43 +223,83 @@ TEST_CASE("APPFL's use_dp is DP-SGD with opacus and refused otherwise") {
       "not both"));
 }
 
-TEST_CASE("a missing model or tensor file names the absolute path tried and "
-          "the example that writes it") {
+TEST_CASE("a missing model or tensor file: one short line naming the key, "
+          "the absolute path tried and what writes such a file") {
   namespace fs = std::filesystem;
   auto load = [](std::vector<std::string> sets) {
     return load_config(embedded_simulate_yaml(), "embedded",
                        config_role::simulate, sets);
   };
-  // Relative paths are the working directory's.
+  // A relative path given with --set is the working directory's.
   auto abs = [](const std::string& p) {
     return (fs::current_path() / p).lexically_normal().string();
   };
   auto ts =
       message_of(load({"client_configs.model_configs.name=torchscript",
                        "client_configs.model_configs.path=nowhere/cnn.pt"}));
-  CHECK(contains(ts, "model_configs.path: '" + abs("nowhere/cnn.pt") +
-                         "' is not a file (a relative path is read from the "
-                         "working directory)"));
-  CHECK(contains(ts, "export_torchscript.py -o " + abs("nowhere/cnn.pt")));
-  CHECK(contains(ts, "--set client_configs.model_configs.path=FILE"));
+  CHECK(contains(ts, "--set client_configs.model_configs.path: '" +
+                         abs("nowhere/cnn.pt") + "' is not a file ("));
+  CHECK(contains(ts, "export_torchscript.py -o FILE writes one)"));
+  auto line = ts.substr(ts.find("--set client_configs.model_configs.path"));
+  line = line.substr(0, line.find('\n'));
+  CHECK(line.size() < 150 + abs("nowhere/cnn.pt").size());
   auto st = message_of(
       load({"client_configs.train_configs.trainer=python",
             "client_configs.model_configs.name=safetensors",
             "client_configs.model_configs.path=/nowhere/m.safetensors"}));
-  CHECK(contains(st, "'/nowhere/m.safetensors' is not a file; write"));
-  CHECK(contains(st, "fashion_mnist.py --init /nowhere/m.safetensors"));
-  CHECK(contains(st, "causal_lm_bf16.py --init /nowhere/m.safetensors"));
+  CHECK(contains(st, "'/nowhere/m.safetensors' is not a file "
+                     "(fedcaf.save_safetensors(model.state_dict(), FILE) "
+                     "writes one, as python3 "));
+  CHECK(contains(st, "fashion_mnist.py --init FILE does)"));
   std::string kw = "data_configs.dataset_kwargs.";
   auto tensors = message_of(load({"data_configs.dataset_name=tensors",
                                   kw + "train_features=/x/train_features.npy",
                                   kw + "train_labels=/x/labels.npy"}));
   CHECK(contains(tensors, "train_features: '/x/train_features.npy' is not a "
-                          "file; write it with"));
-  CHECK(contains(tensors, "export_tensors.py -o /x'"));
+                          "file (python3 "));
+  CHECK(contains(tensors, "export_tensors.py -o DIR writes Fashion-MNIST"));
   // No example writes a file of another name.
-  CHECK(contains(tensors, "train_labels: '/x/labels.npy' is not a file; "
-                          "name another with --set " +
-                              kw + "train_labels=FILE"));
+  auto labels = tensors.find("train_labels: '/x/labels.npy' is not a file");
+  REQUIRE(labels != std::string::npos);
+  auto rest = tensors.substr(labels);
+  CHECK(rest.substr(0, rest.find('\n')) ==
+        "train_labels: '/x/labels.npy' is not a file");
+}
+
+TEST_CASE("a config file's relative paths are read from its own folder, "
+          "--set's from the working directory") {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() /
+             ("fedcaf-paths-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "out");
+  auto cfg = (dir / "server.yaml").string();
+  std::ofstream{cfg} << "server_configs:\n"
+                        "  storage_dir: .\n"
+                        "  save_global_model: out/global-{round}.safetensors\n"
+                        "  checkpoint: {dir: ckpt}\n";
+  // Read from elsewhere: the working directory is not the config's folder.
+  REQUIRE(fs::current_path() != dir);
+  auto c = load_config_file(cfg, config_role::server, {});
+  REQUIRE(c);
+  CHECK(c->server.storage_dir == dir.string());
+  CHECK(c->server.checkpoint.dir == (dir / "ckpt").string());
+  CHECK(c->server.save_global_model ==
+        (dir / "out" / "global-{round}.safetensors").string());
+  auto sets =
+      load_config_file(cfg, config_role::server,
+                       {"server_configs.save_global_model=g.safetensors"});
+  REQUIRE(sets);
+  CHECK(sets->server.save_global_model == "g.safetensors");
+  // A model file beside the config, missing: the path tried is there.
+  std::ofstream{cfg} << "client_configs:\n"
+                        "  train_configs: {trainer: python}\n"
+                        "  model_configs: {name: safetensors, path: "
+                        "models/init.safetensors}\n";
+  auto missing = message_of(load_config_file(cfg, config_role::server, {}));
+  CHECK(contains(missing, cfg + ": client_configs.model_configs.path: '" +
+                              (dir / "models" / "init.safetensors").string() +
+                              "' is not a file"));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("a Python client takes the server's client_configs without the "
