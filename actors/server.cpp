@@ -339,6 +339,7 @@ private:
     const auto& announced = rounds_.open(round, chosen);
     tally_.expect(rounds_.chosen().size());
     auto reached = registry_.connected_among(rounds_.chosen());
+    reporter_.registrations_settled(now());
     reporter_.round_started(round, reached.size() * exchange_.model_bytes());
     for (const auto& id : reached)
       self_->send(registry_.find(id)->handle, round_atom::value, announced);

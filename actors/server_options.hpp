@@ -78,6 +78,9 @@ struct server_options {
   /// Where the live view's static page is written with the report
   /// (--report-html); empty: not written. REQUIRES: live set where this is.
   std::string report_html_path;
+  /// Its round lines on stdout; false (a relay inside simulate): at debug
+  /// level in the log, so that stdout shows the root's alone.
+  bool print_rounds = true;
   /// The JSON-lines metrics file (--metrics); null: none.
   std::shared_ptr<metrics_log> metrics;
   /// What the live view (--http) shows; null: no live view.

@@ -54,7 +54,8 @@ void add_run_options(CLI::App* c, options& o, bool config_required) {
   auto* config =
       c->add_option("-c,--config", o.config_path, "YAML config (APPFL layout)");
   if (config_required)
-    config->description("YAML config (APPFL layout); required");
+    config->description("YAML config (APPFL layout); required (the server: "
+                        "or --resume DIR, whose checkpoint holds one)");
   add_set_option(c, o, "server_configs.num_global_epochs=2");
   c->add_flag("--strict", o.strict,
               "refuse APPFL keys fedcaf does not use (default: one warning "

@@ -36,8 +36,14 @@ namespace {
 result<config> load_any(const options& opts, config_role role) {
   if (opts.config_path)
     return load_config_file(*opts.config_path, role, opts.overrides);
+  if (opts.resume && role == config_role::server)
+    return checkpoint_config(*opts.resume, opts.overrides);
   if (role != config_role::simulate)
-    return error{errc::bad_config, "this command needs -c CONFIG"};
+    return error{errc::bad_config,
+                 role == config_role::server
+                     ? "this command needs -c CONFIG (or --resume DIR: the "
+                       "config its checkpoint holds)"
+                     : "this command needs -c CONFIG"};
   return load_config(embedded_simulate_yaml(),
                      "<embedded configs/simulate.yaml>", role, opts.overrides);
 }

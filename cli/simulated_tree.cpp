@@ -32,6 +32,7 @@ simulated_tree::simulated_tree(const config& cfg, const options& opts,
       relays_(cfg.server.simulated_relays) {
   opts_.report_path.reset(); // the root's, not the relays'
   opts_.report_html_path.reset();
+  opts_.inner_node = true; // their round lines in the log, not on stdout
 }
 
 config simulated_tree::root_config(const config& cfg) {

@@ -189,10 +189,11 @@ result<client_model::trained> client_model::train(uint32_t round,
       declare ? update_norm(trainer_->layout(), const_params_, received_) : 0;
   trained out;
   out.dp_sgd_epsilon = account_dp_sgd(*m);
-  log_line(client_id_, "round " + std::to_string(round) + ": trained on " +
-                           std::to_string(m->samples) + " samples in " +
-                           std::to_string(m->seconds) + " s, loss " +
-                           std::to_string(m->loss));
+  log_line(round_level_, client_id_,
+           "round " + std::to_string(round) + ": trained on " +
+               std::to_string(m->samples) + " samples in " +
+               std::to_string(m->seconds) + " s, loss " +
+               std::to_string(m->loss));
   out.offer =
       msg::offer{round,
                  client_id_,

@@ -19,6 +19,7 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/config/client_sections.hpp"
 #include "fedcaf/delta_codec.hpp"
+#include "fedcaf/log.hpp"
 #include "fedcaf/shard.hpp"
 #include "fedcaf/trainer.hpp"
 #include "messages/codec.hpp"
@@ -100,6 +101,10 @@ public:
   /// `wake` is called (from any thread) when ready_bytes() grows; every
   /// trainer built is handed it.
   void on_ready(std::function<void()> wake);
+
+  /// One of many clients in one process (simulate): its round lines go to
+  /// the log at debug level.
+  void quiet_rounds() { round_level_ = log_level::debug; }
   /// REQUIRES: has_trainer().
   const trainer& local() const { return *trainer_; }
 
@@ -208,6 +213,7 @@ private:
   bool started_ = false;  ///< a round has started here
   shard_spec shard_;      ///< ranks 1: the whole model
   uint64_t digest_ = 0;   ///< the server's layout's, for the offer
+  log_level round_level_ = log_level::info;
 };
 
 } // namespace fedcaf

@@ -25,6 +25,7 @@
 #include "messages/codec.hpp"
 #include "protocol/evaluation_tally.hpp"
 #include "protocol/refusal_log.hpp"
+#include "protocol/registration_log.hpp"
 
 namespace fedcaf {
 
@@ -47,6 +48,9 @@ struct reporter_options {
   bool robust = false; ///< records say whose values the round dropped
   /// Counts updates the aggregator refused for their content; null: none.
   refusal_counter poisoned;
+  /// Round lines on stdout; false: at debug level in the log (a relay
+  /// inside simulate, whose lines would interleave with the root's).
+  bool print_rounds = true;
 };
 
 /// What the aggregator says of a round it published.
@@ -145,8 +149,12 @@ public:
   /// moves the client's phase on, "rejected" and "excluded" end it).
   void event(const char* what, const std::string& id,
              const std::string& detail);
-  /// Client `id` registered from `from`: logged, an event.
-  void registered(const std::string& id, const std::string& from);
+  /// Client `id` registered from `from` at `now`: an event, and logged as
+  /// registration_log paces it (the first ten, then sums once a second).
+  void registered(const std::string& id, const std::string& from,
+                  registration_log::time_point now);
+  /// Logs the registrations counted and not yet logged (a round starts).
+  void registrations_settled(registration_log::time_point now);
   /// Client `id` resumed its session from `from`: counted, logged, an event.
   void resumed(const std::string& id, const std::string& from);
   /// Client `id` said goodbye (`why`): it leaves the run now.
@@ -189,6 +197,7 @@ private:
   std::set<uint32_t> evaluated_by_clients_; ///< test_accuracy from clients
   bool ended_ = false;                      ///< the report is no longer saved
   bool ended_logged_ = false; ///< the metrics file has its end event
+  registration_log registrations_;
 };
 
 } // namespace fedcaf
