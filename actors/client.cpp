@@ -353,7 +353,8 @@ private:
     reconnecting_ = false;
     // In one process with many others (simulate), the first ten say so;
     // the rest at debug level (the server sums them up).
-    bool crowd = !options_.connector && w->client_index >= 10;
+    bool crowd =
+        options_.quiet || (!options_.connector && w->client_index >= 10);
     log_line(crowd ? log_level::debug : log_level::info, options_.client_id,
              made->line);
     if (crowd)

@@ -55,6 +55,9 @@ struct client_options {
   /// Runs on a thread of its own (a relay's upstream client, whose
   /// training waits for its children's round), not the scheduler's.
   bool own_thread = false;
+  /// Its per-round lines at debug level: an inner node of a simulated
+  /// tree (a relay's upstream client), whose root speaks for the run.
+  bool quiet = false;
   /// Which rank of a sharded client this is (ranks 1: the whole model).
   shard_spec shard;
   /// A remote client's own train_configs.storage_dir: where its model

@@ -37,6 +37,7 @@ struct relay_link {
   std::shared_ptr<relay_answers> answers = std::make_shared<relay_answers>();
   uint64_t models = 0;     ///< handed down so far (their numbers)
   std::string storage_dir; ///< disk mode: where model-sized buffers live
+  log_level round_level = log_level::info; ///< of the per-round line
   uint32_t buffers = 0;    ///< made so far (their files' names)
   /// The upstream client's: fetches model bytes again (window mode).
   std::function<void(uint64_t, uint64_t)> ask;
@@ -373,7 +374,8 @@ private:
     m.samples = static_cast<uint64_t>(std::llround(weight));
     m.seconds =
         std::chrono::duration<double>(clock_type::now() - started).count();
-    log_line("relay", std::to_string(clients) + what + std::to_string(weight));
+    log_line(link_->round_level, "relay",
+             std::to_string(clients) + what + std::to_string(weight));
     return m;
   }
 
@@ -407,8 +409,10 @@ private:
 
 } // namespace
 
-trainer_factory relay_trainers(relay_spawner spawn, std::string storage_dir) {
+trainer_factory relay_trainers(relay_spawner spawn, std::string storage_dir,
+                               log_level round_level) {
   auto link = std::make_shared<relay_link>();
+  link->round_level = round_level;
   link->spawn = std::move(spawn);
   link->storage_dir = std::move(storage_dir);
   return [link](const client_configs& cc,

@@ -85,13 +85,14 @@ caf::actor_system_config make_system_config(size_t threads, bool network) {
   caf::actor_system_config sc;
   add_errc_category(sc);
   sc.set("scheduler.max-threads", threads);
-  if (network) { // the multiplexer for the gateways; BASP listens nowhere
+  // Workers that wait on a condition variable instead of polling with
+  // sleeps: a third of the context switches of a chunk stream
+  // (tests/perf/stream_bench), idle processes that stay idle, and a quick
+  // end where a simulate has a worker per training client (work stealing
+  // stops its workers one 10 ms sleep after another: 7 s for 700).
+  sc.set("scheduler.policy", caf::atom("sharing"));
+  if (network) // the multiplexer for the gateways; BASP listens nowhere
     sc.load<caf::io::middleman>();
-    // Workers that wait on a condition variable instead of polling with
-    // sleeps: a third of the context switches of a chunk stream
-    // (tests/perf/stream_bench), and idle processes that stay idle.
-    sc.set("scheduler.policy", caf::atom("sharing"));
-  }
   return sc;
 }
 

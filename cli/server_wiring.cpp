@@ -104,7 +104,8 @@ result<config> checkpoint_config(const std::string& dir,
     return error{errc::bad_config,
                  "--resume " + dir + ": the checkpoint's config (" + c->folder +
                      ") had its tokens written in it, which a checkpoint "
-                     "never keeps: give the config with -c"};
+                     "never keeps: give the config with -c (or keep the "
+                     "tokens in authenticator_args.tokens_file)"};
   return load_config(c->state.config_yaml,
                      "the config of the checkpoint " + c->folder,
                      config_role::server, overrides);

@@ -225,13 +225,13 @@ void round_reporter::event(const char* what, const std::string& id,
 void round_reporter::registered(const std::string& id, const std::string& from,
                                 registration_log::time_point now) {
   if (auto line = registrations_.note(id, from, now))
-    log_line("server", *line);
+    log_line(inner_level(), "server", *line);
   event("registered", id, from);
 }
 
 void round_reporter::registrations_settled(registration_log::time_point now) {
   if (auto line = registrations_.flush(now))
-    log_line("server", *line);
+    log_line(inner_level(), "server", *line);
 }
 
 void round_reporter::resumed(const std::string& id, const std::string& from) {

@@ -19,6 +19,7 @@
 
 #include "fedcaf/compression.hpp"
 #include "fedcaf/live_status.hpp"
+#include "fedcaf/log.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/progress.hpp"
 #include "fedcaf/report.hpp"
@@ -172,6 +173,11 @@ public:
   void close(const report_stamp& now, uint64_t peak_rss_bytes);
 
 private:
+  /// The level of its registration lines: debug on an inner node of a
+  /// simulated tree (print_rounds off), whose root speaks for the run.
+  log_level inner_level() const {
+    return options_.print_rounds ? log_level::info : log_level::debug;
+  }
   void print_line(const round_record& record) const;
   /// Shows round `record` (published, or with its clients' evaluation
   /// added) in the live view.

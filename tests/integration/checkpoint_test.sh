@@ -31,6 +31,10 @@ kills=${FEDCAF_CKPT_KILLS:-20}
 . "$(dirname "$0")/lib.sh"
 port=$(free_port)
 
+# The tokens in a file of their own, so that a checkpoint's config (which
+# never holds a secret) is enough to resume from (alone, more).
+printf 'Client%d: t%d\n' 1 1 2 2 3 3 4 4 5 5 > "$out/tokens.yaml"
+
 # server_config FILE AGGREGATOR [EXTRA KWARGS]: 5 clients, 3 a round.
 server_config() {
   cat > "$1" <<EOF
@@ -48,8 +52,7 @@ server_configs:
       server_uri: 127.0.0.1:$port
       use_authenticator: true
       authenticator: NaiveAuthenticator
-      authenticator_args:
-        tokens: {Client1: t1, Client2: t2, Client3: t3, Client4: t4, Client5: t5}
+      authenticator_args: {tokens_file: $out/tokens.yaml}
     stream_configs: {chunk_bytes: 65536, window: 4, heartbeat_s: 0.5,
                      connection_timeout_s: 2, reconnect_grace_s: 60}
 client_configs:
