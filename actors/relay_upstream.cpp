@@ -38,7 +38,7 @@ struct relay_link {
   uint64_t models = 0;     ///< handed down so far (their numbers)
   std::string storage_dir; ///< disk mode: where model-sized buffers live
   log_level round_level = log_level::info; ///< of the per-round line
-  uint32_t buffers = 0;    ///< made so far (their files' names)
+  uint32_t buffers = 0;                    ///< made so far (their files' names)
   /// The upstream client's: fetches model bytes again (window mode).
   std::function<void(uint64_t, uint64_t)> ask;
   /// The upstream client's: its download or upload may go on.
