@@ -144,7 +144,8 @@ std::optional<std::string> foreign_answer(std::span<const char> first,
   auto byte = [&](size_t i) { return static_cast<unsigned char>(first[i]); };
   bool fedcaf = true;
   if (tls)
-    fedcaf = first.empty() || byte(0) == 22 || byte(0) == 21;
+    fedcaf = first.empty() || byte(0) == 22 || byte(0) == 21 ||
+             byte(0) < 0x20 || byte(0) >= 0x7f;
   else
     for (size_t i = 2; i < std::min<size_t>(first.size(), 12); ++i)
       fedcaf = fedcaf && byte(i) == 0;

@@ -44,7 +44,9 @@ std::string peer_address(int fd);
 /// stream, quoted for one line ("'HTTP/1.1 400 Bad Request'"); nullopt
 /// where they can. A fedcaf frame's bytes 2-11 are zero (a small request
 /// id, no flags, one segment); a TLS server's first record is a handshake
-/// (22) or an alert (21).
+/// (22) or an alert (21). Where TLS is expected, an answer that is not
+/// text (a plain fedcaf server's frame) is left to the TLS handshake, whose
+/// error names the use_ssl mismatch.
 std::optional<std::string> foreign_answer(std::span<const char> first,
                                           bool tls);
 

@@ -236,6 +236,12 @@ TEST_CASE("a request that does not start as HTTP (a fedcaf Hello, a TLS "
                                          16),
                              false));
   CHECK_FALSE(foreign_answer(std::string("\x16\x03\x03", 3), true));
+  // A plain fedcaf server's refusal where TLS is expected: the handshake
+  // names the use_ssl mismatch, not this check.
+  CHECK_FALSE(foreign_answer(std::string("\x01\x00\x00\x00\x00\x00\x00\x00"
+                                         "\x00\x00\x00\x00\x04\x00\x00\x00",
+                                         16),
+                             true));
   CHECK(*foreign_answer("SSH-2.0-OpenSSH_9.2\r\n", false) ==
         "'SSH-2.0-OpenSSH_9.2'");
 }
