@@ -477,6 +477,9 @@ private:
   void depart(const error& e) {
     if (noted_departure() && !left_)
       return fail(e); // leaves with the program's reason
+    if (e.code == errc::cancelled && options_.done_heard &&
+        options_.done_heard->load())
+      return; // the server's Done, next in the mailbox, ends the client
     if (!run_over_)
       say_goodbye(msg::encode(msg::goodbye_for(e)));
     fail(e);

@@ -285,7 +285,8 @@ int run_client(const options& opts) {
     run_remote_client(cc,
                       local_trainer(sets, cc.data, cc.data.client_index,
                                     cc.num_threads, stop, cc.shard),
-                      report, started, stop.get(), console.meter(), leaving);
+                      report, started, stop.get(), console.meter(), leaving,
+                      stop); // the server's end stops training too
   }
   watch.on_interrupt({});
   note_interrupt(watch, report);
