@@ -208,7 +208,8 @@ public:
         return std::move(*no);
       registry_.find(id)->model.reset(); // its download is complete
       if (o.round == rounds_.round()) // a repeated offer replaces its figures
-        reporter_.note_offer(id, tally_.offered(id, o.sample_count),
+        reporter_.note_offer(id,
+                             tally_.offered(id, o.sample_count, o.partial_sum),
                              std::move(o.metrics));
       return frame{};
     });
@@ -395,7 +396,8 @@ private:
             [this](const auto& id, const auto& req, const auto& pinned) {
               return serve_chunk(id, req, pinned);
             },
-            [this](const std::string& why) { stop(why); }};
+            [this](const std::string& why) { stop(why); },
+            [this] { publication_.begin_final_pass(); }};
   }
 
   void end_run(const std::string& reason) {
@@ -405,8 +407,10 @@ private:
     stopping_ = true;
     rounds_.end();
     reporter_.end(reason);
-    if (relay_)
+    if (relay_) {
+      relay_->final_evaluated();
       relay_->flow().end(reason, now());
+    }
     auto f =
         msg::encode(msg::done{rounds_.round(), rounds_.previous(), reason});
     registry_.for_each_connected([this, &f](const auto&, const auto& c) {
@@ -552,6 +556,13 @@ server_actor::behavior_type serving(server_actor::pointer self,
       [state](relay_atom, relay_model& m) {
         return state->on_relay(
             [&m](server_relay& r, auto) { return r.take(std::move(m)); },
+            not_a_relay());
+      },
+      [state](eval_atom, relay_model& m) {
+        return state->on_relay(
+            [&m](server_relay& r, auto) {
+              return r.evaluate_final(std::move(m));
+            },
             not_a_relay());
       },
       [state](arrived_atom, uint64_t offset, uint64_t bytes) {

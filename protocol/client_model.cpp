@@ -266,6 +266,15 @@ client_model::evaluate_received(uint32_t announced) {
   return std::optional<msg::evaluation>{evaluation_of(announced, **m)};
 }
 
+std::optional<msg::evaluation>
+client_model::children_evaluation(uint32_t announced) {
+  auto e = hooks_->children_evaluation();
+  if (!configs_.train.federated_evaluation || announced <= 1 || !e ||
+      e->means.empty())
+    return std::nullopt;
+  return msg::evaluation{announced - 1, e->samples, std::move(e->means)};
+}
+
 result<client_model::final_evaluation>
 client_model::evaluate_final(uint32_t announced) {
   auto m = trainer_->evaluate_local();

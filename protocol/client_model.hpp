@@ -165,6 +165,10 @@ public:
   /// `announced - 1`. Returns nothing iff not asked for (off, or announced
   /// <= 1) or the trainer has no test data; an error iff evaluation failed.
   result<std::optional<msg::evaluation>> evaluate_received(uint32_t announced);
+  /// A relay's: its children's evaluation of round `announced`'s model,
+  /// once trained (see relay_hooks::children_evaluation); nullopt where
+  /// none, or evaluate_received would not evaluate.
+  std::optional<msg::evaluation> children_evaluation(uint32_t announced);
 
   /// Evaluates the run's final model (announced as round `announced`).
   /// Without test data the evaluation has no figures. Returns an error iff
