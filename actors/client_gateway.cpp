@@ -187,8 +187,9 @@ private:
       return tell(round_atom::value, std::move(f));
     case msg::frame_kind::done:
       // Said here, on the multiplexer's thread: a trainer that blocks the
-      // client actor's thread stops at its next step.
-      if (done_)
+      // client actor's thread stops at its next step (a Done that decodes,
+      // to a client that registered through this gateway).
+      if (done_ && owner_ && msg::decode<msg::done>(f))
         done_->store(true);
       return tell(done_atom::value, std::move(f));
     case msg::frame_kind::secagg_unmask: // the shares to reveal

@@ -15,7 +15,8 @@ void relay_answers::settled(uint64_t model, const relay_step& s) {
   {
     std::lock_guard<std::mutex> lock{mutex_};
     auto& at = streams_[model];
-    at = relay_step{s.weight, s.loss, s.clients, std::max(at.ready, s.ready)};
+    at = relay_step{s.weight, s.loss, s.clients, std::max(at.ready, s.ready),
+                    s.evaluation};
     wake = wake_;
     changed_.notify_all();
   }

@@ -207,9 +207,16 @@ public:
       if (auto no = offer_refusal(id, o))
         return std::move(*no);
       registry_.find(id)->model.reset(); // its download is complete
-      if (o.round == rounds_.round()) // a repeated offer replaces its figures
-        reporter_.note_offer(id,
-                             tally_.offered(id, o.sample_count, o.partial_sum),
+      // A repeated offer replaces its figures. A partial sum weighs (its
+      // figures, its evaluations) what it claims, within the clients under
+      // its relay; only a configured relay's (the scheduler refuses any
+      // other's, after this).
+      auto relay = options_.relays.find(id);
+      bool partial = o.partial_sum && relay != options_.relays.end();
+      auto claimed =
+          partial ? std::min(o.sample_count, relay->second) : o.sample_count;
+      if (o.round == rounds_.round())
+        reporter_.note_offer(id, tally_.offered(id, claimed, partial),
                              std::move(o.metrics));
       return frame{};
     });

@@ -1,10 +1,29 @@
 #include "actors/server_relay.hpp"
 
+#include <algorithm>
+
 #include "actors/errors.hpp"
 #include "actors/messages.hpp"
 #include "actors/wake_up.hpp"
 
 namespace fedcaf {
+
+namespace {
+
+/// The children's figures as the relay's evaluation: their weighted means,
+/// accuracy and loss first, at most as many names as one Evaluation may
+/// carry (a child that reports many names crowds none of these out).
+relay_evaluation evaluation_of(const figures_sum& sum) {
+  auto m = sum.mean();
+  std::stable_partition(m.means.begin(), m.means.end(), [](const auto& f) {
+    return f.first == "accuracy" || f.first == "loss";
+  });
+  if (m.means.size() > msg::max_named_values)
+    m.means.resize(msg::max_named_values);
+  return relay_evaluation{m.samples, std::move(m.means)};
+}
+
+} // namespace
 
 server_relay::server_relay(server_core& core, server_calls calls)
     : core_(core), calls_(std::move(calls)),
@@ -61,10 +80,8 @@ void server_relay::final_evaluated() {
     return;
   relay_result r;
   // The final pass's evaluations: of the model served now.
-  if (const auto& of = core_.tally_.current(); !of.sum.empty()) {
-    auto m = of.sum.mean();
-    r.evaluation = relay_evaluation{m.samples, std::move(m.means)};
-  }
+  if (const auto& of = core_.tally_.current(); !of.sum.empty())
+    r.evaluation = evaluation_of(of.sum);
   std::exchange(final_, std::nullopt)->deliver(std::move(r));
 }
 
@@ -94,8 +111,7 @@ std::optional<relay_evaluation> server_relay::children_evaluation() const {
   const auto* of = round > 1 ? core_.tally_.evaluations_of(round - 1) : nullptr;
   if (!of || of->sum.empty())
     return std::nullopt;
-  auto m = of->sum.mean();
-  return relay_evaluation{m.samples, std::move(m.means)};
+  return evaluation_of(of->sum);
 }
 
 relay_port server_relay::port_of() {

@@ -244,6 +244,7 @@ server_side_options options_from(const config& cfg,
   sch.relays = sc.relays;
   auto& srv = so.server;
   srv.num_clients = sc.num_clients;
+  srv.relays = sc.relays;
   srv.max_shard_ranks = sc.max_shard_ranks;
   srv.num_rounds = sc.num_global_epochs;
   srv.dp_noise_multiplier = sc.rule.dp_noise_multiplier;

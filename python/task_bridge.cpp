@@ -99,17 +99,18 @@ void task_bridge::run_ended(std::string failure) {
 
 void task_bridge::leave_task() {
   task_->left = true;
-  if (task_->info.evaluate_only)
+  if (task_->info.evaluate_only) {
     task_->evaluated = true; // with no figures: the server need not wait
-  else if (!task_->sent && run_over())
-    cancelled_ = error{errc::cancelled,
-                       "round " + std::to_string(task_->info.round) +
-                           ": the server ended the run during training"};
-  else if (!task_->sent)
-    cancelled_ = error{errc::bad_argument,
-                       "round " + std::to_string(task_->info.round) +
-                           ": the loop went on to the next task without "
-                           "task.send(...)"};
+  } else if (!task_->sent && !cancelled_) { // else the first reason stays
+    auto round = "round " + std::to_string(task_->info.round);
+    cancelled_ =
+        run_over()
+            ? error{errc::cancelled,
+                    round + ": the server ended the run during training"}
+            : error{errc::bad_argument,
+                    round + ": the loop went on to the next task without "
+                            "task.send(...)"};
+  }
   changed_.notify_all();
 }
 
