@@ -149,7 +149,7 @@ void add_commands(command_line& cl) {
       add_run_command(cl, "relay",
                       "an aggregator between a parent (comm_configs) and its "
                       "own clients (server_configs): sums their updates and "
-                      "sends the sum up (see README, Trees of aggregators)",
+                      "sends the sum up (see docs/trees.md)",
                       fedcaf::cli::run_relay, true, false);
   add_metrics_option(relay, cl.opts); // its children's rounds
   auto* profile = app.add_subcommand(

@@ -309,8 +309,8 @@ std::string client_model::first_round(uint32_t round) {
   if (fresh.empty())
     return {};
   return "first round here is " + std::to_string(round) + ": " + fresh +
-         " (a client that restarted has lost its earlier ones; README, "
-         "\"Restarting a run\")";
+         " (a client that restarted has lost its earlier ones; see "
+         "docs/restart.md)";
 }
 
 void client_model::drop() {
