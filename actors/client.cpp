@@ -351,7 +351,14 @@ private:
     model_->on_refetch(
         wake_up<client_actor, uint64_t, uint64_t>(self_, refetch_atom::value));
     reconnecting_ = false;
-    log_line(options_.client_id, made->line);
+    // In one process with many others (simulate), the first ten say so;
+    // the rest at debug level (the server sums them up).
+    bool crowd =
+        options_.quiet || (!options_.connector && w->client_index >= 10);
+    log_line(crowd ? log_level::debug : log_level::info, options_.client_id,
+             made->line);
+    if (crowd)
+      model_->quiet_rounds();
   }
 
   void lost_server(const std::string& why) {
@@ -470,6 +477,9 @@ private:
   void depart(const error& e) {
     if (noted_departure() && !left_)
       return fail(e); // leaves with the program's reason
+    if (e.code == errc::cancelled && options_.done_heard &&
+        options_.done_heard->load())
+      return; // the server's Done, next in the mailbox, ends the client
     if (!run_over_)
       say_goodbye(msg::encode(msg::goodbye_for(e)));
     fail(e);

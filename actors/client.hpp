@@ -55,6 +55,13 @@ struct client_options {
   /// Runs on a thread of its own (a relay's upstream client, whose
   /// training waits for its children's round), not the scheduler's.
   bool own_thread = false;
+  /// Its per-round lines at debug level: an inner node of a simulated
+  /// tree (a relay's upstream client), whose root speaks for the run.
+  bool quiet = false;
+  /// Set by the gateway when the server's Done arrives (remote clients; may
+  /// be null): a trainer stopped by it (cancelled) is no failure, and the
+  /// Done that follows ends the client as the run's end does.
+  std::shared_ptr<const std::atomic<bool>> done_heard;
   /// Which rank of a sharded client this is (ranks 1: the whole model).
   shard_spec shard;
   /// A remote client's own train_configs.storage_dir: where its model

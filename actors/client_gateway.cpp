@@ -37,11 +37,11 @@ class client_gateway {
 public:
   client_gateway(caf::io::broker* self, connection_handle hdl,
                  gateway_limits limits, std::shared_ptr<tls_context> tls,
-                 const std::string& host, std::string where)
+                 const std::string& host, std::string where, done_flag done)
       : self_(self), hdl_(hdl), limits_(limits), tls_(tls != nullptr),
         link_(self, hdl, std::move(tls), host,
               std::max<uint64_t>(limits.max_frame_bytes, 64 << 20)),
-        where_(std::move(where)) {}
+        where_(std::move(where)), done_(std::move(done)) {}
 
   void start() {
     if (auto ok = link_.start(); !ok)
@@ -186,6 +186,11 @@ private:
     case msg::frame_kind::round_start:
       return tell(round_atom::value, std::move(f));
     case msg::frame_kind::done:
+      // Said here, on the multiplexer's thread: a trainer that blocks the
+      // client actor's thread stops at its next step (a Done that decodes,
+      // to a client that registered through this gateway).
+      if (done_ && owner_ && msg::decode<msg::done>(f))
+        done_->store(true);
       return tell(done_atom::value, std::move(f));
     case msg::frame_kind::secagg_unmask: // the shares to reveal
       return tell(secagg_atom::value, std::move(f));
@@ -240,6 +245,7 @@ private:
   bool heard_ = false; ///< the peer's first bytes arrived
   wire_link link_;
   std::string where_;
+  done_flag done_;   ///< set when the server's Done arrives (may be null)
   caf::actor owner_; ///< the client actor, from its first request
   std::map<uint32_t, caf::typed_response_promise<frame>> pending_;
   uint32_t next_id_ = 1;
@@ -253,10 +259,12 @@ private:
 caf::behavior client_gateway_actor(caf::io::broker* self, int fd,
                                    gateway_limits limits,
                                    std::shared_ptr<tls_context> tls,
-                                   std::string host, std::string where) {
+                                   std::string host, std::string where,
+                                   done_flag done) {
   auto hdl = self->add_scribe(fd);
-  auto st = std::make_shared<client_gateway>(self, hdl, limits, std::move(tls),
-                                             host, std::move(where));
+  auto st =
+      std::make_shared<client_gateway>(self, hdl, limits, std::move(tls), host,
+                                       std::move(where), std::move(done));
   st->start();
   auto ask = [st](frame& f) { return st->ask(std::move(f)); };
   return {
@@ -278,12 +286,13 @@ caf::behavior client_gateway_actor(caf::io::broker* self, int fd,
 
 caf::behavior dialer_actor(caf::event_based_actor* self, endpoint at,
                            gateway_limits limits,
-                           std::shared_ptr<tls_context> tls) {
+                           std::shared_ptr<tls_context> tls, done_flag done) {
   return {
-      [self, at, limits, tls](caf::connect_atom) -> caf::result<server_link> {
+      [self, at, limits, tls,
+       done](caf::connect_atom) -> caf::result<server_link> {
         auto timeout = std::min(limits.connection_timeout,
                                 std::chrono::milliseconds{5000});
-        auto g = dial(self->system(), at, limits, tls, timeout);
+        auto g = dial(self->system(), at, limits, tls, timeout, done);
         if (!g)
           return caf::make_error(caf::sec::cannot_connect_to_node,
                                  to_string(g.err()));
@@ -297,23 +306,23 @@ caf::behavior dialer_actor(caf::event_based_actor* self, endpoint at,
 result<server_link> dial(caf::actor_system& sys, const endpoint& at,
                          const gateway_limits& limits,
                          std::shared_ptr<tls_context> tls,
-                         std::chrono::milliseconds timeout) {
+                         std::chrono::milliseconds timeout, done_flag done) {
   auto fd = connect_to(at, timeout);
   if (!fd)
     return fd.err();
   auto gateway = sys.middleman().spawn_broker(
       client_gateway_actor, *fd, limits, std::move(tls), at.host,
-      at.host + ":" + std::to_string(at.port));
+      at.host + ":" + std::to_string(at.port), std::move(done));
   // A broker is untyped by CAF's design; this one forwards exactly the
   // frames of server_link (client_gateway_actor's behavior).
   return caf::actor_cast<server_link>(std::move(gateway));
 }
 
 caf::actor spawn_dialer(caf::actor_system& sys, endpoint at,
-                        gateway_limits limits,
-                        std::shared_ptr<tls_context> tls) {
+                        gateway_limits limits, std::shared_ptr<tls_context> tls,
+                        done_flag done) {
   return sys.spawn<caf::detached>(dialer_actor, std::move(at), limits,
-                                  std::move(tls));
+                                  std::move(tls), std::move(done));
 }
 
 } // namespace fedcaf

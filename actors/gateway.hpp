@@ -23,6 +23,7 @@
 // On both sides the connection's bytes (framing, TLS, output accounting)
 // are a wire_link's (actors/wire_link.hpp), internal to the gateways.
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -59,19 +60,26 @@ result<listening> listen(caf::actor_system& sys, server_gate server,
                          std::shared_ptr<tls_context> tls,
                          refusal_counter refusals);
 
+/// Set by a client's gateway when the server's Done arrives, on the
+/// multiplexer's thread, before the client actor reads it: a trainer whose
+/// stop flag it is stops at its next step (see client_options::done_heard).
+using done_flag = std::shared_ptr<std::atomic<bool>>;
+
 /// Connects to the server at `at` (within `timeout`) and returns a gateway
 /// that stands in for the server: send it what you would send the server.
-/// It ends when the connection ends. `tls` null: plain TCP.
+/// It ends when the connection ends. `tls` null: plain TCP. `done`, if
+/// set, is set when the server's Done arrives.
 result<server_link> dial(caf::actor_system& sys, const endpoint& at,
                          const gateway_limits& limits,
                          std::shared_ptr<tls_context> tls,
-                         std::chrono::milliseconds timeout);
+                         std::chrono::milliseconds timeout,
+                         done_flag done = nullptr);
 
 /// An actor on a thread of its own that answers (connect_atom) with a newly
 /// dialed gateway (server_link) to `at`, or an error: for clients that
 /// reconnect without blocking their own thread.
 caf::actor spawn_dialer(caf::actor_system& sys, endpoint at,
-                        gateway_limits limits,
-                        std::shared_ptr<tls_context> tls);
+                        gateway_limits limits, std::shared_ptr<tls_context> tls,
+                        done_flag done = nullptr);
 
 } // namespace fedcaf

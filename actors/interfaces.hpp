@@ -161,6 +161,7 @@ using aggregator_actor = caf::typed_actor<
 /// streaming round's sum back (see actors/relay_courier.hpp).
 using relay_courier_actor =
     caf::typed_actor<caf::reacts_to<relay_atom, relay_model, uint64_t>,
+                     caf::reacts_to<eval_atom, relay_model, uint64_t>,
                      caf::reacts_to<arrived_atom, uint64_t, uint64_t>,
                      caf::reacts_to<settled_atom, relay_step>>;
 
@@ -219,6 +220,7 @@ using server_actor =
         caf::reacts_to<phase_end_atom, uint32_t, uint32_t>,
         caf::reacts_to<evaluated_atom>, caf::reacts_to<tick_atom>,
         caf::replies_to<relay_atom, relay_model>::with<relay_result>,
+        caf::replies_to<eval_atom, relay_model>::with<relay_result>,
         caf::reacts_to<arrived_atom, uint64_t, uint64_t>,
         caf::reacts_to<resident_atom, uint64_t>, caf::reacts_to<pace_atom>>;
 

@@ -15,7 +15,8 @@ void relay_answers::settled(uint64_t model, const relay_step& s) {
   {
     std::lock_guard<std::mutex> lock{mutex_};
     auto& at = streams_[model];
-    at = relay_step{s.weight, s.loss, s.clients, std::max(at.ready, s.ready)};
+    at = relay_step{s.weight, s.loss, s.clients, std::max(at.ready, s.ready),
+                    s.evaluation};
     wake = wake_;
     changed_.notify_all();
   }
@@ -99,6 +100,19 @@ carrying(relay_courier_actor::pointer self, server_actor server,
                                              "the relay's round failed: " +
                                                  self->system().render(e)});
                 });
+      },
+      // The parent's final model, for the children to evaluate: answered
+      // with their evaluation (no sum) once they did.
+      [self, server, answers](eval_atom, relay_model& m, uint64_t number) {
+        self->request(server, caf::infinite, eval_atom::value, std::move(m))
+            .then([answers, number](
+                      relay_result& r) { answers->put(number, std::move(r)); },
+                  [self, answers, number](caf::error& e) {
+                    answers->put(number, error{errc::internal,
+                                               "the relay's final evaluation "
+                                               "failed: " +
+                                                   self->system().render(e)});
+                  });
       },
       [self, server](arrived_atom, uint64_t offset, uint64_t bytes) {
         self->send(server, arrived_atom::value, offset, bytes);

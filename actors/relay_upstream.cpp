@@ -37,7 +37,8 @@ struct relay_link {
   std::shared_ptr<relay_answers> answers = std::make_shared<relay_answers>();
   uint64_t models = 0;     ///< handed down so far (their numbers)
   std::string storage_dir; ///< disk mode: where model-sized buffers live
-  uint32_t buffers = 0;    ///< made so far (their files' names)
+  log_level round_level = log_level::info; ///< of the per-round line
+  uint32_t buffers = 0;                    ///< made so far (their files' names)
   /// The upstream client's: fetches model bytes again (window mode).
   std::function<void(uint64_t, uint64_t)> ask;
   /// The upstream client's: its download or upload may go on.
@@ -159,9 +160,10 @@ public:
   /// children's side's model of the round now, its bytes arriving.
   void begin_round(uint32_t round, bool evaluate_only) override {
     (void)round;
+    final_ = evaluate_only; // downloaded whole, then evaluate_local()
     auto* idle = std::get_if<between_rounds>(&state_);
     if (evaluate_only || !link_->side || !idle)
-      return;                         // the final model: nothing goes down
+      return;
     auto memory = idle->next.share(); // written here, whatever the side does
     residency_ = make_residency(idle->next);
     auto model = std::make_shared<model_snapshot>();
@@ -206,11 +208,13 @@ public:
     if (!got)
       return got.err();
     if (const auto& s = got->stream) {
+      evaluation_ = s->evaluation;
       state_ = streaming{std::move(round.memory), round.number};
       return went_up(s->weight, s->loss, s->clients, started,
                      " updates streaming up, weight ");
     }
     auto& r = got->answer;
+    evaluation_ = std::move(r.evaluation);
     if (r.weight == 0) // its round fell short of min_clients
       return sit_out(started);
     if (!r.sums || r.sums->bytes.size() != layout_.total_bytes())
@@ -223,6 +227,35 @@ public:
     return went_up(weight, loss, clients, started, " updates summed, weight ");
   }
 
+  /// The run's final model, downloaded whole: handed down for the
+  /// children to evaluate (the side's final evaluation); their figures
+  /// are the relay's. Blocks until they answered or the side gave up.
+  result<std::optional<eval_metrics>> evaluate_local() override {
+    auto* idle = std::get_if<between_rounds>(&state_);
+    if (!final_ || !link_->side || !idle ||
+        idle->next.size() != layout_.total_bytes())
+      return std::optional<eval_metrics>{};
+    auto model = std::make_shared<model_snapshot>();
+    model->layout = layout_;
+    model->bytes = std::move(idle->next);
+    auto number = ++link_->models;
+    link_->answers->forget_before(number);
+    caf::anon_send(
+        link_->courier, eval_atom::value,
+        relay_model{std::move(model), std::make_shared<model_arrival>(true)},
+        number);
+    auto got = link_->answers->start(number);
+    if (!got)
+      return got.err();
+    auto& e = got->answer.evaluation;
+    if (!e)
+      return std::optional<eval_metrics>{};
+    eval_metrics m;
+    m.samples = e->samples;
+    m.figures = std::move(e->means);
+    return std::optional<eval_metrics>{std::move(m)};
+  }
+
   uint64_t sample_count() const override {
     return static_cast<uint64_t>(std::llround(weight_));
   }
@@ -230,6 +263,10 @@ public:
   // -- relay_hooks ------------------------------------------------------------
 
   bool partial_sum() const override { return true; }
+
+  std::optional<relay_evaluation> children_evaluation() override {
+    return std::exchange(evaluation_, std::nullopt);
+  }
 
   std::optional<const_model_view> sums() const override {
     if (const auto* s = std::get_if<summed>(&state_)) // read only: the
@@ -317,7 +354,8 @@ private:
     s.answer.sums->bytes.release(offset, bytes);
   }
   void release_in(between_rounds& s, uint64_t offset, uint64_t bytes) {
-    s.next.release(offset, bytes);
+    if (!final_) // the final model is read whole once downloaded
+      s.next.release(offset, bytes);
   }
   void release_in(sitting_out& s, uint64_t offset, uint64_t bytes) {
     s.zeros.release(offset, bytes);
@@ -373,7 +411,8 @@ private:
     m.samples = static_cast<uint64_t>(std::llround(weight));
     m.seconds =
         std::chrono::duration<double>(clock_type::now() - started).count();
-    log_line("relay", std::to_string(clients) + what + std::to_string(weight));
+    log_line(link_->round_level, "relay",
+             std::to_string(clients) + what + std::to_string(weight));
     return m;
   }
 
@@ -403,12 +442,17 @@ private:
   /// Window mode: the round's model's residency (downloading, streaming).
   std::shared_ptr<relay_residency> residency_;
   double weight_ = 0;
+  /// The children's evaluation of the round's model, until it goes up.
+  std::optional<relay_evaluation> evaluation_;
+  bool final_ = false; ///< the round now is the final model's evaluation
 };
 
 } // namespace
 
-trainer_factory relay_trainers(relay_spawner spawn, std::string storage_dir) {
+trainer_factory relay_trainers(relay_spawner spawn, std::string storage_dir,
+                               log_level round_level) {
   auto link = std::make_shared<relay_link>();
+  link->round_level = round_level;
   link->spawn = std::move(spawn);
   link->storage_dir = std::move(storage_dir);
   return [link](const client_configs& cc,

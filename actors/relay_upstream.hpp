@@ -18,6 +18,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/client.hpp"
+#include "fedcaf/log.hpp"
 #include "fedcaf/manifest.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "messages/codec.hpp"
@@ -56,6 +57,9 @@ using relay_spawner = std::function<result<relay_side>(relay_upstream)>;
 /// parent's model and the sums live in unlinked files there, their pages
 /// given back chunk by chunk, so the relay's resident memory does not grow
 /// with the model.
-trainer_factory relay_trainers(relay_spawner spawn, std::string storage_dir);
+/// `round_level`: the level of its per-round line ("N updates summed";
+/// debug inside a simulated tree).
+trainer_factory relay_trainers(relay_spawner spawn, std::string storage_dir,
+                               log_level round_level = log_level::info);
 
 } // namespace fedcaf

@@ -18,12 +18,11 @@ namespace {
 /// Connects to the server, retrying after retry_delays (100 ms doubling to
 /// 2 s) where nothing answered, until `give_up_after` has passed or `*stop`
 /// is set; counts the retries. A name that does not resolve fails at once.
-result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
-                                    const gateway_limits& limits,
-                                    std::shared_ptr<tls_context> tls,
-                                    std::chrono::milliseconds give_up_after,
-                                    uint64_t& retries,
-                                    const std::atomic<bool>* stop) {
+result<server_link>
+dial_with_retry(caf::actor_system& sys, const endpoint& at,
+                const gateway_limits& limits, std::shared_ptr<tls_context> tls,
+                std::chrono::milliseconds give_up_after, uint64_t& retries,
+                const std::atomic<bool>* stop, const done_flag& done) {
   using clock = std::chrono::steady_clock;
   retry_delays delays;
   auto started = clock::now();
@@ -39,7 +38,8 @@ result<server_link> dial_with_retry(caf::actor_system& sys, const endpoint& at,
         deadline - clock::now());
     auto g = dial(sys, at, limits, tls,
                   std::clamp(left, std::chrono::milliseconds{100},
-                             std::chrono::milliseconds{5000}));
+                             std::chrono::milliseconds{5000}),
+                  done);
     if (g || g.err().code != errc::disconnected)
       return g;
     auto seconds = std::to_string(give_up_after.count() / 1000) + " s";
@@ -85,13 +85,14 @@ caf::actor_system_config make_system_config(size_t threads, bool network) {
   caf::actor_system_config sc;
   add_errc_category(sc);
   sc.set("scheduler.max-threads", threads);
-  if (network) { // the multiplexer for the gateways; BASP listens nowhere
+  // Workers that wait on a condition variable instead of polling with
+  // sleeps: a third of the context switches of a chunk stream
+  // (tests/perf/stream_bench), idle processes that stay idle, and a quick
+  // end where a simulate has a worker per training client (work stealing
+  // stops its workers one 10 ms sleep after another: 7 s for 700).
+  sc.set("scheduler.policy", caf::atom("sharing"));
+  if (network) // the multiplexer for the gateways; BASP listens nowhere
     sc.load<caf::io::middleman>();
-    // Workers that wait on a condition variable instead of polling with
-    // sleeps: a third of the context switches of a chunk stream
-    // (tests/perf/stream_bench), and idle processes that stay idle.
-    sc.set("scheduler.policy", caf::atom("sharing"));
-  }
   return sc;
 }
 
@@ -118,7 +119,8 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
                        run_report& report, const client_started& started,
                        const std::atomic<bool>* stop,
                        std::shared_ptr<transfer_progress> progress,
-                       std::shared_ptr<const departure> leaving) {
+                       std::shared_ptr<const departure> leaving,
+                       std::shared_ptr<std::atomic<bool>> done) {
   report.role = "client";
   auto at = parse_endpoint(cc.comm.server_uri);
   if (!at) {
@@ -136,7 +138,7 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   auto limits = limits_of(cc.comm);
   auto server = dial_with_retry(sys, *at, limits, *tls,
                                 millis_of(cc.comm.stream.connect_timeout_s),
-                                report.retries, stop);
+                                report.retries, stop, done);
   if (!server) {
     report.failure = to_string(server.err());
     return;
@@ -147,7 +149,8 @@ void run_remote_client(const client_config& cc, trainer_factory factory,
   co.reconnect_for = millis_of(cc.comm.stream.reconnect_grace_s);
   co.token = cc.comm.auth.enabled ? cc.comm.auth.token : "";
   co.storage_dir = cc.storage_dir; // never the server's
-  co.connector = spawn_dialer(sys, *at, limits, *tls);
+  co.connector = spawn_dialer(sys, *at, limits, *tls, done);
+  co.done_heard = done;
   co.host = at->host;
   co.port = at->port;
   co.progress = std::move(progress);

@@ -47,10 +47,14 @@ using client_started =
 /// handle `started` gave). `progress`, if given, counts the transfers.
 /// `leaving`, if given, is noted by the program when it leaves: the
 /// client's goodbye says why, even where its trainer stopped first.
+/// `done`, if given, is set as soon as the server's Done arrives (the
+/// run's end): passed as the trainers' stop flag, it stops a local epoch
+/// at its next step, and the client ends as the run does.
 void run_remote_client(const client_config& cc, trainer_factory factory,
                        run_report& report, const client_started& started = {},
                        const std::atomic<bool>* stop = nullptr,
                        std::shared_ptr<transfer_progress> progress = nullptr,
-                       std::shared_ptr<const departure> leaving = {});
+                       std::shared_ptr<const departure> leaving = {},
+                       std::shared_ptr<std::atomic<bool>> done = nullptr);
 
 } // namespace fedcaf

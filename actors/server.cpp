@@ -207,8 +207,16 @@ public:
       if (auto no = offer_refusal(id, o))
         return std::move(*no);
       registry_.find(id)->model.reset(); // its download is complete
-      if (o.round == rounds_.round()) // a repeated offer replaces its figures
-        reporter_.note_offer(id, tally_.offered(id, o.sample_count),
+      // A repeated offer replaces its figures. A partial sum weighs (its
+      // figures, its evaluations) what it claims, within the clients under
+      // its relay; only a configured relay's (the scheduler refuses any
+      // other's, after this).
+      auto relay = options_.relays.find(id);
+      bool partial = o.partial_sum && relay != options_.relays.end();
+      auto claimed =
+          partial ? std::min(o.sample_count, relay->second) : o.sample_count;
+      if (o.round == rounds_.round())
+        reporter_.note_offer(id, tally_.offered(id, claimed, partial),
                              std::move(o.metrics));
       return frame{};
     });
@@ -339,6 +347,7 @@ private:
     const auto& announced = rounds_.open(round, chosen);
     tally_.expect(rounds_.chosen().size());
     auto reached = registry_.connected_among(rounds_.chosen());
+    reporter_.registrations_settled(now());
     reporter_.round_started(round, reached.size() * exchange_.model_bytes());
     for (const auto& id : reached)
       self_->send(registry_.find(id)->handle, round_atom::value, announced);
@@ -394,7 +403,8 @@ private:
             [this](const auto& id, const auto& req, const auto& pinned) {
               return serve_chunk(id, req, pinned);
             },
-            [this](const std::string& why) { stop(why); }};
+            [this](const std::string& why) { stop(why); },
+            [this] { publication_.begin_final_pass(); }};
   }
 
   void end_run(const std::string& reason) {
@@ -404,8 +414,10 @@ private:
     stopping_ = true;
     rounds_.end();
     reporter_.end(reason);
-    if (relay_)
+    if (relay_) {
+      relay_->final_evaluated();
       relay_->flow().end(reason, now());
+    }
     auto f =
         msg::encode(msg::done{rounds_.round(), rounds_.previous(), reason});
     registry_.for_each_connected([this, &f](const auto&, const auto& c) {
@@ -551,6 +563,13 @@ server_actor::behavior_type serving(server_actor::pointer self,
       [state](relay_atom, relay_model& m) {
         return state->on_relay(
             [&m](server_relay& r, auto) { return r.take(std::move(m)); },
+            not_a_relay());
+      },
+      [state](eval_atom, relay_model& m) {
+        return state->on_relay(
+            [&m](server_relay& r, auto) {
+              return r.evaluate_final(std::move(m));
+            },
             not_a_relay());
       },
       [state](arrived_atom, uint64_t offset, uint64_t bytes) {

@@ -23,7 +23,8 @@ reporter_options reporter_options_of(const server_options& o) {
           o.dp_sample_rate,
           o.dp_delta,
           o.robust,
-          o.poisoned};
+          o.poisoned,
+          o.print_rounds};
 }
 
 } // namespace

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,6 +22,9 @@ namespace fedcaf {
 
 struct server_options {
   uint32_t num_clients = 2;
+  /// server_configs.relays: client id -> the most clients under it. Only
+  /// these may offer partial sums; their evaluations weigh at most that.
+  std::map<std::string, uint64_t> relays;
   uint32_t max_shard_ranks = 64; ///< the most ranks of one sharded client
   uint32_t num_rounds = 3;
   /// A robust rule (TrimmedMean, Median): rounds report the values each
@@ -78,6 +82,9 @@ struct server_options {
   /// Where the live view's static page is written with the report
   /// (--report-html); empty: not written. REQUIRES: live set where this is.
   std::string report_html_path;
+  /// Its round lines on stdout; false (a relay inside simulate): at debug
+  /// level in the log, so that stdout shows the root's alone.
+  bool print_rounds = true;
   /// The JSON-lines metrics file (--metrics); null: none.
   std::shared_ptr<metrics_log> metrics;
   /// What the live view (--http) shows; null: no live view.

@@ -34,7 +34,7 @@ frame server_registration::hello(const frame& f, const std::string& address,
   else
     self->monitor(sender);
   if (joins && (!a->resumed || sharded)) {
-    core_.reporter_.registered(h->client_id, a->from);
+    core_.reporter_.registered(h->client_id, a->from, core_.now());
     self->send(core_.peers_.scheduler, join_atom::value, h->client_id, a->from);
   }
   const auto& o = core_.options_;

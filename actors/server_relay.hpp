@@ -37,6 +37,9 @@ public:
         serve;
     /// Ends the run with its reason.
     std::function<void(const std::string& why)> stop;
+    /// Has the connected children evaluate the model served now (the
+    /// run's final evaluation, which ends the run).
+    std::function<void()> final_pass;
   };
 
   server_relay(server_core& core, server_calls calls);
@@ -45,6 +48,14 @@ public:
   caf::result<relay_result> take(relay_model m);
   /// The scheduler's `(sit_out_atom, round)`: see relay_flow::sit_out.
   caf::result<uint32_t> sit_out(uint32_t round);
+  /// The upstream half's `(eval_atom, m)`: the parent's final model, which
+  /// the children evaluate (the side's final evaluation, after which its
+  /// run ends); answered with their evaluation and no sum, at once where
+  /// there is nobody to ask.
+  caf::result<relay_result> evaluate_final(relay_model m);
+  /// The side's run ends: the parent's final evaluation, if asked for, is
+  /// answered with what the children said.
+  void final_evaluated();
   /// A child's fetch `req` (registered as `id`): answered now or later.
   caf::result<frame> fetch(const std::string& id, const msg::fetch& req,
                            uint64_t position);
@@ -57,12 +68,17 @@ public:
 private:
   /// What the flow needs done.
   relay_port port_of();
+  /// The children's evaluation of the model of the round now (its weighted
+  /// means), if any evaluated it.
+  std::optional<relay_evaluation> children_evaluation() const;
   /// Has the aggregator adopt `m` as the global model, then serves it.
   void adopt(relay_model m);
 
   server_core& core_;
   server_calls calls_;
   relay_flow flow_;
+  /// The parent's final evaluation, while the children evaluate.
+  std::optional<caf::typed_response_promise<relay_result>> final_;
 };
 
 } // namespace fedcaf

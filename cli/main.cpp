@@ -54,7 +54,8 @@ void add_run_options(CLI::App* c, options& o, bool config_required) {
   auto* config =
       c->add_option("-c,--config", o.config_path, "YAML config (APPFL layout)");
   if (config_required)
-    config->description("YAML config (APPFL layout); required");
+    config->description("YAML config (APPFL layout); required (the server: "
+                        "or --resume DIR, whose checkpoint holds one)");
   add_set_option(c, o, "server_configs.num_global_epochs=2");
   c->add_flag("--strict", o.strict,
               "refuse APPFL keys fedcaf does not use (default: one warning "
@@ -148,7 +149,7 @@ void add_commands(command_line& cl) {
       add_run_command(cl, "relay",
                       "an aggregator between a parent (comm_configs) and its "
                       "own clients (server_configs): sums their updates and "
-                      "sends the sum up (see README, Trees of aggregators)",
+                      "sends the sum up (see docs/trees.md)",
                       fedcaf::cli::run_relay, true, false);
   add_metrics_option(relay, cl.opts); // its children's rounds
   auto* profile = app.add_subcommand(

@@ -19,6 +19,9 @@ struct options {
   std::optional<std::string> log_level;        ///< --log-level debug|info|...
   std::optional<std::string> log_file;         ///< --log-file FILE (appended)
   bool strict = false; ///< --strict: APPFL keys fedcaf ignores are errors
+  /// Not an option: a relay inside simulate, whose round lines go to the
+  /// log at debug level (stdout shows the root's).
+  bool inner_node = false;
   /// --resume DIR: go on from the newest complete checkpoint there;
   /// --resume-force: even where keys that may change (deadlines, ports,
   /// timeouts, checkpoint and output paths) differ from its config.

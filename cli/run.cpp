@@ -36,8 +36,14 @@ namespace {
 result<config> load_any(const options& opts, config_role role) {
   if (opts.config_path)
     return load_config_file(*opts.config_path, role, opts.overrides);
+  if (opts.resume && role == config_role::server)
+    return checkpoint_config(*opts.resume, opts.overrides);
   if (role != config_role::simulate)
-    return error{errc::bad_config, "this command needs -c CONFIG"};
+    return error{errc::bad_config,
+                 role == config_role::server
+                     ? "this command needs -c CONFIG (or --resume DIR: the "
+                       "config its checkpoint holds)"
+                     : "this command needs -c CONFIG"};
   return load_config(embedded_simulate_yaml(),
                      "<embedded configs/simulate.yaml>", role, opts.overrides);
 }
@@ -279,7 +285,8 @@ int run_client(const options& opts) {
     run_remote_client(cc,
                       local_trainer(sets, cc.data, cc.data.client_index,
                                     cc.num_threads, stop, cc.shard),
-                      report, started, stop.get(), console.meter(), leaving);
+                      report, started, stop.get(), console.meter(), leaving,
+                      stop); // the server's end stops training too
   }
   watch.on_interrupt({});
   note_interrupt(watch, report);

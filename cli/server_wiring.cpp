@@ -79,20 +79,43 @@ void note_silence_cut(const server_side_options& own,
                         "children deliver");
 }
 
-/// Keys a resumed run may change with --resume-force: when and where, not
-/// what it computes.
+/// Keys a resumed run may change (--set on the checkpoint's config, or
+/// -c with --resume-force): when, where and how long, not what it
+/// computes. More rounds are checked against the checkpoint's round.
 bool may_change(const std::string& key) {
   for (const char* part :
        {"deadline", "timeout", "server_uri", "reconnect_grace_s",
         "server_configs.checkpoint.", "save_global_model", "storage_dir",
-        "logging_output", "rate_window_s", "min_rate_bytes_per_s"})
+        "logging_output", "rate_window_s", "min_rate_bytes_per_s",
+        "heartbeat_s", "server_configs.num_global_epochs"})
     if (key.find(part) != std::string::npos)
       return true;
   return false;
 }
 
+} // namespace
+
+result<config> checkpoint_config(const std::string& dir,
+                                 const std::vector<std::string>& overrides) {
+  auto c = latest_checkpoint(dir);
+  if (!c)
+    return c.err();
+  if (c->state.config_yaml.find("<redacted>") != std::string::npos)
+    return error{errc::bad_config,
+                 "--resume " + dir + ": the checkpoint's config (" + c->folder +
+                     ") had its tokens written in it, which a checkpoint "
+                     "never keeps: give the config with -c (or keep the "
+                     "tokens in authenticator_args.tokens_file)"};
+  return load_config(c->state.config_yaml,
+                     "the config of the checkpoint " + c->folder,
+                     config_role::server, overrides);
+}
+
+namespace {
+
 /// The checkpoint `opts.resume` names, if any, checked against `cfg`
-/// (planned as `plan`): the same config (keys that may change aside under
+/// (planned as `plan`): the same config but for keys that may change
+/// (given with --set on the checkpoint's own config, or with -c and
 /// --resume-force), rounds left to run.
 result<std::shared_ptr<const stored_checkpoint>>
 checkpoint_to_resume(const config& cfg, const aggregation_plan& plan,
@@ -102,25 +125,27 @@ checkpoint_to_resume(const config& cfg, const aggregation_plan& plan,
   auto c = latest_checkpoint(*opts.resume);
   if (!c)
     return c.err();
+  bool own = !opts.config_path; // the checkpoint's config, --set on top
   std::vector<std::string> refused;
   for (const auto& key :
        differing_keys(c->state.config_yaml, cfg.effective_yaml))
-    if (!opts.resume_force || !may_change(key))
+    if (!(own || opts.resume_force) || !may_change(key))
       refused.push_back(key);
   if (!refused.empty()) {
     std::string keys;
     for (const auto& k : refused)
       keys += (keys.empty() ? "" : ", ") + k;
-    return error{errc::bad_config,
-                 "--resume " + *opts.resume +
-                     ": the config differs from the "
-                     "checkpoint's (" +
-                     c->folder + ") in " + keys +
-                     (opts.resume_force
-                          ? " (only deadlines, timeouts, ports and paths may "
-                            "change)"
-                          : " (--resume-force lets deadlines, timeouts, ports "
-                            "and paths change)")};
+    return error{
+        errc::bad_config,
+        "--resume " + *opts.resume + ": " + (own ? "--set" : "the config") +
+            " differs from the checkpoint's (" + c->folder + ") in " + keys +
+            (own || opts.resume_force
+                 ? ": what the run computes (the model, the rule, the data, "
+                   "the clients) cannot change mid-run; only rounds, "
+                   "deadlines, timeouts, ports and paths may"
+                 : " (--resume-force lets rounds, deadlines, timeouts, ports "
+                   "and paths change; or give --resume DIR alone, with "
+                   "--set)")};
   }
   if (c->state.round >= cfg.server.num_global_epochs)
     return error{errc::bad_config,
@@ -219,6 +244,7 @@ server_side_options options_from(const config& cfg,
   sch.relays = sc.relays;
   auto& srv = so.server;
   srv.num_clients = sc.num_clients;
+  srv.relays = sc.relays;
   srv.max_shard_ranks = sc.max_shard_ranks;
   srv.num_rounds = sc.num_global_epochs;
   srv.dp_noise_multiplier = sc.rule.dp_noise_multiplier;
@@ -314,6 +340,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   auto so = options_from(cfg, *plan, *chunk_bytes, remote);
   so.server.report_path = opts.report_path.value_or("");
   so.server.report_html_path = opts.report_html_path.value_or("");
+  so.server.print_rounds = !opts.inner_node;
   so.server.metrics = std::move(metrics);
   so.server.live = std::move(live);
   so.server.progress = std::move(progress);

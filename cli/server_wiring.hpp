@@ -32,6 +32,13 @@ using dataset_ptr = std::shared_ptr<const image_set>;
 /// plan_aggregation of cfg.server; its error names cfg's source.
 result<aggregation_plan> plan_of(const config& cfg);
 
+/// The config the newest complete checkpoint in `dir` holds, with
+/// `overrides` on top (`fedcaf server --resume DIR` without -c). A
+/// checkpoint whose config had inline secrets (tokens, redacted when it
+/// was written) is refused: they must come from -c.
+result<config> checkpoint_config(const std::string& dir,
+                                 const std::vector<std::string>& overrides);
+
 /// The options of `cfg`'s server side under `plan` (plan_aggregation's of
 /// cfg.server), its model cut in chunks of `chunk_bytes`; `remote`: clients
 /// come over the network, so tokens and certificate names apply. Pure: what

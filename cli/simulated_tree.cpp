@@ -32,6 +32,7 @@ simulated_tree::simulated_tree(const config& cfg, const options& opts,
       relays_(cfg.server.simulated_relays) {
   opts_.report_path.reset(); // the root's, not the relays'
   opts_.report_html_path.reset();
+  opts_.inner_node = true; // their round lines in the log, not on stdout
 }
 
 config simulated_tree::root_config(const config& cfg) {
@@ -53,6 +54,7 @@ void simulated_tree::spawn(caf::actor_system& sys, const server_actor& root) {
     client_options co{"Relay" + std::to_string(r + 1),
                       millis_of(cfg_.server.comm.stream.idle_timeout_s)};
     co.own_thread = true;
+    co.quiet = true; // the root's lines speak for the run
     // A relay's config plans as the root's did (FedAvg of a block of at
     // least one client); were it refused, spawn_side would say so before
     // the storage is used.
@@ -64,7 +66,7 @@ void simulated_tree::spawn(caf::actor_system& sys, const server_actor& root) {
                          [this, r, &sys](relay_upstream up) {
                            return spawn_side(sys, r, std::move(up));
                          },
-                         storage),
+                         storage, log_level::debug),
                      &relays_[r].upstream_report);
   }
 }
@@ -143,6 +145,7 @@ result<relay_side> simulated_tree::spawn_side(caf::actor_system& sys,
     client_options co{"Client" + std::to_string(i + 1),
                       millis_of(c.server.comm.stream.idle_timeout_s)};
     co.hold_model = c.server.clients_per_round == 0;
+    co.quiet = first > 0; // the first relay's first ten speak for them all
     t.children.push_back(spawn_client(
         sys, s->server, co, local_trainer(sets_, cfg_.data, i, threads_, stop_),
         &(*client_reports_)[i]));

@@ -189,10 +189,11 @@ result<client_model::trained> client_model::train(uint32_t round,
       declare ? update_norm(trainer_->layout(), const_params_, received_) : 0;
   trained out;
   out.dp_sgd_epsilon = account_dp_sgd(*m);
-  log_line(client_id_, "round " + std::to_string(round) + ": trained on " +
-                           std::to_string(m->samples) + " samples in " +
-                           std::to_string(m->seconds) + " s, loss " +
-                           std::to_string(m->loss));
+  log_line(round_level_, client_id_,
+           "round " + std::to_string(round) + ": trained on " +
+               std::to_string(m->samples) + " samples in " +
+               std::to_string(m->seconds) + " s, loss " +
+               std::to_string(m->loss));
   out.offer =
       msg::offer{round,
                  client_id_,
@@ -265,6 +266,15 @@ client_model::evaluate_received(uint32_t announced) {
   return std::optional<msg::evaluation>{evaluation_of(announced, **m)};
 }
 
+std::optional<msg::evaluation>
+client_model::children_evaluation(uint32_t announced) {
+  auto e = hooks_->children_evaluation();
+  if (!configs_.train.federated_evaluation || announced <= 1 || !e ||
+      e->means.empty())
+    return std::nullopt;
+  return msg::evaluation{announced - 1, e->samples, std::move(e->means)};
+}
+
 result<client_model::final_evaluation>
 client_model::evaluate_final(uint32_t announced) {
   auto m = trainer_->evaluate_local();
@@ -299,8 +309,8 @@ std::string client_model::first_round(uint32_t round) {
   if (fresh.empty())
     return {};
   return "first round here is " + std::to_string(round) + ": " + fresh +
-         " (a client that restarted has lost its earlier ones; README, "
-         "\"Restarting a run\")";
+         " (a client that restarted has lost its earlier ones; see "
+         "docs/restart.md)";
 }
 
 void client_model::drop() {

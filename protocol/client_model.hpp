@@ -19,6 +19,7 @@
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/config/client_sections.hpp"
 #include "fedcaf/delta_codec.hpp"
+#include "fedcaf/log.hpp"
 #include "fedcaf/shard.hpp"
 #include "fedcaf/trainer.hpp"
 #include "messages/codec.hpp"
@@ -100,6 +101,10 @@ public:
   /// `wake` is called (from any thread) when ready_bytes() grows; every
   /// trainer built is handed it.
   void on_ready(std::function<void()> wake);
+
+  /// One of many clients in one process (simulate): its round lines go to
+  /// the log at debug level.
+  void quiet_rounds() { round_level_ = log_level::debug; }
   /// REQUIRES: has_trainer().
   const trainer& local() const { return *trainer_; }
 
@@ -160,6 +165,10 @@ public:
   /// `announced - 1`. Returns nothing iff not asked for (off, or announced
   /// <= 1) or the trainer has no test data; an error iff evaluation failed.
   result<std::optional<msg::evaluation>> evaluate_received(uint32_t announced);
+  /// A relay's: its children's evaluation of round `announced`'s model,
+  /// once trained (see relay_hooks::children_evaluation); nullopt where
+  /// none, or evaluate_received would not evaluate.
+  std::optional<msg::evaluation> children_evaluation(uint32_t announced);
 
   /// Evaluates the run's final model (announced as round `announced`).
   /// Without test data the evaluation has no figures. Returns an error iff
@@ -208,6 +217,7 @@ private:
   bool started_ = false;  ///< a round has started here
   shard_spec shard_;      ///< ranks 1: the whole model
   uint64_t digest_ = 0;   ///< the server's layout's, for the offer
+  log_level round_level_ = log_level::info;
 };
 
 } // namespace fedcaf

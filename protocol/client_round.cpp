@@ -164,6 +164,11 @@ result<client_round::step> client_round::train_and_offer(time_point now) {
     return trained.err();
   offer_ = std::move(*trained);
   step s;
+  // A relay's children evaluated the model before training it: their
+  // figures go up as the relay's evaluation, with its offer.
+  if (auto e = model_->children_evaluation(announced_.round);
+      e && fit_to_send(*e, model_->client_id()))
+    s.evaluation = std::move(*e);
   if (!announced_.secure_aggregation) {
     offer(s);
     return s;

@@ -10,15 +10,18 @@ uint64_t evaluation_tally::capped(uint64_t samples) const {
   return max_sample_size_ ? std::min(samples, max_sample_size_) : samples;
 }
 
-uint64_t evaluation_tally::offered(const std::string& id, uint64_t samples) {
-  auto weight = by_samples_ ? capped(samples) : 1;
+uint64_t evaluation_tally::offered(const std::string& id, uint64_t samples,
+                                   bool partial_sum) {
+  if (partial_sum)
+    relays_.insert(id);
+  auto weight = by_samples_ || partial_sum ? capped(samples) : 1;
   offered_[id] = weight;
   return weight;
 }
 
 uint64_t evaluation_tally::weight_of(const std::string& id,
                                      uint64_t claimed) const {
-  if (!by_samples_)
+  if (!by_samples_ && relays_.count(id) == 0)
     return 1;
   auto weight = capped(claimed);
   if (auto it = offered_.find(id); it != offered_.end())

@@ -42,12 +42,16 @@ public:
 
   /// Client `id` offered an update of `samples` claimed samples: returns
   /// the weight the aggregator gives it (1, or capped(samples) under
-  /// sample_size), which its figures and later evaluations weigh at most.
-  uint64_t offered(const std::string& id, uint64_t samples);
+  /// sample_size; a relay's partial sum: its weight, the clients under it
+  /// under equal weights), which its figures and later evaluations weigh at
+  /// most.
+  uint64_t offered(const std::string& id, uint64_t samples,
+                   bool partial_sum = false);
 
   /// The weight of an evaluation of `claimed` samples by `id`: 1 under
-  /// equal weights; under sample_size capped(claimed), and at most the
-  /// weight of `id`'s last offer, if it made one.
+  /// equal weights (a relay's: as under sample_size, its children's
+  /// evaluations' weight); under sample_size capped(claimed), and at most
+  /// the weight of `id`'s last offer, if it made one.
   uint64_t weight_of(const std::string& id, uint64_t claimed) const;
 
   /// The model served now goes to `clients` clients: as many evaluations
@@ -60,6 +64,13 @@ public:
   void serve(uint32_t round);
   /// The evaluations of the model served now.
   const model_evaluations& current() const { return current_; }
+  /// The evaluations of round `round`'s model, if it is the one served now
+  /// or the one before; else null.
+  const model_evaluations* evaluations_of(uint32_t round) const {
+    if (current_.round == round)
+      return &current_;
+    return previous_ && previous_->round == round ? &*previous_ : nullptr;
+  }
 
   /// Adds client `id`'s evaluation `e`. Returns the evaluations of its
   /// model so far. Fails (wrong_round) iff `e` is of neither the model
@@ -93,7 +104,8 @@ private:
   uint64_t max_sample_size_;
   bool by_samples_;
   std::map<std::string, uint64_t> offered_; ///< per client: its last weight
-  model_evaluations current_;               ///< of the model served now
+  std::set<std::string> relays_; ///< clients that offered partial sums
+  model_evaluations current_;    ///< of the model served now
   std::optional<model_evaluations> previous_;
   size_t expected_ = 0; ///< clients the model was sent to
   bool final_pass_ = false;

@@ -22,7 +22,7 @@
 
 namespace fedcaf {
 
-/// The bounds on one connection (README, "Live view").
+/// The bounds on one connection (docs/operations.md, "Live view").
 struct http_limits {
   size_t max_line_bytes = 8 << 10;    ///< the request line
   size_t max_header_bytes = 32 << 10; ///< the request line and its headers

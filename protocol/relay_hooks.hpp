@@ -18,6 +18,7 @@
 
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
+#include "protocol/relay_model.hpp"
 
 namespace fedcaf {
 
@@ -28,6 +29,13 @@ public:
   /// True iff, after train(), the update is the sum of the children's
   /// weighted updates (Offer.partialSum), of weight sample_count().
   virtual bool partial_sum() const { return false; }
+
+  /// A relay's: its children's evaluation of the model of the round just
+  /// trained (they evaluated it before training), taken once; nullopt:
+  /// none. It goes up as the relay's own evaluation.
+  virtual std::optional<relay_evaluation> children_evaluation() {
+    return std::nullopt;
+  }
 
   /// The memory the upload reads after train(), read only, iff not the
   /// trainer's parameters() (a relay's sum, in its children's side's

@@ -8,7 +8,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fedcaf/error.hpp"
 #include "fedcaf/model_snapshot.hpp"
@@ -71,6 +74,14 @@ struct relay_model {
   std::shared_ptr<relay_residency> residency{};
 };
 
+/// The children's evaluations of the model a relay's round handed down
+/// (their weighted means, trimmed as a flat server's are, and the weight
+/// they stand for): the relay's own evaluation of that model upstream.
+struct relay_evaluation {
+  uint64_t samples = 0; ///< the evaluations' weights, summed
+  std::vector<std::pair<std::string, double>> means;
+};
+
 /// A streaming relay's round as far as its sum has settled: its weight
 /// and figures (fixed once position 0 settled), and how many bytes of its
 /// sum, from the start, are settled and may go up.
@@ -79,6 +90,7 @@ struct relay_step {
   double loss = 0;
   uint32_t clients = 0;
   uint64_t ready = 0;
+  std::optional<relay_evaluation> evaluation; ///< none: nobody evaluated
 };
 
 /// What a relay's round of its children sends upstream (window and disk
@@ -88,6 +100,7 @@ struct relay_result {
   double weight = 0; ///< sum w_i over the updates that completed
   uint32_t clients = 0;
   double loss = 0;
+  std::optional<relay_evaluation> evaluation; ///< none: nobody evaluated
 };
 
 } // namespace fedcaf

@@ -222,10 +222,16 @@ void round_reporter::event(const char* what, const std::string& id,
     options_.live->client_event(id, what, detail);
 }
 
-void round_reporter::registered(const std::string& id,
-                                const std::string& from) {
-  log_line("server", "registered " + id + " from " + from);
+void round_reporter::registered(const std::string& id, const std::string& from,
+                                registration_log::time_point now) {
+  if (auto line = registrations_.note(id, from, now))
+    log_line(inner_level(), "server", *line);
   event("registered", id, from);
+}
+
+void round_reporter::registrations_settled(registration_log::time_point now) {
+  if (auto line = registrations_.flush(now))
+    log_line(inner_level(), "server", *line);
 }
 
 void round_reporter::resumed(const std::string& id, const std::string& from) {
@@ -299,6 +305,9 @@ void round_reporter::end_event() {
 void round_reporter::print_line(const round_record& record) const {
   if (options_.metrics)
     options_.metrics->round(record);
+  if (!options_.print_rounds)
+    return log_line(log_level::debug, "relay",
+                    progress_line(record, options_.num_rounds));
   fedcaf::print_line(progress_line(record, options_.num_rounds));
   std::fflush(stdout);
 }

@@ -19,12 +19,14 @@
 
 #include "fedcaf/compression.hpp"
 #include "fedcaf/live_status.hpp"
+#include "fedcaf/log.hpp"
 #include "fedcaf/model_snapshot.hpp"
 #include "fedcaf/progress.hpp"
 #include "fedcaf/report.hpp"
 #include "messages/codec.hpp"
 #include "protocol/evaluation_tally.hpp"
 #include "protocol/refusal_log.hpp"
+#include "protocol/registration_log.hpp"
 
 namespace fedcaf {
 
@@ -47,6 +49,9 @@ struct reporter_options {
   bool robust = false; ///< records say whose values the round dropped
   /// Counts updates the aggregator refused for their content; null: none.
   refusal_counter poisoned;
+  /// Round lines on stdout; false: at debug level in the log (a relay
+  /// inside simulate, whose lines would interleave with the root's).
+  bool print_rounds = true;
 };
 
 /// What the aggregator says of a round it published.
@@ -145,8 +150,12 @@ public:
   /// moves the client's phase on, "rejected" and "excluded" end it).
   void event(const char* what, const std::string& id,
              const std::string& detail);
-  /// Client `id` registered from `from`: logged, an event.
-  void registered(const std::string& id, const std::string& from);
+  /// Client `id` registered from `from` at `now`: an event, and logged as
+  /// registration_log paces it (the first ten, then sums once a second).
+  void registered(const std::string& id, const std::string& from,
+                  registration_log::time_point now);
+  /// Logs the registrations counted and not yet logged (a round starts).
+  void registrations_settled(registration_log::time_point now);
   /// Client `id` resumed its session from `from`: counted, logged, an event.
   void resumed(const std::string& id, const std::string& from);
   /// Client `id` said goodbye (`why`): it leaves the run now.
@@ -164,6 +173,11 @@ public:
   void close(const report_stamp& now, uint64_t peak_rss_bytes);
 
 private:
+  /// The level of its registration lines: debug on an inner node of a
+  /// simulated tree (print_rounds off), whose root speaks for the run.
+  log_level inner_level() const {
+    return options_.print_rounds ? log_level::info : log_level::debug;
+  }
   void print_line(const round_record& record) const;
   /// Shows round `record` (published, or with its clients' evaluation
   /// added) in the live view.
@@ -189,6 +203,7 @@ private:
   std::set<uint32_t> evaluated_by_clients_; ///< test_accuracy from clients
   bool ended_ = false;                      ///< the report is no longer saved
   bool ended_logged_ = false; ///< the metrics file has its end event
+  registration_log registrations_;
 };
 
 } // namespace fedcaf

@@ -141,6 +141,10 @@ public:
     }
   }
 
+  /// True once the run is over for this client: the server's Done came,
+  /// or the client was closed or left.
+  bool cancelled() const { return bridge_->run_over() || stop_requested_; }
+
   /// Stops the client: its waits end and the run ends for it.
   void stop(const error& why) {
     stop_requested_ = true;
@@ -235,7 +239,7 @@ private:
           if (stop_requested_) // stopped while it was connecting
             caf::anon_send_exit(client_, caf::exit_reason::user_shutdown);
         },
-        &stop_requested_, nullptr, leaving_);
+        &stop_requested_, nullptr, leaving_, bridge_->run_over_flag());
     {
       std::lock_guard<std::mutex> guard{mtx_};
       client_ = client_actor{};
@@ -497,6 +501,9 @@ PYBIND11_MODULE(_fedcaf, m) {
                              [](const client_handle::task& t) {
                                return t.owner->proximal_mu_.load();
                              })
+      .def_property_readonly(
+          "cancelled",
+          [](const client_handle::task& t) { return t.owner->cancelled(); })
       .def("arrays", &client_handle::task::arrays)
       .def("layout", &client_handle::task::layout)
       .def("send", &client_handle::task::send)

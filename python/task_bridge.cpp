@@ -99,13 +99,18 @@ void task_bridge::run_ended(std::string failure) {
 
 void task_bridge::leave_task() {
   task_->left = true;
-  if (task_->info.evaluate_only)
+  if (task_->info.evaluate_only) {
     task_->evaluated = true; // with no figures: the server need not wait
-  else if (!task_->sent)
-    cancelled_ = error{errc::bad_argument,
-                       "round " + std::to_string(task_->info.round) +
-                           ": the loop went on to the next task without "
-                           "task.send(...)"};
+  } else if (!task_->sent && !cancelled_) { // else the first reason stays
+    auto round = "round " + std::to_string(task_->info.round);
+    cancelled_ =
+        run_over()
+            ? error{errc::cancelled,
+                    round + ": the server ended the run during training"}
+            : error{errc::bad_argument,
+                    round + ": the loop went on to the next task without "
+                            "task.send(...)"};
+  }
   changed_.notify_all();
 }
 
@@ -114,7 +119,11 @@ task_bridge::wait_result task_bridge::next_task(std::chrono::milliseconds slice,
   std::unique_lock<std::mutex> lock{mtx_};
   if (task_ && task_->taken && !task_->left)
     leave_task();
-  auto ready = [&] { return cancelled_ || ended_ || (task_ && !task_->taken); };
+  // After the server's Done, the run's end (next) ends the loop, not the
+  // training task it cut short.
+  auto ready = [&] {
+    return (cancelled_ && !run_over()) || ended_ || (task_ && !task_->taken);
+  };
   if (!changed_.wait_for(lock, slice, ready))
     return wait_result::timeout;
   if (cancelled_ || ended_)
@@ -178,7 +187,7 @@ void task_bridge::cancel(const error& why) {
 
 std::string task_bridge::failure() const {
   std::lock_guard<std::mutex> guard{mtx_};
-  if (cancelled_)
+  if (cancelled_ && !(run_over() && ended_)) // else the run's end says why
     return to_string(*cancelled_);
   return failure_;
 }

@@ -7,6 +7,7 @@
 // Thread-safety: every member function may be called from any thread; all
 // synchronise on one mutex.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -89,6 +90,14 @@ public:
   std::string failure() const;
   bool ended() const;
 
+  /// Set by the client's gateway as soon as the server's Done arrives (the
+  /// run is over): Python's task.cancelled, and a training task left
+  /// without task.send(...) then is no mistake.
+  const std::shared_ptr<std::atomic<bool>>& run_over_flag() const {
+    return run_over_;
+  }
+  bool run_over() const { return run_over_->load(); }
+
 private:
   struct task_state {
     task_info info;
@@ -119,6 +128,8 @@ private:
   uint64_t samples_ = 0;
   figures train_figures_;
   std::optional<error> cancelled_;
+  std::shared_ptr<std::atomic<bool>> run_over_ =
+      std::make_shared<std::atomic<bool>>(false);
   bool ended_ = false;
   std::string failure_;
 };

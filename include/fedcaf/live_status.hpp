@@ -217,7 +217,7 @@ private:
   std::vector<std::pair<double, uint64_t>> memory_;
 };
 
-/// The Prometheus text exposition of `s` (README, "Live view").
+/// The Prometheus text exposition of `s` (docs/operations.md, "Live view").
 std::string prometheus_text(const live_snapshot& s);
 /// `s` as the JSON of /status.
 std::string status_json(const live_snapshot& s);

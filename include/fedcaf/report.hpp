@@ -146,7 +146,7 @@ struct run_report {
   std::vector<run_report> clients;
 };
 
-/// Returns the report as JSON text (schema in README.md).
+/// Returns the report as JSON text (schema in docs/operations.md, "Report").
 std::string to_json(const run_report& r);
 
 /// The report's status: its own, else "failed" (a failure), else

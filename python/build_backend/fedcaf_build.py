@@ -10,7 +10,8 @@ the standard library, so that an offline install needs nothing from an index:
     pip install --no-build-isolation --no-index /path/to/fedcaf
 
 It needs CMake, a C++20 compiler, the C++ libraries fedcaf's client links
-(README "Building"), pybind11's CMake files and the interpreter's headers.
+(docs/getting-started.md, "The Python client in your own environment"),
+pybind11's CMake files and the interpreter's headers.
 numpy is a requirement of the wheel: pip takes it from the environment it
 installs into, and fails at once, before building, where it has none.
 
@@ -243,7 +244,8 @@ def _build_module(settings):
     cmake = shutil.which("cmake")
     if not cmake:
         raise RuntimeError("cmake not found: the Python client is C++ "
-                           "(README \"Building\")")
+                           "(docs/getting-started.md, \"The Python client "
+                           "in your own environment\")")
     build = build_dir(settings)
     configure = [cmake, "-S", SOURCE_DIR, "-B", build,
                  "-DCMAKE_BUILD_TYPE=Release", "-DFEDCAF_PYTHON_ONLY=ON",

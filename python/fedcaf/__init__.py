@@ -96,6 +96,14 @@ class Task:
         return self._task.evaluate_only
 
     @property
+    def cancelled(self):
+        """True once the run is over for this client: the server ended it
+        (Ctrl-C, its last round, a failure) or the client was closed. Read it
+        between steps of a long local epoch and stop: an update need not be
+        sent then, and the next `client.tasks()` step ends the loop."""
+        return self._task.cancelled
+
+    @property
     def proximal_mu(self):
         """The server's train_configs.proximal_mu (FedProx's mu; 0: off)."""
         return self._task.proximal_mu

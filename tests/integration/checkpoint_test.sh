@@ -31,6 +31,10 @@ kills=${FEDCAF_CKPT_KILLS:-20}
 . "$(dirname "$0")/lib.sh"
 port=$(free_port)
 
+# The tokens in a file of their own, so that a checkpoint's config (which
+# never holds a secret) is enough to resume from (alone, more).
+printf 'Client%d: t%d\n' 1 1 2 2 3 3 4 4 5 5 > "$out/tokens.yaml"
+
 # server_config FILE AGGREGATOR [EXTRA KWARGS]: 5 clients, 3 a round.
 server_config() {
   cat > "$1" <<EOF
@@ -48,8 +52,7 @@ server_configs:
       server_uri: 127.0.0.1:$port
       use_authenticator: true
       authenticator: NaiveAuthenticator
-      authenticator_args:
-        tokens: {Client1: t1, Client2: t2, Client3: t3, Client4: t4, Client5: t5}
+      authenticator_args: {tokens_file: $out/tokens.yaml}
     stream_configs: {chunk_bytes: 65536, window: 4, heartbeat_s: 0.5,
                      connection_timeout_s: 2, reconnect_grace_s: 60}
 client_configs:
@@ -244,9 +247,42 @@ fi
 "$fedcaf" server -c "$out/adam.yaml" --resume "$out/torn" --set "$lr=0.5" \
   --resume-force > "$out/forced.log" 2>&1
 rc=$?
-grep -q "only deadlines, timeouts, ports and paths may change" "$out/forced.log" && [ $rc -ne 0 ] &&
+grep -q "cannot change mid-run; only rounds, deadlines, timeouts, ports and paths may" "$out/forced.log" && [ $rc -ne 0 ] &&
   pass "config: --resume-force does not let the learning rate change" ||
   fail "config: --resume-force let $lr change (exit $rc)"
+
+# -- alone: --resume DIR without -c runs the checkpoint's own config ----------
+# From the reference's round 8, outputs moved with --set: rounds 9 and 10
+# give the uninterrupted run's final model; then --set num_global_epochs=12
+# extends the run from its round 10; a changed rule is refused with why.
+mkdir -p "$out/alone"
+cp -r "$out/ckpt/round-000008" "$out/alone/"
+start_clients alone
+timeout 300 "$fedcaf" server --resume "$out/alone" \
+  --set "server_configs.checkpoint.dir=$out/alone" \
+  --set "server_configs.save_global_model=$out/alone-{round}.safetensors" \
+  > "$out/alone.log" 2>&1 || fail "alone: the resumed run failed: $(tail -n 2 "$out/alone.log")"
+wait_clients alone
+cmp -s "$out/alone-10.safetensors" "$out/torn_ref-10.safetensors" &&
+  pass "alone: --resume DIR without -c ran rounds 9-10 with the checkpoint's config: the uninterrupted run's final model" ||
+  fail "alone: the final model differs"
+start_clients more
+timeout 300 "$fedcaf" server --resume "$out/alone" \
+  --set server_configs.num_global_epochs=12 \
+  --set "server_configs.save_global_model=$out/more-{round}.safetensors" \
+  > "$out/more.log" 2>&1 || fail "more: the extended run failed: $(tail -n 2 "$out/more.log")"
+wait_clients more
+if grep -q "resuming from .*round-000010: round 10 of 12" "$out/more.log" &&
+   [ -s "$out/more-12.safetensors" ] && [ ! -e "$out/more-10.safetensors" ]; then
+  pass "more: --resume DIR --set server_configs.num_global_epochs=12 ran rounds 11-12 from round 10"
+else
+  fail "more: $(grep -h 'resuming\|fedcaf:' "$out/more.log" | head -3)"
+fi
+"$fedcaf" server --resume "$out/alone" --set "$lr=0.5" > "$out/alone_lr.log" 2>&1
+rc=$?
+grep -q "^fedcaf: .*--set differs from the checkpoint's .* in $lr: what the run computes .* cannot change mid-run" "$out/alone_lr.log" && [ $rc -ne 0 ] &&
+  pass "alone: --set of the learning rate refused: $(cut -c1-160 "$out/alone_lr.log")" ||
+  fail "alone: $lr changed (exit $rc): $(cat "$out/alone_lr.log")"
 
 # -- full: a checkpoint dir on a small tmpfs ------------------------------------
 if unshare -rm true 2> /dev/null; then

@@ -52,14 +52,18 @@ done
 dpkg-deb -x "$deb" "$root" || die "dpkg-deb -x $deb"
 mkdir -p "$out/torch_root"
 dpkg-deb -x "$torch_deb" "$out/torch_root" || die "dpkg-deb -x $torch_deb"
-# /usr/share/doc/<package>: README, copyright, changelog; a maintainer
-# that is no placeholder.
+# /usr/share/doc/<package>: README (and for fedcaf the pages of docs/),
+# copyright, changelog; a maintainer that is no placeholder.
 for d in "$root/usr/share/doc/fedcaf" "$out/torch_root/usr/share/doc/fedcaf-torch"; do
   [ -s "$d/copyright" ] && [ -s "$d/changelog.Debian.gz" ] &&
     zcat "$d/changelog.Debian.gz" | head -1 | grep -q "^fedcaf (" ||
     die "$d lacks its copyright file or changelog"
 done
 [ -s "$root/usr/share/doc/fedcaf/README.md" ] || die "no /usr/share/doc/fedcaf/README.md"
+for page in "$(dirname "$0")"/../../docs/*.md; do
+  [ -s "$root/usr/share/doc/fedcaf/docs/${page##*/}" ] ||
+    die "no /usr/share/doc/fedcaf/docs/${page##*/}"
+done
 maintainer=$(dpkg-deb -f "$deb" Maintainer)
 case $maintainer in
   *localhost*|"") die "a placeholder Maintainer: '$maintainer'" ;;

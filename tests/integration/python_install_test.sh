@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The Python client installs into a user's own environment with the one
-# command README gives: tools/fedcaf-venv DIR --python PYTHON, where PYTHON
+# command docs/getting-started.md gives: tools/fedcaf-venv DIR --python
+# PYTHON, where PYTHON
 # is not Debian's (pyenv's where present) and no index is reachable (pip's
 # machine config left out). The helper makes the venv (numpy, torch and
 # PyYAML from the interpreter, else Debian's CPython 3.11 builds linked in),
 # builds the client through pip and the build backend, keeps the wheel, and
 # installs it; its first run is timed, with the backend's progress lines
-# checked. Then the README's Python example (examples/python/
+# checked. Then that page's Python example (examples/python/
 # fashion_mnist.py, two clients) against `fedcaf server -c
 # configs/server_python.yaml` on 127.0.0.1, FEDCAF_PIP_ROUNDS rounds
 # (default 1), its federated accuracy checked. Last, the two reinstalls of
@@ -48,7 +49,7 @@ helper=("$src/tools/fedcaf-venv" --python "$python" --build-dir "$pip_build-$tag
 now_s() { date +%s.%N; }
 seconds_since() { awk -v a="$1" -v b="$(now_s)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# The README's command, first run: venv, build, install.
+# The command of docs/getting-started.md, first run: venv, build, install.
 venv=$out/venv
 echo "+ tools/fedcaf-venv $venv --python $python (and the build folder, wheel folder, jobs and flags of this test)"
 start=$(now_s)
@@ -104,7 +105,8 @@ else
 fi
 echo "times: first install $first_s s (venv, build, install); the kept wheel: $second_s s (venv and install), $third_s s (pip alone)"
 
-# The README's example, as the README gives it, with the venv's python3.
+# The example of docs/getting-started.md, as it is given there, with the
+# venv's python3.
 (cd "$out" && "$venv/bin/python3" "$src/examples/python/fashion_mnist.py" --init "$out/init.safetensors") ||
   { fail "fashion_mnist.py --init"; finish; }
 uri=127.0.0.1:$(free_port)
@@ -124,7 +126,7 @@ wait $server || rc=$?
 for c in "${clients[@]}"; do wait $c || rc=$?; done
 cat "$out/server.log" "$out/client_1.log"
 [ $rc -eq 0 ] || { fail "a process exited $rc"; cat "$out/client_2.log"; finish; }
-"$venv/bin/python" - "$out/server.json" "$rounds" <<'PY' && pass "the README's example in the venv" || fail "the README's example in the venv"
+"$venv/bin/python" - "$out/server.json" "$rounds" <<'PY' && pass "the getting-started example in the venv" || fail "the getting-started example in the venv"
 import json, sys
 r = json.load(open(sys.argv[1]))
 rounds = int(sys.argv[2])

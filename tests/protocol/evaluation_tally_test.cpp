@@ -129,3 +129,30 @@ TEST_CASE("evaluation tally: under sample_size an evaluation weighs at most "
   // An offer's claim is capped too: 2^64 - 1 samples weigh 2^20.
   CHECK(t.offered("Mallory", ~uint64_t{0}) == uint64_t{1} << 20);
 }
+
+TEST_CASE("evaluation tally: under equal weights a relay's evaluation weighs "
+          "what its partial sum did (its children), never more") {
+  evaluation_tally t{uint64_t{1} << 20, false};
+  CHECK(t.offered("A", 5000) == 1);
+  CHECK(t.offered("RA", 2, true) == 2); // a partial sum of 2 clients
+  CHECK(t.offered("RB", 3, true) == 3);
+  CHECK(t.weight_of("A", 5000) == 1);
+  CHECK(t.weight_of("RA", 2) == 2);
+  CHECK(t.weight_of("RA", uint64_t{1} << 40) == 2); // at most its offer's
+  CHECK(t.weight_of("RB", 1) == 1); // fewer of its children evaluated
+  t.serve(4);
+  t.expect(2);
+  REQUIRE(t.add("RA", eval(4, 2, 0.80)));
+  auto m = t.add("RB", eval(4, 3, 0.90));
+  REQUIRE(m);
+  auto mean = (*m)->sum.mean();
+  CHECK(mean.samples == 5);
+  CHECK(*mean.find("accuracy") == doctest::Approx((2 * 0.8 + 3 * 0.9) / 5));
+  // The evaluations of round 4's model, the one served now; then the one
+  // before; none of older rounds.
+  CHECK(t.evaluations_of(4) == &t.current());
+  t.serve(5);
+  REQUIRE(t.evaluations_of(4));
+  CHECK(t.evaluations_of(4)->by.size() == 2);
+  CHECK(t.evaluations_of(3) == nullptr);
+}

@@ -184,7 +184,7 @@ TEST_CASE("round reporter: the live view counts a round once published, "
   o.live->set_run(run);
   o.live->set_model(8, 8, 1);
   round_reporter r{o, &report};
-  r.registered("A", "10.0.0.1:1");
+  r.registered("A", "10.0.0.1:1", {});
   r.round_started(1, 8);
   r.count_down("A", 8, 8, true);
   CHECK(o.live->snapshot().clients[0].second.phase == client_phase::training);
@@ -261,7 +261,7 @@ TEST_CASE("round reporter: client events and the end go to the metrics "
   o.poisoned = make_refusal_counter();
   o.poisoned->store(3);
   round_reporter r{o, &report};
-  r.registered("A", "h:1");
+  r.registered("A", "h:1", {});
   r.resumed("A", "h:2");
   r.lost("A", "connection reset", 30000);
   r.dropped("A", 30000);
