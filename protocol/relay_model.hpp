@@ -90,7 +90,7 @@ struct relay_step {
   double loss = 0;
   uint32_t clients = 0;
   uint64_t ready = 0;
-  std::optional<relay_evaluation> evaluation; ///< none: nobody evaluated
+  std::optional<relay_evaluation> evaluation{}; ///< none: nobody evaluated
 };
 
 /// What a relay's round of its children sends upstream (window and disk
@@ -100,7 +100,7 @@ struct relay_result {
   double weight = 0; ///< sum w_i over the updates that completed
   uint32_t clients = 0;
   double loss = 0;
-  std::optional<relay_evaluation> evaluation; ///< none: nobody evaluated
+  std::optional<relay_evaluation> evaluation{}; ///< none: nobody evaluated
 };
 
 } // namespace fedcaf
