@@ -3,9 +3,11 @@
 
 #include "fedcaf/config/section.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "fedcaf/config/yaml_safety.hpp"
 
@@ -57,6 +59,38 @@ result<void> apply_override(YAML::Node& root, const std::string& item,
   return {};
 }
 
+/// Levenshtein distance between `a` and `b`.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({above + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+/// " (did you mean 'K'?)" for the known key K nearest to `key` (at most
+/// a third of its letters apart, and at least 1 or 2), else "".
+std::string did_you_mean(const std::string& key,
+                         const std::set<std::string>& known) {
+  const std::string* best = nullptr;
+  size_t best_distance = std::max<size_t>(2, key.size() / 3) + 1;
+  for (const auto& k : known)
+    if (auto d = edit_distance(key, k); d < best_distance) {
+      best = &k;
+      best_distance = d;
+    }
+  return best ? " (did you mean '" + *best + "'?)" : "";
+}
+
 } // namespace
 
 whole_number parse_whole(std::string_view s, uint64_t& out) {
@@ -97,7 +131,7 @@ section::~section() {
   for (const auto& kv : node_) {
     auto key = kv.first.as<std::string>("");
     if (!seen_.count(key))
-      fail(key, "unknown key");
+      fail(key, "unknown key" + did_you_mean(key, seen_));
   }
 }
 

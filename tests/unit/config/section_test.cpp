@@ -36,6 +36,22 @@ TEST_CASE("an unknown key from --set is blamed on --set, with its path") {
   CHECK(contains(in_file, "sim.yaml: server_configs.bogus: unknown key"));
 }
 
+TEST_CASE("an unknown key near a known one says which: did you mean") {
+  auto msg = message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
+                                    config_role::simulate,
+                                    {"server_configs.num_global_epoch=2"}));
+  CHECK(contains(msg, "unknown key (did you mean 'num_global_epochs'?)"));
+  auto typo =
+      message_of(load_config("client_configs: {train_configs: {optm: SGD}}\n",
+                             "sim.yaml", config_role::simulate));
+  CHECK(contains(typo, "client_configs.train_configs.optm: unknown key (did "
+                       "you mean 'optim'?)"));
+  // Nothing near: no guess.
+  auto far = message_of(load_config("server_configs: {bogus: 1}\n", "sim.yaml",
+                                    config_role::simulate));
+  CHECK_FALSE(contains(far, "did you mean"));
+}
+
 TEST_CASE("a wrong type names the key path and the value") {
   auto msg = message_of(load_config(embedded_simulate_yaml(), "sim.yaml",
                                     config_role::simulate,
