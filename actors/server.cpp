@@ -144,6 +144,7 @@ public:
   /// content or its silence. Its connection is told (and a gateway ends it).
   void tell_rejected(const std::string& id, const error& why) {
     reporter_.event("rejected", id, to_string(why));
+    reporter_.note(run_event::rejected, to_string(why.code), id, why.message);
     if (secagg_ && why.code == errc::poisoned_update)
       secagg_->poisoned(id, why.message);
     shards_.rejected(id, why);
@@ -445,13 +446,24 @@ private:
         quit();
       return;
     }
-    reporter_.lost(id,
-                   m.reason ? self_->system().render(m.reason)
-                            : "closed without a goodbye: a crash, a kill or "
-                              "a network failure",
-                   options_.reconnect_grace.count());
+    if (!banned(id)) // a banned one was said dropped already
+      report_lost(id, m.reason);
     self_->delayed_send(self_, options_.reconnect_grace, drop_atom::value, id,
                         epoch);
+  }
+
+  /// Reports client `id`'s connection lost, ended by `reason` (none: the
+  /// peer closed it).
+  void report_lost(const std::string& id, const caf::error& reason) {
+    auto grace_ms = options_.reconnect_grace.count();
+    if (reason)
+      reporter_.lost(id, to_string(from_caf(reason).code),
+                     self_->system().render(reason), grace_ms);
+    else
+      reporter_.lost(id, "no_goodbye",
+                     "closed without a goodbye: a crash, a kill or a network "
+                     "failure",
+                     grace_ms);
   }
 
   server_publication publication_;

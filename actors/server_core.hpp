@@ -52,6 +52,12 @@ struct server_core {
     return !to.empty();
   }
 
+  /// True iff client `key` was dropped from the run for lying (banned).
+  bool banned(const std::string& key) {
+    const auto* c = registry_.find(key);
+    return c && c->banned;
+  }
+
   server_actor::pointer self_ = nullptr;
   server_peers peers_;
   server_options options_;

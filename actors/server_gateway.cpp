@@ -12,6 +12,7 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/errors.hpp"
 #include "actors/gateway.hpp"
 #include "actors/wire_link.hpp"
 #include "fedcaf/log.hpp"
@@ -122,6 +123,7 @@ public:
   void disconnect(const error& e) {
     if (admission_.closing())
       return;
+    ended_by_ = to_caf(e);
     if (paced())
       log_line(log_level::warning, "gateway",
                admission_.refused_line(e) + "; closing the connection");
@@ -274,7 +276,9 @@ private:
     if (admission_.closing())
       return;
     bool logged = paced();
-    auto reply = refusals_.refuse_logged_if(admission_.refusal(e), logged);
+    auto refusal = admission_.refusal(e);
+    ended_by_ = to_caf(refusal); // the server's lost line says why
+    auto reply = refusals_.refuse_logged_if(refusal, logged);
     if (link_.secure())
       link_.send(std::move(reply));
     else if (link_.plain_peer() && logged) // say so in plain bytes
@@ -298,13 +302,16 @@ private:
       link_.abort();
     else
       link_.close();
-    self_->quit();
+    self_->quit(ended_by_);
   }
 
   caf::io::broker* self_;
   server_gate server_;
   gateway_limits limits_;
   wire_link link_;
+  /// Why the gateway ends, where it refused the peer (else none): its
+  /// exit reason, which the server's down message carries.
+  caf::error ended_by_;
   refusal_log refusals_;
   std::shared_ptr<log_pacer> pacer_; ///< shared by the acceptor's gateways
   caf::actor acceptor_;              ///< told when this connection is welcomed

@@ -12,8 +12,10 @@ server_registration::server_registration(
 frame server_registration::hello(const frame& f, const std::string& address,
                                  const std::string& certificate_name) {
   auto h = msg::decode<msg::hello>(f);
-  if (!h)
+  if (!h) {
+    core_.reporter_.refused("", h.err());
     return core_.refuse(h.err());
+  }
   // Where a client's handle enters: an in-process client actor, or the
   // gateway of a remote one (a broker: untyped by CAF's design).
   auto* self = core_.self_;
@@ -24,8 +26,10 @@ frame server_registration::hello(const frame& f, const std::string& address,
   auto& registry = core_.registry_;
   auto a = registry.admit(*h, sender, address, certificate_name,
                           core_.stopping_, core_.now(), fits);
-  if (!a)
+  if (!a) {
+    core_.reporter_.refused(h->client_id, a.err());
     return core_.refusals_.refuse_logged_if(a.err(), registry.log_refusal());
+  }
   bool sharded = h->shard.sharded();
   auto key = sharded ? rank_key(h->client_id, h->shard.rank) : h->client_id;
   bool joins = !sharded || shards_.registered(*h); // its last rank came
@@ -44,7 +48,8 @@ frame server_registration::hello(const frame& f, const std::string& address,
 
 void server_registration::drop(const std::string& key, uint64_t epoch) {
   drop_now(key, epoch, [this](const std::string& id) {
-    core_.reporter_.dropped(id, core_.options_.reconnect_grace.count());
+    if (!core_.banned(id)) // a banned one was said dropped already
+      core_.reporter_.dropped(id, core_.options_.reconnect_grace.count());
   });
 }
 
@@ -59,8 +64,9 @@ server_registration::goodbye(const caf::strong_actor_ptr& sender,
   auto g = msg::decode<msg::goodbye>(f);
   auto why = g ? msg::said_why(*g)
                : "a goodbye it could not say (" + g.err().message + ")";
-  drop_now(key, epoch, [this, &why](const std::string& id) {
-    core_.reporter_.left(id, why);
+  std::string reason = g ? name_of(g->reason) : "unreadable_goodbye";
+  drop_now(key, epoch, [this, &why, &reason](const std::string& id) {
+    core_.reporter_.left(id, reason, why);
   });
   return key;
 }

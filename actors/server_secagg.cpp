@@ -88,11 +88,14 @@ secagg_port server_secagg::port_of() {
   auto culprit = [this](const auto& id, uint32_t, const auto& why,
                         uint32_t times) {
     core_.reporter_.event("excluded", id, why);
+    core_.reporter_.note(run_event::excluded, "secure_aggregation", id, why);
     if (times < 2)
       return;
     auto gone = error{errc::not_authorized, "dropped from the run: "
                                             "excluded from two rounds"};
     core_.reporter_.event("dropped", id, gone.message);
+    core_.reporter_.note(run_event::dropped, "excluded_twice", id,
+                         gone.message);
     if (auto connection = core_.registry_.ban(id))
       core_.self_->send(*connection, reject_atom::value, msg::encode(gone));
     core_.self_->send(core_.peers_.scheduler, drop_atom::value, id);

@@ -102,10 +102,11 @@ int write_outputs(const options& opts, run_report& report, const config& cfg,
   const auto& last = report.rounds.back();
   if (last.client_metrics && last.client_metrics->find("accuracy") ==
                                  last.test_accuracy) // the clients' figure
-    std::printf("final test accuracy: %.4f (the clients' evaluation, %llu "
-                "samples)\n",
-                *last.test_accuracy,
-                static_cast<unsigned long long>(last.client_metrics->samples));
+    std::printf(
+        "final test accuracy: %.4f (the clients' evaluation, weight %llu"
+        ")\n",
+        *last.test_accuracy,
+        static_cast<unsigned long long>(last.client_metrics->samples));
   else
     std::printf("final test accuracy: %.4f (%zu test images)\n",
                 *last.test_accuracy, size_t{10000});

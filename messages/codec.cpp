@@ -7,9 +7,11 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <set>
 #include <string_view>
+#include <utility>
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -691,20 +693,32 @@ frame encode(const round_over& x) {
   return build(4, [&](auto body) { body.initRoundOver().setRound(x.round); });
 }
 
+namespace {
+
+/// Each goodbye reason's name (a token) and how a log line says it, in the
+/// enum's order (a value past it, from a newer peer, reads as other).
+constexpr std::pair<const char*, const char*> goodbye_words[] = {
+    {"interrupted", "interrupted"},
+    {"terminated", "terminated"},
+    {"user_exception", "an exception in its own code"},
+    {"wrong_model", "a wrong model"},
+    {"other", "other"}};
+static_assert(static_cast<size_t>(goodbye_reason::other) + 1 ==
+              std::size(goodbye_words));
+
+const std::pair<const char*, const char*>& words_of(goodbye_reason r) {
+  auto i = static_cast<size_t>(r);
+  return goodbye_words[std::min(i, std::size(goodbye_words) - 1)];
+}
+
+} // namespace
+
+const char* name_of(goodbye_reason r) {
+  return words_of(r).first;
+}
+
 const char* to_string(goodbye_reason r) {
-  switch (r) {
-  case goodbye_reason::interrupted:
-    return "interrupted";
-  case goodbye_reason::terminated:
-    return "terminated";
-  case goodbye_reason::user_exception:
-    return "an exception in its own code";
-  case goodbye_reason::wrong_model:
-    return "a wrong model";
-  case goodbye_reason::other:
-    break;
-  }
-  return "other";
+  return words_of(r).second;
 }
 
 goodbye goodbye_for(const error& e) {

@@ -249,6 +249,9 @@ enum class goodbye_reason : uint8_t {
 /// "interrupted", "terminated", "an exception in its own code", "a wrong
 /// model" or "other".
 const char* to_string(goodbye_reason r);
+/// Its enumerator's name ("user_exception", ...): a reason token of the
+/// operator's counters.
+const char* name_of(goodbye_reason r);
 
 /// Client to server, one-way: it leaves the run, and why. Decoders refuse
 /// a detail past max_goodbye_detail bytes or holding a NUL.

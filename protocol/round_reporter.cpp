@@ -89,6 +89,9 @@ void round_reporter::note_offer(const std::string& id, uint64_t samples,
 
 void round_reporter::sat_out(uint32_t round) {
   report_->failed_rounds.push_back(round);
+  note(run_event::round_failed, "sat_out", "",
+       "round " + std::to_string(round) +
+           ": too few clients under this relay; it sat its parent's round out");
 }
 
 round_record round_reporter::open_record(round_outcome o,
@@ -100,6 +103,8 @@ round_record round_reporter::open_record(round_outcome o,
     record.status = "failed";
     record.failure = model.failure;
     report_->failed_rounds.push_back(o.round);
+    note(run_event::round_failed, "no_model", "",
+         "round " + std::to_string(o.round) + ": " + model.failure);
     o.contributors.clear();
     o.relay_weights.clear();
     o.clients = 0;
@@ -222,11 +227,22 @@ void round_reporter::event(const char* what, const std::string& id,
     options_.live->client_event(id, what, detail);
 }
 
+void round_reporter::note(run_event e, const std::string& reason,
+                          const std::string& id, const std::string& detail) {
+  if (options_.live)
+    options_.live->note_event(e, reason, id, detail);
+}
+
+void round_reporter::refused(const std::string& id, const error& why) {
+  note(run_event::refused, to_string(why.code), id, why.message);
+}
+
 void round_reporter::registered(const std::string& id, const std::string& from,
                                 registration_log::time_point now) {
   if (auto line = registrations_.note(id, from, now))
     log_line(inner_level(), "server", *line);
   event("registered", id, from);
+  note(run_event::registered, "joined", id, "from " + from);
 }
 
 void round_reporter::registrations_settled(registration_log::time_point now) {
@@ -238,24 +254,30 @@ void round_reporter::resumed(const std::string& id, const std::string& from) {
   ++report_->resumes;
   log_line("server", id + " is back from " + from + "; it resumes");
   event("back", id, from);
+  note(run_event::resumed, "resumed", id, "from " + from);
 }
 
-void round_reporter::lost(const std::string& id, const std::string& why,
-                          int64_t grace_ms) {
+void round_reporter::lost(const std::string& id, const std::string& reason,
+                          const std::string& why, int64_t grace_ms) {
   event("lost", id, why);
+  note(run_event::lost, reason, id, why);
   log_line(log_level::warning, "server",
            id + " lost its connection (" + why + "); waiting " +
                std::to_string(grace_ms) + " ms for it to resume");
 }
 
-void round_reporter::left(const std::string& id, const std::string& why) {
+void round_reporter::left(const std::string& id, const std::string& reason,
+                          const std::string& why) {
   event("left", id, why);
+  note(run_event::left, reason, id, why);
   log_line(log_level::warning, "server",
            id + " left the run: " + why + "; dropped now (no wait for it)");
 }
 
 void round_reporter::dropped(const std::string& id, int64_t grace_ms) {
   event("dropped", id, "");
+  note(run_event::dropped, "no_resume", id,
+       "did not come back within " + std::to_string(grace_ms) + " ms");
   log_line(log_level::warning, "server",
            "dropped " + id + ": it did not come back within " +
                std::to_string(grace_ms) + " ms");

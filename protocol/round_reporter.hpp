@@ -158,10 +158,20 @@ public:
   void registrations_settled(registration_log::time_point now);
   /// Client `id` resumed its session from `from`: counted, logged, an event.
   void resumed(const std::string& id, const std::string& from);
-  /// Client `id` said goodbye (`why`): it leaves the run now.
-  void left(const std::string& id, const std::string& why);
-  /// Client `id` lost its connection (`why`) and has `grace_ms` to resume.
-  void lost(const std::string& id, const std::string& why, int64_t grace_ms);
+  /// Counts and logs `e` of client `id` (empty: of none) for `reason`, a
+  /// token (run_events), in the live view (without one: nothing).
+  void note(run_event e, const std::string& reason, const std::string& id,
+            const std::string& detail);
+  /// A Hello of `id` (empty: unreadable) was refused with `why`.
+  void refused(const std::string& id, const error& why);
+  /// Client `id` said goodbye: `reason` (its token) and `why` (for people);
+  /// it leaves the run now.
+  void left(const std::string& id, const std::string& reason,
+            const std::string& why);
+  /// Client `id` lost its connection: `reason` (no_goodbye, or the error
+  /// that ended it), `why` for people; it has `grace_ms` to resume.
+  void lost(const std::string& id, const std::string& reason,
+            const std::string& why, int64_t grace_ms);
   /// Client `id` did not come back within `grace_ms`: dropped.
   void dropped(const std::string& id, int64_t grace_ms);
   /// Client `id` evaluated round `round`'s model on `samples` samples.

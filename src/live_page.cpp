@@ -468,6 +468,51 @@ std::string rounds_table(const live_snapshot& s) {
   return out;
 }
 
+/// Who an event log entry is of: one client, or the first and the last of
+/// a run of them with its count.
+std::string event_clients(const run_event_entry& e) {
+  if (e.count == 1)
+    return html_escape(e.client);
+  return html_escape(e.client) + " &hellip; " + html_escape(e.last_client) +
+         format(" <span class=\"muted\">(%llu)</span>",
+                static_cast<unsigned long long>(e.count));
+}
+
+/// The latest events (newest first, at most `most`), as a table.
+std::string events_table(const live_snapshot& s, size_t most = 50) {
+  if (s.events.empty())
+    return "<p class=\"muted\">none yet</p>";
+  std::string out = "<table class=\"events\"><thead><tr><th>s</th>"
+                    "<th>event</th><th>reason</th><th>client</th>"
+                    "<th>detail</th></tr></thead><tbody>";
+  size_t shown = 0;
+  for (auto it = s.events.rbegin(); it != s.events.rend() && shown < most;
+       ++it, ++shown)
+    out += format("<tr class=\"event\" data-event=\"%s\"><td>%.1f</td><td>",
+                  to_string(it->event), it->unix_s - s.started_unix_s) +
+           to_string(it->event) + "</td><td>" + html_escape(it->reason) +
+           "</td><td>" + event_clients(*it) + "</td><td class=\"small\">" +
+           html_escape(it->detail) + "</td></tr>";
+  out += "</tbody></table>";
+  if (s.events.size() > most)
+    out += format("<p class=\"muted small\">the latest %zu of %zu kept; all "
+                  "in /status</p>",
+                  most, s.events.size());
+  return out;
+}
+
+/// The memory chart's caption: the last sample's RSS, anonymous and
+/// file-backed (a mapped model file is the latter).
+std::string memory_split(const live_snapshot& s) {
+  if (s.memory.empty())
+    return "";
+  return "<p class=\"small\" id=\"rss-split\">RSS " +
+         human_bytes(s.memory.back().second) + ": " +
+         human_bytes(s.rss_anon_bytes) + " anonymous (the process's own), " +
+         human_bytes(s.rss_file_bytes) +
+         " file-backed (mapped files, such as a model in disk mode)</p>";
+}
+
 std::string page(const live_snapshot& s, const char* title,
                  const std::string& foot, const char* script_tag) {
   return std::string{"<!doctype html>\n<html lang=\"en\"><head><meta "
@@ -515,7 +560,8 @@ std::string live_view_html(const live_snapshot& s) {
          html_escape(s.run.scheduler) + "</span></h1>" + summary(s) +
          ending(s) + facts(s) + "<h2>Clients</h2>" + clients_table(s) +
          "<h2>Rounds: accuracy and loss</h2>" + rounds_chart(s) +
-         rounds_table(s) + "<h2>Memory of this process</h2>" + memory_chart(s) +
+         rounds_table(s) + "<h2>Events</h2>" + events_table(s) +
+         "<h2>Memory of this process</h2>" + memory_split(s) + memory_chart(s) +
          "</div>";
 }
 

@@ -102,6 +102,12 @@ void live_status::client_event(const std::string& id, const std::string& state,
     c->address = address;
 }
 
+void live_status::note_event(run_event e, const std::string& reason,
+                             const std::string& id, const std::string& detail) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  events_.note(e, reason, id, detail, unix_seconds());
+}
+
 bool live_status::make_room_locked() {
   if (clients_.size() < size_t{s_.run.num_clients} + extra_clients)
     return true;
@@ -270,7 +276,10 @@ void live_status::sample_memory_locked() {
   auto now = unix_seconds();
   if (!memory_.empty() && now - s_.started_unix_s - memory_.back().first < 1.0)
     return;
-  memory_.emplace_back(now - s_.started_unix_s, sample_memory().rss_bytes);
+  auto m = sample_memory();
+  memory_.emplace_back(now - s_.started_unix_s, m.rss_bytes);
+  s_.rss_anon_bytes = m.anon_bytes;
+  s_.rss_file_bytes = m.file_bytes;
   thin_older_half(memory_, max_memory_points);
 }
 
@@ -282,6 +291,8 @@ live_snapshot live_status::snapshot() {
   out.clients.assign(clients_.begin(), clients_.end());
   out.rounds = rounds_;
   out.memory = memory_;
+  out.event_counts = events_.counts();
+  out.events.assign(events_.log().begin(), events_.log().end());
   return out;
 }
 
@@ -337,6 +348,10 @@ public:
 private:
   std::string out_;
 };
+
+/// The run's statuses (live_snapshot::status).
+constexpr const char* run_statuses[] = {"running", "completed", "failed",
+                                        "rounds_failed", "interrupted"};
 
 /// The secure aggregation phases /metrics names (secagg_coordinator's).
 constexpr const char* secagg_phases[] = {
@@ -444,11 +459,29 @@ std::string prometheus_text(const live_snapshot& s) {
           s.memory.empty() ? std::nullopt
                            : std::optional<double>(
                                  static_cast<double>(s.memory.back().second)));
+  x.gauge("fedcaf_rss_anon_bytes",
+          "Anonymous resident memory: the process's own (RssAnon).",
+          s.memory.empty()
+              ? std::nullopt
+              : std::optional<double>(static_cast<double>(s.rss_anon_bytes)));
+  x.gauge("fedcaf_rss_file_bytes",
+          "File-backed resident memory: mapped files such as a model in "
+          "disk mode, which the kernel may drop (RssFile).",
+          s.memory.empty()
+              ? std::nullopt
+              : std::optional<double>(static_cast<double>(s.rss_file_bytes)));
   x.family("fedcaf_refusals_total", "counter", "Frames refused as bad input.");
   x.sample("fedcaf_refusals_total", static_cast<double>(s.refusals));
+  x.family("fedcaf_run_status", "gauge",
+           "1 for the run's status now, 0 for the others.");
+  for (const char* status : run_statuses)
+    x.sample(std::string{"fedcaf_run_status{status=\""} + status + "\"}",
+             s.status == status ? 1.0 : 0.0);
   round_families(x, s);
   secagg_families(x, s);
-  return x.take();
+  auto out = x.take();
+  append_prometheus(out, s.event_counts);
+  return out;
 }
 
 namespace {
@@ -491,6 +524,27 @@ json round_json(const live_round& r) {
           {"compression_down", optional_json(r.compression_down)},
           {"dp_epsilon", optional_json(r.dp_epsilon)},
           {"dp_sgd_epsilon", optional_json(r.dp_sgd_epsilon)}};
+}
+
+json event_json(const run_event_entry& e, double started_unix_s) {
+  return {{"t_s", e.unix_s - started_unix_s},
+          {"first_t_s", e.first_unix_s - started_unix_s},
+          {"event", to_string(e.event)},
+          {"reason", e.reason},
+          {"client", e.client},
+          {"last_client", e.last_client},
+          {"count", e.count},
+          {"detail", e.detail}};
+}
+
+json events_json(const live_snapshot& s) {
+  json log = json::array();
+  for (const auto& e : s.events)
+    log.push_back(event_json(e, s.started_unix_s));
+  json counts = json::object();
+  for (const auto& [key, n] : s.event_counts)
+    counts[to_string(key.first)][key.second] = n;
+  return {{"counts", counts}, {"log", log}};
 }
 
 json run_json(const live_snapshot& s) {
@@ -540,7 +594,10 @@ std::string status_json(const live_snapshot& s) {
       {"clients_not_shown", s.clients_not_shown},
       {"clients", clients},
       {"rounds", rounds},
-      {"memory", memory}};
+      {"memory", memory},
+      {"rss_anon_bytes", s.rss_anon_bytes},
+      {"rss_file_bytes", s.rss_file_bytes},
+      {"events", events_json(s)}};
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

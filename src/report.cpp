@@ -430,9 +430,8 @@ std::string progress_line(const round_record& r, uint32_t num_rounds) {
   }
   if (r.client_metrics) {
     const auto& c = *r.client_metrics;
-    std::snprintf(line, sizeof line,
-                  "  clients' eval: %u clients, %llu samples", c.clients,
-                  static_cast<unsigned long long>(c.samples));
+    std::snprintf(line, sizeof line, "  clients' eval: %u clients, weight %llu",
+                  c.clients, static_cast<unsigned long long>(c.samples));
     out += line;
     for (const char* name : {"accuracy", "loss"})
       if (auto v = c.find(name)) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "fedcaf/report.hpp"
+#include "fedcaf/run_events.hpp"
 
 namespace fedcaf {
 
@@ -119,6 +120,13 @@ struct live_snapshot {
   std::vector<std::pair<std::string, live_client>> clients; ///< by id
   std::vector<live_round> rounds;                           ///< published
   std::vector<std::pair<double, uint64_t>> memory; ///< (s since start, RSS)
+  /// The last memory sample's RSS split: anonymous (the process's own
+  /// memory) and file-backed (mapped files such as a model in disk mode,
+  /// which the kernel may drop and read again).
+  uint64_t rss_anon_bytes = 0;
+  uint64_t rss_file_bytes = 0;
+  run_event_counts event_counts;       ///< what befell clients and rounds
+  std::vector<run_event_entry> events; ///< the latest, oldest first
 
   /// Rounds published (failed ones included).
   uint32_t completed() const;
@@ -149,6 +157,11 @@ public:
   /// | lost | dropped. Only "registered" adds a client not shown yet.
   void client_event(const std::string& id, const std::string& state,
                     const std::string& address);
+
+  /// Counts and logs `e` of client `id` (empty: of none) for `reason` (a
+  /// token: run_events), `detail` for people.
+  void note_event(run_event e, const std::string& reason, const std::string& id,
+                  const std::string& detail);
 
   // -- rounds and phases (the server's protocol events) ------------------
   /// Round `round` started: every client is waiting, its counts at 0;
@@ -215,6 +228,7 @@ private:
   std::map<std::string, live_client> clients_;
   std::vector<live_round> rounds_;
   std::vector<std::pair<double, uint64_t>> memory_;
+  run_events events_;
 };
 
 /// The Prometheus text exposition of `s` (docs/operations.md, "Live view").

@@ -260,15 +260,38 @@ TEST_CASE("round reporter: client events and the end go to the metrics "
   o.metrics = *metrics;
   o.poisoned = make_refusal_counter();
   o.poisoned->store(3);
+  o.live = std::make_shared<live_status>();
   round_reporter r{o, &report};
   r.registered("A", "h:1", {});
   r.resumed("A", "h:2");
-  r.lost("A", "connection reset", 30000);
+  r.lost("A", "no_goodbye", "connection reset", 30000);
   r.dropped("A", 30000);
   r.evaluated("B", 4, 100);
+  r.registered("B", "h:3", {});
+  r.left("B", "interrupted", "interrupted: Ctrl-C");
+  r.refused("C", error{errc::not_authorized, "wrong token"});
   CHECK(report.resumes == 1);
+  // The live view counts each event by its reason, and logs them.
+  auto live = o.live->snapshot();
+  auto count = [&live](run_event e, const std::string& reason) {
+    auto it = live.event_counts.find({e, reason});
+    return it == live.event_counts.end() ? uint64_t{0} : it->second;
+  };
+  CHECK(count(run_event::registered, "joined") == 2);
+  CHECK(count(run_event::resumed, "resumed") == 1);
+  CHECK(count(run_event::lost, "no_goodbye") == 1);
+  CHECK(count(run_event::dropped, "no_resume") == 1);
+  CHECK(count(run_event::left, "interrupted") == 1);
+  CHECK(count(run_event::refused, "not_authorized") == 1);
+  REQUIRE(live.events.size() == 7);
+  CHECK(live.events[2].detail == "connection reset");
+  CHECK(live.events[6].client == "C");
+  auto text = prometheus_text(live);
+  CHECK(text.find("fedcaf_clients_lost_total{reason=\"no_goodbye\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("fedcaf_registrations_total 2\n") != std::string::npos);
   auto m = s.path("m.jsonl");
-  CHECK(lines_with(m, "\"event\":\"registered\"") == 1);
+  CHECK(lines_with(m, "\"event\":\"registered\"") == 2);
   CHECK(lines_with(m, "\"event\":\"back\"") == 1);
   CHECK(lines_with(m, "\"detail\":\"connection reset\"") == 1);
   CHECK(lines_with(m, "\"event\":\"dropped\"") == 1);

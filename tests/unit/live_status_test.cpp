@@ -239,7 +239,10 @@ TEST_CASE("live status: /metrics has each family once, with loss, round "
         "fedcaf_secagg_phase{phase=\"keys\"} 0\n", "fedcaf_dp_epsilon 2.5\n",
         "fedcaf_clients_in_phase{phase=\"training\"} 1\n",
         "fedcaf_clients_in_phase{phase=\"waiting\"} 1\n",
-        "fedcaf_client_round_progress{client=\"A\",direction=\"down\"} 1\n"})
+        "fedcaf_client_round_progress{client=\"A\",direction=\"down\"} 1\n",
+        "fedcaf_run_status{status=\"running\"} 1\n",
+        "fedcaf_run_status{status=\"failed\"} 0\n", "fedcaf_rss_anon_bytes ",
+        "fedcaf_rss_file_bytes ", "fedcaf_registrations_total 0\n"})
     CHECK_MESSAGE(text.find(line) != std::string::npos, line);
   CHECK(text.find("direction=\"down\"} 4") == std::string::npos);
   // Each family's TYPE once.
@@ -247,7 +250,7 @@ TEST_CASE("live status: /metrics has each family once, with loss, round "
   for (size_t at = 0; (at = text.find("# TYPE ", at)) != std::string::npos;
        ++at)
     ++types;
-  CHECK(types == 18);
+  CHECK(types == 30); // 18, the RSS split, the run's status, 9 events
   // Without secure aggregation the phase family has no sample.
   live_status off;
   off.set_run(run_of(1));

@@ -50,7 +50,7 @@ TEST_CASE("a round's report and line carry the clients' evaluation") {
   r.test_accuracy = 0.875; // no test_loss: the line must not need one
   auto line = progress_line(r, 3);
   CHECK(line.find("accuracy 0.8750") != std::string::npos);
-  CHECK(line.find("clients' eval: 1 clients, 5000 samples") !=
+  CHECK(line.find("clients' eval: 1 clients, weight 5000") !=
         std::string::npos);
   run_report report;
   report.rounds.push_back(r);

@@ -206,6 +206,7 @@ TEST_CASE("a client's goodbye says why: a wrong model, its error, the first "
           "reason the program noted") {
   auto wrong = goodbye_for({errc::manifest_mismatch, "tensor 'w' is [3]"});
   CHECK(wrong.reason == goodbye_reason::wrong_model);
+  CHECK(std::string{name_of(wrong.reason)} == "wrong_model");
   CHECK(said_why(wrong) ==
         "a wrong model: manifest_mismatch: tensor 'w' is [3]");
   auto other = goodbye_for({errc::io_error, "disk full\nreally"});

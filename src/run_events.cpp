@@ -1,0 +1,138 @@
+#include "fedcaf/run_events.hpp"
+
+#include <iterator>
+
+namespace fedcaf {
+
+namespace {
+
+/// True iff peers can repeat `e` at will: a run of it is one log entry.
+bool folds(run_event e) {
+  return e == run_event::registered || e == run_event::resumed ||
+         e == run_event::refused;
+}
+
+/// A counter family of /metrics: the events it counts, and whether its
+/// samples are by reason (else one sample, the total).
+struct event_family {
+  run_event event;
+  const char* name;
+  const char* help;
+  bool by_reason;
+};
+
+constexpr event_family families[] = {
+    {run_event::registered, "fedcaf_registrations_total",
+     "Clients that joined the run.", false},
+    {run_event::resumed, "fedcaf_resumptions_total",
+     "Lost clients that came back within their grace.", false},
+    {run_event::refused, "fedcaf_registrations_refused_total",
+     "Hellos refused, by reason (the error's name).", true},
+    {run_event::lost, "fedcaf_clients_lost_total",
+     "Connections that ended without a goodbye, by reason (no_goodbye, or "
+     "the error that closed them).",
+     true},
+    {run_event::left, "fedcaf_clients_left_total",
+     "Clients that said goodbye, by the reason they gave.", true},
+    {run_event::dropped, "fedcaf_clients_dropped_total",
+     "Clients out of the run, by reason (no_resume: their grace ended; "
+     "excluded_twice).",
+     true},
+    {run_event::rejected, "fedcaf_updates_rejected_total",
+     "Updates refused, by reason (the error's name): the client left the "
+     "round.",
+     true},
+    {run_event::excluded, "fedcaf_clients_excluded_total",
+     "Clients secure aggregation excluded from a round for lying.", true},
+    {run_event::round_failed, "fedcaf_rounds_failed_total",
+     "Rounds that published no new model, by reason.", true},
+};
+static_assert(std::size(families) == run_event_count);
+
+} // namespace
+
+const char* to_string(run_event e) {
+  static constexpr const char* names[] = {
+      "registered", "resumed",  "refused",  "lost",        "left",
+      "dropped",    "rejected", "excluded", "round_failed"};
+  static_assert(std::size(names) == run_event_count);
+  return names[static_cast<size_t>(e)];
+}
+
+std::string reason_token(std::string_view text) {
+  if (text.empty())
+    return "unknown";
+  std::string out;
+  for (unsigned char c : text.substr(0, run_events::max_reason_bytes)) {
+    if (c >= 'A' && c <= 'Z')
+      out += static_cast<char>(c - 'A' + 'a');
+    else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')
+      out += static_cast<char>(c);
+    else
+      out += '_';
+  }
+  return out;
+}
+
+std::string printable_cut(std::string_view text, size_t most) {
+  std::string out;
+  for (unsigned char c : text.substr(0, most))
+    out += c < 0x20 || c >= 0x7f ? '?' : static_cast<char>(c);
+  return out;
+}
+
+void run_events::note(run_event e, std::string_view reason,
+                      std::string_view client, std::string_view detail,
+                      double unix_s) {
+  auto token = reason_token(reason);
+  auto key = std::make_pair(e, token);
+  if (!counts_.count(key) && counts_.size() >= max_kinds)
+    key.second = token = "other";
+  ++counts_[key];
+  auto who = printable_cut(client, max_client_bytes);
+  if (folds(e) && !log_.empty() && log_.back().event == e &&
+      log_.back().reason == token) {
+    auto& last = log_.back();
+    ++last.count;
+    last.unix_s = unix_s;
+    last.last_client = std::move(who);
+    return;
+  }
+  if (log_.size() == max_entries)
+    log_.pop_front();
+  log_.push_back({unix_s,
+                  unix_s,
+                  e,
+                  std::move(token),
+                  std::move(who),
+                  {},
+                  1,
+                  printable_cut(detail, max_detail_bytes)});
+}
+
+void append_prometheus(std::string& out, const run_event_counts& counts) {
+  for (const auto& f : families) {
+    out += std::string{"# HELP "} + f.name + " " + f.help + "\n# TYPE " +
+           f.name + " counter\n";
+    uint64_t total = 0;
+    for (const auto& [key, n] : counts) {
+      if (key.first != f.event)
+        continue;
+      total += n;
+      if (f.by_reason) // a token: nothing to escape
+        out += std::string{f.name} + "{reason=\"" + key.second + "\"} " +
+               std::to_string(n) + "\n";
+    }
+    if (!f.by_reason)
+      out += std::string{f.name} + " " + std::to_string(total) + "\n";
+  }
+}
+
+uint64_t run_events::total(run_event e) const {
+  uint64_t n = 0;
+  for (const auto& [key, count] : counts_)
+    n += key.first == e ? count : 0;
+  return n;
+}
+
+} // namespace fedcaf
