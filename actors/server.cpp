@@ -103,20 +103,7 @@ public:
     open_round(round, chosen);
   }
 
-  /// AsyncScheduler: client `id`'s next task, on the current model.
-  void task(const std::string& id, uint32_t round) {
-    auto* c = registry_.find(id);
-    if (!c || stopping_)
-      return;
-    if (!rounds_.is_open())
-      round_started_ = now();
-    c->task = rounds_.task(round);
-    c->model = exchange_.model();
-    reporter_.expect_task(exchange_.model_bytes());
-    reporter_.task_started(id, round);
-    if (c->state == presence::connected)
-      self_->send(c->handle, round_atom::value, c->task);
-  }
+  using server_core::give_task; // AsyncScheduler's tasks
 
   /// The scheduler collects these clients' updates again.
   void resend(uint32_t round, const std::vector<std::string>& ids) {
@@ -144,7 +131,8 @@ public:
   /// content or its silence. Its connection is told (and a gateway ends it).
   void tell_rejected(const std::string& id, const error& why) {
     reporter_.event("rejected", id, to_string(why));
-    reporter_.note(run_event::rejected, to_string(why.code), id, why.message);
+    if (!registry_.connections(id).empty()) // not a lost one sent away
+      reporter_.note(run_event::rejected, to_string(why.code), id, why.message);
     if (secagg_ && why.code == errc::poisoned_update)
       secagg_->poisoned(id, why.message);
     shards_.rejected(id, why);
@@ -433,37 +421,15 @@ private:
         tick_atom::value);
   }
 
+  /// A connection ended: its client is lost (server_registration).
   void on_down(const caf::down_msg& m) {
-    auto lost = registry_.lose(
-        [&m](const client_inbox& h) { return h.address() == m.source; });
-    if (!lost)
+    auto id = registration_.lost(m);
+    if (!id)
       return;
-    const auto& [id, epoch] = *lost;
     if (secagg_)
-      secagg_->lost(id);
-    if (stopping_) {
-      if (registry_.connected_count() == 0)
-        quit();
-      return;
-    }
-    if (!banned(id)) // a banned one was said dropped already
-      report_lost(id, m.reason);
-    self_->delayed_send(self_, options_.reconnect_grace, drop_atom::value, id,
-                        epoch);
-  }
-
-  /// Reports client `id`'s connection lost, ended by `reason` (none: the
-  /// peer closed it).
-  void report_lost(const std::string& id, const caf::error& reason) {
-    auto grace_ms = options_.reconnect_grace.count();
-    if (reason)
-      reporter_.lost(id, to_string(from_caf(reason).code),
-                     self_->system().render(reason), grace_ms);
-    else
-      reporter_.lost(id, "no_goodbye",
-                     "closed without a goodbye: a crash, a kill or a network "
-                     "failure",
-                     grace_ms);
+      secagg_->lost(*id);
+    if (stopping_ && registry_.connected_count() == 0)
+      quit();
   }
 
   server_publication publication_;
@@ -544,7 +510,7 @@ server_actor::behavior_type serving(server_actor::pointer self,
         return state->publish(std::move(done));
       },
       [state](task_atom, const std::string& id, uint32_t round) {
-        state->task(id, round);
+        state->give_task(id, round);
       },
       [state](stop_atom, const std::string& reason) { state->stop(reason); },
       [state](reject_atom, const std::string& id, const error& refusal) {

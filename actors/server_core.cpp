@@ -1,5 +1,7 @@
 #include "actors/server_core.hpp"
 
+#include "actors/messages.hpp"
+
 namespace fedcaf {
 
 namespace {
@@ -46,6 +48,20 @@ server_core::server_core(snapshot_ptr initial, server_peers peers,
     reporter_.event("resumed", "",
                     "from the checkpoint of round " +
                         std::to_string(options_.resumed_from.back()));
+}
+
+void server_core::give_task(const std::string& id, uint32_t round) {
+  auto* c = registry_.find(id);
+  if (!c || stopping_)
+    return;
+  if (!rounds_.is_open())
+    round_started_ = now();
+  c->task = rounds_.task(round);
+  c->model = exchange_.model();
+  reporter_.expect_task(exchange_.model_bytes());
+  reporter_.task_started(id, round);
+  if (c->state == presence::connected)
+    self_->send(c->handle, round_atom::value, c->task);
 }
 
 } // namespace fedcaf

@@ -58,6 +58,10 @@ struct server_core {
     return c && c->banned;
   }
 
+  /// AsyncScheduler: client `id`'s next task, on the current model (none
+  /// once the run ends, or for a client not registered).
+  void give_task(const std::string& id, uint32_t round);
+
   server_actor::pointer self_ = nullptr;
   server_peers peers_;
   server_options options_;

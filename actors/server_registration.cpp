@@ -1,5 +1,6 @@
 #include "actors/server_registration.hpp"
 
+#include "actors/errors.hpp"
 #include "actors/messages.hpp"
 
 namespace fedcaf {
@@ -12,8 +13,9 @@ server_registration::server_registration(
 frame server_registration::hello(const frame& f, const std::string& address,
                                  const std::string& certificate_name) {
   auto h = msg::decode<msg::hello>(f);
+  auto peer = address.empty() ? std::string{"in-process"} : address;
   if (!h) {
-    core_.reporter_.refused("", h.err());
+    core_.reporter_.refused(peer, h.err());
     return core_.refuse(h.err());
   }
   // Where a client's handle enters: an in-process client actor, or the
@@ -27,7 +29,7 @@ frame server_registration::hello(const frame& f, const std::string& address,
   auto a = registry.admit(*h, sender, address, certificate_name,
                           core_.stopping_, core_.now(), fits);
   if (!a) {
-    core_.reporter_.refused(h->client_id, a.err());
+    core_.reporter_.refused(peer, a.err());
     return core_.refusals_.refuse_logged_if(a.err(), registry.log_refusal());
   }
   bool sharded = h->shard.sharded();
@@ -66,9 +68,39 @@ server_registration::goodbye(const caf::strong_actor_ptr& sender,
                : "a goodbye it could not say (" + g.err().message + ")";
   std::string reason = g ? name_of(g->reason) : "unreadable_goodbye";
   drop_now(key, epoch, [this, &why, &reason](const std::string& id) {
-    core_.reporter_.left(id, reason, why);
+    if (!core_.banned(id)) // a banned one was said dropped already
+      core_.reporter_.left(id, reason, why);
   });
   return key;
+}
+
+std::optional<std::string> server_registration::lost(const caf::down_msg& m) {
+  auto& core = core_;
+  auto lost = core.registry_.lose(
+      [&m](const client_inbox& h) { return h.address() == m.source; });
+  if (!lost)
+    return std::nullopt;
+  const auto& [key, epoch] = *lost;
+  if (core.stopping_)
+    return key;
+  if (!core.banned(key)) // a banned one was said dropped already
+    report_lost(key, m.reason);
+  core.self_->delayed_send(core.self_, core.options_.reconnect_grace,
+                           drop_atom::value, key, epoch);
+  return key;
+}
+
+void server_registration::report_lost(const std::string& id,
+                                      const caf::error& reason) {
+  auto grace_ms = core_.options_.reconnect_grace.count();
+  if (reason)
+    core_.reporter_.lost(id, to_string(from_caf(reason).code),
+                         core_.self_->system().render(reason), grace_ms);
+  else
+    core_.reporter_.lost(id, "no_goodbye",
+                         "closed without a goodbye: a crash, a kill or a "
+                         "network failure",
+                         grace_ms);
 }
 
 bool server_registration::drop_now(
@@ -95,7 +127,8 @@ void server_registration::resumed(const std::string& key,
     self->monitor(sender);
   if (a.notice) // one session per client; the old connection is told
     self->send(*a.replaced, replaced_atom::value, msg::encode(*a.notice));
-  core_.reporter_.resumed(key, a.from);
+  core_.reporter_.resumed(key, a.from,
+                          a.replaced ? "reconnected" : "same_connection");
   // After the Welcome, which the Hello's reply carries.
   self->send(self, round_atom::value, key);
 }

@@ -40,7 +40,17 @@ public:
   std::optional<std::string> goodbye(const caf::strong_actor_ptr& sender,
                                      const frame& f);
 
+  /// The connection that `m` says ended was lost: its client waits for it
+  /// to resume, reported (with the error its gateway quit with, if any;
+  /// not one dropped from the run already) and dropped when its grace ends
+  /// (not while the run ends). Returns its key, or nullopt iff it is not
+  /// registered.
+  std::optional<std::string> lost(const caf::down_msg& m);
+
 private:
+  /// Reports client `id`'s connection lost, ended by `reason` (none: the
+  /// peer closed it).
+  void report_lost(const std::string& id, const caf::error& reason);
   /// Drops `key` (gone since `epoch`); `report` says so, with the client's
   /// id. False iff it came back since, or the run is ending.
   bool drop_now(const std::string& key, uint64_t epoch,

@@ -10,6 +10,14 @@
 
 namespace fedcaf {
 
+namespace {
+
+/// The most reasons the report counts apart for one event (the rest:
+/// "other"); the reasons in use are far fewer.
+constexpr size_t max_report_reasons = 32;
+
+} // namespace
+
 round_reporter::round_reporter(reporter_options options, run_report* report)
     : options_(std::move(options)), report_(report) {}
 
@@ -229,12 +237,17 @@ void round_reporter::event(const char* what, const std::string& id,
 
 void round_reporter::note(run_event e, const std::string& reason,
                           const std::string& id, const std::string& detail) {
+  auto& by_reason = report_->events[to_string(e)];
+  auto token = reason_token(reason);
+  if (!by_reason.count(token) && by_reason.size() >= max_report_reasons)
+    token = "other"; // as run_events bounds its counts
+  ++by_reason[token];
   if (options_.live)
     options_.live->note_event(e, reason, id, detail);
 }
 
-void round_reporter::refused(const std::string& id, const error& why) {
-  note(run_event::refused, to_string(why.code), id, why.message);
+void round_reporter::refused(const std::string& peer, const error& why) {
+  note(run_event::refused, to_string(why.code), peer, why.message);
 }
 
 void round_reporter::registered(const std::string& id, const std::string& from,
@@ -250,11 +263,12 @@ void round_reporter::registrations_settled(registration_log::time_point now) {
     log_line(inner_level(), "server", *line);
 }
 
-void round_reporter::resumed(const std::string& id, const std::string& from) {
+void round_reporter::resumed(const std::string& id, const std::string& from,
+                             const char* how) {
   ++report_->resumes;
   log_line("server", id + " is back from " + from + "; it resumes");
   event("back", id, from);
-  note(run_event::resumed, "resumed", id, "from " + from);
+  note(run_event::resumed, how, id, "from " + from);
 }
 
 void round_reporter::lost(const std::string& id, const std::string& reason,

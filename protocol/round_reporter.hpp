@@ -156,14 +156,16 @@ public:
                   registration_log::time_point now);
   /// Logs the registrations counted and not yet logged (a round starts).
   void registrations_settled(registration_log::time_point now);
-  /// Client `id` resumed its session from `from`: counted, logged, an event.
-  void resumed(const std::string& id, const std::string& from);
-  /// Counts and logs `e` of client `id` (empty: of none) for `reason`, a
-  /// token (run_events), in the live view (without one: nothing).
+  /// Client `id` resumed its session from `from` (`how`: reconnected, or
+  /// same_connection: it registered again on its connection, its transfer
+  /// stalled): counted, logged, an event.
+  void resumed(const std::string& id, const std::string& from, const char* how);
+  /// Counts `e` for `reason`, a token (run_events), in the report, and
+  /// logs it in the live view, of client `id` (empty: of none).
   void note(run_event e, const std::string& reason, const std::string& id,
             const std::string& detail);
-  /// A Hello of `id` (empty: unreadable) was refused with `why`.
-  void refused(const std::string& id, const error& why);
+  /// A Hello from `peer` (its address) was refused with `why`.
+  void refused(const std::string& peer, const error& why);
   /// Client `id` said goodbye: `reason` (its token) and `why` (for people);
   /// it leaves the run now.
   void left(const std::string& id, const std::string& reason,

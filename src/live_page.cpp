@@ -478,15 +478,18 @@ std::string event_clients(const run_event_entry& e) {
                 static_cast<unsigned long long>(e.count));
 }
 
-/// The latest events (newest first, at most `most`), as a table.
-std::string events_table(const live_snapshot& s, size_t most = 50) {
-  if (s.events.empty())
+/// The latest of `events` (newest first, at most `most`), as a table;
+/// `who` heads the client column.
+std::string events_table(const live_snapshot& s,
+                         const std::vector<run_event_entry>& events,
+                         const char* who, size_t most) {
+  if (events.empty())
     return "<p class=\"muted\">none yet</p>";
-  std::string out = "<table class=\"events\"><thead><tr><th>s</th>"
-                    "<th>event</th><th>reason</th><th>client</th>"
-                    "<th>detail</th></tr></thead><tbody>";
+  std::string out = std::string{"<table class=\"events\"><thead><tr>"
+                                "<th>s</th><th>event</th><th>reason</th><th>"} +
+                    who + "</th><th>detail</th></tr></thead><tbody>";
   size_t shown = 0;
-  for (auto it = s.events.rbegin(); it != s.events.rend() && shown < most;
+  for (auto it = events.rbegin(); it != events.rend() && shown < most;
        ++it, ++shown)
     out += format("<tr class=\"event\" data-event=\"%s\"><td>%.1f</td><td>",
                   to_string(it->event), it->unix_s - s.started_unix_s) +
@@ -494,11 +497,17 @@ std::string events_table(const live_snapshot& s, size_t most = 50) {
            "</td><td>" + event_clients(*it) + "</td><td class=\"small\">" +
            html_escape(it->detail) + "</td></tr>";
   out += "</tbody></table>";
-  if (s.events.size() > most)
+  if (events.size() > most)
     out += format("<p class=\"muted small\">the latest %zu of %zu kept; all "
                   "in /status</p>",
-                  most, s.events.size());
+                  most, events.size());
   return out;
+}
+
+/// The events of the run's clients and rounds, then the refused Hellos.
+std::string events_section(const live_snapshot& s) {
+  return "<h2>Events</h2>" + events_table(s, s.events, "client", 50) +
+         "<h3>Refused Hellos</h3>" + events_table(s, s.refused, "peer", 10);
 }
 
 /// The memory chart's caption: the last sample's RSS, anonymous and
@@ -560,7 +569,7 @@ std::string live_view_html(const live_snapshot& s) {
          html_escape(s.run.scheduler) + "</span></h1>" + summary(s) +
          ending(s) + facts(s) + "<h2>Clients</h2>" + clients_table(s) +
          "<h2>Rounds: accuracy and loss</h2>" + rounds_chart(s) +
-         rounds_table(s) + "<h2>Events</h2>" + events_table(s) +
+         rounds_table(s) + events_section(s) +
          "<h2>Memory of this process</h2>" + memory_split(s) + memory_chart(s) +
          "</div>";
 }

@@ -293,6 +293,7 @@ live_snapshot live_status::snapshot() {
   out.memory = memory_;
   out.event_counts = events_.counts();
   out.events.assign(events_.log().begin(), events_.log().end());
+  out.refused.assign(events_.refusals().begin(), events_.refusals().end());
   return out;
 }
 
@@ -541,10 +542,13 @@ json events_json(const live_snapshot& s) {
   json log = json::array();
   for (const auto& e : s.events)
     log.push_back(event_json(e, s.started_unix_s));
+  json refused = json::array();
+  for (const auto& e : s.refused)
+    refused.push_back(event_json(e, s.started_unix_s));
   json counts = json::object();
   for (const auto& [key, n] : s.event_counts)
     counts[to_string(key.first)][key.second] = n;
-  return {{"counts", counts}, {"log", log}};
+  return {{"counts", counts}, {"log", log}, {"refused", refused}};
 }
 
 json run_json(const live_snapshot& s) {

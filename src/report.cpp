@@ -286,6 +286,8 @@ json report_json(const run_report& r) {
               {"failed_rounds", r.failed_rounds},
               {"failure", r.failure},
               {"config", config}};
+  if (!r.events.empty())
+    out["events"] = r.events;
   if (!r.rounds.empty())
     out["final_test_accuracy"] = optional_number(r.rounds.back().test_accuracy);
   if (!r.clients.empty()) {

@@ -6,10 +6,30 @@ namespace fedcaf {
 
 namespace {
 
-/// True iff peers can repeat `e` at will: a run of it is one log entry.
+/// True iff peers can repeat `e` at will: it folds into a recent entry.
 bool folds(run_event e) {
   return e == run_event::registered || e == run_event::resumed ||
-         e == run_event::refused;
+         e == run_event::left || e == run_event::refused;
+}
+
+/// Logs `e` in `log` (at most `most` entries): folded into the latest
+/// entry of its event and reason among the last fold_window, where it
+/// folds and there is one.
+void add(std::deque<run_event_entry>& log, run_event_entry e, size_t most) {
+  if (folds(e.event)) {
+    size_t looked = 0;
+    for (auto it = log.rbegin();
+         it != log.rend() && looked < run_events::fold_window; ++it, ++looked)
+      if (it->event == e.event && it->reason == e.reason) {
+        ++it->count;
+        it->unix_s = e.unix_s;
+        it->last_client = std::move(e.client);
+        return;
+      }
+  }
+  if (log.size() == most)
+    log.pop_front();
+  log.push_back(std::move(e));
 }
 
 /// A counter family of /metrics: the events it counts, and whether its
@@ -23,9 +43,14 @@ struct event_family {
 
 constexpr event_family families[] = {
     {run_event::registered, "fedcaf_registrations_total",
-     "Clients that joined the run.", false},
+     "Clients that joined the run (one that left and joins again counts "
+     "again).",
+     false},
     {run_event::resumed, "fedcaf_resumptions_total",
-     "Lost clients that came back within their grace.", false},
+     "Sessions resumed, by how: reconnected (a new connection, after a loss "
+     "or taking over) or same_connection (registered again on its "
+     "connection, its transfer stalled).",
+     true},
     {run_event::refused, "fedcaf_registrations_refused_total",
      "Hellos refused, by reason (the error's name).", true},
     {run_event::lost, "fedcaf_clients_lost_total",
@@ -78,6 +103,8 @@ std::string printable_cut(std::string_view text, size_t most) {
   std::string out;
   for (unsigned char c : text.substr(0, most))
     out += c < 0x20 || c >= 0x7f ? '?' : static_cast<char>(c);
+  if (text.size() > most && most >= 3)
+    out.replace(most - 3, 3, "...");
   return out;
 }
 
@@ -89,25 +116,18 @@ void run_events::note(run_event e, std::string_view reason,
   if (!counts_.count(key) && counts_.size() >= max_kinds)
     key.second = token = "other";
   ++counts_[key];
-  auto who = printable_cut(client, max_client_bytes);
-  if (folds(e) && !log_.empty() && log_.back().event == e &&
-      log_.back().reason == token) {
-    auto& last = log_.back();
-    ++last.count;
-    last.unix_s = unix_s;
-    last.last_client = std::move(who);
-    return;
-  }
-  if (log_.size() == max_entries)
-    log_.pop_front();
-  log_.push_back({unix_s,
-                  unix_s,
-                  e,
-                  std::move(token),
-                  std::move(who),
-                  {},
-                  1,
-                  printable_cut(detail, max_detail_bytes)});
+  run_event_entry entry{unix_s,
+                        unix_s,
+                        e,
+                        std::move(token),
+                        printable_cut(client, max_client_bytes),
+                        {},
+                        1,
+                        printable_cut(detail, max_detail_bytes)};
+  if (e == run_event::refused)
+    add(refusals_, std::move(entry), max_refusals);
+  else
+    add(log_, std::move(entry), max_entries);
 }
 
 void append_prometheus(std::string& out, const run_event_counts& counts) {

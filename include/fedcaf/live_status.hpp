@@ -125,8 +125,9 @@ struct live_snapshot {
   /// which the kernel may drop and read again).
   uint64_t rss_anon_bytes = 0;
   uint64_t rss_file_bytes = 0;
-  run_event_counts event_counts;       ///< what befell clients and rounds
-  std::vector<run_event_entry> events; ///< the latest, oldest first
+  run_event_counts event_counts;        ///< what befell clients and rounds
+  std::vector<run_event_entry> events;  ///< the latest, oldest first
+  std::vector<run_event_entry> refused; ///< the latest refused Hellos
 
   /// Rounds published (failed ones included).
   uint32_t completed() const;

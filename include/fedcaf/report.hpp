@@ -133,6 +133,9 @@ struct run_report {
   /// because a client was dropped mid-round.
   uint64_t retries = 0;
   uint64_t resumes = 0; ///< reconnections that resumed where they stopped
+  /// server: what befell clients and rounds, counted by event and reason
+  /// ("lost" -> "no_goodbye" -> 1; run_events, the live view's counters).
+  std::map<std::string, std::map<std::string, uint64_t>> events;
   /// Payload bytes sent (client) or served (server) a second time after a
   /// reconnect or a collection started again.
   uint64_t bytes_resent = 0;

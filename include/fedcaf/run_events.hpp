@@ -6,9 +6,13 @@
 // Bounded whatever peers do: a reason is a short token (an errc name, a
 // goodbye's reason, a fixed word), at most max_kinds (event, reason) pairs
 // are counted apart (past them the reason reads "other"), the log keeps
-// max_entries, and a run of the same event and reason that peers can
-// repeat at will (registrations, resumptions, refusals) is folded into one
-// entry with a count. Texts from peers are cut and made printable.
+// max_entries. Refused Hellos, which a stranger can send at will, go to a
+// log of their own (max_refusals entries), so that they never push the
+// events of the run's clients out; there and in the main log, an event
+// that registered peers can repeat at will (registered, resumed, left)
+// folds into the entry of the same event and reason among the latest
+// fold_window entries, with a count. Texts from peers are cut and made
+// printable.
 // Thread-safety: none (one owner; live_status locks).
 
 #include <cstdint>
@@ -58,6 +62,10 @@ class run_events {
 public:
   /// The log's most entries (the oldest go first).
   static constexpr size_t max_entries = 256;
+  /// The refusals' log's most entries.
+  static constexpr size_t max_refusals = 32;
+  /// How many of the latest entries a folding event may fold into.
+  static constexpr size_t fold_window = 8;
   /// The most (event, reason) pairs counted apart.
   static constexpr size_t max_kinds = 128;
   /// The most bytes of a reason, of a client id and of a detail kept.
@@ -74,12 +82,15 @@ public:
   const run_event_counts& counts() const { return counts_; }
   /// Returns how many `e` were noted, whatever their reason.
   uint64_t total(run_event e) const;
-  /// The latest entries, oldest first.
+  /// The latest entries but refusals, oldest first.
   const std::deque<run_event_entry>& log() const { return log_; }
+  /// The latest refused Hellos, oldest first.
+  const std::deque<run_event_entry>& refusals() const { return refusals_; }
 
 private:
   run_event_counts counts_;
   std::deque<run_event_entry> log_;
+  std::deque<run_event_entry> refusals_;
 };
 
 /// Returns `text` as a reason token: ASCII letters lowered, digits and '_'
@@ -92,8 +103,8 @@ std::string reason_token(std::string_view text);
 /// reasons tell events apart.
 void append_prometheus(std::string& out, const run_event_counts& counts);
 
-/// Returns `text` cut to `most` bytes, each byte outside printable ASCII
-/// as '?'.
+/// Returns `text` cut to `most` bytes (its last three "..." where it was
+/// longer), each byte outside printable ASCII as '?'.
 std::string printable_cut(std::string_view text, size_t most);
 
 } // namespace fedcaf

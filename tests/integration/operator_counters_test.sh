@@ -13,9 +13,10 @@
 #
 # and a stranger whose token is wrong (refused, not_authorized). /metrics,
 # scraped while the run goes on, counts each of these by its reason, says
-# the run is running, and splits RSS into anonymous and file-backed; the
-# page written at the end (--report-html) lists the same events, and says
-# the run completed.
+# the run is running, and splits RSS into anonymous and file-backed; after
+# the run the report (--report) holds the same counters, final, and the
+# page written at the end (--report-html) lists the same events (refused
+# Hellos apart, under the peer's address) and says the run completed.
 #
 #   operator_counters_test.sh FEDCAF SOURCE_DIR
 set -u
@@ -99,6 +100,7 @@ rc=$?
 wait_for "$out/server.log" "round 1/" 120 ||
   { fail "no round 1"; tail -20 "$out/server.log"; finish; }
 kill -KILL "$victim"
+wait "$victim" 2> /dev/null
 
 # Scrapes /metrics until every expected sample is there (or the run ends);
 # the last scrape stays in $out/metrics.txt.
@@ -152,6 +154,21 @@ for c in "${clients[@]}"; do wait "$c" 2> /dev/null; done
 [ $rc -eq 0 ] && pass "the server completed the run" ||
   { fail "the server exited $rc"; tail -5 "$out/server.log"; }
 grep -h "Client7 lost its connection" "$out/server.log" | head -1
+# The counters after the run: the report's, final.
+"$py" - "$out/report.json" <<'PY' && pass "the report's counters after the run" || fail "the report's counters"
+import json, sys
+events = json.load(open(sys.argv[1]))["events"]
+print("report events:", json.dumps(events, sort_keys=True))
+n = lambda e, r: events.get(e, {}).get(r, 0)
+assert n("registered", "joined") == 7, "registered"
+assert n("lost", "no_goodbye") == 1, "one lost without a goodbye (Client7)"
+assert n("dropped", "no_resume") >= 1, "Client7 dropped when its grace ended"
+assert n("dropped", "excluded_twice") >= 1, "Client5 dropped for lying twice"
+assert n("excluded", "secure_aggregation") >= 3, "Client5 twice, Client6"
+assert n("rejected", "poisoned_update") >= 1, "Client6's zeros"
+assert n("refused", "not_authorized") == 1, "the stranger"
+assert "left" not in events, "nobody said goodbye"
+PY
 for e in lost dropped excluded rejected refused registered; do
   grep -q "data-event=\"$e\"" "$out/page.html" &&
     pass "the page's event log shows $e" ||

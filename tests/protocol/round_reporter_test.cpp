@@ -263,13 +263,13 @@ TEST_CASE("round reporter: client events and the end go to the metrics "
   o.live = std::make_shared<live_status>();
   round_reporter r{o, &report};
   r.registered("A", "h:1", {});
-  r.resumed("A", "h:2");
+  r.resumed("A", "h:2", "reconnected");
   r.lost("A", "no_goodbye", "connection reset", 30000);
   r.dropped("A", 30000);
   r.evaluated("B", 4, 100);
   r.registered("B", "h:3", {});
   r.left("B", "interrupted", "interrupted: Ctrl-C");
-  r.refused("C", error{errc::not_authorized, "wrong token"});
+  r.refused("10.0.0.9:4000", error{errc::not_authorized, "wrong token"});
   CHECK(report.resumes == 1);
   // The live view counts each event by its reason, and logs them.
   auto live = o.live->snapshot();
@@ -278,14 +278,21 @@ TEST_CASE("round reporter: client events and the end go to the metrics "
     return it == live.event_counts.end() ? uint64_t{0} : it->second;
   };
   CHECK(count(run_event::registered, "joined") == 2);
-  CHECK(count(run_event::resumed, "resumed") == 1);
+  CHECK(count(run_event::resumed, "reconnected") == 1);
   CHECK(count(run_event::lost, "no_goodbye") == 1);
   CHECK(count(run_event::dropped, "no_resume") == 1);
   CHECK(count(run_event::left, "interrupted") == 1);
   CHECK(count(run_event::refused, "not_authorized") == 1);
-  REQUIRE(live.events.size() == 7);
+  // Refused Hellos are logged apart, under the peer's address.
+  REQUIRE(live.events.size() == 5); // B's registration folded into A's
+  CHECK(live.events[0].count == 2);
   CHECK(live.events[2].detail == "connection reset");
-  CHECK(live.events[6].client == "C");
+  REQUIRE(live.refused.size() == 1);
+  CHECK(live.refused[0].client == "10.0.0.9:4000");
+  // The report counts them too (the counters after the run).
+  CHECK(report.events["lost"]["no_goodbye"] == 1);
+  CHECK(report.events["registered"]["joined"] == 2);
+  CHECK(report.events["refused"]["not_authorized"] == 1);
   auto text = prometheus_text(live);
   CHECK(text.find("fedcaf_clients_lost_total{reason=\"no_goodbye\"} 1\n") !=
         std::string::npos);
