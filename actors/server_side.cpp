@@ -57,6 +57,8 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   side.refusals = refusals;
   options.scheduler.refusals = refusals;
   options.server.refusals = refusals;
+  if (options.server.live) // counted as they happen
+    options.server.live->count_refusals(refusals);
   auto snapshot = std::make_shared<model_snapshot>(std::move(initial));
   const auto& plan = options.plan;
   aggregator_options ao;

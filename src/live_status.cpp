@@ -262,6 +262,12 @@ void live_status::set_refusals(uint64_t refusals) {
   s_.refusals = refusals;
 }
 
+void live_status::count_refusals(
+    std::shared_ptr<const std::atomic<uint64_t>> counter) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  refusals_ = std::move(counter);
+}
+
 void live_status::ended(const std::string& status, const std::string& failure) {
   std::lock_guard<std::mutex> guard{mtx_};
   s_.status = status;
@@ -287,6 +293,8 @@ live_snapshot live_status::snapshot() {
   std::lock_guard<std::mutex> guard{mtx_};
   sample_memory_locked();
   live_snapshot out = s_;
+  if (refusals_)
+    out.refusals = std::max(out.refusals, refusals_->load());
   out.now_unix_s = unix_seconds();
   out.clients.assign(clients_.begin(), clients_.end());
   out.rounds = rounds_;

@@ -13,8 +13,10 @@
 // Thread-safety: every member function locks; safe from any thread.
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -194,6 +196,9 @@ public:
   /// (its clients' evaluation came in later).
   void round_finished(const round_record& r);
   void set_refusals(uint64_t refusals);
+  /// The run's refusal counter, read at each snapshot (so /metrics counts
+  /// refusals as they happen, not only as rounds end).
+  void count_refusals(std::shared_ptr<const std::atomic<uint64_t>> counter);
   /// The run ended: `status` completed | failed | rounds_failed |
   /// interrupted, `failure` why (empty if it did not fail).
   void ended(const std::string& status, const std::string& failure = "");
@@ -230,6 +235,7 @@ private:
   std::vector<live_round> rounds_;
   std::vector<std::pair<double, uint64_t>> memory_;
   run_events events_;
+  std::shared_ptr<const std::atomic<uint64_t>> refusals_; ///< null: none
 };
 
 /// The Prometheus text exposition of `s` (docs/operations.md, "Live view").

@@ -270,3 +270,16 @@ TEST_CASE("live status: Prometheus labels and JSON survive any text") {
   CHECK(json.find("registered") != std::string::npos);
   CHECK(json.find("\"phase\":\"waiting\"") != std::string::npos);
 }
+
+TEST_CASE("live status: refusals counted as they happen") {
+  live_status l;
+  l.set_run(run_of(1));
+  auto counter = std::make_shared<std::atomic<uint64_t>>(0);
+  l.count_refusals(counter);
+  CHECK(l.snapshot().refusals == 0);
+  counter->fetch_add(3);
+  CHECK(l.snapshot().refusals == 3);
+  CHECK(l.prometheus().find("fedcaf_refusals_total 3\n") != std::string::npos);
+  l.set_refusals(2); // a round's stamp, older: the counter's stands
+  CHECK(l.snapshot().refusals == 3);
+}
