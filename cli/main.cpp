@@ -181,6 +181,11 @@ void add_commands(command_line& cl) {
   dpp->add_option("--run", o.dp_run,
                   "MODE:LENGTH, one measurement (the child process's)");
   cl.run["dp-profile"] = fedcaf::cli::run_dp_profile;
+  app.add_subcommand("config-reference",
+                     "print the configuration reference as Markdown: every "
+                     "key the config readers ask for, its type, default and "
+                     "what it does (docs/configuration.md holds it)");
+  cl.run["config-reference"] = fedcaf::cli::run_config_reference;
 }
 
 /// Returns the exit code of a parse error: its help or version on stdout

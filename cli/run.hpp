@@ -14,5 +14,6 @@ int run_profile(const options& opts);
 int run_dp_epsilon(const options& opts);
 int run_dp_sigma(const options& opts);
 int run_dp_profile(const options& opts);
+int run_config_reference(const options& opts);
 
 } // namespace fedcaf::cli

@@ -46,8 +46,11 @@ void read(section s, rule_config& r, server_rule rule) {
   bool async = is_async(rule);
   if (async)
     r.partial_updates = partial_updates::keep;
-  r.partial_updates_given = s.has("partial_updates");
-  s.one_of("partial_updates", r.partial_updates);
+  // Unset, the server decides it (resolve_partial_updates).
+  std::optional<partial_updates> given;
+  s.one_of("partial_updates", given);
+  r.partial_updates_given = given.has_value();
+  r.partial_updates = given.value_or(r.partial_updates);
   if (async && r.partial_updates == partial_updates::discard)
     s.fail("partial_updates",
            aggregator + " keeps what a cut-off update delivered: its chunks "
@@ -86,7 +89,7 @@ void read(section s, rule_config& r, server_rule rule) {
   if (!(r.trim_ratio >= 0 && r.trim_ratio < 0.5))
     s.fail("trim_ratio", "must be in [0, 0.5)");
   auto rules = s.child("tensor_rules");
-  for (const auto& pattern : rules.keys()) {
+  for (const auto& pattern : rules.keys("<pattern>")) {
     auto rule = tensor_rule::average;
     rules.one_of(pattern.c_str(), rule);
     r.tensor_rules.emplace_back(pattern, rule);

@@ -64,15 +64,6 @@ void read_loss(section& s, std::string& loss) {
       loss = name;
 }
 
-/// APPFL's keys that name Python files (a model, a loss, a metric, a
-/// dataset loader): fedcaf's trainer runs no Python, so each is refused
-/// rather than ignored.
-void refuse_python_file(section& s, const char* key) {
-  if (!s.has(key))
-    return;
-  s.fail(key, python_file_refusal);
-}
-
 /// `path` made absolute against the working directory, as it is opened.
 std::string absolute_of(const std::string& path) {
   std::error_code ec;
@@ -160,8 +151,11 @@ void read(section s, train_config& t) {
   s.get("num_threads", t.num_threads, 0, max_threads);
   read(s.child("dp"), t.dp);
   read_appfl_dp(s, t.dp);
-  refuse_python_file(s, "loss_fn_path");
-  refuse_python_file(s, "metric_path");
+  // APPFL's keys that name Python files (a model, a loss, a metric, a
+  // dataset loader): fedcaf's trainer runs no Python, so each is refused
+  // rather than ignored.
+  s.refuse("loss_fn_path", python_file_refusal);
+  s.refuse("metric_path", python_file_refusal);
   // APPFL's validation, metric name, output perturbation's epsilon, batch
   // gradient clipping and loader shuffling: fedcaf evaluates on the server
   // (or the clients, federated_evaluation) with accuracy and loss, and
@@ -204,7 +198,7 @@ void read(section s, model_config& m, bool opens_file) {
   kwargs.get("num_pixel", m.num_pixel, 28);
   if (m.num_pixel != 28)
     kwargs.fail("num_pixel", "the CNN is built for 28 x 28 images");
-  refuse_python_file(s, "model_path");
+  s.refuse("model_path", python_file_refusal);
 }
 
 void read(section s, compression_config& c) {
@@ -404,7 +398,7 @@ void read(section s, data_config& d, bool needs_partition) {
   else if (needs_partition && d.client_index >= d.num_clients)
     kwargs.fail("client_id", "must be below num_clients (" +
                                  std::to_string(d.num_clients) + ")");
-  refuse_python_file(s, "dataset_path_py");
+  s.refuse("dataset_path_py", python_file_refusal);
 }
 
 } // namespace fedcaf::config_reader

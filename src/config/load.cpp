@@ -33,7 +33,7 @@ void read_shard(section& root, shard_spec& out) {
   if (!shard.has("slices"))
     return;
   auto slices = shard.child("slices");
-  for (const auto& name : slices.keys()) {
+  for (const auto& name : slices.keys("<tensor>")) {
     std::vector<uint64_t> rows;
     slices.get_whole_list(name.c_str(), rows);
     if (rows.size() != 2 || rows[0] > rows[1]) {
@@ -49,6 +49,7 @@ void read_shard(section& root, shard_spec& out) {
 /// data_configs, if any, are its own code's, accepted unread.
 void read_client_file(section& root, config& c, config_role role) {
   auto train = root.child("train_configs");
+  c.client.client_id.clear(); // required: no default
   root.get("client_id", c.client.client_id);
   // APPFL takes train_configs.logging_id, its older name, where client_id
   // is absent; with client_id given, logging_id only names its logs.
@@ -63,9 +64,12 @@ void read_client_file(section& root, config& c, config_role role) {
     root.fail(appfl_id ? "train_configs.logging_id" : "client_id",
               ok.err().message);
   train.get("num_threads", c.client.num_threads, 0, config_reader::max_threads);
-  if (const char* tmp = std::getenv("TMPDIR"); tmp && *tmp)
-    c.client.storage_dir = tmp;
   train.get("storage_dir", c.client.storage_dir);
+  // Unset: $TMPDIR where that is set. Taken after the read, so that the
+  // reference shows the struct's default, the same on every machine.
+  if (const char* tmp = std::getenv("TMPDIR");
+      tmp && *tmp && !train.has("storage_dir"))
+    c.client.storage_dir = tmp;
   if (!std::filesystem::is_directory(c.client.storage_dir))
     train.fail("storage_dir",
                "'" + c.client.storage_dir + "' is not a directory");
@@ -185,11 +189,13 @@ void redact(YAML::Node node) {
 }
 
 /// Reads the sections of `root` into `c`, as a file of c.role says;
-/// records every problem in `errors`.
+/// records every problem in `errors`, and every key asked for in `schema`
+/// where one is given.
 void read_file(const YAML::Node& root, config& c,
-               std::vector<std::string>& errors) {
+               std::vector<std::string>& errors, config_schema* schema) {
   section top{root, "", errors};
   top.track_ignored(&c.ignored_keys);
+  top.record_schema(schema);
   if (is_client_role(c.role))
     read_client_file(top, c, c.role);
   else
@@ -251,7 +257,7 @@ std::string client_configs_of(YAML::Node root, config& c) {
 result<config> load_config(std::string_view yaml_text, std::string source,
                            config_role role,
                            const std::vector<std::string>& overrides,
-                           const std::string& base_dir) {
+                           const std::string& base_dir, config_schema* schema) {
   config c;
   c.role = role;
   c.source = std::move(source);
@@ -262,7 +268,7 @@ result<config> load_config(std::string_view yaml_text, std::string source,
     return root.err();
   try {
     follow_aggregator(*root, overrides);
-    read_file(*root, c, errors);
+    read_file(*root, c, errors, schema);
     c.effective_yaml = effective_yaml_of(*root);
     c.client_configs_text = client_configs_of(*root, c);
   } catch (const YAML::Exception& e) {

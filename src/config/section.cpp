@@ -4,6 +4,7 @@
 #include "fedcaf/config/section.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -112,15 +113,40 @@ whole_number parse_whole(std::string_view s, uint64_t& out) {
   return whole_number::ok;
 }
 
+std::string yaml_text(bool x) {
+  return x ? "true" : "false";
+}
+
+std::string yaml_text(double x) {
+  std::array<char, 32> text{};
+  auto [end, ec] = std::to_chars(text.data(), text.data() + text.size(), x);
+  return ec == std::errc{} ? std::string(text.data(), end) : "?";
+}
+
+std::string yaml_text(uint64_t x) {
+  return std::to_string(x);
+}
+
+std::string yaml_text(const std::string& x) {
+  return x;
+}
+
+std::string whole_type(uint64_t min, uint64_t max, uint64_t type_max) {
+  if (max < type_max)
+    return "whole number in [" + std::to_string(min) + ", " +
+           std::to_string(max) + "]";
+  return min == 0 ? "whole number" : "whole number >= " + std::to_string(min);
+}
+
 std::string shown(const YAML::Node& n) {
   return n.IsScalar() ? "'" + n.Scalar() + "'" : std::string{"a collection"};
 }
 
 section::section(YAML::Node node, std::string path,
                  std::vector<std::string>& errors,
-                 std::vector<std::string>* ignored)
+                 std::vector<std::string>* ignored, config_schema* schema)
     : node_(std::move(node)), path_(std::move(path)), errors_(errors),
-      ignored_(ignored) {
+      ignored_(ignored), schema_(schema) {
   if (node_ && !node_.IsNull() && !node_.IsMap())
     fail("", "expected a mapping");
 }
@@ -135,26 +161,41 @@ section::~section() {
   }
 }
 
+void section::note(const std::string& key, std::string type,
+                   std::string default_yaml, key_use use) {
+  auto path = named_.count(key) ? join(placeholder_) : join(key);
+  schema_->record(
+      {std::move(path), std::move(type), std::move(default_yaml), use});
+}
+
 bool section::has(const char* key) {
   seen_.insert(key);
   return node_ && node_.IsMap() && node_[key] && !node_[key].IsNull();
 }
 
 section section::child(const char* key) {
+  if (schema_)
+    note(key, "section", "");
   seen_.insert(key);
   YAML::Node sub = node_ && node_.IsMap() ? node_[key] : YAML::Node{};
-  return section{sub, join(key), errors_, ignored_};
+  return section{sub, join(key), errors_, ignored_, schema_};
 }
 
-std::vector<std::string> section::keys() const {
+std::vector<std::string> section::keys(const char* placeholder) {
   std::vector<std::string> out;
   if (node_ && node_.IsMap())
     for (const auto& kv : node_)
       out.push_back(kv.first.as<std::string>(""));
+  if (schema_) {
+    named_.insert(out.begin(), out.end());
+    placeholder_ = placeholder;
+  }
   return out;
 }
 
 void section::get(const char* key, std::string& out) {
+  if (schema_)
+    note(key, "string", out);
   if (!has(key))
     return;
   auto n = node_[key];
@@ -164,6 +205,8 @@ void section::get(const char* key, std::string& out) {
 }
 
 void section::get(const char* key, bool& out) {
+  if (schema_)
+    note(key, "bool", yaml_text(out));
   if (!has(key))
     return;
   try {
@@ -174,6 +217,8 @@ void section::get(const char* key, bool& out) {
 }
 
 void section::get(const char* key, double& out) {
+  if (schema_)
+    note(key, "number", yaml_text(out));
   if (!has(key))
     return;
   double value = 0;
@@ -189,6 +234,12 @@ void section::get(const char* key, double& out) {
 
 void section::get_map(const char* key,
                       std::vector<std::pair<std::string, std::string>>& out) {
+  if (schema_) {
+    std::string pairs;
+    for (const auto& [k, v] : out)
+      pairs += (pairs.empty() ? "{" : ", ") + k + ": " + v;
+    note(key, "mapping of string to string", pairs.empty() ? "" : pairs + "}");
+  }
   if (!has(key))
     return;
   auto n = node_[key];
@@ -210,6 +261,8 @@ void section::read_pairs(const YAML::Node& n,
 
 void section::one_of(const char* key, std::string& out,
                      std::initializer_list<const char*> allowed) {
+  if (schema_)
+    note(key, one_of_type(allowed), out);
   get(key, out);
   std::string names;
   for (const auto* a : allowed) {
@@ -221,12 +274,16 @@ void section::one_of(const char* key, std::string& out,
 }
 
 void section::positive(const char* key, double& out) {
+  if (schema_) // a value the key cannot be given means unset: no default
+    note(key, "number > 0", out > 0 ? yaml_text(out) : "");
   get(key, out);
   if (!(out > 0))
     fail(key, "must be greater than 0");
 }
 
 void section::seconds(const char* key, double& out, bool zero_ok) {
+  if (schema_)
+    note(key, zero_ok ? "seconds, or 0" : "seconds", yaml_text(out));
   get(key, out);
   if (zero_ok ? !(out >= 0) : !(out > 0))
     fail(key,
@@ -248,8 +305,23 @@ bool section::holds(std::initializer_list<const char*> keys) const {
   return true;
 }
 
+void section::accept(const char* key) {
+  if (schema_)
+    note(key, "", "", key_use::accepted);
+  seen_.insert(key);
+}
+
+void section::refuse(const char* key, const std::string& why) {
+  if (schema_)
+    note(key, "", "", key_use::refused);
+  if (has(key))
+    fail(key, why);
+}
+
 void section::ignore(std::initializer_list<const char*> keys) {
   for (const auto* k : keys) {
+    if (schema_)
+      note(k, "", "", key_use::ignored);
     seen_.insert(k);
     if (ignored_ && node_ && node_.IsMap() && node_[k])
       ignored_->push_back(join(k));

@@ -17,18 +17,16 @@ namespace {
 
 void read_sampling(section& kw, server_config& sc) {
   kw.get("clients_per_round", sc.clients_per_round, 1, max_clients);
-  if (kw.has("client_fraction")) {
-    double fraction = 0;
-    kw.get("client_fraction", fraction);
-    if (!(fraction > 0 && fraction <= 1))
-      kw.fail("client_fraction", "must be in (0, 1]");
-    else if (kw.has("clients_per_round"))
-      kw.fail("client_fraction", "give clients_per_round or client_fraction, "
-                                 "not both");
-    else
-      sc.clients_per_round = std::max<uint32_t>(
-          1, static_cast<uint32_t>(fraction * sc.num_clients + 0.5));
-  }
+  std::optional<double> fraction;
+  kw.get("client_fraction", fraction);
+  if (fraction && !(*fraction > 0 && *fraction <= 1))
+    kw.fail("client_fraction", "must be in (0, 1]");
+  else if (fraction && kw.has("clients_per_round"))
+    kw.fail("client_fraction", "give clients_per_round or client_fraction, "
+                               "not both");
+  else if (fraction)
+    sc.clients_per_round = std::max<uint32_t>(
+        1, static_cast<uint32_t>(*fraction * sc.num_clients + 0.5));
   if (sc.clients_per_round > sc.num_clients)
     kw.fail("clients_per_round", "must not exceed num_clients (" +
                                      std::to_string(sc.num_clients) + ")");
@@ -267,11 +265,7 @@ void read(section s, server_config& sc) {
   read(s.child("aggregator_kwargs"), sc.rule, sc.aggregator);
   check_scheduler(s, sc);
   s.get("evaluate", sc.evaluate);
-  if (s.has("federated_evaluation")) {
-    bool on = false;
-    s.get("federated_evaluation", on);
-    sc.federated_evaluation = on;
-  }
+  s.get("federated_evaluation", sc.federated_evaluation);
   read_memory_mode(s, sc);
   s.get("save_global_model", sc.save_global_model);
   if (!sc.save_global_model.empty()) {

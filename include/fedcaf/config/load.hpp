@@ -12,6 +12,7 @@
 
 #include "fedcaf/config/client_sections.hpp"
 #include "fedcaf/config/comm_sections.hpp"
+#include "fedcaf/config/schema.hpp"
 #include "fedcaf/config/server_sections.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/shard.hpp"
@@ -67,11 +68,14 @@ struct config {
 /// key is unknown, a value has the wrong type or range, a required key is
 /// missing, or a named file does not exist. A relative path in the text
 /// is read from `base_dir` where given (the file's folder), else from the
-/// working directory; an override's, from the working directory.
+/// working directory; an override's, from the working directory. With
+/// `schema`, every key the readers are asked for is recorded there
+/// (collect_config_schema); without, nothing is.
 result<config> load_config(std::string_view yaml_text, std::string source,
                            config_role role,
                            const std::vector<std::string>& overrides = {},
-                           const std::string& base_dir = "");
+                           const std::string& base_dir = "",
+                           config_schema* schema = nullptr);
 
 /// Reads a file and calls load_config on it, its relative paths read from
 /// the file's folder.

@@ -3,7 +3,10 @@
 // configs in cli/): a YAML document read as sections, with `--set`
 // overrides, every problem recorded as "path.to.key: what is wrong". Not
 // for other code: it brings in yaml-cpp, and yaml-cpp throws (catch
-// YAML::Exception around a read, as load_config does).
+// YAML::Exception around a read, as load_config does). Where a
+// config_schema is given (fedcaf config-reference), every key a section
+// is asked to read is recorded in it; in every other run the pointer is
+// null and the readers record nothing.
 // Thread-safety: a section belongs to one reader.
 
 #include <algorithm>
@@ -14,12 +17,14 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
 
+#include "fedcaf/config/schema.hpp"
 #include "fedcaf/config/words.hpp"
 #include "fedcaf/error.hpp"
 
@@ -40,6 +45,42 @@ whole_number parse_whole(std::string_view s, uint64_t& out);
 /// Returns "'value'" for a scalar, "a collection" otherwise.
 std::string shown(const YAML::Node& n);
 
+/// Returns `x` as a config reference shows a default: YAML text, "" for
+/// an empty string or list (no default).
+std::string yaml_text(bool x);
+std::string yaml_text(double x);
+std::string yaml_text(uint64_t x);
+std::string yaml_text(const std::string& x);
+std::string yaml_text(const char* x) = delete; // would read as a bool
+template <class T> std::string yaml_text(const std::vector<T>& xs) {
+  std::string out;
+  for (const auto& x : xs) {
+    if constexpr (std::is_unsigned_v<T> && !std::is_same_v<T, bool>)
+      out += (out.empty() ? "[" : ", ") + yaml_text(uint64_t{x});
+    else
+      out += (out.empty() ? "[" : ", ") + yaml_text(x);
+  }
+  return out.empty() ? out : out + "]";
+}
+
+/// Returns "one of: a, b, c" for `words`: names (const char*), or elements
+/// with .name (config_word, rule_name).
+template <class Words> std::string one_of_type(const Words& words) {
+  std::string out;
+  for (const auto& w : words) {
+    if constexpr (std::is_pointer_v<std::decay_t<decltype(w)>>)
+      out += (out.empty() ? "one of: " : ", ") + std::string{w};
+    else
+      out += (out.empty() ? "one of: " : ", ") + std::string{w.name};
+  }
+  return out;
+}
+
+/// Returns how the reference names a whole number in [min, max], where
+/// `type_max` is the most its type holds: "whole number", "whole number
+/// >= 1", "whole number in [1, 4096]".
+std::string whole_type(uint64_t min, uint64_t max, uint64_t type_max);
+
 /// Returns the name of `value` in `words` (elements with .value and .name:
 /// config_word, rule_name), "?" where it has none.
 template <class E, class Words>
@@ -56,7 +97,8 @@ std::string_view name_in(const Words& words, E value) {
 class section {
 public:
   section(YAML::Node node, std::string path, std::vector<std::string>& errors,
-          std::vector<std::string>* ignored = nullptr);
+          std::vector<std::string>* ignored = nullptr,
+          config_schema* schema = nullptr);
   section(const section&) = delete;
   ~section();
 
@@ -66,16 +108,33 @@ public:
   /// The mapping at `key`, with its path (an absent key reads as empty).
   section child(const char* key);
 
-  /// The keys of this mapping, in order (each is known once read).
-  std::vector<std::string> keys() const;
+  /// The keys of this mapping, in order (each is known once read): names
+  /// the user chooses, which a schema records as `placeholder`
+  /// ("tensor_rules.<pattern>").
+  std::vector<std::string> keys(const char* placeholder = "<name>");
 
   /// Where ignore() records the keys it found (null: nowhere).
   void track_ignored(std::vector<std::string>* ignored) { ignored_ = ignored; }
+
+  /// Where every key this section and the children it hands out are asked
+  /// to read is recorded, with its type and default (null: nowhere).
+  void record_schema(config_schema* schema) { schema_ = schema; }
 
   void get(const char* key, std::string& out);
   void get(const char* key, bool& out);
   /// Reads a finite number (.inf and .nan are refused).
   void get(const char* key, double& out);
+
+  /// As get for a bool or a number whose default other keys decide: unset
+  /// stays nullopt (the reference shows no default), and so does a value
+  /// refused.
+  template <class T> void get(const char* key, std::optional<T>& out) {
+    static_assert(std::is_same_v<T, bool> || std::is_same_v<T, double>);
+    if (schema_)
+      note(key, std::is_same_v<T, bool> ? "bool" : "number",
+           out ? yaml_text(*out) : "");
+    read_optional(key, out, [this, key](T& value) { get(key, value); });
+  }
 
   /// Reads a whole number in [min, max] (max at most what Unsigned holds).
   /// The text is read into 64 bits and range-checked before it is narrowed,
@@ -84,15 +143,22 @@ public:
   void get(const char* key, Unsigned& out, uint64_t min = 0,
            uint64_t max = std::numeric_limits<Unsigned>::max()) {
     static_assert(std::is_unsigned_v<Unsigned>);
+    constexpr uint64_t type_max = std::numeric_limits<Unsigned>::max();
+    if (schema_) // a value the key cannot be given means unset: no default
+      note(key, whole_type(min, max, type_max),
+           out >= min && out <= max ? yaml_text(uint64_t{out}) : "");
     if (!has(key))
       return;
-    max = std::min<uint64_t>(max, std::numeric_limits<Unsigned>::max());
+    max = std::min<uint64_t>(max, type_max);
     if (auto value = whole(key, node_[key], min, max))
       out = static_cast<Unsigned>(*value);
   }
 
   /// Reads a non-empty list of strings or booleans.
   template <class T> void get_list(const char* key, std::vector<T>& out) {
+    if (schema_)
+      note(key, std::is_same_v<T, bool> ? "list of bool" : "list of string",
+           yaml_text(out));
     if (!has(key))
       return;
     auto n = node_[key];
@@ -113,12 +179,15 @@ public:
                       uint64_t min = 0,
                       uint64_t max = std::numeric_limits<Unsigned>::max()) {
     static_assert(std::is_unsigned_v<Unsigned>);
+    constexpr uint64_t type_max = std::numeric_limits<Unsigned>::max();
+    if (schema_)
+      note(key, "list of " + whole_type(min, max, type_max), yaml_text(out));
     if (!has(key))
       return;
     auto n = node_[key];
     if (!n.IsSequence() || n.size() == 0)
       return fail(key, "expected a non-empty list");
-    max = std::min<uint64_t>(max, std::numeric_limits<Unsigned>::max());
+    max = std::min<uint64_t>(max, type_max);
     std::vector<Unsigned> values;
     for (size_t i = 0; i < n.size(); ++i) {
       auto name = std::string{key} + "[" + std::to_string(i) + "]";
@@ -150,6 +219,8 @@ public:
   template <class E, class Words>
   void one_of(const char* key, E& out, const Words& words) {
     std::string name{name_in(words, out)};
+    if (schema_)
+      note(key, one_of_type(words), name);
     get(key, name);
     std::string names;
     for (const auto& w : words) {
@@ -167,6 +238,17 @@ public:
     one_of(key, out, words_of(out));
   }
 
+  /// As one_of for a config word whose default other keys decide: unset
+  /// stays nullopt (the reference shows no default), and so does a word
+  /// refused.
+  template <config_word_enum E>
+  void one_of(const char* key, std::optional<E>& out) {
+    if (schema_)
+      note(key, one_of_type(words_of(E{})),
+           out ? std::string{name_of(*out)} : "");
+    read_optional(key, out, [this, key](E& value) { one_of(key, value); });
+  }
+
   void positive(const char* key, double& out);
 
   /// Reads a duration in seconds: above 0 (or 0 too when `zero_ok`) and at
@@ -176,7 +258,11 @@ public:
 
   /// Marks `key` as belonging to the user's own code (a Python client's
   /// data_configs): accepted unread, and not warned about.
-  void accept(const char* key) { seen_.insert(key); }
+  void accept(const char* key);
+
+  /// Refuses `key` where present, with `why`: APPFL's keys that name a
+  /// Python file, which fedcaf does not run (refused, never ignored).
+  void refuse(const char* key, const std::string& why);
 
   /// Returns true iff the mapping holds the key path `keys` (no key is
   /// marked as read).
@@ -195,6 +281,26 @@ public:
 
 private:
   std::string join(const std::string& key) const;
+
+  /// Reads `key` into `out` with `read` (a reader of T) iff it is present;
+  /// `out` is set iff `read` recorded no error.
+  template <class T, class Read>
+  void read_optional(const char* key, std::optional<T>& out, Read read) {
+    if (!has(key))
+      return;
+    T value = out.value_or(T{});
+    auto errors_before = errors_.size();
+    read(value);
+    if (errors_.size() == errors_before)
+      out = value;
+  }
+
+  /// Records `key` in the schema as `type` with `default_yaml` (REQUIRES:
+  /// a schema); a key named by keys() is recorded as its placeholder. Each
+  /// reader notes before it calls another (one_of before the get it reads
+  /// with), and a schema keeps a key's first record: the outer type stands.
+  void note(const std::string& key, std::string type, std::string default_yaml,
+            key_use use = key_use::read);
   std::string text(const char* key) const { return shown(node_[key]); }
 
   /// Returns the whole number `n` holds iff it lies in [min, max]; records
@@ -207,6 +313,11 @@ private:
   std::vector<std::string>& errors_;
   std::vector<std::string>* ignored_;
   std::set<std::string> seen_;
+  config_schema* schema_ = nullptr;
+  /// The keys keys() returned (only where a schema is recorded), and what
+  /// the schema names them.
+  std::set<std::string, std::less<>> named_;
+  std::string placeholder_;
 };
 
 /// Parses `text` (from `source`, as parse_yaml does) and applies each
