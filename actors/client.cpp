@@ -8,19 +8,14 @@
 
 #include <caf/all.hpp>
 
-#include "actors/client_refetch.hpp"
+#include "actors/client_core.hpp"
 #include "actors/errors.hpp"
 #include "actors/messages.hpp"
 #include "actors/wake_up.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/stopwatch.hpp"
-#include "protocol/client_model.hpp"
-#include "protocol/client_reporter.hpp"
 #include "protocol/client_round.hpp"
-#include "protocol/client_secagg_flow.hpp"
-#include "protocol/reconnect_backoff.hpp"
-#include "protocol/transfer_watchdog.hpp"
 
 namespace fedcaf {
 
@@ -58,29 +53,16 @@ template <class F> void with_atom_of(client_round::request_kind kind, F&& fn) {
 // starts a new one, and older replies are ignored.
 // The protocol objects (protocol/) do the work: client_model, client_round
 // with its download_stream and upload_stream, client_secagg_flow,
-// client_reporter, reconnect_backoff, transfer_watchdog. This state sends
-// what client_round's steps ask, times (on the actor's clock) and routes
-// the replies.
-class client_state {
+// client_reporter, reconnect_backoff, transfer_watchdog, client_departure
+// (how it ends); they and the connection are its client_core. This state
+// sends what client_round's steps ask, times (on the actor's clock) and
+// routes the replies.
+class client_state : private client_core {
 public:
   client_state(server_link server, client_options options,
                trainer_factory factory, run_report* report)
-      : server_(std::move(server)), options_(std::move(options)),
-        factory_(std::move(factory)),
-        report_(report, options_.client_id, options_.progress),
-        backoff_(options_.reconnect_for,
-                 options_.host + ":" + std::to_string(options_.port)),
-        watchdog_(options_.idle_timeout),
-        refetch_(
-            &self_, options_.client_id,
-            [this](uint64_t seq, const frame& reply, uint64_t offset,
-                   std::span<std::byte> out) {
-              return round_->refetched(seq, reply, offset, out);
-            },
-            [this](uint64_t offset, std::span<const std::byte> bytes) {
-              model_->refetched(offset, bytes);
-            },
-            [this] { return refetch_state(); }) {}
+      : client_core(std::move(server), std::move(options), std::move(factory),
+                    report) {}
 
   void attach(client_actor::pointer self) {
     self_ = self;
@@ -132,7 +114,7 @@ public:
     if (!d)
       return fail(d.err());
     report_.note_metrics(d->final);
-    run_over_ = true;
+    departure_.run_over();
     if (!d->reason.empty())
       return fail(
           {errc::disconnected, "the server ended the run: " + d->reason});
@@ -220,22 +202,15 @@ public:
   /// and the client ends as cancelled, its report saying why.
   void leave(const frame& f) {
     auto g = msg::decode<msg::goodbye>(f);
-    auto said = say_goodbye(f) || said_goodbye_;
-    left_ = true;
-    fail({errc::cancelled, "left the run (" +
-                               (g ? msg::said_why(*g) : "goodbye") + "): " +
-                               (said ? "said goodbye to the server"
-                                     : "no goodbye said (not connected)")});
+    say_goodbye(f);
+    fail(departure_.left(g ? std::optional{*g} : std::nullopt));
   }
 
   /// Sends goodbye `f` once, where the server can take it (connected, not
-  /// registering again). True iff it went.
-  bool say_goodbye(const frame& f) {
-    if (said_goodbye_ || !server_ || reconnecting_)
-      return false;
-    said_goodbye_ = true;
-    self_->send(server_, goodbye_atom::value, f);
-    return true;
+  /// registering again).
+  void say_goodbye(const frame& f) {
+    if (departure_.may_say(server_ && !reconnecting_))
+      self_->send(server_, goodbye_atom::value, f);
   }
 
   /// An evaluation made outside the trainer (the Python client's), of the
@@ -300,21 +275,6 @@ private:
     if (s->upload_over)
       run_next_task();
     refetch_.send(); // the download may be over
-  }
-
-  uint32_t round_number() const {
-    return round_ ? round_->announced().round : 0;
-  }
-
-  /// Where and whether a window-mode relay's fetches made again may go:
-  /// the round's model downloaded (a relay's stays in the downloading
-  /// stage until its children's round ends), the client registered.
-  client_refetch::now refetch_state() const {
-    bool may =
-        round_ && !reconnecting_ &&
-        (round_->current_stage() != stage::downloading || round_->downloaded());
-    return {server_, round_number(), round_ ? round_->announced().window : 0,
-            may};
   }
 
   // -- registration and reconnection -----------------------------------------
@@ -410,23 +370,6 @@ private:
 
   // -- evaluations, refusals, the next task ----------------------------------
 
-  /// Sends evaluation `e` (of the model of round e.round). A refusal is
-  /// logged: the figures are lost, the run goes on.
-  void send_evaluation(const msg::evaluation& e) {
-    self_
-        ->request(server_, caf::infinite, evaluated_atom::value, msg::encode(e))
-        .then([this](const frame& f) { log_refusal("its evaluation", f); },
-              [](caf::error&) {}); // a lost connection is handled elsewhere
-  }
-
-  /// Logs a warning iff the server's answer `f` refused `what`.
-  void log_refusal(const char* what, const frame& f) {
-    if (auto refused = msg::error_in(f))
-      log_line(log_level::warning, options_.client_id,
-               std::string{"the server refused "} + what + ": " +
-                   to_string(*refused));
-  }
-
   /// A task that arrived while this client's upload was under way starts
   /// now that the upload is over (closed, or the server let it sit out).
   void run_next_task() {
@@ -435,18 +378,6 @@ private:
   }
 
   // -- time, failure, the end ------------------------------------------------
-
-  /// The actor's clock: virtual time under CAF's test coordinator.
-  caf::actor_clock::time_point now() const { return self_->clock().now(); }
-
-  void begin_transfer() {
-    watchdog_.start(now());
-    arm_timer();
-  }
-
-  void arm_timer() {
-    self_->delayed_send(self_, options_.idle_timeout / 4, tick_atom::value);
-  }
 
   /// A request failed: the server is gone. Remote clients learn that from
   /// the down message too and reconnect; the others give up.
@@ -461,28 +392,21 @@ private:
   /// trainer may have seen the stop first and failed as cancelled) leaves
   /// instead, its line naming the goodbye.
   void fail(const error& e) {
-    if (auto why = noted_departure(); why && !left_)
+    if (auto why = departure_.leaves_instead())
       return leave(msg::encode(*why));
     report_.failed(e);
     finish();
-  }
-
-  std::optional<msg::goodbye> noted_departure() const {
-    return options_.leaving ? options_.leaving->noted() : std::nullopt;
   }
 
   /// The client gives up on `e` (its trainer or model failed, or the
   /// round cannot go on): it says goodbye first, so that the server drops
   /// it at once rather than waiting for it to come back.
   void depart(const error& e) {
-    if (noted_departure() && !left_)
-      return fail(e); // leaves with the program's reason
-    if (e.code == errc::cancelled && options_.done_heard &&
-        options_.done_heard->load())
+    if (departure_.done_coming(e))
       return; // the server's Done, next in the mailbox, ends the client
-    if (!run_over_)
-      say_goodbye(msg::encode(msg::goodbye_for(e)));
-    fail(e);
+    if (auto why = departure_.giving_up(e))
+      say_goodbye(msg::encode(*why));
+    fail(e); // or leaves with the program's reason
   }
 
   /// An exception escaped a handler (std::bad_alloc from sizes the server
@@ -490,9 +414,8 @@ private:
   /// why, and the command exits non-zero.
   caf::error on_exception(const std::exception_ptr& x) {
     auto e = error_of(x);
-    if (!run_over_)
-      say_goodbye(msg::encode(
-          msg::goodbye{msg::goodbye_reason::user_exception, to_string(e)}));
+    if (auto why = departure_.exception(e))
+      say_goodbye(msg::encode(*why));
     report_.failed(e);
     report_.finish(now(), sample_memory().peak_rss_bytes);
     return caf::exit_reason::unhandled_exception;
@@ -500,30 +423,11 @@ private:
 
   void finish() {
     // The program left (its trainer may have seen the stop first).
-    if (auto why = noted_departure())
+    if (auto why = departure_.noted())
       say_goodbye(msg::encode(*why));
     report_.finish(now(), sample_memory().peak_rss_bytes);
     self_->quit();
   }
-
-  client_actor::pointer self_ = nullptr;
-  server_link server_;
-  client_options options_;
-  trainer_factory factory_; ///< until the Welcome
-  client_reporter report_;
-  reconnect_backoff backoff_;
-  std::unique_ptr<client_model> model_; ///< from the Welcome on
-  client_secagg_flow secagg_;
-  std::optional<client_round> round_; ///< the round announced last
-  std::optional<frame> next_task_;    ///< arrived while uploading
-  uint64_t generation_ = 0;
-  bool reconnecting_ = false; ///< lost the server, registering again
-  bool said_goodbye_ = false;
-  bool left_ = false;        ///< leave() ran: its line is the report's
-  bool run_over_ = false;    ///< the server said Done: nobody to leave
-  caf::actor_addr given_up_; ///< the gateway of the connection lost last
-  transfer_watchdog watchdog_;
-  client_refetch refetch_; ///< a window-mode relay's fetches made again
 };
 
 client_actor::behavior_type running(client_actor::pointer self,
