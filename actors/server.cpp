@@ -103,7 +103,8 @@ public:
     open_round(round, chosen);
   }
 
-  using server_core::give_task; // AsyncScheduler's tasks
+  using server_core::announce_to; // to a client that came back
+  using server_core::give_task;   // AsyncScheduler's tasks
 
   /// The scheduler collects these clients' updates again.
   void resend(uint32_t round, const std::vector<std::string>& ids) {
@@ -114,17 +115,6 @@ public:
       if (!tell(id, round_atom::value, *f) && registry_.find(id))
         rounds_.resend_later(id);
     }
-  }
-
-  /// Sends what is open to a client that came back (round_announcement).
-  void announce_to(const std::string& key) {
-    auto* c = registry_.connected(key);
-    const auto& id = c ? c->logical : key;
-    auto f = c ? rounds_.again(id, tally_.current().by.count(id) > 0,
-                               options_.async ? &c->task : nullptr)
-               : std::nullopt;
-    if (f)
-      self_->send(c->handle, round_atom::value, std::move(*f));
   }
 
   /// The scheduler let `id` leave the round: its update was refused for its
@@ -423,12 +413,12 @@ private:
 
   /// A connection ended: its client is lost (server_registration).
   void on_down(const caf::down_msg& m) {
-    auto id = registration_.lost(m);
-    if (!id)
-      return;
-    if (secagg_)
-      secagg_->lost(*id);
-    if (stopping_ && registry_.connected_count() == 0)
+    // SecAgg+ first: its phase closing on the loss may ban it, or end all.
+    auto id = registration_.lost(m, [this](const std::string& key) {
+      if (secagg_)
+        secagg_->lost(key);
+    });
+    if (id && stopping_ && registry_.connected_count() == 0)
       quit();
   }
 

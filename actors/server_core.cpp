@@ -50,6 +50,16 @@ server_core::server_core(snapshot_ptr initial, server_peers peers,
                         std::to_string(options_.resumed_from.back()));
 }
 
+void server_core::announce_to(const std::string& key) {
+  auto* c = registry_.connected(key);
+  const auto& id = c ? c->logical : key;
+  auto f = c ? rounds_.again(id, tally_.current().by.count(id) > 0,
+                             options_.async ? &c->task : nullptr)
+             : std::nullopt;
+  if (f)
+    self_->send(c->handle, round_atom::value, std::move(*f));
+}
+
 void server_core::give_task(const std::string& id, uint32_t round) {
   auto* c = registry_.find(id);
   if (!c || stopping_)

@@ -58,6 +58,10 @@ struct server_core {
     return c && c->banned;
   }
 
+  /// Sends what is open to client `key`, which came back (round_
+  /// announcement), iff it is connected and something is.
+  void announce_to(const std::string& key);
+
   /// AsyncScheduler: client `id`'s next task, on the current model (none
   /// once the run ends, or for a client not registered).
   void give_task(const std::string& id, uint32_t round);

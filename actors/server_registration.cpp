@@ -74,13 +74,17 @@ server_registration::goodbye(const caf::strong_actor_ptr& sender,
   return key;
 }
 
-std::optional<std::string> server_registration::lost(const caf::down_msg& m) {
+std::optional<std::string> server_registration::lost(
+    const caf::down_msg& m,
+    const std::function<void(const std::string&)>& first) {
   auto& core = core_;
   auto lost = core.registry_.lose(
       [&m](const client_inbox& h) { return h.address() == m.source; });
   if (!lost)
     return std::nullopt;
   const auto& [key, epoch] = *lost;
+  if (first)
+    first(key);
   if (core.stopping_)
     return key;
   if (!core.banned(key)) // a banned one was said dropped already

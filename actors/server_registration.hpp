@@ -40,12 +40,14 @@ public:
   std::optional<std::string> goodbye(const caf::strong_actor_ptr& sender,
                                      const frame& f);
 
-  /// The connection that `m` says ended was lost: its client waits for it
-  /// to resume, reported (with the error its gateway quit with, if any;
-  /// not one dropped from the run already) and dropped when its grace ends
-  /// (not while the run ends). Returns its key, or nullopt iff it is not
-  /// registered.
-  std::optional<std::string> lost(const caf::down_msg& m);
+  /// The connection that `m` says ended was lost: `first(key)` hears it
+  /// at once; then, unless the run ends, its client waits for it to
+  /// resume, reported (with the error its gateway quit with, if any; not
+  /// one dropped from the run already) and dropped when its grace ends.
+  /// Returns its key, or nullopt iff it is not registered.
+  std::optional<std::string>
+  lost(const caf::down_msg& m,
+       const std::function<void(const std::string&)>& first);
 
 private:
   /// Reports client `id`'s connection lost, ended by `reason` (none: the

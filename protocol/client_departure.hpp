@@ -1,6 +1,7 @@
 #pragma once
 // How a client ends: the goodbye it says (at most one, only where the
-// server can take it, never after the server's Done) and what its report
+// server can take it; none of its own making after the server's Done,
+// though a reason the program noted is still said) and what its report
 // says of the end. A reason the program noted (a signal, its own code's
 // exception: departure) stands over whatever ends the client next, which
 // then leaves with it rather than failing. The client actor sends and
