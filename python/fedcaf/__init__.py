@@ -352,6 +352,7 @@ class _Departures:
     def __init__(self):
         self._clients = weakref.WeakSet()
         self._installed = False
+        self._terminating = False
 
     def watch(self, client):
         self._clients.add(client)
@@ -371,6 +372,12 @@ class _Departures:
             signal.signal(signal.SIGTERM, self._on_sigterm)
 
     def _on_sigterm(self, signum, frame):
+        # Once: a second SIGTERM (timeout(1) sends one to the process and
+        # one to its group) would raise in the middle of the first one's
+        # goodbye, before its line is printed.
+        if self._terminating:
+            return
+        self._terminating = True
         exc = _Terminated(128 + signum)
         self._leave_all(exc)
         raise exc
