@@ -10,14 +10,6 @@
 
 namespace fedcaf {
 
-namespace {
-
-/// The most reasons the report counts apart for one event (the rest:
-/// "other"); the reasons in use are far fewer.
-constexpr size_t max_report_reasons = 32;
-
-} // namespace
-
 round_reporter::round_reporter(reporter_options options, run_report* report)
     : options_(std::move(options)), report_(report) {}
 
@@ -206,6 +198,7 @@ void round_reporter::save(const report_stamp& now) {
   if (ended_)
     return;
   if (!options_.report_path.empty()) {
+    report_->events = by_name(event_counts_);
     report_->status = "running";
     report_->refusals = now.refusals;
     report_->total_seconds = now.total_seconds;
@@ -237,11 +230,7 @@ void round_reporter::event(const char* what, const std::string& id,
 
 void round_reporter::note(run_event e, const std::string& reason,
                           const std::string& id, const std::string& detail) {
-  auto& by_reason = report_->events[to_string(e)];
-  auto token = reason_token(reason);
-  if (!by_reason.count(token) && by_reason.size() >= max_report_reasons)
-    token = "other"; // as run_events bounds its counts
-  ++by_reason[token];
+  count_event(event_counts_, e, reason); // into the report as it is saved
   if (options_.live)
     options_.live->note_event(e, reason, id, detail);
 }
@@ -315,6 +304,7 @@ void round_reporter::close(const report_stamp& now, uint64_t peak_rss_bytes) {
   report_->total_seconds = now.total_seconds;
   report_->peak_rss_bytes = peak_rss_bytes;
   report_->refusals = now.refusals;
+  report_->events = by_name(event_counts_);
   if (options_.poisoned)
     report_->poisoned_updates = options_.poisoned->load();
 }

@@ -204,6 +204,9 @@ private:
 
   reporter_options options_;
   run_report* report_;
+  /// What befell clients and rounds (note), by event and reason: the
+  /// report's `events` as it is saved and closed.
+  run_event_counts event_counts_;
   uint64_t bytes_up_ = 0;
   uint64_t bytes_down_ = 0;
   uint64_t raw_down_ = 0; ///< the model bytes bytes_down_ carried, decoded

@@ -553,10 +553,8 @@ json events_json(const live_snapshot& s) {
   json refused = json::array();
   for (const auto& e : s.refused)
     refused.push_back(event_json(e, s.started_unix_s));
-  json counts = json::object();
-  for (const auto& [key, n] : s.event_counts)
-    counts[to_string(key.first)][key.second] = n;
-  return {{"counts", counts}, {"log", log}, {"refused", refused}};
+  return {
+      {"counts", by_name(s.event_counts)}, {"log", log}, {"refused", refused}};
 }
 
 json run_json(const live_snapshot& s) {

@@ -108,14 +108,26 @@ std::string printable_cut(std::string_view text, size_t most) {
   return out;
 }
 
+std::string count_event(run_event_counts& counts, run_event e,
+                        std::string_view reason) {
+  auto key = std::make_pair(e, reason_token(reason));
+  if (!counts.count(key) && counts.size() >= run_events::max_kinds)
+    key.second = "other";
+  ++counts[key];
+  return key.second;
+}
+
+named_event_counts by_name(const run_event_counts& counts) {
+  named_event_counts out;
+  for (const auto& [key, n] : counts)
+    out[to_string(key.first)][key.second] = n;
+  return out;
+}
+
 void run_events::note(run_event e, std::string_view reason,
                       std::string_view client, std::string_view detail,
                       double unix_s) {
-  auto token = reason_token(reason);
-  auto key = std::make_pair(e, token);
-  if (!counts_.count(key) && counts_.size() >= max_kinds)
-    key.second = token = "other";
-  ++counts_[key];
+  auto token = count_event(counts_, e, reason);
   run_event_entry entry{unix_s,
                         unix_s,
                         e,

@@ -58,6 +58,18 @@ struct run_event_entry {
 /// Counts by event and reason.
 using run_event_counts = std::map<std::pair<run_event, std::string>, uint64_t>;
 
+/// Counts `e` for `reason` (as reason_token makes it) in `counts`, which
+/// holds at most run_events::max_kinds (event, reason) pairs (past them:
+/// "other"). Returns the token it was counted under.
+std::string count_event(run_event_counts& counts, run_event e,
+                        std::string_view reason);
+
+/// `counts` by the events' and the reasons' names: event -> reason ->
+/// count (the report's `events`, /status' `events.counts`).
+using named_event_counts =
+    std::map<std::string, std::map<std::string, uint64_t>>;
+named_event_counts by_name(const run_event_counts& counts);
+
 class run_events {
 public:
   /// The log's most entries (the oldest go first).
