@@ -132,16 +132,23 @@ public:
     if (auto placed = admissible(s, *c); !placed)
       return refuse_from(sender, placed.err());
     // A window-mode relay's round given up: no g to measure against.
+    bool in_fold = acc_->measures() && relay_.has_global() &&
+                   checker_.measured_in_fold(s, *c);
     auto checked = checker_.inspect(s, *c, model(), acc_->overwritten_below(),
-                                    relay_.has_global());
+                                    relay_.has_global() && !in_fold);
+    if (checked && in_fold) // measured by the pass that folds, taken back
+      checked = fold_measured(s, *c); // out exactly if it is refused
+    else if (checked) {
+      auto folded = checker_.bounded(s, *c, model());
+      if (auto ok = fold(s, folded); !ok)
+        return refuse_from(sender, ok.err());
+      folded_bytes_ = folded.bytes.size();
+    }
     if (!checked)
       return checked.err().code == errc::internal
                  ? refuse_from(sender, checked.err())
                  : reject(h.stream_id, s, checked.err());
-    auto folded = checker_.bounded(s, *c, model());
-    if (auto ok = fold(s, folded); !ok)
-      return refuse_from(sender, ok.err());
-    ledger_.folded(s, folded.bytes.size(), checked->distance_squared, now());
+    ledger_.folded(s, folded_bytes_, checked->distance_squared, now());
     checker_.record(s.client_id, h.sequence, *checked);
     return credit(s, h.stream_id, h.sequence, parked);
   }
@@ -290,8 +297,28 @@ private:
       std::this_thread::sleep_for(options_.fold_delay);
     if (secure())
       return acc_->fold_ring(h.sequence, c.bytes);
-    return s.summed ? acc_->fold_sum(h.sequence, c.bytes, s.weight)
-                    : acc_->fold(h.sequence, c.bytes, s.weight, h.stream_id);
+    return s.summed ? acc_->fold_sum(h.sequence, c.bytes, s.weight, model())
+                    : acc_->fold(h.sequence, c.bytes, s.weight, h.stream_id,
+                                 model());
+  }
+
+  /// Folds chunk `c` of stream `s` as it came, measuring its distance in the
+  /// same pass, and judges it: a chunk the distance refuses is taken back
+  /// out of the sum, exactly. REQUIRES: as fold(), measured_in_fold.
+  result<checked_chunk> fold_measured(const upload_record& s,
+                                      const msg::chunk_view& c) {
+    const auto& h = c.header;
+    if (options_.fold_delay.count() > 0)
+      std::this_thread::sleep_for(options_.fold_delay);
+    auto d =
+        acc_->fold_measured(h.sequence, c.bytes, s.weight, s.summed, model());
+    if (!d)
+      return error{errc::internal, d.err().message};
+    auto judged = checker_.judge(s, c, *d);
+    if (!judged)
+      acc_->unfold(h.sequence, c.bytes, s.weight, s.summed, model());
+    folded_bytes_ = c.bytes.size();
+    return judged;
   }
 
   /// The credit for chunk `seq` of stream `sid` (of `s`), just folded: now
@@ -405,6 +432,7 @@ private:
 
   /// Credits held until their position is settled (window mode).
   std::map<uint64_t, std::vector<std::pair<promise, uint64_t>>> held_;
+  uint64_t folded_bytes_ = 0; ///< the bytes the last fold took
   aggregator_relay relay_;
   aggregator_rounds rounds_;
 };

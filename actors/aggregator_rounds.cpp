@@ -90,15 +90,25 @@ result<snapshot_ptr> aggregator_rounds::publish_round(uint32_t round,
   auto* optimizer = core_.optimizer_.get();
   if (optimizer) // FedBuff: the updates in this step, cut-off ones too
     optimizer->set_updates(core_.ledger_.updates());
+  // The new model is measured (its norm, for the next round's update bound)
+  // chunk by chunk as it is made, where nothing rescales it after.
+  auto& checker = core_.checker_;
+  bool measured = (sum_weight <= 0 || core_.streams_sums()) &&
+                  core_.acc_->observe_results(
+                      [&checker](uint64_t seq, std::span<const std::byte> m) {
+                        checker.measure_position(seq, m);
+                      });
+  if (measured)
+    checker.measure_begin();
   auto bytes = core_.acc_->finalize(core_.models_.current().bytes, optimizer);
   if (!bytes)
     return bytes.err();
-  return publish(round, std::move(*bytes), sum_weight);
+  return publish(round, std::move(*bytes), sum_weight, {}, measured);
 }
 
 snapshot_ptr aggregator_rounds::publish(uint32_t round, byte_buffer bytes,
-                                        double sum_weight,
-                                        std::string failure) {
+                                        double sum_weight, std::string failure,
+                                        bool measured) {
   model_snapshot next;
   next.failure = std::move(failure);
   next.trimmed_values = core_.ledger_.by_client(core_.acc_->take_trimmed());
@@ -110,7 +120,11 @@ snapshot_ptr aggregator_rounds::publish(uint32_t round, byte_buffer bytes,
   if (sum_weight > 0 && !core_.streams_sums()) // streamed: scaled as it went
     relay_checks::scale_sum(core_.plan_, next.bytes, weights, sum_weight);
   auto published = core_.models_.publish(round, std::move(next));
-  if (!held_in_part) // a relay's next round adopts its parent's model
+  if (held_in_part) // a relay's next round adopts its parent's model
+    return published;
+  if (measured)
+    core_.checker_.measure_end();
+  else
     core_.checker_.measure_global(published->bytes);
   return published;
 }

@@ -44,9 +44,10 @@ private:
   /// another weight than `sum_weight` (its offer's upstream) is scaled to
   /// it in place first, before anyone else holds it (0: a mean, or a sum
   /// scaled as it settled). `failure`: non-empty iff the round failed and
-  /// `bytes` are the model it started from.
+  /// `bytes` are the model it started from. `measured`: its norm was
+  /// measured as it was made (measure_begin, measure_position).
   snapshot_ptr publish(uint32_t round, byte_buffer bytes, double sum_weight,
-                       std::string failure = {});
+                       std::string failure = {}, bool measured = false);
   /// Removes the masks `plan` names from the ring sum and turns it into
   /// the round's mean (see accumulator::unmask).
   result<void> unmask(const secagg::unmask_plan& plan);

@@ -40,8 +40,42 @@ public:
   explicit frame_builder(size_t capacity_words)
       : out_(prefix_bytes + capacity_words * sizeof(word)) {}
 
+  /// Room for `capacity_words`, of which only the first `zeroed_words` are
+  /// in the frame (zero): the rest is reserved, for a payload the caller
+  /// appends (append_payload) rather than zero-fills and overwrites.
+  frame_builder(size_t capacity_words, size_t zeroed_words) {
+    out_.reserve(prefix_bytes + capacity_words * sizeof(word));
+    out_.resize(prefix_bytes + zeroed_words * sizeof(word));
+    capacity_words_ = capacity_words;
+  }
+
+  /// Appends the payload of a Data field that initBytes just allocated at
+  /// `at`, the last thing in the segment: `gather` calls append(piece) with
+  /// its bytes front to back. Returns false, appending nothing, iff the
+  /// field does not begin within the zeroed words (then build again with
+  /// the zero-filled constructor). REQUIRES: the reserving constructor.
+  bool append_payload(const std::byte* at, size_t bytes,
+                      const std::function<void(const chunk_append&)>& gather) {
+    auto* begin = reinterpret_cast<const char*>(at);
+    if (begin < out_.data() + prefix_bytes || begin > out_.data() + out_.size())
+      return false;
+    out_.resize(static_cast<size_t>(begin - out_.data())); // its words unused
+    auto end = out_.size() + bytes;
+    gather([this, end](std::span<const std::byte> piece) {
+      auto* p = reinterpret_cast<const char*>(piece.data());
+      auto n = std::min(piece.size(), end - out_.size());
+      out_.insert(out_.end(), p, p + n); // within the reserved capacity
+    });
+    // Whatever gather did not write, and the padding to a word, is zero.
+    out_.resize(prefix_bytes + (end - prefix_bytes + sizeof(word) - 1) /
+                                   sizeof(word) * sizeof(word));
+    return true;
+  }
+
   kj::ArrayPtr<word> allocateSegment(uint32_t minimum_words) override {
-    auto capacity = (out_.size() - prefix_bytes) / sizeof(word);
+    auto capacity = capacity_words_ > 0
+                        ? capacity_words_
+                        : (out_.size() - prefix_bytes) / sizeof(word);
     if (!first_taken_ && minimum_words <= capacity) {
       first_taken_ = true;
       return {first(), capacity};
@@ -62,6 +96,9 @@ public:
       return std::nullopt;
     uint32_t table[2] = {0, static_cast<uint32_t>(segments[0].size())};
     std::memcpy(out_.data() + envelope_bytes, table, sizeof table);
+    if (capacity_words_ > 0 &&
+        out_.size() != prefix_bytes + segments[0].size() * sizeof(word))
+      return std::nullopt; // the payload was not appended where it lies
     out_.resize(prefix_bytes + segments[0].size() * sizeof(word));
     return std::move(out_);
   }
@@ -78,6 +115,7 @@ private:
   word* first() { return reinterpret_cast<word*>(out_.data() + prefix_bytes); }
 
   frame out_;
+  size_t capacity_words_ = 0; ///< reserving constructor: the segment's room
   bool first_taken_ = false;
   kj::Vector<kj::Array<word>> overflow_;
 };
@@ -774,6 +812,45 @@ frame encode_chunk(const chunk_header& h, size_t payload_bytes,
         reinterpret_cast<std::byte*>(data.begin()), data.size()};
     fill(bytes);
     b.setChecksum(checksum(bytes));
+  });
+}
+
+frame encode_chunk_gathered(
+    const chunk_header& h, size_t payload_bytes,
+    const std::function<void(const chunk_append&)>& gather,
+    const std::function<void(std::span<std::byte>)>& then) {
+  // The Chunk's words come before its bytes and take fewer than 32 words.
+  constexpr size_t head_words = 32;
+  auto payload_words = (payload_bytes + sizeof(word) - 1) / sizeof(word);
+  frame_builder builder{head_words + payload_words, head_words};
+  auto root = builder.initRoot<wire::Frame>();
+  root.setVersion(wire::PROTOCOL_VERSION);
+  auto b = root.initBody().initChunk();
+  b.setStreamId(h.stream_id);
+  b.setRound(h.round);
+  b.setSequence(h.sequence);
+  b.setTensorIndex(h.tensor_index);
+  b.setTensorOffset(h.byte_offset);
+  auto data = b.initBytes(static_cast<uint32_t>(payload_bytes));
+  auto bytes = std::span<std::byte>{reinterpret_cast<std::byte*>(data.begin()),
+                                    data.size()};
+  if (builder.append_payload(bytes.data(), bytes.size(), gather)) {
+    if (then)
+      then(bytes);
+    b.setChecksum(checksum(bytes));
+    if (auto f = builder.finish())
+      return std::move(*f);
+  }
+  // Not laid out as expected: the zero-filled way, gathered into place.
+  return encode_chunk(h, payload_bytes, [&](std::span<std::byte> dst) {
+    size_t at = 0;
+    gather([&](std::span<const std::byte> piece) {
+      auto n = std::min(piece.size(), dst.size() - at);
+      std::memcpy(dst.data() + at, piece.data(), n);
+      at += n;
+    });
+    if (then)
+      then(dst);
   });
 }
 

@@ -385,6 +385,21 @@ frame encode(const error& x);
 frame encode_chunk(const chunk_header& header, size_t payload_bytes,
                    const std::function<void(std::span<std::byte>)>& fill);
 
+/// Takes one piece of a chunk's payload (see encode_chunk_gathered).
+using chunk_append = std::function<void(std::span<const std::byte>)>;
+
+/// As encode_chunk, the same bytes on the wire, the payload appended
+/// rather than written over zeroes: `gather` calls append(piece) with the
+/// payload's bytes front to back (payload_bytes in all; what it leaves out
+/// is zero, what it gives beyond is dropped), so each byte is written once
+/// (a model's bytes go out in one copy, with no zero-filling pass before
+/// it). `then`, if set, may change the payload in place before the
+/// checksum is taken.
+frame encode_chunk_gathered(
+    const chunk_header& header, size_t payload_bytes,
+    const std::function<void(const chunk_append&)>& gather,
+    const std::function<void(std::span<std::byte>)>& then = {});
+
 /// Decodes a frame that must hold a T. Returns the peer's error iff the frame
 /// is an error frame, and an error iff it is malformed, of another protocol
 /// version, or of another kind. T is any of the types above but chunk_view.

@@ -141,14 +141,29 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
                              max_abs(s.summed ? 1.0 : s.weight));
       !ok)
     return ok.err();
-  auto bound = bound_ * k;
   auto declared = norm_bound_ > 0;
-  if ((bound <= 0 && !declared) || !measured)
+  if ((bound_ * k <= 0 && !declared) || !measured)
     return checked_chunk{};
   auto checked = distance(s.client_id, c, global, overwritten_below, k);
   if (!checked)
     return checked;
-  auto so_far = s.distance_squared + checked->distance_squared;
+  return judge(s, c, checked->distance_squared);
+}
+
+bool chunk_checker::measured_in_fold(const upload_record& s,
+                                     const msg::chunk_view& c) const {
+  return !secure_ && norm_bound_ <= 0 && s.scale >= 1 &&
+         !(any_kept_ && touches_kept(layout_, plan_, c.header.sequence, kept_));
+}
+
+result<checked_chunk> chunk_checker::judge(const upload_record& s,
+                                           const msg::chunk_view& c,
+                                           double distance_squared) const {
+  auto seq = c.header.sequence;
+  auto bound = bound_ * (s.summed ? s.weight : 1.0);
+  auto declared = norm_bound_ > 0;
+  checked_chunk checked{distance_squared, c.checksum};
+  auto so_far = s.distance_squared + checked.distance_squared;
   if (bound > 0 && so_far > bound * bound)
     return error{errc::poisoned_update, bound_exceeded(so_far, seq)};
   // norm_bound scales by what the client declared: more than that is a

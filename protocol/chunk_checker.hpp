@@ -126,6 +126,18 @@ public:
                                 uint64_t overwritten_below,
                                 bool measured = true) const;
 
+  /// True iff chunk `c` of `s` may be measured by the pass that folds it
+  /// (accumulator::fold_measured) and judged after: folded as it came (no
+  /// norm_bound scaling, no kept tensor in it), no declared norm to hold
+  /// it to (whose comparison sums in float64 as the client does), not
+  /// masked.
+  bool measured_in_fold(const upload_record& s, const msg::chunk_view& c) const;
+
+  /// The distance checks of inspect(), for a chunk of `s` measured
+  /// elsewhere at `distance_squared` from the global model.
+  result<checked_chunk> judge(const upload_record& s, const msg::chunk_view& c,
+                              double distance_squared) const;
+
   /// Chunk `c` of stream `s` as it is folded (valid until the next call):
   /// norm_bound, scaled towards the global model, g + scale (x - g);
   /// tensor_rules keep, the global model's values in its kept tensors; as

@@ -71,9 +71,9 @@ result<served_chunk> model_exchange::serve(const msg::fetch& req,
                                         out.wire_bytes);
   } else {
     auto view = model == snapshot_ ? view_ : model->view();
-    out.frame = msg::encode_chunk(
-        h, e.bytes, [this, &req, &view](std::span<std::byte> dst) {
-          plan_->copy_out(req.sequence, view, dst);
+    out.frame = msg::encode_chunk_gathered(
+        h, e.bytes, [this, &req, &view](const msg::chunk_append& append) {
+          plan_->for_each_source(req.sequence, view, append);
         });
   }
   model->bytes.release(e.model_offset, e.bytes); // file-backed only
@@ -89,14 +89,14 @@ served_chunk model_exchange::serve_shard(const msg::fetch& req,
   served_chunk out;
   out.wire_bytes = out.model_bytes = e.bytes;
   out.last = req.sequence + 1 == shard.chunk_count();
-  auto gather = [&](std::span<std::byte> dst) {
+  auto gather = [&](const msg::chunk_append& append) {
     shard.for_each_model_run(
-        req.sequence, [&](uint64_t at_model, uint64_t n, uint64_t at) {
-          std::memcpy(dst.data() + at, model.bytes.data() + at_model, n);
+        req.sequence, [&](uint64_t at_model, uint64_t n, uint64_t) {
+          append({model.bytes.data() + at_model, n});
           model.bytes.release(at_model, n); // file-backed only
         });
   };
-  out.frame = msg::encode_chunk(h, e.bytes, gather);
+  out.frame = msg::encode_chunk_gathered(h, e.bytes, gather);
   return out;
 }
 

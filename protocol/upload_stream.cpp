@@ -54,12 +54,14 @@ msg::frame upload_stream::encode(uint64_t seq, const const_model_view& model,
     });
   }
   sent = e.bytes;
-  return msg::encode_chunk(h, e.bytes,
-                           [this, seq, &model, &e](std::span<std::byte> dst) {
-                             plan_->copy_out(seq, model, dst);
-                             if (hooks_.mask)
-                               mask(e.model_offset / 4, dst);
-                           });
+  auto gather = [this, seq, &model](const msg::chunk_append& append) {
+    plan_->for_each_source(seq, model, append);
+  };
+  if (!hooks_.mask)
+    return msg::encode_chunk_gathered(h, e.bytes, gather);
+  return msg::encode_chunk_gathered(
+      h, e.bytes, gather,
+      [this, &e](std::span<std::byte> dst) { mask(e.model_offset / 4, dst); });
 }
 
 /// In place where the frame's bytes are 4-byte aligned, else through a

@@ -13,6 +13,12 @@
 
 namespace fedcaf {
 
+result<double> accumulator::fold_measured(uint64_t, std::span<const std::byte>,
+                                          double, bool,
+                                          std::span<const std::byte>) {
+  return error{errc::internal, "this accumulator does not measure its folds"};
+}
+
 namespace {
 
 /// A model-sized running sum (ram mode, averaging rules): a chunk settles
@@ -30,12 +36,23 @@ public:
   uint64_t overwritten_below() const override { return 0; }
 
   result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
-                    uint64_t) override {
-    return sum_.fold(seq, x, weight);
+                    uint64_t, std::span<const std::byte> global) override {
+    return sum_.fold(seq, x, weight, global);
   }
   result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
-                        double weight) override {
-    return sum_.fold_sum(seq, x, weight);
+                        double weight,
+                        std::span<const std::byte> global) override {
+    return sum_.fold_sum(seq, x, weight, global);
+  }
+  bool measures() const override { return true; }
+  result<double> fold_measured(uint64_t seq, std::span<const std::byte> x,
+                               double weight, bool summed,
+                               std::span<const std::byte> global) override {
+    return sum_.fold_measured(seq, x, weight, summed, global);
+  }
+  void unfold(uint64_t seq, std::span<const std::byte> x, double weight,
+              bool summed, std::span<const std::byte> global) override {
+    sum_.unfold(seq, x, weight, summed, global);
   }
   void emit_sums() override { sum_.emit_sums(); }
   std::vector<double> take_position_weights() override {
@@ -60,6 +77,11 @@ public:
   result<byte_buffer> finalize(byte_buffer& model,
                                server_optimizer* opt) override {
     return sum_.finalize(model.bytes(), opt);
+  }
+  bool observe_results(
+      std::function<void(uint64_t, std::span<const std::byte>)> f) override {
+    sum_.observe_results(std::move(f));
+    return true;
   }
   result<byte_buffer> keep(byte_buffer& model) override {
     return sum_.keep(model.bytes());
@@ -98,11 +120,11 @@ public:
   uint64_t overwritten_below() const override { return overwritten_; }
 
   result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
-                    uint64_t tag) override {
+                    uint64_t tag, std::span<const std::byte>) override {
     return window_.fold(seq, x, weight, tag);
   }
   result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
-                        double weight) override {
+                        double weight, std::span<const std::byte>) override {
     return window_.fold_sum(seq, x, weight);
   }
   void emit_sums() override { window_.emit_sums(); }

@@ -1,28 +1,191 @@
 #include "fedcaf/fedavg_accumulator.hpp"
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "fedcaf/element.hpp"
+#include "fedcaf/kernel.hpp"
 #include "fedcaf/secagg.hpp"
+#include "fedcaf/update_check.hpp"
 
 namespace fedcaf {
 
 namespace {
 
-/// out[i] = w * x[i] (assign) or out[i] += w * x[i], x of dtype t.
-template <bool Assign>
-void scale_into(float* out, dtype t, const std::byte* x, size_t n, float w) {
-  if (t == dtype::float32 &&
-      reinterpret_cast<uintptr_t>(x) % alignof(float) == 0) {
-    const auto* in = reinterpret_cast<const float*>(x);
-    for (size_t i = 0; i < n; ++i)
-      out[i] = Assign ? w * in[i] : out[i] + w * in[i];
-    return;
+constexpr uint64_t block_elements = 1024;
+/// Each run of 64 elements of a block has its own grid: 2^-grid_bits of
+/// its magnitude 2^exponent (the least power of two above its |g|).
+constexpr uint64_t run_elements = 64;
+constexpr uint64_t runs_per_block = block_elements / run_elements;
+constexpr int grid_bits = 27;
+/// Blocks whose |g| stays below 2^(least_exponent - 1) share the grid of
+/// 2^least_exponent: a zero-initialised tensor (a bias, LoRA's B) takes
+/// deltas of 2^-7 x 2^4 / updates before its sums go wide.
+constexpr int least_exponent = -7;
+constexpr int8_t unset_exponent = INT8_MIN;
+/// A block's int32 sums take a contribution while |q| stays below
+/// int32_room and the bound on |sum| below int32_limit.
+constexpr float int32_room = 0x1p30f;
+constexpr uint64_t int32_limit = uint64_t{1} << 31;
+/// |q| beyond this is saturated (int64 sums of 2^17 such never overflow).
+constexpr float most_units = 0x1p46f;
+
+using v8f = float __attribute__((vector_size(32)));
+using v8u = uint32_t __attribute__((vector_size(32)));
+
+/// v[i] = (x[i] - k g[i]) s[i] over n float32 values (x, g as bytes: any
+/// alignment). Returns the sum of (x[i] - k g[i])^2 (in float, eight lanes)
+/// and raises `most` to the largest |v[i]|'s bits (NaN above infinity). The
+/// values v are one update's own arithmetic, the same in every run.
+FEDCAF_KERNEL float scaled_deltas(const std::byte* x, const std::byte* g,
+                                  float* v, size_t n, float k, const float* s,
+                                  uint32_t& most) {
+  v8f squares = {};
+  v8u top = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    v8f a, b;
+    std::memcpy(&a, x + i * 4, sizeof a);
+    std::memcpy(&b, g + i * 4, sizeof b);
+    v8f d = a - k * b;
+    v8f scale;
+    std::memcpy(&scale, s + i, sizeof scale);
+    v8f q = d * scale;
+    std::memcpy(v + i, &q, sizeof q);
+    squares += d * d;
+    v8u bits;
+    std::memcpy(&bits, &q, sizeof bits);
+    bits &= 0x7fffffffu;
+    auto above = reinterpret_cast<v8u>(bits > top);
+    top = (bits & above) | (top & ~above);
   }
+  float sum = 0;
+  for (int j = 0; j < 8; ++j) {
+    sum += squares[j];
+    most = std::max(most, static_cast<uint32_t>(top[j]));
+  }
+  for (; i < n; ++i) {
+    float a, b;
+    std::memcpy(&a, x + i * 4, 4);
+    std::memcpy(&b, g + i * 4, 4);
+    float d = a - k * b;
+    v[i] = d * s[i];
+    sum += d * d;
+    uint32_t bits;
+    std::memcpy(&bits, &v[i], 4);
+    most = std::max(most, bits & 0x7fffffffu);
+  }
+  return sum;
+}
+
+/// The integer an update adds at a value v of the grid: v rounded to the
+/// nearest (ties to even), saturated at most_units; 0 for NaN (never
+/// folded: the finite check refuses it first).
+int64_t units_of(float v) {
+  if (!(v == v))
+    return 0;
+  return static_cast<int64_t>(
+      std::nearbyint(std::clamp(v, -most_units, most_units)));
+}
+
+/// acc[i] = (assign ? 0 : acc[i]) + sign * round(v[i]) in int32 (the
+/// caller bounds it: no wrap), from `i` on, one element at a time.
+void add_units_tail(std::byte* acc, const float* v, size_t i, size_t n,
+                    int sign, bool assign) {
+  for (; i < n; ++i) {
+    auto q = static_cast<int32_t>(units_of(v[i])) * sign;
+    int32_t s = 0;
+    if (!assign)
+      std::memcpy(&s, acc + i * 4, 4);
+    s = static_cast<int32_t>(static_cast<uint32_t>(s) +
+                             static_cast<uint32_t>(q));
+    std::memcpy(acc + i * 4, &s, 4);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/// As add_units, eight at a time.
+[[gnu::target("avx2")]] void add_units_avx2(std::byte* acc, const float* v,
+                                            size_t n, int sign, bool assign) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i q = _mm256_cvtps_epi32(_mm256_loadu_ps(v + i));
+    if (sign < 0)
+      q = _mm256_sub_epi32(_mm256_setzero_si256(), q);
+    auto* at = reinterpret_cast<__m256i*>(acc + i * 4);
+    if (!assign)
+      q = _mm256_add_epi32(_mm256_loadu_si256(at), q);
+    _mm256_storeu_si256(at, q);
+  }
+  add_units_tail(acc, v, i, n, sign, assign);
+}
+#endif
+
+/// acc[i] = (assign ? 0 : acc[i]) + sign * round(v[i]) in int32, wrapping
+/// never (the caller bounds it). cvtps2dq rounds to the nearest, ties to
+/// even: as nearbyint does in the default rounding mode, which the int64
+/// sums use. REQUIRES: |v[i]| < 2^31.
+void add_units(std::byte* acc, const float* v, size_t n, int sign,
+               bool assign) {
+  size_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2)
+    return add_units_avx2(acc, v, n, sign, assign);
+#endif
+#if defined(__SSE2__)
+  for (; i + 4 <= n; i += 4) {
+    __m128i q = _mm_cvtps_epi32(_mm_loadu_ps(v + i));
+    if (sign < 0)
+      q = _mm_sub_epi32(_mm_setzero_si128(), q);
+    auto* at = reinterpret_cast<__m128i*>(acc + i * 4);
+    if (!assign)
+      q = _mm_add_epi32(_mm_loadu_si128(at), q);
+    _mm_storeu_si128(at, q);
+  }
+#endif
+  add_units_tail(acc, v, i, n, sign, assign);
+}
+
+/// out[i] = base g[i] + f[i] sum[i] in float, clamped to +-limit, sum[i]
+/// int32 read from, and the result written over, the same bytes (float:
+/// eight lanes; a delta's product rounds to 2^-24 of it, as a float32
+/// sum's own additions do).
+FEDCAF_KERNEL void settle_units(std::byte* sums, const float* g, size_t n,
+                                float base, const float* f, float limit) {
   for (size_t i = 0; i < n; ++i) {
-    auto v = load_element(t, x, i);
-    out[i] = Assign ? w * v : out[i] + w * v;
+    int32_t s;
+    std::memcpy(&s, sums + i * 4, 4);
+    float r = base * g[i] + f[i] * static_cast<float>(s);
+    r = r < -limit ? -limit : (r > limit ? limit : r);
+    std::memcpy(sums + i * 4, &r, 4);
   }
+}
+
+/// The largest |x| of n float32 values, by their bits (NaN above all).
+FEDCAF_KERNEL uint32_t largest_bits(const std::byte* x, size_t n) {
+  uint32_t most = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i * 4, 4);
+    most = std::max(most, bits & 0x7fffffffu);
+  }
+  return most;
+}
+
+/// A 16-bit (or float32) run of n elements as float32 bytes in `out`.
+const std::byte* as_floats(dtype t, const std::byte* x, size_t n, float* out) {
+  if (t == dtype::float32)
+    return x;
+  for (size_t i = 0; i < n; ++i)
+    out[i] = load_element(t, x, i);
+  return reinterpret_cast<const std::byte*>(out);
 }
 
 } // namespace
@@ -34,7 +197,20 @@ result<fedavg_accumulator> fedavg_accumulator::make(const manifest& m,
     return type.err();
   FEDCAF_REQUIRE(plan.total_bytes() == m.total_bytes(), errc::internal,
                  plan.total_bytes(), m.total_bytes());
-  return fedavg_accumulator{m.total_bytes(), *type, std::move(plan)};
+  fedavg_accumulator acc{m.total_bytes(), *type, std::move(plan)};
+  const auto& p = acc.plan_;
+  auto element = dtype_bytes(*type);
+  uint64_t blocks = 0;
+  for (uint64_t seq = 0; seq < p.chunk_count(); ++seq) {
+    acc.first_block_.push_back(blocks);
+    auto n = p.extent(seq).bytes / element;
+    blocks += (n + block_elements - 1) / block_elements;
+    acc.uncounted_.push_back(uncounted_ranges(m, p, seq));
+  }
+  acc.exponent_.assign(blocks * runs_per_block, unset_exponent);
+  acc.bound_.assign(blocks, 0);
+  acc.wide_index_.assign(blocks, 0);
+  return acc;
 }
 
 void fedavg_accumulator::recycle(byte_buffer&& buffer) {
@@ -48,28 +224,167 @@ void fedavg_accumulator::recycle(byte_buffer&& buffer) {
   }
 }
 
-result<void> fedavg_accumulator::fold_scaled(uint64_t seq,
-                                             std::span<const std::byte> x,
-                                             double weight, double scale) {
+void fedavg_accumulator::forget_round() {
+  std::fill(exponent_.begin(), exponent_.end(), unset_exponent);
+  std::fill(wide_index_.begin(), wide_index_.end(), 0u);
+  wide_.clear();
+  wide_float_.clear();
+  float_sum_.clear();
+}
+
+int fedavg_accumulator::grid_exponent(uint64_t r, uint64_t first, uint64_t n,
+                                      const std::byte* global) {
+  if (exponent_[r] != unset_exponent)
+    return exponent_[r];
+  float most = 0;
+  if (type_ == dtype::float32) {
+    auto bits = largest_bits(global + first * 4, n);
+    std::memcpy(&most, &bits, 4);
+  } else {
+    auto element = dtype_bytes(type_);
+    for (uint64_t i = 0; i < n; ++i)
+      most = std::max(
+          most, std::fabs(load_element(type_, global + first * element, i)));
+  }
+  int e =
+      most > 0 && std::isfinite(most) ? std::ilogb(most) + 1 : least_exponent;
+  exponent_[r] = static_cast<int8_t>(std::max(e, least_exponent));
+  return exponent_[r];
+}
+
+double fedavg_accumulator::apply(uint64_t seq, const std::byte* x,
+                                 double weight, bool summed,
+                                 const std::byte* global, int add,
+                                 bool assign) {
+  const auto& e = plan_.extent(seq);
+  auto element = dtype_bytes(type_);
+  auto first = e.model_offset / element;
+  auto n = e.bytes / element;
+  auto* sums = sum_.data() + first * 4;
+  const auto& skip = uncounted_[seq];
+  auto k = summed ? static_cast<float>(weight) : 1.0f;
+  double distance = 0;
+  alignas(64) float v[block_elements];
+  alignas(64) float xs[block_elements];
+  alignas(64) float gs[block_elements];
+  alignas(64) float s[block_elements]; // each element's scale
+  for (uint64_t o = 0, b = first_block_[seq]; o < n; o += block_elements, ++b) {
+    auto len = std::min(block_elements, n - o);
+    for (uint64_t lo = 0; lo < len; lo += run_elements) {
+      auto hi = std::min(lo + run_elements, len);
+      auto scale = std::ldexp(
+          1.0f,
+          grid_bits - grid_exponent(b * runs_per_block + lo / run_elements,
+                                    first + o + lo, hi - lo, global));
+      std::fill(s + lo, s + hi,
+                summed ? scale : static_cast<float>(weight) * scale);
+    }
+    auto* xb = as_floats(type_, x + o * element, len, xs);
+    auto* gb = as_floats(type_, global + (first + o) * element, len, gs);
+    // Runs of the block split where tensors outside the distance lie.
+    uint32_t most = 0;
+    uint64_t at = 0;
+    auto run = [&](uint64_t end, bool counted) {
+      if (end <= at)
+        return;
+      auto sq = scaled_deltas(xb + at * 4, gb + at * 4, v + at, end - at, k,
+                              s + at, most);
+      if (counted)
+        distance += sq;
+      at = end;
+    };
+    for (const auto& [from, to] : skip) {
+      auto lo = std::clamp<uint64_t>(from / element, o, o + len) - o;
+      auto hi = std::clamp<uint64_t>(to / element, o, o + len) - o;
+      run(lo, true);
+      run(hi, false);
+    }
+    run(len, true);
+    float top;
+    std::memcpy(&top, &most, 4);
+    auto* block = sums + o * 4;
+    if (wide_index_[b] == 0) {
+      uint64_t before = assign ? 0 : bound_[b];
+      auto grows = static_cast<uint64_t>(std::min(top, int32_room)) + 1;
+      if (add < 0 || (top < int32_room && before + grows < int32_limit)) {
+        add_units(block, v, len, add, assign);
+        if (add > 0)
+          bound_[b] = static_cast<uint32_t>(before + grows);
+        continue;
+      }
+      // Its sums could outgrow int32: they move to int64 of their own.
+      wide_.push_back(std::make_unique<int64_t[]>(block_elements));
+      wide_float_.push_back(false);
+      wide_index_[b] = static_cast<uint32_t>(wide_.size());
+      if (!assign)
+        for (uint64_t i = 0; i < len; ++i) {
+          int32_t s32;
+          std::memcpy(&s32, block + i * 4, 4);
+          wide_.back()[i] = s32;
+        }
+    }
+    auto w = wide_index_[b] - 1;
+    auto* wide = wide_[w].get();
+    if (!(top < most_units) && !wide_float_[w]) {
+      // A delta beyond 2^19 times its run's magnitude (never honest: the
+      // update bound refuses far less): this block sums float64 values
+      // this round, in the order they come.
+      for (uint64_t i = 0; i < len; ++i)
+        wide[i] = std::bit_cast<int64_t>(
+            assign
+                ? 0.0
+                : std::ldexp(static_cast<double>(wide[i]),
+                             exponent_[b * runs_per_block + i / run_elements] -
+                                 grid_bits));
+      wide_float_[w] = true;
+    }
+    if (!wide_float_[w]) {
+      for (uint64_t i = 0; i < len; ++i)
+        wide[i] = (assign ? 0 : wide[i]) + add * units_of(v[i]);
+      continue;
+    }
+    auto scale_d = summed ? 1.0 : weight;
+    for (uint64_t i = 0; i < len; ++i) {
+      float xi, gi;
+      std::memcpy(&xi, xb + i * 4, 4);
+      std::memcpy(&gi, gb + i * 4, 4);
+      auto c = scale_d * (static_cast<double>(xi) -
+                          static_cast<double>(k) * static_cast<double>(gi));
+      auto sum = assign ? 0.0 : std::bit_cast<double>(wide[i]);
+      wide[i] = std::bit_cast<int64_t>(sum + add * c);
+    }
+  }
+  return distance;
+}
+
+result<double>
+fedavg_accumulator::fold_measured(uint64_t seq, std::span<const std::byte> x,
+                                  double weight, bool summed,
+                                  std::span<const std::byte> global) {
   FEDCAF_REQUIRE(seq < plan_.chunk_count(), errc::out_of_range, seq,
                  plan_.chunk_count());
   const auto& e = plan_.extent(seq);
   FEDCAF_REQUIRE(x.size() == e.bytes, errc::out_of_range, x.size(), e.bytes);
+  FEDCAF_REQUIRE(global.size() == total_bytes_, errc::internal, global.size(),
+                 total_bytes_);
   FEDCAF_REQUIRE(weight > 0, errc::internal, weight);
   if (sum_.size() == 0)
     sum_ = byte_buffer::uninitialized(sum_bytes());
   if (weights_.empty())
     weights_.assign(plan_.chunk_count(), 0.0);
-  auto element = dtype_bytes(type_);
-  auto* acc = reinterpret_cast<float*>(sum_.data()) + e.model_offset / element;
-  auto n = x.size() / element;
-  auto w = static_cast<float>(scale);
-  if (weights_[seq] > 0)
-    scale_into<false>(acc, type_, x.data(), n, w);
-  else
-    scale_into<true>(acc, type_, x.data(), n, w);
+  undo_weight_ = weights_[seq];
+  auto d = apply(seq, x.data(), weight, summed, global.data(), +1,
+                 !(weights_[seq] > 0));
   weights_[seq] += weight;
-  return {};
+  return d;
+}
+
+void fedavg_accumulator::unfold(uint64_t seq, std::span<const std::byte> x,
+                                double weight, bool summed,
+                                std::span<const std::byte> global) {
+  if (undo_weight_ > 0) // the first fold there was written: nothing to take
+    apply(seq, x.data(), weight, summed, global.data(), -1, false);
+  weights_[seq] = undo_weight_;
 }
 
 std::span<std::byte> fedavg_accumulator::ring_bytes(uint64_t seq, bool& fresh) {
@@ -114,18 +429,69 @@ fedavg_accumulator::keep(std::span<const std::byte> global) {
   std::memcpy(sum_.data(), global.data(), global.size());
   weights_.clear();
   ring_started_.clear();
+  forget_round();
   return std::move(sum_);
 }
 
 void fedavg_accumulator::mark_folded(uint64_t seq, double weight) {
   if (weights_.empty())
     weights_.assign(plan_.chunk_count(), 0.0);
+  if (float_sum_.empty())
+    float_sum_.assign(plan_.chunk_count(), false);
   weights_[seq] = weight;
+  float_sum_[seq] = true;
+}
+
+void fedavg_accumulator::settle_chunk(uint64_t seq, const std::byte* global,
+                                      float limit) {
+  const auto& e = plan_.extent(seq);
+  auto element = dtype_bytes(type_);
+  auto first = e.model_offset / element;
+  auto n = e.bytes / element;
+  auto w = weights_[seq];
+  auto* sums = sum_.data() + first * 4;
+  alignas(64) float gs[block_elements];
+  for (uint64_t o = 0, b = first_block_[seq]; o < n; o += block_elements, ++b) {
+    auto len = std::min(block_elements, n - o);
+    // A relay's partial sum, W g + u S; else the mean, g + u S / W.
+    auto base = sums_ ? w : 1.0;
+    alignas(64) float f[block_elements]; // each element's factor
+    for (uint64_t lo = 0; lo < len; lo += run_elements) {
+      auto unit = std::ldexp(
+          1.0,
+          grid_exponent(b * runs_per_block + lo / run_elements, first + o + lo,
+                        std::min(run_elements, len - lo), global) -
+              grid_bits);
+      std::fill(f + lo, f + std::min(lo + run_elements, len),
+                static_cast<float>(sums_ ? unit : unit / w));
+    }
+    const float* g = gs;
+    if (type_ == dtype::float32)
+      std::memcpy(gs, global + (first + o) * 4, len * 4);
+    else
+      as_floats(type_, global + (first + o) * element, len, gs);
+    if (wide_index_[b] == 0) {
+      settle_units(sums + o * 4, g, len, static_cast<float>(base), f, limit);
+      continue;
+    }
+    auto w8 = wide_index_[b] - 1;
+    const auto* wide = wide_[w8].get();
+    for (uint64_t i = 0; i < len; ++i) {
+      auto r = static_cast<float>(
+          wide_float_[w8]
+              ? base * g[i] + std::bit_cast<double>(wide[i]) / (sums_ ? 1 : w)
+              : base * g[i] + f[i] * static_cast<double>(wide[i]));
+      r = r < -limit ? -limit : (r > limit ? limit : r);
+      std::memcpy(sums + (o + i) * 4, &r, 4);
+    }
+  }
 }
 
 result<byte_buffer>
 fedavg_accumulator::finalize(std::span<const std::byte> global,
                              server_optimizer* opt) {
+  auto observer = std::move(observer_);
+  observer_ = nullptr;
   FEDCAF_REQUIRE(!weights_.empty(), errc::internal, "no update was folded");
   FEDCAF_REQUIRE(global.size() == total_bytes_, errc::internal, global.size(),
                  total_bytes_);
@@ -135,30 +501,43 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
   if (type_ != dtype::float32)
     out = spare_.size() ? std::move(spare_)
                         : byte_buffer::uninitialized(total_bytes_);
+  // A sum of clamped updates is clamped at the root, after its division.
+  auto limit =
+      sums_ ? finite_limit(type_) : std::min(limit_, finite_limit(type_));
   for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
     const auto& e = plan_.extent(seq);
     auto first = e.model_offset / element;
     auto n = e.bytes / element;
     const auto* old = global.data() + e.model_offset;
-    if (weights_[seq] > 0 && sums_) {
+    bool secure_sum = !float_sum_.empty() && float_sum_[seq];
+    bool clamped = false;
+    if (weights_[seq] > 0 && secure_sum && sums_) {
       // a relay's partial sum: left as it is
-    } else if (weights_[seq] > 0) {
+    } else if (weights_[seq] > 0 && secure_sum) {
       auto inv = static_cast<float>(1.0 / weights_[seq]);
       for (size_t i = first; i < first + n; ++i)
         acc[i] *= inv;
+    } else if (weights_[seq] > 0) {
+      // FedAvg's means are clamped as they are made; an optimizer's steps
+      // after them.
+      settle_chunk(seq, global.data(),
+                   opt ? std::numeric_limits<float>::infinity() : limit);
+      clamped = !opt;
     } else {
       for (size_t i = 0; i < n; ++i)
         acc[first + i] = load_element(type_, old, i);
     }
     if (opt)
       opt->step(first, {acc + first, n}, {old, e.bytes}, weights_[seq]);
-    // A sum of clamped updates is clamped at the root, after its division.
-    saturate(acc + first, n,
-             sums_ ? finite_limit(type_)
-                   : std::min(limit_, finite_limit(type_)));
+    if (!clamped)
+      saturate(acc + first, n, limit);
     if (type_ != dtype::float32)
       for (size_t i = first; i < first + n; ++i)
         store_element(type_, out.data(), i, acc[i]);
+    if (observer)
+      observer(seq, type_ == dtype::float32
+                        ? std::span<const std::byte>{sum_.data(), total_bytes_}
+                        : std::span<const std::byte>{out.data(), total_bytes_});
   }
   if (opt)
     opt->finish_round();
@@ -166,6 +545,7 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
     position_weights_ = weights_;
   weights_.clear();
   ring_started_.clear();
+  forget_round();
   if (type_ == dtype::float32)
     return std::move(sum_);
   return out;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <type_traits>
 
 #include "fedcaf/element.hpp"
 #include "fedcaf/kernel.hpp"
@@ -112,38 +113,86 @@ bool out_of_bounds(dtype t, const std::byte* p, uint64_t bytes,
   }
 }
 
+using v4f = float __attribute__((vector_size(16)));
+using v4d = double __attribute__((vector_size(32)));
+using v4u16 = uint16_t __attribute__((vector_size(8)));
+using v4u32 = uint32_t __attribute__((vector_size(16)));
+
+/// Four elements at p + 4 i as float: float32 as they are, bfloat16 widened
+/// (its bits are a float's upper half).
+template <class Bits>
+[[gnu::always_inline]] inline v4f four(const std::byte* p, uint64_t i) {
+  if constexpr (sizeof(Bits) == 4) {
+    v4f x;
+    std::memcpy(&x, p + i * 16, sizeof x);
+    return x;
+  } else {
+    v4u16 h;
+    std::memcpy(&h, p + i * 8, sizeof h);
+    auto w = __builtin_convertvector(h, v4u32) << 16;
+    v4f x;
+    std::memcpy(&x, &w, sizeof x);
+    return x;
+  }
+}
+
+/// The sum of (u_i - k g_i)^2 (g null: of u_i^2) over n float32 or
+/// bfloat16 elements, in float64: four vectors of four sums side by side,
+/// added at the end, so the loop runs at the memory's speed (the scalar
+/// loop with eight sums ran at half of it: the compiler kept the sums on
+/// the stack; tests/perf/fold_bench). The tail goes through `scalar`.
+template <class Bits, class Scalar>
+[[gnu::always_inline]] inline double
+squares_vector(const std::byte* u, const std::byte* g, uint64_t n, double k,
+               Scalar scalar) {
+  v4d s0 = {}, s1 = {}, s2 = {}, s3 = {};
+  v4d kk = {k, k, k, k};
+  uint64_t i = 0;
+  auto pass = [&](auto with_g) {
+    auto add = [&](v4d & sum, uint64_t at) __attribute__((always_inline)) {
+      auto d = __builtin_convertvector(four<Bits>(u, at), v4d);
+      if constexpr (decltype(with_g)::value)
+        d -= kk * __builtin_convertvector(four<Bits>(g, at), v4d);
+      sum += d * d;
+    };
+    for (; i + 16 <= n; i += 16) {
+      auto q = i / 4;
+      add(s0, q);
+      add(s1, q + 1);
+      add(s2, q + 2);
+      add(s3, q + 3);
+    }
+  };
+  if (g)
+    pass(std::true_type{});
+  else
+    pass(std::false_type{});
+  v4d s = (s0 + s1) + (s2 + s3);
+  double sum = (s[0] + s[1]) + (s[2] + s[3]);
+  for (; i < n; ++i) {
+    double d = scalar(u, i) - (g ? k * scalar(g, i) : 0.0);
+    sum += d * d;
+  }
+  return sum;
+}
+
 /// The sum of (load(u, i) - k load(g, i))^2 over n elements (g null: of
 /// load(u, i)^2): one pass, the loader inlined (no call per element).
 template <class Load>
 [[gnu::always_inline]] inline double
 squares_loaded(const std::byte* u, const std::byte* g, uint64_t n, Load load,
                double k) {
-  // Eight sums side by side, of the elements i mod 8, added at the end: no
-  // one chain of dependent additions, so the loop runs at the memory's
-  // speed (one sum was 3.5 memcpys; tests/perf/fold_bench).
   constexpr uint64_t lanes = 8;
   double sums[lanes] = {};
   uint64_t i = 0;
-  if (!g) {
-    for (; i + lanes <= n; i += lanes)
-      for (uint64_t j = 0; j < lanes; ++j) {
-        double x = load(u, i + j);
-        sums[j] += x * x;
-      }
-    for (; i < n; ++i) {
-      double x = load(u, i);
-      sums[0] += x * x;
+  for (; i + lanes <= n; i += lanes)
+    for (uint64_t j = 0; j < lanes; ++j) {
+      double d = load(u, i + j) - (g ? k * load(g, i + j) : 0.0);
+      sums[j] += d * d;
     }
-  } else {
-    for (; i + lanes <= n; i += lanes)
-      for (uint64_t j = 0; j < lanes; ++j) {
-        double d = load(u, i + j) - k * load(g, i + j);
-        sums[j] += d * d;
-      }
-    for (; i < n; ++i) {
-      double d = load(u, i) - k * load(g, i);
-      sums[0] += d * d;
-    }
+  for (; i < n; ++i) {
+    double d = load(u, i) - (g ? k * load(g, i) : 0.0);
+    sums[0] += d * d;
   }
   double sum = 0;
   for (double s : sums)
@@ -157,14 +206,14 @@ template <class Bits, class Convert>
 [[gnu::always_inline]] inline double
 sum_of_squares(const std::byte* u, const std::byte* g, uint64_t n,
                Convert convert, double k) {
-  return squares_loaded(
-      u, g, n,
-      [convert](const std::byte* p, uint64_t i) {
-        Bits x;
-        std::memcpy(&x, p + i * sizeof(Bits), sizeof(Bits));
-        return static_cast<double>(convert(x));
-      },
-      k);
+  auto load = [convert](const std::byte* p, uint64_t i) {
+    Bits x;
+    std::memcpy(&x, p + i * sizeof(Bits), sizeof(Bits));
+    return static_cast<double>(convert(x));
+  };
+  if constexpr (std::is_same_v<Bits, float>)
+    return squares_vector<uint32_t>(u, g, n, k, load);
+  return squares_loaded(u, g, n, load, k);
 }
 
 /// The sum of (u - k g)^2 over the elements of type t in `bytes`.
@@ -179,8 +228,12 @@ FEDCAF_KERNEL double distance_of(dtype t, const std::byte* u,
     return sum_of_squares<float>(
         u, g, bytes / 4, [](float x) { return x; }, k);
   case dtype::bfloat16:
-    return sum_of_squares<uint16_t>(
-        u, g, bytes / 2, [](uint16_t x) { return bf16_to_float(x); }, k);
+    return squares_vector<uint16_t>(
+        u, g, bytes / 2, k, [](const std::byte* p, uint64_t i) {
+          uint16_t x;
+          std::memcpy(&x, p + i * 2, 2);
+          return static_cast<double>(bf16_to_float(x));
+        });
   case dtype::float16:
     return sum_of_squares<uint16_t>(
         u, g, bytes / 2, [](uint16_t x) { return f16_to_float(x); }, k);
@@ -189,17 +242,22 @@ FEDCAF_KERNEL double distance_of(dtype t, const std::byte* u,
   }
 }
 
-/// True iff tensor `t` takes no part in an update's distance: an integer
-/// or bool tensor (carried), or a BatchNorm running statistic (PyTorch's
-/// `.running_mean`, `.running_var`), which honest training moves far from
-/// its initial value (a running_var of ones becomes the activations'
-/// variance: 40 x the CNN's norm in one round, measured).
+} // namespace
+
 bool outside_distance(const tensor_info& t) {
   return t.held || t.name.ends_with(".running_mean") ||
          t.name.ends_with(".running_var");
 }
 
-} // namespace
+std::vector<std::pair<uint64_t, uint64_t>>
+uncounted_ranges(const manifest& m, const chunk_plan& plan, uint64_t seq) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
+    if (outside_distance(m.tensors[tensor]))
+      out.emplace_back(at, at + n);
+  });
+  return out;
+}
 
 result<void> check_finite(const manifest& m, const chunk_plan& plan,
                           uint64_t seq, std::span<const std::byte> bytes,

@@ -9,6 +9,7 @@
 // Thread-safety: none; owned by the aggregator actor.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -63,17 +64,36 @@ public:
   /// before finalize.
   virtual uint64_t overwritten_below() const = 0;
 
-  /// Adds weight * x to chunk `seq` (robust rules: keeps x, tagged `tag`).
-  /// Returns an error, changing nothing, iff !open(seq), x is not that
-  /// chunk's size, or (open positions) every contributor delivered it.
+  /// Adds weight * x to chunk `seq` (robust rules: keeps x, tagged `tag`);
+  /// `global` is the global model's bytes (all tensors back to back),
+  /// which a model-sized sum folds against. Returns an error, changing
+  /// nothing, iff !open(seq), x is not that chunk's size, or (open
+  /// positions) every contributor delivered it.
   virtual result<void> fold(uint64_t seq, std::span<const std::byte> x,
-                            double weight, uint64_t tag) = 0;
+                            double weight, uint64_t tag,
+                            std::span<const std::byte> global) = 0;
 
   /// Adds x, a relay's partial sum of updates of total weight `weight`, to
   /// chunk `seq` as it is (not scaled). Fails as fold() does, and under a
   /// robust rule.
   virtual result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
-                                double weight) = 0;
+                                double weight,
+                                std::span<const std::byte> global) = 0;
+
+  /// True iff fold_measured() folds and measures in one pass (a
+  /// model-sized sum, which reads g to fold anyway).
+  virtual bool measures() const { return false; }
+  /// Folds as fold() (`summed`: fold_sum()) and returns the sum of
+  /// (x - k g)^2 over the elements the update's distance counts (k =
+  /// weight if summed, else 1). REQUIRES: measures().
+  virtual result<double> fold_measured(uint64_t seq,
+                                       std::span<const std::byte> x,
+                                       double weight, bool summed,
+                                       std::span<const std::byte> global);
+  /// Takes the last fold_measured() back out exactly, called with its
+  /// arguments before any other fold. REQUIRES: measures().
+  virtual void unfold(uint64_t, std::span<const std::byte>, double, bool,
+                      std::span<const std::byte>) {}
 
   /// A relay's accumulator: settled positions (finalize's result) hold the
   /// weighted sums, not the means, and take_position_weights() the weight
@@ -125,6 +145,16 @@ public:
   /// folded (a sum) or a position was not settled (open positions).
   virtual result<byte_buffer> finalize(byte_buffer& model,
                                        server_optimizer* opt) = 0;
+
+  /// A model-sized sum calls `f(seq, model)` once per chunk during the next
+  /// finalize(), as soon as chunk `seq` of the new model (`model`: all its
+  /// bytes) is final, while it is in the caches: the new model measured
+  /// without a pass of its own. Returns false (and never calls f) where
+  /// positions settle into the model during the round instead.
+  virtual bool
+  observe_results(std::function<void(uint64_t, std::span<const std::byte>)>) {
+    return false;
+  }
 
   /// Returns the global model `model` as it was before the round, as the
   /// next model, starting over (a secure round that could not unmask): a

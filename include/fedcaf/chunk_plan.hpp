@@ -79,6 +79,18 @@ public:
   void copy_out(uint64_t seq, const const_model_view& model,
                 std::span<std::byte> dst) const;
 
+  /// Calls f(std::span<const std::byte>) with the model memory chunk `seq`
+  /// is made of, front to back (what copy_out copies, without a copy).
+  /// REQUIRES: seq < chunk_count().
+  template <class F>
+  void for_each_source(uint64_t seq, const const_model_view& model,
+                       F&& f) const {
+    for_each_segment(
+        seq, [&](uint32_t tensor, uint64_t offset, uint64_t n, uint64_t) {
+          f(model.tensors[tensor].subspan(offset, n));
+        });
+  }
+
   /// Copies the payload of chunk `seq` into model memory.
   /// REQUIRES: seq < chunk_count(), src.size() == extent(seq).bytes.
   void copy_in(uint64_t seq, std::span<const std::byte> src,

@@ -1,21 +1,41 @@
 #pragma once
-// Incremental FedAvg: every arriving chunk is folded as weight * chunk into a
-// running sum and released; finalize() divides each chunk by the sum of the
-// weights folded into it (so an update that was cut off counts exactly where
-// it arrived), then applies the server optimizer, if any, per chunk. Exact up
-// to float rounding regardless of chunk size or the order of streams.
+// Incremental FedAvg: every arriving chunk is folded into a running sum and
+// released; finalize() turns each chunk into the mean of what was folded
+// into it (so an update that was cut off counts exactly where it arrived),
+// then applies the server optimizer, if any, per chunk.
 //
-// The sum is float32 whatever the model's dtype (F32, BF16 or F16). It is
-// never zeroed: the first chunk folded at a position writes weight * x, later
-// ones add (a bitmap per chunk of the plan records which). So a recycled
-// buffer needs no memset and a fresh one is faulted in once, by a write. For
-// F32 models the sum becomes the new model in place; for 16-bit models it is
-// converted into a model-sized buffer and kept for the next round.
+// The sum does not depend on the order the chunks arrive in, to the bit: it
+// is a sum of integers. Each update x of weight w adds, per element,
+// q = round(w (x - g) / u) (a relay's partial sum X of weight W adds
+// round((X - W g) / u)), g the global model's value there, u the grid of
+// the element's run of 64: 2^-27 of its largest |g| rounded up to a power
+// of two (at least 2^-34). The products and the rounding are one
+// update's own; the additions are exact, in any order. The sums are int32
+// in the model-sized buffer (as many bytes as a float32 sum: the memory of
+// ram mode is unchanged); a block whose sums could outgrow int32 (updates
+// far from g, many updates, large sample-size weights) moves to int64 of
+// its own (8 KiB), so it never wraps. The mean is g + u S / W, rounded to
+// float once. Precision: u / 2 per update, below float32's half ulp of the
+// run's largest value. A delta beyond 2^46 u (2^19 times the run's
+// magnitude: never honest, the update bound refuses far less) turns its
+// block into float64 sums for the round, in arrival order.
+//
+// The same pass measures the update's distance from g (fold_measured), and
+// a fold is taken back out exactly (unfold) when that distance refuses it.
+// It is never zeroed: the first chunk folded at a position writes, later
+// ones add. So a recycled buffer needs no memset and a fresh one is faulted
+// in once, by a write. For F32 models the sum becomes the new model in
+// place; for 16-bit models it is converted into a model-sized buffer and
+// kept for the next round. Secure aggregation's ring sums (Z_2^32) use the
+// same storage and become float32 sums of their chunk (mark_folded).
 // Thread-safety: none; owned by the aggregator actor.
 
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "fedcaf/byte_buffer.hpp"
@@ -35,18 +55,33 @@ public:
   /// The plan that chunk sequence numbers refer to.
   const chunk_plan& plan() const { return plan_; }
 
-  /// Adds weight * x to the sum over chunk `seq` of the plan. Returns an
-  /// error, leaving the sum unchanged, iff seq is outside the plan or x is
-  /// not exactly that chunk's size.
-  result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight) {
-    return fold_scaled(seq, x, weight, weight);
+  /// Adds weight * (x - g) to the sum over chunk `seq` of the plan, g the
+  /// global model `global` (all tensors back to back) there. Returns an
+  /// error, leaving the sum unchanged, iff seq is outside the plan, x is not
+  /// exactly that chunk's size, or global is not model-sized.
+  result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
+                    std::span<const std::byte> global) {
+    auto d = fold_measured(seq, x, weight, false, global);
+    return d ? result<void>{} : result<void>{d.err()};
   }
-  /// Adds x, a relay's partial sum of updates of total weight `weight`, to
-  /// chunk `seq` as it is. Fails as fold() does.
+  /// Adds x, a relay's partial sum of updates of total weight `weight`, as
+  /// x - weight g. Fails as fold() does.
   result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
-                        double weight) {
-    return fold_scaled(seq, x, weight, 1.0);
+                        double weight, std::span<const std::byte> global) {
+    auto d = fold_measured(seq, x, weight, true, global);
+    return d ? result<void>{} : result<void>{d.err()};
   }
+  /// Folds as fold() (`summed`: as fold_sum()) and returns the sum of
+  /// (x - k g)^2, k = weight if summed else 1, over the elements of
+  /// tensors the update's distance counts (update_check.hpp), in float32
+  /// per block: the pass that folds measures. Fails as fold() does.
+  result<double> fold_measured(uint64_t seq, std::span<const std::byte> x,
+                               double weight, bool summed,
+                               std::span<const std::byte> global);
+  /// Takes the last fold_measured() back out, exactly (the sums are
+  /// integers): called with its arguments, before any other fold.
+  void unfold(uint64_t seq, std::span<const std::byte> x, double weight,
+              bool summed, std::span<const std::byte> global);
 
   /// finalize() leaves each position's weighted sum, not its mean (a
   /// relay's partial sum), and position_weights() its weight.
@@ -71,6 +106,7 @@ public:
   void discard() {
     weights_.clear();
     ring_started_.clear();
+    forget_round();
   }
 
   /// Secure aggregation keeps its sum in Z_2^32 (one uint32 per element of
@@ -101,13 +137,33 @@ public:
   /// nothing. REQUIRES: F32 model, global model-sized.
   result<byte_buffer> keep(std::span<const std::byte> global);
 
+  /// The next finalize() calls f(seq, new model's bytes) as each chunk of
+  /// the new model is final; then forgets f.
+  void
+  observe_results(std::function<void(uint64_t, std::span<const std::byte>)> f) {
+    observer_ = std::move(f);
+  }
+
   /// Every averaged (and optimizer-stepped) value is clamped to +-limit
   /// before it is published (also to the element type's finite range).
   void set_value_limit(float limit) { limit_ = limit; }
 
+  /// Blocks whose sums moved to int64 this round (for tests and figures).
+  size_t wide_blocks() const { return wide_.size(); }
+
 private:
-  result<void> fold_scaled(uint64_t seq, std::span<const std::byte> x,
-                           double weight, double scale);
+  /// Adds (add = +1) or takes out (-1) chunk `seq`'s contribution; `assign`:
+  /// the first at its position, written. Returns the distance.
+  double apply(uint64_t seq, const std::byte* x, double weight, bool summed,
+               const std::byte* global, int add, bool assign);
+  /// The grid exponent of run `r` of 64 elements (first element `first`,
+  /// `n` elements).
+  int grid_exponent(uint64_t r, uint64_t first, uint64_t n,
+                    const std::byte* global);
+  /// Turns chunk `seq`'s integer sums into means (or sums) in place,
+  /// clamped to +-limit.
+  void settle_chunk(uint64_t seq, const std::byte* global, float limit);
+  void forget_round();
   bool sums_ = false;
   std::vector<double> position_weights_;
   fedavg_accumulator(uint64_t total_bytes, dtype type, chunk_plan plan)
@@ -128,6 +184,25 @@ private:
   byte_buffer spare_; ///< 16-bit models: where the next result goes
   /// Per chunk: the weights folded (0: holds no sum yet; empty: none).
   std::vector<double> weights_;
+  /// Per chunk: true iff its storage holds a float32 sum (secure
+  /// aggregation's, unmasked), not integer sums.
+  std::vector<bool> float_sum_;
+  /// Per chunk: the index of its first block; per chunk, the byte ranges
+  /// outside the distance.
+  std::vector<uint64_t> first_block_;
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> uncounted_;
+  /// Per run of 64 elements this round, the grid exponent (INT8_MIN: not
+  /// yet); per block of 1024, a bound on |sum| of its int32 sums, and its
+  /// int64 sums' index + 1 in wide_ (0: int32).
+  std::vector<int8_t> exponent_;
+  std::vector<uint32_t> bound_;
+  std::vector<uint32_t> wide_index_;
+  std::vector<std::unique_ptr<int64_t[]>> wide_;
+  /// Per wide block: true iff it holds float64 values (a delta beyond
+  /// 2^46 grid units came), not int64 sums.
+  std::vector<bool> wide_float_;
+  std::function<void(uint64_t, std::span<const std::byte>)> observer_;
+  double undo_weight_ = 0; ///< weights_[seq] before the last fold_measured
   float limit_ = std::numeric_limits<float>::max();
 };
 

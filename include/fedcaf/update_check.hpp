@@ -29,6 +29,18 @@ check_finite(const manifest& m, const chunk_plan& plan, uint64_t seq,
              std::span<const std::byte> bytes,
              double max_abs = std::numeric_limits<double>::infinity());
 
+/// True iff tensor `t` takes no part in an update's distance: an integer
+/// or bool tensor (carried), or a BatchNorm running statistic (PyTorch's
+/// `.running_mean`, `.running_var`), which honest training moves far from
+/// its initial value (a running_var of ones becomes the activations'
+/// variance: 40 x the CNN's norm in one round, measured).
+bool outside_distance(const tensor_info& t);
+
+/// The byte ranges [begin, end) of chunk `seq` that lie in tensors outside
+/// the distance, in order. REQUIRES: plan made from m.
+std::vector<std::pair<uint64_t, uint64_t>>
+uncounted_ranges(const manifest& m, const chunk_plan& plan, uint64_t seq);
+
 /// Returns the sum of (update - k global)^2 (k: a relay's partial sum of
 /// updates of total weight k, measured against k times the model) over the
 /// floating-point elements

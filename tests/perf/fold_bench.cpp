@@ -1,8 +1,12 @@
 // What folding costs the server, per byte of update: the window
-// accumulator's fold and finalize, and the update check's distance from
-// the global model, over a synthetic float32 model, each as a ratio of a
-// memcpy of the same bytes timed in the same run (1.00: the fold goes as
-// fast as the memory moves; shared machines drift, ratios hold).
+// accumulator's fold and finalize, the update check's distance from the
+// global model, and ram mode's exact sum (fedavg_accumulator: its fold,
+// which measures the distance in the same pass, and its finalize), over a
+// synthetic float32 model, each as a ratio of a memcpy of the same bytes
+// timed in the same run (1.00: the fold goes as fast as the memory moves;
+// shared machines drift, ratios hold). Also the machine's read bandwidth
+// (a sum over the update) and, for contrast, a float32 fold in arrival
+// order (out += w x: what ram mode did before its sums became exact).
 //
 //   fold_bench [--mib 256] [--clients 4] [--repeat 3]
 
@@ -16,6 +20,7 @@
 
 #include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/dummy_trainer.hpp"
+#include "fedcaf/fedavg_accumulator.hpp"
 #include "fedcaf/update_check.hpp"
 #include "fedcaf/window_accumulator.hpp"
 
@@ -37,6 +42,7 @@ uint64_t flag(int argc, char** argv, const std::string& name, uint64_t dflt) {
 
 struct figures {
   double copy = 1e9, fold = 1e9, finalize = 1e9, distance = 1e9;
+  double read = 1e9, float_fold = 1e9, exact_fold = 1e9, exact_finalize = 1e9;
 };
 
 } // namespace
@@ -59,6 +65,8 @@ int main(int argc, char** argv) {
   auto scratch = byte_buffer::zeroed(layout.total_bytes());
   figures best; // the fastest of `repeat` runs of each
   double sink = 0;
+  auto exact = fedavg_accumulator::make(layout, *plan);
+  exact->recycle(byte_buffer::zeroed(layout.total_bytes()));
   for (uint64_t r = 0; r < repeat; ++r) {
     auto t = clock_type::now();
     for (const auto& u : updates)
@@ -92,6 +100,57 @@ int main(int argc, char** argv) {
     }
     best.fold = std::min(best.fold, fold);
     best.finalize = std::min(best.finalize, finalize);
+
+    // The read bandwidth: one pass summing every update's words.
+    t = clock_type::now();
+    for (const auto& u : updates) {
+      uint64_t words = 0;
+      const auto* p = reinterpret_cast<const uint64_t*>(u.bytes.data());
+      for (size_t i = 0; i < u.bytes.size() / 8; ++i)
+        words += p[i];
+      sink += static_cast<double>(words & 1);
+    }
+    best.read = std::min(best.read, seconds_since(t));
+
+    // A float32 sum in arrival order, chunk by chunk (the old ram mode).
+    auto* sum = reinterpret_cast<float*>(scratch.data());
+    t = clock_type::now();
+    for (size_t c = 0; c < updates.size(); ++c) {
+      const auto* x = reinterpret_cast<const float*>(updates[c].bytes.data());
+      auto n = layout.total_bytes() / 4;
+      if (c == 0)
+        std::memcpy(sum, x, n * 4);
+      else
+        for (size_t i = 0; i < n; ++i)
+          sum[i] += x[i];
+    }
+    best.float_fold = std::min(best.float_fold, seconds_since(t));
+
+    // ram mode's exact sum: fold (measuring), then finalize; its memory
+    // recycled from the round before, as the server does (the first
+    // repeat's page faults are not the fold's).
+    double ram_fold = 0;
+    auto g = global.bytes.bytes();
+    for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
+      const auto& e = plan->extent(seq);
+      t = clock_type::now();
+      for (const auto& u : updates) {
+        auto d = exact->fold_measured(
+            seq, u.bytes.bytes().subspan(e.model_offset, e.bytes), 1.0, false,
+            g);
+        if (!d)
+          return 1;
+        sink += *d;
+      }
+      ram_fold += seconds_since(t);
+    }
+    best.exact_fold = std::min(best.exact_fold, ram_fold);
+    t = clock_type::now();
+    auto published = exact->finalize(g, nullptr);
+    best.exact_finalize = std::min(best.exact_finalize, seconds_since(t));
+    if (!published)
+      return 1;
+    exact->recycle(std::move(*published));
   }
   std::printf("%llu MiB float32 model, %u updates; seconds per pass over "
               "the model, best of %llu (ratio to a memcpy of it)\n",
@@ -105,6 +164,16 @@ int main(int argc, char** argv) {
   row("fold an update (weighted, float64)", best.fold / clients);
   row("finalize the round's sums (once)", best.finalize);
   row("an update's distance from the global", best.distance / clients);
+  row("read an update (sum of its words)", best.read / clients);
+  row("float32 fold in arrival order", best.float_fold / clients);
+  row("ram exact fold + distance, an update", best.exact_fold / clients);
+  row("ram exact finalize (once)", best.exact_finalize);
+  std::printf("  read bandwidth %.2f GB/s; ram exact fold + distance at %.2f "
+              "GB/s of update (%.2f of the read bandwidth)\n",
+              static_cast<double>(mib << 20) / (best.read / clients) / 1e9,
+              static_cast<double>(mib << 20) / (best.exact_fold / clients) /
+                  1e9,
+              best.read / best.exact_fold);
   float first;
   std::memcpy(&first, next.data(), sizeof first);
   std::printf("  (distances %g, first mean %g)\n", sink, first);

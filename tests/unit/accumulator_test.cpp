@@ -66,7 +66,8 @@ std::vector<float> run_round(accumulator& acc, byte_buffer& model,
   for (uint64_t seq = 0; seq < 3; ++seq)
     for (size_t c = 0; c < updates.size(); ++c) {
       REQUIRE(acc.open(seq));
-      REQUIRE(acc.fold(seq, chunk_of(updates[c], seq), weights[c], c + 1));
+      REQUIRE(acc.fold(seq, chunk_of(updates[c], seq), weights[c], c + 1,
+                       model.bytes()));
       while (acc.ready())
         acc.settle_next(model, nullptr, false);
     }
@@ -109,16 +110,16 @@ TEST_CASE("a model-sized sum settles a chunk as it is folded; open positions "
   CHECK(sum->open(2));
   CHECK_FALSE(sum->open(3));
   CHECK(sum->settled() == 3);
-  REQUIRE(sum->fold(0, chunk_of(x, 0), 1, 0));
+  REQUIRE(sum->fold(0, chunk_of(x, 0), 1, 0, model.bytes()));
   CHECK_FALSE(sum->ready());
   // Open positions: chunk 2 lies beyond the window [0, 2).
   CHECK(positions->open(1));
   CHECK_FALSE(positions->open(2));
-  CHECK_FALSE(positions->fold(2, chunk_of(x, 2), 1, 0));
-  REQUIRE(positions->fold(0, chunk_of(x, 0), 1, 1));
+  CHECK_FALSE(positions->fold(2, chunk_of(x, 2), 1, 0, model.bytes()));
+  REQUIRE(positions->fold(0, chunk_of(x, 0), 1, 1, model.bytes()));
   CHECK_FALSE(positions->ready()); // one of two contributions
   CHECK(positions->settled() == 0);
-  REQUIRE(positions->fold(0, chunk_of(x, 0), 1, 2));
+  REQUIRE(positions->fold(0, chunk_of(x, 0), 1, 2, model.bytes()));
   REQUIRE(positions->ready());
   positions->settle_next(model, nullptr, false);
   CHECK(positions->settled() == 1);
@@ -135,18 +136,18 @@ TEST_CASE("open positions: a cut-off update is awaited below its cut only, "
   auto acc = make_acc(accumulator_kind::open_positions, 3);
   auto model = buffer_of(std::vector<float>(model_floats, 100.0f));
   for (const auto* u : {&x, &y, &z})
-    REQUIRE(acc->fold(0, chunk_of(*u, 0), 1, 0));
+    REQUIRE(acc->fold(0, chunk_of(*u, 0), 1, 0, model.bytes()));
   REQUIRE(acc->ready());
   acc->settle_next(model, nullptr, false);
-  REQUIRE(acc->fold(1, chunk_of(x, 1), 1, 0));
-  REQUIRE(acc->fold(1, chunk_of(z, 1), 1, 0));
+  REQUIRE(acc->fold(1, chunk_of(x, 1), 1, 0, model.bytes()));
+  REQUIRE(acc->fold(1, chunk_of(z, 1), 1, 0, model.bytes()));
   acc->cut(1); // y stopped before chunk 1
   REQUIRE(acc->ready());
   acc->settle_next(model, nullptr, false);
   // z leaves the round before chunk 2 (the scheduler now counts x, y's
   // cut keeps it counted below 1 only).
   acc->expect(1);
-  REQUIRE(acc->fold(2, chunk_of(x, 2), 1, 0));
+  REQUIRE(acc->fold(2, chunk_of(x, 2), 1, 0, model.bytes()));
   REQUIRE(acc->ready());
   acc->settle_next(model, nullptr, false);
   auto out = acc->finalize(model, nullptr);
@@ -166,7 +167,7 @@ TEST_CASE("a restart forgets the round's contributions but not which "
     CAPTURE(static_cast<int>(kind));
     auto acc = make_acc(kind, 1);
     auto model = buffer_of(std::vector<float>(model_floats, 0.0f));
-    REQUIRE(acc->fold(0, chunk_of(x, 0), 1, 0));
+    REQUIRE(acc->fold(0, chunk_of(x, 0), 1, 0, model.bytes()));
     while (acc->ready())
       acc->settle_next(model, nullptr, false);
     auto overwritten = acc->overwritten_below();

@@ -361,3 +361,41 @@ TEST_CASE("a manifest of more than max_model_tensors tensors is refused") {
   CHECK(decode<round_start>(encode(round_start{1, 1, m, 64, 2, {}})));
   CHECK(validate(m));
 }
+
+TEST_CASE("a gathered chunk is the same frame as one filled in place") {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{1000},
+                   size_t{1} << 20}) {
+    CAPTURE(n);
+    auto payload = pattern(n);
+    chunk_header h{3, 9, 4, 2, 4096};
+    auto whole = chunk_frame(h, payload);
+    // In three pieces, the last one longer than what is left.
+    auto gathered = encode_chunk_gathered(h, n, [&](const chunk_append& add) {
+      auto a = n / 3, b = n / 2;
+      add({payload.data(), a});
+      add({payload.data() + a, b - a});
+      auto tail = pattern(n + 16);
+      std::memcpy(tail.data(), payload.data() + b, n - b);
+      add({tail.data(), tail.size()});
+    });
+    CHECK(gathered == whole);
+    auto c = decode_chunk(gathered, n + 64);
+    REQUIRE(c);
+    CHECK(c->header.sequence == 4);
+    CHECK(std::equal(c->bytes.begin(), c->bytes.end(), payload.begin()));
+  }
+  // What gather leaves out is zero; `then` changes the payload before the
+  // checksum is taken.
+  auto payload = pattern(100);
+  auto part = encode_chunk_gathered(
+      {1, 1, 0, 0, 0}, 100,
+      [&](const chunk_append& add) {
+        add({payload.data(), 60});
+      },
+      [](std::span<std::byte> p) { p[99] = std::byte{5}; });
+  auto expected = payload;
+  std::fill(expected.begin() + 60, expected.end(), std::byte{0});
+  expected[99] = std::byte{5};
+  CHECK(part == chunk_frame({1, 1, 0, 0, 0}, expected));
+  CHECK(decode_chunk(part, 1024));
+}

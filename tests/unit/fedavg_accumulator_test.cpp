@@ -1,7 +1,11 @@
 #include "fedcaf/element.hpp"
 #include "fedcaf/fedavg_accumulator.hpp"
+#include "fedcaf/update_check.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <random>
 
 #include <doctest/doctest.h>
 
@@ -53,10 +57,10 @@ TEST_CASE("weighted chunks average to the weighted mean, in any order") {
     x[i] = static_cast<float>(i);
     y[i] = static_cast<float>(i) + 4;
   }
-  CHECK(acc.fold(1, bytes_of(y, 16, 16), 3)); // y's second chunk first
-  CHECK(acc.fold(0, bytes_of(x, 0, 16), 1));
-  CHECK(acc.fold(1, bytes_of(x, 16, 16), 1));
-  CHECK(acc.fold(0, bytes_of(y, 0, 16), 3));
+  CHECK(acc.fold(1, bytes_of(y, 16, 16), 3, global)); // y's second chunk first
+  CHECK(acc.fold(0, bytes_of(x, 0, 16), 1, global));
+  CHECK(acc.fold(1, bytes_of(x, 16, 16), 1, global));
+  CHECK(acc.fold(0, bytes_of(y, 0, 16), 3, global));
   auto out = acc.finalize(global, nullptr);
   REQUIRE(out);
   auto v = floats_of(*out);
@@ -71,14 +75,14 @@ TEST_CASE("a recycled buffer's old content never leaks into the sum") {
   acc.recycle(std::move(old));
   auto global = model_of(32);
   std::vector<float> x(32, 2.0f);
-  CHECK(acc.fold(0, bytes_of(x, 0, 16), 2));
-  CHECK(acc.fold(1, bytes_of(x, 16, 16), 2));
+  CHECK(acc.fold(0, bytes_of(x, 0, 16), 2, global));
+  CHECK(acc.fold(1, bytes_of(x, 16, 16), 2, global));
   auto out = acc.finalize(global, nullptr);
   REQUIRE(out);
   CHECK(floats_of(*out) == std::vector<float>(32, 2.0f));
   // The next round starts over.
   std::vector<float> z(32, 5.0f);
-  CHECK(acc.fold(0, bytes_of(z, 0, 16), 1));
+  CHECK(acc.fold(0, bytes_of(z, 0, 16), 1, global));
   auto second = acc.finalize(global, nullptr);
   REQUIRE(second);
   auto v = floats_of(*second);
@@ -93,10 +97,10 @@ TEST_CASE("each chunk is divided by the weights that reached it") {
   auto global = model_of(48);
   std::vector<float> x(48, 1.0f), y(48, 4.0f), z(48, 10.0f);
   for (uint64_t s = 0; s < 3; ++s) {
-    CHECK(acc.fold(s, bytes_of(x, s * 16, 16), 1));
-    CHECK(acc.fold(s, bytes_of(y, s * 16, 16), 2));
+    CHECK(acc.fold(s, bytes_of(x, s * 16, 16), 1, global));
+    CHECK(acc.fold(s, bytes_of(y, s * 16, 16), 2, global));
   }
-  CHECK(acc.fold(0, bytes_of(z, 0, 16), 3)); // z stops after chunk 0
+  CHECK(acc.fold(0, bytes_of(z, 0, 16), 3, global)); // z stops after chunk 0
   CHECK(acc.weight_sum(0) == 6);
   CHECK(acc.weight_sum(2) == 3);
   auto out = acc.finalize(global, nullptr);
@@ -111,12 +115,12 @@ TEST_CASE("a chunk outside the plan or of the wrong size changes nothing") {
   auto acc = make_acc(32, 16);
   auto global = model_of(32);
   std::vector<float> x(32, 1.0f);
-  CHECK(acc.fold(1, bytes_of(x, 16, 16), 1));
-  auto outside = acc.fold(2, bytes_of(x, 0, 16), 1);
+  CHECK(acc.fold(1, bytes_of(x, 16, 16), 1, global));
+  auto outside = acc.fold(2, bytes_of(x, 0, 16), 1, global);
   REQUIRE_FALSE(outside);
   CHECK(outside.err().code == errc::out_of_range);
-  CHECK_FALSE(acc.fold(0, bytes_of(x, 0, 15), 1));
-  CHECK_FALSE(acc.fold(0, bytes_of(x, 0, 17), 1));
+  CHECK_FALSE(acc.fold(0, bytes_of(x, 0, 15), 1, global));
+  CHECK_FALSE(acc.fold(0, bytes_of(x, 0, 17), 1, global));
   auto out = acc.finalize(global, nullptr);
   REQUIRE(out);
   auto v = floats_of(*out);
@@ -153,7 +157,8 @@ TEST_CASE("16-bit models are summed in float and rounded once at the end") {
     for (int k = 0; k < 3; ++k) {
       for (uint64_t s = 0; s < acc->plan().chunk_count(); ++s) {
         const auto& e = acc->plan().extent(s);
-        REQUIRE(acc->fold(s, std::span{x}.subspan(e.model_offset, e.bytes), 1));
+        REQUIRE(acc->fold(s, std::span{x}.subspan(e.model_offset, e.bytes), 1,
+                          global));
       }
     }
     auto out = acc->finalize(global, nullptr);
@@ -193,11 +198,217 @@ TEST_CASE("a published value never becomes infinite: it saturates") {
     float value = type == dtype::float16 ? 60000.0f : 9e29f;
     for (size_t i = 0; i < 16; ++i)
       store_element(type, x.data(), i, value);
-    REQUIRE(acc->fold(0, x, 1));
+    REQUIRE(acc->fold(0, x, 1, global));
     auto out = acc->finalize(global, opt->get());
     REQUIRE(out);
     auto limit = type == dtype::float16 ? 65504.0f : 1e30f;
     for (size_t i = 0; i < 16; ++i)
       CHECK(load_element(type, out->data(), i) == limit);
   }
+}
+
+namespace {
+
+/// Folds the chunks of `updates` (weights `w`) into a fresh accumulator in
+/// the order `order` gives (pairs of update, chunk), against `global`;
+/// returns the finalized model's bytes.
+std::vector<std::byte>
+fold_in_order(const manifest& m, uint64_t chunk_bytes,
+              const std::vector<std::vector<float>>& updates,
+              const std::vector<double>& w,
+              const std::vector<std::pair<size_t, uint64_t>>& order,
+              const std::vector<std::byte>& global, size_t* wide = nullptr) {
+  auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, chunk_bytes));
+  REQUIRE(acc);
+  for (auto [u, s] : order) {
+    const auto& e = acc->plan().extent(s);
+    REQUIRE(acc->fold(
+        s,
+        std::as_bytes(std::span{updates[u]}).subspan(e.model_offset, e.bytes),
+        w[u], global));
+  }
+  if (wide)
+    *wide = acc->wide_blocks();
+  auto out = acc->finalize(global, nullptr);
+  REQUIRE(out);
+  return {out->data(), out->data() + out->size()};
+}
+
+} // namespace
+
+TEST_CASE("the sum does not depend on the order chunks arrive in, to the bit") {
+  // Five clients' updates near a global model, three chunks of 3000 floats
+  // (blocks of 1024 cut at chunk ends), folded in many orders: every order
+  // gives the same bytes, within float rounding of the float64 mean. A
+  // float32 sum in arrival order differs in the last bits between orders.
+  const size_t n = 9000;
+  auto m = floats(n);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::byte> global(n * 4);
+  std::vector<float> g(n);
+  for (size_t i = 0; i < n; ++i) {
+    g[i] = normal(rng) * (i % 97 == 0 ? 10.0f : 0.05f);
+    store_element(dtype::float32, global.data(), i, g[i]);
+  }
+  std::vector<std::vector<float>> updates(5, std::vector<float>(n));
+  for (auto& u : updates)
+    for (size_t i = 0; i < n; ++i)
+      u[i] = g[i] + normal(rng) * 0.01f;
+  for (auto weights : {std::vector<double>{1, 1, 1, 1, 1},
+                       std::vector<double>{600, 59999, 3, 1 << 20, 77}}) {
+    std::vector<std::pair<size_t, uint64_t>> order;
+    for (uint64_t s = 0; s < 3; ++s)
+      for (size_t u = 0; u < 5; ++u)
+        order.emplace_back(u, s);
+    auto first = fold_in_order(m, 12000, updates, weights, order, global);
+    bool float_sums_differ = false;
+    for (int trial = 0; trial < 20; ++trial) {
+      std::shuffle(order.begin(), order.end(), rng);
+      CHECK(fold_in_order(m, 12000, updates, weights, order, global) == first);
+      // The same orders summed in float32 as they come, for contrast.
+      std::vector<float> a(n, 0.0f), b(n, 0.0f);
+      for (auto [u, s] : order)
+        for (size_t i = s * 3000; i < (s + 1) * 3000; ++i)
+          a[i] += static_cast<float>(weights[u]) * updates[u][i];
+      for (size_t u = 0; u < 5; ++u)
+        for (size_t i = 0; i < n; ++i)
+          b[i] += static_cast<float>(weights[u]) * updates[u][i];
+      float_sums_differ = float_sums_differ || a != b;
+    }
+    CHECK(float_sums_differ);
+    double total = 0;
+    for (double w : weights)
+      total += w;
+    for (size_t i = 0; i < n; ++i) {
+      double mean = 0;
+      for (size_t u = 0; u < 5; ++u)
+        mean += weights[u] * updates[u][i];
+      mean /= total;
+      // Within a float32 ulp of the mean (the mean is made in float32),
+      // plus a grid step: 2^-27 of the largest |g| of its run of 64.
+      // (runs start at each chunk's first element)
+      size_t chunk = i / 3000 * 3000, from = chunk + (i - chunk) / 64 * 64;
+      float run = 0;
+      for (size_t j = from; j < std::min(from + 64, chunk + 3000); ++j)
+        run = std::max(run, std::fabs(g[j]));
+      float got = load_element(dtype::float32, first.data(), i);
+      CHECK(std::fabs(got - mean) <=
+            std::fabs(mean) * 0x1p-23 + run * 0x1p-27);
+    }
+  }
+}
+
+TEST_CASE("sums that outgrow int32 move to int64 and stay exact") {
+  // A zero global model (its blocks' grid is 2^-33) and updates of order 1:
+  // every block goes wide, and the mean is still the same in any order.
+  const size_t n = 4096;
+  auto m = floats(n);
+  std::vector<std::byte> global(n * 4);
+  std::vector<std::vector<float>> updates(3, std::vector<float>(n));
+  for (size_t u = 0; u < 3; ++u)
+    for (size_t i = 0; i < n; ++i)
+      updates[u][i] = 1.0f + static_cast<float>((i * (u + 3)) % 1000) / 7.0f;
+  std::vector<std::pair<size_t, uint64_t>> order;
+  for (uint64_t s = 0; s < 2; ++s)
+    for (size_t u = 0; u < 3; ++u)
+      order.emplace_back(u, s);
+  size_t wide = 0;
+  auto first = fold_in_order(m, 8192, updates, {1, 2, 3}, order, global, &wide);
+  CHECK(wide == 4);
+  std::reverse(order.begin(), order.end());
+  CHECK(fold_in_order(m, 8192, updates, {1, 2, 3}, order, global) == first);
+  for (size_t i = 0; i < n; ++i) {
+    double mean =
+        (updates[0][i] + 2.0 * updates[1][i] + 3.0 * updates[2][i]) / 6;
+    // Each weighted delta is a float32 product (its rounding one update's
+    // own), the mean made in float32: within two ulps of the mean.
+    CHECK(std::fabs(load_element(dtype::float32, first.data(), i) - mean) <=
+          std::fabs(mean) * 0x1p-22);
+  }
+}
+
+TEST_CASE("a fold taken back out leaves the sum as it was, to the bit") {
+  const size_t n = 2048;
+  auto m = floats(n);
+  auto global = model_of(n);
+  std::vector<float> x(n), y(n), z(n);
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = 100.5f + static_cast<float>(i) * 1.001f;
+    y[i] = 99.25f + static_cast<float>(i) * 0.999f;
+    z[i] = 1e6f * static_cast<float>(i % 3) - 7.0f; // far away
+  }
+  auto make = [&] {
+    auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, n * 4));
+    REQUIRE(acc);
+    return std::move(*acc);
+  };
+  auto bytes = [](const std::vector<float>& v) {
+    return std::as_bytes(std::span{v});
+  };
+  auto plain = make();
+  REQUIRE(plain.fold(0, bytes(x), 1, global));
+  REQUIRE(plain.fold(0, bytes(y), 2, global));
+  auto expected = plain.finalize(global, nullptr);
+  REQUIRE(expected);
+  // z is measured, refused and taken out: first after x and y, then as
+  // the first fold of the position (written, then forgotten).
+  auto after = make();
+  REQUIRE(after.fold(0, bytes(x), 1, global));
+  REQUIRE(after.fold(0, bytes(y), 2, global));
+  auto d = after.fold_measured(0, bytes(z), 5, false, global);
+  REQUIRE(d);
+  CHECK(*d ==
+        doctest::Approx(squared_distance(m, after.plan(), 0, bytes(z), global))
+            .epsilon(1e-5));
+  after.unfold(0, bytes(z), 5, false, global);
+  CHECK(after.weight_sum(0) == 3);
+  auto got = after.finalize(global, nullptr);
+  REQUIRE(got);
+  CHECK(std::memcmp(got->data(), expected->data(), expected->size()) == 0);
+  auto before = make();
+  REQUIRE(before.fold_measured(0, bytes(z), 5, false, global));
+  before.unfold(0, bytes(z), 5, false, global);
+  CHECK(before.weight_sum(0) == 0);
+  REQUIRE(before.fold(0, bytes(x), 1, global));
+  REQUIRE(before.fold(0, bytes(y), 2, global));
+  auto again = before.finalize(global, nullptr);
+  REQUIRE(again);
+  CHECK(std::memcmp(again->data(), expected->data(), expected->size()) == 0);
+}
+
+TEST_CASE("a relay's partial sums fold to the same model as their updates") {
+  // Two relays' sums (emit_sums) folded at the root equal the flat sum of
+  // the four updates to within the float rounding of each partial sum;
+  // where the partial sums are exact in float32 they are equal bit for bit.
+  const size_t n = 1024;
+  auto m = floats(n);
+  auto global = model_of(n);
+  std::vector<std::vector<float>> u(4, std::vector<float>(n));
+  for (size_t k = 0; k < 4; ++k)
+    for (size_t i = 0; i < n; ++i)
+      u[k][i] = 100.0f + static_cast<float>(i) + 0.25f * static_cast<float>(k);
+  auto make = [&] {
+    auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, n * 4));
+    REQUIRE(acc);
+    return std::move(*acc);
+  };
+  auto flat = make();
+  for (const auto& x : u)
+    REQUIRE(flat.fold(0, std::as_bytes(std::span{x}), 1, global));
+  auto expected = flat.finalize(global, nullptr);
+  REQUIRE(expected);
+  auto root = make();
+  for (size_t r = 0; r < 2; ++r) {
+    auto relay = make();
+    relay.emit_sums();
+    for (size_t k = 2 * r; k < 2 * r + 2; ++k)
+      REQUIRE(relay.fold(0, std::as_bytes(std::span{u[k]}), 1, global));
+    auto sum = relay.finalize(global, nullptr);
+    REQUIRE(sum);
+    REQUIRE(root.fold_sum(0, sum->bytes(), 2, global));
+  }
+  auto tree = root.finalize(global, nullptr);
+  REQUIRE(tree);
+  CHECK(std::memcmp(tree->data(), expected->data(), expected->size()) == 0);
 }

@@ -134,7 +134,8 @@ torch::Tensor run_ram(server_rule rule, uint64_t chunk_bytes,
       for (size_t i : {2, 0, 1}) {
         auto bytes =
             std::as_bytes(std::span{data[i]}).subspan(e.model_offset, e.bytes);
-        REQUIRE(acc->fold(s, bytes, weights[i]));
+        REQUIRE(
+            acc->fold(s, bytes, weights[i], std::as_bytes(std::span{global})));
       }
     }
     auto out = acc->finalize(std::as_bytes(std::span{global}), opt.get());
