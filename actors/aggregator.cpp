@@ -141,7 +141,9 @@ public:
     else if (checked) {
       auto folded = checker_.bounded(s, *c, model());
       if (auto ok = fold(s, folded); !ok)
-        return refuse_from(sender, ok.err());
+        return ok.err().code == errc::poisoned_update // beyond the sum's range
+                   ? reject(h.stream_id, s, ok.err())
+                   : refuse_from(sender, ok.err());
       folded_bytes_ = folded.bytes.size();
     }
     if (!checked)
@@ -312,8 +314,10 @@ private:
       std::this_thread::sleep_for(options_.fold_delay);
     auto d =
         acc_->fold_measured(h.sequence, c.bytes, s.weight, s.summed, model());
-    if (!d)
-      return error{errc::internal, d.err().message};
+    if (!d) // poisoned: beyond the exact sum's range; else bad input
+      return d.err().code == errc::poisoned_update
+                 ? d.err()
+                 : error{errc::internal, d.err().message};
     auto judged = checker_.judge(s, c, *d);
     if (!judged)
       acc_->unfold(h.sequence, c.bytes, s.weight, s.summed, model());

@@ -278,6 +278,8 @@ accumulator::make(const manifest& m, chunk_plan plan, const aggregation_plan& p,
       return sum.err();
     if (p.partial_sums)
       sum->emit_sums();
+    if (p.weights == client_weighting::sample_size)
+      sum->set_weight_bits(10);
     return std::unique_ptr<accumulator>{new model_sum{std::move(*sum)}};
   }
   auto positions = window_accumulator::make(m, std::move(plan), window,

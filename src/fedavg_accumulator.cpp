@@ -1,7 +1,6 @@
 #include "fedcaf/fedavg_accumulator.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -35,6 +34,9 @@ constexpr float int32_room = 0x1p30f;
 constexpr uint64_t int32_limit = uint64_t{1} << 31;
 /// |q| beyond this is saturated (int64 sums of 2^17 such never overflow).
 constexpr float most_units = 0x1p46f;
+/// A wide block's bound on |sum| stays below this (2^16 updates at the
+/// most each).
+constexpr uint64_t wide_limit = uint64_t{1} << 62;
 
 using v8f = float __attribute__((vector_size(32)));
 using v8u = uint32_t __attribute__((vector_size(32)));
@@ -228,7 +230,7 @@ void fedavg_accumulator::forget_round() {
   std::fill(exponent_.begin(), exponent_.end(), unset_exponent);
   std::fill(wide_index_.begin(), wide_index_.end(), 0u);
   wide_.clear();
-  wide_float_.clear();
+  wide_bound_.clear();
   float_sum_.clear();
 }
 
@@ -248,21 +250,23 @@ int fedavg_accumulator::grid_exponent(uint64_t r, uint64_t first, uint64_t n,
   }
   int e =
       most > 0 && std::isfinite(most) ? std::ilogb(most) + 1 : least_exponent;
-  exponent_[r] = static_cast<int8_t>(std::max(e, least_exponent));
+  exponent_[r] = static_cast<int8_t>(std::clamp(e, least_exponent, 127));
   return exponent_[r];
 }
 
-double fedavg_accumulator::apply(uint64_t seq, const std::byte* x,
-                                 double weight, bool summed,
-                                 const std::byte* global, int add,
-                                 bool assign) {
+std::optional<double>
+fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
+                          bool summed, const std::byte* global, int add,
+                          bool assign, uint64_t upto) {
   const auto& e = plan_.extent(seq);
   auto element = dtype_bytes(type_);
   auto first = e.model_offset / element;
-  auto n = e.bytes / element;
+  auto n = std::min(e.bytes / element, upto);
   auto* sums = sum_.data() + first * 4;
   const auto& skip = uncounted_[seq];
   auto k = summed ? static_cast<float>(weight) : 1.0f;
+  auto w_scale =
+      std::ldexp(summed ? 1.0f : static_cast<float>(weight), -weight_bits_);
   double distance = 0;
   alignas(64) float v[block_elements];
   alignas(64) float xs[block_elements];
@@ -276,8 +280,7 @@ double fedavg_accumulator::apply(uint64_t seq, const std::byte* x,
           1.0f,
           grid_bits - grid_exponent(b * runs_per_block + lo / run_elements,
                                     first + o + lo, hi - lo, global));
-      std::fill(s + lo, s + hi,
-                summed ? scale : static_cast<float>(weight) * scale);
+      std::fill(s + lo, s + hi, w_scale * scale);
     }
     auto* xb = as_floats(type_, x + o * element, len, xs);
     auto* gb = as_floats(type_, global + (first + o) * element, len, gs);
@@ -302,10 +305,20 @@ double fedavg_accumulator::apply(uint64_t seq, const std::byte* x,
     run(len, true);
     float top;
     std::memcpy(&top, &most, 4);
+    auto grows = static_cast<uint64_t>(std::min(top, most_units)) + 1;
+    // A delta beyond the exact range (2^46 grid steps: 2^19 times its run's
+    // magnitude, where the update bound refuses far less) is refused, and
+    // what this call added before it taken back out: nothing changed.
+    auto beyond = [&] {
+      if (!assign && o > 0)
+        apply(seq, x, weight, summed, global, -1, false, o);
+      return std::nullopt;
+    };
+    if (add > 0 && !(top < most_units))
+      return beyond();
     auto* block = sums + o * 4;
     if (wide_index_[b] == 0) {
       uint64_t before = assign ? 0 : bound_[b];
-      auto grows = static_cast<uint64_t>(std::min(top, int32_room)) + 1;
       if (add < 0 || (top < int32_room && before + grows < int32_limit)) {
         add_units(block, v, len, add, assign);
         if (add > 0)
@@ -313,8 +326,8 @@ double fedavg_accumulator::apply(uint64_t seq, const std::byte* x,
         continue;
       }
       // Its sums could outgrow int32: they move to int64 of their own.
-      wide_.push_back(std::make_unique<int64_t[]>(block_elements));
-      wide_float_.push_back(false);
+      wide_.push_back(std::make_unique<int64_t[]>(len));
+      wide_bound_.push_back(assign ? 0 : bound_[b]);
       wide_index_[b] = static_cast<uint32_t>(wide_.size());
       if (!assign)
         for (uint64_t i = 0; i < len; ++i) {
@@ -324,35 +337,15 @@ double fedavg_accumulator::apply(uint64_t seq, const std::byte* x,
         }
     }
     auto w = wide_index_[b] - 1;
+    if (add > 0) {
+      auto before = assign ? 0 : wide_bound_[w];
+      if (before + grows >= wide_limit)
+        return beyond();
+      wide_bound_[w] = before + grows;
+    }
     auto* wide = wide_[w].get();
-    if (!(top < most_units) && !wide_float_[w]) {
-      // A delta beyond 2^19 times its run's magnitude (never honest: the
-      // update bound refuses far less): this block sums float64 values
-      // this round, in the order they come.
-      for (uint64_t i = 0; i < len; ++i)
-        wide[i] = std::bit_cast<int64_t>(
-            assign
-                ? 0.0
-                : std::ldexp(static_cast<double>(wide[i]),
-                             exponent_[b * runs_per_block + i / run_elements] -
-                                 grid_bits));
-      wide_float_[w] = true;
-    }
-    if (!wide_float_[w]) {
-      for (uint64_t i = 0; i < len; ++i)
-        wide[i] = (assign ? 0 : wide[i]) + add * units_of(v[i]);
-      continue;
-    }
-    auto scale_d = summed ? 1.0 : weight;
-    for (uint64_t i = 0; i < len; ++i) {
-      float xi, gi;
-      std::memcpy(&xi, xb + i * 4, 4);
-      std::memcpy(&gi, gb + i * 4, 4);
-      auto c = scale_d * (static_cast<double>(xi) -
-                          static_cast<double>(k) * static_cast<double>(gi));
-      auto sum = assign ? 0.0 : std::bit_cast<double>(wide[i]);
-      wide[i] = std::bit_cast<int64_t>(sum + add * c);
-    }
+    for (uint64_t i = 0; i < len; ++i)
+      wide[i] = (assign ? 0 : wide[i]) + add * units_of(v[i]);
   }
   return distance;
 }
@@ -375,8 +368,13 @@ fedavg_accumulator::fold_measured(uint64_t seq, std::span<const std::byte> x,
   undo_weight_ = weights_[seq];
   auto d = apply(seq, x.data(), weight, summed, global.data(), +1,
                  !(weights_[seq] > 0));
+  if (!d)
+    return error{errc::poisoned_update,
+                 "chunk " + std::to_string(seq) +
+                     " holds a value beyond 2^19 times the magnitude of the "
+                     "global model around it (the exact sum's range)"};
   weights_[seq] += weight;
-  return d;
+  return *d;
 }
 
 void fedavg_accumulator::unfold(uint64_t seq, std::span<const std::byte> x,
@@ -461,7 +459,7 @@ void fedavg_accumulator::settle_chunk(uint64_t seq, const std::byte* global,
           1.0,
           grid_exponent(b * runs_per_block + lo / run_elements, first + o + lo,
                         std::min(run_elements, len - lo), global) -
-              grid_bits);
+              grid_bits + weight_bits_);
       std::fill(f + lo, f + std::min(lo + run_elements, len),
                 static_cast<float>(sums_ ? unit : unit / w));
     }
@@ -477,10 +475,8 @@ void fedavg_accumulator::settle_chunk(uint64_t seq, const std::byte* global,
     auto w8 = wide_index_[b] - 1;
     const auto* wide = wide_[w8].get();
     for (uint64_t i = 0; i < len; ++i) {
-      auto r = static_cast<float>(
-          wide_float_[w8]
-              ? base * g[i] + std::bit_cast<double>(wide[i]) / (sums_ ? 1 : w)
-              : base * g[i] + f[i] * static_cast<double>(wide[i]));
+      auto r =
+          static_cast<float>(base * g[i] + f[i] * static_cast<double>(wide[i]));
       r = r < -limit ? -limit : (r > limit ? limit : r);
       std::memcpy(sums + (o + i) * 4, &r, 4);
     }

@@ -34,6 +34,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -148,14 +149,22 @@ public:
   /// before it is published (also to the element type's finite range).
   void set_value_limit(float limit) { limit_ = limit; }
 
+  /// Sample-size weights (up to 2^20): each delta is scaled by w / 2^bits
+  /// rather than w, so that the sums of a few hundred samples' weights
+  /// stay in int32 (the grid then 2^bits coarser for weight 1).
+  void set_weight_bits(int bits) { weight_bits_ = bits; }
+
   /// Blocks whose sums moved to int64 this round (for tests and figures).
   size_t wide_blocks() const { return wide_.size(); }
 
 private:
   /// Adds (add = +1) or takes out (-1) chunk `seq`'s contribution; `assign`:
-  /// the first at its position, written. Returns the distance.
-  double apply(uint64_t seq, const std::byte* x, double weight, bool summed,
-               const std::byte* global, int add, bool assign);
+  /// the first at its position, written. Returns the distance, or nothing,
+  /// changing nothing, iff a delta lies beyond the exact range (add > 0).
+  /// `upto`: the chunk's first elements only.
+  std::optional<double> apply(uint64_t seq, const std::byte* x, double weight,
+                              bool summed, const std::byte* global, int add,
+                              bool assign, uint64_t upto = UINT64_MAX);
   /// The grid exponent of run `r` of 64 elements (first element `first`,
   /// `n` elements).
   int grid_exponent(uint64_t r, uint64_t first, uint64_t n,
@@ -198,9 +207,9 @@ private:
   std::vector<uint32_t> bound_;
   std::vector<uint32_t> wide_index_;
   std::vector<std::unique_ptr<int64_t[]>> wide_;
-  /// Per wide block: true iff it holds float64 values (a delta beyond
-  /// 2^46 grid units came), not int64 sums.
-  std::vector<bool> wide_float_;
+  std::vector<uint64_t> wide_bound_; ///< per wide block: bound on |sum|
+  /// Weights are divided by 2^weight_bits_ before they scale a delta.
+  int weight_bits_ = 0;
   std::function<void(uint64_t, std::span<const std::byte>)> observer_;
   double undo_weight_ = 0; ///< weights_[seq] before the last fold_measured
   float limit_ = std::numeric_limits<float>::max();

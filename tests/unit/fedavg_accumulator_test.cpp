@@ -179,8 +179,8 @@ TEST_CASE("finalize without any weight is our bug, reported as internal") {
 }
 
 TEST_CASE("a published value never becomes infinite: it saturates") {
-  // float16: FedAvgM at learning rate 2 from 0 towards an average of
-  // 60000 steps to 120000, past the largest half; float32: past the limit
+  // float16: FedAvgM at learning rate 2 from 30000 towards an average of
+  // 60000 steps to 90000, past the largest half; float32: past the limit
   // the aggregator sets. Both are clamped, not stored as infinity.
   for (auto type : {dtype::float16, dtype::float32}) {
     CAPTURE(dtype_name(type));
@@ -195,9 +195,13 @@ TEST_CASE("a published value never becomes infinite: it saturates") {
     REQUIRE(opt);
     auto width = dtype_bytes(type);
     std::vector<std::byte> global(16 * width), x(16 * width);
+    // From half of it (an update beyond 2^19 times the model's magnitude
+    // would be refused: the exact sum's range), towards it at rate 2.
     float value = type == dtype::float16 ? 60000.0f : 9e29f;
-    for (size_t i = 0; i < 16; ++i)
+    for (size_t i = 0; i < 16; ++i) {
       store_element(type, x.data(), i, value);
+      store_element(type, global.data(), i, value / 2);
+    }
     REQUIRE(acc->fold(0, x, 1, global));
     auto out = acc->finalize(global, opt->get());
     REQUIRE(out);
@@ -366,6 +370,21 @@ TEST_CASE("a fold taken back out leaves the sum as it was, to the bit") {
   auto got = after.finalize(global, nullptr);
   REQUIRE(got);
   CHECK(std::memcmp(got->data(), expected->data(), expected->size()) == 0);
+  // A value beyond the exact sum's range (2^19 times the magnitude of the
+  // model around it) is refused, in the middle of the chunk: what the fold
+  // added before it is taken back out, nothing changes.
+  auto far = y;
+  far[1500] = 1e37f;
+  auto refused = make();
+  REQUIRE(refused.fold(0, bytes(x), 1, global));
+  REQUIRE(refused.fold(0, bytes(y), 2, global));
+  auto beyond = refused.fold_measured(0, bytes(far), 1, false, global);
+  REQUIRE_FALSE(beyond);
+  CHECK(beyond.err().code == errc::poisoned_update);
+  CHECK(refused.weight_sum(0) == 3);
+  auto kept = refused.finalize(global, nullptr);
+  REQUIRE(kept);
+  CHECK(std::memcmp(kept->data(), expected->data(), expected->size()) == 0);
   auto before = make();
   REQUIRE(before.fold_measured(0, bytes(z), 5, false, global));
   before.unfold(0, bytes(z), 5, false, global);
