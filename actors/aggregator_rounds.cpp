@@ -96,13 +96,16 @@ result<snapshot_ptr> aggregator_rounds::publish_round(uint32_t round,
   bool measured = (sum_weight <= 0 || core_.streams_sums()) &&
                   core_.acc_->observe_results(
                       [&checker](uint64_t seq, std::span<const std::byte> m) {
-                        checker.measure_position(seq, m);
+                        return checker.position_squares(seq, m);
                       });
-  if (measured)
-    checker.measure_begin();
   auto bytes = core_.acc_->finalize(core_.models_.current().bytes, optimizer);
   if (!bytes)
     return bytes.err();
+  if (measured) { // in the order measure_global adds them: the same bits
+    checker.measure_begin();
+    for (double squares : core_.acc_->take_measured())
+      checker.add_squares(squares);
+  }
   return publish(round, std::move(*bytes), sum_weight, {}, measured);
 }
 

@@ -50,8 +50,15 @@ void chunk_checker::measure_global(const byte_buffer& global) {
 
 void chunk_checker::measure_position(uint64_t seq,
                                      std::span<const std::byte> global) {
+  squares_ += position_squares(seq, global);
+}
+
+double
+chunk_checker::position_squares(uint64_t seq,
+                                std::span<const std::byte> global) const {
   if (max_update_ratio_ > 0 && !secure_)
-    squares_ += squared_norm(layout_, plan_, seq, global);
+    return squared_norm(layout_, plan_, seq, global);
+  return 0;
 }
 
 void chunk_checker::measure_end() {

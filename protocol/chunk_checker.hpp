@@ -85,6 +85,12 @@ public:
   /// bound holds from measure_end() on, and until then the last one.
   void measure_begin() { squares_ = 0; }
   void measure_position(uint64_t seq, std::span<const std::byte> global);
+  /// What measure_position(seq, global) adds, computed without adding it
+  /// (safe on any thread); add_squares adds such a figure, in the same
+  /// order as measure_position would.
+  double position_squares(uint64_t seq,
+                          std::span<const std::byte> global) const;
+  void add_squares(double squares) { squares_ += squares; }
   void measure_end();
 
   /// The bound on an update's L2 distance from the global model that

@@ -79,10 +79,11 @@ public:
     return sum_.finalize(model.bytes(), opt);
   }
   bool observe_results(
-      std::function<void(uint64_t, std::span<const std::byte>)> f) override {
+      std::function<double(uint64_t, std::span<const std::byte>)> f) override {
     sum_.observe_results(std::move(f));
     return true;
   }
+  std::vector<double> take_measured() override { return sum_.take_measured(); }
   result<byte_buffer> keep(byte_buffer& model) override {
     return sum_.keep(model.bytes());
   }
@@ -280,6 +281,8 @@ accumulator::make(const manifest& m, chunk_plan plan, const aggregation_plan& p,
       sum->emit_sums();
     if (p.weights == client_weighting::sample_size)
       sum->set_weight_bits(10);
+    // FedAvg's finalize on the host's cores (the clients wait for it).
+    sum->set_threads(std::min(16u, std::thread::hardware_concurrency()));
     return std::unique_ptr<accumulator>{new model_sum{std::move(*sum)}};
   }
   auto positions = window_accumulator::make(m, std::move(plan), window,

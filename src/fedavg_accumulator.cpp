@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -500,40 +501,62 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
   // A sum of clamped updates is clamped at the root, after its division.
   auto limit =
       sums_ ? finite_limit(type_) : std::min(limit_, finite_limit(type_));
-  for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
-    const auto& e = plan_.extent(seq);
-    auto first = e.model_offset / element;
-    auto n = e.bytes / element;
-    const auto* old = global.data() + e.model_offset;
-    bool secure_sum = !float_sum_.empty() && float_sum_[seq];
-    bool clamped = false;
-    if (weights_[seq] > 0 && secure_sum && sums_) {
-      // a relay's partial sum: left as it is
-    } else if (weights_[seq] > 0 && secure_sum) {
-      auto inv = static_cast<float>(1.0 / weights_[seq]);
-      for (size_t i = first; i < first + n; ++i)
-        acc[i] *= inv;
-    } else if (weights_[seq] > 0) {
-      // FedAvg's means are clamped as they are made; an optimizer's steps
-      // after them.
-      settle_chunk(seq, global.data(),
-                   opt ? std::numeric_limits<float>::infinity() : limit);
-      clamped = !opt;
-    } else {
-      for (size_t i = 0; i < n; ++i)
-        acc[first + i] = load_element(type_, old, i);
+  auto chunks = plan_.chunk_count();
+  measured_.assign(observer ? chunks : 0, 0.0);
+  // Each chunk on its own, the same bits on any thread: FedAvg's chunks
+  // (no optimizer, whose steps keep state of their own) go to up to
+  // threads_ threads, each a contiguous range of chunks.
+  auto parts = opt ? 1u
+                   : static_cast<unsigned>(
+                         std::min<uint64_t>(threads_, (chunks + 3) / 4));
+  auto settle_range = [&](uint64_t from, uint64_t to) {
+    for (uint64_t seq = from; seq < to; ++seq) {
+      const auto& e = plan_.extent(seq);
+      auto first = e.model_offset / element;
+      auto n = e.bytes / element;
+      const auto* old = global.data() + e.model_offset;
+      bool secure_sum = !float_sum_.empty() && float_sum_[seq];
+      bool clamped = false;
+      if (weights_[seq] > 0 && secure_sum && sums_) {
+        // a relay's partial sum: left as it is
+      } else if (weights_[seq] > 0 && secure_sum) {
+        auto inv = static_cast<float>(1.0 / weights_[seq]);
+        for (size_t i = first; i < first + n; ++i)
+          acc[i] *= inv;
+      } else if (weights_[seq] > 0) {
+        // FedAvg's means are clamped as they are made; an optimizer's steps
+        // after them.
+        settle_chunk(seq, global.data(),
+                     opt ? std::numeric_limits<float>::infinity() : limit);
+        clamped = !opt;
+      } else {
+        for (size_t i = 0; i < n; ++i)
+          acc[first + i] = load_element(type_, old, i);
+      }
+      if (opt)
+        opt->step(first, {acc + first, n}, {old, e.bytes}, weights_[seq]);
+      if (!clamped)
+        saturate(acc + first, n, limit);
+      if (type_ != dtype::float32)
+        for (size_t i = first; i < first + n; ++i)
+          store_element(type_, out.data(), i, acc[i]);
+      if (observer)
+        measured_[seq] = observer(
+            seq, type_ == dtype::float32
+                     ? std::span<const std::byte>{sum_.data(), total_bytes_}
+                     : std::span<const std::byte>{out.data(), total_bytes_});
     }
-    if (opt)
-      opt->step(first, {acc + first, n}, {old, e.bytes}, weights_[seq]);
-    if (!clamped)
-      saturate(acc + first, n, limit);
-    if (type_ != dtype::float32)
-      for (size_t i = first; i < first + n; ++i)
-        store_element(type_, out.data(), i, acc[i]);
-    if (observer)
-      observer(seq, type_ == dtype::float32
-                        ? std::span<const std::byte>{sum_.data(), total_bytes_}
-                        : std::span<const std::byte>{out.data(), total_bytes_});
+  };
+  if (parts <= 1) {
+    settle_range(0, chunks);
+  } else {
+    std::vector<std::thread> helpers;
+    for (unsigned p = 1; p < parts; ++p)
+      helpers.emplace_back(settle_range, chunks * p / parts,
+                           chunks * (p + 1) / parts);
+    settle_range(0, chunks / parts);
+    for (auto& t : helpers)
+      t.join();
   }
   if (opt)
     opt->finish_round();

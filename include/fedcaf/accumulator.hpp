@@ -148,13 +148,17 @@ public:
 
   /// A model-sized sum calls `f(seq, model)` once per chunk during the next
   /// finalize(), as soon as chunk `seq` of the new model (`model`: all its
-  /// bytes) is final, while it is in the caches: the new model measured
-  /// without a pass of its own. Returns false (and never calls f) where
-  /// positions settle into the model during the round instead.
+  /// bytes) is final, while it is in the caches (on the thread that settled
+  /// it: f must be safe to call for several chunks at once), and keeps its
+  /// results for take_measured(): the new model measured without a pass of
+  /// its own. Returns false (and never calls f) where positions settle
+  /// into the model during the round instead.
   virtual bool
-  observe_results(std::function<void(uint64_t, std::span<const std::byte>)>) {
+  observe_results(std::function<double(uint64_t, std::span<const std::byte>)>) {
     return false;
   }
+  /// What observe_results' f returned in the last finalize(), per chunk.
+  virtual std::vector<double> take_measured() { return {}; }
 
   /// Returns the global model `model` as it was before the round, as the
   /// next model, starting over (a secure round that could not unmask): a

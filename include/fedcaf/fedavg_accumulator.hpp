@@ -30,6 +30,7 @@
 // same storage and become float32 sums of their chunk (mark_folded).
 // Thread-safety: none; owned by the aggregator actor.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -139,11 +140,20 @@ public:
   result<byte_buffer> keep(std::span<const std::byte> global);
 
   /// The next finalize() calls f(seq, new model's bytes) as each chunk of
-  /// the new model is final; then forgets f.
-  void
-  observe_results(std::function<void(uint64_t, std::span<const std::byte>)> f) {
+  /// the new model is final (while it is in the caches), on whichever
+  /// thread settles that chunk (f must be safe to call at once for other
+  /// chunks), and keeps what it returns per chunk for take_measured();
+  /// then forgets f.
+  void observe_results(
+      std::function<double(uint64_t, std::span<const std::byte>)> f) {
     observer_ = std::move(f);
   }
+  /// What the last finalize()'s observer returned, per chunk in order.
+  std::vector<double> take_measured() { return std::move(measured_); }
+
+  /// finalize() settles FedAvg's chunks (no optimizer) on up to `n`
+  /// threads, ranges of chunks each; the result is the same bits for any n.
+  void set_threads(unsigned n) { threads_ = std::max(1u, n); }
 
   /// Every averaged (and optimizer-stepped) value is clamped to +-limit
   /// before it is published (also to the element type's finite range).
@@ -210,7 +220,9 @@ private:
   std::vector<uint64_t> wide_bound_; ///< per wide block: bound on |sum|
   /// Weights are divided by 2^weight_bits_ before they scale a delta.
   int weight_bits_ = 0;
-  std::function<void(uint64_t, std::span<const std::byte>)> observer_;
+  std::function<double(uint64_t, std::span<const std::byte>)> observer_;
+  std::vector<double> measured_;
+  unsigned threads_ = 1;
   double undo_weight_ = 0; ///< weights_[seq] before the last fold_measured
   float limit_ = std::numeric_limits<float>::max();
 };

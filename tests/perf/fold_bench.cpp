@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fedcaf/chunk_plan.hpp"
@@ -43,6 +44,7 @@ uint64_t flag(int argc, char** argv, const std::string& name, uint64_t dflt) {
 struct figures {
   double copy = 1e9, fold = 1e9, finalize = 1e9, distance = 1e9;
   double read = 1e9, float_fold = 1e9, exact_fold = 1e9, exact_finalize = 1e9;
+  double exact_finalize_mt = 1e9;
 };
 
 } // namespace
@@ -67,6 +69,12 @@ int main(int argc, char** argv) {
   double sink = 0;
   auto exact = fedavg_accumulator::make(layout, *plan);
   exact->recycle(byte_buffer::zeroed(layout.total_bytes()));
+  // The same sums finalized on every core of this host.
+  auto cores = std::max(1u, std::thread::hardware_concurrency());
+  auto exact_mt = fedavg_accumulator::make(layout, *plan);
+  exact_mt->recycle(byte_buffer::zeroed(layout.total_bytes()));
+  exact_mt->set_threads(cores);
+  bool same_bits = true;
   for (uint64_t r = 0; r < repeat; ++r) {
     auto t = clock_type::now();
     for (const auto& u : updates)
@@ -150,7 +158,23 @@ int main(int argc, char** argv) {
     best.exact_finalize = std::min(best.exact_finalize, seconds_since(t));
     if (!published)
       return 1;
+    for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
+      const auto& e = plan->extent(seq);
+      for (const auto& u : updates)
+        if (!exact_mt->fold(
+                seq, u.bytes.bytes().subspan(e.model_offset, e.bytes), 1.0, g))
+          return 1;
+    }
+    t = clock_type::now();
+    auto published_mt = exact_mt->finalize(g, nullptr);
+    best.exact_finalize_mt = std::min(best.exact_finalize_mt, seconds_since(t));
+    if (!published_mt)
+      return 1;
+    same_bits =
+        same_bits && std::memcmp(published->data(), published_mt->data(),
+                                 published->size()) == 0;
     exact->recycle(std::move(*published));
+    exact_mt->recycle(std::move(*published_mt));
   }
   std::printf("%llu MiB float32 model, %u updates; seconds per pass over "
               "the model, best of %llu (ratio to a memcpy of it)\n",
@@ -168,6 +192,10 @@ int main(int argc, char** argv) {
   row("float32 fold in arrival order", best.float_fold / clients);
   row("ram exact fold + distance, an update", best.exact_fold / clients);
   row("ram exact finalize (once)", best.exact_finalize);
+  std::printf("  %-38s %7.3f s  %6.2f x memcpy  (%u threads; %s bits)\n",
+              "ram exact finalize, all cores", best.exact_finalize_mt,
+              best.exact_finalize_mt / copy, cores,
+              same_bits ? "the same" : "OTHER");
   std::printf("  read bandwidth %.2f GB/s; ram exact fold + distance at %.2f "
               "GB/s of update (%.2f of the read bandwidth)\n",
               static_cast<double>(mib << 20) / (best.read / clients) / 1e9,

@@ -221,9 +221,11 @@ fold_in_order(const manifest& m, uint64_t chunk_bytes,
               const std::vector<std::vector<float>>& updates,
               const std::vector<double>& w,
               const std::vector<std::pair<size_t, uint64_t>>& order,
-              const std::vector<std::byte>& global, size_t* wide = nullptr) {
+              const std::vector<std::byte>& global, size_t* wide = nullptr,
+              unsigned threads = 1) {
   auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, chunk_bytes));
   REQUIRE(acc);
+  acc->set_threads(threads);
   for (auto [u, s] : order) {
     const auto& e = acc->plan().extent(s);
     REQUIRE(acc->fold(
@@ -266,6 +268,10 @@ TEST_CASE("the sum does not depend on the order chunks arrive in, to the bit") {
       for (size_t u = 0; u < 5; ++u)
         order.emplace_back(u, s);
     auto first = fold_in_order(m, 12000, updates, weights, order, global);
+    // Finalized on 1 thread or on 3 (a chunk each): the same bits.
+    CHECK(fold_in_order(m, 4000, updates, weights, order, global, nullptr,
+                        3) == fold_in_order(m, 4000, updates, weights, order,
+                                            global, nullptr, 1));
     bool float_sums_differ = false;
     for (int trial = 0; trial < 20; ++trial) {
       std::shuffle(order.begin(), order.end(), rng);
