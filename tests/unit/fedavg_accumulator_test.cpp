@@ -269,9 +269,8 @@ TEST_CASE("the sum does not depend on the order chunks arrive in, to the bit") {
         order.emplace_back(u, s);
     auto first = fold_in_order(m, 12000, updates, weights, order, global);
     // Finalized on 1 thread or on 3 (a chunk each): the same bits.
-    CHECK(fold_in_order(m, 4000, updates, weights, order, global, nullptr,
-                        3) == fold_in_order(m, 4000, updates, weights, order,
-                                            global, nullptr, 1));
+    CHECK(fold_in_order(m, 4000, updates, weights, order, global, nullptr, 3) ==
+          fold_in_order(m, 4000, updates, weights, order, global, nullptr, 1));
     bool float_sums_differ = false;
     for (int trial = 0; trial < 20; ++trial) {
       std::shuffle(order.begin(), order.end(), rng);
@@ -303,8 +302,7 @@ TEST_CASE("the sum does not depend on the order chunks arrive in, to the bit") {
       for (size_t j = from; j < std::min(from + 64, chunk + 3000); ++j)
         run = std::max(run, std::fabs(g[j]));
       float got = load_element(dtype::float32, first.data(), i);
-      CHECK(std::fabs(got - mean) <=
-            std::fabs(mean) * 0x1p-23 + run * 0x1p-27);
+      CHECK(std::fabs(got - mean) <= std::fabs(mean) * 0x1p-23 + run * 0x1p-27);
     }
   }
 }
