@@ -26,7 +26,7 @@ TEST_CASE("list elements are range-checked one by one") {
 }
 
 TEST_CASE("a profile matrix's relative base is looked for beside it, then in "
-          "the working directory; --set overrides its keys") {
+          "the working directory, --set overrides its keys") {
   namespace fs = std::filesystem;
   auto dir = fs::temp_directory_path() /
              ("fedcaf_matrix_test_" + std::to_string(::getpid()));

@@ -937,7 +937,7 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
   }
 }
 
-TEST_CASE("another client's stream and a poisoned update are refused; the "
+TEST_CASE("another client's stream and a poisoned update are refused, the "
           "round ends with the honest update") {
   auto layout = test_layout();
   for (std::string mode : {"ram", "window"}) {
@@ -2445,7 +2445,7 @@ double update_norm_of(const model_floats& global, uint32_t k) {
 } // namespace
 
 TEST_CASE("norm_bound scales each update back to the bound, by the norm its "
-          "client declared; an update beyond what it declared is refused") {
+          "client declared, an update beyond what it declared is refused") {
   auto layout = test_layout();
   auto initial = initial_floats(layout);
   // Between the first round's norms: some clients are scaled, some not.
@@ -2726,7 +2726,7 @@ TEST_CASE("a relay serves its children its parent's model as it arrives, "
   }
 }
 
-TEST_CASE("a window-mode relay streams its sum up as its positions settle; "
+TEST_CASE("a window-mode relay streams its sum up as its positions settle, "
           "a child cut or refused mid-upload stays where it delivered") {
   // Two synthetic children and Early, which offers, sends its first 3
   // chunks (9.0 everywhere) and falls silent (the relay's deadline cuts
@@ -3790,7 +3790,7 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
 }
 
 TEST_CASE("a rank that declares less than its part's norm gets its whole "
-          "client's update refused; declared in full, it is scaled as one") {
+          "client's update refused, declared in full, it is scaled as one") {
   auto layout = test_layout();
   auto initial = initial_floats(layout);
   std::vector<float> update(layout.total_bytes() / sizeof(float));

@@ -14,7 +14,7 @@ using fedcaf::testing::offer;
 using ids = std::set<std::string>;
 
 TEST_CASE("absences: a miss passes a client over until it is heard from, "
-          "then for 2^(m-1) rounds; an update forgets its misses") {
+          "then for 2^(m-1) rounds, an update forgets its misses") {
   absences a;
   CHECK(a.eligible("A", 1));
   CHECK(a.missed("A", 1) == 1);
@@ -50,7 +50,7 @@ TEST_CASE("absences: a miss passes a client over until it is heard from, "
 }
 
 TEST_CASE("round roster: a client that never offers is cut at round 1's "
-          "deadline and not drawn again while silent; back (registered "
+          "deadline and not drawn again while silent, back (registered "
           "again, or offering late) it is drawn after its rounds passed "
           "over, and an update forgets its misses") {
   auto r = testing::three_clients();

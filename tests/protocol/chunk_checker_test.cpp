@@ -116,7 +116,7 @@ TEST_CASE("a chunk must lie in its slot of the plan") {
   CHECK_FALSE(checker.placed(beyond));
 }
 
-TEST_CASE("a NaN or a value beyond what the sum holds poisons the update; "
+TEST_CASE("a NaN or a value beyond what the sum holds poisons the update, "
           "masked words are not checked") {
   bench b;
   std::vector<float> x(model_floats, 2.0f);
@@ -308,7 +308,7 @@ TEST_CASE("a model near zero is measured as of norm update_norm_floor") {
 }
 
 TEST_CASE("tensor_rules keep: a kept tensor's values are the global model's "
-          "whatever the client sent; the first matching pattern decides") {
+          "whatever the client sent, the first matching pattern decides") {
   bench b;
   b.layout.tensors.clear(); // 20 + 4 + 8 floats: chunk 1 holds all three
   b.layout.tensors.push_back(make_tensor_info("w", dtype::float32, {20}));

@@ -201,7 +201,7 @@ float first_value(const client_model& m) {
 } // namespace
 
 TEST_CASE("a client's update is clipped to update_clip_norm and its norm "
-          "declared; a relay's partial sum is neither") {
+          "declared, a relay's partial sum is neither") {
   fixture x;
   client_configs clipped;
   clipped.train.update_clip_norm = 1.0; // the update's norm: 0.5 sqrt(50)

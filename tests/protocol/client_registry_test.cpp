@@ -97,7 +97,7 @@ TEST_CASE("client registry: a lost client resumes over a new connection, "
 }
 
 TEST_CASE("client registry: a stalled remote client registers again on its "
-          "connection; nobody takes over a live one unauthenticated") {
+          "connection, nobody takes over a live one unauthenticated") {
   registry r{{{}, false, 2}};
   REQUIRE(r.admit(hi("A"), 1, "h:1", "", false, t0));
   auto again = r.admit(hi("A"), 1, "h:1", "", false, t0);
@@ -144,7 +144,7 @@ TEST_CASE("client registry: takeovers are limited to 8 in 10 s") {
       r.admit(hi("A", "t"), 10, "h", "", false, t0 + std::chrono::seconds{11}));
 }
 
-TEST_CASE("client registry: a drop needs the loss it was armed for; a "
+TEST_CASE("client registry: a drop needs the loss it was armed for, a "
           "dropped client rejoins as new at its index") {
   registry r{{{}, false, 1}};
   REQUIRE(r.admit(hi("A"), 1, "", "", false, t0));

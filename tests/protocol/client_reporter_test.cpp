@@ -66,7 +66,7 @@ TEST_CASE("a round's record holds its bytes and times") {
   CHECK(seen.up.done == 1000);
 }
 
-TEST_CASE("an update sent again replaces its round's record; the server's "
+TEST_CASE("an update sent again replaces its round's record, the server's "
           "evaluation goes to the round that produced the model") {
   run_report report;
   client_reporter r{&report, "C3", nullptr};

@@ -151,7 +151,7 @@ TEST_CASE("after a lost connection the fetches in flight go again") {
   CHECK(x.client == x.server);
 }
 
-TEST_CASE("compressed downloads are decoded; the hook sees each chunk's "
+TEST_CASE("compressed downloads are decoded, the hook sees each chunk's "
           "values while the model still holds the old ones") {
   fixture x;
   compression_config z;

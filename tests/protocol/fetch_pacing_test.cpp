@@ -81,7 +81,7 @@ TEST_CASE("a window-mode relay's download waits for its slowest child still "
 
 TEST_CASE("a child that drips one new chunk just under the idle timeout, "
           "holding its siblings a cache or more behind, is let go after the "
-          "idle timeout; one that keeps up is not") {
+          "idle timeout, one that keeps up is not") {
   fetch_pacing p;
   fetch_pacing::time_point t{};
   p.start(100, {"A", "B", "D"}, t, 4); // cache: 4 chunks
@@ -166,7 +166,7 @@ std::vector<std::string> play_round(
 } // namespace
 
 TEST_CASE("relay pacing: an honest child slower than a sibling, or two in "
-          "step beside a fast one, are never let go; two that pass the low "
+          "step beside a fast one, are never let go, two that pass the low "
           "back and forth, or a group too slow for the deadline, are") {
   // 10 and 9 chunks per idle timeout, cache 2: the slower moves the low
   // far more than a cache per idle timeout.

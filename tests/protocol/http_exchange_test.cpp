@@ -74,7 +74,7 @@ TEST_CASE("a response's Content-Security-Policy is a header of its own") {
   CHECK(std::string{p[1]} == "<p>page</p>");
 }
 
-TEST_CASE("HEAD sends the head alone; HTTP/1.0 and Connection: close end "
+TEST_CASE("HEAD sends the head alone, HTTP/1.0 and Connection: close end "
           "the connection once answered") {
   http_exchange x{{}, t0};
   x.received("HEAD / HTTP/1.0\r\n\r\n", t0, ok_path);
@@ -110,7 +110,7 @@ TEST_CASE("a request line without an end is refused at 8 KiB: 414, and it "
   CHECK(x.finished(t0)); // closed once refused
 }
 
-TEST_CASE("headers past 32 KiB: 431; lines are short, the head is not") {
+TEST_CASE("headers past 32 KiB: 431, lines are short, the head is not") {
   http_exchange x{{}, t0};
   x.received("GET / HTTP/1.1\r\n", t0, ok_path);
   std::string header = "X-Pad: " + std::string(1000, 'p') + "\r\n";
@@ -159,7 +159,7 @@ TEST_CASE("a slow request is cut at request_timeout, counted from the "
         "timeout: no whole request within 5000 ms");
 }
 
-TEST_CASE("a response not taken within write_timeout ends the connection; "
+TEST_CASE("a response not taken within write_timeout ends the connection, "
           "a kept-alive one unused ends quietly") {
   http_exchange x{{}, t0};
   x.received("GET / HTTP/1.1\r\n\r\n", t0 + milliseconds{100}, ok_path);

@@ -10,7 +10,7 @@ using namespace fedcaf;
 using namespace std::chrono_literals;
 
 TEST_CASE("log pacer: a source's first lines a period are logged, the rest "
-          "summed up once the period is over; other sources are not held "
+          "summed up once the period is over, other sources are not held "
           "back") {
   log_pacer p{{3, 10s, 8}};
   log_pacer::time_point t{};

@@ -37,7 +37,7 @@ float first_value(const model_snapshot& s) {
 
 } // namespace
 
-TEST_CASE("each publication is the next version of the current layout; the "
+TEST_CASE("each publication is the next version of the current layout, the "
           "previous model's memory comes back only once nobody reads it") {
   model_versions models{filled(1, 7)};
   CHECK(models.version() == 7);

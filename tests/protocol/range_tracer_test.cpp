@@ -97,8 +97,8 @@ TEST_CASE("range tracer: a liar that lies only now and then, or behaves once "
   }
 }
 
-TEST_CASE("range tracer: no trace without a failure; a passing sum clears "
-          "nobody in it; sums that share no suspect start the trace "
+TEST_CASE("range tracer: no trace without a failure, a passing sum clears "
+          "nobody in it, sums that share no suspect start the trace "
           "again") {
   range_tracer t{1};
   auto all = clients(4);

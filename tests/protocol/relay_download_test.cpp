@@ -35,7 +35,7 @@ TEST_CASE("relay download: a fetch waits until every byte of its chunk is "
   CHECK(d.waiting() == 0);
 }
 
-TEST_CASE("relay download: a model handed whole is all in at once; a new "
+TEST_CASE("relay download: a model handed whole is all in at once, a new "
           "download starts empty") {
   relay_download d;
   d.start(64, false);

@@ -205,7 +205,7 @@ TEST_CASE("a newer model while one arrives: the round is sat out, waiting "
 }
 
 TEST_CASE("a relay's sit-out before its parent's model waits for it and "
-          "chooses the round again; the end answers whatever waits") {
+          "chooses the round again, the end answers whatever waits") {
   recorder r;
   relay_flow flow{0ms, port_of(r)};
   std::optional<result<uint32_t>> next;

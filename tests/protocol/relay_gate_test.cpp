@@ -30,7 +30,7 @@ TEST_CASE("relay gate: a model that comes first opens the next start at "
 }
 
 TEST_CASE("relay gate: a sit-out before the model waits for it and drops a "
-          "held start; the round is chosen again") {
+          "held start, the round is chosen again") {
   relay_gate g;
   CHECK_FALSE(g.start(3, {"A", "B"}));
   CHECK(g.sit_out(3) == relay_gate::sitting::waits);

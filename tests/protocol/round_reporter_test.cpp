@@ -171,7 +171,7 @@ TEST_CASE("round reporter: a round's line waits for its evaluations iff "
 }
 
 TEST_CASE("round reporter: the live view counts a round once published, "
-          "its accuracy once its clients evaluated it; phases follow") {
+          "its accuracy once its clients evaluated it, phases follow") {
   scratch s;
   run_report report;
   reporter_options o;
@@ -251,7 +251,7 @@ TEST_CASE("round reporter: the report is saved between rounds, not once the "
 }
 
 TEST_CASE("round reporter: client events and the end go to the metrics "
-          "file; the totals to the report") {
+          "file, the totals to the report") {
   scratch s;
   auto metrics = metrics_log::open(s.path("m.jsonl"));
   REQUIRE(metrics);

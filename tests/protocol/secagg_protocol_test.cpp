@@ -142,7 +142,7 @@ struct trial {
 } // namespace
 
 TEST_CASE("secagg protocol: clients lost before keys, after sharing and "
-          "mid-upload; the unmasked sum is FedAvg of the rest") {
+          "mid-upload, the unmasked sum is FedAvg of the rest") {
   trial t{8};
   // Client8 never advertises: it leaves before the graph is drawn.
   t.advertise({"Client8"});
@@ -387,7 +387,7 @@ TEST_CASE("secagg protocol: a round of two keeps threshold 2 (one share is "
 }
 
 TEST_CASE("secagg protocol: with more shares than the threshold, a lying "
-          "survivor is outvoted and named; the round goes on") {
+          "survivor is outvoted and named, the round goes on") {
   trial t{5}; // threshold 3 of 5 holders
   t.setup();
   std::set<std::string> in_sum{"Client1", "Client2", "Client3", "Client4",

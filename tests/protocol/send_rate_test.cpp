@@ -53,7 +53,7 @@ TEST_CASE("time the server withheld credits does not count against a "
   CHECK(*r.rate(t0 + 105s) == doctest::Approx(1000.0)); // not 10000 / 105
 }
 
-TEST_CASE("a slow drip stays below the minimum; a stream at twice the "
+TEST_CASE("a slow drip stays below the minimum, a stream at twice the "
           "minimum with whole chunks does not") {
   // A chunk of 1 MiB every 59 s (one just before each idle timeout).
   send_rate drip{120s};

@@ -282,7 +282,7 @@ TEST_CASE("server secagg flow: too few clients for the threshold end the "
     CHECK(msg::error_in(f));
 }
 
-TEST_CASE("server secagg flow: a lost client's held request is dropped; "
+TEST_CASE("server secagg flow: a lost client's held request is dropped, "
           "the lost leave the round") {
   trial t{2};
   t.start({"A", "B", "C", "D"}, {"A", "B", "C", "D"});
@@ -315,7 +315,7 @@ TEST_CASE("server secagg flow: refusals are error frames, nothing held") {
   CHECK(t.replies.empty());
 }
 
-TEST_CASE("server secagg flow: unmask for another round fails; an "
+TEST_CASE("server secagg flow: unmask for another round fails, an "
           "unreachable survivor counts as lost") {
   trial t{2};
   t.start({"A", "B", "C"}, {"A", "B", "C"});
@@ -350,7 +350,7 @@ TEST_CASE("server secagg flow: unmask for another round fails; an "
 }
 
 TEST_CASE("server secagg flow: a client whose shares do not open is asked "
-          "for their keys, excluded before anyone masks, and named; the "
+          "for their keys, excluded before anyone masks, and named, the "
           "others unmask without it") {
   trial t{3};
   auto answers = garbage_round(t);
@@ -436,7 +436,7 @@ TEST_CASE("server secagg flow: a receipt that lies is resolved by the "
 }
 
 TEST_CASE("server secagg flow: complaints past threshold - 1 against one "
-          "client are not put to it; a silent accused client is named") {
+          "client are not put to it, a silent accused client is named") {
   // A and C frame E: with threshold 2 one complaint is put to E, shown
   // false (its accuser named); the other accuser sits out unnamed.
   trial u{2};
@@ -518,7 +518,7 @@ TEST_CASE("secagg shares: a share's revealed secret opens that share and no "
 }
 
 TEST_CASE("server secagg flow: a client lost after its receipt and falsely "
-          "accused leaves unnamed; the disputes do not wait for it") {
+          "accused leaves unnamed, the disputes do not wait for it") {
   trial t{3};
   auto index = share_round(t);
   auto relayed = std::move(t.replies);

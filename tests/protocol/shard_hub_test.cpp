@@ -199,8 +199,8 @@ TEST_CASE("one offer goes up once every rank offered: one sample count, "
 }
 
 TEST_CASE("the model's chunks go up in order once complete, at most the "
-          "window unanswered; a rank's chunk is credited with its chunk of "
-          "the model; each rank has its share of the window") {
+          "window unanswered, a rank's chunk is credited with its chunk of "
+          "the model, each rank has its share of the window") {
   // Four ranks: rank r holds w's rows 4r-4r+3, chunk r of the model; all
   // share chunk 4 (b and s). Window 2: one chunk unanswered a rank.
   auto hub = hub_of(4);
@@ -274,7 +274,7 @@ TEST_CASE("the model's chunks go up in order once complete, at most the "
 }
 
 TEST_CASE("the client's end goes up once every rank ended after its last "
-          "credit; the answer goes to each") {
+          "credit, the answer goes to each") {
   auto hub = hub_of(2);
   auto sid = accept_both(hub);
   const auto& p0 = *hub.plan_of("C", 0);

@@ -37,7 +37,7 @@ void fold_all(upload_ledger& book, uint64_t sid,
 
 } // namespace
 
-TEST_CASE("streams are found by id and by client and round; only their own "
+TEST_CASE("streams are found by id and by client and round, only their own "
           "client may write to them") {
   upload_ledger book{chunks, window};
   auto a = book.open("A", 1, 2.0, 0, 1, t0);
@@ -84,7 +84,7 @@ TEST_CASE("a chunk must be the next one of its open stream, of its round") {
   CHECK(closed.err().code == errc::unknown_stream);
 }
 
-TEST_CASE("a stream waiting for the window is never silent; one that could "
+TEST_CASE("a stream waiting for the window is never silent, one that could "
           "send is, after the idle time since its last progress") {
   upload_ledger book{chunks, window};
   auto a = book.open("A", 1, 1.0, 0, 1, t0);
@@ -126,7 +126,7 @@ TEST_CASE("credits are owed only for chunks an open stream sent") {
   CHECK(ahead.err().code == errc::unknown_stream);
 }
 
-TEST_CASE("an end closes a complete stream once; a short or rejected one is "
+TEST_CASE("an end closes a complete stream once, a short or rejected one is "
           "refused") {
   upload_ledger book{chunks, window};
   auto a = book.open("A", 1, 1.0, 0, 1, t0);
@@ -156,7 +156,7 @@ TEST_CASE("an end closes a complete stream once; a short or rejected one is "
   CHECK(refused.err().code == errc::poisoned_update);
 }
 
-TEST_CASE("the sum holds closed, unrejected updates; abandoned and cut-off "
+TEST_CASE("the sum holds closed, unrejected updates, abandoned and cut-off "
           "ones count as updates") {
   upload_ledger book{chunks, window};
   auto a = book.open("A", 1, 1.0, 0, 1, t0);
@@ -180,7 +180,7 @@ TEST_CASE("the sum holds closed, unrejected updates; abandoned and cut-off "
                           {"A", 5}, {"C", 2}, {"D", 1}});
 }
 
-TEST_CASE("a stream slower than the minimum over the rate window is slow; "
+TEST_CASE("a stream slower than the minimum over the rate window is slow, "
           "one waiting for the window is not") {
   upload_ledger book{chunks, window, 10s};
   CHECK(book.rate_window() == 10s);

@@ -77,7 +77,7 @@ TEST_CASE("an accepted upload sends the model's chunks under the window and "
   CHECK_FALSE(u.on_credit(fixture::credit(2))); // out of order
 }
 
-TEST_CASE("the last credit completes the stream; its end names the chunks") {
+TEST_CASE("the last credit completes the stream, its end names the chunks") {
   fixture x;
   upload_stream u{x.plan, 5, 8, {}};
   REQUIRE(u.on_accept(fixture::accept(8)));
@@ -93,7 +93,7 @@ TEST_CASE("the last credit completes the stream; its end names the chunks") {
   CHECK(u.end().chunk_count == 4);
 }
 
-TEST_CASE("a client not in the round sits out; a reset is not an error") {
+TEST_CASE("a client not in the round sits out, a reset is not an error") {
   fixture x;
   upload_stream u{x.plan, 5, 8, {}};
   auto a = u.on_accept(msg::encode(error{errc::not_in_round, "too late"}));

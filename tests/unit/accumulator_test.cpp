@@ -100,7 +100,7 @@ TEST_CASE("a model-sized sum and open positions give the same weighted mean "
     CHECK(results[0][i] == doctest::Approx((x[i] + 3 * y[i]) / 4));
 }
 
-TEST_CASE("a model-sized sum settles a chunk as it is folded; open positions "
+TEST_CASE("a model-sized sum settles a chunk as it is folded, open positions "
           "once every contributor delivered it") {
   std::vector<float> x(model_floats, 1.0f), global(model_floats, 0.0f);
   auto sum = make_acc(accumulator_kind::model_sum, 2);

@@ -52,7 +52,7 @@ checkpoint_state state_of(uint32_t round) {
 
 } // namespace
 
-TEST_CASE("a checkpoint reads back exactly; the newest complete one is "
+TEST_CASE("a checkpoint reads back exactly, the newest complete one is "
           "loaded, partial and damaged ones are passed over") {
   temp_dir d;
   checkpoint_config cfg{d.path.string(), 1, 2, checkpoint_failure::stop};
@@ -185,7 +185,7 @@ TEST_CASE("a checkpoint that cannot be written leaves the earlier ones") {
   CHECK(c->state.round == 1);
 }
 
-TEST_CASE("config digests ignore key order and comments; changed keys are "
+TEST_CASE("config digests ignore key order and comments, changed keys are "
           "named") {
   auto a = "server_configs:\n  num_global_epochs: 10  # ten\n  seed: 1\n";
   auto b = "server_configs: {seed: 1, num_global_epochs: 10}\n";

@@ -128,7 +128,7 @@ TEST_CASE("figures a client reports are refused when malformed") {
 }
 
 TEST_CASE(
-    "a chunk carries its bytes and header; the view points into the frame") {
+    "a chunk carries its bytes and header, the view points into the frame") {
   auto payload = pattern(1000);
   chunk_header h{7, 2, 5, 3, 128};
   auto f = chunk_frame(h, payload);

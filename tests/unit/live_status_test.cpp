@@ -150,7 +150,7 @@ TEST_CASE("live status: AsyncScheduler tasks restart one client's counts") {
 }
 
 TEST_CASE("live status: only a registration adds a client, at most "
-          "num_clients + 64; a dropped one gives way") {
+          "num_clients + 64, a dropped one gives way") {
   live_status l;
   l.set_run(run_of(2));
   l.set_model(100, 100, 1);

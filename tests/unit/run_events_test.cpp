@@ -36,7 +36,7 @@ TEST_CASE("events are counted by reason and logged in order") {
   CHECK(ev.log()[4].unix_s == 14);
 }
 
-TEST_CASE("what peers repeat at will folds; refusals have a log apart") {
+TEST_CASE("what peers repeat at will folds, refusals have a log apart") {
   run_events ev;
   for (int i = 0; i < 1000; ++i)
     ev.note(run_event::registered, "joined", "c" + std::to_string(i), "", i);

@@ -256,7 +256,7 @@ TEST_CASE("secagg round: a client lost after sharing, any chunking, FedAvg "
   }
 }
 
-TEST_CASE("secagg round: without the masks' removal the sum is noise; with "
+TEST_CASE("secagg round: without the masks' removal the sum is noise, with "
           "fewer survivors than the threshold the round cannot unmask") {
   const size_t elements = 4096;
   quantizer q{1.0, 22};

@@ -374,7 +374,7 @@ TEST_CASE("a TorchScript model: its layout is its state_dict's, it trains, "
   std::filesystem::remove(path);
 }
 
-TEST_CASE("every loss_fn trains; labels must suit the loss; a bad file is "
+TEST_CASE("every loss_fn trains, labels must suit the loss, a bad file is "
           "named") {
   auto path = save_script_model();
   for (const auto* loss : {"cross_entropy", "nll", "mse", "bce_with_logits"}) {

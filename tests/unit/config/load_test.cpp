@@ -277,7 +277,7 @@ TEST_CASE("APPFL's client configs load for fedcaf client and the Python "
   CHECK(both->ignored_keys.front() == "train_configs.logging_id");
 }
 
-TEST_CASE("a Python client's config needs no data_configs; fedcaf client's "
+TEST_CASE("a Python client's config needs no data_configs, fedcaf client's "
           "says what is missing") {
   std::string text = "client_id: Client1\n"
                      "comm_configs: {grpc_configs: {server_uri: "
