@@ -797,19 +797,29 @@ frame encode(const error& x) {
   });
 }
 
+namespace {
+
+/// Sets a Chunk's header fields and makes room for its `payload_bytes`;
+/// returns that room.
+std::span<std::byte> init_chunk(wire::Chunk::Builder b, const chunk_header& h,
+                                size_t payload_bytes) {
+  b.setStreamId(h.stream_id);
+  b.setRound(h.round);
+  b.setSequence(h.sequence);
+  b.setTensorIndex(h.tensor_index);
+  b.setTensorOffset(h.byte_offset);
+  auto data = b.initBytes(static_cast<uint32_t>(payload_bytes));
+  return {reinterpret_cast<std::byte*>(data.begin()), data.size()};
+}
+
+} // namespace
+
 frame encode_chunk(const chunk_header& h, size_t payload_bytes,
                    const std::function<void(std::span<std::byte>)>& fill) {
   auto payload_words = (payload_bytes + sizeof(word) - 1) / sizeof(word);
   return build(16 + payload_words, [&](auto body) {
     auto b = body.initChunk();
-    b.setStreamId(h.stream_id);
-    b.setRound(h.round);
-    b.setSequence(h.sequence);
-    b.setTensorIndex(h.tensor_index);
-    b.setTensorOffset(h.byte_offset);
-    auto data = b.initBytes(static_cast<uint32_t>(payload_bytes));
-    auto bytes = std::span<std::byte>{
-        reinterpret_cast<std::byte*>(data.begin()), data.size()};
+    auto bytes = init_chunk(b, h, payload_bytes);
     fill(bytes);
     b.setChecksum(checksum(bytes));
   });
@@ -826,14 +836,7 @@ frame encode_chunk_gathered(
   auto root = builder.initRoot<wire::Frame>();
   root.setVersion(wire::PROTOCOL_VERSION);
   auto b = root.initBody().initChunk();
-  b.setStreamId(h.stream_id);
-  b.setRound(h.round);
-  b.setSequence(h.sequence);
-  b.setTensorIndex(h.tensor_index);
-  b.setTensorOffset(h.byte_offset);
-  auto data = b.initBytes(static_cast<uint32_t>(payload_bytes));
-  auto bytes = std::span<std::byte>{reinterpret_cast<std::byte*>(data.begin()),
-                                    data.size()};
+  auto bytes = init_chunk(b, h, payload_bytes);
   if (builder.append_payload(bytes.data(), bytes.size(), gather)) {
     if (then)
       then(bytes);
