@@ -160,12 +160,14 @@ void add_units(std::byte* acc, const float* v, size_t n, int sign,
 /// int32 read from, and the result written over, the same bytes (float:
 /// eight lanes; a delta's product rounds to 2^-24 of it, as a float32
 /// sum's own additions do).
-FEDCAF_KERNEL void settle_units(std::byte* sums, const float* g, size_t n,
+FEDCAF_KERNEL void settle_units(std::byte* sums, const std::byte* g, size_t n,
                                 float base, const float* f, float limit) {
   for (size_t i = 0; i < n; ++i) {
     int32_t s;
+    float gi;
     std::memcpy(&s, sums + i * 4, 4);
-    float r = base * g[i] + f[i] * static_cast<float>(s);
+    std::memcpy(&gi, g + i * 4, 4);
+    float r = base * gi + f[i] * static_cast<float>(s);
     r = r < -limit ? -limit : (r > limit ? limit : r);
     std::memcpy(sums + i * 4, &r, 4);
   }
@@ -464,20 +466,19 @@ void fedavg_accumulator::settle_chunk(uint64_t seq, const std::byte* global,
       std::fill(f + lo, f + std::min(lo + run_elements, len),
                 static_cast<float>(sums_ ? unit : unit / w));
     }
-    const float* g = gs;
-    if (type_ == dtype::float32)
-      std::memcpy(gs, global + (first + o) * 4, len * 4);
-    else
-      as_floats(type_, global + (first + o) * element, len, gs);
+    // g read where it lies (float32), or widened into gs (16-bit).
+    const auto* gb = as_floats(type_, global + (first + o) * element, len, gs);
     if (wide_index_[b] == 0) {
-      settle_units(sums + o * 4, g, len, static_cast<float>(base), f, limit);
+      settle_units(sums + o * 4, gb, len, static_cast<float>(base), f, limit);
       continue;
     }
     auto w8 = wide_index_[b] - 1;
     const auto* wide = wide_[w8].get();
     for (uint64_t i = 0; i < len; ++i) {
+      float gi;
+      std::memcpy(&gi, gb + i * 4, 4);
       auto r =
-          static_cast<float>(base * g[i] + f[i] * static_cast<double>(wide[i]));
+          static_cast<float>(base * gi + f[i] * static_cast<double>(wide[i]));
       r = r < -limit ? -limit : (r > limit ? limit : r);
       std::memcpy(sums + (o + i) * 4, &r, 4);
     }
