@@ -81,15 +81,18 @@ public:
         terms_{options_.weights, options_.rule_cfg.max_sample_size,
                options_.relays},
         roster_({options_.clients_per_round, options_.sampling_seed,
-                 options_.stream_sums, options_.keep_partial}),
+                 options_.stream_sums, options_.keep_partial,
+                 options_.members}),
         refusals_("scheduler", options_.refusals) {}
 
   void attach(sync_scheduler_actor::pointer self) { self_ = self; }
 
   /// The server, before any client joins; the registration deadline
-  /// starts.
+  /// starts (a population's round 1 starts now: its clients are summoned).
   void connect(round_host server) {
     server_ = std::move(server);
+    if (options_.members)
+      return start_round(options_.first_round);
     if (options_.registration_deadline.count() > 0)
       self_->delayed_send(self_, options_.registration_deadline,
                           deadline_atom::value, uint32_t{0});
@@ -98,7 +101,7 @@ public:
   /// Client `id` registered from `from` (its address, or in-process).
   void join(const std::string& id, const std::string& from) {
     roster_.join(id, from);
-    if (roster_.round() == 0 &&
+    if (roster_.round() == 0 && !options_.members &&
         roster_.registered().size() == options_.num_clients)
       start_round(options_.first_round);
   }

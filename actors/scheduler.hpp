@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "fedcaf/aggregation_plan.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/server_optimizer.hpp"
+#include "protocol/population.hpp"
 #include "protocol/refusal_log.hpp"
 
 namespace fedcaf {
@@ -63,6 +65,9 @@ struct scheduler_options {
   /// sampling_seed.
   uint32_t clients_per_round = 0;
   uint64_t sampling_seed = 42;
+  /// A simulation's population (see protocol/population.hpp; null: none):
+  /// round 1 starts as the server connects, each round drawn from its ids.
+  std::shared_ptr<const population> members;
   /// A client dropped mid-upload: keep what it delivered (true) or collect
   /// the round's updates again without it (false).
   bool keep_partial = false;

@@ -317,7 +317,8 @@ private:
     return x ? fn(*id, *x) : refuse(x.err());
   }
 
-  /// Opens round `round` for `chosen`: announced to those connected.
+  /// Opens round `round` for `chosen`: announced to those connected (a
+  /// population's: to each as it registers).
   void open_round(uint32_t round, const std::vector<std::string>& chosen) {
     if (options_.deadline_from_open.count() > 0)
       self_->delayed_send(peers_.scheduler, options_.deadline_from_open,
@@ -325,9 +326,13 @@ private:
     round_started_ = now();
     const auto& announced = rounds_.open(round, chosen);
     tally_.expect(rounds_.chosen().size());
+    if (options_.members) // its drawn members come, the others go
+      registration_.call_up(round, rounds_.chosen());
     auto reached = registry_.connected_among(rounds_.chosen());
     reporter_.registrations_settled(now());
-    reporter_.round_started(round, reached.size() * exchange_.model_bytes());
+    auto downloads =
+        options_.members ? rounds_.chosen().size() : reached.size();
+    reporter_.round_started(round, downloads * exchange_.model_bytes());
     for (const auto& id : reached)
       self_->send(registry_.find(id)->handle, round_atom::value, announced);
     if (secagg_)

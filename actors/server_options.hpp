@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 #include "fedcaf/live_status.hpp"
 #include "fedcaf/progress.hpp"
 #include "fedcaf/report.hpp"
+#include "protocol/population.hpp"
 #include "protocol/refusal_log.hpp"
 
 namespace fedcaf {
@@ -37,6 +39,13 @@ struct server_options {
   uint32_t window = 4;
   std::string client_configs_yaml; ///< handed to every client in Welcome
   msg::client_terms terms;         ///< typed in every Welcome
+  /// A simulation's population (null: none; see protocol/population.hpp):
+  /// as a round opens, its drawn members that are not registered are
+  /// summoned (`summon(this server, member index)`: spawned in this
+  /// process, they register), and those registered and not drawn are sent
+  /// away (Done), forgotten.
+  std::shared_ptr<const population> members;
+  std::function<void(const server_actor&, uint32_t)> summon;
   /// After the run, how long to wait for clients to disconnect.
   std::chrono::milliseconds linger{5000};
   /// After a run that ends early (interrupted, or failed), how long to wait

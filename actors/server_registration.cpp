@@ -42,10 +42,45 @@ frame server_registration::hello(const frame& f, const std::string& address,
   if (joins && (!a->resumed || sharded)) {
     core_.reporter_.registered(h->client_id, a->from, core_.now());
     self->send(core_.peers_.scheduler, join_atom::value, h->client_id, a->from);
+    if (core_.options_.members) { // summoned into the open round
+      summoned_.erase(key);
+      self->send(self, round_atom::value, key);
+    }
   }
   const auto& o = core_.options_;
   return msg::encode(msg::welcome{a->index, o.num_clients,
                                   o.client_configs_yaml, o.terms, a->resumed});
+}
+
+void server_registration::call_up(uint32_t round,
+                                  const std::set<std::string>& chosen) {
+  const auto& members = *core_.options_.members;
+  auto* self = core_.self_;
+  std::vector<std::string> away;
+  core_.registry_.for_each_connected([&](const std::string& id, auto&) {
+    if (!chosen.count(id) && members.index_of(id))
+      away.push_back(id);
+  });
+  auto done = msg::encode(msg::done{round, {}, {}});
+  for (const auto& id : away)
+    if (auto handle = core_.registry_.forget(id)) {
+      self->demonitor(handle->address());
+      self->send(*handle, done_atom::value, done);
+      core_.reporter_.retired(id, round);
+    }
+  // One summoned for the last round and not here yet is on its way: drawn
+  // again, it is announced this round as it registers.
+  std::set<std::string> on_the_way;
+  auto server = caf::actor_cast<server_actor>(self);
+  for (const auto& id : chosen) {
+    if (core_.registry_.find(id))
+      continue;
+    if (!summoned_.count(id))
+      if (auto i = members.index_of(id))
+        core_.options_.summon(server, *i);
+    on_the_way.insert(id);
+  }
+  summoned_ = std::move(on_the_way);
 }
 
 void server_registration::drop(const std::string& key, uint64_t epoch) {
@@ -87,6 +122,18 @@ std::optional<std::string> server_registration::lost(
     first(key);
   if (core.stopping_)
     return key;
+  // A simulation's member never comes back (it ended, in this process):
+  // dropped now, drawn no more.
+  if (core.options_.members && core.options_.members->index_of(key)) {
+    drop_now(key, epoch, [this, &m](const std::string& id) {
+      if (!core_.banned(id))
+        core_.reporter_.left(id,
+                             m.reason ? to_string(from_caf(m.reason).code)
+                                      : std::string{"no_goodbye"},
+                             "it ended without a goodbye");
+    });
+    return key;
+  }
   if (!core.banned(key)) // a banned one was said dropped already
     report_lost(key, m.reason);
   core.self_->delayed_send(core.self_, core.options_.reconnect_grace,

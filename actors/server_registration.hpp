@@ -7,6 +7,7 @@
 // Thread-safety: none; part of the server actor (actors/server_core.hpp).
 
 #include <functional>
+#include <set>
 #include <string>
 
 #include <caf/all.hpp>
@@ -49,6 +50,12 @@ public:
   lost(const caf::down_msg& m,
        const std::function<void(const std::string&)>& first);
 
+  /// A simulation's round `round` opens for `chosen`
+  /// (server_options::members): its members registered and not chosen are
+  /// sent away (Done) and forgotten; those chosen and neither registered
+  /// nor summoned for the last round and on their way are summoned.
+  void call_up(uint32_t round, const std::set<std::string>& chosen);
+
 private:
   /// Reports client `id`'s connection lost, ended by `reason` (none: the
   /// peer closed it).
@@ -63,6 +70,8 @@ private:
   server_core& core_;
   server_shards& shards_;
   std::function<void(const std::string&)> dropped_;
+  /// A simulation's members summoned and not registered yet.
+  std::set<std::string> summoned_;
 };
 
 } // namespace fedcaf

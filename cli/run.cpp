@@ -5,6 +5,7 @@
 
 #include "run.hpp"
 #include "console_progress.hpp"
+#include "crowd.hpp"
 #include "interrupts.hpp"
 #include "local_clients.hpp"
 #include "run_outputs.hpp"
@@ -71,7 +72,12 @@ public:
         side_cfg_(cfg.server.simulated_relays > 0
                       ? simulated_tree::root_config(cfg)
                       : cfg),
-        client_reports_(cfg.server.num_clients) {}
+        // A tree adds its clients' reports as it ends; a population
+        // those of its clients that failed.
+        client_reports_(cfg.server.simulated_relays > 0 ||
+                                drawn_as_population(cfg)
+                            ? 0
+                            : cfg.server.num_clients) {}
 
 private:
   static uint32_t per_round(const config& cfg) {
@@ -111,13 +117,20 @@ private:
 
   std::optional<int> in_system(caf::actor_system& sys) override {
     console_progress console;
-    auto side = spawn_side(sys, side_cfg_, test_, console.meter());
+    std::optional<summoning> drawn;
+    if (!tree_ && drawn_as_population(cfg_)) {
+      crowd_.emplace(sys, 0, cfg_.server.num_clients,
+                     [this](uint32_t i) { return member(i); });
+      drawn = crowd_->hook();
+    }
+    auto side = spawn_side(sys, side_cfg_, test_, console.meter(), nullptr,
+                           drawn ? &*drawn : nullptr);
     if (!side)
       return failed(to_string(side.err()));
     std::vector<client_actor> clients;
     if (tree_)
       tree_->spawn(sys, side->server);
-    else
+    else if (!crowd_)
       clients = spawn_clients(sys, side->server);
     auto n = cfg_.server.num_clients;
     if (tree_)
@@ -127,12 +140,25 @@ private:
       std::printf("simulating %u clients, %u rounds\n", n,
                   cfg_.server.num_global_epochs);
     await_end(sys, *side, clients, nullptr);
+    if (crowd_)
+      crowd_->await_all();
     if (tree_)
       if (auto why = tree_->finish(sys, report_.failure);
           !why.empty() && report_.failure.empty())
         report_.failure = why;
     side->shut_down(sys);
     return std::nullopt;
+  }
+
+  /// Client `i` of a flat run drawn as a population: it gives its model
+  /// up between rounds, and past the first ten it logs at debug level.
+  std::pair<client_options, trainer_factory> member(uint32_t i) {
+    client_options co;
+    co.idle_timeout = millis_of(cfg_.server.comm.stream.idle_timeout_s);
+    co.hold_model = false;
+    co.quiet = i >= 10;
+    return {std::move(co),
+            local_trainer(sets_, cfg_.data, i, threads_per_client_, stop_)};
   }
 
   /// The clients of a flat run, registering with `server`.
@@ -154,6 +180,15 @@ private:
   }
 
   void after_system() override {
+    if (crowd_)
+      crowd_->report_into(report_, client_reports_);
+    if (tree_) {
+      const auto& f = tree_->drawn_figures();
+      report_.peak_in_flight =
+          std::max(report_.peak_in_flight, f.peak_in_flight);
+      report_.summoned_clients = f.summoned_clients;
+      report_.peak_clients_alive = f.peak_clients_alive;
+    }
     for (const auto& c : client_reports_) {
       report_.peak_in_flight =
           std::max(report_.peak_in_flight, c.peak_in_flight);
@@ -170,6 +205,8 @@ private:
   uint32_t threads_per_client_ = 1;
   std::vector<run_report> client_reports_;
   std::optional<simulated_tree> tree_;
+  /// A flat run's clients, as a population (drawn_as_population).
+  std::optional<crowd> crowd_;
 };
 
 /// `server`: a server side whose clients come over the network.

@@ -314,7 +314,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
                   std::shared_ptr<metrics_log> metrics,
                   std::shared_ptr<live_status> live,
                   std::shared_ptr<transfer_progress> progress, stop_flag stop,
-                  relay_upstream* relay) {
+                  relay_upstream* relay, const summoning* drawn) {
   auto plan = plan_of(cfg);
   if (!plan)
     return plan.err();
@@ -354,6 +354,11 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
       return children.err();
     note_silence_cut(so, *children);
     so = std::move(*children);
+  }
+  if (drawn) {
+    so.scheduler.members = drawn->members;
+    so.server.members = drawn->members;
+    so.server.summon = drawn->summon;
   }
   return spawn_server_side(sys, std::move(*initial), std::move(so),
                            std::move(*eval), report);

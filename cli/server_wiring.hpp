@@ -5,6 +5,7 @@
 // checkpoint's under --resume), its evaluator, where it listens.
 // Thread-safety: no shared state.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -65,18 +66,25 @@ relay_children_options(server_side_options own, const msg::client_terms& terms,
 /// Returns the test set iff the server will evaluate, else null.
 result<dataset_ptr> test_set_for(const config& cfg);
 
+/// A simulation's population and what spawns its members (see
+/// server_options::members).
+struct summoning {
+  std::shared_ptr<const population> members;
+  std::function<void(const server_actor&, uint32_t)> summon;
+};
+
 /// Spawns the server side of `cfg` (its rounds recorded in `report`;
 /// `remote`: clients come over the network, so tokens and certificates
 /// apply); its evaluation of `test` stops at the next batch once `stop` is
 /// set. `relay`: the children's side of a relay, from its parent's first
-/// model and terms.
-result<server_side>
-spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
-                  run_report* report, bool remote, const options& opts,
-                  std::shared_ptr<metrics_log> metrics,
-                  std::shared_ptr<live_status> live,
-                  std::shared_ptr<transfer_progress> progress, stop_flag stop,
-                  relay_upstream* relay = nullptr);
+/// model and terms. `drawn`: its clients are a population (see
+/// cli/crowd.hpp).
+result<server_side> spawn_from_config(
+    caf::actor_system& sys, const config& cfg, dataset_ptr test,
+    run_report* report, bool remote, const options& opts,
+    std::shared_ptr<metrics_log> metrics, std::shared_ptr<live_status> live,
+    std::shared_ptr<transfer_progress> progress, stop_flag stop,
+    relay_upstream* relay = nullptr, const summoning* drawn = nullptr);
 
 /// Where a server side listens (server_uri) and its TLS context (null:
 /// plain TCP).

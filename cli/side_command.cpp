@@ -46,12 +46,14 @@ std::optional<int> side_command::run_system() {
   return in_system(sys);
 }
 
-result<server_side> side_command::spawn_side(
-    caf::actor_system& sys, const config& cfg, dataset_ptr test,
-    std::shared_ptr<transfer_progress> progress, relay_upstream* relay) {
+result<server_side>
+side_command::spawn_side(caf::actor_system& sys, const config& cfg,
+                         dataset_ptr test,
+                         std::shared_ptr<transfer_progress> progress,
+                         relay_upstream* relay, const summoning* drawn) {
   auto side = spawn_from_config(sys, cfg, std::move(test), &report_,
                                 shape_.remote, opts_, metrics_, view_.status,
-                                std::move(progress), stop_, relay);
+                                std::move(progress), stop_, relay, drawn);
   if (side && watch_)
     stop_on_interrupt(*watch_, side->server, stop_);
   return side;

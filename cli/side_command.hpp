@@ -79,7 +79,8 @@ protected:
   result<server_side> spawn_side(caf::actor_system& sys, const config& cfg,
                                  dataset_ptr test,
                                  std::shared_ptr<transfer_progress> progress,
-                                 relay_upstream* relay = nullptr);
+                                 relay_upstream* relay = nullptr,
+                                 const summoning* drawn = nullptr);
 
   /// Listens for `side`'s clients at `door` (with `comm`'s limits) and
   /// logs "listening on HOST:PORT<what>"; if it cannot, ends the side and

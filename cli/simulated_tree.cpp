@@ -86,8 +86,14 @@ std::string simulated_tree::finish(caf::actor_system& sys,
     if (t.side) {
       await_all(sys, std::vector<server_actor>{t.side->server});
       await_all(sys, t.children);
+      if (t.drawn)
+        t.drawn->await_all();
       t.side->shut_down(sys);
     }
+    if (t.drawn)
+      t.drawn->report_into(drawn_figures_, *client_reports_);
+    for (auto& c : t.child_reports)
+      client_reports_->push_back(std::move(c));
     for (const auto* r : {&t.upstream_report, &t.side_report})
       if (failure.empty() && !r->failure.empty())
         failure = r->node + ": " + r->failure;
@@ -132,23 +138,39 @@ result<relay_side> simulated_tree::spawn_side(caf::actor_system& sys,
   if (!plan)
     return plan.err();
   auto& t = relays_[r];
-  auto s = spawn_from_config(sys, c, nullptr, &t.side_report, false, opts_,
-                             nullptr, nullptr, nullptr, stop_, &up);
-  if (!s)
-    return s.err();
-  t.side = *s;
   auto n = static_cast<uint32_t>(relays_.size());
   uint32_t first = 0;
   for (uint32_t i = 0; i < r; ++i)
     first += share(cfg_.server.num_clients, n, i);
-  for (uint32_t i = first; i < first + c.server.num_clients; ++i) {
+  auto idle = millis_of(c.server.comm.stream.idle_timeout_s);
+  std::optional<summoning> drawn;
+  if (drawn_as_population(c)) {
+    t.drawn = std::make_unique<crowd>(
+        sys, first, c.server.num_clients, [this, idle](uint32_t i) {
+          client_options co{"", idle};
+          co.hold_model = false;
+          co.quiet = i >= 10; // the first relay's first ten speak
+          return std::pair{std::move(co),
+                           local_trainer(sets_, cfg_.data, i, threads_, stop_)};
+        });
+    drawn = t.drawn->hook();
+  }
+  auto s = spawn_from_config(sys, c, nullptr, &t.side_report, false, opts_,
+                             nullptr, nullptr, nullptr, stop_, &up,
+                             drawn ? &*drawn : nullptr);
+  if (!s)
+    return s.err();
+  t.side = *s;
+  if (!t.drawn)
+    t.child_reports.resize(c.server.num_clients);
+  for (uint32_t i = first; !t.drawn && i < first + c.server.num_clients; ++i) {
     client_options co{"Client" + std::to_string(i + 1),
                       millis_of(c.server.comm.stream.idle_timeout_s)};
     co.hold_model = c.server.clients_per_round == 0;
     co.quiet = first > 0; // the first relay's first ten speak for them all
     t.children.push_back(spawn_client(
         sys, s->server, co, local_trainer(sets_, cfg_.data, i, threads_, stop_),
-        &(*client_reports_)[i]));
+        &t.child_reports[i - first]));
   }
   return relay_side{s->server, layout, &sys, *chunk, plan->relay_cache_chunks};
 }

@@ -9,6 +9,7 @@
 // Thread-safety: spawn_side runs on the relays' threads, under `spawning_`;
 // the rest on the thread that runs the simulation.
 
+#include "crowd.hpp"
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -30,8 +31,9 @@ namespace fedcaf::cli {
 
 class simulated_tree {
 public:
-  /// A tree of `cfg` (server_configs.simulated_relays > 0); each client's
-  /// report goes to `client_reports` (one per client, outliving the tree).
+  /// A tree of `cfg` (server_configs.simulated_relays > 0); its clients'
+  /// reports are added to `client_reports` (outliving the tree) as it
+  /// ends, in the clients' order (a population's: those that failed).
   simulated_tree(const config& cfg, const options& opts,
                  std::shared_ptr<lazy_data> sets, stop_flag stop,
                  uint32_t threads_per_client,
@@ -44,8 +46,13 @@ public:
   void spawn(caf::actor_system& sys, const server_actor& root);
 
   /// Once the root's run is over: ends every relay's children's side and
-  /// waits for all of its actors. Returns the first failure, or "".
+  /// waits for all of its actors. Returns the first failure, or "". The
+  /// reports of a population's clients that failed go to client_reports.
   std::string finish(caf::actor_system& sys, const std::string& reason);
+
+  /// What its populations' clients add to the run's report: the most
+  /// chunks in flight on a stream, the clients summoned and alive at once.
+  const run_report& drawn_figures() const { return drawn_figures_; }
 
 private:
   struct relay {
@@ -53,6 +60,9 @@ private:
     run_report upstream_report, side_report;
     std::optional<server_side> side;
     std::vector<client_actor> children;
+    std::vector<run_report> child_reports; ///< one per child
+    /// Its children as a population (drawn_as_population), else null.
+    std::unique_ptr<crowd> drawn;
   };
 
   /// Relay r's config: FedAvg of its block, sums only, its share of the
@@ -73,6 +83,7 @@ private:
   std::mutex spawning_; ///< spawn_side runs on the relays' threads
   bool closing_ = false;
   std::vector<relay> relays_;
+  run_report drawn_figures_; ///< the populations' clients' figures
 };
 
 } // namespace fedcaf::cli

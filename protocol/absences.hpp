@@ -32,6 +32,12 @@ public:
   /// was heard from since its last miss and the rounds it is passed over
   /// for have passed.
   bool eligible(const std::string& id, uint32_t r) const;
+  /// Calls `f(id)` for every client not eligible for round `r`.
+  template <class F> void for_each_passed_over(uint32_t r, F&& f) const {
+    for (const auto& [id, rec] : records_)
+      if (!eligible(id, r))
+        f(id);
+  }
   /// `id`'s misses in a row (0: none).
   uint32_t misses(const std::string& id) const;
   /// The rounds a client is passed over for after its `misses`-th miss in a

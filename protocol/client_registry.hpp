@@ -280,6 +280,20 @@ public:
     return true;
   }
 
+  /// Forgets connected client `id` (a simulation's client sent away
+  /// between rounds: it may join again as new). Returns its connection iff
+  /// it was connected and whole (no sharded client's rank, not banned).
+  std::optional<Handle> forget(const std::string& id) {
+    auto it = clients_.find(id);
+    if (it == clients_.end() || it->second.state != presence::connected ||
+        it->second.banned || it->second.logical != id)
+      return std::nullopt;
+    auto handle = it->second.handle;
+    senders_.erase(handle);
+    clients_.erase(it);
+    return handle;
+  }
+
   /// Client `id` is never admitted again (dropped from the run for lying);
   /// returns its connection iff it is connected (to be closed: it is then
   /// lost, and dropped when its grace ends, as any client).
@@ -314,8 +328,7 @@ private:
   admission<Handle> join(const std::string& id, const msg::hello& h,
                          const Handle& sender, const std::string& from) {
     auto it = clients_.find(id);
-    auto index = it != clients_.end() ? it->second.index
-                                      : static_cast<uint32_t>(clients_.size());
+    auto index = it != clients_.end() ? it->second.index : next_index_++;
     auto& c = clients_[id];
     c.handle = sender;
     c.index = index;
@@ -400,6 +413,8 @@ private:
   hello_throttle throttle_;
   bool log_refusal_ = true; ///< of the last admit()
   std::map<std::string, entry> clients_;
+  /// The index the next new client gets (entries forgotten keep theirs).
+  uint32_t next_index_ = 0;
   std::map<Handle, std::string> senders_; ///< current connections
   /// Sharded clients: their ranks' keys.
   std::map<std::string, std::set<std::string>> ranks_;

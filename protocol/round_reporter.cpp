@@ -277,6 +277,14 @@ void round_reporter::left(const std::string& id, const std::string& reason,
            id + " left the run: " + why + "; dropped now (no wait for it)");
 }
 
+void round_reporter::retired(const std::string& id, uint32_t round) {
+  if (options_.metrics)
+    options_.metrics->client("left", id,
+                             "not drawn for round " + std::to_string(round));
+  if (options_.live)
+    options_.live->forget_client(id);
+}
+
 void round_reporter::dropped(const std::string& id, int64_t grace_ms) {
   event("dropped", id, "");
   note(run_event::dropped, "no_resume", id,

@@ -176,6 +176,10 @@ public:
             const std::string& why, int64_t grace_ms);
   /// Client `id` did not come back within `grace_ms`: dropped.
   void dropped(const std::string& id, int64_t grace_ms);
+  /// A simulation's client `id` was sent away as round `round` opened
+  /// without it: in the metrics ("left"), no longer in the live view;
+  /// neither logged nor counted (a thousand a round are no news).
+  void retired(const std::string& id, uint32_t round);
   /// Client `id` evaluated round `round`'s model on `samples` samples.
   void evaluated(const std::string& id, uint32_t round, uint64_t samples);
   /// The run ends, failed iff `failure` is not empty: the report is no

@@ -8,8 +8,16 @@ namespace fedcaf {
 void round_roster::join(const std::string& id, const std::string& from) {
   registered_.insert(id);
   addresses_[id] = from;
-  known_.insert(id);
+  if (!terms_.members)
+    known_.insert(id);
   absences_.heard_from(id);
+}
+
+void round_roster::unregister(const std::string& id) {
+  registered_.erase(id);
+  if (terms_.members)
+    if (auto i = terms_.members->index_of(id))
+      excluded_.insert(*i);
 }
 
 std::string round_roster::address_of(const std::string& id) const {
@@ -25,9 +33,22 @@ void round_roster::start(uint32_t r, uint32_t least) {
   missing_.clear();
   figures_.clear();
   participants_ = sample(r, least);
+  if (!terms_.members)
+    return;
+  for (auto it = registered_.begin(); it != registered_.end();) {
+    if (participants_.count(*it)) {
+      ++it;
+      continue;
+    }
+    addresses_.erase(*it);
+    it = registered_.erase(it);
+  }
 }
 
 std::set<std::string> round_roster::sample(uint32_t r, uint32_t least) const {
+  if (terms_.members)
+    return draw(r, member_pool(r, least),
+                [this](uint32_t i) { return terms_.members->id_of(i); });
   std::vector<std::string> ids;
   ids.reserve(registered_.size());
   for (const auto& id : registered_)
@@ -35,16 +56,49 @@ std::set<std::string> round_roster::sample(uint32_t r, uint32_t least) const {
       ids.push_back(id);
   if (ids.size() < least)
     ids.assign(registered_.begin(), registered_.end());
+  return draw(r, std::move(ids), [](std::string& id) { return std::move(id); });
+}
+
+template <class T, class Id>
+std::set<std::string> round_roster::draw(uint32_t r, std::vector<T> pool,
+                                         Id id) const {
   auto k = terms_.clients_per_round;
-  if (k == 0 || k >= ids.size())
-    return {ids.begin(), ids.end()};
-  std::mt19937_64 rng{terms_.sampling_seed * 1000003ull + r};
-  // A partial Fisher-Yates shuffle: the first k are a uniform sample.
-  for (uint32_t i = 0; i < k; ++i) {
-    std::uniform_int_distribution<size_t> pick{i, ids.size() - 1};
-    std::swap(ids[i], ids[pick(rng)]);
+  if (k == 0 || k >= pool.size())
+    k = static_cast<uint32_t>(pool.size());
+  else {
+    std::mt19937_64 rng{terms_.sampling_seed * 1000003ull + r};
+    // A partial Fisher-Yates shuffle: the first k are a uniform sample.
+    for (uint32_t i = 0; i < k; ++i) {
+      std::uniform_int_distribution<size_t> pick{i, pool.size() - 1};
+      std::swap(pool[i], pool[pick(rng)]);
+    }
   }
-  return {ids.begin(), ids.begin() + k};
+  std::set<std::string> out;
+  for (uint32_t i = 0; i < k; ++i)
+    out.insert(id(pool[i]));
+  return out;
+}
+
+std::vector<uint32_t> round_roster::member_pool(uint32_t r,
+                                                uint32_t least) const {
+  const auto& members = *terms_.members;
+  std::set<uint32_t> passed_over;
+  absences_.for_each_passed_over(r, [&](const std::string& id) {
+    if (auto i = members.index_of(id))
+      passed_over.insert(*i);
+  });
+  std::vector<uint32_t> pool;
+  pool.reserve(members.size());
+  for (auto i : members.in_id_order())
+    if (!excluded_.count(i) && !passed_over.count(i))
+      pool.push_back(i);
+  if (pool.size() >= least || passed_over.empty())
+    return pool;
+  pool.clear();
+  for (auto i : members.in_id_order())
+    if (!excluded_.count(i))
+      pool.push_back(i);
+  return pool;
 }
 
 round_view round_roster::view_of(const std::string& id, bool finalizing,
@@ -231,6 +285,13 @@ round_roster::figures(const std::map<std::string, uint64_t>& relays) const {
   for (const auto& id : known_)
     if (!closed_.count(id))
       out.missing.push_back(id);
+  if (terms_.members) { // drawn, and not in the model
+    std::set<std::string> drawn = participants_;
+    drawn.insert(missing_.begin(), missing_.end());
+    for (const auto& id : drawn)
+      if (!closed_.count(id))
+        out.missing.push_back(id);
+  }
   out.contributors.assign(closed_.begin(), closed_.end());
   for (const auto& id : closed_)
     if (relays.count(id))

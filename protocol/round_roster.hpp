@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,6 +21,7 @@
 #include "fedcaf/error.hpp"
 #include "protocol/absences.hpp"
 #include "protocol/offer_admission.hpp"
+#include "protocol/population.hpp"
 #include "protocol/round_deadline.hpp"
 
 namespace fedcaf {
@@ -36,6 +38,10 @@ public:
     /// partial_updates: keep: what a client dropped mid-upload delivered
     /// stays in the round.
     bool keep_partial = false;
+    /// A simulation's population (null: none): rounds are drawn from its
+    /// ids, registered or not, and a registered member not drawn leaves
+    /// as a round starts (retired: the server sends it away).
+    std::shared_ptr<const population> members;
   };
 
   /// What one offer of the round reported, and the weight it was given.
@@ -72,8 +78,9 @@ public:
   }
   /// `id`'s rounds missed in a row (see absences).
   uint32_t misses(const std::string& id) const { return absences_.misses(id); }
-  /// `id` is registered no more (dropped); it stays known to the run.
-  void unregister(const std::string& id) { registered_.erase(id); }
+  /// `id` is registered no more (dropped); it stays known to the run (a
+  /// population's member is drawn no more).
+  void unregister(const std::string& id);
   /// Joined and not dropped.
   const std::set<std::string>& registered() const { return registered_; }
   /// Where `id` registered from ("" if it never did).
@@ -86,7 +93,11 @@ public:
   /// less those passed over for missing rounds (see absences) unless that
   /// leaves fewer than `least` (min_clients: then the draw is over every
   /// registered client, as the round could not go on without them); the
-  /// last round's offers, closes, figures and misses are forgotten.
+  /// last round's offers, closes, figures and misses are forgotten. With a
+  /// population, the draw is over its members not dropped (the same draw
+  /// as over them registered), and the registered members not drawn are
+  /// registered no more (retired: one that missed a round is passed over
+  /// until heard from, which a member sent away never is).
   void start(uint32_t r, uint32_t least = 0);
   /// The open round (0 before the first).
   uint32_t round() const { return round_; }
@@ -202,11 +213,21 @@ public:
 
 private:
   std::set<std::string> sample(uint32_t r, uint32_t least) const;
+  /// The ids of a draw of `terms_.clients_per_round` from `pool` (all of
+  /// it iff it is not larger), with the round's seed.
+  template <class T, class Id>
+  std::set<std::string> draw(uint32_t r, std::vector<T> pool, Id id) const;
+  /// The population's members to draw round `r` from (see start).
+  std::vector<uint32_t> member_pool(uint32_t r, uint32_t least) const;
   offered_figures figures_of(const std::string& id) const;
 
   terms terms_;
-  std::set<std::string> known_;      ///< every client that ever joined
-  std::set<std::string> registered_; ///< joined and not dropped
+  /// Every client that ever joined (none with a population: its rounds'
+  /// missing are those drawn and not in the model).
+  std::set<std::string> known_;
+  /// A population's members dropped (drawn no more).
+  std::set<uint32_t> excluded_;
+  std::set<std::string> registered_;             ///< joined and not dropped
   std::map<std::string, std::string> addresses_; ///< where each registered
   uint32_t round_ = 0;
   bool overdue_ = false; ///< deadline passed, waiting for min_clients

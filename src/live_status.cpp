@@ -102,6 +102,11 @@ void live_status::client_event(const std::string& id, const std::string& state,
     c->address = address;
 }
 
+void live_status::forget_client(const std::string& id) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  clients_.erase(id);
+}
+
 void live_status::note_event(run_event e, const std::string& reason,
                              const std::string& id, const std::string& detail) {
   std::lock_guard<std::mutex> guard{mtx_};

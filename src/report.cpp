@@ -290,6 +290,10 @@ json report_json(const run_report& r) {
     out["events"] = r.events;
   if (!r.rounds.empty())
     out["final_test_accuracy"] = optional_number(r.rounds.back().test_accuracy);
+  if (r.summoned_clients > 0) {
+    out["summoned_clients"] = r.summoned_clients;
+    out["peak_clients_alive"] = r.peak_clients_alive;
+  }
   if (!r.clients.empty()) {
     json clients = json::array();
     for (const auto& c : r.clients) {

@@ -160,6 +160,8 @@ public:
   /// | lost | dropped. Only "registered" adds a client not shown yet.
   void client_event(const std::string& id, const std::string& state,
                     const std::string& address);
+  /// Client `id` is shown no more (a simulation's client sent away).
+  void forget_client(const std::string& id);
 
   /// Counts and logs `e` of client `id` (empty: of none) for `reason` (a
   /// token: run_events), `detail` for people.

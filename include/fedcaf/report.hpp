@@ -145,8 +145,14 @@ struct run_report {
   /// the report's status is "rounds_failed" and ok is false.
   std::vector<uint32_t> failed_rounds;
   std::string config_yaml; ///< effective config, written as JSON
-  /// simulate: each client's own report (its rounds, bytes, failure).
+  /// simulate: each client's own report (its rounds, bytes, failure); a
+  /// population's (cli/crowd.hpp): those of its clients that failed.
   std::vector<run_report> clients;
+  /// simulate with a population: clients spawned (a member each time it
+  /// is drawn after a round without it), and the most alive at once
+  /// (summed over a tree's relays); 0 without one.
+  uint64_t summoned_clients = 0;
+  uint64_t peak_clients_alive = 0;
 };
 
 /// Returns the report as JSON text (schema in docs/operations.md, "Report").

@@ -103,7 +103,9 @@ constexpr key_help help_table[] = {
      "`server_configs.num_clients`."},
     {"server_configs.scheduler_kwargs.clients_per_round",
      "Sample this many registered clients for each round, reproducibly from "
-     "`seed` and the round; in `simulate` a client not chosen holds no model. "
+     "`seed` and the round; in `simulate` the clients are then a population: "
+     "a client is spawned when drawn and sent away when a round opens "
+     "without it (docs/design.md, \"A population of simulated clients\"). "
      "Unset: every client."},
     {"server_configs.scheduler_kwargs.seed",
      "The seed of the clients' sampling."},

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Quiet at scale: what a simulate of many clients prints.
 #
-#   flat   `fedcaf simulate` of 5,000 clients, 10 a round, 2 rounds: the
-#          server's registrations are ten lines and then sums (at most one
-#          a second), the clients' own lines the first ten's; the whole
-#          output stays under 60 lines (one line per registration, before:
-#          over 10,000).
+#   flat   `fedcaf simulate` of 5,000 clients, 8 a round, 3 rounds (a
+#          population: only the drawn ones register, 8 a round): the
+#          server's registrations are at most ten lines and then sums (at
+#          most one a second), the clients' own lines the first ten's; the
+#          whole output stays under 60 lines (one line per registration, as
+#          it once was: over 10,000).
 #   tree   5,000 clients under 4 simulated relays (simulated_relays): only
 #          the root's round lines on stdout (3), the relays' round and
 #          registration lines in the log at debug level, under 40 lines in
@@ -37,8 +38,7 @@ lines=$(cat "$out/flat.out" "$out/flat.err" | wc -l)
 each=$(grep -c "server: registered Client[0-9]* from" "$out/flat.err")
 sums=$(grep -c "server: registered [0-9,]* more clients" "$out/flat.err")
 own=$(grep -c "Client[0-9]*: registered as client" "$out/flat.err")
-if [ $rc -eq 0 ] && [ "$each" -eq 10 ] && [ "$own" -le 10 ] && [ "$lines" -lt 60 ] &&
-   grep -q "(5,000 in all; the last: Client" "$out/flat.err"; then
+if [ $rc -eq 0 ] && [ "$each" -le 10 ] && [ "$own" -le 10 ] && [ "$lines" -lt 60 ]; then
   pass "flat: 5,000 clients, $lines lines in all: $each registrations one line each, $sums sums ($(grep -m1 "more clients" "$out/flat.err" | cut -d' ' -f4-)), $own clients' own lines"
 else
   fail "flat: exit $rc, $lines lines, $each registration lines, $sums sums, $own clients' lines"
