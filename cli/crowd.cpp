@@ -13,8 +13,10 @@ bool drawn_as_population(const config& cfg) {
          !s.federated_evaluation.value_or(false);
 }
 
-crowd::crowd(caf::actor_system& sys, uint32_t first, uint32_t count, maker make)
-    : sys_(sys), members_(std::make_shared<population>(first, count)),
+crowd::crowd(caf::actor_system& sys, uint32_t first, uint32_t count, maker make,
+             std::string prefix)
+    : sys_(sys),
+      members_(std::make_shared<population>(first, count, std::move(prefix))),
       make_(std::move(make)) {}
 
 summoning crowd::hook() {

@@ -26,8 +26,8 @@
 
 namespace fedcaf::cli {
 
-/// Whether `cfg`'s simulated clients (flat, or a relay's block) come as a
-/// population: a SyncScheduler that samples clients_per_round of
+/// Whether `cfg`'s simulated clients (flat, a relay's block, or `fedcaf
+/// relay`'s when all its children are simulated) come as a population: a SyncScheduler that samples clients_per_round of
 /// num_clients, without secure aggregation (its keys are agreed by the
 /// round's clients before it opens) and without federated evaluation (it
 /// asks every client).
@@ -40,9 +40,10 @@ public:
   using maker =
       std::function<std::pair<client_options, trainer_factory>(uint32_t)>;
 
-  /// The population Client<first + 1> .. Client<first + count>; `quiet`:
-  /// clients past the first ten log at debug level (see client_options).
-  crowd(caf::actor_system& sys, uint32_t first, uint32_t count, maker make);
+  /// The population <prefix><first + 1> .. <prefix><first + count>, each
+  /// member made by `make` from its partition.
+  crowd(caf::actor_system& sys, uint32_t first, uint32_t count, maker make,
+        std::string prefix = "Client");
   crowd(const crowd&) = delete;
   crowd& operator=(const crowd&) = delete;
 

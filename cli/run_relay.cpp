@@ -16,6 +16,7 @@
 #include "actors/messages.hpp"
 #include "actors/remote.hpp"
 #include "actors/server_side.hpp"
+#include "crowd.hpp"
 #include "fedcaf/config.hpp"
 #include "fedcaf/log.hpp"
 #include "fedcaf/memory_probe.hpp"
@@ -42,6 +43,13 @@ client_options simulated_child(const relay_files& files, uint32_t index) {
   return co;
 }
 
+/// Whether a relay's children are a population (cli/crowd.hpp): all of
+/// them simulated, and sampled.
+bool children_drawn(const relay_files& files) {
+  return files.simulated_clients == files.server.server.num_clients &&
+         drawn_as_population(files.server);
+}
+
 /// `relay`: the children's side, spawned by the upstream client's first
 /// round, and the upstream client, which runs until the parent's run ends.
 class relay_command final : public side_command {
@@ -50,7 +58,8 @@ public:
   /// rounds (the file's server half).
   relay_command(const options& opts, const relay_files& files)
       : side_command(opts, files.server, {"relay", 4, true, false}),
-        files_(files), child_reports_(files.simulated_clients) {}
+        files_(files),
+        child_reports_(children_drawn(files) ? 0 : files.simulated_clients) {}
 
 private:
   // load_config refused what cannot be planned first, naming the key.
@@ -92,6 +101,8 @@ private:
                          ? std::string{}
                          : "the relay's parent: " + upstream_.failure);
       await_end(sys, *side_, children_, &*gate_);
+      if (drawn_)
+        drawn_->await_all();
       side_->shut_down(sys);
     }
     side_.reset(); // no handle may outlive the actor system
@@ -117,7 +128,20 @@ private:
       if (auto room = spill_room(layout.total_bytes(), "a window-mode relay");
           !room)
         return room.err();
-    auto s = spawn_side(sys, cfg_, nullptr, nullptr, &up);
+    std::optional<summoning> hook;
+    if (children_drawn(files_)) {
+      drawn_ = std::make_unique<crowd>(
+          sys, 0, files_.simulated_clients,
+          [this](uint32_t i) {
+            return std::pair{
+                simulated_child(files_, i),
+                local_trainer(sets_, files_.client.data, i, 1, stop_)};
+          },
+          files_.client.client.client_id + "-Client");
+      hook = drawn_->hook();
+    }
+    auto s =
+        spawn_side(sys, cfg_, nullptr, nullptr, &up, hook ? &*hook : nullptr);
     if (!s)
       return s.err();
     auto g = listen_for(sys, *s, door_, comm,
@@ -127,7 +151,7 @@ private:
       return g.err();
     side_ = *s;
     gate_ = *g;
-    for (uint32_t i = 0; i < files_.simulated_clients; ++i)
+    for (uint32_t i = 0; !drawn_ && i < files_.simulated_clients; ++i)
       children_.push_back(
           spawn_client(sys, s->server, simulated_child(files_, i),
                        local_trainer(sets_, files_.client.data, i, 1, stop_),
@@ -151,6 +175,8 @@ private:
   std::optional<listening> gate_;
   std::vector<run_report> child_reports_;
   std::vector<client_actor> children_; ///< simulated, in this process
+  /// The simulated children as a population (children_drawn), else null.
+  std::unique_ptr<crowd> drawn_;
 };
 
 } // namespace

@@ -1,17 +1,13 @@
 #include "protocol/population.hpp"
 
 #include <charconv>
+#include <string_view>
+#include <utility>
 
 namespace fedcaf {
 
-namespace {
-
-constexpr std::string_view id_prefix = "Client";
-
-} // namespace
-
-population::population(uint32_t first, uint32_t count)
-    : first_(first), count_(count) {
+population::population(uint32_t first, uint32_t count, std::string prefix)
+    : prefix_(std::move(prefix)), first_(first), count_(count) {
   // The numbers first+1 .. first+count in the order of their decimal
   // strings: a walk of 1 .. last in that order (1, 10, 100, ..., 101, ...,
   // 11, ...), keeping those in range.
@@ -33,14 +29,14 @@ population::population(uint32_t first, uint32_t count)
 }
 
 std::string population::id_of(uint32_t i) const {
-  return std::string{id_prefix} + std::to_string(uint64_t{first_} + i + 1);
+  return prefix_ + std::to_string(uint64_t{first_} + i + 1);
 }
 
 std::optional<uint32_t> population::index_of(const std::string& id) const {
   std::string_view s{id};
-  if (!s.starts_with(id_prefix))
+  if (!s.starts_with(prefix_))
     return std::nullopt;
-  s.remove_prefix(id_prefix.size());
+  s.remove_prefix(prefix_.size());
   if (s.empty() || s.front() == '0')
     return std::nullopt;
   uint64_t n = 0;

@@ -51,6 +51,20 @@ TEST_CASE("population: ids, indices and the ids' order") {
     CHECK(got == want);
   }
   CHECK(population{0, 0}.in_id_order().empty());
+  // A relay's children: its id before theirs.
+  population r{0, 40, "R1-Client"};
+  CHECK(r.id_of(0) == "R1-Client1");
+  CHECK(r.index_of("R1-Client40") == 39u);
+  CHECK_FALSE(r.index_of("Client1"));
+  CHECK_FALSE(r.index_of("R2-Client1"));
+  CHECK_FALSE(r.index_of("R1-Client41"));
+  std::vector<std::string> got, want;
+  for (auto i : r.in_id_order())
+    got.push_back(r.id_of(i));
+  for (uint32_t i = 0; i < r.size(); ++i)
+    want.push_back(r.id_of(i));
+  std::sort(want.begin(), want.end());
+  CHECK(got == want);
 }
 
 namespace {
