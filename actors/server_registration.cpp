@@ -18,6 +18,15 @@ frame server_registration::hello(const frame& f, const std::string& address,
     core_.reporter_.refused(peer, h.err());
     return core_.refuse(h.err());
   }
+  // A population's clients are this process's own (a relay whose children
+  // are all simulated): nobody takes a member's place, nobody joins them.
+  if (core_.options_.members && !address.empty()) {
+    error why{errc::not_authorized,
+              h->client_id + " from " + address +
+                  ": this server's clients are all simulated in its process"};
+    core_.reporter_.refused(peer, why);
+    return core_.refuse(why);
+  }
   // Where a client's handle enters: an in-process client actor, or the
   // gateway of a remote one (a broker: untyped by CAF's design).
   auto* self = core_.self_;

@@ -30,6 +30,7 @@
 #include "fedcaf/fedavg_accumulator.hpp"
 #include "fedcaf/rdp_accountant.hpp"
 #include "fedcaf/safetensors.hpp"
+#include "protocol/population.hpp"
 #include "protocol/relay_hooks.hpp"
 
 using namespace fedcaf;
@@ -3920,4 +3921,88 @@ TEST_CASE("a rank that declares less than its part's norm gets its whole "
     CHECK(std::sqrt(moved) == doctest::Approx(1.0).epsilon(1e-4));
     CHECK(std::sqrt(whole) > 10.0);
   }
+}
+
+TEST_CASE("a population's members are spawned when drawn and sent away when "
+          "not, and nobody over the network takes a member's place") {
+  auto layout = test_layout();
+  run_options o;
+  o.clients = 12;
+  o.clients_per_round = 3;
+  o.rounds = 4;
+  auto so = side_options(o);
+  auto members = std::make_shared<const population>(0, 12, "C");
+  so.scheduler.members = members;
+  so.server.members = members;
+  run_report server_report;
+  std::vector<run_report> reports(64);
+  std::vector<client_actor> spawned;
+  std::vector<uint32_t> summoned;
+  {
+    virtual_system vs;
+    auto& sys = vs.sys();
+    so.server.summon = [&](const server_actor& server, uint32_t i) {
+      REQUIRE(spawned.size() < reports.size());
+      summoned.push_back(i);
+      auto factory =
+          [layout, i, pause = vs.pause()](
+              const client_configs&,
+              const msg::welcome&) -> result<std::unique_ptr<trainer>> {
+        return std::make_unique<synthetic_trainer>(layout, i, samples_of(i),
+                                                   0ms, pause, false);
+      };
+      client_options co{members->id_of(i), 10000ms};
+      co.hold_model = false;
+      spawned.push_back(
+          spawn_client(sys, server, co, factory, &reports[spawned.size()]));
+    };
+    auto side =
+        spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
+                          std::move(so), nullptr, &server_report);
+    REQUIRE(side);
+    // Over the network (a gateway's Hello, with the peer's address), a
+    // member's id and any other: refused.
+    using door =
+        caf::typed_actor<caf::replies_to<hello_atom, frame, std::string,
+                                         std::string>::with<frame>>;
+    caf::scoped_actor self{sys};
+    for (const char* id : {"C5", "Mallory"}) {
+      auto reply_to =
+          self->request(caf::actor_cast<door>(side->server), caf::infinite,
+                        hello_atom::value, msg::encode(msg::hello{id, ""}),
+                        std::string{"10.0.0.9:4000"}, std::string{});
+      REQUIRE(vs.run_until([&self] {
+        return holds(self, [](const caf::mailbox_element& x) {
+          return x.mid.is_response();
+        });
+      }));
+      frame reply;
+      reply_to.receive([&](frame& r) { reply = std::move(r); },
+                       [&](caf::error&) { FAIL("transport error"); });
+      auto w = msg::decode<msg::welcome>(reply);
+      REQUIRE_FALSE(w);
+      CHECK(w.err().code == errc::not_authorized);
+      CHECK(w.err().message.find("all simulated") != std::string::npos);
+    }
+    await_down(vs, side->server);
+    await_down(vs, spawned);
+    side->shut_down(sys);
+  }
+  CHECK(server_report.failure == "");
+  REQUIRE(server_report.rounds.size() == 4);
+  std::set<std::string> drawn;
+  for (const auto& r : server_report.rounds) {
+    CHECK(r.clients == 3);
+    std::set<std::string> c(r.contributors.begin(), r.contributors.end());
+    CHECK(c.size() == 3);
+    for (const auto& id : c)
+      CHECK(members->index_of(id));
+    drawn.insert(c.begin(), c.end());
+  }
+  // Each spawn for a round that drew it after one that did not: at most 3
+  // a round, every member spawned once at a time, every client ended well.
+  CHECK(summoned.size() >= drawn.size());
+  CHECK(summoned.size() <= 3 * 4);
+  for (size_t k = 0; k < spawned.size(); ++k)
+    CHECK(reports[k].failure == "");
 }
