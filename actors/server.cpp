@@ -326,12 +326,12 @@ private:
     round_started_ = now();
     const auto& announced = rounds_.open(round, chosen);
     tally_.expect(rounds_.chosen().size());
-    if (options_.members) // its drawn members come, the others go
+    if (options_.drawn.members) // its drawn members come, the others go
       registration_.call_up(round, rounds_.chosen());
     auto reached = registry_.connected_among(rounds_.chosen());
     reporter_.registrations_settled(now());
     auto downloads =
-        options_.members ? rounds_.chosen().size() : reached.size();
+        options_.drawn.members ? rounds_.chosen().size() : reached.size();
     reporter_.round_started(round, downloads * exchange_.model_bytes());
     for (const auto& id : reached)
       self_->send(registry_.find(id)->handle, round_atom::value, announced);

@@ -22,6 +22,14 @@
 
 namespace fedcaf {
 
+/// A simulation's population (see protocol/population.hpp) and what spawns
+/// a member: `summon(the server, member index)`, in this process; it then
+/// registers as any client does.
+struct summoning {
+  std::shared_ptr<const population> members;
+  std::function<void(const server_actor&, uint32_t)> summon;
+};
+
 struct server_options {
   uint32_t num_clients = 2;
   /// server_configs.relays: client id -> the most clients under it. Only
@@ -39,13 +47,10 @@ struct server_options {
   uint32_t window = 4;
   std::string client_configs_yaml; ///< handed to every client in Welcome
   msg::client_terms terms;         ///< typed in every Welcome
-  /// A simulation's population (null: none; see protocol/population.hpp):
-  /// as a round opens, its drawn members that are not registered are
-  /// summoned (`summon(this server, member index)`: spawned in this
-  /// process, they register), and those registered and not drawn are sent
-  /// away (Done), forgotten.
-  std::shared_ptr<const population> members;
-  std::function<void(const server_actor&, uint32_t)> summon;
+  /// A simulation's population (members null: none): as a round opens,
+  /// its drawn members that are not registered are summoned, and those
+  /// registered and not drawn are sent away (Done), forgotten.
+  summoning drawn;
   /// After the run, how long to wait for clients to disconnect.
   std::chrono::milliseconds linger{5000};
   /// After a run that ends early (interrupted, or failed), how long to wait

@@ -20,7 +20,7 @@ frame server_registration::hello(const frame& f, const std::string& address,
   }
   // A population's clients are this process's own (a relay whose children
   // are all simulated): nobody takes a member's place, nobody joins them.
-  if (core_.options_.members && !address.empty()) {
+  if (core_.options_.drawn.members && !address.empty()) {
     error why{errc::not_authorized,
               h->client_id + " from " + address +
                   ": this server's clients are all simulated in its process"};
@@ -51,7 +51,7 @@ frame server_registration::hello(const frame& f, const std::string& address,
   if (joins && (!a->resumed || sharded)) {
     core_.reporter_.registered(h->client_id, a->from, core_.now());
     self->send(core_.peers_.scheduler, join_atom::value, h->client_id, a->from);
-    if (core_.options_.members) { // summoned into the open round
+    if (core_.options_.drawn.members) { // summoned into the open round
       summoned_.erase(key);
       self->send(self, round_atom::value, key);
     }
@@ -63,7 +63,7 @@ frame server_registration::hello(const frame& f, const std::string& address,
 
 void server_registration::call_up(uint32_t round,
                                   const std::set<std::string>& chosen) {
-  const auto& members = *core_.options_.members;
+  const auto& members = *core_.options_.drawn.members;
   auto* self = core_.self_;
   std::vector<std::string> away;
   core_.registry_.for_each_connected([&](const std::string& id, auto&) {
@@ -86,7 +86,7 @@ void server_registration::call_up(uint32_t round,
       continue;
     if (!summoned_.count(id))
       if (auto i = members.index_of(id))
-        core_.options_.summon(server, *i);
+        core_.options_.drawn.summon(server, *i);
     on_the_way.insert(id);
   }
   summoned_ = std::move(on_the_way);
@@ -133,7 +133,8 @@ std::optional<std::string> server_registration::lost(
     return key;
   // A simulation's member never comes back (it ended, in this process):
   // dropped now, drawn no more.
-  if (core.options_.members && core.options_.members->index_of(key)) {
+  if (core.options_.drawn.members &&
+      core.options_.drawn.members->index_of(key)) {
     drop_now(key, epoch, [this, &m](const std::string& id) {
       if (!core_.banned(id))
         core_.reporter_.left(id,

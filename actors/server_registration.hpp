@@ -51,7 +51,7 @@ public:
        const std::function<void(const std::string&)>& first);
 
   /// A simulation's round `round` opens for `chosen`
-  /// (server_options::members): its members registered and not chosen are
+  /// (server_options::drawn): its members registered and not chosen are
   /// sent away (Done) and forgotten; those chosen and neither registered
   /// nor summoned for the last round and on their way are summoned.
   void call_up(uint32_t round, const std::set<std::string>& chosen);

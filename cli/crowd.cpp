@@ -28,6 +28,7 @@ summoning crowd::hook() {
 void crowd::summon(const server_actor& server, uint32_t index) {
   auto [options, trainer] = make_(members_->first() + index);
   options.client_id = members_->id_of(index);
+  options.hold_model = false; // it leaves when a round opens without it
   auto report = std::make_shared<run_report>();
   {
     std::lock_guard<std::mutex> lock{mtx_};

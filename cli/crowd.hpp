@@ -35,8 +35,9 @@ bool drawn_as_population(const config& cfg);
 
 class crowd {
 public:
-  /// How a member is made: its client options (id set by the crowd) and
-  /// its trainer, from its partition (its index in the whole run).
+  /// How a member is made: its client options (its id set by the crowd,
+  /// and hold_model false) and its trainer, from its partition (its index
+  /// in the whole run).
   using maker =
       std::function<std::pair<client_options, trainer_factory>(uint32_t)>;
 

@@ -150,12 +150,11 @@ private:
     return std::nullopt;
   }
 
-  /// Client `i` of a flat run drawn as a population: it gives its model
-  /// up between rounds, and past the first ten it logs at debug level.
+  /// Client `i` of a flat run drawn as a population: past the first ten
+  /// it logs at debug level.
   std::pair<client_options, trainer_factory> member(uint32_t i) {
     client_options co;
     co.idle_timeout = millis_of(cfg_.server.comm.stream.idle_timeout_s);
-    co.hold_model = false;
     co.quiet = i >= 10;
     return {std::move(co),
             local_trainer(sets_, cfg_.data, i, threads_per_client_, stop_)};

@@ -357,8 +357,7 @@ spawn_from_config(caf::actor_system& sys, const config& cfg, dataset_ptr test,
   }
   if (drawn) {
     so.scheduler.members = drawn->members;
-    so.server.members = drawn->members;
-    so.server.summon = drawn->summon;
+    so.server.drawn = *drawn;
   }
   return spawn_server_side(sys, std::move(*initial), std::move(so),
                            std::move(*eval), report);

@@ -66,13 +66,6 @@ relay_children_options(server_side_options own, const msg::client_terms& terms,
 /// Returns the test set iff the server will evaluate, else null.
 result<dataset_ptr> test_set_for(const config& cfg);
 
-/// A simulation's population and what spawns its members (see
-/// server_options::members).
-struct summoning {
-  std::shared_ptr<const population> members;
-  std::function<void(const server_actor&, uint32_t)> summon;
-};
-
 /// Spawns the server side of `cfg` (its rounds recorded in `report`;
 /// `remote`: clients come over the network, so tokens and certificates
 /// apply); its evaluation of `test` stops at the next batch once `stop` is

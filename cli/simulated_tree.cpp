@@ -148,7 +148,6 @@ result<relay_side> simulated_tree::spawn_side(caf::actor_system& sys,
     t.drawn = std::make_unique<crowd>(
         sys, first, c.server.num_clients, [this, idle](uint32_t i) {
           client_options co{"", idle};
-          co.hold_model = false;
           co.quiet = i >= 10; // the first relay's first ten speak
           return std::pair{std::move(co),
                            local_trainer(sets_, cfg_.data, i, threads_, stop_)};

@@ -3933,7 +3933,7 @@ TEST_CASE("a population's members are spawned when drawn and sent away when "
   auto so = side_options(o);
   auto members = std::make_shared<const population>(0, 12, "C");
   so.scheduler.members = members;
-  so.server.members = members;
+  so.server.drawn.members = members;
   run_report server_report;
   std::vector<run_report> reports(64);
   std::vector<client_actor> spawned;
@@ -3941,7 +3941,7 @@ TEST_CASE("a population's members are spawned when drawn and sent away when "
   {
     virtual_system vs;
     auto& sys = vs.sys();
-    so.server.summon = [&](const server_actor& server, uint32_t i) {
+    so.server.drawn.summon = [&](const server_actor& server, uint32_t i) {
       REQUIRE(spawned.size() < reports.size());
       summoned.push_back(i);
       auto factory =
