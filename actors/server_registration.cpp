@@ -25,7 +25,11 @@ frame server_registration::hello(const frame& f, const std::string& address,
               h->client_id + " from " + address +
                   ": this server's clients are all simulated in its process"};
     core_.reporter_.refused(peer, why);
-    return core_.refuse(why);
+    // Counted every time, logged once: a peer repeating Hellos costs a
+    // decode and an answer, not a log line each.
+    auto first = !remote_refused_;
+    remote_refused_ = true;
+    return core_.refusals_.refuse_logged_if(why, first);
   }
   // Where a client's handle enters: an in-process client actor, or the
   // gateway of a remote one (a broker: untyped by CAF's design).

@@ -72,6 +72,8 @@ private:
   std::function<void(const std::string&)> dropped_;
   /// A simulation's members summoned and not registered yet.
   std::set<std::string> summoned_;
+  /// A population's server refused a Hello over the network (logged once).
+  bool remote_refused_ = false;
 };
 
 } // namespace fedcaf

@@ -3989,6 +3989,7 @@ TEST_CASE("a population's members are spawned when drawn and sent away when "
     side->shut_down(sys);
   }
   CHECK(server_report.failure == "");
+  CHECK(server_report.refusals == 2); // both Hellos over the network
   REQUIRE(server_report.rounds.size() == 4);
   std::set<std::string> drawn;
   for (const auto& r : server_report.rounds) {
