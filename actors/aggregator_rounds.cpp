@@ -90,21 +90,21 @@ result<snapshot_ptr> aggregator_rounds::publish_round(uint32_t round,
   auto* optimizer = core_.optimizer_.get();
   if (optimizer) // FedBuff: the updates in this step, cut-off ones too
     optimizer->set_updates(core_.ledger_.updates());
-  // The new model is measured (its norm, for the next round's update bound)
-  // chunk by chunk as it is made, where nothing rescales it after.
-  auto& checker = core_.checker_;
-  bool measured = (sum_weight <= 0 || core_.streams_sums()) &&
-                  core_.acc_->observe_results(
-                      [&checker](uint64_t seq, std::span<const std::byte> m) {
-                        return checker.position_squares(seq, m);
-                      });
   auto bytes = core_.acc_->finalize(core_.models_.current().bytes, optimizer);
   if (!bytes)
     return bytes.err();
+  // The new model was measured (its norm, for the next round's update
+  // bound) chunk by chunk as it was made: it holds where nothing rescales
+  // it after (a relay's partial sum, unless streamed up).
+  auto squares = core_.acc_->take_measured();
+  bool measured = squares.size() == core_.plan_.chunk_count() &&
+                  (sum_weight <= 0 || !core_.options_.plan.partial_sums ||
+                   core_.streams_sums());
   if (measured) { // in the order measure_global adds them: the same bits
+    auto& checker = core_.checker_;
     checker.measure_begin();
-    for (double squares : core_.acc_->take_measured())
-      checker.add_squares(squares);
+    for (double s : squares)
+      checker.add_squares(s);
   }
   return publish(round, std::move(*bytes), sum_weight, {}, measured);
 }

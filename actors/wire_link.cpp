@@ -114,7 +114,7 @@ void wire_link::pump() {
   while (!pending_.empty()) {
     auto& f = pending_.front();
     largest_frame_ = std::max<uint64_t>(largest_frame_, f.size());
-    auto room = std::max<uint64_t>(coalesce_bytes, 2 * largest_frame_);
+    auto room = std::max<uint64_t>(coalesce_bytes, largest_frame_);
     if (!buf.empty() && buf.size() + f.size() > room)
       break;
     if (tls_) {

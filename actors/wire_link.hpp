@@ -148,12 +148,15 @@ private:
 
   result<void> advance_handshake();
 
-  /// Moves frames from pending_ into the socket's write buffer while it
-  /// holds less than two of the largest frames: a frame goes in without a
-  /// copy when the buffer is empty (plain TCP), and one more is copied
-  /// behind it so that the socket goes on writing without waiting for this
-  /// broker; the rest wait here, so what stays allocated in the socket's
-  /// buffers is bounded by the frames in flight.
+  /// Moves frames into the socket's write buffer (CAF's second buffer,
+  /// filled while the first is being written) while it holds less than the
+  /// largest frame: a frame goes in without a copy when the buffer is empty
+  /// (plain TCP), and small frames are copied behind one another up to
+  /// 256 KiB. A large frame therefore is never copied, and the socket goes
+  /// on writing without waiting for this broker (its second buffer is
+  /// refilled on the first write from the one it took). The rest wait
+  /// here, so what stays allocated in the socket's buffers is bounded by
+  /// the frames in flight.
   void pump();
 
   /// Counts and flushes the ciphertext TLS wrote since the last call.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -156,11 +158,26 @@ public:
   }
   void restart(uint32_t contributors) override {
     window_.restart(std::max(1u, contributors));
+    unmeasure();
   }
 
   result<byte_buffer> finalize(byte_buffer& model,
                                server_optimizer* opt) override;
   result<byte_buffer> keep(byte_buffer& model) override;
+  bool observe_results(
+      std::function<double(uint64_t, std::span<const std::byte>)> f) override {
+    observer_ = std::move(f);
+    unmeasure();
+    return true;
+  }
+  std::vector<double> take_measured() override {
+    std::vector<double> out;
+    if (std::none_of(measured_.begin(), measured_.end(),
+                     [](double x) { return std::isnan(x); }))
+      out = measured_;
+    unmeasure();
+    return out;
+  }
   std::map<uint64_t, uint64_t> take_trimmed() override {
     return window_.take_trimmed();
   }
@@ -189,6 +206,13 @@ private:
   /// take its ring sum in `model` to the spill file, at their offset.
   void spill(uint64_t seq, const byte_buffer& model);
 
+  /// Marks every position of the round unmeasured (NaN).
+  void unmeasure() {
+    if (observer_)
+      measured_.assign(plan().chunk_count(),
+                       std::numeric_limits<double>::quiet_NaN());
+  }
+
   window_accumulator window_;
   bool in_place_;
   byte_buffer next_; ///< not in place: the model being reduced
@@ -198,6 +222,10 @@ private:
   /// ring sum overwrote them, at their offsets in an unlinked file under
   /// $TMPDIR (else /var/tmp): page cache, not the server's memory.
   spill_file spilled_;
+  /// observe_results' f, and what it returned for each position settled
+  /// this round (NaN: not yet, or a ring sum's).
+  std::function<double(uint64_t, std::span<const std::byte>)> observer_;
+  std::vector<double> measured_;
 };
 
 void open_positions::spill(uint64_t seq, const byte_buffer& model) {
@@ -224,18 +252,24 @@ result<byte_buffer> open_positions::keep(byte_buffer& model) {
     model.release(e.model_offset, e.bytes); // file-backed only
   }
   window_.abandon_round();
+  unmeasure();
   overwritten_ = 0;
   return std::move(model);
 }
 
 void open_positions::settle_next(byte_buffer& model, server_optimizer* opt,
                                  bool ring) {
-  const auto& e = plan().extent(window_.low());
+  auto seq = window_.low();
+  const auto& e = plan().extent(seq);
   if (ring) { // the ring sum waits for the unmask plan
-    spill(window_.low(), model);
+    spill(seq, model);
     window_.store_ring_next(model.bytes());
-  } else
-    window_.finalize_next(model.bytes(), next_model(model), opt);
+  } else {
+    auto next = next_model(model);
+    window_.finalize_next(model.bytes(), next, opt);
+    if (observer_) // while the position is in the caches
+      measured_[seq] = observer_(seq, next);
+  }
   if (!in_place_)
     return;
   model.release(e.model_offset, e.bytes); // file-backed only

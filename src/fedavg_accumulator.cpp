@@ -488,8 +488,7 @@ void fedavg_accumulator::settle_chunk(uint64_t seq, const std::byte* global,
 result<byte_buffer>
 fedavg_accumulator::finalize(std::span<const std::byte> global,
                              server_optimizer* opt) {
-  auto observer = std::move(observer_);
-  observer_ = nullptr;
+  const auto& observer = observer_;
   FEDCAF_REQUIRE(!weights_.empty(), errc::internal, "no update was folded");
   FEDCAF_REQUIRE(global.size() == total_bytes_, errc::internal, global.size(),
                  total_bytes_);

@@ -147,17 +147,20 @@ public:
                                        server_optimizer* opt) = 0;
 
   /// A model-sized sum calls `f(seq, model)` once per chunk during the next
-  /// finalize(), as soon as chunk `seq` of the new model (`model`: all its
-  /// bytes) is final, while it is in the caches (on the thread that settled
-  /// it: f must be safe to call for several chunks at once), and keeps its
-  /// results for take_measured(): the new model measured without a pass of
-  /// its own. Returns false (and never calls f) where positions settle
-  /// into the model during the round instead.
+  /// From now on, calls f(seq, model) as soon as chunk `seq` of a round's
+  /// new model (`model`: all its bytes) is final, while it is in the
+  /// caches (in finalize, on the thread that settled it: f must be safe to
+  /// call for several chunks at once; or as the position settles during
+  /// the round), and keeps its results for take_measured(): the new model
+  /// measured without a pass of its own. Returns false (and never calls f)
+  /// where nothing can be measured so.
   virtual bool
   observe_results(std::function<double(uint64_t, std::span<const std::byte>)>) {
     return false;
   }
-  /// What observe_results' f returned in the last finalize(), per chunk.
+  /// What observe_results' f returned for the round just finalized, per
+  /// chunk in order; empty unless every chunk was measured (as a secure
+  /// round's ring sums are not).
   virtual std::vector<double> take_measured() { return {}; }
 
   /// Returns the global model `model` as it was before the round, as the

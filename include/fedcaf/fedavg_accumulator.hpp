@@ -139,11 +139,11 @@ public:
   /// nothing. REQUIRES: F32 model, global model-sized.
   result<byte_buffer> keep(std::span<const std::byte> global);
 
-  /// The next finalize() calls f(seq, new model's bytes) as each chunk of
-  /// the new model is final (while it is in the caches), on whichever
-  /// thread settles that chunk (f must be safe to call at once for other
-  /// chunks), and keeps what it returns per chunk for take_measured();
-  /// then forgets f.
+  /// Every finalize() from now on calls f(seq, new model's bytes) as each
+  /// chunk of the new model is final (while it is in the caches), on
+  /// whichever thread settles that chunk (f must be safe to call at once
+  /// for other chunks), and keeps what it returns per chunk for
+  /// take_measured().
   void observe_results(
       std::function<double(uint64_t, std::span<const std::byte>)> f) {
     observer_ = std::move(f);

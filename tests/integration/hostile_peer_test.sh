@@ -77,7 +77,7 @@
 # its code and the attacker's address, the server exits 0 after all rounds,
 # the honest clients exit 0, the server's peak RSS stays under the bound
 # (the peak of the reference run in the same memory mode, with the same
-# compression, + 2 x model + 16 MiB), and every saved global model is
+# compression and chunk size, + 2 x model + 16 MiB), and every saved global model is
 # byte-identical to that reference's.
 #
 #   hostile_peer_test.sh FEDCAF HOSTILE_PEER SOURCE_DIR
@@ -753,11 +753,14 @@ run_b6() {
 # pile of such connections: a connection taken over closes the same way).
 
 run_s() {
+  local big=(
+    --set server_configs.comm_configs.stream_configs.chunk_bytes=4194304
+    --set server_configs.comm_configs.grpc_configs.max_message_size=8388608)
+  # Its own reference: honest clients streaming 4 MiB chunks hold more in
+  # flight than with the others' 256 KiB (2 chunks each way per client).
+  run_reference ram_4mib ram "${big[@]}"
   server_config "$out/S.yaml" S 3 ram $rounds
-  start_server S "$out/S.yaml" \
-    --set server_configs.comm_configs.stream_configs.chunk_bytes=4194304 \
-    --set server_configs.comm_configs.grpc_configs.max_message_size=8388608 ||
-    return
+  start_server S "$out/S.yaml" "${big[@]}" || return
   attack S stall_read --attack stall_read $(creds 7) --count 1 --hold-s 9
   start_clients S
   finish_attacks
@@ -765,7 +768,7 @@ run_s() {
   echo "-- S: a registered peer that stops reading, ram mode (port $port)"
   check_verdict S stall_read
   check_refused S stall_read timeout
-  check_run S $rounds ram
+  check_run S $rounds ram_4mib
 }
 
 # -- B5: a huge update, and offers without chunks, ram mode --------------------------

@@ -159,6 +159,52 @@ TEST_CASE("open positions: a cut-off update is awaited below its cut only, "
   CHECK(acc->overwritten_below() == 0); // the next round writes afresh
 }
 
+TEST_CASE("both kinds measure each chunk of the new model as it is made, "
+          "every round, and nothing of a round restarted or kept") {
+  // The measure: each chunk's float sum, as the update bound's norm would
+  // read the chunk.
+  auto chunk_sum = [](uint64_t seq, std::span<const std::byte> m) {
+    std::vector<float> v(16);
+    std::memcpy(v.data(), m.data() + seq * 64, 64);
+    double s = 0;
+    for (float f : v)
+      s += f;
+    return s;
+  };
+  std::vector<float> x(model_floats), y(model_floats);
+  for (size_t i = 0; i < model_floats; ++i) {
+    x[i] = static_cast<float>(i) * 0.5f;
+    y[i] = 9.0f - static_cast<float>(i);
+  }
+  for (auto kind :
+       {accumulator_kind::model_sum, accumulator_kind::open_positions}) {
+    CAPTURE(static_cast<int>(kind));
+    auto acc = make_acc(kind, 2);
+    REQUIRE(acc->observe_results(chunk_sum));
+    auto model = buffer_of(std::vector<float>(model_floats, 1.0f));
+    for (int round = 0; round < 3; ++round) {
+      CAPTURE(round);
+      auto v = run_round(*acc, model, {x, y}, {1.0, 1.0 + round});
+      auto measured = acc->take_measured();
+      REQUIRE(measured.size() == 3);
+      auto out = buffer_of(v);
+      for (uint64_t seq = 0; seq < 3; ++seq)
+        CHECK(measured[seq] == chunk_sum(seq, out.bytes()));
+      CHECK(acc->take_measured().empty()); // taken once
+      model = std::move(out);
+    }
+    if (kind == accumulator_kind::model_sum)
+      continue;
+    // A position settled, then the round restarts: not measured whole.
+    REQUIRE(acc->fold(0, chunk_of(x, 0), 1, 1, model.bytes()));
+    REQUIRE(acc->fold(0, chunk_of(y, 0), 1, 2, model.bytes()));
+    while (acc->ready())
+      acc->settle_next(model, nullptr, false);
+    acc->restart(2);
+    CHECK(acc->take_measured().empty());
+  }
+}
+
 TEST_CASE("a restart forgets the round's contributions but not which "
           "positions the model already holds") {
   std::vector<float> x(model_floats, 1.0f), y(model_floats, 3.0f);
