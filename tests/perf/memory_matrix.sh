@@ -19,7 +19,8 @@
 # OLD=path/to/another/fedcaf (and PAIRS, default 1) runs each case with
 # both builds, this one first, PAIRS times in turn (interleaved: a noisy
 # machine drifts alike for both), and ends with this build's s/round and
-# peak RSS over the other's, per case.
+# peak RSS over the other's, per case. OLD_SRC=path/to/its/tree: the
+# configs the other build reads (an older build refuses keys added since).
 set -u
 fedcaf=${1:-build/fedcaf}
 sizes=${2:-"256 1024"}
@@ -38,6 +39,7 @@ for mib in $sizes; do
    for pair in $(seq 1 "${PAIRS:-1}"); do
    for bin in "${binaries[@]}"; do
     which=new; [ "$bin" = "${binaries[0]}" ] || which=old
+    cfgs=$src/configs; [ $which = old ] && cfgs=${OLD_SRC:-$src}/configs
     port=$(( 20000 + RANDOM % 20000 ))
     set_s=(--set "client_configs.model_configs.total_bytes=$((mib << 20))"
            --set "server_configs.num_clients=$n"
@@ -47,11 +49,11 @@ for mib in $sizes; do
     if [ "$mode" = disk ]; then
       set_s+=(--set client_configs.train_configs.storage=disk)
     fi
-    timeout 900 "$bin" server -c "$src/configs/synthetic_dummy.yaml" "${set_s[@]}" \
+    timeout 900 "$bin" server -c "$cfgs/synthetic_dummy.yaml" "${set_s[@]}" \
       --report "$out/server.json" > "$out/server.log" 2>&1 & pids+=($!); server=$!
     clients=()
     for k in $(seq 1 "$n"); do
-      timeout 900 "$bin" client -c "$src/configs/client_1.yaml" \
+      timeout 900 "$bin" client -c "$cfgs/client_1.yaml" \
         --set "client_id=Client$k" \
         --set "data_configs.dataset_kwargs.num_clients=$n" \
         --set "data_configs.dataset_kwargs.client_id=$((k - 1))" \
@@ -60,7 +62,7 @@ for mib in $sizes; do
     done
     rc=0; wait "$server" || rc=$?
     for c in "${clients[@]}"; do wait "$c" || rc=$?; done
-    if [ $rc -ne 0 ]; then echo "run S=$mib MiB N=$n failed"; tail -3 "$out"/*.log; continue; fi
+    if [ $rc -ne 0 ]; then echo "run S=$mib MiB N=$n failed"; tail -n 3 "$out"/*.log; continue; fi
     python3 - "$out" "$mib" "$n" "$mode" "$which" <<'PY'
 import json, sys, glob
 out, mib, n, mode, which = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
