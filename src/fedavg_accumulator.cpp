@@ -1,6 +1,7 @@
 #include "fedcaf/fedavg_accumulator.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -87,6 +88,15 @@ FEDCAF_KERNEL float scaled_deltas(const std::byte* x, const std::byte* g,
   return sum;
 }
 
+/// 2^e as a float, made from its bits where it is a normal float (a
+/// grid's exponents are: -7 to 127 less 27, plus up to 20 weight bits),
+/// as std::ldexp(1.0f, e) gives it without a library call per run.
+float power_of_two(int e) {
+  if (e < -126 || e > 127)
+    return std::ldexp(1.0f, e);
+  return std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
+}
+
 /// The integer an update adds at a value v of the grid: v rounded to the
 /// nearest (ties to even), saturated at most_units; 0 for NaN (never
 /// folded: the finite check refuses it first).
@@ -130,6 +140,71 @@ void add_units_tail(std::byte* acc, const float* v, size_t i, size_t n,
 }
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/// scaled_deltas, then add_units of its values with `sign` into acc, in
+/// one pass without storing the values: the same bits in acc, in the sum
+/// of squares it returns and in `most` (the same operations in the same
+/// lanes; cvtps2dq rounds as add_units does). An add whose values then
+/// prove too large is taken back out exactly by the same call with the
+/// opposite sign (int32 adds wrap, and the same values come out).
+[[gnu::target("avx2")]] float fold_units_avx2(std::byte* acc,
+                                              const std::byte* x,
+                                              const std::byte* g, size_t n,
+                                              float k, const float* s, int sign,
+                                              bool assign, uint32_t& most) {
+  __m256 squares = _mm256_setzero_ps();
+  __m256i top = _mm256_setzero_si256();
+  const __m256 kk = _mm256_set1_ps(k);
+  const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    auto a = _mm256_loadu_ps(reinterpret_cast<const float*>(x + i * 4));
+    auto b = _mm256_loadu_ps(reinterpret_cast<const float*>(g + i * 4));
+    auto d = _mm256_sub_ps(a, _mm256_mul_ps(kk, b));
+    auto q = _mm256_mul_ps(d, _mm256_loadu_ps(s + i));
+    squares = _mm256_add_ps(squares, _mm256_mul_ps(d, d));
+    top = _mm256_max_epu32(top,
+                           _mm256_and_si256(_mm256_castps_si256(q), magnitude));
+    auto units = _mm256_cvtps_epi32(q);
+    auto* at = reinterpret_cast<__m256i*>(acc + i * 4);
+    if (assign)
+      _mm256_storeu_si256(at, units);
+    else if (sign > 0)
+      _mm256_storeu_si256(at, _mm256_add_epi32(_mm256_loadu_si256(at), units));
+    else
+      _mm256_storeu_si256(at, _mm256_sub_epi32(_mm256_loadu_si256(at), units));
+  }
+  alignas(32) float lanes[8];
+  alignas(32) uint32_t tops[8];
+  _mm256_store_ps(lanes, squares);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(tops), top);
+  float sum = 0;
+  for (int j = 0; j < 8; ++j) {
+    sum += lanes[j];
+    most = std::max(most, tops[j]);
+  }
+  for (; i < n; ++i) {
+    float a, b;
+    std::memcpy(&a, x + i * 4, 4);
+    std::memcpy(&b, g + i * 4, 4);
+    float d = a - k * b;
+    float v = d * s[i];
+    sum += d * d;
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    most = std::max(most, bits & 0x7fffffffu);
+    add_units_tail(acc + i * 4, &v, 0, 1, sign, assign);
+  }
+  return sum;
+}
+#endif
+
+/// fold_units_avx2 where the CPU has AVX2; else its two passes (values
+/// into `v`, then added): the same bits either way.
+float fold_units(std::byte* acc, const std::byte* x, const std::byte* g,
+                 size_t n, float k, const float* s, int sign, bool assign,
+                 uint32_t& most);
+
 /// acc[i] = (assign ? 0 : acc[i]) + sign * round(v[i]) in int32, wrapping
 /// never (the caller bounds it). cvtps2dq rounds to the nearest, ties to
 /// even: as nearbyint does in the default rounding mode, which the int64
@@ -154,6 +229,24 @@ void add_units(std::byte* acc, const float* v, size_t n, int sign,
   }
 #endif
   add_units_tail(acc, v, i, n, sign, assign);
+}
+
+float fold_units(std::byte* acc, const std::byte* x, const std::byte* g,
+                 size_t n, float k, const float* s, int sign, bool assign,
+                 uint32_t& most) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2)
+    return fold_units_avx2(acc, x, g, n, k, s, sign, assign, most);
+#endif
+  alignas(64) float v[block_elements];
+  float squares = 0;
+  for (size_t at = 0; at < n; at += block_elements) {
+    auto len = std::min<size_t>(block_elements, n - at);
+    squares += scaled_deltas(x + at * 4, g + at * 4, v, len, k, s + at, most);
+    add_units(acc + at * 4, v, len, sign, assign);
+  }
+  return squares;
 }
 
 /// out[i] = base g[i] + f[i] sum[i] in float, clamped to +-limit, sum[i]
@@ -279,22 +372,27 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
     auto len = std::min(block_elements, n - o);
     for (uint64_t lo = 0; lo < len; lo += run_elements) {
       auto hi = std::min(lo + run_elements, len);
-      auto scale = std::ldexp(
-          1.0f,
+      auto scale = power_of_two(
           grid_bits - grid_exponent(b * runs_per_block + lo / run_elements,
                                     first + o + lo, hi - lo, global));
       std::fill(s + lo, s + hi, w_scale * scale);
     }
     auto* xb = as_floats(type_, x + o * element, len, xs);
     auto* gb = as_floats(type_, global + (first + o) * element, len, gs);
+    auto* block = sums + o * 4;
+    // An int32 block takes the values as they are made (fold_units);
+    // otherwise they are made first (scaled_deltas), then added.
+    bool fused = fused_ && add > 0 && wide_index_[b] == 0;
     // Runs of the block split where tensors outside the distance lie.
     uint32_t most = 0;
     uint64_t at = 0;
     auto run = [&](uint64_t end, bool counted) {
       if (end <= at)
         return;
-      auto sq = scaled_deltas(xb + at * 4, gb + at * 4, v + at, end - at, k,
-                              s + at, most);
+      auto sq = fused ? fold_units(block + at * 4, xb + at * 4, gb + at * 4,
+                                   end - at, k, s + at, +1, assign, most)
+                      : scaled_deltas(xb + at * 4, gb + at * 4, v + at,
+                                      end - at, k, s + at, most);
       if (counted)
         distance += sq;
       at = end;
@@ -317,13 +415,21 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
         apply(seq, x, weight, summed, global, -1, false, o);
       return std::nullopt;
     };
+    uint64_t before = assign ? 0 : bound_[b];
+    bool fits = top < int32_room && before + grows < int32_limit;
+    if (fused && !(fits && top < most_units)) { // rare: taken back out
+      uint32_t again = 0;
+      if (!assign)
+        fold_units(block, xb, gb, len, k, s, -1, false, again);
+      if (top < most_units) // the values, for the wide sums below
+        scaled_deltas(xb, gb, v, len, k, s, again);
+    }
     if (add > 0 && !(top < most_units))
       return beyond();
-    auto* block = sums + o * 4;
     if (wide_index_[b] == 0) {
-      uint64_t before = assign ? 0 : bound_[b];
-      if (add < 0 || (top < int32_room && before + grows < int32_limit)) {
-        add_units(block, v, len, add, assign);
+      if (add < 0 || fits) {
+        if (!fused)
+          add_units(block, v, len, add, assign);
         if (add > 0)
           bound_[b] = static_cast<uint32_t>(before + grows);
         continue;
@@ -458,11 +564,10 @@ void fedavg_accumulator::settle_chunk(uint64_t seq, const std::byte* global,
     auto base = sums_ ? w : 1.0;
     alignas(64) float f[block_elements]; // each element's factor
     for (uint64_t lo = 0; lo < len; lo += run_elements) {
-      auto unit = std::ldexp(
-          1.0,
+      double unit = power_of_two(
           grid_exponent(b * runs_per_block + lo / run_elements, first + o + lo,
                         std::min(run_elements, len - lo), global) -
-              grid_bits + weight_bits_);
+          grid_bits + weight_bits_);
       std::fill(f + lo, f + std::min(lo + run_elements, len),
                 static_cast<float>(sums_ ? unit : unit / w));
     }

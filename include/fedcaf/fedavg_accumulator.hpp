@@ -155,6 +155,11 @@ public:
   /// threads, ranges of chunks each; the result is the same bits for any n.
   void set_threads(unsigned n) { threads_ = std::max(1u, n); }
 
+  /// A fold adds each value to the sum as it makes it (one pass, on by
+  /// default), or makes the chunk's values first and adds them after (two
+  /// passes: the same bits; for tests and benchmarks).
+  void set_fused_fold(bool on) { fused_ = on; }
+
   /// Every averaged (and optimizer-stepped) value is clamped to +-limit
   /// before it is published (also to the element type's finite range).
   void set_value_limit(float limit) { limit_ = limit; }
@@ -184,6 +189,7 @@ private:
   void settle_chunk(uint64_t seq, const std::byte* global, float limit);
   void forget_round();
   bool sums_ = false;
+  bool fused_ = true;
   std::vector<double> position_weights_;
   fedavg_accumulator(uint64_t total_bytes, dtype type, chunk_plan plan)
       : total_bytes_(total_bytes), type_(type), plan_(std::move(plan)) {}

@@ -435,3 +435,56 @@ TEST_CASE("a relay's partial sums fold to the same model as their updates") {
   REQUIRE(tree);
   CHECK(std::memcmp(tree->data(), expected->data(), expected->size()) == 0);
 }
+
+TEST_CASE("a fold adds the same bits in one pass as in two, and measures "
+          "the same distance") {
+  // Two tensors (the second outside the distance), lengths that leave
+  // tails, a global model with zero runs (their sums go wide), updates of
+  // which one is refused for a value beyond the exact range in its second
+  // block and one taken back out after its fold.
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {3001}));
+  m.tensors.push_back(
+      make_tensor_info("bn.running_mean", dtype::float32, {1003}));
+  const size_t n = 4004;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::byte> global(n * 4);
+  for (size_t i = 0; i < n; ++i)
+    store_element(dtype::float32, global.data(), i,
+                  i % 1500 < 200 ? 0.0f : normal(rng) * 0.1f);
+  std::vector<std::vector<float>> updates(4, std::vector<float>(n));
+  for (auto& u : updates)
+    for (size_t i = 0; i < n; ++i)
+      u[i] =
+          load_element(dtype::float32, global.data(), i) + normal(rng) * 0.05f;
+  updates[2][1800] = 1e37f; // beyond: refused, what it added taken out
+  auto run = [&](bool fused) {
+    auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, 2500 * 4));
+    REQUIRE(acc);
+    acc->set_fused_fold(fused);
+    std::vector<double> distances;
+    for (uint64_t seq = 0; seq < acc->plan().chunk_count(); ++seq) {
+      const auto& e = acc->plan().extent(seq);
+      for (size_t u = 0; u < updates.size(); ++u) {
+        auto x = std::as_bytes(std::span{updates[u]})
+                     .subspan(e.model_offset, e.bytes);
+        auto d = acc->fold_measured(seq, x, 1.0 + u, false, global);
+        distances.push_back(d ? *d : -1.0);
+        if (d && u == 3) // taken back out after its fold
+          acc->unfold(seq, x, 1.0 + u, false, global);
+      }
+    }
+    CHECK(acc->wide_blocks() > 0); // the zero runs' sums went wide
+    auto out = acc->finalize(global, nullptr);
+    REQUIRE(out);
+    return std::make_pair(
+        std::vector<std::byte>(out->data(), out->data() + out->size()),
+        distances);
+  };
+  auto [one, one_d] = run(true);
+  auto [two, two_d] = run(false);
+  CHECK(one == two);
+  CHECK(one_d == two_d);
+  CHECK(std::count(one_d.begin(), one_d.end(), -1.0) == 1); // the refused one
+}
