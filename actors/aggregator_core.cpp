@@ -19,10 +19,13 @@ aggregator_core::aggregator_core(std::shared_ptr<model_snapshot> initial,
   // a server optimizer or a client at the bound made of it.
   acc_->set_value_limit(static_cast<float>(checker_.max_abs(1.0) / 2));
   checker_.measure_global(models_.current().bytes);
-  // Each new model is measured chunk by chunk as it is made (publish_round).
-  acc_->observe_results([this](uint64_t seq, std::span<const std::byte> m) {
-    return checker_.position_squares(seq, m);
-  });
+  // Each new model is measured chunk by chunk as it is made (publish_round);
+  // not a relay's, whose positions are rescaled after they settle, and
+  // which adopts and measures its parent's model instead.
+  if (!options_.plan.partial_sums)
+    acc_->observe_results([this](uint64_t seq, std::span<const std::byte> m) {
+      return checker_.position_squares(seq, m);
+    });
 }
 
 } // namespace fedcaf

@@ -94,12 +94,10 @@ result<snapshot_ptr> aggregator_rounds::publish_round(uint32_t round,
   if (!bytes)
     return bytes.err();
   // The new model was measured (its norm, for the next round's update
-  // bound) chunk by chunk as it was made: it holds where nothing rescales
-  // it after (a relay's partial sum, unless streamed up).
+  // bound) chunk by chunk as it was made, where every chunk was (not a
+  // secure round's ring sums) and nothing rescales it after (a relay's).
   auto squares = core_.acc_->take_measured();
-  bool measured = squares.size() == core_.plan_.chunk_count() &&
-                  (sum_weight <= 0 || !core_.options_.plan.partial_sums ||
-                   core_.streams_sums());
+  bool measured = squares.size() == core_.plan_.chunk_count();
   if (measured) { // in the order measure_global adds them: the same bits
     auto& checker = core_.checker_;
     checker.measure_begin();
