@@ -48,6 +48,18 @@ FEDCAF_KERNEL void means_in_place(float* slot, size_t n, double divisor) {
     slot[i + j] = static_cast<float>(x[j] / divisor);
 }
 
+/// The n float64 sums at `sums` as the floats sum / divisor, clamped to
+/// +-limit, written to `out`: means_in_place, saturate and the copy into
+/// the model in one pass, with the same operations (the same bits).
+FEDCAF_KERNEL void settle_means(const std::byte* sums, float* out, size_t n,
+                                double divisor, float limit) {
+  for (size_t i = 0; i < n; ++i) {
+    double s;
+    std::memcpy(&s, sums + i * sizeof s, sizeof s);
+    out[i] = std::clamp(static_cast<float>(s / divisor), -limit, limit);
+  }
+}
+
 } // namespace
 
 result<window_accumulator>
@@ -219,29 +231,36 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
   auto* out = next.data() + e.model_offset;
   auto& weight = weights_[low_ % window_];
   auto count = counts_[low_ % window_];
-  if (count > 0 && rule_.robust()) {
+  // A sum of clamped updates is clamped at the root, after its division.
+  auto limit =
+      sums_ ? finite_limit(type_) : std::min(limit_, finite_limit(type_));
+  auto divisor = sums_ ? 1.0 : weight;
+  bool direct = count > 0 && !rule_.robust() && !opt && type_ == dtype::float32;
+  if (direct) // FedAvg's means straight into the model, in one pass
+    settle_means(reinterpret_cast<const std::byte*>(acc),
+                 reinterpret_cast<float*>(out), n, divisor, limit);
+  else if (count > 0 && rule_.robust())
     reduce(low_, n, count);
-  } else if (count > 0) {
-    means_in_place(acc, n, sums_ ? 1.0 : weight);
-    if (sums_) {
-      if (position_weights_.size() < plan_.chunk_count())
-        position_weights_.resize(plan_.chunk_count(), 0.0);
-      position_weights_[low_] = weight;
-    }
-  } else {
+  else if (count > 0)
+    means_in_place(acc, n, divisor);
+  else
     for (size_t i = 0; i < n; ++i)
       acc[i] = load_element(type_, old, i);
+  if (count > 0 && !rule_.robust() && sums_) {
+    if (position_weights_.size() < plan_.chunk_count())
+      position_weights_.resize(plan_.chunk_count(), 0.0);
+    position_weights_[low_] = weight;
   }
   if (opt)
     opt->step(e.model_offset / element, {acc, n}, {old, e.bytes}, weight);
-  // A sum of clamped updates is clamped at the root, after its division.
-  saturate(acc, n,
-           sums_ ? finite_limit(type_) : std::min(limit_, finite_limit(type_)));
-  if (type_ == dtype::float32)
-    std::memcpy(out, acc, n * sizeof(float));
-  else
-    for (size_t i = 0; i < n; ++i)
-      store_element(type_, out, i, acc[i]);
+  if (!direct) {
+    saturate(acc, n, limit);
+    if (type_ == dtype::float32)
+      std::memcpy(out, acc, n * sizeof(float));
+    else
+      for (size_t i = 0; i < n; ++i)
+        store_element(type_, out, i, acc[i]);
+  }
   counts_[low_ % window_] = 0;
   weight = 0;
   ++low_;

@@ -21,6 +21,8 @@
 # machine drifts alike for both), and ends with this build's s/round and
 # peak RSS over the other's, per case. OLD_SRC=path/to/its/tree: the
 # configs the other build reads (an older build refuses keys added since).
+# NEW_SET="key=value ...": settings for this build's server only (to
+# measure what a default costs against a build without it).
 set -u
 fedcaf=${1:-build/fedcaf}
 sizes=${2:-"256 1024"}
@@ -46,6 +48,9 @@ for mib in $sizes; do
            --set "server_configs.memory_mode=$mode"
            --set "server_configs.aggregator=$aggregator"
            --set "server_configs.comm_configs.grpc_configs.server_uri=127.0.0.1:$port")
+    if [ $which = new ]; then
+      for kv in ${NEW_SET:-}; do set_s+=(--set "$kv"); done
+    fi
     if [ "$mode" = disk ]; then
       set_s+=(--set client_configs.train_configs.storage=disk)
     fi

@@ -191,10 +191,16 @@ TEST_CASE("a position's mean (or a relay's sum) is, bit for bit, the float64 "
   updates[1][5] = std::numeric_limits<float>::infinity();
   updates[2][100] = std::numeric_limits<float>::max(); // the sum passes it
   updates[0][100] = std::numeric_limits<float>::max();
-  for (bool sums : {false, true}) {
+  // A mean is clamped to the value limit (a sum only to float's range).
+  for (auto [sums, value_limit] :
+       {std::pair{false, std::numeric_limits<float>::max()},
+        std::pair{true, std::numeric_limits<float>::max()},
+        std::pair{false, 1e20f}, std::pair{true, 1e20f}}) {
     CAPTURE(sums);
+    CAPTURE(value_limit);
     auto acc = window_accumulator::make(m, plan, 2, 3);
     REQUIRE(acc);
+    acc->set_value_limit(value_limit);
     if (sums)
       acc->emit_sums();
     std::vector<float> model(203, 0.0f);
@@ -215,7 +221,7 @@ TEST_CASE("a position's mean (or a relay's sum) is, bit for bit, the float64 "
       double s = weights[0] * static_cast<double>(updates[0][i]);
       s += weights[1] * static_cast<double>(updates[1][i]);
       s += weights[2] * static_cast<double>(updates[2][i]);
-      auto limit = std::numeric_limits<float>::max();
+      auto limit = sums ? std::numeric_limits<float>::max() : value_limit;
       auto expected =
           std::clamp(static_cast<float>(sums ? s : s / total), -limit, limit);
       CAPTURE(i);
