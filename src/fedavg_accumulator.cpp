@@ -112,12 +112,13 @@ int64_t units_of(float v) {
 void add_units_tail(std::byte* acc, const float* v, size_t i, size_t n,
                     int sign, bool assign) {
   for (; i < n; ++i) {
-    auto q = static_cast<int32_t>(units_of(v[i])) * sign;
-    int32_t s = 0;
+    auto q = static_cast<uint32_t>(units_of(v[i])); // mod 2^32
+    if (sign < 0)
+      q = 0u - q;
+    uint32_t s = 0;
     if (!assign)
       std::memcpy(&s, acc + i * 4, 4);
-    s = static_cast<int32_t>(static_cast<uint32_t>(s) +
-                             static_cast<uint32_t>(q));
+    s += q;
     std::memcpy(acc + i * 4, &s, 4);
   }
 }
@@ -383,27 +384,30 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
     // An int32 block takes the values as they are made (fold_units);
     // otherwise they are made first (scaled_deltas), then added.
     bool fused = fused_ && add > 0 && wide_index_[b] == 0;
-    // Runs of the block split where tensors outside the distance lie.
+    // Runs of the block split where tensors outside the distance lie:
+    // each(at, end, counted) for each in turn.
+    auto runs = [&](auto&& each) {
+      uint64_t at = 0;
+      auto run = [&](uint64_t end, bool counted) {
+        if (end > at)
+          each(at, end, counted);
+        at = std::max(at, end);
+      };
+      for (const auto& [from, to] : skip) {
+        run(std::clamp<uint64_t>(from / element, o, o + len) - o, true);
+        run(std::clamp<uint64_t>(to / element, o, o + len) - o, false);
+      }
+      run(len, true);
+    };
     uint32_t most = 0;
-    uint64_t at = 0;
-    auto run = [&](uint64_t end, bool counted) {
-      if (end <= at)
-        return;
+    runs([&](uint64_t at, uint64_t end, bool counted) {
       auto sq = fused ? fold_units(block + at * 4, xb + at * 4, gb + at * 4,
                                    end - at, k, s + at, +1, assign, most)
                       : scaled_deltas(xb + at * 4, gb + at * 4, v + at,
                                       end - at, k, s + at, most);
       if (counted)
         distance += sq;
-      at = end;
-    };
-    for (const auto& [from, to] : skip) {
-      auto lo = std::clamp<uint64_t>(from / element, o, o + len) - o;
-      auto hi = std::clamp<uint64_t>(to / element, o, o + len) - o;
-      run(lo, true);
-      run(hi, false);
-    }
-    run(len, true);
+    });
     float top;
     std::memcpy(&top, &most, 4);
     auto grows = static_cast<uint64_t>(std::min(top, most_units)) + 1;
@@ -418,9 +422,15 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
     uint64_t before = assign ? 0 : bound_[b];
     bool fits = top < int32_room && before + grows < int32_limit;
     if (fused && !(fits && top < most_units)) { // rare: taken back out
+      // over the same runs, so that each value is subtracted as it was
+      // added (a vector lane and a run's tail round values past int32
+      // differently)
       uint32_t again = 0;
       if (!assign)
-        fold_units(block, xb, gb, len, k, s, -1, false, again);
+        runs([&](uint64_t at, uint64_t end, bool) {
+          fold_units(block + at * 4, xb + at * 4, gb + at * 4, end - at, k,
+                     s + at, -1, false, again);
+        });
       if (top < most_units) // the values, for the wide sums below
         scaled_deltas(xb, gb, v, len, k, s, again);
     }

@@ -488,3 +488,54 @@ TEST_CASE("a fold adds the same bits in one pass as in two, and measures "
   CHECK(one_d == two_d);
   CHECK(std::count(one_d.begin(), one_d.end(), -1.0) == 1); // the refused one
 }
+
+TEST_CASE("a fold's values past int32 at a run's tail are taken back out as "
+          "they were added, in one pass as in two") {
+  // Element 3000 is the scalar tail of its block's first run (the block
+  // splits where bn.running_mean begins) but would be a vector lane of the
+  // whole block: a delta there past int32 (the block goes wide) or past
+  // the exact range (refused) must leave the sums as two passes do.
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {3001}));
+  m.tensors.push_back(
+      make_tensor_info("bn.running_mean", dtype::float32, {1003}));
+  const size_t n = 4004;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::byte> global(n * 4);
+  for (size_t i = 0; i < n; ++i)
+    store_element(dtype::float32, global.data(), i, normal(rng) * 0.1f);
+  std::vector<std::vector<float>> updates(2, std::vector<float>(n));
+  for (auto& u : updates)
+    for (size_t i = 0; i < n; ++i)
+      u[i] =
+          load_element(dtype::float32, global.data(), i) + normal(rng) * 0.01f;
+  for (float delta : {5.0f, 1e37f}) {
+    CAPTURE(delta);
+    auto x = updates;
+    x[1][3000] += delta;
+    auto run = [&](bool fused) {
+      auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, n * 4));
+      REQUIRE(acc);
+      acc->set_fused_fold(fused);
+      std::vector<double> distances;
+      for (size_t u = 0; u < x.size(); ++u) {
+        auto d = acc->fold_measured(0, std::as_bytes(std::span{x[u]}), 1.0 + u,
+                                    false, global);
+        distances.push_back(d ? *d : -1.0);
+      }
+      auto wide = acc->wide_blocks();
+      auto out = acc->finalize(global, nullptr);
+      REQUIRE(out);
+      return std::make_tuple(
+          std::vector<std::byte>(out->data(), out->data() + out->size()),
+          distances, wide);
+    };
+    auto [one, one_d, one_wide] = run(true);
+    auto [two, two_d, two_wide] = run(false);
+    CHECK(one == two);
+    CHECK(one_d == two_d);
+    CHECK(one_wide == two_wide);
+    CHECK((one_d[1] < 0) == (delta > 1e30f)); // refused beyond the range
+  }
+}
