@@ -141,37 +141,32 @@ int main(int argc, char** argv) {
     // ram mode's exact sum: fold (measuring), then finalize; its memory
     // recycled from the round before, as the server does (the first
     // repeat's page faults are not the fold's).
-    double ram_fold = 0, fused_sink = 0;
     auto g = global.bytes.bytes();
-    for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
-      const auto& e = plan->extent(seq);
-      t = clock_type::now();
-      for (const auto& u : updates) {
-        auto d = exact->fold_measured(
-            seq, u.bytes.bytes().subspan(e.model_offset, e.bytes), 1.0, false,
-            g);
-        if (!d)
-          return 1;
-        sink += *d;
-        fused_sink += *d;
+    // Every update into every chunk, measured: seconds folding, and the
+    // sum of the distances (-1 if a fold was refused).
+    auto fold_all = [&](fedavg_accumulator& acc) {
+      double seconds = 0, distances = 0;
+      for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
+        const auto& e = plan->extent(seq);
+        auto started = clock_type::now();
+        for (const auto& u : updates) {
+          auto d = acc.fold_measured(
+              seq, u.bytes.bytes().subspan(e.model_offset, e.bytes), 1.0, false,
+              g);
+          if (!d)
+            return std::pair{seconds, -1.0};
+          distances += *d;
+        }
+        seconds += seconds_since(started);
       }
-      ram_fold += seconds_since(t);
-    }
+      return std::pair{seconds, distances};
+    };
+    auto [ram_fold, fused_sink] = fold_all(*exact);
+    auto [two_pass, two_sink] = fold_all(*exact_two);
+    if (fused_sink < 0 || two_sink < 0)
+      return 1;
+    sink += fused_sink;
     best.exact_fold = std::min(best.exact_fold, ram_fold);
-    double two_pass = 0, two_sink = 0;
-    for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
-      const auto& e = plan->extent(seq);
-      t = clock_type::now();
-      for (const auto& u : updates) {
-        auto d = exact_two->fold_measured(
-            seq, u.bytes.bytes().subspan(e.model_offset, e.bytes), 1.0, false,
-            g);
-        if (!d)
-          return 1;
-        two_sink += *d;
-      }
-      two_pass += seconds_since(t);
-    }
     best.exact_two_pass = std::min(best.exact_two_pass, two_pass);
     auto published_two = exact_two->finalize(g, nullptr);
     t = clock_type::now();

@@ -436,57 +436,91 @@ TEST_CASE("a relay's partial sums fold to the same model as their updates") {
   CHECK(std::memcmp(tree->data(), expected->data(), expected->size()) == 0);
 }
 
-TEST_CASE("a fold adds the same bits in one pass as in two, and measures "
-          "the same distance") {
-  // Two tensors (the second outside the distance), lengths that leave
-  // tails, a global model with zero runs (their sums go wide), updates of
-  // which one is refused for a value beyond the exact range in its second
-  // block and one taken back out after its fold.
+namespace {
+
+/// Two tensors, of which the second lies outside the distance (its blocks
+/// split where it begins), 4004 floats: lengths that leave tails.
+manifest split_model() {
   manifest m;
   m.tensors.push_back(make_tensor_info("w", dtype::float32, {3001}));
   m.tensors.push_back(
       make_tensor_info("bn.running_mean", dtype::float32, {1003}));
-  const size_t n = 4004;
+  return m;
+}
+
+/// `count` updates near `global`: each element plus N(0, sigma).
+std::vector<std::vector<float>> updates_near(const std::vector<std::byte>& g,
+                                             size_t count, float sigma,
+                                             std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<std::vector<float>> out(count, std::vector<float>(g.size() / 4));
+  for (auto& u : out)
+    for (size_t i = 0; i < u.size(); ++i)
+      u[i] = load_element(dtype::float32, g.data(), i) + normal(rng);
+  return out;
+}
+
+/// What folding every update into every chunk (update u at weight 1 + u,
+/// measured) leaves, in one pass or two: the finalized model's bytes, each
+/// fold's distance (-1: refused) and the blocks gone wide. Update
+/// `taken_back` is unfolded after each of its folds.
+struct folded {
+  std::vector<std::byte> model;
+  std::vector<double> distances;
+  size_t wide = 0;
+};
+
+folded fold_each(const manifest& m, uint64_t chunk_floats,
+                 const std::vector<std::byte>& global,
+                 const std::vector<std::vector<float>>& updates, bool fused,
+                 size_t taken_back = SIZE_MAX) {
+  auto acc =
+      fedavg_accumulator::make(m, *chunk_plan::make(m, chunk_floats * 4));
+  REQUIRE(acc);
+  acc->set_fused_fold(fused);
+  folded out;
+  for (uint64_t seq = 0; seq < acc->plan().chunk_count(); ++seq) {
+    const auto& e = acc->plan().extent(seq);
+    for (size_t u = 0; u < updates.size(); ++u) {
+      auto x =
+          std::as_bytes(std::span{updates[u]}).subspan(e.model_offset, e.bytes);
+      auto d = acc->fold_measured(seq, x, 1.0 + u, false, global);
+      out.distances.push_back(d ? *d : -1.0);
+      if (d && u == taken_back)
+        acc->unfold(seq, x, 1.0 + u, false, global);
+    }
+  }
+  out.wide = acc->wide_blocks();
+  auto model = acc->finalize(global, nullptr);
+  REQUIRE(model);
+  out.model.assign(model->data(), model->data() + model->size());
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a fold adds the same bits in one pass as in two, and measures "
+          "the same distance") {
+  // A global model with zero runs (their sums go wide), updates of which
+  // one is refused for a value beyond the exact range in its second block
+  // and one taken back out after its fold.
+  auto m = split_model();
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::byte> global(n * 4);
-  for (size_t i = 0; i < n; ++i)
+  std::vector<std::byte> global(4004 * 4);
+  for (size_t i = 0; i < 4004; ++i)
     store_element(dtype::float32, global.data(), i,
                   i % 1500 < 200 ? 0.0f : normal(rng) * 0.1f);
-  std::vector<std::vector<float>> updates(4, std::vector<float>(n));
-  for (auto& u : updates)
-    for (size_t i = 0; i < n; ++i)
-      u[i] =
-          load_element(dtype::float32, global.data(), i) + normal(rng) * 0.05f;
+  auto updates = updates_near(global, 4, 0.05f, rng);
   updates[2][1800] = 1e37f; // beyond: refused, what it added taken out
-  auto run = [&](bool fused) {
-    auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, 2500 * 4));
-    REQUIRE(acc);
-    acc->set_fused_fold(fused);
-    std::vector<double> distances;
-    for (uint64_t seq = 0; seq < acc->plan().chunk_count(); ++seq) {
-      const auto& e = acc->plan().extent(seq);
-      for (size_t u = 0; u < updates.size(); ++u) {
-        auto x = std::as_bytes(std::span{updates[u]})
-                     .subspan(e.model_offset, e.bytes);
-        auto d = acc->fold_measured(seq, x, 1.0 + u, false, global);
-        distances.push_back(d ? *d : -1.0);
-        if (d && u == 3) // taken back out after its fold
-          acc->unfold(seq, x, 1.0 + u, false, global);
-      }
-    }
-    CHECK(acc->wide_blocks() > 0); // the zero runs' sums went wide
-    auto out = acc->finalize(global, nullptr);
-    REQUIRE(out);
-    return std::make_pair(
-        std::vector<std::byte>(out->data(), out->data() + out->size()),
-        distances);
-  };
-  auto [one, one_d] = run(true);
-  auto [two, two_d] = run(false);
-  CHECK(one == two);
-  CHECK(one_d == two_d);
-  CHECK(std::count(one_d.begin(), one_d.end(), -1.0) == 1); // the refused one
+  auto one = fold_each(m, 2500, global, updates, true, 3);
+  auto two = fold_each(m, 2500, global, updates, false, 3);
+  CHECK(one.wide > 0); // the zero runs' sums went wide
+  CHECK(one.model == two.model);
+  CHECK(one.distances == two.distances);
+  CHECK(one.wide == two.wide);
+  CHECK(std::count(one.distances.begin(), one.distances.end(), -1.0) ==
+        1); // the refused one
 }
 
 TEST_CASE("a fold's values past int32 at a run's tail are taken back out as "
@@ -495,47 +529,22 @@ TEST_CASE("a fold's values past int32 at a run's tail are taken back out as "
   // splits where bn.running_mean begins) but would be a vector lane of the
   // whole block: a delta there past int32 (the block goes wide) or past
   // the exact range (refused) must leave the sums as two passes do.
-  manifest m;
-  m.tensors.push_back(make_tensor_info("w", dtype::float32, {3001}));
-  m.tensors.push_back(
-      make_tensor_info("bn.running_mean", dtype::float32, {1003}));
-  const size_t n = 4004;
+  auto m = split_model();
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::byte> global(n * 4);
-  for (size_t i = 0; i < n; ++i)
+  std::vector<std::byte> global(4004 * 4);
+  for (size_t i = 0; i < 4004; ++i)
     store_element(dtype::float32, global.data(), i, normal(rng) * 0.1f);
-  std::vector<std::vector<float>> updates(2, std::vector<float>(n));
-  for (auto& u : updates)
-    for (size_t i = 0; i < n; ++i)
-      u[i] =
-          load_element(dtype::float32, global.data(), i) + normal(rng) * 0.01f;
+  auto updates = updates_near(global, 2, 0.01f, rng);
   for (float delta : {5.0f, 1e37f}) {
     CAPTURE(delta);
     auto x = updates;
     x[1][3000] += delta;
-    auto run = [&](bool fused) {
-      auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, n * 4));
-      REQUIRE(acc);
-      acc->set_fused_fold(fused);
-      std::vector<double> distances;
-      for (size_t u = 0; u < x.size(); ++u) {
-        auto d = acc->fold_measured(0, std::as_bytes(std::span{x[u]}), 1.0 + u,
-                                    false, global);
-        distances.push_back(d ? *d : -1.0);
-      }
-      auto wide = acc->wide_blocks();
-      auto out = acc->finalize(global, nullptr);
-      REQUIRE(out);
-      return std::make_tuple(
-          std::vector<std::byte>(out->data(), out->data() + out->size()),
-          distances, wide);
-    };
-    auto [one, one_d, one_wide] = run(true);
-    auto [two, two_d, two_wide] = run(false);
-    CHECK(one == two);
-    CHECK(one_d == two_d);
-    CHECK(one_wide == two_wide);
-    CHECK((one_d[1] < 0) == (delta > 1e30f)); // refused beyond the range
+    auto one = fold_each(m, 4004, global, x, true);
+    auto two = fold_each(m, 4004, global, x, false);
+    CHECK(one.model == two.model);
+    CHECK(one.distances == two.distances);
+    CHECK(one.wide == two.wide);
+    CHECK((one.distances[1] < 0) == (delta > 1e30f)); // refused past range
   }
 }
