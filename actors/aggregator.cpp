@@ -521,6 +521,12 @@ spawn_aggregator(caf::actor_system& sys,
                            options.rule_cfg.dp_clip_norm,
                            options.rule_cfg.dp_seed);
   }
+  if (!options.checkpoint.dir.empty()) { // files a checkpoint copies
+    initial->bytes.write_back_released();
+    if (optimizer)
+      for (auto& [name, moment] : optimizer->moments())
+        moment->write_back_released();
+  }
   if (options.resume && optimizer) {
     auto moments = optimizer->moments();
     if (auto ok = read_moments(*options.resume, moments); !ok)

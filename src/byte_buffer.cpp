@@ -131,11 +131,11 @@ void byte_buffer::release(size_t offset, size_t size) const {
   auto first = static_cast<size_t>(begin - base) / page_size() * page_size();
   const auto& d = data_.get_deleter();
   auto last = std::min(static_cast<size_t>(begin - base) + size, d.mapped);
-  // Unmapping moves the pages' dirty bits to the page cache, whose writeback
-  // then starts at once: a later fsync (a checkpoint's copy of this file)
-  // finds little left to wait for.
+  // Unmapping moves the pages' dirty bits to the page cache; where asked,
+  // their writeback then starts at once: a later fsync (a checkpoint's copy
+  // of this file) finds little left to wait for.
   ::madvise(base + first, last - first, MADV_DONTNEED);
-  if (d.fd >= 0)
+  if (d.fd >= 0 && d.write_back)
     ::sync_file_range(d.fd, static_cast<off_t>(d.file_start + first),
                       static_cast<off_t>(last - first), SYNC_FILE_RANGE_WRITE);
 }
