@@ -134,11 +134,13 @@ public:
     // A window-mode relay's round given up: no g to measure against.
     bool in_fold = acc_->measures() && relay_.has_global() &&
                    checker_.measured_in_fold(s, *c);
-    auto checked = checker_.inspect(s, *c, model(), acc_->overwritten_below(),
-                                    relay_.has_global() && !in_fold);
-    if (checked && in_fold) // measured by the pass that folds, taken back
-      checked = fold_measured(s, *c); // out exactly if it is refused
-    else if (checked) {
+    // Measured by the pass that folds (its values' bounds tested there,
+    // all inspect() would test): taken back out exactly if it is refused.
+    auto checked =
+        in_fold ? fold_measured(s, *c)
+                : checker_.inspect(s, *c, model(), acc_->overwritten_below(),
+                                   relay_.has_global());
+    if (checked && !in_fold) {
       auto folded = checker_.bounded(s, *c, model());
       if (auto ok = fold(s, folded); !ok)
         return ok.err().code == errc::poisoned_update // beyond the sum's range
@@ -312,11 +314,11 @@ private:
     const auto& h = c.header;
     if (options_.fold_delay.count() > 0)
       std::this_thread::sleep_for(options_.fold_delay);
-    auto d =
-        acc_->fold_measured(h.sequence, c.bytes, s.weight, s.summed, model());
-    if (!d) // poisoned: beyond the exact sum's range; else bad input
+    auto d = acc_->fold_measured(h.sequence, c.bytes, s.weight, s.summed,
+                                 model(), checker_.bound_of(s));
+    if (!d) // poisoned (named as inspect() names it), else bad input
       return d.err().code == errc::poisoned_update
-                 ? d.err()
+                 ? checker_.fold_refusal(s, c, d.err())
                  : error{errc::internal, d.err().message};
     auto judged = checker_.judge(s, c, *d);
     if (!judged)

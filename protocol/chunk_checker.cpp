@@ -144,17 +144,31 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
   // sum_i w_i |x_i - g| from 0, each update of its group checked at the
   // relay (equal weights: w_i = 1, W the clients summed).
   auto k = s.summed ? s.weight : 1.0;
-  if (auto ok = check_finite(layout_, plan_, seq, c.bytes,
-                             max_abs(s.summed ? 1.0 : s.weight));
-      !ok)
-    return ok.err();
+  auto most = bound_of(s);
   auto declared = norm_bound_ > 0;
-  if ((bound_ * k <= 0 && !declared) || !measured)
+  bool measure = !(bound_ * k <= 0 && !declared) && measured;
+  if (measure && seq >= overwritten_below) { // both in one pass
+    auto d = checked_distance(layout_, plan_, seq, c.bytes, global, most, k);
+    if (!d)
+      return d.err();
+    return judge(s, c, *d);
+  }
+  if (auto ok = check_finite(layout_, plan_, seq, c.bytes, most); !ok)
+    return ok.err();
+  if (!measure)
     return checked_chunk{};
   auto checked = distance(s.client_id, c, global, overwritten_below, k);
   if (!checked)
     return checked;
   return judge(s, c, checked->distance_squared);
+}
+
+error chunk_checker::fold_refusal(const upload_record& s,
+                                  const msg::chunk_view& c,
+                                  error refused) const {
+  auto bounds =
+      check_finite(layout_, plan_, c.header.sequence, c.bytes, bound_of(s));
+  return bounds ? refused : bounds.err();
 }
 
 bool chunk_checker::measured_in_fold(const upload_record& s,

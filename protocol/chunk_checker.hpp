@@ -139,6 +139,19 @@ public:
   /// masked.
   bool measured_in_fold(const upload_record& s, const msg::chunk_view& c) const;
 
+  /// The magnitude bound inspect() holds the values of `s`'s chunks to:
+  /// max_abs of its weight (a relay's sum: of 1). A fold that measures
+  /// tests it too (fedavg_accumulator::fold_measured), in place of
+  /// inspect(), and fold_refusal() names what it refused.
+  double bound_of(const upload_record& s) const {
+    return max_abs(s.summed ? 1.0 : s.weight);
+  }
+  /// The error of such a fold that refused chunk `c` of `s`: inspect()'s
+  /// iff a value lies beyond bound_of(s) (NaN and infinities too), else
+  /// `refused` (a value beyond the exact sum's range).
+  error fold_refusal(const upload_record& s, const msg::chunk_view& c,
+                     error refused) const;
+
   /// The distance checks of inspect(), for a chunk of `s` measured
   /// elsewhere at `distance_squared` from the global model.
   result<checked_chunk> judge(const upload_record& s, const msg::chunk_view& c,

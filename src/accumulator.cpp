@@ -17,7 +17,8 @@ namespace fedcaf {
 
 result<double> accumulator::fold_measured(uint64_t, std::span<const std::byte>,
                                           double, bool,
-                                          std::span<const std::byte>) {
+                                          std::span<const std::byte>,
+                                          std::optional<double>) {
   return error{errc::internal, "this accumulator does not measure its folds"};
 }
 
@@ -49,8 +50,9 @@ public:
   bool measures() const override { return true; }
   result<double> fold_measured(uint64_t seq, std::span<const std::byte> x,
                                double weight, bool summed,
-                               std::span<const std::byte> global) override {
-    return sum_.fold_measured(seq, x, weight, summed, global);
+                               std::span<const std::byte> global,
+                               std::optional<double> max_abs) override {
+    return sum_.fold_measured(seq, x, weight, summed, global, max_abs);
   }
   void unfold(uint64_t seq, std::span<const std::byte> x, double weight,
               bool summed, std::span<const std::byte> global) override {

@@ -354,7 +354,8 @@ int fedavg_accumulator::grid_exponent(uint64_t r, uint64_t first, uint64_t n,
 std::optional<double>
 fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
                           bool summed, const std::byte* global, int add,
-                          bool assign, uint64_t upto) {
+                          bool assign, uint64_t upto,
+                          std::optional<double> max_abs) {
   const auto& e = plan_.extent(seq);
   auto element = dtype_bytes(type_);
   auto first = e.model_offset / element;
@@ -371,6 +372,14 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
   alignas(64) float s[block_elements]; // each element's scale
   for (uint64_t o = 0, b = first_block_[seq]; o < n; o += block_elements, ++b) {
     auto len = std::min(block_elements, n - o);
+    // The bounds of check_finite, tested of the block about to be folded:
+    // it is then in the caches for the fold.
+    if (max_abs &&
+        any_out_of_bounds(type_, {x + o * element, len * element}, *max_abs)) {
+      if (!assign && o > 0)
+        apply(seq, x, weight, summed, global, -1, false, o);
+      return std::nullopt;
+    }
     for (uint64_t lo = 0; lo < len; lo += run_elements) {
       auto hi = std::min(lo + run_elements, len);
       auto scale = power_of_two(
@@ -469,10 +478,9 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
   return distance;
 }
 
-result<double>
-fedavg_accumulator::fold_measured(uint64_t seq, std::span<const std::byte> x,
-                                  double weight, bool summed,
-                                  std::span<const std::byte> global) {
+result<double> fedavg_accumulator::fold_measured(
+    uint64_t seq, std::span<const std::byte> x, double weight, bool summed,
+    std::span<const std::byte> global, std::optional<double> max_abs) {
   FEDCAF_REQUIRE(seq < plan_.chunk_count(), errc::out_of_range, seq,
                  plan_.chunk_count());
   const auto& e = plan_.extent(seq);
@@ -486,7 +494,12 @@ fedavg_accumulator::fold_measured(uint64_t seq, std::span<const std::byte> x,
     weights_.assign(plan_.chunk_count(), 0.0);
   undo_weight_ = weights_[seq];
   auto d = apply(seq, x.data(), weight, summed, global.data(), +1,
-                 !(weights_[seq] > 0));
+                 !(weights_[seq] > 0), UINT64_MAX, max_abs);
+  if (!d && max_abs && any_out_of_bounds(type_, x, *max_abs))
+    return error{errc::poisoned_update,
+                 "chunk " + std::to_string(seq) +
+                     " holds NaN, infinite values or values beyond +-" +
+                     std::to_string(*max_abs)};
   if (!d)
     return error{errc::poisoned_update,
                  "chunk " + std::to_string(seq) +
@@ -587,13 +600,20 @@ void fedavg_accumulator::settle_chunk(uint64_t seq, const std::byte* global,
       settle_units(sums + o * 4, gb, len, static_cast<float>(base), f, limit);
       continue;
     }
+    // A sum that fits in int32 settles as settle_units settles it: whether
+    // its block went wide (a fold taken back out may have sent it there)
+    // changes no bit of the model. Only a sum past int32 needs the width.
     auto w8 = wide_index_[b] - 1;
     const auto* wide = wide_[w8].get();
     for (uint64_t i = 0; i < len; ++i) {
       float gi;
       std::memcpy(&gi, gb + i * 4, 4);
+      auto s = wide[i];
       auto r =
-          static_cast<float>(base * gi + f[i] * static_cast<double>(wide[i]));
+          s == static_cast<int32_t>(s)
+              ? static_cast<float>(base) * gi +
+                    f[i] * static_cast<float>(static_cast<int32_t>(s))
+              : static_cast<float>(base * gi + f[i] * static_cast<double>(s));
       r = r < -limit ? -limit : (r > limit ? limit : r);
       std::memcpy(sums + (o + i) * 4, &r, 4);
     }

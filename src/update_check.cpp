@@ -113,6 +113,16 @@ bool out_of_bounds(dtype t, const std::byte* p, uint64_t bytes,
   }
 }
 
+/// The largest magnitude out_of_bounds allows a float32 or bfloat16 element
+/// under `max_abs`, as float32 bits (bfloat16: its upper half, any lower).
+uint32_t limit_bits32(dtype t, double max_abs) {
+  auto limit = bits_of<uint32_t>(static_cast<float>(
+      std::min<double>(max_abs, std::numeric_limits<float>::max())));
+  if (t == dtype::bfloat16) // truncated, as out_of_bounds does
+    return (limit & 0xffff0000u) | 0xffffu;
+  return limit;
+}
+
 using v4f = float __attribute__((vector_size(16)));
 using v4d = double __attribute__((vector_size(32)));
 using v4u16 = uint16_t __attribute__((vector_size(8)));
@@ -141,16 +151,32 @@ template <class Bits>
 /// added at the end, so the loop runs at the memory's speed (the scalar
 /// loop with eight sums ran at half of it: the compiler kept the sums on
 /// the stack; tests/perf/fold_bench). The tail goes through `scalar`.
+/// `above` (not null: the elements' bits as float32, bfloat16's upper half,
+/// and the largest magnitude allowed as such bits) is set iff an element of
+/// u lies above it (any_above_in's test), in the same pass: the same sum.
+struct bounds32 {
+  uint32_t limit; ///< the largest magnitude allowed, as float32 bits
+  bool above = false;
+};
 template <class Bits, class Scalar>
 [[gnu::always_inline]] inline double
 squares_vector(const std::byte* u, const std::byte* g, uint64_t n, double k,
-               Scalar scalar) {
+               Scalar scalar, bounds32* above = nullptr) {
   v4d s0 = {}, s1 = {}, s2 = {}, s3 = {};
   v4d kk = {k, k, k, k};
+  constexpr uint32_t magnitude = 0x7fffffffu;
+  auto lift = magnitude - std::min(above ? above->limit : 0u, magnitude);
+  v4u32 hit = {};
   uint64_t i = 0;
-  auto pass = [&](auto with_g) {
+  auto pass = [&](auto with_g, auto checked) {
     auto add = [&](v4d & sum, uint64_t at) __attribute__((always_inline)) {
-      auto d = __builtin_convertvector(four<Bits>(u, at), v4d);
+      auto x = four<Bits>(u, at);
+      if constexpr (decltype(checked)::value) {
+        v4u32 b;
+        std::memcpy(&b, &x, sizeof b);
+        hit |= (b & magnitude) + lift;
+      }
+      auto d = __builtin_convertvector(x, v4d);
       if constexpr (decltype(with_g)::value)
         d -= kk * __builtin_convertvector(four<Bits>(g, at), v4d);
       sum += d * d;
@@ -163,12 +189,26 @@ squares_vector(const std::byte* u, const std::byte* g, uint64_t n, double k,
       add(s3, q + 3);
     }
   };
-  if (g)
-    pass(std::true_type{});
+  if (g && above)
+    pass(std::true_type{}, std::true_type{});
+  else if (g)
+    pass(std::true_type{}, std::false_type{});
+  else if (above)
+    pass(std::false_type{}, std::true_type{});
   else
-    pass(std::false_type{});
+    pass(std::false_type{}, std::false_type{});
   v4d s = (s0 + s1) + (s2 + s3);
   double sum = (s[0] + s[1]) + (s[2] + s[3]);
+  if (above) {
+    auto lanes = hit[0] | hit[1] | hit[2] | hit[3];
+    for (uint64_t j = i; j < n; ++j) { // the tail, tested as the vectors
+      Bits b;
+      std::memcpy(&b, u + j * sizeof(Bits), sizeof b);
+      auto bits = static_cast<uint32_t>(b) << (32 - 8 * sizeof(Bits));
+      lanes |= (bits & magnitude) + lift;
+    }
+    above->above |= (lanes & ~magnitude) != 0;
+  }
   for (; i < n; ++i) {
     double d = scalar(u, i) - (g ? k * scalar(g, i) : 0.0);
     sum += d * d;
@@ -205,35 +245,39 @@ squares_loaded(const std::byte* u, const std::byte* g, uint64_t n, Load load,
 template <class Bits, class Convert>
 [[gnu::always_inline]] inline double
 sum_of_squares(const std::byte* u, const std::byte* g, uint64_t n,
-               Convert convert, double k) {
+               Convert convert, double k, bounds32* above = nullptr) {
   auto load = [convert](const std::byte* p, uint64_t i) {
     Bits x;
     std::memcpy(&x, p + i * sizeof(Bits), sizeof(Bits));
     return static_cast<double>(convert(x));
   };
   if constexpr (std::is_same_v<Bits, float>)
-    return squares_vector<uint32_t>(u, g, n, k, load);
+    return squares_vector<uint32_t>(u, g, n, k, load, above);
   return squares_loaded(u, g, n, load, k);
 }
 
-/// The sum of (u - k g)^2 over the elements of type t in `bytes`.
+/// The sum of (u - k g)^2 over the elements of type t in `bytes`. With
+/// `above` (float32 and bfloat16 only): also whether an element of u lies
+/// above its limit, in the same pass.
 FEDCAF_KERNEL double distance_of(dtype t, const std::byte* u,
                                  const std::byte* g, uint64_t bytes,
-                                 double k = 1) {
+                                 double k = 1, bounds32* above = nullptr) {
   switch (t) {
   case dtype::float64:
     return sum_of_squares<double>(
         u, g, bytes / 8, [](double x) { return x; }, k);
   case dtype::float32:
     return sum_of_squares<float>(
-        u, g, bytes / 4, [](float x) { return x; }, k);
+        u, g, bytes / 4, [](float x) { return x; }, k, above);
   case dtype::bfloat16:
     return squares_vector<uint16_t>(
-        u, g, bytes / 2, k, [](const std::byte* p, uint64_t i) {
+        u, g, bytes / 2, k,
+        [](const std::byte* p, uint64_t i) {
           uint16_t x;
           std::memcpy(&x, p + i * 2, 2);
           return static_cast<double>(bf16_to_float(x));
-        });
+        },
+        above);
   case dtype::float16:
     return sum_of_squares<uint16_t>(
         u, g, bytes / 2, [](uint16_t x) { return f16_to_float(x); }, k);
@@ -242,7 +286,29 @@ FEDCAF_KERNEL double distance_of(dtype t, const std::byte* u,
   }
 }
 
+/// The error of check_finite for a value out of bounds in tensor `tensor`.
+error out_of_bounds_error(const manifest& m, uint64_t seq, uint32_t tensor,
+                          double max_abs) {
+  const auto& t = m.tensors[tensor];
+  auto limit = std::min<double>(max_abs, finite_limit(t.type));
+  char bound[32];
+  std::snprintf(bound, sizeof bound, "%.4g", limit);
+  auto what = std::isinf(max_abs)
+                  ? std::string{"NaN or infinite values"}
+                  : std::string{"NaN, infinite values or values beyond +-"} +
+                        bound +
+                        " (the sum of the round's updates would overflow)";
+  return error{errc::poisoned_update, "chunk " + std::to_string(seq) +
+                                          " holds " + what + " (tensor '" +
+                                          t.name + "')"};
+}
+
 } // namespace
+
+bool any_out_of_bounds(dtype t, std::span<const std::byte> bytes,
+                       double max_abs) {
+  return out_of_bounds(t, bytes.data(), bytes.size(), max_abs);
+}
 
 bool outside_distance(const tensor_info& t) {
   return t.held || t.name.ends_with(".running_mean") ||
@@ -268,20 +334,39 @@ result<void> check_finite(const manifest& m, const chunk_plan& plan,
         out_of_bounds(m.tensors[tensor].type, bytes.data() + at, n, max_abs))
       bad = tensor;
   });
-  if (!bad)
-    return {};
-  const auto& t = m.tensors[*bad];
-  auto limit = std::min<double>(max_abs, finite_limit(t.type));
-  char bound[32];
-  std::snprintf(bound, sizeof bound, "%.4g", limit);
-  auto what = std::isinf(max_abs)
-                  ? std::string{"NaN or infinite values"}
-                  : std::string{"NaN, infinite values or values beyond +-"} +
-                        bound +
-                        " (the sum of the round's updates would overflow)";
-  return error{errc::poisoned_update, "chunk " + std::to_string(seq) +
-                                          " holds " + what + " (tensor '" +
-                                          t.name + "')"};
+  if (bad)
+    return out_of_bounds_error(m, seq, *bad, max_abs);
+  return {};
+}
+
+result<double> checked_distance(const manifest& m, const chunk_plan& plan,
+                                uint64_t seq, std::span<const std::byte> update,
+                                std::span<const std::byte> global,
+                                double max_abs, double k) {
+  double sum = 0;
+  std::optional<uint32_t> bad;
+  auto base = plan.extent(seq).model_offset;
+  for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
+    if (bad)
+      return;
+    auto type = m.tensors[tensor].type;
+    const auto* u = update.data() + at;
+    const auto* g = global.data() + base + at;
+    bool counted = !outside_distance(m.tensors[tensor]);
+    if (counted && (type == dtype::float32 || type == dtype::bfloat16)) {
+      bounds32 above{limit_bits32(type, max_abs)};
+      sum += distance_of(type, u, g, n, k, &above);
+      if (above.above)
+        bad = tensor;
+    } else if (out_of_bounds(type, u, n, max_abs)) {
+      bad = tensor;
+    } else if (counted) {
+      sum += distance_of(type, u, g, n, k);
+    }
+  });
+  if (bad)
+    return out_of_bounds_error(m, seq, *bad, max_abs);
+  return sum;
 }
 
 double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -85,11 +86,13 @@ public:
   virtual bool measures() const { return false; }
   /// Folds as fold() (`summed`: fold_sum()) and returns the sum of
   /// (x - k g)^2 over the elements the update's distance counts (k =
-  /// weight if summed, else 1). REQUIRES: measures().
-  virtual result<double> fold_measured(uint64_t seq,
-                                       std::span<const std::byte> x,
-                                       double weight, bool summed,
-                                       std::span<const std::byte> global);
+  /// weight if summed, else 1); with `max_abs`, check_finite's bounds are
+  /// tested in the same pass (fedavg_accumulator::fold_measured).
+  /// REQUIRES: measures().
+  virtual result<double>
+  fold_measured(uint64_t seq, std::span<const std::byte> x, double weight,
+                bool summed, std::span<const std::byte> global,
+                std::optional<double> max_abs = std::nullopt);
   /// Takes the last fold_measured() back out exactly, called with its
   /// arguments before any other fold. REQUIRES: measures().
   virtual void unfold(uint64_t, std::span<const std::byte>, double, bool,

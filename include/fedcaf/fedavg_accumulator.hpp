@@ -76,10 +76,15 @@ public:
   /// Folds as fold() (`summed`: as fold_sum()) and returns the sum of
   /// (x - k g)^2, k = weight if summed else 1, over the elements of
   /// tensors the update's distance counts (update_check.hpp), in float32
-  /// per block: the pass that folds measures. Fails as fold() does.
+  /// per block: the pass that folds measures. Fails as fold() does. With
+  /// `max_abs`, it also fails (poisoned_update, nothing changed) iff x
+  /// holds a NaN, an infinity or a value beyond +-max_abs: check_finite's
+  /// test, made of each block as the fold reaches it (then in the caches),
+  /// what was folded before taken back out.
   result<double> fold_measured(uint64_t seq, std::span<const std::byte> x,
                                double weight, bool summed,
-                               std::span<const std::byte> global);
+                               std::span<const std::byte> global,
+                               std::optional<double> max_abs = std::nullopt);
   /// Takes the last fold_measured() back out, exactly (the sums are
   /// integers): called with its arguments, before any other fold.
   void unfold(uint64_t seq, std::span<const std::byte> x, double weight,
@@ -175,11 +180,13 @@ public:
 private:
   /// Adds (add = +1) or takes out (-1) chunk `seq`'s contribution; `assign`:
   /// the first at its position, written. Returns the distance, or nothing,
-  /// changing nothing, iff a delta lies beyond the exact range (add > 0).
+  /// changing nothing, iff a delta lies beyond the exact range (add > 0),
+  /// or a block of x is out of bounds by any_out_of_bounds(max_abs).
   /// `upto`: the chunk's first elements only.
   std::optional<double> apply(uint64_t seq, const std::byte* x, double weight,
                               bool summed, const std::byte* global, int add,
-                              bool assign, uint64_t upto = UINT64_MAX);
+                              bool assign, uint64_t upto = UINT64_MAX,
+                              std::optional<double> max_abs = std::nullopt);
   /// The grid exponent of run `r` of 64 elements (first element `first`,
   /// `n` elements).
   int grid_exponent(uint64_t r, uint64_t first, uint64_t n,

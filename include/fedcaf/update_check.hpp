@@ -29,6 +29,12 @@ check_finite(const manifest& m, const chunk_plan& plan, uint64_t seq,
              std::span<const std::byte> bytes,
              double max_abs = std::numeric_limits<double>::infinity());
 
+/// True iff any of the elements of type t in `bytes` is NaN, infinite or
+/// of a magnitude above max_abs: check_finite's test, over bytes of one
+/// dtype (none for an integer dtype).
+bool any_out_of_bounds(dtype t, std::span<const std::byte> bytes,
+                       double max_abs);
+
 /// True iff tensor `t` takes no part in an update's distance: an integer
 /// or bool tensor (carried), or a BatchNorm running statistic (PyTorch's
 /// `.running_mean`, `.running_var`), which honest training moves far from
@@ -51,6 +57,16 @@ uncounted_ranges(const manifest& m, const chunk_plan& plan, uint64_t seq);
 double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
                         std::span<const std::byte> update,
                         std::span<const std::byte> global, double k = 1);
+
+/// check_finite and squared_distance of the same chunk in one pass over
+/// `update` (float32 and bfloat16 tensors; the others in two): the error
+/// check_finite returns, else the distance squared_distance returns (to
+/// the bit where it is finite; a NaN's sign may differ, from a NaN in
+/// `global`). REQUIRES: as squared_distance.
+result<double> checked_distance(const manifest& m, const chunk_plan& plan,
+                                uint64_t seq, std::span<const std::byte> update,
+                                std::span<const std::byte> global,
+                                double max_abs, double k = 1);
 
 /// Returns the sum of x^2 over the elements of chunk `seq` that
 /// squared_distance counts, of `model` (all tensors back to back): its share of ||model||^2.

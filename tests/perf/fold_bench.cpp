@@ -1,12 +1,14 @@
 // What folding costs the server, per byte of update: the window
-// accumulator's fold and finalize, the update check's distance from the
-// global model, and ram mode's exact sum (fedavg_accumulator: its fold,
-// which measures the distance in the same pass, and its finalize), over a
-// synthetic float32 model, each as a ratio of a memcpy of the same bytes
-// timed in the same run (1.00: the fold goes as fast as the memory moves;
-// shared machines drift, ratios hold). Also the machine's read bandwidth
-// (a sum over the update) and, for contrast, a float32 fold in arrival
-// order (out += w x: what ram mode did before its sums became exact).
+// accumulator's fold and finalize, the update check (the values' bounds
+// and the distance from the global model, in two passes and in one), and
+// ram mode's exact sum (fedavg_accumulator: its fold, which tests the
+// bounds and measures the distance in the same pass, and its finalize),
+// over a synthetic float32 model, each as a ratio of a memcpy of the same
+// bytes timed in the same run (1.00: the fold goes as fast as the memory
+// moves; shared machines drift, ratios hold). Also the machine's read
+// bandwidth (a sum over the update) and, for contrast, a float32 fold in
+// arrival order (out += w x: what ram mode did before its sums became
+// exact).
 //
 //   fold_bench [--mib 256] [--clients 4] [--repeat 3]
 
@@ -44,7 +46,8 @@ uint64_t flag(int argc, char** argv, const std::string& name, uint64_t dflt) {
 struct figures {
   double copy = 1e9, fold = 1e9, finalize = 1e9, distance = 1e9;
   double read = 1e9, float_fold = 1e9, exact_fold = 1e9, exact_finalize = 1e9;
-  double exact_finalize_mt = 1e9, exact_two_pass = 1e9;
+  double exact_finalize_mt = 1e9, exact_two_pass = 1e9, checked = 1e9;
+  double exact_apart = 1e9;
 };
 
 } // namespace
@@ -78,23 +81,43 @@ int main(int argc, char** argv) {
   auto exact_two = fedavg_accumulator::make(layout, *plan);
   exact_two->recycle(byte_buffer::zeroed(layout.total_bytes()));
   exact_two->set_fused_fold(false);
-  bool same_bits = true, same_two_pass = true;
+  // The fold with the values' bounds tested in a pass of their own before.
+  auto exact_apart = fedavg_accumulator::make(layout, *plan);
+  exact_apart->recycle(byte_buffer::zeroed(layout.total_bytes()));
+  bool same_bits = true, same_two_pass = true, same_check = true;
   for (uint64_t r = 0; r < repeat; ++r) {
     auto t = clock_type::now();
     for (const auto& u : updates)
       std::memcpy(scratch.data(), u.bytes.data(), u.bytes.size());
     best.copy = std::min(best.copy, seconds_since(t));
 
-    t = clock_type::now();
-    for (const auto& u : updates)
-      for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
-        const auto& e = plan->extent(seq);
-        sink +=
-            squared_distance(layout, *plan, seq,
-                             u.bytes.bytes().subspan(e.model_offset, e.bytes),
-                             global.bytes.bytes());
-      }
-    best.distance = std::min(best.distance, seconds_since(t));
+    // The update check of window and disk modes, chunk by chunk: the
+    // bounds, then the distance (two passes over the chunk), and both in
+    // one (checked_distance): the same distances.
+    double two_checks = 0, one_check = 0;
+    for (int fused = 0; fused < 2; ++fused) {
+      t = clock_type::now();
+      double distances = 0;
+      for (const auto& u : updates)
+        for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
+          const auto& e = plan->extent(seq);
+          auto x = u.bytes.bytes().subspan(e.model_offset, e.bytes);
+          auto g = global.bytes.bytes();
+          if (fused) {
+            auto d = checked_distance(layout, *plan, seq, x, g, 1e30);
+            distances += d ? *d : -1e300;
+          } else if (check_finite(layout, *plan, seq, x, 1e30)) {
+            distances += squared_distance(layout, *plan, seq, x, g);
+          } else {
+            distances -= 1e300;
+          }
+        }
+      (fused ? best.checked : best.distance) =
+          std::min(fused ? best.checked : best.distance, seconds_since(t));
+      (fused ? one_check : two_checks) = distances;
+    }
+    same_check = same_check && one_check == two_checks && one_check > 0;
+    sink += one_check;
 
     auto acc = window_accumulator::make(layout, *plan, 1, clients);
     double fold = 0, finalize = 0;
@@ -142,17 +165,21 @@ int main(int argc, char** argv) {
     // recycled from the round before, as the server does (the first
     // repeat's page faults are not the fold's).
     auto g = global.bytes.bytes();
-    // Every update into every chunk, measured: seconds folding, and the
-    // sum of the distances (-1 if a fold was refused).
-    auto fold_all = [&](fedavg_accumulator& acc) {
+    // Every update into every chunk, measured, the values' bounds tested
+    // as the server tests them (in the fold's pass, or `apart`: in a pass
+    // of their own before it, as until this build): seconds folding, and
+    // the sum of the distances (-1 if a fold was refused).
+    auto fold_all = [&](fedavg_accumulator& acc, bool apart) {
       double seconds = 0, distances = 0;
       for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
         const auto& e = plan->extent(seq);
         auto started = clock_type::now();
         for (const auto& u : updates) {
-          auto d = acc.fold_measured(
-              seq, u.bytes.bytes().subspan(e.model_offset, e.bytes), 1.0, false,
-              g);
+          auto x = u.bytes.bytes().subspan(e.model_offset, e.bytes);
+          if (apart && !check_finite(layout, *plan, seq, x, 1e30))
+            return std::pair{seconds, -1.0};
+          auto d = apart ? acc.fold_measured(seq, x, 1.0, false, g)
+                         : acc.fold_measured(seq, x, 1.0, false, g, 1e30);
           if (!d)
             return std::pair{seconds, -1.0};
           distances += *d;
@@ -161,13 +188,16 @@ int main(int argc, char** argv) {
       }
       return std::pair{seconds, distances};
     };
-    auto [ram_fold, fused_sink] = fold_all(*exact);
-    auto [two_pass, two_sink] = fold_all(*exact_two);
-    if (fused_sink < 0 || two_sink < 0)
+    auto [ram_fold, fused_sink] = fold_all(*exact, false);
+    auto [two_pass, two_sink] = fold_all(*exact_two, false);
+    auto [check_apart, apart_sink] = fold_all(*exact_apart, true);
+    exact_apart->discard();
+    if (fused_sink < 0 || two_sink < 0 || apart_sink != fused_sink)
       return 1;
     sink += fused_sink;
     best.exact_fold = std::min(best.exact_fold, ram_fold);
     best.exact_two_pass = std::min(best.exact_two_pass, two_pass);
+    best.exact_apart = std::min(best.exact_apart, check_apart);
     auto published_two = exact_two->finalize(g, nullptr);
     t = clock_type::now();
     auto published = exact->finalize(g, nullptr);
@@ -209,14 +239,18 @@ int main(int argc, char** argv) {
   row("memcpy", copy);
   row("fold an update (weighted, float64)", best.fold / clients);
   row("finalize the round's sums (once)", best.finalize);
-  row("an update's distance from the global", best.distance / clients);
+  row("check + distance, two passes", best.distance / clients);
+  std::printf("  %-38s %7.3f s  %6.2f x memcpy  (%s distances)\n",
+              "  the same in one (checked_distance)", best.checked / clients,
+              best.checked / clients / copy, same_check ? "the same" : "OTHER");
   row("read an update (sum of its words)", best.read / clients);
   row("float32 fold in arrival order", best.float_fold / clients);
-  row("ram exact fold + distance, an update", best.exact_fold / clients);
+  row("ram check + exact fold + distance", best.exact_fold / clients);
   std::printf("  %-38s %7.3f s  %6.2f x memcpy  (%s bits and distances)\n",
               "  the same in two passes", best.exact_two_pass / clients,
               best.exact_two_pass / clients / copy,
               same_two_pass ? "the same" : "OTHER");
+  row("  the check in a pass of its own", best.exact_apart / clients);
   row("ram exact finalize (once)", best.exact_finalize);
   std::printf("  %-38s %7.3f s  %6.2f x memcpy  (%u threads; %s bits)\n",
               "ram exact finalize, all cores", best.exact_finalize_mt,

@@ -340,3 +340,24 @@ TEST_CASE("tensor_rules keep: a kept tensor's values are the global model's "
   CHECK(typo.err().message.find("'pos_id' matches no tensor") !=
         std::string::npos);
 }
+
+TEST_CASE("a fold that refused a chunk names it as inspect() would: its NaN "
+          "or value beyond the sum's bound first, else the fold's reason") {
+  bench b;
+  auto checker = b.checker();
+  auto s = stream_of();
+  std::vector<float> x(model_floats, 2.0f);
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  error beyond{errc::poisoned_update, "beyond the exact sum's range"};
+  auto named = checker.fold_refusal(s, chunk(x, 0), beyond);
+  CHECK(named.code == errc::poisoned_update);
+  CHECK(named.message.find("NaN") != std::string::npos);
+  CHECK(named.message ==
+        checker.inspect(s, chunk(x, 0), b.model(), 0).err().message);
+  x[3] = static_cast<float>(checker.bound_of(s)); // at the bound: allowed
+  CHECK(checker.fold_refusal(s, chunk(x, 0), beyond).message ==
+        beyond.message);
+  x[3] = std::nextafter(x[3], std::numeric_limits<float>::infinity());
+  CHECK(checker.fold_refusal(s, chunk(x, 0), beyond).message.find(
+            "values beyond") != std::string::npos);
+}

@@ -548,3 +548,95 @@ TEST_CASE("a fold's values past int32 at a run's tail are taken back out as "
     CHECK((one.distances[1] < 0) == (delta > 1e30f)); // refused past range
   }
 }
+
+TEST_CASE("a fold that tests the values' bounds refuses what check_finite "
+          "refuses, in any block, and leaves the sum as it was") {
+  auto m = split_model();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::byte> global(4004 * 4);
+  for (size_t i = 0; i < 4004; ++i)
+    store_element(dtype::float32, global.data(), i, normal(rng));
+  auto updates = updates_near(global, 3, 0.05f, rng);
+  const double limit = 50;
+  const uint64_t chunk_floats = 2500; // two chunks, blocks of 1024 in each
+  auto plan = *chunk_plan::make(m, chunk_floats * 4);
+  // Folds updates 0 and 1 (weights 1, 2) around `bad` (weight 3) at every
+  // chunk, bad first where `bad_first`; unfolds what of `bad` was taken.
+  // Returns the model, and per chunk whether `bad` was refused.
+  auto run = [&](const std::vector<float>& bad, bool fused, bool bad_first) {
+    auto acc = fedavg_accumulator::make(m, plan);
+    REQUIRE(acc);
+    acc->set_fused_fold(fused);
+    std::vector<bool> refused;
+    for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
+      const auto& e = plan.extent(seq);
+      auto part = [&](const std::vector<float>& v) {
+        return std::as_bytes(std::span{v}).subspan(e.model_offset, e.bytes);
+      };
+      auto fold_bad = [&] {
+        auto d = acc->fold_measured(seq, part(bad), 3, false, global, limit);
+        refused.push_back(!d);
+        if (d)
+          acc->unfold(seq, part(bad), 3, false, global);
+        else
+          CHECK(d.err().code == errc::poisoned_update);
+        auto checked = check_finite(m, plan, seq, part(bad), limit);
+        CHECK(bool(checked) == bool(d)); // check_finite's verdict
+      };
+      if (bad_first)
+        fold_bad();
+      for (size_t u = 0; u < 2; ++u)
+        REQUIRE(acc->fold_measured(seq, part(updates[u]), 1.0 + u, false,
+                                   global, limit));
+      if (!bad_first)
+        fold_bad();
+    }
+    auto model = acc->finalize(global, nullptr);
+    REQUIRE(model);
+    return std::pair{
+        std::vector<std::byte>(model->data(), model->data() + model->size()),
+        refused};
+  };
+  auto [expected, none] = run(updates[2], true, false);
+  CHECK(none == std::vector<bool>{false, false}); // in bounds: taken, unfolded
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t at : {0, 7, 8, 1023, 1024, 2047, 2048, 2499, 2500, 3000, 3001,
+                    3524, 3525, 4003})
+    for (float value : {std::nanf(""), inf, -inf, 50.001f, -1e30f, 50.0f}) {
+      CAPTURE(at);
+      CAPTURE(value);
+      auto bad = updates[2];
+      bad[at] = value;
+      bool above = !(std::fabs(value) <= limit);
+      for (bool fused : {true, false})
+        for (bool first : {false, true}) {
+          CAPTURE(fused);
+          CAPTURE(first);
+          auto [model, refused] = run(bad, fused, first);
+          CHECK(refused[0] == (above && at < chunk_floats));
+          CHECK(refused[1] == (above && at >= chunk_floats));
+          CHECK(model == expected);
+        }
+    }
+}
+
+TEST_CASE("a fold taken back out after it sent a block's sums to int64 "
+          "leaves the model's bits as they were") {
+  // The taken-back update's large value sends its block wide; the sums
+  // are the same integers, and settle to the same floats (a wide block's
+  // sums that fit in int32 settle as an int32 block's).
+  auto m = split_model();
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::byte> global(4004 * 4);
+  for (size_t i = 0; i < 4004; ++i)
+    store_element(dtype::float32, global.data(), i, normal(rng));
+  auto updates = updates_near(global, 3, 0.05f, rng);
+  auto kept = fold_each(m, 2500, global, {updates[0], updates[1]}, true);
+  updates[2][0] = 50.0f; // about 2^31 grid steps of its run
+  auto taken = fold_each(m, 2500, global, updates, true, 2);
+  CHECK(kept.wide == 0);
+  CHECK(taken.wide > 0);
+  CHECK(taken.model == kept.model);
+}

@@ -48,19 +48,29 @@ std::vector<std::byte> filled(const manifest& m, float v) {
 }
 
 /// Returns the chunks of `plan` whose payload of `model` fails
-/// check_finite.
+/// check_finite. Each chunk's checked_distance (the check and the distance
+/// in one pass) must agree: the same error, else squared_distance's sum to
+/// the bit.
 std::vector<uint64_t>
 refused_chunks(const manifest& m, const chunk_plan& plan,
                const std::vector<std::byte>& model,
                double max_abs = std::numeric_limits<double>::infinity()) {
   std::vector<uint64_t> out;
+  auto global = filled(m, 0.375f);
   for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
     const auto& e = plan.extent(seq);
     auto bytes =
         std::span<const std::byte>{model}.subspan(e.model_offset, e.bytes);
-    if (auto ok = check_finite(m, plan, seq, bytes, max_abs); !ok) {
+    auto ok = check_finite(m, plan, seq, bytes, max_abs);
+    auto fused = checked_distance(m, plan, seq, bytes, global, max_abs, 0.75);
+    REQUIRE(bool(fused) == bool(ok));
+    if (!ok) {
       CHECK(ok.err().code == errc::poisoned_update);
+      CHECK(fused.err().code == errc::poisoned_update);
+      CHECK(fused.err().message == ok.err().message);
       out.push_back(seq);
+    } else {
+      CHECK(*fused == squared_distance(m, plan, seq, bytes, global, 0.75));
     }
   }
   return out;
@@ -195,4 +205,70 @@ TEST_CASE("the bound holds exactly at every position of long tensors") {
         CHECK(refused_chunks(m, plan, filled(m, 0.0f), 0.0).empty());
       }
   }
+}
+
+TEST_CASE("checked_distance measures to the bit what squared_distance does, "
+          "with the bounds checked in the same pass") {
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {1003}));
+  m.tensors.push_back(
+      make_tensor_info("bn.running_mean", dtype::float32, {64}));
+  m.tensors.push_back(make_tensor_info("h", dtype::bfloat16, {517}));
+  m.tensors.push_back(make_tensor_info("f16", dtype::float16, {33}));
+  m.tensors.push_back(make_tensor_info("f64", dtype::float64, {9}));
+  m.tensors.push_back(make_tensor_info("i64", dtype::int64, {5}));
+  uint64_t state = 12345;
+  auto next = [&state] { // values of both signs over six decades
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    auto mantissa = static_cast<double>(state >> 40) / double(1 << 24);
+    return static_cast<float>((mantissa - 0.5) *
+                              std::pow(10.0, double(state % 6) - 2));
+  };
+  auto random_model = [&] {
+    auto out = filled(m, 0.0f);
+    uint64_t at = 0;
+    for (const auto& t : m.tensors) {
+      auto n = t.byte_size / dtype_bytes(t.type);
+      for (uint64_t i = 0; t.type != dtype::int64 && i < n; ++i) {
+        if (t.type == dtype::float64) {
+          double d = next();
+          std::memcpy(out.data() + at + i * 8, &d, 8);
+        } else {
+          store_element(t.type, out.data() + at, i, next());
+        }
+      }
+      at += t.byte_size;
+    }
+    return out;
+  };
+  auto global = random_model();
+  auto update = random_model();
+  for (uint64_t chunk : {64, 200, 1000, 4096, 1 << 20})
+    for (double k : {1.0, 2.5}) {
+      CAPTURE(chunk);
+      CAPTURE(k);
+      auto plan = *chunk_plan::make(m, chunk);
+      double fused_sum = 0, sum = 0;
+      for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
+        const auto& e = plan.extent(seq);
+        auto bytes =
+            std::span<const std::byte>{update}.subspan(e.model_offset, e.bytes);
+        auto fused = checked_distance(m, plan, seq, bytes, global, 1e6, k);
+        REQUIRE(fused);
+        auto alone = squared_distance(m, plan, seq, bytes, global, k);
+        CHECK(*fused == alone);
+        fused_sum += *fused;
+        sum += alone;
+      }
+      CHECK(fused_sum > 0);
+      CHECK(fused_sum == sum);
+      // A value of the update above the bound, where the vectors run: the
+      // check refuses it as check_finite does.
+      auto plan_whole = *chunk_plan::make(m, 1 << 20);
+      auto bad = update;
+      store_element(dtype::float32, bad.data(), 517, 2e6f);
+      auto refused = checked_distance(m, plan_whole, 0, bad, global, 1e6, k);
+      REQUIRE_FALSE(refused);
+      CHECK(refused.err().message.find("tensor 'w'") != std::string::npos);
+    }
 }
