@@ -355,9 +355,8 @@ TEST_CASE("a fold that refused a chunk names it as inspect() would: its NaN "
   CHECK(named.message ==
         checker.inspect(s, chunk(x, 0), b.model(), 0).err().message);
   x[3] = static_cast<float>(checker.bound_of(s)); // at the bound: allowed
-  CHECK(checker.fold_refusal(s, chunk(x, 0), beyond).message ==
-        beyond.message);
+  CHECK(checker.fold_refusal(s, chunk(x, 0), beyond).message == beyond.message);
   x[3] = std::nextafter(x[3], std::numeric_limits<float>::infinity());
-  CHECK(checker.fold_refusal(s, chunk(x, 0), beyond).message.find(
-            "values beyond") != std::string::npos);
+  CHECK(checker.fold_refusal(s, chunk(x, 0), beyond)
+            .message.find("values beyond") != std::string::npos);
 }
