@@ -24,6 +24,9 @@ constexpr uint64_t block_elements = 1024;
 /// its magnitude 2^exponent (the least power of two above its |g|).
 constexpr uint64_t run_elements = 64;
 constexpr uint64_t runs_per_block = block_elements / run_elements;
+/// A chunk's distance is the sum, in order, of its segments' (16 blocks
+/// each): the same bits whether its parts are folded on one thread or many.
+constexpr uint64_t segment_elements = 16 * block_elements;
 constexpr int grid_bits = 27;
 /// Blocks whose |g| stays below 2^(least_exponent - 1) share the grid of
 /// 2^least_exponent: a zero-initialised tensor (a bias, LoRA's B) takes
@@ -351,11 +354,10 @@ int fedavg_accumulator::grid_exponent(uint64_t r, uint64_t first, uint64_t n,
   return exponent_[r];
 }
 
-std::optional<double>
-fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
-                          bool summed, const std::byte* global, int add,
-                          bool assign, uint64_t upto,
-                          std::optional<double> max_abs) {
+std::optional<double> fedavg_accumulator::apply(
+    uint64_t seq, const std::byte* x, double weight, bool summed,
+    const std::byte* global, int add, bool assign, uint64_t upto,
+    std::optional<double> max_abs, uint64_t from, fold_part* part) {
   const auto& e = plan_.extent(seq);
   auto element = dtype_bytes(type_);
   auto first = e.model_offset / element;
@@ -365,21 +367,41 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
   auto k = summed ? static_cast<float>(weight) : 1.0f;
   auto w_scale =
       std::ldexp(summed ? 1.0f : static_cast<float>(weight), -weight_bits_);
-  double distance = 0;
+  double distance = 0, segment = 0;
+  auto flush = [&](uint64_t end) { // the segment ending at `end`
+    distance += segment;
+    if (part)
+      part->squares[(end - 1) / segment_elements] = segment;
+    segment = 0;
+  };
+  // What this call added before element o, taken back out (a first fold
+  // at its position was written: nothing to take).
+  auto take_back = [&](uint64_t o) {
+    if (!assign && o > from)
+      apply(seq, x, weight, summed, global, -1, false, o, std::nullopt, from);
+  };
+  // A part stops where a block leaves the plain path: the chunk is then
+  // folded again on one thread, which takes every path.
+  auto leave = [&](uint64_t o) -> std::optional<double> {
+    take_back(o);
+    if (part)
+      part->off_path = true;
+    return std::nullopt;
+  };
   alignas(64) float v[block_elements];
   alignas(64) float xs[block_elements];
   alignas(64) float gs[block_elements];
   alignas(64) float s[block_elements]; // each element's scale
-  for (uint64_t o = 0, b = first_block_[seq]; o < n; o += block_elements, ++b) {
+  for (uint64_t o = from, b = first_block_[seq] + from / block_elements; o < n;
+       o += block_elements, ++b) {
+    if (o > from && o % segment_elements == 0)
+      flush(o);
     auto len = std::min(block_elements, n - o);
     // The bounds of check_finite, tested of the block about to be folded:
     // it is then in the caches for the fold.
     if (max_abs &&
-        any_out_of_bounds(type_, {x + o * element, len * element}, *max_abs)) {
-      if (!assign && o > 0)
-        apply(seq, x, weight, summed, global, -1, false, o);
-      return std::nullopt;
-    }
+        any_out_of_bounds(type_, {x + o * element, len * element}, *max_abs))
+      return leave(o);
     for (uint64_t lo = 0; lo < len; lo += run_elements) {
       auto hi = std::min(lo + run_elements, len);
       auto scale = power_of_two(
@@ -393,6 +415,8 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
     // An int32 block takes the values as they are made (fold_units);
     // otherwise they are made first (scaled_deltas), then added.
     bool fused = fused_ && add > 0 && wide_index_[b] == 0;
+    if (part && !fused)
+      return leave(o);
     // Runs of the block split where tensors outside the distance lie:
     // each(at, end, counted) for each in turn.
     auto runs = [&](auto&& each) {
@@ -415,7 +439,7 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
                       : scaled_deltas(xb + at * 4, gb + at * 4, v + at,
                                       end - at, k, s + at, most);
       if (counted)
-        distance += sq;
+        segment += sq;
     });
     float top;
     std::memcpy(&top, &most, 4);
@@ -423,13 +447,18 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
     // A delta beyond the exact range (2^46 grid steps: 2^19 times its run's
     // magnitude, where the update bound refuses far less) is refused, and
     // what this call added before it taken back out: nothing changed.
-    auto beyond = [&] {
-      if (!assign && o > 0)
-        apply(seq, x, weight, summed, global, -1, false, o);
-      return std::nullopt;
-    };
+    auto beyond = [&] { return leave(o); };
     uint64_t before = assign ? 0 : bound_[b];
     bool fits = top < int32_room && before + grows < int32_limit;
+    if (part && !(fits && top < most_units)) { // this block out, then stop
+      if (!assign)
+        runs([&](uint64_t at, uint64_t end, bool) {
+          uint32_t again = 0;
+          fold_units(block + at * 4, xb + at * 4, gb + at * 4, end - at, k,
+                     s + at, -1, false, again);
+        });
+      return leave(o);
+    }
     if (fused && !(fits && top < most_units)) { // rare: taken back out
       // over the same runs, so that each value is subtracted as it was
       // added (a vector lane and a run's tail round values past int32
@@ -475,7 +504,54 @@ fedavg_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
     for (uint64_t i = 0; i < len; ++i)
       wide[i] = (assign ? 0 : wide[i]) + add * units_of(v[i]);
   }
+  if (n > from)
+    flush(n);
   return distance;
+}
+
+work_pool* fedavg_accumulator::pool() {
+  if (!pool_)
+    pool_ = std::make_unique<work_pool>(std::max(threads_, fold_threads_));
+  return pool_.get();
+}
+
+std::optional<double> fedavg_accumulator::apply_in_parts(
+    uint64_t seq, const std::byte* x, double weight, bool summed,
+    const std::byte* global, bool assign, std::optional<double> max_abs) {
+  auto n = plan_.extent(seq).bytes / dtype_bytes(type_);
+  auto segments = (n + segment_elements - 1) / segment_elements;
+  auto parts = static_cast<unsigned>(
+      fused_ ? std::min<uint64_t>(fold_threads_, segments / 2) : 1);
+  if (parts <= 1)
+    return apply(seq, x, weight, summed, global, +1, assign, UINT64_MAX,
+                 max_abs);
+  // Part p: segments [segments p / parts, segments (p + 1) / parts).
+  auto edge = [&](unsigned p) {
+    return std::min(n, segments * p / parts * segment_elements);
+  };
+  std::vector<double> squares(segments);
+  std::vector<fold_part> part(parts);
+  pool()->run(parts, [&](unsigned p) {
+    part[p].squares = squares.data();
+    apply(seq, x, weight, summed, global, +1, assign, edge(p + 1), max_abs,
+          edge(p), &part[p]);
+  });
+  bool plain = std::none_of(part.begin(), part.end(),
+                            [](const fold_part& f) { return f.off_path; });
+  if (plain) {
+    double distance = 0; // in segment order: the bits of one thread
+    for (double s : squares)
+      distance += s;
+    return distance;
+  }
+  // Rare (a block to int64, a value too large or out of bounds): the parts
+  // that went through are taken back out (a part that stopped took its own
+  // back), and the chunk is folded on this thread, which takes every path.
+  for (unsigned p = 0; p < parts; ++p)
+    if (!part[p].off_path && !assign)
+      apply(seq, x, weight, summed, global, -1, false, edge(p + 1),
+            std::nullopt, edge(p));
+  return apply(seq, x, weight, summed, global, +1, assign, UINT64_MAX, max_abs);
 }
 
 result<double> fedavg_accumulator::fold_measured(
@@ -493,8 +569,8 @@ result<double> fedavg_accumulator::fold_measured(
   if (weights_.empty())
     weights_.assign(plan_.chunk_count(), 0.0);
   undo_weight_ = weights_[seq];
-  auto d = apply(seq, x.data(), weight, summed, global.data(), +1,
-                 !(weights_[seq] > 0), UINT64_MAX, max_abs);
+  auto d = apply_in_parts(seq, x.data(), weight, summed, global.data(),
+                          !(weights_[seq] > 0), max_abs);
   if (!d && max_abs && any_out_of_bounds(type_, x, *max_abs))
     return error{errc::poisoned_update,
                  "chunk " + std::to_string(seq) +
@@ -682,17 +758,12 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
                      : std::span<const std::byte>{out.data(), total_bytes_});
     }
   };
-  if (parts <= 1) {
+  if (parts <= 1)
     settle_range(0, chunks);
-  } else {
-    std::vector<std::thread> helpers;
-    for (unsigned p = 1; p < parts; ++p)
-      helpers.emplace_back(settle_range, chunks * p / parts,
-                           chunks * (p + 1) / parts);
-    settle_range(0, chunks / parts);
-    for (auto& t : helpers)
-      t.join();
-  }
+  else
+    pool()->run(parts, [&](unsigned p) {
+      settle_range(chunks * p / parts, chunks * (p + 1) / parts);
+    });
   if (opt)
     opt->finish_round();
   if (sums_)

@@ -45,6 +45,7 @@
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 #include "fedcaf/server_optimizer.hpp"
+#include "fedcaf/work_pool.hpp"
 
 namespace fedcaf {
 
@@ -157,8 +158,15 @@ public:
   std::vector<double> take_measured() { return std::move(measured_); }
 
   /// finalize() settles FedAvg's chunks (no optimizer) on up to `n`
-  /// threads, ranges of chunks each; the result is the same bits for any n.
+  /// threads, ranges of chunks each (a pool of threads of its own, started
+  /// at the first use); the result is the same bits for any n.
   void set_threads(unsigned n) { threads_ = std::max(1u, n); }
+  /// fold_measured() folds a chunk of 4 segments of 16,384 elements or more
+  /// in parts of at least 2 segments on up to `n` threads (the same pool);
+  /// the sums and distances are the same bits for any n. Off (1) by
+  /// default: it pays where cores are idle while chunks arrive, not where
+  /// the clients or the connections need them.
+  void set_fold_threads(unsigned n) { fold_threads_ = std::max(1u, n); }
 
   /// A fold adds each value to the sum as it makes it (one pass, on by
   /// default), or makes the chunk's values first and adds them after (two
@@ -178,15 +186,33 @@ public:
   size_t wide_blocks() const { return wide_.size(); }
 
 private:
+  /// A part of a chunk's fold that runs beside others (apply_in_parts).
+  struct fold_part {
+    double* squares = nullptr; ///< per segment of the chunk: its distance
+    bool off_path = false;     ///< stopped where a block left the plain path
+  };
+
   /// Adds (add = +1) or takes out (-1) chunk `seq`'s contribution; `assign`:
   /// the first at its position, written. Returns the distance, or nothing,
   /// changing nothing, iff a delta lies beyond the exact range (add > 0),
   /// or a block of x is out of bounds by any_out_of_bounds(max_abs).
-  /// `upto`: the chunk's first elements only.
+  /// Elements [from, upto) of the chunk only (`from` a segment's first).
+  /// `part`: a part beside others, which stops (changing nothing, nothing
+  /// returned, off_path set) at a block off the plain path (not int32, or
+  /// values too large or out of bounds), and writes its segments'
+  /// distances into part->squares.
   std::optional<double> apply(uint64_t seq, const std::byte* x, double weight,
                               bool summed, const std::byte* global, int add,
                               bool assign, uint64_t upto = UINT64_MAX,
-                              std::optional<double> max_abs = std::nullopt);
+                              std::optional<double> max_abs = std::nullopt,
+                              uint64_t from = 0, fold_part* part = nullptr);
+  /// apply(+1) of a whole chunk, its segments in parts on the pool's
+  /// threads where there is a pool: the same sums and distance, to the bit,
+  /// as on one thread (which folds a chunk that a part stopped in).
+  std::optional<double> apply_in_parts(uint64_t seq, const std::byte* x,
+                                       double weight, bool summed,
+                                       const std::byte* global, bool assign,
+                                       std::optional<double> max_abs);
   /// The grid exponent of run `r` of 64 elements (first element `first`,
   /// `n` elements).
   int grid_exponent(uint64_t r, uint64_t first, uint64_t n,
@@ -236,6 +262,11 @@ private:
   std::function<double(uint64_t, std::span<const std::byte>)> observer_;
   std::vector<double> measured_;
   unsigned threads_ = 1;
+  unsigned fold_threads_ = 1;
+  /// max(threads_, fold_threads_) in all, once needed
+  std::unique_ptr<work_pool> pool_;
+  /// The pool, started if not yet. REQUIRES: threads_ or fold_threads_ > 1.
+  work_pool* pool();
   double undo_weight_ = 0; ///< weights_[seq] before the last fold_measured
   float limit_ = std::numeric_limits<float>::max();
 };

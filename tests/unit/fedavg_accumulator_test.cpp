@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include <doctest/doctest.h>
@@ -226,6 +227,7 @@ fold_in_order(const manifest& m, uint64_t chunk_bytes,
   auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, chunk_bytes));
   REQUIRE(acc);
   acc->set_threads(threads);
+  acc->set_fold_threads(threads);
   for (auto [u, s] : order) {
     const auto& e = acc->plan().extent(s);
     REQUIRE(acc->fold(
@@ -461,8 +463,9 @@ std::vector<std::vector<float>> updates_near(const std::vector<std::byte>& g,
 }
 
 /// What folding every update into every chunk (update u at weight 1 + u,
-/// measured) leaves, in one pass or two: the finalized model's bytes, each
-/// fold's distance (-1: refused) and the blocks gone wide. Update
+/// measured) leaves, in one pass or two, on `threads` threads, with the
+/// values' bounds tested at `max_abs` or not: the finalized model's bytes,
+/// each fold's distance (-1: refused) and the blocks gone wide. Update
 /// `taken_back` is unfolded after each of its folds.
 struct folded {
   std::vector<std::byte> model;
@@ -473,18 +476,21 @@ struct folded {
 folded fold_each(const manifest& m, uint64_t chunk_floats,
                  const std::vector<std::byte>& global,
                  const std::vector<std::vector<float>>& updates, bool fused,
-                 size_t taken_back = SIZE_MAX) {
+                 size_t taken_back = SIZE_MAX, unsigned threads = 1,
+                 std::optional<double> max_abs = std::nullopt) {
   auto acc =
       fedavg_accumulator::make(m, *chunk_plan::make(m, chunk_floats * 4));
   REQUIRE(acc);
   acc->set_fused_fold(fused);
+  acc->set_threads(threads);
+  acc->set_fold_threads(threads);
   folded out;
   for (uint64_t seq = 0; seq < acc->plan().chunk_count(); ++seq) {
     const auto& e = acc->plan().extent(seq);
     for (size_t u = 0; u < updates.size(); ++u) {
       auto x =
           std::as_bytes(std::span{updates[u]}).subspan(e.model_offset, e.bytes);
-      auto d = acc->fold_measured(seq, x, 1.0 + u, false, global);
+      auto d = acc->fold_measured(seq, x, 1.0 + u, false, global, max_abs);
       out.distances.push_back(d ? *d : -1.0);
       if (d && u == taken_back)
         acc->unfold(seq, x, 1.0 + u, false, global);
@@ -639,4 +645,49 @@ TEST_CASE("a fold taken back out after it sent a block's sums to int64 "
   CHECK(kept.wide == 0);
   CHECK(taken.wide > 0);
   CHECK(taken.model == kept.model);
+}
+
+TEST_CASE("a chunk folded in parts on several threads gives the sums and "
+          "distances of one thread, to the bit, where a part leaves the plain "
+          "path too") {
+  // 153,003 floats (9 segments of 16,384, tails, a tensor outside the
+  // distance between), in one chunk and in chunks of 70,000. The global
+  // model has zero runs (their sums go wide); of the updates one holds a
+  // value beyond the exact range (refused), one a value that sends its
+  // block to int64 in the middle of a part, one a NaN (refused by the
+  // bounds), and one is taken back out after each fold.
+  manifest m;
+  m.tensors.push_back(make_tensor_info("a", dtype::float32, {100000}));
+  m.tensors.push_back(
+      make_tensor_info("bn.running_mean", dtype::float32, {3000}));
+  m.tensors.push_back(make_tensor_info("b", dtype::float32, {50003}));
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::byte> global(153003 * 4);
+  for (size_t i = 0; i < 153003; ++i)
+    store_element(dtype::float32, global.data(), i,
+                  i % 40000 < 300 ? 0.0f : normal(rng));
+  auto updates = updates_near(global, 6, 0.05f, rng);
+  updates[1][90000] = 1e37f;          // beyond: refused
+  updates[2][40000 + 5000] += 50.0f;  // its block goes wide
+  updates[3][140000] = std::nanf(""); // out of bounds
+  for (uint64_t chunk : {153003, 70000}) {
+    CAPTURE(chunk);
+    auto one = fold_each(m, chunk, global, updates, true, 4, 1, 1e30);
+    CHECK(std::count(one.distances.begin(), one.distances.end(), -1.0) == 2);
+    CHECK(one.wide > 0);
+    for (unsigned threads : {2, 3, 5}) {
+      CAPTURE(threads);
+      auto many = fold_each(m, chunk, global, updates, true, 4, threads, 1e30);
+      CHECK(many.model == one.model);
+      CHECK(many.distances == one.distances);
+    }
+  }
+  // Plain chunks only: every part goes through.
+  auto honest = updates_near(global, 3, 0.01f, rng);
+  auto one = fold_each(m, 153003, global, honest, true, SIZE_MAX, 1);
+  auto four = fold_each(m, 153003, global, honest, true, SIZE_MAX, 4);
+  CHECK(four.model == one.model);
+  CHECK(four.distances == one.distances);
+  CHECK(one.distances[0] > 0);
 }
