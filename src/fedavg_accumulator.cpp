@@ -522,6 +522,15 @@ std::optional<double> fedavg_accumulator::apply_in_parts(
   auto segments = (n + segment_elements - 1) / segment_elements;
   auto parts = static_cast<unsigned>(
       fused_ ? std::min<uint64_t>(fold_threads_, segments / 2) : 1);
+  // A chunk with a block already in int64 would leave the plain path in
+  // its part, then be folded again: it goes to one thread at once (an
+  // update that sent a block wide costs the parts once, not every chunk
+  // folded there after it).
+  auto blocks = (n + block_elements - 1) / block_elements;
+  auto wide = wide_index_.begin() + static_cast<ptrdiff_t>(first_block_[seq]);
+  if (parts > 1 && std::any_of(wide, wide + static_cast<ptrdiff_t>(blocks),
+                               [](uint32_t w) { return w != 0; }))
+    parts = 1;
   if (parts <= 1)
     return apply(seq, x, weight, summed, global, +1, assign, UINT64_MAX,
                  max_abs);
