@@ -555,11 +555,13 @@ std::optional<double> fedavg_accumulator::apply_in_parts(
   }
   // Rare (a block to int64, a value too large or out of bounds): the parts
   // that went through are taken back out (a part that stopped took its own
-  // back), and the chunk is folded on this thread, which takes every path.
+  // back), their blocks' bounds put back, and the chunk is folded on this
+  // thread, which takes every path.
   for (unsigned p = 0; p < parts; ++p)
     if (!part[p].off_path && !assign)
       apply(seq, x, weight, summed, global, -1, false, edge(p + 1),
             std::nullopt, edge(p));
+  restore_bounds(seq);
   return apply(seq, x, weight, summed, global, +1, assign, UINT64_MAX, max_abs);
 }
 
@@ -578,8 +580,11 @@ result<double> fedavg_accumulator::fold_measured(
   if (weights_.empty())
     weights_.assign(plan_.chunk_count(), 0.0);
   undo_weight_ = weights_[seq];
+  save_bounds(seq);
   auto d = apply_in_parts(seq, x.data(), weight, summed, global.data(),
                           !(weights_[seq] > 0), max_abs);
+  if (!d)
+    restore_bounds(seq);
   if (!d && max_abs && any_out_of_bounds(type_, x, *max_abs))
     return error{errc::poisoned_update,
                  "chunk " + std::to_string(seq) +
@@ -600,6 +605,21 @@ void fedavg_accumulator::unfold(uint64_t seq, std::span<const std::byte> x,
   if (undo_weight_ > 0) // the first fold there was written: nothing to take
     apply(seq, x.data(), weight, summed, global.data(), -1, false);
   weights_[seq] = undo_weight_;
+  restore_bounds(seq);
+}
+
+void fedavg_accumulator::save_bounds(uint64_t seq) {
+  auto first = bound_.begin() + static_cast<ptrdiff_t>(first_block_[seq]);
+  auto last =
+      seq + 1 < first_block_.size()
+          ? bound_.begin() + static_cast<ptrdiff_t>(first_block_[seq + 1])
+          : bound_.end();
+  undo_bounds_.assign(first, last);
+}
+
+void fedavg_accumulator::restore_bounds(uint64_t seq) {
+  std::copy(undo_bounds_.begin(), undo_bounds_.end(),
+            bound_.begin() + static_cast<ptrdiff_t>(first_block_[seq]));
 }
 
 std::span<std::byte> fedavg_accumulator::ring_bytes(uint64_t seq, bool& fresh) {

@@ -1,5 +1,7 @@
 #include "fedcaf/work_pool.hpp"
 
+#include <algorithm>
+
 namespace fedcaf {
 
 work_pool::work_pool(unsigned threads) {
@@ -33,7 +35,11 @@ void work_pool::run(unsigned parts, const std::function<void(unsigned)>& f) {
     finished_ = 0;
     ++run_;
   }
-  wake_.notify_all();
+  // As many helpers as there are parts beside the caller's first: the
+  // others sleep on (a helper still awake sees the run by itself).
+  auto wanted = std::min<size_t>(parts - 1, helpers_.size());
+  for (size_t i = 0; i < wanted; ++i)
+    wake_.notify_one();
   take_parts();
   std::unique_lock lock{mutex_};
   done_.wait(lock, [this] { return finished_ == parts_; });

@@ -268,6 +268,12 @@ private:
   /// The pool, started if not yet. REQUIRES: threads_ or fold_threads_ > 1.
   work_pool* pool();
   double undo_weight_ = 0; ///< weights_[seq] before the last fold_measured
+  /// The bounds of its blocks' int32 sums before the last fold_measured,
+  /// put back where it is refused or taken back out (else an update never
+  /// counted would send blocks to int64 sooner: memory, not bits).
+  std::vector<uint32_t> undo_bounds_;
+  void save_bounds(uint64_t seq);
+  void restore_bounds(uint64_t seq);
   float limit_ = std::numeric_limits<float>::max();
 };
 

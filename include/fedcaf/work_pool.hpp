@@ -7,7 +7,7 @@
 //
 // Thread-safety: one run at a time (run() from one thread, or callers'
 // own lock); f is called concurrently for different parts and must be
-// safe to.
+// safe to, and must not throw.
 
 #include <condition_variable>
 #include <cstdint>

@@ -691,3 +691,42 @@ TEST_CASE("a chunk folded in parts on several threads gives the sums and "
   CHECK(four.distances == one.distances);
   CHECK(one.distances[0] > 0);
 }
+
+TEST_CASE("an update refused or taken back out leaves no trace in when a "
+          "block's sums go to int64, on one thread or several") {
+  // g = 1: a delta of 7 is 7 x 2^26 grid steps, so four such updates fit
+  // a block's int32 sums (bound 4 x 7 x 2^26 < 2^31) and a fifth would
+  // not. Two are folded, one taken back out, one refused after its first
+  // block was folded (a value beyond the exact range in its last block),
+  // then two more: four counted, no block wide.
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {65536}));
+  std::vector<std::byte> global(65536 * 4);
+  for (size_t i = 0; i < 65536; ++i)
+    store_element(dtype::float32, global.data(), i, 1.0f);
+  std::vector<float> near(65536, 1.0f);
+  near[0] = 8.0f;
+  auto refused = near;
+  refused[65000] = 1e37f;
+  auto bytes = [](const std::vector<float>& v) {
+    return std::as_bytes(std::span{v});
+  };
+  for (unsigned threads : {1u, 2u}) {
+    CAPTURE(threads);
+    auto acc = fedavg_accumulator::make(m, *chunk_plan::make(m, 65536 * 4));
+    REQUIRE(acc);
+    acc->set_fold_threads(threads);
+    REQUIRE(acc->fold_measured(0, bytes(near), 1, false, global));
+    REQUIRE(acc->fold_measured(0, bytes(near), 1, false, global));
+    REQUIRE(acc->fold_measured(0, bytes(near), 1, false, global));
+    acc->unfold(0, bytes(near), 1, false, global);
+    CHECK_FALSE(acc->fold_measured(0, bytes(refused), 1, false, global));
+    REQUIRE(acc->fold_measured(0, bytes(near), 1, false, global));
+    REQUIRE(acc->fold_measured(0, bytes(near), 1, false, global));
+    CHECK(acc->wide_blocks() == 0);
+    CHECK(acc->weight_sum(0) == 4);
+    auto model = acc->finalize(global, nullptr);
+    REQUIRE(model);
+    CHECK(load_element(dtype::float32, model->data(), 0) == 8.0f);
+  }
+}
