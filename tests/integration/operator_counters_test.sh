@@ -7,7 +7,11 @@
 #   Client5    seals garbage shares (FEDCAF_FAULT=secagg_garbage_shares):
 #              excluded from rounds 1 and 2, then dropped (excluded_twice);
 #   Client6    uploads zeros (secagg_zero_upload): its update is refused
-#              (rejected, poisoned_update);
+#              (rejected, poisoned_update; or lost, poisoned_update, where
+#              its gateway ends the connection with that error before the
+#              scheduler's word of the rejection reaches the server, which
+#              counts no rejection for a client no longer connected: seen
+#              once under CI's load);
 #   Client7    killed with SIGKILL once round 1 is published: lost (no
 #              goodbye), dropped when its 1 s grace is over (no_resume);
 #
@@ -108,7 +112,6 @@ want='fedcaf_clients_lost_total{reason="no_goodbye"}
 fedcaf_clients_dropped_total{reason="no_resume"}
 fedcaf_clients_dropped_total{reason="excluded_twice"}
 fedcaf_clients_excluded_total{reason="secure_aggregation"}
-fedcaf_updates_rejected_total{reason="poisoned_update"}
 fedcaf_registrations_refused_total{reason="not_authorized"}'
 seen=0
 for _ in $(seq 1 600); do
@@ -121,6 +124,8 @@ PY
   while read -r sample; do
     grep -qF "$sample " "$out/metrics.txt" 2> /dev/null || missing=1
   done <<< "$want"
+  grep -qE '^fedcaf_(updates_rejected|clients_lost)_total\{reason="poisoned_update"\} ' \
+    "$out/metrics.txt" 2> /dev/null || missing=1 # Client6, either way
   [ $missing -eq 0 ] && { seen=1; break; }
   kill -0 "$server" 2> /dev/null || break
   sleep 0.2
@@ -165,7 +170,8 @@ assert n("lost", "no_goodbye") == 1, "one lost without a goodbye (Client7)"
 assert n("dropped", "no_resume") >= 1, "Client7 dropped when its grace ended"
 assert n("dropped", "excluded_twice") >= 1, "Client5 dropped for lying twice"
 assert n("excluded", "secure_aggregation") >= 3, "Client5 twice, Client6"
-assert n("rejected", "poisoned_update") >= 1, "Client6's zeros"
+assert n("rejected", "poisoned_update") + n("lost", "poisoned_update") >= 1, \
+    "Client6's zeros"
 assert n("refused", "not_authorized") == 1, "the stranger"
 assert "left" not in events, "nobody said goodbye"
 PY
