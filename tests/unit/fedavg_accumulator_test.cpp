@@ -451,6 +451,19 @@ manifest split_model() {
 }
 
 /// `count` updates near `global`: each element plus N(0, sigma).
+/// A float32 global model of n values, N(0, 1) times `scale` each, but
+/// zero where i % period < zeros (runs whose sums go wide).
+std::vector<std::byte> normal_global(size_t n, std::mt19937& rng,
+                                     float scale = 1, size_t period = 1,
+                                     size_t zeros = 0) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::byte> global(n * 4);
+  for (size_t i = 0; i < n; ++i)
+    store_element(dtype::float32, global.data(), i,
+                  i % period < zeros ? 0.0f : normal(rng) * scale);
+  return global;
+}
+
 std::vector<std::vector<float>> updates_near(const std::vector<std::byte>& g,
                                              size_t count, float sigma,
                                              std::mt19937& rng) {
@@ -512,11 +525,7 @@ TEST_CASE("a fold adds the same bits in one pass as in two, and measures "
   // and one taken back out after its fold.
   auto m = split_model();
   std::mt19937 rng(11);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::byte> global(4004 * 4);
-  for (size_t i = 0; i < 4004; ++i)
-    store_element(dtype::float32, global.data(), i,
-                  i % 1500 < 200 ? 0.0f : normal(rng) * 0.1f);
+  auto global = normal_global(4004, rng, 0.1f, 1500, 200);
   auto updates = updates_near(global, 4, 0.05f, rng);
   updates[2][1800] = 1e37f; // beyond: refused, what it added taken out
   auto one = fold_each(m, 2500, global, updates, true, 3);
@@ -537,10 +546,7 @@ TEST_CASE("a fold's values past int32 at a run's tail are taken back out as "
   // the exact range (refused) must leave the sums as two passes do.
   auto m = split_model();
   std::mt19937 rng(11);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::byte> global(4004 * 4);
-  for (size_t i = 0; i < 4004; ++i)
-    store_element(dtype::float32, global.data(), i, normal(rng) * 0.1f);
+  auto global = normal_global(4004, rng, 0.1f);
   auto updates = updates_near(global, 2, 0.01f, rng);
   for (float delta : {5.0f, 1e37f}) {
     CAPTURE(delta);
@@ -559,10 +565,7 @@ TEST_CASE("a fold that tests the values' bounds refuses what check_finite "
           "refuses, in any block, and leaves the sum as it was") {
   auto m = split_model();
   std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::byte> global(4004 * 4);
-  for (size_t i = 0; i < 4004; ++i)
-    store_element(dtype::float32, global.data(), i, normal(rng));
+  auto global = normal_global(4004, rng);
   auto updates = updates_near(global, 3, 0.05f, rng);
   const double limit = 50;
   const uint64_t chunk_floats = 2500; // two chunks, blocks of 1024 in each
@@ -634,10 +637,7 @@ TEST_CASE("a fold taken back out after it sent a block's sums to int64 "
   // sums that fit in int32 settle as an int32 block's).
   auto m = split_model();
   std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::byte> global(4004 * 4);
-  for (size_t i = 0; i < 4004; ++i)
-    store_element(dtype::float32, global.data(), i, normal(rng));
+  auto global = normal_global(4004, rng);
   auto updates = updates_near(global, 3, 0.05f, rng);
   auto kept = fold_each(m, 2500, global, {updates[0], updates[1]}, true);
   updates[2][0] = 50.0f; // about 2^31 grid steps of its run
@@ -662,11 +662,7 @@ TEST_CASE("a chunk folded in parts on several threads gives the sums and "
       make_tensor_info("bn.running_mean", dtype::float32, {3000}));
   m.tensors.push_back(make_tensor_info("b", dtype::float32, {50003}));
   std::mt19937 rng(17);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<std::byte> global(153003 * 4);
-  for (size_t i = 0; i < 153003; ++i)
-    store_element(dtype::float32, global.data(), i,
-                  i % 40000 < 300 ? 0.0f : normal(rng));
+  auto global = normal_global(153003, rng, 1, 40000, 300);
   auto updates = updates_near(global, 6, 0.05f, rng);
   updates[1][90000] = 1e37f;          // beyond: refused
   updates[2][40000 + 5000] += 50.0f;  // its block goes wide
