@@ -139,7 +139,7 @@ public:
     auto checked =
         in_fold ? fold_measured(s, *c)
                 : checker_.inspect(s, *c, model(), acc_->overwritten_below(),
-                                   relay_.has_global());
+                                   relay_.has_global(), acc_->fold_split());
     if (checked && !in_fold) {
       auto folded = checker_.bounded(s, *c, model());
       if (auto ok = fold(s, folded); !ok)

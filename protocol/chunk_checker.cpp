@@ -129,7 +129,8 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
                                              const msg::chunk_view& c,
                                              std::span<const std::byte> global,
                                              uint64_t overwritten_below,
-                                             bool measured) const {
+                                             bool measured,
+                                             work_split split) const {
   if (secure_) { // masked: uniform in Z_2^32, or no masked update
     if (!secagg::looks_masked(c.bytes))
       return error{errc::poisoned_update,
@@ -148,7 +149,8 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
   auto declared = norm_bound_ > 0;
   bool measure = !(bound_ * k <= 0 && !declared) && measured;
   if (measure && seq >= overwritten_below) { // both in one pass
-    auto d = checked_distance(layout_, plan_, seq, c.bytes, global, most, k);
+    auto d =
+        checked_distance(layout_, plan_, seq, c.bytes, global, most, k, split);
     if (!d)
       return d.err();
     return judge(s, c, *d);
@@ -157,7 +159,7 @@ result<checked_chunk> chunk_checker::inspect(const upload_record& s,
     return ok.err();
   if (!measure)
     return checked_chunk{};
-  auto checked = distance(s.client_id, c, global, overwritten_below, k);
+  auto checked = distance(s.client_id, c, global, overwritten_below, k, split);
   if (!checked)
     return checked;
   return judge(s, c, checked->distance_squared);
@@ -203,12 +205,13 @@ result<checked_chunk> chunk_checker::distance(const std::string& id,
                                               const msg::chunk_view& c,
                                               std::span<const std::byte> global,
                                               uint64_t overwritten_below,
-                                              double k) const {
+                                              double k,
+                                              work_split split) const {
   auto seq = c.header.sequence;
   checked_chunk out{0, c.checksum};
   if (seq >= overwritten_below) {
     out.distance_squared =
-        squared_distance(layout_, plan_, seq, c.bytes, global, k);
+        squared_distance(layout_, plan_, seq, c.bytes, global, k, split);
     return out;
   }
   auto it = first_pass_.find(id);

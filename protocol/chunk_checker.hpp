@@ -32,6 +32,7 @@
 #include "fedcaf/element.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
+#include "fedcaf/work_pool.hpp"
 #include "messages/codec.hpp"
 #include "protocol/upload_ledger.hpp"
 
@@ -126,11 +127,12 @@ public:
   /// Without `measured`, the finite values only (a window-mode relay's
   /// round given up: g is gone, and its sum goes nowhere).
   /// REQUIRES: placed(c), c is `s`'s next chunk.
-  result<checked_chunk> inspect(const upload_record& s,
-                                const msg::chunk_view& c,
-                                std::span<const std::byte> global,
-                                uint64_t overwritten_below,
-                                bool measured = true) const;
+  /// `split`: the checks of a chunk in parts on its threads (the same
+  /// verdict and distance, to the bit, as on one).
+  result<checked_chunk>
+  inspect(const upload_record& s, const msg::chunk_view& c,
+          std::span<const std::byte> global, uint64_t overwritten_below,
+          bool measured = true, work_split split = {}) const;
 
   /// True iff chunk `c` of `s` may be measured by the pass that folds it
   /// (accumulator::fold_measured) and judged after: folded as it came (no
@@ -181,8 +183,8 @@ private:
   result<checked_chunk> distance(const std::string& id,
                                  const msg::chunk_view& c,
                                  std::span<const std::byte> global,
-                                 uint64_t overwritten_below,
-                                 double k = 1) const;
+                                 uint64_t overwritten_below, double k,
+                                 work_split split) const;
 
   manifest layout_;
   const chunk_plan& plan_;

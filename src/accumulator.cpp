@@ -58,6 +58,7 @@ public:
               bool summed, std::span<const std::byte> global) override {
     sum_.unfold(seq, x, weight, summed, global);
   }
+  work_split fold_split() override { return sum_.fold_split(); }
   void emit_sums() override { sum_.emit_sums(); }
   std::vector<double> take_position_weights() override {
     return sum_.take_position_weights();
@@ -132,6 +133,7 @@ public:
                         double weight, std::span<const std::byte>) override {
     return window_.fold_sum(seq, x, weight);
   }
+  work_split fold_split() override { return window_.split(); }
   void emit_sums() override { window_.emit_sums(); }
   std::vector<double> take_position_weights() override {
     return window_.take_position_weights();
@@ -309,6 +311,7 @@ void open_positions::unmasked(uint64_t seq, std::span<std::byte> sum,
 result<std::unique_ptr<accumulator>>
 accumulator::make(const manifest& m, chunk_plan plan, const aggregation_plan& p,
                   uint32_t window) {
+  auto cores = std::thread::hardware_concurrency();
   if (p.accumulator == accumulator_kind::model_sum) {
     auto sum = fedavg_accumulator::make(m, std::move(plan));
     if (!sum)
@@ -321,7 +324,6 @@ accumulator::make(const manifest& m, chunk_plan plan, const aggregation_plan& p,
     // fold of each chunk on a quarter of them, the rest left to the
     // connections and to clients on the host (on 2 cores, server and 2
     // clients: rounds 1.13 x slower with the fold on both; memory_matrix).
-    auto cores = std::thread::hardware_concurrency();
     sum->set_threads(std::min(16u, cores));
     sum->set_fold_threads(std::min(16u, cores / 4));
     return std::unique_ptr<accumulator>{new model_sum{std::move(*sum)}};
@@ -332,6 +334,9 @@ accumulator::make(const manifest& m, chunk_plan plan, const aggregation_plan& p,
     return positions.err();
   if (p.partial_sums)
     positions->emit_sums();
+  // A position's checks, fold and settling on a quarter of the cores, as
+  // a model-sized sum's fold (the same bits on any number).
+  positions->set_threads(std::min(16u, cores / 4));
   return std::unique_ptr<accumulator>{
       new open_positions{std::move(*positions), p.in_place}};
 }

@@ -339,47 +339,144 @@ result<void> check_finite(const manifest& m, const chunk_plan& plan,
   return {};
 }
 
+namespace {
+
+/// A chunk's distance is the sum, in order, of its segments' distances:
+/// 64 KiB of the chunk's bytes each (an element in the segment its first
+/// byte lies in), each summed alone, on one thread or several.
+constexpr uint64_t segment_bytes = 64 << 10;
+
+struct piece {
+  uint32_t tensor;
+  uint64_t at; ///< its offset in the chunk
+  uint64_t n;  ///< its bytes
+};
+
+/// One segment's share of a distance: its sum, or the first tensor out of
+/// bounds in it.
+struct segment_sum {
+  double sum = 0;
+  std::optional<uint32_t> bad;
+};
+
+/// The pieces of chunk `seq` (for_each_piece's, kept).
+std::vector<piece> pieces_of(const manifest& m, const chunk_plan& plan,
+                             uint64_t seq) {
+  std::vector<piece> out;
+  for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
+    out.push_back({tensor, at, n});
+  });
+  return out;
+}
+
+/// Calls f(tensor, at, n) for each piece's elements in segment s, in order.
+template <class F>
+void for_each_in_segment(const manifest& m, const std::vector<piece>& pieces,
+                         uint64_t s, F&& f) {
+  auto lo = s * segment_bytes, hi = lo + segment_bytes;
+  for (const auto& p : pieces) {
+    if (p.at + p.n <= lo)
+      continue;
+    if (p.at >= hi)
+      break;
+    auto w = dtype_bytes(m.tensors[p.tensor].type);
+    auto first = [&](uint64_t edge) { // the first element from `edge` on
+      return edge <= p.at
+                 ? p.at
+                 : std::min(p.at + p.n, p.at + (edge - p.at + w - 1) / w * w);
+    };
+    auto from = first(lo), to = first(hi);
+    if (from < to)
+      f(p.tensor, from, to - from);
+  }
+}
+
+/// The segments' sums of a chunk of `bytes`, in order: the first segment's
+/// error, else the sum of their sums. `measure(s)` measures segment s;
+/// `split` measures ranges of segments in parts.
+template <class Measure>
+segment_sum in_segment_order(uint64_t bytes, work_split split,
+                             Measure measure) {
+  auto count = (bytes + segment_bytes - 1) / segment_bytes;
+  auto parts = static_cast<unsigned>(std::min<uint64_t>(split.parts, count));
+  segment_sum out;
+  if (!split.pool || parts <= 1) {
+    for (uint64_t s = 0; s < count && !out.bad; ++s) {
+      auto r = measure(s);
+      out.sum += r.sum;
+      out.bad = r.bad;
+    }
+    return out;
+  }
+  std::vector<segment_sum> sums(count);
+  split.run(parts, [&](unsigned p) {
+    for (auto s = count * p / parts; s < count * (p + 1) / parts; ++s)
+      if ((sums[s] = measure(s)).bad)
+        break; // the segments after it in the part count for nothing
+  });
+  for (uint64_t s = 0; s < count && !out.bad; ++s) {
+    out.sum += sums[s].sum;
+    out.bad = sums[s].bad;
+  }
+  return out;
+}
+
+} // namespace
+
 result<double> checked_distance(const manifest& m, const chunk_plan& plan,
                                 uint64_t seq, std::span<const std::byte> update,
                                 std::span<const std::byte> global,
-                                double max_abs, double k) {
-  double sum = 0;
-  std::optional<uint32_t> bad;
+                                double max_abs, double k, work_split split) {
   auto base = plan.extent(seq).model_offset;
-  for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
-    if (bad)
-      return;
-    auto type = m.tensors[tensor].type;
-    const auto* u = update.data() + at;
-    const auto* g = global.data() + base + at;
-    bool counted = !outside_distance(m.tensors[tensor]);
-    if (counted && (type == dtype::float32 || type == dtype::bfloat16)) {
-      bounds32 above{limit_bits32(type, max_abs)};
-      sum += distance_of(type, u, g, n, k, &above);
-      if (above.above)
-        bad = tensor;
-    } else if (out_of_bounds(type, u, n, max_abs)) {
-      bad = tensor;
-    } else if (counted) {
-      sum += distance_of(type, u, g, n, k);
-    }
+  auto pieces = pieces_of(m, plan, seq);
+  auto r = in_segment_order(update.size(), split, [&](uint64_t s) {
+    segment_sum out;
+    for_each_in_segment(
+        m, pieces, s, [&](uint32_t tensor, uint64_t at, uint64_t n) {
+          if (out.bad)
+            return;
+          auto type = m.tensors[tensor].type;
+          const auto* u = update.data() + at;
+          const auto* g = global.data() + base + at;
+          bool counted = !outside_distance(m.tensors[tensor]);
+          if (counted && (type == dtype::float32 || type == dtype::bfloat16)) {
+            bounds32 above{limit_bits32(type, max_abs)};
+            out.sum += distance_of(type, u, g, n, k, &above);
+            if (above.above)
+              out.bad = tensor;
+          } else if (out_of_bounds(type, u, n, max_abs)) {
+            out.bad = tensor;
+          } else if (counted) {
+            out.sum += distance_of(type, u, g, n, k);
+          }
+        });
+    return out;
   });
-  if (bad)
-    return out_of_bounds_error(m, seq, *bad, max_abs);
-  return sum;
+  if (r.bad)
+    return out_of_bounds_error(m, seq, *r.bad, max_abs);
+  return r.sum;
 }
 
 double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
                         std::span<const std::byte> update,
-                        std::span<const std::byte> global, double k) {
-  double sum = 0;
+                        std::span<const std::byte> global, double k,
+                        work_split split) {
   auto base = plan.extent(seq).model_offset;
-  for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
-    if (!outside_distance(m.tensors[tensor]))
-      sum += distance_of(m.tensors[tensor].type, update.data() + at,
-                         global.data() + base + at, n, k);
-  });
-  return sum;
+  auto pieces = pieces_of(m, plan, seq);
+  return in_segment_order(
+             update.size(), split,
+             [&](uint64_t s) {
+               segment_sum out;
+               for_each_in_segment(
+                   m, pieces, s, [&](uint32_t tensor, uint64_t at, uint64_t n) {
+                     if (!outside_distance(m.tensors[tensor]))
+                       out.sum += distance_of(m.tensors[tensor].type,
+                                              update.data() + at,
+                                              global.data() + base + at, n, k);
+                   });
+               return out;
+             })
+      .sum;
 }
 
 double squared_norm(const manifest& m, const chunk_plan& plan, uint64_t seq,

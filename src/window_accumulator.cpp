@@ -105,6 +105,25 @@ float* window_accumulator::slot(uint64_t seq) {
          (seq % window_) * depth_ * slot_floats_;
 }
 
+work_split window_accumulator::split() {
+  if (threads_ <= 1)
+    return {};
+  if (!pool_)
+    pool_ = std::make_unique<work_pool>(threads_);
+  return {pool_.get(), threads_};
+}
+
+template <class F> void window_accumulator::in_parts(uint64_t n, F&& f) {
+  constexpr uint64_t least = 32768;
+  auto parts = static_cast<unsigned>(std::min<uint64_t>(threads_, n / least));
+  if (parts <= 1)
+    return f(uint64_t{0}, n);
+  auto edge = [&](unsigned p) {
+    return p == parts ? n : n * p / parts / 16 * 16;
+  };
+  split().run(parts, [&](unsigned p) { f(edge(p), edge(p + 1)); });
+}
+
 result<void> window_accumulator::fold_sum(uint64_t seq,
                                           std::span<const std::byte> x,
                                           double weight) {
@@ -136,13 +155,18 @@ result<void> window_accumulator::fold_scaled(uint64_t seq,
     tags_[(seq % window_) * depth_ + count] = tag;
   } else { // a float64 sum, exact for a round's values (see the header)
     auto* acc = reinterpret_cast<double*>(slot(seq));
-    if (type_ == dtype::float32)
-      add_scaled_f32(acc, x.data(), n, scale, count == 0);
-    else
-      for (size_t i = 0; i < n; ++i) {
-        auto v = scale * static_cast<double>(load_element(type_, x.data(), i));
-        acc[i] = count == 0 ? v : acc[i] + v;
-      }
+    bool first = count == 0;
+    in_parts(n, [&](uint64_t from, uint64_t to) {
+      if (type_ == dtype::float32)
+        add_scaled_f32(acc + from, x.data() + from * 4, to - from, scale,
+                       first);
+      else
+        for (auto i = from; i < to; ++i) {
+          auto v =
+              scale * static_cast<double>(load_element(type_, x.data(), i));
+          acc[i] = first ? v : acc[i] + v;
+        }
+    });
   }
   ++count;
   weights_[seq % window_] += weight;
@@ -237,8 +261,11 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
   auto divisor = sums_ ? 1.0 : weight;
   bool direct = count > 0 && !rule_.robust() && !opt && type_ == dtype::float32;
   if (direct) // FedAvg's means straight into the model, in one pass
-    settle_means(reinterpret_cast<const std::byte*>(acc),
-                 reinterpret_cast<float*>(out), n, divisor, limit);
+    in_parts(n, [&](uint64_t from, uint64_t to) {
+      settle_means(reinterpret_cast<const std::byte*>(acc) + from * 8,
+                   reinterpret_cast<float*>(out) + from, to - from, divisor,
+                   limit);
+    });
   else if (count > 0 && rule_.robust())
     reduce(low_, n, count);
   else if (count > 0)

@@ -24,6 +24,7 @@
 #include "fedcaf/secagg.hpp"
 #include "fedcaf/secagg_masking.hpp"
 #include "fedcaf/server_optimizer.hpp"
+#include "fedcaf/work_pool.hpp"
 
 namespace fedcaf {
 
@@ -80,6 +81,10 @@ public:
   virtual result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
                                 double weight,
                                 std::span<const std::byte> global) = 0;
+
+  /// The threads a chunk's fold may run on, for the checks before it
+  /// (chunk_checker::inspect): none beside the caller's by default.
+  virtual work_split fold_split() { return {}; }
 
   /// True iff fold_measured() folds and measures in one pass (a
   /// model-sized sum, which reads g to fold anyway).

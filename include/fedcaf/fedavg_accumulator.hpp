@@ -167,6 +167,10 @@ public:
   /// default: it pays where cores are idle while chunks arrive, not where
   /// the clients or the connections need them.
   void set_fold_threads(unsigned n) { fold_threads_ = std::max(1u, n); }
+  /// The fold's threads (set_fold_threads), for other work on a chunk.
+  work_split fold_split() {
+    return fold_threads_ > 1 ? work_split{pool(), fold_threads_} : work_split{};
+  }
 
   /// A fold adds each value to the sum as it makes it (one pass, on by
   /// default), or makes the chunk's values first and adds them after (two

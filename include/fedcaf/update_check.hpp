@@ -16,6 +16,7 @@
 #include "fedcaf/config/words.hpp"
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
+#include "fedcaf/work_pool.hpp"
 
 namespace fedcaf {
 
@@ -52,21 +53,28 @@ uncounted_ranges(const manifest& m, const chunk_plan& plan, uint64_t seq);
 /// floating-point elements
 /// of chunk `seq` (not of integer or bool tensors, nor of BatchNorm running
 /// statistics, `.running_mean` and `.running_var`), reading the global model's bytes at the same place of
-/// `global` (all tensors back to back).
+/// `global` (all tensors back to back). The sum is the sum, in order, of
+/// the chunk's segments' (64 KiB of its bytes each, an element in the
+/// segment its first byte lies in), each summed alone, so `split` (the
+/// segments measured in parts on its pool) changes no bit of it.
 /// REQUIRES: as check_finite; global.size() == m.total_bytes().
 double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
                         std::span<const std::byte> update,
-                        std::span<const std::byte> global, double k = 1);
+                        std::span<const std::byte> global, double k = 1,
+                        work_split split = {});
 
 /// check_finite and squared_distance of the same chunk in one pass over
 /// `update` (float32 and bfloat16 tensors; the others in two): the error
 /// check_finite returns, else the distance squared_distance returns (to
 /// the bit where it is finite; a NaN's sign may differ, from a NaN in
-/// `global`). REQUIRES: as squared_distance.
+/// `global`), with the same bits on one thread or `split` over several
+/// (the first tensor out of bounds in the chunk's order named on both).
+/// REQUIRES: as squared_distance.
 result<double> checked_distance(const manifest& m, const chunk_plan& plan,
                                 uint64_t seq, std::span<const std::byte> update,
                                 std::span<const std::byte> global,
-                                double max_abs, double k = 1);
+                                double max_abs, double k = 1,
+                                work_split split = {});
 
 /// Returns the sum of x^2 over the elements of chunk `seq` that
 /// squared_distance counts, of `model` (all tensors back to back): its share of ||model||^2.

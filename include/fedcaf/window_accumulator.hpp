@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 #include "fedcaf/server_optimizer.hpp"
+#include "fedcaf/work_pool.hpp"
 
 namespace fedcaf {
 
@@ -112,6 +114,15 @@ public:
   /// dropped as extreme since the last take; then forgets them.
   std::map<uint64_t, uint64_t> take_trimmed() { return std::move(trimmed_); }
 
+  /// A mean's fold of a chunk of 65,536 elements or more, and its settling
+  /// (FedAvg, float32, no optimizer), run in parts on up to `n` threads,
+  /// this one included: each element's sum is its own, so the bits are the
+  /// same on any number. 1 (the default): on the caller's thread alone.
+  void set_threads(unsigned n) { threads_ = std::max(1u, n); }
+  /// The threads set_threads() gave, for other work on a chunk (its
+  /// checks): the pool, started at the first call, if more than one.
+  work_split split();
+
   /// Every averaged (and optimizer-stepped) value is clamped to +-limit
   /// before it is stored (also to the element type's finite range).
   void set_value_limit(float limit) { limit_ = limit; }
@@ -157,6 +168,9 @@ private:
   void reduce(uint64_t seq, size_t n, uint32_t k);
   /// Contributions that complete position `seq`.
   uint32_t needed(uint64_t seq) const;
+  /// Calls f(from, to) over [0, n) elements: in parts of at least 32,768
+  /// (whole multiples of 16 but the last) on split(), else once.
+  template <class F> void in_parts(uint64_t n, F&& f);
 
   dtype type_;
   chunk_plan plan_;
@@ -177,6 +191,8 @@ private:
   float limit_ = std::numeric_limits<float>::max();
   bool sums_ = false;
   std::vector<double> position_weights_; ///< emit_sums: per position
+  unsigned threads_ = 1;
+  std::unique_ptr<work_pool> pool_; ///< threads_ in all, once needed
 };
 
 } // namespace fedcaf

@@ -53,4 +53,21 @@ private:
   bool stop_ = false;
 };
 
+/// Where a job may be cut into parts: a pool, and at most how many parts
+/// (null or 1: the caller's thread alone).
+struct work_split {
+  work_pool* pool = nullptr;
+  unsigned parts = 1;
+
+  /// Calls f(p) for each of n parts, on the pool if there is one (then
+  /// as work_pool::run), else in order on this thread.
+  template <class F> void run(unsigned n, F&& f) const {
+    if (pool && n > 1)
+      pool->run(n, f);
+    else
+      for (unsigned p = 0; p < n; ++p)
+        f(p);
+  }
+};
+
 } // namespace fedcaf

@@ -48,6 +48,7 @@ struct figures {
   double read = 1e9, float_fold = 1e9, exact_fold = 1e9, exact_finalize = 1e9;
   double exact_finalize_mt = 1e9, exact_two_pass = 1e9, checked = 1e9;
   double exact_apart = 1e9, exact_fold_mt = 1e9;
+  double fold_mt = 1e9, finalize_mt = 1e9, checked_mt = 1e9;
 };
 
 } // namespace
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
   auto exact_apart = fedavg_accumulator::make(layout, *plan);
   exact_apart->recycle(byte_buffer::zeroed(layout.total_bytes()));
   bool same_bits = true, same_two_pass = true, same_check = true;
+  bool same_window = true;
   for (uint64_t r = 0; r < repeat; ++r) {
     auto t = clock_type::now();
     for (const auto& u : updates)
@@ -120,22 +122,52 @@ int main(int argc, char** argv) {
     same_check = same_check && one_check == two_checks && one_check > 0;
     sink += one_check;
 
-    auto acc = window_accumulator::make(layout, *plan, 1, clients);
-    double fold = 0, finalize = 0;
-    for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
-      const auto& e = plan->extent(seq);
-      t = clock_type::now();
-      for (const auto& u : updates)
-        if (!acc->fold(seq, u.bytes.bytes().subspan(e.model_offset, e.bytes),
-                       1.0))
-          return 1;
-      fold += seconds_since(t);
-      t = clock_type::now();
-      acc->finalize_next(global.bytes.bytes(), next.bytes(), nullptr);
-      finalize += seconds_since(t);
+    // Window and disk modes' fold and settling, position by position, on
+    // this thread, then the checks, fold and settling on all cores: the
+    // same distances and model.
+    for (unsigned threads : {1u, cores}) {
+      auto acc = window_accumulator::make(layout, *plan, 1, clients);
+      acc->set_threads(threads);
+      auto* into = threads == 1 ? &next : &scratch;
+      double fold = 0, finalize = 0, checked = 0, distances = 0;
+      std::vector<double> each(updates.size() * plan->chunk_count());
+      for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
+        const auto& e = plan->extent(seq);
+        if (threads > 1) {
+          t = clock_type::now();
+          for (size_t c = 0; c < updates.size(); ++c) {
+            auto d = checked_distance(
+                layout, *plan, seq,
+                updates[c].bytes.bytes().subspan(e.model_offset, e.bytes),
+                global.bytes.bytes(), 1e30, 1, acc->split());
+            each[c * plan->chunk_count() + seq] = d ? *d : -1e300;
+          }
+          checked += seconds_since(t);
+        }
+        t = clock_type::now();
+        for (const auto& u : updates)
+          if (!acc->fold(seq,
+                         u.bytes.bytes().subspan(e.model_offset, e.bytes),
+                         1.0))
+            return 1;
+        fold += seconds_since(t);
+        t = clock_type::now();
+        acc->finalize_next(global.bytes.bytes(), into->bytes(), nullptr);
+        finalize += seconds_since(t);
+      }
+      if (threads == 1) {
+        best.fold = std::min(best.fold, fold);
+        best.finalize = std::min(best.finalize, finalize);
+        continue;
+      }
+      for (double d : each) // in the order one_check adds them
+        distances += d;
+      best.fold_mt = std::min(best.fold_mt, fold);
+      best.finalize_mt = std::min(best.finalize_mt, finalize);
+      best.checked_mt = std::min(best.checked_mt, checked);
+      same_window = same_window && distances == one_check &&
+                    std::memcmp(next.data(), scratch.data(), next.size()) == 0;
     }
-    best.fold = std::min(best.fold, fold);
-    best.finalize = std::min(best.finalize, finalize);
 
     // The read bandwidth: one pass summing every update's words.
     t = clock_type::now();
@@ -240,6 +272,17 @@ int main(int argc, char** argv) {
   std::printf("  %-38s %7.3f s  %6.2f x memcpy  (%s distances)\n",
               "  the same in one (checked_distance)", best.checked / clients,
               best.checked / clients / copy, same_check ? "the same" : "OTHER");
+  std::printf("  %-38s %7.3f s  %6.2f x memcpy  (%u threads)\n",
+              "  fold on all cores", best.fold_mt / clients,
+              best.fold_mt / clients / copy, cores);
+  std::printf("  %-38s %7.3f s  %6.2f x memcpy  (%u threads)\n",
+              "  finalize on all cores", best.finalize_mt,
+              best.finalize_mt / copy, cores);
+  std::printf("  %-38s %7.3f s  %6.2f x memcpy  (%u threads; %s distances "
+              "and model as one thread's)\n",
+              "  checked_distance on all cores", best.checked_mt / clients,
+              best.checked_mt / clients / copy, cores,
+              same_window ? "the same" : "OTHER");
   row("read an update (sum of its words)", best.read / clients);
   row("float32 fold in arrival order", best.float_fold / clients);
   row("ram check + exact fold + distance", best.exact_fold / clients);

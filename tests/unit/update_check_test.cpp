@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -271,4 +272,120 @@ TEST_CASE("checked_distance measures to the bit what squared_distance does, "
       REQUIRE_FALSE(refused);
       CHECK(refused.err().message.find("tensor 'w'") != std::string::npos);
     }
+}
+
+TEST_CASE("a chunk's checks and distance split over threads give one "
+          "thread's verdict and bits, every element counted once") {
+  // Tensors of odd lengths and mixed widths, so that elements straddle the
+  // 64 KiB segments' edges (a float32 tensor starting 2 bytes past one).
+  manifest m;
+  m.tensors.push_back(make_tensor_info("h16", dtype::float16, {33333}));
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {70001}));
+  m.tensors.push_back(make_tensor_info("b", dtype::bfloat16, {40001}));
+  m.tensors.push_back(
+      make_tensor_info("bn.running_var", dtype::float32, {5000}));
+  m.tensors.push_back(make_tensor_info("d", dtype::float64, {9001}));
+  m.tensors.push_back(make_tensor_info("i", dtype::int64, {7}));
+  m.tensors.push_back(make_tensor_info("v", dtype::float32, {100003}));
+  uint64_t state = 99;
+  auto random_model = [&] {
+    auto out = filled(m, 0.0f);
+    uint64_t at = 0;
+    for (const auto& t : m.tensors) {
+      auto n = t.byte_size / dtype_bytes(t.type);
+      for (uint64_t i = 0; t.type != dtype::int64 && i < n; ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        auto x = static_cast<float>(
+            (static_cast<double>(state >> 40) / double(1 << 24) - 0.5) *
+            std::pow(10.0, double(state % 5) - 2));
+        if (t.type == dtype::float64) {
+          double d = x;
+          std::memcpy(out.data() + at + i * 8, &d, 8);
+        } else {
+          store_element(t.type, out.data() + at, i, x);
+        }
+      }
+      at += t.byte_size;
+    }
+    return out;
+  };
+  auto global = random_model();
+  auto update = random_model();
+  // Every counted element's (u - k g)^2, summed plainly: the segments
+  // count each element once.
+  auto plain = [&](double k) {
+    double sum = 0;
+    uint64_t at = 0;
+    for (const auto& t : m.tensors) {
+      auto n = t.byte_size / dtype_bytes(t.type);
+      bool counted = !outside_distance(t) && t.type != dtype::int64;
+      for (uint64_t i = 0; counted && i < n; ++i) {
+        double u, g;
+        if (t.type == dtype::float64) {
+          std::memcpy(&u, update.data() + at + i * 8, 8);
+          std::memcpy(&g, global.data() + at + i * 8, 8);
+        } else {
+          u = load_element(t.type, update.data() + at, i);
+          g = load_element(t.type, global.data() + at, i);
+        }
+        sum += (u - k * g) * (u - k * g);
+      }
+      at += t.byte_size;
+    }
+    return sum;
+  };
+  std::vector<std::unique_ptr<work_pool>> pools;
+  for (unsigned t : {2u, 3u, 5u})
+    pools.push_back(std::make_unique<work_pool>(t));
+  for (uint64_t chunk : {uint64_t{1} << 20, uint64_t{300000}, uint64_t{65544}})
+    for (double k : {1.0, 2.5}) {
+      CAPTURE(chunk);
+      CAPTURE(k);
+      auto plan = *chunk_plan::make(m, chunk);
+      double total = 0;
+      for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
+        CAPTURE(seq);
+        const auto& e = plan.extent(seq);
+        auto bytes =
+            std::span<const std::byte>{update}.subspan(e.model_offset, e.bytes);
+        auto one = checked_distance(m, plan, seq, bytes, global, 1e6, k);
+        REQUIRE(one);
+        CHECK(*one == squared_distance(m, plan, seq, bytes, global, k));
+        for (const auto& pool : pools) {
+          work_split split{pool.get(), pool->threads()};
+          auto many =
+              checked_distance(m, plan, seq, bytes, global, 1e6, k, split);
+          REQUIRE(many);
+          CHECK(*many == *one);
+          CHECK(squared_distance(m, plan, seq, bytes, global, k, split) ==
+                *one);
+        }
+        total += *one;
+      }
+      CHECK(total == doctest::Approx(plain(k)).epsilon(1e-12));
+    }
+  // Two values out of bounds in different tensors and segments of one
+  // chunk: the first in the chunk's order is named, on any threads, also
+  // where a later part finds its own first.
+  auto plan = *chunk_plan::make(m, 1 << 20);
+  auto bad = update;
+  uint64_t v_at = m.total_bytes() - 100003 * 4;
+  store_element(dtype::float32, bad.data() + v_at, 90000, 2e6f); // last part
+  auto w_at = uint64_t{33333} * 2;
+  for (uint64_t i : {uint64_t{0}, uint64_t{16383}, uint64_t{70000}}) {
+    CAPTURE(i);
+    auto worse = bad;
+    float nan = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(worse.data() + w_at + i * 4, &nan, 4);
+    for (auto* pool :
+         {static_cast<work_pool*>(nullptr), pools[0].get(), pools[2].get()}) {
+      work_split split{pool, pool ? pool->threads() : 1};
+      auto refused = checked_distance(m, plan, 0, worse, global, 1e6, 1, split);
+      REQUIRE_FALSE(refused);
+      CHECK(refused.err().message.find("tensor 'w'") != std::string::npos);
+      auto later = checked_distance(m, plan, 0, bad, global, 1e6, 1, split);
+      REQUIRE_FALSE(later);
+      CHECK(later.err().message.find("tensor 'v'") != std::string::npos);
+    }
+  }
 }
