@@ -321,11 +321,12 @@ accumulator::make(const manifest& m, chunk_plan plan, const aggregation_plan& p,
     if (p.weights == client_weighting::sample_size)
       sum->set_weight_bits(10);
     // FedAvg's finalize on the host's cores (the clients wait for it); the
-    // fold of each chunk on a quarter of them, the rest left to the
-    // connections and to clients on the host (on 2 cores, server and 2
-    // clients: rounds 1.13 x slower with the fold on both; memory_matrix).
-    sum->set_threads(std::min(16u, cores));
-    sum->set_fold_threads(std::min(16u, cores / 4));
+    // fold of each chunk on fold_threads (by default a quarter of them, the
+    // rest left to the connections and to clients on the host: on 2 cores,
+    // server and 2 clients, rounds 1.13 x slower with the fold on both;
+    // memory_matrix).
+    sum->set_threads(std::max(std::min(16u, cores), p.fold_threads));
+    sum->set_fold_threads(p.fold_threads);
     return std::unique_ptr<accumulator>{new model_sum{std::move(*sum)}};
   }
   auto positions = window_accumulator::make(m, std::move(plan), window,
@@ -334,9 +335,9 @@ accumulator::make(const manifest& m, chunk_plan plan, const aggregation_plan& p,
     return positions.err();
   if (p.partial_sums)
     positions->emit_sums();
-  // A position's checks, fold and settling on a quarter of the cores, as
-  // a model-sized sum's fold (the same bits on any number).
-  positions->set_threads(std::min(16u, cores / 4));
+  // A position's checks, fold and settling on fold_threads, as a
+  // model-sized sum's fold (the same bits on any number).
+  positions->set_threads(p.fold_threads);
   return std::unique_ptr<accumulator>{
       new open_positions{std::move(*positions), p.in_place}};
 }

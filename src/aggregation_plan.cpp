@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <thread>
 #include <utility>
 
 namespace fedcaf {
@@ -60,6 +61,11 @@ result<aggregation_plan> plan_aggregation(const server_config& s) {
   aggregation_plan p;
   p.rule = s.aggregator;
   p.memory_mode = s.memory_mode;
+  p.fold_threads =
+      s.fold_threads > 0
+          ? s.fold_threads
+          : std::max(1u, std::min(max_fold_threads,
+                                  std::thread::hardware_concurrency() / 4));
   p.in_place = s.memory_mode != memory_mode::ram;
   if (s.memory_mode == memory_mode::disk)
     p.storage_dir = s.storage_dir;

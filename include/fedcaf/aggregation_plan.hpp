@@ -44,6 +44,10 @@ struct aggregation_plan {
   /// (stream_configs.window). 0: it holds the whole model (ram; disk, in
   /// files under storage_dir).
   uint32_t relay_cache_chunks = 0;
+  /// The threads a chunk's checks, fold and settling use, the
+  /// aggregator's own included (`fold_threads`; 0 there: a quarter of the
+  /// host's cores, at least 1).
+  uint32_t fold_threads = 1;
   /// open_positions: the updates each position waits for (sync rounds of at
   /// most this many clients); 0 for model_sum.
   uint32_t position_contributors = 0;

@@ -239,6 +239,7 @@ void read_memory_mode(section& s, server_config& sc) {
     s.fail("memory_mode", "AsyncScheduler runs in ram mode only (window and "
                           "disk modes average sync rounds in place)");
   s.get("storage_dir", sc.storage_dir);
+  s.get("fold_threads", sc.fold_threads, 0, max_fold_threads);
   if (sc.memory_mode == memory_mode::disk &&
       !std::filesystem::is_directory(sc.storage_dir))
     s.fail("storage_dir", "'" + sc.storage_dir + "' is not a directory");

@@ -146,8 +146,7 @@ int main(int argc, char** argv) {
         }
         t = clock_type::now();
         for (const auto& u : updates)
-          if (!acc->fold(seq,
-                         u.bytes.bytes().subspan(e.model_offset, e.bytes),
+          if (!acc->fold(seq, u.bytes.bytes().subspan(e.model_offset, e.bytes),
                          1.0))
             return 1;
         fold += seconds_since(t);

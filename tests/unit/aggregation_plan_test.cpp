@@ -1,5 +1,8 @@
 #include "fedcaf/aggregation_plan.hpp"
 
+#include <algorithm>
+#include <thread>
+
 #include <doctest/doctest.h>
 
 using namespace fedcaf;
@@ -164,4 +167,15 @@ TEST_CASE("aggregation plan: combinations that cannot run are refused with "
   s = server();
   s.num_clients = 0;
   refused(s, "at least 1");
+}
+
+TEST_CASE("aggregation plan: fold_threads as given, else a quarter of the "
+          "host's cores and at least the aggregator's own") {
+  auto s = server();
+  auto cores = std::thread::hardware_concurrency();
+  CHECK(plan(s).fold_threads == std::max(1u, std::min(64u, cores / 4)));
+  for (uint32_t n : {1u, 3u, 64u}) {
+    s.fold_threads = n;
+    CHECK(plan(s).fold_threads == n);
+  }
 }

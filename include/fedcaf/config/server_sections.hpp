@@ -15,6 +15,9 @@
 
 namespace fedcaf {
 
+/// The most threads `fold_threads` may name.
+inline constexpr uint32_t max_fold_threads = 64;
+
 /// server_configs.checkpoint: after every every_rounds-th round (and the
 /// last) the server writes what the run needs to go on into dir (see
 /// fedcaf/checkpoint.hpp), keeping the last `keep`; a checkpoint that
@@ -93,6 +96,9 @@ struct server_config {
   fedcaf::memory_mode memory_mode = fedcaf::memory_mode::ram;
   /// disk mode: where the global model's file lives (removed at exit).
   std::string storage_dir = "/tmp";
+  /// The threads a chunk's checks, fold and settling may use, the
+  /// aggregator's own included; 0: a quarter of the host's cores.
+  uint32_t fold_threads = 0;
   /// Write each new global model to this safetensors file ("{round}" is
   /// replaced by the round number); empty: do not save.
   std::string save_global_model;
