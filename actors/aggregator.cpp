@@ -84,6 +84,11 @@ public:
           error{errc::manifest_mismatch, "offer of " + id +
                                              " does not match the global "
                                              "model's layout"});
+    if (r.grid && !(r.summed && acc_->takes_grid()))
+      return refuse(
+          error{errc::manifest_mismatch, "offer of " + id +
+                                             " gives sums on a grid this "
+                                             "server does not fold on"});
     if (auto known = ledger_.find(id, r.round)) {
       auto& s = *ledger_.find(*known);
       if (r.update_id != 0 && s.update_id != 0 && r.update_id != s.update_id &&
@@ -97,6 +102,7 @@ public:
                      checker_.scale_for(id, r.declared_norm), now());
     if (auto* opened = ledger_.find(stream_id)) {
       opened->summed = r.summed;
+      opened->grid = r.grid;
       opened->update_id = r.update_id;
     }
     listeners_[stream_id] = notify;
@@ -132,14 +138,16 @@ public:
     if (auto placed = admissible(s, *c); !placed)
       return refuse_from(sender, placed.err());
     // A window-mode relay's round given up: no g to measure against.
-    bool in_fold = acc_->measures() && relay_.has_global() &&
-                   checker_.measured_in_fold(s, *c);
+    bool in_fold = s.grid || (acc_->measures() && relay_.has_global() &&
+                              checker_.measured_in_fold(s, *c));
     // Measured by the pass that folds (its values' bounds tested there,
     // all inspect() would test): taken back out exactly if it is refused.
     auto checked =
         in_fold ? fold_measured(s, *c)
                 : checker_.inspect(s, *c, model(), acc_->overwritten_below(),
                                    relay_.has_global(), acc_->fold_split());
+    if (in_fold)
+      folded_bytes_ = c->bytes.size();
     if (checked && !in_fold) {
       auto folded = checker_.bounded(s, *c, model());
       if (auto ok = fold(s, folded); !ok)
@@ -304,27 +312,6 @@ private:
     return s.summed ? acc_->fold_sum(h.sequence, c.bytes, s.weight, model())
                     : acc_->fold(h.sequence, c.bytes, s.weight, h.stream_id,
                                  model());
-  }
-
-  /// Folds chunk `c` of stream `s` as it came, measuring its distance in the
-  /// same pass, and judges it: a chunk the distance refuses is taken back
-  /// out of the sum, exactly. REQUIRES: as fold(), measured_in_fold.
-  result<checked_chunk> fold_measured(const upload_record& s,
-                                      const msg::chunk_view& c) {
-    const auto& h = c.header;
-    if (options_.fold_delay.count() > 0)
-      std::this_thread::sleep_for(options_.fold_delay);
-    auto d = acc_->fold_measured(h.sequence, c.bytes, s.weight, s.summed,
-                                 model(), checker_.bound_of(s));
-    if (!d) // poisoned (named as inspect() names it), else bad input
-      return d.err().code == errc::poisoned_update
-                 ? checker_.fold_refusal(s, c, d.err())
-                 : error{errc::internal, d.err().message};
-    auto judged = checker_.judge(s, c, *d);
-    if (!judged)
-      acc_->unfold(h.sequence, c.bytes, s.weight, s.summed, model());
-    folded_bytes_ = c.bytes.size();
-    return judged;
   }
 
   /// The credit for chunk `seq` of stream `sid` (of `s`), just folded: now

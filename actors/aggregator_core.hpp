@@ -54,6 +54,12 @@ struct aggregator_core {
     ledger_.forget();
     listeners_.clear();
   }
+  /// Folds chunk `c` of stream `s` as it came, measuring its distance in
+  /// the same pass (a relay's int32 sums on the grid: added as they are),
+  /// and judges it: a chunk the distance refuses is taken back out of the
+  /// sum, exactly. REQUIRES: admissible, s.grid or measured_in_fold.
+  result<checked_chunk> fold_measured(const upload_record& s,
+                                      const msg::chunk_view& c);
   frame refuse(const error& e) const { return refusals_.refuse(e); }
   frame refuse_from(const std::string& sender, const error& e) const {
     return refusals_.refuse(e, sender);
@@ -73,6 +79,9 @@ struct aggregator_core {
   std::map<uint64_t, upload_listener> listeners_;
   aggregator_host server_; ///< asked for SecAgg+'s plan, told what settled
   refusal_log refusals_;
+  /// A relay's: its parent folds this round's sum as int32 on the grid
+  /// (relay_model::grid_sums).
+  bool relay_grid_ = false;
 };
 
 } // namespace fedcaf

@@ -17,6 +17,7 @@ aggregator_relay::aggregator_relay(aggregator_core& core, consumer consume,
 
 result<snapshot_ptr> aggregator_relay::adopt(relay_model m) {
   forget_globals(); // of the model before
+  core_.relay_grid_ = m.grid_sums;
   bool arriving = m.arrival && !m.arrival->whole();
   const auto& plan = core_.options_.plan;
   auto adopted =

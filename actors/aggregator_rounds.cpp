@@ -90,6 +90,8 @@ result<snapshot_ptr> aggregator_rounds::publish_round(uint32_t round,
   auto* optimizer = core_.optimizer_.get();
   if (optimizer) // FedBuff: the updates in this step, cut-off ones too
     optimizer->set_updates(core_.ledger_.updates());
+  // A relay's sum goes up as int32 on its parent's grid where it can.
+  core_.acc_->grid_sums_of(core_.relay_grid_ ? sum_weight : 0);
   auto bytes = core_.acc_->finalize(core_.models_.current().bytes, optimizer);
   if (!bytes)
     return bytes.err();
@@ -104,12 +106,13 @@ result<snapshot_ptr> aggregator_rounds::publish_round(uint32_t round,
     for (double s : squares)
       checker.add_squares(s);
   }
-  return publish(round, std::move(*bytes), sum_weight, {}, measured);
+  return publish(round, std::move(*bytes), sum_weight, {}, measured,
+                 core_.acc_->sums_on_grid());
 }
 
 snapshot_ptr aggregator_rounds::publish(uint32_t round, byte_buffer bytes,
                                         double sum_weight, std::string failure,
-                                        bool measured) {
+                                        bool measured, bool grid) {
   model_snapshot next;
   next.failure = std::move(failure);
   next.trimmed_values = core_.ledger_.by_client(core_.acc_->take_trimmed());
@@ -117,11 +120,12 @@ snapshot_ptr aggregator_rounds::publish(uint32_t round, byte_buffer bytes,
   forget_();
   core_.checker_.forget_round();
   next.bytes = std::move(bytes);
+  next.grid_sums = grid; // every position of sum_weight: nothing to scale
   auto weights = core_.acc_->take_position_weights();
-  if (sum_weight > 0 && !core_.streams_sums()) // streamed: scaled as it went
+  if (sum_weight > 0 && !core_.streams_sums() && !grid) // streamed: scaled
     relay_checks::scale_sum(core_.plan_, next.bytes, weights, sum_weight);
   auto published = core_.models_.publish(round, std::move(next));
-  if (held_in_part) // a relay's next round adopts its parent's model
+  if (held_in_part || grid) // a relay's next round adopts its parent's model
     return published;
   if (measured)
     core_.checker_.measure_end();

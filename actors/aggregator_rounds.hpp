@@ -46,8 +46,10 @@ private:
   /// scaled as it settled). `failure`: non-empty iff the round failed and
   /// `bytes` are the model it started from. `measured`: its norm was
   /// measured as it was made (measure_begin, measure_position).
+  /// `grid`: a relay's int32 sums on its parent's grid (not measured).
   snapshot_ptr publish(uint32_t round, byte_buffer bytes, double sum_weight,
-                       std::string failure = {}, bool measured = false);
+                       std::string failure = {}, bool measured = false,
+                       bool grid = false);
   /// Removes the masks `plan` names from the ring sum and turns it into
   /// the round's mean (see accumulator::unmask).
   result<void> unmask(const secagg::unmask_plan& plan);

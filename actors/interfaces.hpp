@@ -66,6 +66,7 @@ struct upload_request {
   /// sum w_i; folded as they are.
   bool summed = false;
   uint64_t update_id = 0; ///< from the offer: a repeat resumes
+  bool grid = false;      ///< summed, as int32 on the exact grid
 };
 
 /// A scheduler hands a finished round (or async step) to the server.

@@ -174,7 +174,8 @@ public:
     state_ = downloading{std::move(memory), number};
     caf::anon_send(link_->courier, relay_atom::value,
                    relay_model{std::move(model),
-                               std::make_shared<model_arrival>(), residency_},
+                               std::make_shared<model_arrival>(), residency_,
+                               grid_sums_taken()},
                    number);
   }
 
@@ -263,6 +264,11 @@ public:
   // -- relay_hooks ------------------------------------------------------------
 
   bool partial_sum() const override { return true; }
+
+  bool grid_sums() const override {
+    const auto* s = std::get_if<summed>(&state_);
+    return s && s->answer.sums && s->answer.sums->grid_sums;
+  }
 
   std::optional<relay_evaluation> children_evaluation() override {
     return std::exchange(evaluation_, std::nullopt);
@@ -375,6 +381,18 @@ private:
   model_view view_of(summed&) { return {}; }
   model_view view_of(sitting_out& s) {
     return split_contiguous(layout_, s.zeros.bytes());
+  }
+
+  /// True iff the parent folds a sum given as int32 on its exact grid and
+  /// the side's chunks cut the model where the parent's grid is cut: its
+  /// runs of 64 elements lie where the parent's do (chunks of whole runs
+  /// of a float32 model; the parent's, its Welcome says).
+  bool grid_sums_taken() const {
+    return welcome_.terms.grid_sums && link_->side &&
+           link_->side->chunk_bytes % (64 * sizeof(float)) == 0 &&
+           std::all_of(
+               layout_.tensors.begin(), layout_.tensors.end(),
+               [](const tensor_info& t) { return t.type == dtype::float32; });
   }
 
   /// Window mode: which bytes of this round's model, `memory`, stay

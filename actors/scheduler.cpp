@@ -146,7 +146,7 @@ public:
         aggregator_, open_atom::value, upload_listener{self_},
         upload_request{o->client_id, o->round, v.weight, o->manifest_digest,
                        o->total_bytes, o->chunk_count, o->update_norm,
-                       o->partial_sum, o->update_id});
+                       o->partial_sum, o->update_id, o->grid_sums});
   }
 
   /// A streaming relay: the sum of round `round` is settled up to `bytes`,

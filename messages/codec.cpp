@@ -516,6 +516,7 @@ frame encode(const welcome& x) {
     b.setUploadEncoding(t.upload_encoding);
     b.setDownloadEncoding(t.download_encoding);
     b.setZfpTolerance(t.zfp_tolerance);
+    b.setGridSums(t.grid_sums);
     b.setResumed(x.resumed);
   });
 }
@@ -552,6 +553,7 @@ frame encode(const offer& x) {
         b.setUpdateNorm(x.update_norm);
         b.setPartialSum(x.partial_sum);
         b.setUpdateId(x.update_id);
+        b.setGridSums(x.grid_sums);
         put(b.initMetrics(static_cast<uint32_t>(x.metrics.size())), x.metrics);
       });
 }
@@ -908,7 +910,7 @@ template <> result<welcome> decode<welcome>(const frame& f) {
                    b.getMaxMessageBytes(),   b.getFederatedEvaluation(),
                    b.getDeclareUpdateNorm(), b.getUpdateClipNorm(),
                    b.getUploadEncoding(),    b.getDownloadEncoding(),
-                   b.getZfpTolerance()};
+                   b.getZfpTolerance(),      b.getGridSums()};
     return welcome{b.getClientIndex(), b.getNumClients(),
                    b.getClientConfigs().cStr(), t, b.getResumed()};
   });
@@ -950,7 +952,7 @@ template <> result<offer> decode<offer>(const frame& f) {
                  b.getManifestDigest(), b.getTotalBytes(),   b.getChunkCount(),
                  b.getTrainLoss(),      b.getTrainSeconds(), b.getDpEpsilon(),
                  std::move(*figures),   b.getEncoding(),     b.getUpdateNorm(),
-                 b.getPartialSum(),     b.getUpdateId()};
+                 b.getPartialSum(),     b.getUpdateId(),     b.getGridSums()};
   });
 }
 

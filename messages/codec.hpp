@@ -138,6 +138,8 @@ struct client_terms {
   uint8_t upload_encoding = 0; ///< compression_method as a number
   uint8_t download_encoding = 0;
   double zfp_tolerance = 0;
+  /// The server folds a relay's sum given on its exact grid.
+  bool grid_sums = false;
 
   friend bool operator==(const client_terms&, const client_terms&) = default;
 };
@@ -185,6 +187,8 @@ struct offer {
   /// Drawn per trained update (0: not told): a repeat resumes, another
   /// number is another update.
   uint64_t update_id = 0;
+  /// A partial sum given as int32 sums on the server's exact grid.
+  bool grid_sums = false;
 };
 
 struct accept {

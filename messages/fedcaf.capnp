@@ -128,6 +128,10 @@ struct Welcome {
   # registration, and on one after the server restarted (from a checkpoint
   # or anew): a round in progress on the client is void, and the server's
   # next RoundStart starts it again, even with the same round and version.
+  gridSums @15 :Bool;
+  # The server folds a relay's partial sum given as int32 on its exact grid
+  # (Offer.gridSums): it sums in ram mode, unmasked, over lossless
+  # downloads, and its chunk size is a multiple of 64 elements.
 }
 
 struct RoundStart {
@@ -193,6 +197,11 @@ struct Offer {
   # again): the server refuses it, not_in_round, and with it the stream it
   # would have replaced, unless that one was delivered whole: no update
   # is ever made of two updates' chunks.
+  gridSums @14 :Bool;
+  # A partialSum whose chunks carry, per element of a float32 model, the
+  # int32 (little-endian) sum S of the group's updates on the server's
+  # exact grid (docs/design.md, "Exact sums"): sum_i w_i x_i is
+  # sampleCount g + u S. Only where the Welcome's gridSums was set.
 }
 
 struct Accept {

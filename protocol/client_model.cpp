@@ -209,7 +209,8 @@ result<client_model::trained> client_model::train(uint32_t round,
                                                : compression_method::none),
                  norm,
                  hooks_->partial_sum(),
-                 draw_update_id()};
+                 draw_update_id(),
+                 hooks_->grid_sums()};
   return out;
 }
 

@@ -29,6 +29,9 @@ public:
   /// True iff, after train(), the update is the sum of the children's
   /// weighted updates (Offer.partialSum), of weight sample_count().
   virtual bool partial_sum() const { return false; }
+  /// True iff, after train(), the partial sum is int32 sums on the
+  /// parent's exact grid (Offer.gridSums), not floats.
+  virtual bool grid_sums() const { return false; }
 
   /// A relay's: its children's evaluation of the model of the round just
   /// trained (they evaluated it before training), taken once; nullopt:

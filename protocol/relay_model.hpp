@@ -72,6 +72,9 @@ struct relay_model {
   /// memory_mode window: the positions held (relay_residency); null in
   /// the other modes.
   std::shared_ptr<relay_residency> residency{};
+  /// The parent folds this round's sum given as int32 on its exact grid
+  /// (Welcome.gridSums, and the relay's chunks fit that grid).
+  bool grid_sums = false;
 };
 
 /// The children's evaluations of the model a relay's round handed down

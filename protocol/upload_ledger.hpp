@@ -49,6 +49,8 @@ struct upload_record {
   /// A relay's partial sum (weight = the weights summed in it): folded
   /// as it is.
   bool summed = false;
+  /// Its sums come as int32 on the exact grid (Offer.gridSums).
+  bool grid = false;
   /// The offer's updateId: a repeated offer with another one is another
   /// update (0: not told).
   uint64_t update_id = 0;

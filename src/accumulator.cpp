@@ -59,6 +59,17 @@ public:
     sum_.unfold(seq, x, weight, summed, global);
   }
   work_split fold_split() override { return sum_.fold_split(); }
+  bool takes_grid() const override { return sum_.takes_grid(); }
+  result<double> fold_grid(uint64_t seq, std::span<const std::byte> x,
+                           double weight,
+                           std::span<const std::byte> global) override {
+    return sum_.fold_grid(seq, x, weight, global);
+  }
+  void unfold_grid(uint64_t seq, std::span<const std::byte> x) override {
+    sum_.unfold_grid(seq, x);
+  }
+  void grid_sums_of(double weight) override { sum_.grid_sums_of(weight); }
+  bool sums_on_grid() const override { return sum_.sums_on_grid(); }
   void emit_sums() override { sum_.emit_sums(); }
   std::vector<double> take_position_weights() override {
     return sum_.take_position_weights();

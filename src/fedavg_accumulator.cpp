@@ -565,13 +565,13 @@ std::optional<double> fedavg_accumulator::apply_in_parts(
   return apply(seq, x, weight, summed, global, +1, assign, UINT64_MAX, max_abs);
 }
 
-result<double> fedavg_accumulator::fold_measured(
-    uint64_t seq, std::span<const std::byte> x, double weight, bool summed,
-    std::span<const std::byte> global, std::optional<double> max_abs) {
+result<void> fedavg_accumulator::begin_fold(uint64_t seq, uint64_t bytes,
+                                            double weight,
+                                            std::span<const std::byte> global) {
   FEDCAF_REQUIRE(seq < plan_.chunk_count(), errc::out_of_range, seq,
                  plan_.chunk_count());
   const auto& e = plan_.extent(seq);
-  FEDCAF_REQUIRE(x.size() == e.bytes, errc::out_of_range, x.size(), e.bytes);
+  FEDCAF_REQUIRE(bytes == e.bytes, errc::out_of_range, bytes, e.bytes);
   FEDCAF_REQUIRE(global.size() == total_bytes_, errc::internal, global.size(),
                  total_bytes_);
   FEDCAF_REQUIRE(weight > 0, errc::internal, weight);
@@ -581,6 +581,14 @@ result<double> fedavg_accumulator::fold_measured(
     weights_.assign(plan_.chunk_count(), 0.0);
   undo_weight_ = weights_[seq];
   save_bounds(seq);
+  return {};
+}
+
+result<double> fedavg_accumulator::fold_measured(
+    uint64_t seq, std::span<const std::byte> x, double weight, bool summed,
+    std::span<const std::byte> global, std::optional<double> max_abs) {
+  if (auto ok = begin_fold(seq, x.size(), weight, global); !ok)
+    return ok.err();
   auto d = apply_in_parts(seq, x.data(), weight, summed, global.data(),
                           !(weights_[seq] > 0), max_abs);
   if (!d)
@@ -606,6 +614,163 @@ void fedavg_accumulator::unfold(uint64_t seq, std::span<const std::byte> x,
     apply(seq, x.data(), weight, summed, global.data(), -1, false);
   weights_[seq] = undo_weight_;
   restore_bounds(seq);
+}
+
+std::optional<double>
+fedavg_accumulator::apply_grid(uint64_t seq, const std::byte* x, double weight,
+                               const std::byte* global, int add, bool assign) {
+  const auto& e = plan_.extent(seq);
+  auto first = e.model_offset / 4; // float32 models only
+  auto n = e.bytes / 4;
+  auto* sums = sum_.data() + first * 4;
+  auto load = [x](uint64_t i) {
+    int32_t s;
+    std::memcpy(&s, x + i * 4, 4);
+    return s;
+  };
+  // Each block's largest |S| first: a sum beyond the exact range of
+  // `weight` updates, or past what the block's int64 sums hold, is refused
+  // before anything changed.
+  auto blocks = (n + block_elements - 1) / block_elements;
+  std::vector<uint64_t> most(blocks, 0);
+  for (uint64_t k = 0; k < blocks; ++k) {
+    auto o = k * block_elements, b = first_block_[seq] + k;
+    for (uint64_t i = o; i < std::min(n, o + block_elements); ++i)
+      most[k] = std::max<uint64_t>(
+          most[k],
+          static_cast<uint64_t>(std::abs(static_cast<int64_t>(load(i)))));
+    if (add < 0)
+      continue;
+    uint64_t before = assign                ? 0
+                      : wide_index_[b] == 0 ? bound_[b]
+                                            : wide_bound_[wide_index_[b] - 1];
+    if (static_cast<double>(most[k]) >=
+            static_cast<double>(most_units) * weight ||
+        before + most[k] >= wide_limit)
+      return std::nullopt;
+  }
+  const auto& skip = uncounted_[seq];
+  auto counted = [&skip](uint64_t i) {
+    return std::none_of(skip.begin(), skip.end(), [i](const auto& r) {
+      return i * 4 >= r.first && i * 4 < r.second;
+    });
+  };
+  double distance = 0, segment = 0;
+  for (uint64_t k = 0; k < blocks; ++k) {
+    auto o = k * block_elements, b = first_block_[seq] + k;
+    auto len = std::min(block_elements, n - o);
+    if (o > 0 && o % segment_elements == 0) {
+      distance += segment;
+      segment = 0;
+    }
+    // The distance of the sum from weight g: (u S)^2, u each run's step.
+    for (uint64_t lo = 0; add > 0 && lo < len; lo += run_elements) {
+      auto hi = std::min(lo + run_elements, len);
+      double unit =
+          power_of_two(grid_exponent(b * runs_per_block + lo / run_elements,
+                                     first + o + lo, hi - lo, global) -
+                       grid_bits + weight_bits_);
+      for (auto i = lo; i < hi; ++i)
+        if (counted(o + i)) {
+          double d = unit * load(o + i);
+          segment += d * d;
+        }
+    }
+    auto* block = sums + o * 4;
+    uint64_t before = assign ? 0 : bound_[b];
+    if (wide_index_[b] == 0) {
+      if (add < 0 || before + most[k] < int32_limit) {
+        for (uint64_t i = 0; i < len; ++i) {
+          int32_t s = 0;
+          if (!assign)
+            std::memcpy(&s, block + i * 4, 4);
+          s = static_cast<int32_t>(s + int64_t{add} * load(o + i));
+          std::memcpy(block + i * 4, &s, 4);
+        }
+        if (add > 0)
+          bound_[b] = static_cast<uint32_t>(before + most[k]);
+        continue;
+      }
+      // Its sums could outgrow int32: they move to int64 of their own.
+      wide_.push_back(std::make_unique<int64_t[]>(len));
+      wide_bound_.push_back(before);
+      wide_index_[b] = static_cast<uint32_t>(wide_.size());
+      for (uint64_t i = 0; !assign && i < len; ++i) {
+        int32_t s32;
+        std::memcpy(&s32, block + i * 4, 4);
+        wide_.back()[i] = s32;
+      }
+    }
+    auto w = wide_index_[b] - 1;
+    if (add > 0)
+      wide_bound_[w] = (assign ? 0 : wide_bound_[w]) + most[k];
+    auto* wide = wide_[w].get();
+    for (uint64_t i = 0; i < len; ++i)
+      wide[i] = (assign ? 0 : wide[i]) + int64_t{add} * load(o + i);
+  }
+  if (n > 0)
+    distance += segment;
+  return distance;
+}
+
+result<double>
+fedavg_accumulator::fold_grid(uint64_t seq, std::span<const std::byte> x,
+                              double weight,
+                              std::span<const std::byte> global) {
+  FEDCAF_REQUIRE(type_ == dtype::float32, errc::out_of_range,
+                 dtype_name(type_));
+  if (auto ok = begin_fold(seq, x.size(), weight, global); !ok)
+    return ok.err();
+  auto d = apply_grid(seq, x.data(), weight, global.data(), +1,
+                      !(weights_[seq] > 0));
+  if (!d) {
+    restore_bounds(seq);
+    return error{errc::poisoned_update,
+                 "chunk " + std::to_string(seq) +
+                     " holds a sum beyond 2^46 grid steps per update of its "
+                     "weight (the exact sum's range)"};
+  }
+  weights_[seq] += weight;
+  return *d;
+}
+
+void fedavg_accumulator::unfold_grid(uint64_t seq,
+                                     std::span<const std::byte> x) {
+  if (undo_weight_ > 0) // the first fold there was written: nothing to take
+    apply_grid(seq, x.data(), 1, nullptr, -1, false);
+  weights_[seq] = undo_weight_;
+  restore_bounds(seq);
+}
+
+bool fedavg_accumulator::grid_output() const {
+  if (!sums_ || !(grid_weight_ > 0) || type_ != dtype::float32)
+    return false;
+  for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq)
+    if (weights_[seq] != grid_weight_ ||
+        (!float_sum_.empty() && float_sum_[seq]))
+      return false;
+  for (uint64_t seq = 0; seq < plan_.chunk_count(); ++seq) {
+    auto n = plan_.extent(seq).bytes / 4;
+    for (uint64_t o = 0, b = first_block_[seq]; o < n; o += block_elements, ++b)
+      for (uint64_t i = 0;
+           wide_index_[b] != 0 && i < std::min(block_elements, n - o); ++i) {
+        auto s = wide_[wide_index_[b] - 1][i];
+        if (s != static_cast<int32_t>(s))
+          return false;
+      }
+  }
+  return true;
+}
+
+void fedavg_accumulator::narrow_chunk(uint64_t seq) {
+  auto n = plan_.extent(seq).bytes / 4;
+  auto* sums = sum_.data() + plan_.extent(seq).model_offset;
+  for (uint64_t o = 0, b = first_block_[seq]; o < n; o += block_elements, ++b)
+    for (uint64_t i = 0;
+         wide_index_[b] != 0 && i < std::min(block_elements, n - o); ++i) {
+      auto s = static_cast<int32_t>(wide_[wide_index_[b] - 1][i]);
+      std::memcpy(sums + (o + i) * 4, &s, 4);
+    }
 }
 
 void fedavg_accumulator::save_bounds(uint64_t seq) {
@@ -662,6 +827,7 @@ fedavg_accumulator::keep(std::span<const std::byte> global) {
   if (sum_.size() == 0)
     sum_ = byte_buffer::uninitialized(sum_bytes());
   std::memcpy(sum_.data(), global.data(), global.size());
+  on_grid_ = false;
   weights_.clear();
   ring_started_.clear();
   forget_round();
@@ -742,7 +908,10 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
   auto limit =
       sums_ ? finite_limit(type_) : std::min(limit_, finite_limit(type_));
   auto chunks = plan_.chunk_count();
-  measured_.assign(observer ? chunks : 0, 0.0);
+  // A relay's int32 sums on the grid are the result as they are.
+  on_grid_ = !opt && grid_output();
+  grid_weight_ = 0;
+  measured_.assign(observer && !on_grid_ ? chunks : 0, 0.0);
   // Each chunk on its own, the same bits on any thread: FedAvg's chunks
   // (no optimizer, whose steps keep state of their own) go to up to
   // threads_ threads, each a contiguous range of chunks.
@@ -751,6 +920,10 @@ fedavg_accumulator::finalize(std::span<const std::byte> global,
                          std::min<uint64_t>(threads_, (chunks + 3) / 4));
   auto settle_range = [&](uint64_t from, uint64_t to) {
     for (uint64_t seq = from; seq < to; ++seq) {
+      if (on_grid_) {
+        narrow_chunk(seq);
+        continue;
+      }
       const auto& e = plan_.extent(seq);
       auto first = e.model_offset / element;
       auto n = e.bytes / element;

@@ -103,6 +103,24 @@ public:
   virtual void unfold(uint64_t, std::span<const std::byte>, double, bool,
                       std::span<const std::byte>) {}
 
+  /// True iff fold_grid() folds a relay's int32 sums on this
+  /// accumulator's exact grid (a model-sized sum of a float32 model).
+  virtual bool takes_grid() const { return false; }
+  /// Folds x, a relay's int32 sums on the grid of total weight `weight`
+  /// (Offer.gridSums), exactly, and returns their distance from weight g
+  /// (fedavg_accumulator::fold_grid). REQUIRES: takes_grid().
+  virtual result<double> fold_grid(uint64_t, std::span<const std::byte>, double,
+                                   std::span<const std::byte>) {
+    return error{errc::internal, "no exact grid to fold sums on"};
+  }
+  /// Takes the last fold_grid() back out, exactly.
+  virtual void unfold_grid(uint64_t, std::span<const std::byte>) {}
+  /// A relay's: the next finalize() leaves int32 sums on the grid where
+  /// every position summed `weight` (fedavg_accumulator::grid_sums_of);
+  /// sums_on_grid() says whether it did.
+  virtual void grid_sums_of(double) {}
+  virtual bool sums_on_grid() const { return false; }
+
   /// A relay's accumulator: settled positions (finalize's result) hold the
   /// weighted sums, not the means, and take_position_weights() the weight
   /// summed at each position.

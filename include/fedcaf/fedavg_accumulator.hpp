@@ -91,9 +91,36 @@ public:
   void unfold(uint64_t seq, std::span<const std::byte> x, double weight,
               bool summed, std::span<const std::byte> global);
 
+  /// Adds x, a relay's partial sum of total weight `weight` given as its
+  /// int32 sums S on this accumulator's grid (Offer.gridSums: one
+  /// little-endian int32 per element of a float32 model; its x is
+  /// weight g + u S), to the sums as they are: exact, the same integers a
+  /// flat round would have added. Returns the sum of (u S)^2 over the
+  /// elements the update's distance counts: the distance of x from
+  /// weight g, as fold_measured(summed) measures it. Fails, changing
+  /// nothing: poisoned_update iff a sum lies beyond weight x 2^46 grid
+  /// steps (beyond the exact range of `weight` updates); out_of_range iff
+  /// x is not 4 bytes per element of the chunk or the model not float32.
+  result<double> fold_grid(uint64_t seq, std::span<const std::byte> x,
+                           double weight, std::span<const std::byte> global);
+  /// True iff fold_grid() takes sums: a float32 model.
+  bool takes_grid() const { return type_ == dtype::float32; }
+  /// Takes the last fold_grid() back out, exactly: called with its chunk
+  /// before any other fold.
+  void unfold_grid(uint64_t seq, std::span<const std::byte> x);
+
   /// finalize() leaves each position's weighted sum, not its mean (a
   /// relay's partial sum), and position_weights() its weight.
   void emit_sums() { sums_ = true; }
+  /// A relay's (emit_sums): the next finalize() leaves its integer sums as
+  /// they are, int32 on the grid (sums_on_grid(): the bytes its parent
+  /// folds with fold_grid, so that a tree sums what a flat round does),
+  /// iff `weight` > 0, every chunk summed exactly that weight, every sum
+  /// fits in int32, the model is float32 and no chunk is a secure sum;
+  /// else float sums, as ever.
+  void grid_sums_of(double weight) { grid_weight_ = weight; }
+  /// True iff the last finalize() left int32 sums on the grid.
+  bool sums_on_grid() const { return on_grid_; }
   /// The weight summed at each position by the last finalize() (emit_sums).
   std::vector<double> take_position_weights() {
     return std::move(position_weights_);
@@ -224,9 +251,27 @@ private:
   /// Turns chunk `seq`'s integer sums into means (or sums) in place,
   /// clamped to +-limit.
   void settle_chunk(uint64_t seq, const std::byte* global, float limit);
+  /// Adds (add = +1) or takes out (-1) int32 sums x of chunk `seq`;
+  /// `assign`: the first at its position, written. Returns the distance,
+  /// or nothing, changing nothing, iff a sum lies beyond the exact range
+  /// of `weight` updates (add > 0).
+  std::optional<double> apply_grid(uint64_t seq, const std::byte* x,
+                                   double weight, const std::byte* global,
+                                   int add, bool assign);
+  /// The checks and the set-up of a fold of `bytes` into chunk `seq`: its
+  /// storage, and what unfold() puts back.
+  result<void> begin_fold(uint64_t seq, uint64_t bytes, double weight,
+                          std::span<const std::byte> global);
+  /// Whether finalize() may leave the round's sums on the grid (see
+  /// grid_sums_of()).
+  bool grid_output() const;
+  /// Writes chunk `seq`'s int64 sums into its int32 storage (each fits).
+  void narrow_chunk(uint64_t seq);
   void forget_round();
   bool sums_ = false;
   bool fused_ = true;
+  double grid_weight_ = 0; ///< grid_sums_of()
+  bool on_grid_ = false;   ///< the last finalize() left int32 sums
   std::vector<double> position_weights_;
   fedavg_accumulator(uint64_t total_bytes, dtype type, chunk_plan plan)
       : total_bytes_(total_bytes), type_(type), plan_(std::move(plan)) {}

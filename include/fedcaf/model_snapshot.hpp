@@ -28,6 +28,9 @@ struct model_snapshot {
   /// Non-empty iff the round that produced it failed (secure aggregation
   /// could not unmask): the model is the one the round started from.
   std::string failure;
+  /// A relay's sum whose bytes are int32 sums on its parent's exact grid
+  /// (float32 model; docs/design.md, "Exact sums"), not floats.
+  bool grid_sums = false;
 
   const_model_view view() const {
     return split_contiguous(layout, bytes.bytes());

@@ -1362,25 +1362,17 @@ TEST_CASE("another update offered over a cut-off one is never mixed with it") {
     }
 }
 
-TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
-          "server_configs.relays allows") {
-  // Two synthetic clients and a hand-driven relay "R" (at most 20 clients
-  // under it) whose partial sum is that of 20 updates g + 0.5: R must
-  // offer a partial sum, of weight 1 to 20 (a weight-0 offer after it
-  // withdraws nothing); the sum, about 19 |g| from g,
-  // passes the default update bound (10 |g|) as 20 updates 0.5 from g do;
-  // the round's model is (c0 + c1 + 20 (g + 0.5)) / 22. Its loss, finite
-  // but huge (1.7e308), counts as 1e12: the round's mean loss stays
-  // finite (a sum of 1.7e308s is not), so a relay's mean of such losses is one
-  // its parent takes.
+/// One round of two synthetic clients and a hand-driven relay "R" (at
+/// most 20 clients under it; 3 contributors awaited, the default update
+/// bound on) in `memory_mode`: `drive(R, its round start, the round's
+/// plan)` plays R. Returns the side's report and the round's model.
+std::pair<run_report, model_floats>
+relay_round(const std::function<void(rogue_client&, const msg::round_start&,
+                                     const chunk_plan&)>& drive,
+            const std::string& memory_mode = "ram") {
   auto layout = test_layout();
-  auto g = initial_floats(layout);
-  std::vector<float> sums;
-  for (const auto& t : g)
-    for (auto x : t)
-      sums.push_back(20 * (x + 0.5f));
-  auto sum_bytes = std::as_bytes(std::span{sums});
   run_options o;
+  o.memory_mode = memory_mode;
   o.clients = 2;
   o.silent = 1;
   o.min_clients = 3;
@@ -1404,47 +1396,80 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
     auto rs = relay.expect<msg::round_start>(round_atom::value);
     auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
     REQUIRE(plan);
-    auto offer = [&](bool partial, uint64_t weight) {
-      msg::offer x{rs.round,
-                   "R",
-                   weight,
-                   digest(layout),
-                   layout.total_bytes(),
-                   plan->chunk_count(),
-                   1.7e308,
-                   0};
-      x.partial_sum = partial;
-      x.update_id = 5;
-      return msg::decode<msg::accept>(
-          relay.ask(offer_atom::value, msg::encode(x)));
-    };
-    auto whole = offer(false, 2);
-    REQUIRE_FALSE(whole);
-    CHECK(whole.err().code == errc::not_authorized);
-    auto heavy = offer(true, 21);
-    REQUIRE_FALSE(heavy);
-    CHECK(heavy.err().code == errc::out_of_range);
-    auto acc = offer(true, 20);
-    REQUIRE(acc);
-    // A sum of weight 0 says "my group has nothing this round"; after a sum
-    // of the round it withdraws nothing: the first stands (not_in_round).
-    auto withdraw = offer(true, 0);
-    REQUIRE_FALSE(withdraw);
-    CHECK(withdraw.err().code == errc::not_in_round);
-    for (uint64_t s = 0; s < plan->chunk_count(); ++s) {
-      const auto& e = plan->extent(s);
-      msg::chunk_header h{acc->stream_id, rs.round, s, e.tensor_index,
-                          e.tensor_offset};
-      REQUIRE(msg::decode<msg::credit>(relay.ask(
-          chunk_atom::value,
-          chunk_with(h, sum_bytes.subspan(e.model_offset, e.bytes)))));
-    }
-    REQUIRE(msg::decode<msg::stream_closed>(relay.ask(
-        end_atom::value,
-        msg::encode(msg::end_of_stream{acc->stream_id, plan->chunk_count()}))));
+    drive(relay, rs, *plan);
     await_down(vs, clients);
     side->shut_down(sys);
   }
+  return {std::move(report), eval->last()};
+}
+
+/// R's offer of round `rs` over `plan`: of `weight`, a partial sum iff
+/// `partial`, its sums on the grid iff `grid`.
+result<msg::accept> relay_offer(rogue_client& relay, const msg::round_start& rs,
+                                const chunk_plan& plan, bool partial,
+                                uint64_t weight, bool grid = false) {
+  auto layout = test_layout();
+  msg::offer x{
+      rs.round,           "R",     weight, digest(layout), layout.total_bytes(),
+      plan.chunk_count(), 1.7e308, 0};
+  x.partial_sum = partial;
+  x.grid_sums = grid;
+  x.update_id = 5;
+  return msg::decode<msg::accept>(relay.ask(offer_atom::value, msg::encode(x)));
+}
+
+/// R streams `bytes` (the model's size) as accepted stream `a`, and ends it.
+void relay_upload(rogue_client& relay, const msg::round_start& rs,
+                  const chunk_plan& plan, const msg::accept& a,
+                  std::span<const std::byte> bytes) {
+  for (uint64_t s = 0; s < plan.chunk_count(); ++s) {
+    const auto& e = plan.extent(s);
+    msg::chunk_header h{a.stream_id, rs.round, s, e.tensor_index,
+                        e.tensor_offset};
+    REQUIRE(msg::decode<msg::credit>(
+        relay.ask(chunk_atom::value,
+                  chunk_with(h, bytes.subspan(e.model_offset, e.bytes)))));
+  }
+  REQUIRE(msg::decode<msg::stream_closed>(relay.ask(
+      end_atom::value,
+      msg::encode(msg::end_of_stream{a.stream_id, plan.chunk_count()}))));
+}
+
+TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
+          "server_configs.relays allows") {
+  // Two synthetic clients and a hand-driven relay "R" (at most 20 clients
+  // under it) whose partial sum is that of 20 updates g + 0.5: R must
+  // offer a partial sum, of weight 1 to 20 (a weight-0 offer after it
+  // withdraws nothing); the sum, about 19 |g| from g,
+  // passes the default update bound (10 |g|) as 20 updates 0.5 from g do;
+  // the round's model is (c0 + c1 + 20 (g + 0.5)) / 22. Its loss, finite
+  // but huge (1.7e308), counts as 1e12: the round's mean loss stays
+  // finite (a sum of 1.7e308s is not), so a relay's mean of such losses is one
+  // its parent takes.
+  auto layout = test_layout();
+  auto g = initial_floats(layout);
+  std::vector<float> sums;
+  for (const auto& t : g)
+    for (auto x : t)
+      sums.push_back(20 * (x + 0.5f));
+  auto [report, model] =
+      relay_round([&](rogue_client& relay, const msg::round_start& rs,
+                      const chunk_plan& plan) {
+        auto whole = relay_offer(relay, rs, plan, false, 2);
+        REQUIRE_FALSE(whole);
+        CHECK(whole.err().code == errc::not_authorized);
+        auto heavy = relay_offer(relay, rs, plan, true, 21);
+        REQUIRE_FALSE(heavy);
+        CHECK(heavy.err().code == errc::out_of_range);
+        auto acc = relay_offer(relay, rs, plan, true, 20);
+        REQUIRE(acc);
+        // A sum of weight 0 says "my group has nothing this round"; after a sum
+        // of the round it withdraws nothing: the first stands (not_in_round).
+        auto withdraw = relay_offer(relay, rs, plan, true, 0);
+        REQUIRE_FALSE(withdraw);
+        CHECK(withdraw.err().code == errc::not_in_round);
+        relay_upload(relay, rs, plan, *acc, std::as_bytes(std::span{sums}));
+      });
   CHECK(report.failure == "");
   REQUIRE(report.rounds.size() == 1);
   CHECK(report.rounds[0].clients == 3);
@@ -1455,7 +1480,53 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
   for (size_t t = 0; t < want.size(); ++t)
     for (size_t j = 0; j < want[t].size(); ++j)
       want[t][j] = (2 * want[t][j] + 20 * (g[t][j] + 0.5f)) / 22;
-  check_close(eval->last(), want);
+  check_close(model, want);
+}
+
+TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
+          "ram-mode server, and refused by one that sums no grid") {
+  // ram mode: R's int32 sums on the server's grid are all 0: its sum is
+  // 20 g exactly, and the round's model (c0 + c1 + 20 g) / 22 (read as
+  // floats, the zeros would be a sum of 0: the model (c0 + c1) / 22).
+  // window mode, which sums no grid: R's grid offer is refused
+  // (manifest_mismatch), and its sum 20 g as floats then taken.
+  auto layout = test_layout();
+  auto g = initial_floats(layout);
+  std::vector<std::byte> zeros(layout.total_bytes());
+  std::vector<float> sums;
+  for (const auto& t : g)
+    for (auto x : t)
+      sums.push_back(20 * x);
+  for (std::string mode : {"ram", "window"}) {
+    CAPTURE(mode);
+    auto [report, model] = relay_round(
+        [&](rogue_client& relay, const msg::round_start& rs,
+            const chunk_plan& plan) {
+          auto whole = relay_offer(relay, rs, plan, false, 20, true);
+          REQUIRE_FALSE(whole); // a relay's is a partial sum
+          auto grid = relay_offer(relay, rs, plan, true, 20, true);
+          if (mode == "ram") {
+            REQUIRE(grid);
+            relay_upload(relay, rs, plan, *grid, zeros);
+            return;
+          }
+          REQUIRE_FALSE(grid);
+          CHECK(grid.err().code == errc::manifest_mismatch);
+          auto floats = relay_offer(relay, rs, plan, true, 20);
+          REQUIRE(floats);
+          relay_upload(relay, rs, plan, *floats,
+                       std::as_bytes(std::span{sums}));
+        },
+        mode);
+    CHECK(report.failure == "");
+    REQUIRE(report.rounds.size() == 1);
+    CHECK(report.rounds[0].clients == 3);
+    auto want = reference_fedavg(layout, 2, 1, false);
+    for (size_t t = 0; t < want.size(); ++t)
+      for (size_t j = 0; j < want[t].size(); ++j)
+        want[t][j] = (2 * want[t][j] + 20 * g[t][j]) / 22;
+    check_close(model, want);
+  }
 }
 
 /// The side of a relay's children (relay mode): its rounds follow its

@@ -469,6 +469,39 @@ if same_as_flat one; then
 else
   fail "one process: the simulated tree's models differ from the flat run's"
 fi
+# Any values, ram mode everywhere: the dummy trainer's noise makes updates
+# whose float32 sums depend on how they are grouped, and each relay sends
+# its int32 sums on the root's grid (Offer.gridSums), which the root adds
+# as they are: the tree's models byte-identical to a flat run's (unit
+# test "relays' int32 sums on the grid ..." has relays cutting chunks of
+# another size than the root's). With the relays' sums as floats (the root's chunks of 4100 bytes, no whole runs of 64
+# floats: no grid) the same tree differs from flat.
+grid_run() { # NAME RELAYS CHUNK_BYTES
+  sed -e 's/memory_mode: window/memory_mode: ram/' \
+      -e "s/chunk_bytes: 4096/chunk_bytes: $3/" \
+      -e 's/add_by_index: true}/add_by_index: true, noise: 0.01}/' \
+      -e "s|one-{round}|$1-{round}|" -e "s/simulated_relays: 2/simulated_relays: $2/" \
+      "$out/one.yaml" > "$out/$1.yaml"
+  [ "$2" -gt 0 ] || sed -i '/simulated_relays/d' "$out/$1.yaml"
+  "$fedcaf" simulate -c "$out/$1.yaml" --report "$out/$1.json" > "$out/$1.log" 2>&1 ||
+    fail "one process, grid: $1 failed: $(tail -n 3 "$out/$1.log")"
+}
+same_models() { # A B: rounds 1-3 byte-identical
+  local r
+  for r in 1 2 3; do
+    [ -s "$out/$1-$r.safetensors" ] && cmp -s "$out/$1-$r.safetensors" "$out/$2-$r.safetensors" || return 1
+  done
+}
+grid_run gflat 0 8192
+grid_run gtree 2 8192
+grid_run fflat 0 4100
+grid_run ftree 2 4100
+if same_models gflat gtree && ! same_models fflat ftree &&
+   grep -q "noise: 0.01" "$out/gtree.yaml"; then
+  pass "one process, ram mode, noisy updates: 8 clients under 2 relays sending int32 sums on the root's grid: every round's model byte-identical to the flat run's (relays' sums as floats, chunks of 4100 bytes: not)"
+else
+  fail "one process, grid: the tree's models $(same_models gflat gtree && echo equal || echo differ from) the flat run's; with float sums they $(same_models fflat ftree && echo equal || echo differ from) it"
+fi
 "$fedcaf" simulate -c "$out/one.yaml" --set server_configs.simulated_relays=3 \
   --set server_configs.scheduler_kwargs.clients_per_round=4 \
   --set server_configs.memory_mode=disk --set server_configs.storage_dir="$out" \

@@ -63,6 +63,13 @@ TEST_CASE("every small message survives a round trip") {
   CHECK(od->manifest_digest == 0xabcdef);
   CHECK(od->chunk_count == 16);
   CHECK(od->metrics == o.metrics);
+  CHECK_FALSE(od->partial_sum);
+  CHECK_FALSE(od->grid_sums);
+  o.partial_sum = o.grid_sums = true; // a relay's int32 sums on the grid
+  auto sums = decode<offer>(encode(o));
+  REQUIRE(sums);
+  CHECK(sums->partial_sum);
+  CHECK(sums->grid_sums);
   auto ev =
       decode<evaluation>(encode(evaluation{3, 5000, {{"accuracy", 0.9}}}));
   REQUIRE(ev);
@@ -100,6 +107,10 @@ TEST_CASE("every small message survives a round trip") {
   REQUIRE(w);
   CHECK(w->client_configs == "train_configs: {}");
   CHECK(w->terms == terms); // what a client must obey, typed
+  terms.grid_sums = true;   // a relay's sums folded on the exact grid
+  auto grid = decode<welcome>(encode(welcome{1, 2, "", terms}));
+  REQUIRE(grid);
+  CHECK(grid->terms.grid_sums);
 }
 
 TEST_CASE("figures a client reports are refused when malformed") {

@@ -3,6 +3,7 @@
 #include "fedcaf/update_check.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -724,5 +725,85 @@ TEST_CASE("an update refused or taken back out leaves no trace in when a "
     auto model = acc->finalize(global, nullptr);
     REQUIRE(model);
     CHECK(load_element(dtype::float32, model->data(), 0) == 8.0f);
+  }
+}
+
+TEST_CASE("relays' int32 sums on the grid, folded at the root, give flat "
+          "FedAvg's model bit for bit, whatever chunks each cuts") {
+  // 70,001 floats and a running statistic outside the distance; updates
+  // near g (sums in int32), then with a few deltas of 32 or 256 times
+  // their run's magnitude (int64 blocks whose sums still fit in int32 at
+  // the relay, and once beyond it: float sums then).
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {70001}));
+  m.tensors.push_back(
+      make_tensor_info("bn.running_mean", dtype::float32, {64}));
+  auto n = m.total_bytes() / 4;
+  std::mt19937 rng(11);
+  auto global = normal_global(n, rng, 0.5f);
+  for (int wide : {0, 1, 2}) {
+    CAPTURE(wide);
+    auto updates = updates_near(global, 6, 0.01f, rng);
+    // Group A's: +-32 in two updates (int64 blocks, sums near 0), or 256
+    // in all three (sums past int32).
+    for (size_t i : {size_t{5}, size_t{40000}})
+      for (size_t c = 0; c < 3 && wide > 0; ++c)
+        updates[c][i] +=
+            wide == 2 ? 256.0f : std::array{32.0f, -32.0f, 0.0f}[c];
+    auto bytes = [&](size_t c, const chunk_extent& e) {
+      return bytes_of(updates[c], e.model_offset / 4, e.bytes / 4);
+    };
+    auto root_plan = *chunk_plan::make(m, 64 << 10);
+    auto flat = fedavg_accumulator::make(m, root_plan);
+    REQUIRE(flat);
+    for (size_t c = 0; c < updates.size(); ++c)
+      for (uint64_t seq = 0; seq < root_plan.chunk_count(); ++seq)
+        REQUIRE(flat->fold(seq, bytes(c, root_plan.extent(seq)), 1, global));
+    auto flat_model = flat->finalize(global, nullptr);
+    REQUIRE(flat_model);
+    // Two relays of three, the second in chunks of another size.
+    std::vector<byte_buffer> sums;
+    for (uint64_t relay_chunk : {uint64_t{64} << 10, uint64_t{256} << 10}) {
+      auto plan = *chunk_plan::make(m, relay_chunk);
+      auto relay = fedavg_accumulator::make(m, plan);
+      REQUIRE(relay);
+      relay->emit_sums();
+      relay->grid_sums_of(3);
+      auto first = sums.size() * 3;
+      for (size_t c = first; c < first + 3; ++c)
+        for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq)
+          REQUIRE(relay->fold(seq, bytes(c, plan.extent(seq)), 1, global));
+      CHECK((relay->wide_blocks() > 0) == (wide > 0 && sums.empty()));
+      auto sum = relay->finalize(global, nullptr);
+      REQUIRE(sum);
+      CHECK(relay->sums_on_grid() == (wide < 2 || !sums.empty()));
+      sums.push_back(std::move(*sum));
+    }
+    if (wide == 2) // group A's sums passed int32: floats, as ever
+      continue;
+    auto root = fedavg_accumulator::make(m, root_plan);
+    REQUIRE(root);
+    for (uint64_t seq = 0; seq < root_plan.chunk_count(); ++seq)
+      for (const auto& s : sums) {
+        const auto& e = root_plan.extent(seq);
+        auto x = s.bytes().subspan(e.model_offset, e.bytes);
+        // A sum refused (beyond 2^46 steps per update) changes nothing;
+        // one taken back out neither.
+        auto bad = std::vector<std::byte>(x.begin(), x.end());
+        int32_t huge = INT32_MAX;
+        std::memcpy(bad.data() + 8, &huge, 4);
+        auto refused = root->fold_grid(seq, bad, 1.0 / (1 << 20), global);
+        REQUIRE_FALSE(refused);
+        CHECK(refused.err().code == errc::poisoned_update);
+        REQUIRE(root->fold_grid(seq, bad, 3, global));
+        root->unfold_grid(seq, bad);
+        auto d = root->fold_grid(seq, x, 3, global);
+        REQUIRE(d);
+        CHECK(*d > 0);
+      }
+    auto tree_model = root->finalize(global, nullptr);
+    REQUIRE(tree_model);
+    CHECK(std::memcmp(tree_model->data(), flat_model->data(),
+                      flat_model->size()) == 0);
   }
 }
