@@ -20,7 +20,9 @@
 #   short    a relay short of its min_clients sits its parent's rounds out
 #            (a sum of weight 0) instead of ending, and rejoins.
 #   one      the same in one process: simulate with simulated_relays, its
-#            models byte-identical to the flat run's; sampled, disk mode;
+#            models byte-identical to the flat run's; ram mode with noisy
+#            updates (relays' int32 sums on the root's grid), in one process
+#            and over sockets, byte-identical to flat; sampled, disk mode;
 #            int8 downloads and uploads through the relays; DP-FedAvg
 #            (clipped at the clients, noise at the root) as flat.
 #   secagg   SecAgg+ within a relay's group: its clients mask, the relay
@@ -70,7 +72,8 @@ PY
 base=$(( 20000 + RANDOM % 20000 ))
 root_port=$base
 declare -A port=([RA]=$((base + 1)) [RB]=$((base + 2)) [RA1]=$((base + 3))
-                 [RA2]=$((base + 4)) [RB1]=$((base + 5)) [RB2]=$((base + 6)))
+                 [RA2]=$((base + 4)) [RB1]=$((base + 5)) [RB2]=$((base + 6))
+                 [GA]=$((base + 7)) [GB]=$((base + 8)))
 
 client_configs="client_configs:
   train_configs: {trainer: dummy, add: 0.5, add_by_index: true}
@@ -501,6 +504,40 @@ if same_models gflat gtree && ! same_models fflat ftree &&
   pass "one process, ram mode, noisy updates: 8 clients under 2 relays sending int32 sums on the root's grid: every round's model byte-identical to the flat run's (relays' sums as floats, chunks of 4100 bytes: not)"
 else
   fail "one process, grid: the tree's models $(same_models gflat gtree && echo equal || echo differ from) the flat run's; with float sums they $(same_models fflat ftree && echo equal || echo differ from) it"
+fi
+# The same over sockets: a root and 2 relays (fedcaf relay), all in ram
+# mode, 4 clients under each, noisy updates: byte-identical to 8 clients
+# on one server.
+noisy() {
+  sed -i -e 's/memory_mode: window/memory_mode: ram/' \
+    -e 's/add_by_index: true}/add_by_index: true, noise: 0.01}/' "$out/$1.yaml"
+}
+root pflat 8 "{}" "  save_global_model: $out/pflat-{round}.safetensors"
+noisy pflat
+for i in 1 2 3 4 5 6 7 8; do client "$i" "$root_port"; done
+start root "$out/pflat.log" "$fedcaf" server -c "$out/pflat.yaml"
+for i in 1 2 3 4 5 6 7 8; do
+  start "C$i" "$out/pflat_C$i.log" "$fedcaf" client -c "$out/C$i.yaml"
+done
+wait "${pid_of[root]}" || fail "grid over sockets: the flat server failed: $(tail -n 2 "$out/pflat.log")"
+for i in 1 2 3 4 5 6 7 8; do wait "${pid_of[C$i]}"; done
+root ptree 2 "{GA: 4, GB: 4}" "  save_global_model: $out/ptree-{round}.safetensors"
+noisy ptree
+relay GA "$root_port" 4 "{}" ram
+relay GB "$root_port" 4 "{}" ram
+start root "$out/ptree.log" "$fedcaf" server -c "$out/ptree.yaml"
+start GA "$out/ptree_GA.log" "$fedcaf" relay -c "$out/GA.yaml"
+start GB "$out/ptree_GB.log" "$fedcaf" relay -c "$out/GB.yaml"
+for i in 1 2 3 4 5 6 7 8; do
+  client "$i" "${port[$( [ "$i" -le 4 ] && echo GA || echo GB )]}"
+  start "C$i" "$out/ptree_C$i.log" "$fedcaf" client -c "$out/C$i.yaml"
+done
+wait "${pid_of[root]}" || fail "grid over sockets: the root failed: $(tail -n 2 "$out/ptree.log")"
+for n in GA GB C1 C2 C3 C4 C5 C6 C7 C8; do wait "${pid_of[$n]}"; done
+if same_models pflat ptree; then
+  pass "grid over sockets: a root and 2 relay processes in ram mode, 4 clients under each, noisy updates: every round's model byte-identical to 8 clients on one server"
+else
+  fail "grid over sockets: the tree's models differ from the flat run's"
 fi
 "$fedcaf" simulate -c "$out/one.yaml" --set server_configs.simulated_relays=3 \
   --set server_configs.scheduler_kwargs.clients_per_round=4 \
