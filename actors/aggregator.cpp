@@ -84,7 +84,7 @@ public:
           error{errc::manifest_mismatch, "offer of " + id +
                                              " does not match the global "
                                              "model's layout"});
-    if (r.grid && !(r.summed && acc_->takes_grid()))
+    if (r.grid && !(r.summed && options_.grid_sums && acc_->takes_grid()))
       return refuse(
           error{errc::manifest_mismatch, "offer of " + id +
                                              " gives sums on a grid this "

@@ -27,6 +27,9 @@ struct aggregator_options {
   aggregation_plan plan;
   /// aggregator_kwargs.
   rule_config rule_cfg;
+  /// Relays' int32 sums on the exact grid are folded (the Welcome's
+  /// gridSums said so); off: an offer of them is refused.
+  bool grid_sums = false;
   /// Test seam: time spent on every chunk before it is consumed (a slow
   /// aggregator). Zero in production.
   std::chrono::microseconds fold_delay{0};

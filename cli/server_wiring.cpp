@@ -80,14 +80,15 @@ void note_silence_cut(const server_side_options& own,
 }
 
 /// Keys a resumed run may change (--set on the checkpoint's config, or
-/// -c with --resume-force): when, where and how long, not what it
-/// computes. More rounds are checked against the checkpoint's round.
+/// -c with --resume-force): when, where, how long and on how many threads,
+/// not what it computes. More rounds are checked against the checkpoint's round.
 bool may_change(const std::string& key) {
   for (const char* part :
        {"deadline", "timeout", "server_uri", "reconnect_grace_s",
         "server_configs.checkpoint.", "save_global_model", "storage_dir",
         "logging_output", "rate_window_s", "min_rate_bytes_per_s",
-        "heartbeat_s", "server_configs.num_global_epochs"})
+        "heartbeat_s", "server_configs.num_global_epochs",
+        "server_configs.fold_threads"})
     if (key.find(part) != std::string::npos)
       return true;
   return false;

@@ -64,8 +64,8 @@ result<aggregation_plan> plan_aggregation(const server_config& s) {
   p.fold_threads =
       s.fold_threads > 0
           ? s.fold_threads
-          : std::max(1u, std::min(max_fold_threads,
-                                  std::thread::hardware_concurrency() / 4));
+          : std::max(1u,
+                     std::min(16u, std::thread::hardware_concurrency() / 4));
   p.in_place = s.memory_mode != memory_mode::ram;
   if (s.memory_mode == memory_mode::disk)
     p.storage_dir = s.storage_dir;

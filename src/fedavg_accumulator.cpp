@@ -649,12 +649,18 @@ fedavg_accumulator::apply_grid(uint64_t seq, const std::byte* x, double weight,
         before + most[k] >= wide_limit)
       return std::nullopt;
   }
-  const auto& skip = uncounted_[seq];
-  auto counted = [&skip](uint64_t i) {
-    return std::none_of(skip.begin(), skip.end(), [i](const auto& r) {
-      return i * 4 >= r.first && i * 4 < r.second;
-    });
-  };
+  // The elements the distance counts: [0, n) less the ranges outside it
+  // (in order), as element ranges, walked along with the runs.
+  std::vector<std::pair<uint64_t, uint64_t>> counted;
+  uint64_t next = 0;
+  for (const auto& [from, to] : uncounted_[seq]) {
+    if (from / 4 > next)
+      counted.emplace_back(next, from / 4);
+    next = std::max(next, to / 4);
+  }
+  if (next < n)
+    counted.emplace_back(next, n);
+  size_t at = 0; // the first counted range that may meet the next run
   double distance = 0, segment = 0;
   for (uint64_t k = 0; k < blocks; ++k) {
     auto o = k * block_elements, b = first_block_[seq] + k;
@@ -670,9 +676,12 @@ fedavg_accumulator::apply_grid(uint64_t seq, const std::byte* x, double weight,
           power_of_two(grid_exponent(b * runs_per_block + lo / run_elements,
                                      first + o + lo, hi - lo, global) -
                        grid_bits + weight_bits_);
-      for (auto i = lo; i < hi; ++i)
-        if (counted(o + i)) {
-          double d = unit * load(o + i);
+      while (at < counted.size() && counted[at].second <= o + lo)
+        ++at;
+      for (auto r = at; r < counted.size() && counted[r].first < o + hi; ++r)
+        for (auto i = std::max(counted[r].first, o + lo);
+             i < std::min(counted[r].second, o + hi); ++i) {
+          double d = unit * load(i);
           segment += d * d;
         }
     }

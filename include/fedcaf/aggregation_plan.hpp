@@ -46,7 +46,7 @@ struct aggregation_plan {
   uint32_t relay_cache_chunks = 0;
   /// The threads a chunk's checks, fold and settling use, the
   /// aggregator's own included (`fold_threads`; 0 there: a quarter of the
-  /// host's cores, at least 1).
+  /// host's cores, 1 to 16).
   uint32_t fold_threads = 1;
   /// open_positions: the updates each position waits for (sync rounds of at
   /// most this many clients); 0 for model_sum.

@@ -65,8 +65,8 @@ constexpr key_help help_table[] = {
     {"server_configs.fold_threads",
      "Threads the server checks, folds and settles each chunk of an update "
      "on, its aggregator's own included (the same bits on any number); 0: a "
-     "quarter of the host's cores, none beside the aggregator's below 8 "
-     "(the rest are the connections')."},
+     "quarter of the host's cores, at most 16, none beside the aggregator's "
+     "below 8 (the rest are the connections')."},
     {"server_configs.save_global_model",
      "Write each new global model to this safetensors file; `{round}` in the "
      "name becomes the round. Unset: none is written."},

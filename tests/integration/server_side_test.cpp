@@ -1364,12 +1364,13 @@ TEST_CASE("another update offered over a cut-off one is never mixed with it") {
 
 /// One round of two synthetic clients and a hand-driven relay "R" (at
 /// most 20 clients under it; 3 contributors awaited, the default update
-/// bound on) in `memory_mode`: `drive(R, its round start, the round's
-/// plan)` plays R. Returns the side's report and the round's model.
+/// bound on) in `memory_mode`, its Welcome's gridSums `grid_sums`:
+/// `drive(R, its round start, the round's plan)` plays R. Returns the
+/// side's report and the round's model.
 std::pair<run_report, model_floats>
 relay_round(const std::function<void(rogue_client&, const msg::round_start&,
                                      const chunk_plan&)>& drive,
-            const std::string& memory_mode = "ram") {
+            const std::string& memory_mode = "ram", bool grid_sums = false) {
   auto layout = test_layout();
   run_options o;
   o.memory_mode = memory_mode;
@@ -1380,6 +1381,7 @@ relay_round(const std::function<void(rogue_client&, const msg::round_start&,
   auto so = side_options(o);
   so.scheduler.relays = {{"R", 20}};
   so.rule.max_update_ratio = 10; // the default bound, on
+  so.server.terms.grid_sums = grid_sums;
   auto eval = std::make_shared<capturing_evaluator>();
   run_report report;
   std::vector<run_report> client_reports(2);
@@ -1484,12 +1486,13 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
 }
 
 TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
-          "ram-mode server, and refused by one that sums no grid") {
-  // ram mode: R's int32 sums on the server's grid are all 0: its sum is
-  // 20 g exactly, and the round's model (c0 + c1 + 20 g) / 22 (read as
-  // floats, the zeros would be a sum of 0: the model (c0 + c1) / 22).
-  // window mode, which sums no grid: R's grid offer is refused
-  // (manifest_mismatch), and its sum 20 g as floats then taken.
+          "ram-mode server that offered it, and refused by any other") {
+  // ram mode, gridSums in the Welcome: R's int32 sums on the server's grid
+  // are all 0: its sum is 20 g exactly, and the round's model (c0 + c1 +
+  // 20 g) / 22 (read as floats, the zeros would be a sum of 0: the model
+  // (c0 + c1) / 22). A ram-mode server whose Welcome did not offer it, and
+  // a window-mode one (no grid), refuse R's grid offer
+  // (manifest_mismatch), and take its sum 20 g as floats then.
   auto layout = test_layout();
   auto g = initial_floats(layout);
   std::vector<std::byte> zeros(layout.total_bytes());
@@ -1497,15 +1500,18 @@ TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
   for (const auto& t : g)
     for (auto x : t)
       sums.push_back(20 * x);
-  for (std::string mode : {"ram", "window"}) {
+  for (auto [mode, terms] : {std::pair{"ram", true}, std::pair{"ram", false},
+                             std::pair{"window", true}}) {
     CAPTURE(mode);
+    CAPTURE(terms);
+    bool taken = terms && std::string{mode} == "ram";
     auto [report, model] = relay_round(
         [&](rogue_client& relay, const msg::round_start& rs,
             const chunk_plan& plan) {
           auto whole = relay_offer(relay, rs, plan, false, 20, true);
           REQUIRE_FALSE(whole); // a relay's is a partial sum
           auto grid = relay_offer(relay, rs, plan, true, 20, true);
-          if (mode == "ram") {
+          if (taken) {
             REQUIRE(grid);
             relay_upload(relay, rs, plan, *grid, zeros);
             return;
@@ -1517,7 +1523,7 @@ TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
           relay_upload(relay, rs, plan, *floats,
                        std::as_bytes(std::span{sums}));
         },
-        mode);
+        mode, terms);
     CHECK(report.failure == "");
     REQUIRE(report.rounds.size() == 1);
     CHECK(report.rounds[0].clients == 3);

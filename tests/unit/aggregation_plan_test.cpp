@@ -173,7 +173,7 @@ TEST_CASE("aggregation plan: fold_threads as given, else a quarter of the "
           "host's cores and at least the aggregator's own") {
   auto s = server();
   auto cores = std::thread::hardware_concurrency();
-  CHECK(plan(s).fold_threads == std::max(1u, std::min(64u, cores / 4)));
+  CHECK(plan(s).fold_threads == std::max(1u, std::min(16u, cores / 4)));
   for (uint32_t n : {1u, 3u, 64u}) {
     s.fold_threads = n;
     CHECK(plan(s).fold_threads == n);

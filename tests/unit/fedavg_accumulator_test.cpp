@@ -741,9 +741,14 @@ TEST_CASE("relays' int32 sums on the grid, folded at the root, give flat "
   auto n = m.total_bytes() / 4;
   std::mt19937 rng(11);
   auto global = normal_global(n, rng, 0.5f);
+  for (size_t i = 70001; i < n; ++i) // the statistic: large, and moved by 1
+    store_element(dtype::float32, global.data(), i, 1000.0f);
   for (int wide : {0, 1, 2}) {
     CAPTURE(wide);
     auto updates = updates_near(global, 6, 0.01f, rng);
+    for (auto& u : updates)
+      for (size_t i = 70001; i < n; ++i)
+        u[i] += 1.0f;
     // Group A's: +-32 in two updates (int64 blocks, sums near 0), or 256
     // in all three (sums past int32).
     for (size_t i : {size_t{5}, size_t{40000}})
@@ -783,6 +788,17 @@ TEST_CASE("relays' int32 sums on the grid, folded at the root, give flat "
       continue;
     auto root = fedavg_accumulator::make(m, root_plan);
     REQUIRE(root);
+    // Each group's distance from 3 g, over the elements the distance
+    // counts (not the statistic's, which would dominate it).
+    double expected = 0, measured = 0;
+    for (size_t first : {size_t{0}, size_t{3}})
+      for (size_t i = 0; i < 70001; ++i) {
+        double d = 0;
+        for (auto c = first; c < first + 3; ++c)
+          d += static_cast<double>(updates[c][i]) -
+               load_element(dtype::float32, global.data(), i);
+        expected += d * d;
+      }
     for (uint64_t seq = 0; seq < root_plan.chunk_count(); ++seq)
       for (const auto& s : sums) {
         const auto& e = root_plan.extent(seq);
@@ -799,8 +815,9 @@ TEST_CASE("relays' int32 sums on the grid, folded at the root, give flat "
         root->unfold_grid(seq, bad);
         auto d = root->fold_grid(seq, x, 3, global);
         REQUIRE(d);
-        CHECK(*d > 0);
+        measured += *d;
       }
+    CHECK(measured == doctest::Approx(expected).epsilon(1e-4));
     auto tree_model = root->finalize(global, nullptr);
     REQUIRE(tree_model);
     CHECK(std::memcmp(tree_model->data(), flat_model->data(),

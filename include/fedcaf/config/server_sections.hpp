@@ -97,7 +97,8 @@ struct server_config {
   /// disk mode: where the global model's file lives (removed at exit).
   std::string storage_dir = "/tmp";
   /// The threads a chunk's checks, fold and settling may use, the
-  /// aggregator's own included; 0: a quarter of the host's cores.
+  /// aggregator's own included; 0: a quarter of the host's cores, at
+  /// most 16.
   uint32_t fold_threads = 0;
   /// Write each new global model to this safetensors file ("{round}" is
   /// replaced by the round number); empty: do not save.
