@@ -346,12 +346,6 @@ namespace {
 /// byte lies in), each summed alone, on one thread or several.
 constexpr uint64_t segment_bytes = 64 << 10;
 
-struct piece {
-  uint32_t tensor;
-  uint64_t at; ///< its offset in the chunk
-  uint64_t n;  ///< its bytes
-};
-
 /// One segment's share of a distance: its sum, or the first tensor out of
 /// bounds in it.
 struct segment_sum {
@@ -359,36 +353,22 @@ struct segment_sum {
   std::optional<uint32_t> bad;
 };
 
-/// The pieces of chunk `seq` (for_each_piece's, kept).
-std::vector<piece> pieces_of(const manifest& m, const chunk_plan& plan,
-                             uint64_t seq) {
-  std::vector<piece> out;
-  for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
-    out.push_back({tensor, at, n});
-  });
-  return out;
-}
-
-/// Calls f(tensor, at, n) for each piece's elements in segment s, in order.
+/// Calls f(tensor, at, n) for the elements of each of chunk `seq`'s
+/// pieces (for_each_piece's) in segment s, in order.
 template <class F>
-void for_each_in_segment(const manifest& m, const std::vector<piece>& pieces,
-                         uint64_t s, F&& f) {
+void for_each_in_segment(const manifest& m, const chunk_plan& plan,
+                         uint64_t seq, uint64_t s, F&& f) {
   auto lo = s * segment_bytes, hi = lo + segment_bytes;
-  for (const auto& p : pieces) {
-    if (p.at + p.n <= lo)
-      continue;
-    if (p.at >= hi)
-      break;
-    auto w = dtype_bytes(m.tensors[p.tensor].type);
+  for_each_piece(m, plan, seq, [&](uint32_t tensor, uint64_t at, uint64_t n) {
+    auto w = dtype_bytes(m.tensors[tensor].type);
     auto first = [&](uint64_t edge) { // the first element from `edge` on
-      return edge <= p.at
-                 ? p.at
-                 : std::min(p.at + p.n, p.at + (edge - p.at + w - 1) / w * w);
+      return edge <= at ? at
+                        : std::min(at + n, at + (edge - at + w - 1) / w * w);
     };
     auto from = first(lo), to = first(hi);
     if (from < to)
-      f(p.tensor, from, to - from);
-  }
+      f(tensor, from, to - from);
+  });
 }
 
 /// The segments' sums of a chunk of `bytes`, in order: the first segment's
@@ -428,11 +408,10 @@ result<double> checked_distance(const manifest& m, const chunk_plan& plan,
                                 std::span<const std::byte> global,
                                 double max_abs, double k, work_split split) {
   auto base = plan.extent(seq).model_offset;
-  auto pieces = pieces_of(m, plan, seq);
   auto r = in_segment_order(update.size(), split, [&](uint64_t s) {
     segment_sum out;
     for_each_in_segment(
-        m, pieces, s, [&](uint32_t tensor, uint64_t at, uint64_t n) {
+        m, plan, seq, s, [&](uint32_t tensor, uint64_t at, uint64_t n) {
           if (out.bad)
             return;
           auto type = m.tensors[tensor].type;
@@ -462,20 +441,20 @@ double squared_distance(const manifest& m, const chunk_plan& plan, uint64_t seq,
                         std::span<const std::byte> global, double k,
                         work_split split) {
   auto base = plan.extent(seq).model_offset;
-  auto pieces = pieces_of(m, plan, seq);
-  return in_segment_order(
-             update.size(), split,
-             [&](uint64_t s) {
-               segment_sum out;
-               for_each_in_segment(
-                   m, pieces, s, [&](uint32_t tensor, uint64_t at, uint64_t n) {
-                     if (!outside_distance(m.tensors[tensor]))
-                       out.sum += distance_of(m.tensors[tensor].type,
-                                              update.data() + at,
-                                              global.data() + base + at, n, k);
-                   });
-               return out;
-             })
+  return in_segment_order(update.size(), split,
+                          [&](uint64_t s) {
+                            segment_sum out;
+                            for_each_in_segment(
+                                m, plan, seq, s,
+                                [&](uint32_t tensor, uint64_t at, uint64_t n) {
+                                  if (!outside_distance(m.tensors[tensor]))
+                                    out.sum += distance_of(
+                                        m.tensors[tensor].type,
+                                        update.data() + at,
+                                        global.data() + base + at, n, k);
+                                });
+                            return out;
+                          })
       .sum;
 }
 

@@ -1364,13 +1364,15 @@ TEST_CASE("another update offered over a cut-off one is never mixed with it") {
 
 /// One round of two synthetic clients and a hand-driven relay "R" (at
 /// most 20 clients under it; 3 contributors awaited, the default update
-/// bound on) in `memory_mode`, its Welcome's gridSums `grid_sums`:
+/// bound on; `relay`: else R is a plain client) in `memory_mode`, its
+/// Welcome's gridSums `grid_sums`:
 /// `drive(R, its round start, the round's plan)` plays R. Returns the
 /// side's report and the round's model.
 std::pair<run_report, model_floats>
 relay_round(const std::function<void(rogue_client&, const msg::round_start&,
                                      const chunk_plan&)>& drive,
-            const std::string& memory_mode = "ram", bool grid_sums = false) {
+            const std::string& memory_mode = "ram", bool grid_sums = false,
+            bool relay = true) {
   auto layout = test_layout();
   run_options o;
   o.memory_mode = memory_mode;
@@ -1379,7 +1381,8 @@ relay_round(const std::function<void(rogue_client&, const msg::round_start&,
   o.min_clients = 3;
   o.rounds = 1;
   auto so = side_options(o);
-  so.scheduler.relays = {{"R", 20}};
+  if (relay) // else R is a client like the others
+    so.scheduler.relays = {{"R", 20}};
   so.rule.max_update_ratio = 10; // the default bound, on
   so.server.terms.grid_sums = grid_sums;
   auto eval = std::make_shared<capturing_evaluator>();
@@ -1486,7 +1489,8 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
 }
 
 TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
-          "ram-mode server that offered it, and refused by any other") {
+          "ram-mode server that offered it, and refused by any other and "
+          "from a plain client") {
   // ram mode, gridSums in the Welcome: R's int32 sums on the server's grid
   // are all 0: its sum is 20 g exactly, and the round's model (c0 + c1 +
   // 20 g) / 22 (read as floats, the zeros would be a sum of 0: the model
@@ -1495,6 +1499,14 @@ TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
   // (manifest_mismatch), and take its sum 20 g as floats then.
   auto layout = test_layout();
   auto g = initial_floats(layout);
+  // The round's model: the two clients' updates and R's g of weight w.
+  auto with_g = [&](float w) {
+    auto want = reference_fedavg(layout, 2, 1, false);
+    for (size_t t = 0; t < want.size(); ++t)
+      for (size_t j = 0; j < want[t].size(); ++j)
+        want[t][j] = (2 * want[t][j] + w * g[t][j]) / (2 + w);
+    return want;
+  };
   std::vector<std::byte> zeros(layout.total_bytes());
   std::vector<float> sums;
   for (const auto& t : g)
@@ -1527,12 +1539,29 @@ TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
     CHECK(report.failure == "");
     REQUIRE(report.rounds.size() == 1);
     CHECK(report.rounds[0].clients == 3);
-    auto want = reference_fedavg(layout, 2, 1, false);
-    for (size_t t = 0; t < want.size(); ++t)
-      for (size_t j = 0; j < want[t].size(); ++j)
-        want[t][j] = (2 * want[t][j] + 20 * g[t][j]) / 22;
-    check_close(model, want);
+    check_close(model, with_g(20));
   }
+  // A plain client's update offered as sums on the grid (no partial sum):
+  // refused (manifest_mismatch) where the server folds grid sums, and its
+  // update then taken as one vote: the model (c0 + c1 + g) / 3.
+  std::vector<float> own;
+  for (const auto& t : g)
+    own.insert(own.end(), t.begin(), t.end());
+  auto [report, model] = relay_round(
+      [&](rogue_client& client, const msg::round_start& rs,
+          const chunk_plan& plan) {
+        auto grid = relay_offer(client, rs, plan, false, 20, true);
+        REQUIRE_FALSE(grid);
+        CHECK(grid.err().code == errc::manifest_mismatch);
+        auto plain = relay_offer(client, rs, plan, false, 20);
+        REQUIRE(plain);
+        relay_upload(client, rs, plan, *plain, std::as_bytes(std::span{own}));
+      },
+      "ram", true, false);
+  CHECK(report.failure == "");
+  REQUIRE(report.rounds.size() == 1);
+  CHECK(report.rounds[0].clients == 3);
+  check_close(model, with_g(1));
 }
 
 /// The side of a relay's children (relay mode): its rounds follow its

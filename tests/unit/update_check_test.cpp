@@ -48,6 +48,34 @@ std::vector<std::byte> filled(const manifest& m, float v) {
   return out;
 }
 
+/// A model of m whose floating elements are random, of both signs over
+/// `decades` decades (from 0.005), drawn in order from an LCG at `state`;
+/// integers all ones.
+std::vector<std::byte> random_floats(const manifest& m, uint64_t& state,
+                                     int decades) {
+  auto next = [&state, decades] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    auto mantissa = static_cast<double>(state >> 40) / double(1 << 24);
+    return static_cast<float>((mantissa - 0.5) *
+                              std::pow(10.0, double(state % decades) - 2));
+  };
+  auto out = filled(m, 0.0f);
+  uint64_t at = 0;
+  for (const auto& t : m.tensors) {
+    auto n = t.byte_size / dtype_bytes(t.type);
+    for (uint64_t i = 0; t.type != dtype::int64 && i < n; ++i) {
+      if (t.type == dtype::float64) {
+        double d = next();
+        std::memcpy(out.data() + at + i * 8, &d, 8);
+      } else {
+        store_element(t.type, out.data() + at, i, next());
+      }
+    }
+    at += t.byte_size;
+  }
+  return out;
+}
+
 /// Returns the chunks of `plan` whose payload of `model` fails
 /// check_finite. Each chunk's checked_distance (the check and the distance
 /// in one pass) must agree: the same error, else squared_distance's sum to
@@ -219,29 +247,7 @@ TEST_CASE("checked_distance measures to the bit what squared_distance does, "
   m.tensors.push_back(make_tensor_info("f64", dtype::float64, {9}));
   m.tensors.push_back(make_tensor_info("i64", dtype::int64, {5}));
   uint64_t state = 12345;
-  auto next = [&state] { // values of both signs over six decades
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    auto mantissa = static_cast<double>(state >> 40) / double(1 << 24);
-    return static_cast<float>((mantissa - 0.5) *
-                              std::pow(10.0, double(state % 6) - 2));
-  };
-  auto random_model = [&] {
-    auto out = filled(m, 0.0f);
-    uint64_t at = 0;
-    for (const auto& t : m.tensors) {
-      auto n = t.byte_size / dtype_bytes(t.type);
-      for (uint64_t i = 0; t.type != dtype::int64 && i < n; ++i) {
-        if (t.type == dtype::float64) {
-          double d = next();
-          std::memcpy(out.data() + at + i * 8, &d, 8);
-        } else {
-          store_element(t.type, out.data() + at, i, next());
-        }
-      }
-      at += t.byte_size;
-    }
-    return out;
-  };
+  auto random_model = [&] { return random_floats(m, state, 6); };
   auto global = random_model();
   auto update = random_model();
   for (uint64_t chunk : {64, 200, 1000, 4096, 1 << 20})
@@ -288,27 +294,7 @@ TEST_CASE("a chunk's checks and distance split over threads give one "
   m.tensors.push_back(make_tensor_info("i", dtype::int64, {7}));
   m.tensors.push_back(make_tensor_info("v", dtype::float32, {100003}));
   uint64_t state = 99;
-  auto random_model = [&] {
-    auto out = filled(m, 0.0f);
-    uint64_t at = 0;
-    for (const auto& t : m.tensors) {
-      auto n = t.byte_size / dtype_bytes(t.type);
-      for (uint64_t i = 0; t.type != dtype::int64 && i < n; ++i) {
-        state = state * 6364136223846793005ull + 1442695040888963407ull;
-        auto x = static_cast<float>(
-            (static_cast<double>(state >> 40) / double(1 << 24) - 0.5) *
-            std::pow(10.0, double(state % 5) - 2));
-        if (t.type == dtype::float64) {
-          double d = x;
-          std::memcpy(out.data() + at + i * 8, &d, 8);
-        } else {
-          store_element(t.type, out.data() + at, i, x);
-        }
-      }
-      at += t.byte_size;
-    }
-    return out;
-  };
+  auto random_model = [&] { return random_floats(m, state, 5); };
   auto global = random_model();
   auto update = random_model();
   // Every counted element's (u - k g)^2, summed plainly: the segments
