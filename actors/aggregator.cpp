@@ -309,9 +309,11 @@ private:
       std::this_thread::sleep_for(options_.fold_delay);
     if (secure())
       return acc_->fold_ring(h.sequence, c.bytes);
-    return s.summed ? acc_->fold_sum(h.sequence, c.bytes, s.weight, model())
-                    : acc_->fold(h.sequence, c.bytes, s.weight, h.stream_id,
-                                 model());
+    // A window-mode relay's round given up holds no g: folded against
+    // zeros, its sum goes nowhere.
+    auto g = relay_.has_global() ? model() : std::span<const std::byte>{};
+    return s.summed ? acc_->fold_sum(h.sequence, c.bytes, s.weight, g)
+                    : acc_->fold(h.sequence, c.bytes, s.weight, h.stream_id, g);
   }
 
   /// The credit for chunk `seq` of stream `sid` (of `s`), just folded: now

@@ -267,12 +267,11 @@ server_side_options options_from(const config& cfg,
   srv.window = stream.window;
   srv.client_configs_yaml = client_configs_yaml(cfg);
   srv.terms = client_terms_of(cfg);
-  // Relays' sums as int32 on this server's exact grid: where it sums in
-  // ram mode, unmasked, over downloads that are the model itself, in
-  // chunks of whole runs of 64 float32 elements (docs/design.md, "Exact
-  // sums").
-  srv.terms.grid_sums = plan.accumulator == accumulator_kind::model_sum &&
-                        !plan.secure && !cfg.clients.compression.down &&
+  // Relays' sums as int32 on this server's exact grid: where it sums on
+  // it (a mean, in any memory mode, unmasked), over downloads that are the
+  // model itself, in chunks of whole runs of 64 float32 elements
+  // (docs/design.md, "Exact sums").
+  srv.terms.grid_sums = plan.sums_on_grid() && !cfg.clients.compression.down &&
                         chunk_bytes % (64 * sizeof(float)) == 0;
   srv.federated_evaluation = sc.federated_evaluation.value_or(false);
   srv.evaluation_timeout = millis_of(stream.idle_timeout_s);
@@ -313,9 +312,8 @@ relay_children_options(server_side_options own, const msg::client_terms& terms,
   so.server.terms = terms;
   // Its own relays' sums on the grid where it folds them so, as its
   // parent does (the same model, so the same grid).
-  so.server.terms.grid_sums =
-      terms.grid_sums && so.plan.accumulator == accumulator_kind::model_sum &&
-      !so.plan.secure && so.server.chunk_bytes % (64 * sizeof(float)) == 0;
+  so.server.terms.grid_sums = terms.grid_sums && so.plan.sums_on_grid() &&
+                              so.server.chunk_bytes % (64 * sizeof(float)) == 0;
   so.server.federated_evaluation = false;
   cap_streaming_silence(so, terms);
   return so;

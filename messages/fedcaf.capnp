@@ -130,8 +130,9 @@ struct Welcome {
   # next RoundStart starts it again, even with the same round and version.
   gridSums @15 :Bool;
   # The server folds a relay's partial sum given as int32 on its exact grid
-  # (Offer.gridSums): it sums in ram mode, unmasked, over lossless
-  # downloads, and its chunk size is a multiple of 64 elements.
+  # (Offer.gridSums): it sums on that grid (a mean, in any memory mode),
+  # unmasked, over lossless downloads, and its chunk size is a multiple of
+  # 64 elements.
 }
 
 struct RoundStart {

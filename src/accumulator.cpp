@@ -137,14 +137,35 @@ public:
   uint64_t overwritten_below() const override { return overwritten_; }
 
   result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
-                    uint64_t tag, std::span<const std::byte>) override {
-    return window_.fold(seq, x, weight, tag);
+                    uint64_t tag, std::span<const std::byte> global) override {
+    return window_.fold(seq, x, weight, global, tag);
   }
   result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
-                        double weight, std::span<const std::byte>) override {
-    return window_.fold_sum(seq, x, weight);
+                        double weight,
+                        std::span<const std::byte> global) override {
+    return window_.fold_sum(seq, x, weight, global);
   }
   work_split fold_split() override { return window_.split(); }
+  bool measures() const override { return window_.on_grid(); }
+  result<double> fold_measured(uint64_t seq, std::span<const std::byte> x,
+                               double weight, bool summed,
+                               std::span<const std::byte> global,
+                               std::optional<double> max_abs) override {
+    return window_.fold_measured(seq, x, weight, summed, global, max_abs);
+  }
+  void unfold(uint64_t seq, std::span<const std::byte> x, double weight,
+              bool summed, std::span<const std::byte> global) override {
+    window_.unfold(seq, x, weight, summed, global);
+  }
+  bool takes_grid() const override { return window_.takes_grid(); }
+  result<double> fold_grid(uint64_t seq, std::span<const std::byte> x,
+                           double weight,
+                           std::span<const std::byte> global) override {
+    return window_.fold_grid(seq, x, weight, global);
+  }
+  void unfold_grid(uint64_t seq, std::span<const std::byte> x) override {
+    window_.unfold_grid(seq, x);
+  }
   void emit_sums() override { window_.emit_sums(); }
   std::vector<double> take_position_weights() override {
     return window_.take_position_weights();
@@ -346,6 +367,8 @@ accumulator::make(const manifest& m, chunk_plan plan, const aggregation_plan& p,
     return positions.err();
   if (p.partial_sums)
     positions->emit_sums();
+  if (p.weights == client_weighting::sample_size)
+    positions->set_weight_bits(10);
   // A position's checks, fold and settling on fold_threads, as a
   // model-sized sum's fold (the same bits on any number).
   positions->set_threads(p.fold_threads);

@@ -11,6 +11,7 @@
 #endif
 
 #include "fedcaf/element.hpp"
+#include "fedcaf/grid_units.hpp"
 #include "fedcaf/kernel.hpp"
 #include "fedcaf/secagg.hpp"
 #include "fedcaf/update_check.hpp"
@@ -19,96 +20,12 @@ namespace fedcaf {
 
 namespace {
 
-constexpr uint64_t block_elements = 1024;
-/// Each run of 64 elements of a block has its own grid: 2^-grid_bits of
-/// its magnitude 2^exponent (the least power of two above its |g|).
-constexpr uint64_t run_elements = 64;
-constexpr uint64_t runs_per_block = block_elements / run_elements;
-/// A chunk's distance is the sum, in order, of its segments' (16 blocks
-/// each): the same bits whether its parts are folded on one thread or many.
-constexpr uint64_t segment_elements = 16 * block_elements;
-constexpr int grid_bits = 27;
-/// Blocks whose |g| stays below 2^(least_exponent - 1) share the grid of
-/// 2^least_exponent: a zero-initialised tensor (a bias, LoRA's B) takes
-/// deltas of 2^-7 x 2^4 / updates before its sums go wide.
-constexpr int least_exponent = -7;
+using namespace grid;
+
 constexpr int8_t unset_exponent = INT8_MIN;
 /// A block's int32 sums take a contribution while |q| stays below
 /// int32_room and the bound on |sum| below int32_limit.
-constexpr float int32_room = 0x1p30f;
 constexpr uint64_t int32_limit = uint64_t{1} << 31;
-/// |q| beyond this is saturated (int64 sums of 2^17 such never overflow).
-constexpr float most_units = 0x1p46f;
-/// A wide block's bound on |sum| stays below this (2^16 updates at the
-/// most each).
-constexpr uint64_t wide_limit = uint64_t{1} << 62;
-
-using v8f = float __attribute__((vector_size(32)));
-using v8u = uint32_t __attribute__((vector_size(32)));
-
-/// v[i] = (x[i] - k g[i]) s[i] over n float32 values (x, g as bytes: any
-/// alignment). Returns the sum of (x[i] - k g[i])^2 (in float, eight lanes)
-/// and raises `most` to the largest |v[i]|'s bits (NaN above infinity). The
-/// values v are one update's own arithmetic, the same in every run.
-FEDCAF_KERNEL float scaled_deltas(const std::byte* x, const std::byte* g,
-                                  float* v, size_t n, float k, const float* s,
-                                  uint32_t& most) {
-  v8f squares = {};
-  v8u top = {};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    v8f a, b;
-    std::memcpy(&a, x + i * 4, sizeof a);
-    std::memcpy(&b, g + i * 4, sizeof b);
-    v8f d = a - k * b;
-    v8f scale;
-    std::memcpy(&scale, s + i, sizeof scale);
-    v8f q = d * scale;
-    std::memcpy(v + i, &q, sizeof q);
-    squares += d * d;
-    v8u bits;
-    std::memcpy(&bits, &q, sizeof bits);
-    bits &= 0x7fffffffu;
-    auto above = reinterpret_cast<v8u>(bits > top);
-    top = (bits & above) | (top & ~above);
-  }
-  float sum = 0;
-  for (int j = 0; j < 8; ++j) {
-    sum += squares[j];
-    most = std::max(most, static_cast<uint32_t>(top[j]));
-  }
-  for (; i < n; ++i) {
-    float a, b;
-    std::memcpy(&a, x + i * 4, 4);
-    std::memcpy(&b, g + i * 4, 4);
-    float d = a - k * b;
-    v[i] = d * s[i];
-    sum += d * d;
-    uint32_t bits;
-    std::memcpy(&bits, &v[i], 4);
-    most = std::max(most, bits & 0x7fffffffu);
-  }
-  return sum;
-}
-
-/// 2^e as a float, made from its bits where it is a normal float (a
-/// grid's exponents are: -7 to 127 less 27, plus up to 20 weight bits),
-/// as std::ldexp(1.0f, e) gives it without a library call per run.
-float power_of_two(int e) {
-  if (e < -126 || e > 127)
-    return std::ldexp(1.0f, e);
-  return std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
-}
-
-/// The integer an update adds at a value v of the grid: v rounded to the
-/// nearest (ties to even), saturated at most_units; 0 for NaN (never
-/// folded: the finite check refuses it first).
-int64_t units_of(float v) {
-  if (!(v == v))
-    return 0;
-  return static_cast<int64_t>(
-      std::nearbyint(std::clamp(v, -most_units, most_units)));
-}
 
 /// acc[i] = (assign ? 0 : acc[i]) + sign * round(v[i]) in int32 (the
 /// caller bounds it: no wrap), from `i` on, one element at a time.
@@ -270,26 +187,6 @@ FEDCAF_KERNEL void settle_units(std::byte* sums, const std::byte* g, size_t n,
   }
 }
 
-/// The largest |x| of n float32 values, by their bits (NaN above all).
-FEDCAF_KERNEL uint32_t largest_bits(const std::byte* x, size_t n) {
-  uint32_t most = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, x + i * 4, 4);
-    most = std::max(most, bits & 0x7fffffffu);
-  }
-  return most;
-}
-
-/// A 16-bit (or float32) run of n elements as float32 bytes in `out`.
-const std::byte* as_floats(dtype t, const std::byte* x, size_t n, float* out) {
-  if (t == dtype::float32)
-    return x;
-  for (size_t i = 0; i < n; ++i)
-    out[i] = load_element(t, x, i);
-  return reinterpret_cast<const std::byte*>(out);
-}
-
 } // namespace
 
 result<fedavg_accumulator> fedavg_accumulator::make(const manifest& m,
@@ -338,19 +235,8 @@ int fedavg_accumulator::grid_exponent(uint64_t r, uint64_t first, uint64_t n,
                                       const std::byte* global) {
   if (exponent_[r] != unset_exponent)
     return exponent_[r];
-  float most = 0;
-  if (type_ == dtype::float32) {
-    auto bits = largest_bits(global + first * 4, n);
-    std::memcpy(&most, &bits, 4);
-  } else {
-    auto element = dtype_bytes(type_);
-    for (uint64_t i = 0; i < n; ++i)
-      most = std::max(
-          most, std::fabs(load_element(type_, global + first * element, i)));
-  }
-  int e =
-      most > 0 && std::isfinite(most) ? std::ilogb(most) + 1 : least_exponent;
-  exponent_[r] = static_cast<int8_t>(std::clamp(e, least_exponent, 127));
+  int e = run_exponent(type_, global + first * dtype_bytes(type_), n);
+  exponent_[r] = static_cast<int8_t>(e);
   return exponent_[r];
 }
 

@@ -4,61 +4,100 @@
 #include <cassert>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "fedcaf/element.hpp"
+#include "fedcaf/grid_units.hpp"
 #include "fedcaf/kernel.hpp"
 #include "fedcaf/secagg.hpp"
+#include "fedcaf/update_check.hpp"
 
 namespace fedcaf {
 
 namespace {
 
-/// acc[i] = scale * x_i (first) or acc[i] + scale * x_i, x_i element i of
-/// the float32 array at x.
-FEDCAF_KERNEL void add_scaled_f32(double* acc, const std::byte* x, size_t n,
-                                  double scale, bool first) {
-  auto at = [x](size_t i) {
-    float f;
-    std::memcpy(&f, x + i * sizeof f, sizeof f);
-    return static_cast<double>(f);
-  };
-  if (first)
-    for (size_t i = 0; i < n; ++i)
-      acc[i] = scale * at(i);
-  else
-    for (size_t i = 0; i < n; ++i)
-      acc[i] += scale * at(i);
-}
+using namespace grid;
 
-/// The n float64 sums in `slot`'s bytes become the floats sum / divisor in
-/// the same bytes (divisor 1: the sums themselves). A block of sums is read
-/// before its floats are written, which lie at or before the bytes of sums
-/// already read.
-FEDCAF_KERNEL void means_in_place(float* slot, size_t n, double divisor) {
-  constexpr size_t block = 16;
-  const auto* sums = reinterpret_cast<const std::byte*>(slot);
-  double x[block];
+/// acc[i] = (assign ? 0 : acc[i]) + sign * round(v[i]) in int64, rounded
+/// to the nearest, ties to even (units_of's integers). REQUIRES: |v[i]| <
+/// int32_room where `small`.
+void add_units64(int64_t* acc, const float* v, size_t n, int sign, bool assign,
+                 bool small);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/// add_units64 of values within int32's range, eight at a time.
+[[gnu::target("avx2")]] size_t add_small_avx2(int64_t* acc, const float* v,
+                                              size_t n, int sign, bool assign) {
   size_t i = 0;
-  for (; i + block <= n; i += block) {
-    std::memcpy(x, sums + i * sizeof(double), sizeof x);
-    for (size_t j = 0; j < block; ++j)
-      slot[i + j] = static_cast<float>(x[j] / divisor);
+  for (; i + 8 <= n; i += 8) {
+    __m256i q = _mm256_cvtps_epi32(_mm256_loadu_ps(v + i));
+    if (sign < 0)
+      q = _mm256_sub_epi32(_mm256_setzero_si256(), q);
+    auto lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(q));
+    auto hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(q, 1));
+    auto* at = reinterpret_cast<__m256i*>(acc + i);
+    if (!assign) {
+      lo = _mm256_add_epi64(_mm256_loadu_si256(at), lo);
+      hi = _mm256_add_epi64(_mm256_loadu_si256(at + 1), hi);
+    }
+    _mm256_storeu_si256(at, lo);
+    _mm256_storeu_si256(at + 1, hi);
   }
-  std::memcpy(x, sums + i * sizeof(double), (n - i) * sizeof(double));
-  for (size_t j = 0; i + j < n; ++j)
-    slot[i + j] = static_cast<float>(x[j] / divisor);
+  return i;
+}
+#endif
+
+void add_units64(int64_t* acc, const float* v, size_t n, int sign, bool assign,
+                 bool small) {
+  size_t i = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (small && avx2)
+    i = add_small_avx2(acc, v, n, sign, assign);
+#endif
+  for (; i < n; ++i) {
+    auto q = sign * units_of(v[i]);
+    acc[i] = (assign ? 0 : acc[i]) + q;
+  }
 }
 
-/// The n float64 sums at `sums` as the floats sum / divisor, clamped to
-/// +-limit, written to `out`: means_in_place, saturate and the copy into
-/// the model in one pass, with the same operations (the same bits).
-FEDCAF_KERNEL void settle_means(const std::byte* sums, float* out, size_t n,
-                                double divisor, float limit) {
+/// out[i] = base g[i] + f[i] s[i], clamped to +-limit: in float where s[i]
+/// fits in int32, else in double (fedavg_accumulator::settle_chunk's
+/// arithmetic, so the same bits).
+FEDCAF_KERNEL void settle_sums(const int64_t* sums, const std::byte* g,
+                               float* out, size_t n, double base,
+                               const float* f, float limit) {
+  auto b = static_cast<float>(base);
   for (size_t i = 0; i < n; ++i) {
-    double s;
-    std::memcpy(&s, sums + i * sizeof s, sizeof s);
-    out[i] = std::clamp(static_cast<float>(s / divisor), -limit, limit);
+    auto s = sums[i];
+    float gi;
+    std::memcpy(&gi, g + i * 4, 4);
+    auto r =
+        s == static_cast<int32_t>(s)
+            ? b * gi + f[i] * static_cast<float>(static_cast<int32_t>(s))
+            : static_cast<float>(base * gi + f[i] * static_cast<double>(s));
+    out[i] = r < -limit ? -limit : (r > limit ? limit : r);
   }
 }
+
+/// settle_sums where every sum fits in int32 (its float path alone, which
+/// the compiler vectorizes).
+FEDCAF_KERNEL void settle_small(const int64_t* sums, const std::byte* g,
+                                float* out, size_t n, float base,
+                                const float* f, float limit) {
+  for (size_t i = 0; i < n; ++i) {
+    float gi;
+    std::memcpy(&gi, g + i * 4, 4);
+    auto r =
+        base * gi + f[i] * static_cast<float>(static_cast<int32_t>(sums[i]));
+    out[i] = r < -limit ? -limit : (r > limit ? limit : r);
+  }
+}
+
+/// The global values of a position whose g is not held: zeros.
+alignas(64) const float no_global[block_elements] = {};
 
 } // namespace
 
@@ -72,7 +111,10 @@ window_accumulator::make(const manifest& m, chunk_plan plan, uint32_t window,
                  contributors);
   FEDCAF_REQUIRE(rule.trim_ratio >= 0 && rule.trim_ratio < 0.5,
                  errc::bad_config, rule.trim_ratio);
-  return window_accumulator{*type, std::move(plan), window, contributors, rule};
+  window_accumulator acc{*type, std::move(plan), window, contributors, rule};
+  for (uint64_t seq = 0; seq < acc.plan_.chunk_count(); ++seq)
+    acc.uncounted_.push_back(uncounted_ranges(m, acc.plan_, seq));
+  return acc;
 }
 
 uint32_t position_rule::trimmed(uint32_t k) const {
@@ -98,7 +140,10 @@ window_accumulator::window_accumulator(dtype type, chunk_plan plan,
       slots_(byte_buffer::uninitialized(uint64_t{window} * depth_ *
                                         slot_floats_ * sizeof(float))),
       counts_(window, 0), weights_(window, 0.0),
-      tags_(rule.robust() ? uint64_t{window} * depth_ : 0) {}
+      tags_(rule.robust() ? uint64_t{window} * depth_ : 0), bounds_(window, 0),
+      runs_per_slot_((slot_floats_ - 1 + grid::run_elements - 1) /
+                     grid::run_elements),
+      exponents_(rule.robust() ? 0 : uint64_t{window} * runs_per_slot_) {}
 
 float* window_accumulator::slot(uint64_t seq) {
   return reinterpret_cast<float*>(slots_.data()) +
@@ -119,58 +164,291 @@ template <class F> void window_accumulator::in_parts(uint64_t n, F&& f) {
   if (parts <= 1)
     return f(uint64_t{0}, n);
   auto edge = [&](unsigned p) {
-    return p == parts ? n : n * p / parts / 16 * 16;
+    return p == parts ? n : n * p / parts / block_elements * block_elements;
   };
   split().run(parts, [&](unsigned p) { f(edge(p), edge(p + 1)); });
 }
 
-result<void> window_accumulator::fold_sum(uint64_t seq,
-                                          std::span<const std::byte> x,
-                                          double weight) {
-  FEDCAF_REQUIRE(!rule_.robust(), errc::internal, "a sum under a robust rule");
-  return fold_scaled(seq, x, weight, 1.0, 0);
+result<const std::byte*>
+window_accumulator::admits(uint64_t seq, std::span<const std::byte> x,
+                           std::span<const std::byte> global) const {
+  FEDCAF_REQUIRE(open(seq), errc::out_of_range, seq, low_, window_);
+  const auto& e = plan_.extent(seq);
+  FEDCAF_REQUIRE(x.size() == e.bytes, errc::out_of_range, x.size(), e.bytes);
+  auto count = counts_[seq % window_];
+  FEDCAF_REQUIRE(count < needed(seq) && (!rule_.robust() || count < depth_),
+                 errc::bad_sequence, seq, count);
+  FEDCAF_REQUIRE(global.empty() || global.size() == plan_.total_bytes(),
+                 errc::internal, global.size(), plan_.total_bytes());
+  return global.empty() ? nullptr : global.data() + e.model_offset;
 }
 
 result<void> window_accumulator::fold(uint64_t seq,
                                       std::span<const std::byte> x,
-                                      double weight, uint64_t tag) {
-  return fold_scaled(seq, x, weight, weight, tag);
-}
-
-result<void> window_accumulator::fold_scaled(uint64_t seq,
-                                             std::span<const std::byte> x,
-                                             double weight, double scale,
-                                             uint64_t tag) {
-  FEDCAF_REQUIRE(open(seq), errc::out_of_range, seq, low_, window_);
-  const auto& e = plan_.extent(seq);
-  FEDCAF_REQUIRE(x.size() == e.bytes, errc::out_of_range, x.size(), e.bytes);
-  auto& count = counts_[seq % window_];
-  FEDCAF_REQUIRE(count < needed(seq) && (!rule_.robust() || count < depth_),
-                 errc::bad_sequence, seq, count);
-  auto n = e.bytes / dtype_bytes(type_);
-  if (rule_.robust()) { // kept as it came, unweighted
-    auto* keep = slot(seq) + count * slot_floats_;
-    for (size_t i = 0; i < n; ++i)
-      keep[i] = load_element(type_, x.data(), i);
-    tags_[(seq % window_) * depth_ + count] = tag;
-  } else { // a float64 sum, exact for a round's values (see the header)
-    auto* acc = reinterpret_cast<double*>(slot(seq));
-    bool first = count == 0;
-    in_parts(n, [&](uint64_t from, uint64_t to) {
-      if (type_ == dtype::float32)
-        add_scaled_f32(acc + from, x.data() + from * 4, to - from, scale,
-                       first);
-      else
-        for (auto i = from; i < to; ++i) {
-          auto v =
-              scale * static_cast<double>(load_element(type_, x.data(), i));
-          acc[i] = first ? v : acc[i] + v;
-        }
-    });
+                                      double weight,
+                                      std::span<const std::byte> global,
+                                      uint64_t tag) {
+  if (on_grid()) {
+    auto d = fold_measured(seq, x, weight, false, global);
+    return d ? result<void>{} : result<void>{d.err()};
   }
+  if (auto ok = admits(seq, x, {}); !ok)
+    return ok.err();
+  auto& count = counts_[seq % window_];
+  auto n = x.size() / dtype_bytes(type_);
+  auto* keep = slot(seq) + count * slot_floats_; // as it came, unweighted
+  for (size_t i = 0; i < n; ++i)
+    keep[i] = load_element(type_, x.data(), i);
+  tags_[(seq % window_) * depth_ + count] = tag;
   ++count;
   weights_[seq % window_] += weight;
   return {};
+}
+
+result<void> window_accumulator::fold_sum(uint64_t seq,
+                                          std::span<const std::byte> x,
+                                          double weight,
+                                          std::span<const std::byte> global) {
+  FEDCAF_REQUIRE(on_grid(), errc::internal, "a sum under a robust rule");
+  auto d = fold_measured(seq, x, weight, true, global);
+  return d ? result<void>{} : result<void>{d.err()};
+}
+
+void window_accumulator::measure_grid(uint64_t seq, const std::byte* g) {
+  auto element = dtype_bytes(type_);
+  auto n = plan_.extent(seq).bytes / element;
+  auto* out = exponents(seq);
+  for (uint64_t o = 0; o < n; o += run_elements)
+    out[o / run_elements] = static_cast<int8_t>(
+        g ? run_exponent(type_, g + o * element, std::min(run_elements, n - o))
+          : least_exponent);
+}
+
+bool window_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
+                               bool summed, const std::byte* g, int add,
+                               bool assign, uint64_t from, uint64_t to,
+                               std::optional<double> max_abs, double* squares,
+                               uint32_t& top) {
+  auto element = dtype_bytes(type_);
+  const auto& skip = uncounted_[seq];
+  auto* acc = sums(seq);
+  auto k = summed ? static_cast<float>(weight) : 1.0f;
+  auto w_scale =
+      std::ldexp(summed ? 1.0f : static_cast<float>(weight), -weight_bits_);
+  auto fail = [&](uint64_t o) { // what this call added before o, taken out
+    if (add > 0 && !assign && o > from) {
+      uint32_t again = 0;
+      apply(seq, x, weight, summed, g, -1, false, from, o, std::nullopt,
+            nullptr, again);
+    }
+    return false;
+  };
+  alignas(64) float v[block_elements];
+  alignas(64) float xs[block_elements];
+  alignas(64) float gs[block_elements];
+  alignas(64) float s[block_elements]; // each element's scale
+  const auto* e = exponents(seq);
+  for (auto o = from; o < to; o += block_elements) {
+    auto len = std::min(block_elements, to - o);
+    if (max_abs &&
+        any_out_of_bounds(type_, {x + o * element, len * element}, *max_abs))
+      return fail(o);
+    for (uint64_t lo = 0; lo < len; lo += run_elements)
+      std::fill(s + lo, s + std::min(lo + run_elements, len),
+                w_scale * power_of_two(grid_bits - e[(o + lo) / run_elements]));
+    auto* xb = as_floats(type_, x + o * element, len, xs);
+    const auto* gb = g ? as_floats(type_, g + o * element, len, gs)
+                       : reinterpret_cast<const std::byte*>(
+                             static_cast<const float*>(no_global));
+    // The block's runs split where tensors outside the distance lie, as
+    // a model-sized sum splits them (the same squares, the same bits).
+    uint32_t most = 0;
+    uint64_t at = 0;
+    auto run = [&](uint64_t end, bool counted) {
+      if (end > at) {
+        auto sq = scaled_deltas(xb + at * 4, gb + at * 4, v + at, end - at, k,
+                                s + at, most);
+        if (counted && squares)
+          squares[o / segment_elements] += sq;
+      }
+      at = std::max(at, end);
+    };
+    for (const auto& [lo, hi] : skip) {
+      run(std::clamp<uint64_t>(lo / element, o, o + len) - o, true);
+      run(std::clamp<uint64_t>(hi / element, o, o + len) - o, false);
+    }
+    run(len, true);
+    float largest;
+    std::memcpy(&largest, &most, 4);
+    if (add > 0 && !(largest < most_units)) // beyond the exact range
+      return fail(o);
+    top = std::max(top, most);
+    add_units64(acc + o, v, len, add, assign, largest < int32_room);
+  }
+  return true;
+}
+
+result<double> window_accumulator::fold_measured(
+    uint64_t seq, std::span<const std::byte> x, double weight, bool summed,
+    std::span<const std::byte> global, std::optional<double> max_abs) {
+  FEDCAF_REQUIRE(on_grid(), errc::internal, "a robust rule's fold measured");
+  auto g = admits(seq, x, global);
+  if (!g)
+    return g.err();
+  const auto& e = plan_.extent(seq);
+  auto n = e.bytes / dtype_bytes(type_);
+  auto at = seq % window_;
+  bool assign = counts_[at] == 0;
+  if (assign) // the position's grid, from g, for its folds and settling
+    measure_grid(seq, *g);
+  auto segments = (n + segment_elements - 1) / segment_elements;
+  auto parts =
+      static_cast<unsigned>(std::min<uint64_t>(threads_, segments / 2));
+  parts = std::max(parts, 1u);
+  auto edge = [&](unsigned p) {
+    return std::min(n, segments * p / parts * segment_elements);
+  };
+  std::vector<double> squares(segments, 0.0);
+  std::vector<uint32_t> top(parts, 0);
+  std::vector<char> ok(parts, 0);
+  auto part = [&](unsigned p) {
+    ok[p] = apply(seq, x.data(), weight, summed, *g, +1, assign, edge(p),
+                  edge(p + 1), max_abs, squares.data(), top[p]);
+  };
+  if (parts == 1)
+    part(0);
+  else
+    split().run(parts, part);
+  auto most = *std::max_element(top.begin(), top.end());
+  float largest;
+  std::memcpy(&largest, &most, 4);
+  auto grows = static_cast<uint64_t>(std::min(largest, most_units)) + 1;
+  auto before = assign ? 0 : bounds_[at];
+  bool passed = std::all_of(ok.begin(), ok.end(), [](char c) { return c; });
+  if (!passed || before + grows >= wide_limit) {
+    for (unsigned p = 0; p < parts && !assign; ++p)
+      if (ok[p]) {
+        uint32_t again = 0;
+        apply(seq, x.data(), weight, summed, *g, -1, false, edge(p),
+              edge(p + 1), std::nullopt, nullptr, again);
+      }
+    if (max_abs && any_out_of_bounds(type_, x, *max_abs))
+      return error{errc::poisoned_update,
+                   "chunk " + std::to_string(seq) +
+                       " holds NaN, infinite values or values beyond +-" +
+                       std::to_string(*max_abs)};
+    return error{errc::poisoned_update,
+                 "chunk " + std::to_string(seq) +
+                     " holds a value beyond 2^19 times the magnitude of the "
+                     "global model around it (the exact sum's range)"};
+  }
+  undo_bound_ = bounds_[at];
+  undo_weight_ = weights_[at];
+  bounds_[at] = before + grows;
+  ++counts_[at];
+  weights_[at] += weight;
+  double distance = 0; // in segment order: the bits of one thread
+  for (double d : squares)
+    distance += d;
+  return distance;
+}
+
+void window_accumulator::unfold(uint64_t seq, std::span<const std::byte> x,
+                                double weight, bool summed,
+                                std::span<const std::byte> global) {
+  auto at = seq % window_;
+  assert(counts_[at] > 0);
+  --counts_[at];
+  if (counts_[at] > 0) { // the first fold there was written: nothing to take
+    const auto& e = plan_.extent(seq);
+    uint32_t again = 0;
+    apply(seq, x.data(), weight, summed,
+          global.empty() ? nullptr : global.data() + e.model_offset, -1, false,
+          0, e.bytes / dtype_bytes(type_), std::nullopt, nullptr, again);
+  }
+  bounds_[at] = undo_bound_;
+  weights_[at] = undo_weight_;
+}
+
+result<double>
+window_accumulator::fold_grid(uint64_t seq, std::span<const std::byte> x,
+                              double weight,
+                              std::span<const std::byte> global) {
+  FEDCAF_REQUIRE(takes_grid(), errc::out_of_range, dtype_name(type_));
+  auto g = admits(seq, x, global);
+  if (!g)
+    return g.err();
+  const auto& e = plan_.extent(seq);
+  auto n = e.bytes / 4;
+  auto at = seq % window_;
+  bool assign = counts_[at] == 0;
+  auto load = [&x](uint64_t i) {
+    int32_t s;
+    std::memcpy(&s, x.data() + i * 4, 4);
+    return int64_t{s};
+  };
+  // The largest |S| first: a sum beyond the exact range of `weight`
+  // updates, or past what the slot's int64 sums hold, changes nothing.
+  uint64_t most = 0;
+  for (uint64_t i = 0; i < n; ++i)
+    most = std::max<uint64_t>(most, static_cast<uint64_t>(std::abs(load(i))));
+  auto before = assign ? 0 : bounds_[at];
+  if (static_cast<double>(most) >= static_cast<double>(most_units) * weight ||
+      before + most >= wide_limit)
+    return error{errc::poisoned_update,
+                 "chunk " + std::to_string(seq) +
+                     " holds a sum beyond 2^46 grid steps per update of its "
+                     "weight (the exact sum's range)"};
+  // The distance of the sum from weight g: (u S)^2 per counted element,
+  // u its run's step, summed per segment as a model-sized sum sums it.
+  std::vector<char> counted(n, 1);
+  for (const auto& [from, to] : uncounted_[seq])
+    std::fill(counted.begin() + static_cast<ptrdiff_t>(std::min(n, from / 4)),
+              counted.begin() + static_cast<ptrdiff_t>(std::min(n, to / 4)), 0);
+  double distance = 0, segment = 0;
+  if (assign)
+    measure_grid(seq, *g);
+  const auto* exps = exponents(seq);
+  for (uint64_t o = 0; o < n; o += block_elements) {
+    auto len = std::min(block_elements, n - o);
+    if (o > 0 && o % segment_elements == 0) {
+      distance += segment;
+      segment = 0;
+    }
+    for (uint64_t i = 0; i < len; ++i) {
+      if (!counted[o + i])
+        continue;
+      double unit =
+          power_of_two(exps[(o + i) / run_elements] - grid_bits + weight_bits_);
+      double d = unit * static_cast<double>(load(o + i));
+      segment += d * d;
+    }
+  }
+  distance += segment;
+  auto* acc = sums(seq);
+  for (uint64_t i = 0; i < n; ++i)
+    acc[i] = (assign ? 0 : acc[i]) + load(i);
+  undo_bound_ = bounds_[at];
+  undo_weight_ = weights_[at];
+  bounds_[at] = before + most;
+  ++counts_[at];
+  weights_[at] += weight;
+  return distance;
+}
+
+void window_accumulator::unfold_grid(uint64_t seq,
+                                     std::span<const std::byte> x) {
+  auto at = seq % window_;
+  assert(counts_[at] > 0);
+  --counts_[at];
+  auto* acc = sums(seq);
+  for (uint64_t i = 0; counts_[at] > 0 && i < x.size() / 4; ++i) {
+    int32_t s;
+    std::memcpy(&s, x.data() + i * 4, 4);
+    acc[i] -= s;
+  }
+  bounds_[at] = undo_bound_;
+  weights_[at] = undo_weight_;
 }
 
 void window_accumulator::reduce(uint64_t seq, size_t n, uint32_t k) {
@@ -242,6 +520,40 @@ bool window_accumulator::ready() const {
   return low_ < plan_.chunk_count() && counts_[low_ % window_] >= needed(low_);
 }
 
+void window_accumulator::settle_grid(const std::byte* g, float* out,
+                                     uint64_t from, uint64_t to, double weight,
+                                     float limit) {
+  auto element = dtype_bytes(type_);
+  const auto* acc = sums(low_);
+  // Written over the slot's own sums: a block's floats lie over sums
+  // already read (this block's, read before they are written, or earlier
+  // ones').
+  bool in_slot = out == slot(low_);
+  bool small = bounds_[low_ % window_] < (uint64_t{1} << 31);
+  alignas(64) float gs[block_elements];
+  alignas(64) float f[block_elements]; // each element's factor
+  alignas(64) float r[block_elements];
+  const auto* e = exponents(low_);
+  for (auto o = from; o < to; o += block_elements) {
+    auto len = std::min(block_elements, to - o);
+    for (uint64_t lo = 0; lo < len; lo += run_elements) {
+      double unit =
+          power_of_two(e[(o + lo) / run_elements] - grid_bits + weight_bits_);
+      std::fill(f + lo, f + std::min(lo + run_elements, len),
+                static_cast<float>(sums_ ? unit : unit / weight));
+    }
+    const auto* gb = as_floats(type_, g + o * element, len, gs);
+    auto* into = in_slot ? r : out + o;
+    if (small) // every |sum| below 2^31: the float path alone
+      settle_small(acc + o, gb, into, len,
+                   static_cast<float>(sums_ ? weight : 1.0), f, limit);
+    else
+      settle_sums(acc + o, gb, into, len, sums_ ? weight : 1.0, f, limit);
+    if (in_slot)
+      std::memcpy(out + o, r, len * sizeof(float));
+  }
+}
+
 void window_accumulator::finalize_next(std::span<const std::byte> current,
                                        std::span<std::byte> next,
                                        server_optimizer* opt) {
@@ -258,18 +570,17 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
   // A sum of clamped updates is clamped at the root, after its division.
   auto limit =
       sums_ ? finite_limit(type_) : std::min(limit_, finite_limit(type_));
-  auto divisor = sums_ ? 1.0 : weight;
-  bool direct = count > 0 && !rule_.robust() && !opt && type_ == dtype::float32;
+  bool mean = count > 0 && !rule_.robust();
+  bool direct = mean && !opt && type_ == dtype::float32;
   if (direct) // FedAvg's means straight into the model, in one pass
     in_parts(n, [&](uint64_t from, uint64_t to) {
-      settle_means(reinterpret_cast<const std::byte*>(acc) + from * 8,
-                   reinterpret_cast<float*>(out) + from, to - from, divisor,
-                   limit);
+      settle_grid(old, reinterpret_cast<float*>(out), from, to, weight, limit);
     });
-  else if (count > 0 && rule_.robust())
-    reduce(low_, n, count);
+  else if (mean) // an optimizer's steps clamp after them
+    settle_grid(old, acc, 0, n, weight,
+                opt ? std::numeric_limits<float>::infinity() : limit);
   else if (count > 0)
-    means_in_place(acc, n, divisor);
+    reduce(low_, n, count);
   else
     for (size_t i = 0; i < n; ++i)
       acc[i] = load_element(type_, old, i);

@@ -78,6 +78,13 @@ struct aggregation_plan {
     return partial_sums && accumulator == accumulator_kind::open_positions &&
            in_place && !secure;
   }
+  /// The updates are summed as integers on the exact grid (a mean's sum
+  /// in every memory mode, unmasked; not a robust rule's), where a relay's
+  /// int32 sums on that grid are folded as they are (Welcome.gridSums).
+  bool sums_on_grid() const {
+    return !secure &&
+           (accumulator == accumulator_kind::model_sum || !robust.robust());
+  }
   client_weighting weights = client_weighting::equal;
   deadline_action on_deadline = deadline_action::fail;
   partial_updates partial = partial_updates::discard;

@@ -1,13 +1,15 @@
 #pragma once
 // FedAvg in bounded memory for a sync round in which every client streams
 // the same chunk plan in the same order: only `window` chunk positions are
-// open at once, each summed in a chunk-sized float64 slot, and a position is
-// averaged straight into the global model's memory as soon as every expected
-// client has delivered it. Memory: the global model plus window slots. The
-// float64 sum of a round's float32 (or 16-bit) values is exact where they
-// lie within 2^29 of each other in magnitude, so a position's mean does not
-// depend on the order its chunks arrived in: a run, resumed or not, gives
-// the same model bytes.
+// open at once, each summed in a chunk-sized slot of int64 sums, and a
+// position is averaged straight into the global model's memory as soon as
+// every expected client has delivered it. Memory: the global model plus
+// window slots (8 bytes per element). The sums are integers on the exact
+// grid of a model-sized sum (grid_units.hpp, fedavg_accumulator.hpp): each
+// update adds round(w (x - g) / u) per element, and the mean is
+// g + u S / W, rounded as fedavg_accumulator rounds it. So a position's
+// mean does not depend on the order its chunks arrived in, and window and
+// disk modes give ram mode's model bit for bit.
 // Thread-safety: none; owned by the aggregator actor.
 
 #include <algorithm>
@@ -23,6 +25,8 @@
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 #include "fedcaf/server_optimizer.hpp"
+#include <optional>
+
 #include "fedcaf/work_pool.hpp"
 
 namespace fedcaf {
@@ -57,17 +61,51 @@ public:
     return seq >= low_ && seq < low_ + window_ && seq < plan_.chunk_count();
   }
 
-  /// Adds weight * x to position `seq` (robust rules: keeps x, unweighted,
-  /// tagged `tag`). Returns an error, changing nothing, iff the position is
-  /// not open, x is not that chunk's size, or every contributor has already
-  /// delivered it.
+  /// Adds weight (x - g) to position `seq` on the grid, g the global model
+  /// `global` (all tensors back to back) there (robust rules: keeps x,
+  /// unweighted, tagged `tag`). An empty `global` reads as zeros (a
+  /// window-mode relay's round given up: its sum goes nowhere). Returns an
+  /// error, changing nothing, iff the position is not open, x is not that
+  /// chunk's size, every contributor has already delivered it, or
+  /// (poisoned_update) a value lies beyond 2^46 grid steps.
   result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
-                    uint64_t tag = 0);
+                    std::span<const std::byte> global, uint64_t tag = 0);
   /// Adds x, a partial sum of updates of total weight `weight` (a relay's),
-  /// to position `seq` as it is. Fails as fold() does, and under a robust
-  /// rule.
+  /// to position `seq` as x - weight g. Fails as fold() does, and under a
+  /// robust rule.
   result<void> fold_sum(uint64_t seq, std::span<const std::byte> x,
-                        double weight);
+                        double weight, std::span<const std::byte> global);
+
+  /// True iff the positions sum on the grid (a mean, not a robust rule):
+  /// fold_measured(), unfold() and fold_grid() are then open.
+  bool on_grid() const { return !rule_.robust(); }
+  /// Folds as fold() (`summed`: fold_sum()) and returns the sum of
+  /// (x - k g)^2 (k = weight if summed, else 1) over the elements the
+  /// update's distance counts, as fedavg_accumulator::fold_measured
+  /// measures it (the same bits); with `max_abs`, check_finite's bounds
+  /// are tested in the same pass, nothing changed if they fail.
+  /// REQUIRES: on_grid().
+  result<double> fold_measured(uint64_t seq, std::span<const std::byte> x,
+                               double weight, bool summed,
+                               std::span<const std::byte> global,
+                               std::optional<double> max_abs = std::nullopt);
+  /// Takes the last fold_measured() back out, exactly: called with its
+  /// arguments before any other fold.
+  void unfold(uint64_t seq, std::span<const std::byte> x, double weight,
+              bool summed, std::span<const std::byte> global);
+  /// True iff fold_grid() takes a relay's int32 sums: on_grid(), float32.
+  bool takes_grid() const { return on_grid() && type_ == dtype::float32; }
+  /// Adds x, a relay's int32 sums S on this grid of total weight `weight`
+  /// (Offer.gridSums), as they are; returns the sum of (u S)^2 over the
+  /// counted elements (fedavg_accumulator::fold_grid). Fails as fold()
+  /// does, and (poisoned_update) iff a sum lies beyond weight x 2^46 steps.
+  result<double> fold_grid(uint64_t seq, std::span<const std::byte> x,
+                           double weight, std::span<const std::byte> global);
+  /// Takes the last fold_grid() back out, exactly.
+  void unfold_grid(uint64_t seq, std::span<const std::byte> x);
+  /// Weights are divided by 2^bits before they scale a delta
+  /// (client_weights_mode sample_size: 10), as a model-sized sum's.
+  void set_weight_bits(int bits) { weight_bits_ = bits; }
 
   /// Settled positions hold their weighted sums, not their means (a
   /// relay's partial sum), and take_position_weights() their weights.
@@ -96,9 +134,10 @@ public:
   /// REQUIRES: ready(), model.size() == plan().total_bytes().
   void store_ring_next(std::span<std::byte> model);
 
-  /// Writes the average at position low() (divided by the weights folded
-  /// there), after `opt` if not null, into `model` (the global model's bytes,
-  /// in manifest order, read as the current model) and moves the window on.
+  /// Writes the average at position low() (g + u S / W, W the weights
+  /// folded there), after `opt` if not null, into `model` (the global
+  /// model's bytes, in manifest order, read as the current model g) and
+  /// moves the window on.
   /// A position nobody delivered keeps its value (the optimizer still steps).
   /// REQUIRES: ready(), model.size() == plan().total_bytes().
   void finalize_next(std::span<std::byte> model, server_optimizer* opt) {
@@ -114,8 +153,9 @@ public:
   /// dropped as extreme since the last take; then forgets them.
   std::map<uint64_t, uint64_t> take_trimmed() { return std::move(trimmed_); }
 
-  /// A mean's fold of a chunk of 65,536 elements or more, and its settling
-  /// (FedAvg, float32, no optimizer), run in parts on up to `n` threads,
+  /// A mean's fold of a chunk of two segments (32,768 elements) or more,
+  /// and its settling (FedAvg, float32, no optimizer), run in parts on up
+  /// to `n` threads,
   /// this one included: each element's sum is its own, so the bits are the
   /// same on any number. 1 (the default): on the caller's thread alone.
   void set_threads(unsigned n) { threads_ = std::max(1u, n); }
@@ -161,8 +201,32 @@ private:
                      uint32_t contributors, position_rule rule);
 
   float* slot(uint64_t seq);
-  result<void> fold_scaled(uint64_t seq, std::span<const std::byte> x,
-                           double weight, double scale, uint64_t tag);
+  int64_t* sums(uint64_t seq) { return reinterpret_cast<int64_t*>(slot(seq)); }
+  /// Checks that chunk x may be folded at `seq` now, against `global`
+  /// (empty, or model-sized); returns g at the position (null: empty).
+  result<const std::byte*> admits(uint64_t seq, std::span<const std::byte> x,
+                                  std::span<const std::byte> global) const;
+  /// Adds (add +1; `assign`: writes) or subtracts (-1) the grid units of
+  /// x's elements [from, to) at `seq` (g: that position's global values,
+  /// null: zeros), adding each segment's squares into `squares` and
+  /// raising `top` to the largest |unit|'s bits. Returns false, what it
+  /// added taken back out, iff a block fails max_abs or a unit passes
+  /// 2^46. REQUIRES: from, to at segment edges (or to the chunk's end).
+  bool apply(uint64_t seq, const std::byte* x, double weight, bool summed,
+             const std::byte* g, int add, bool assign, uint64_t from,
+             uint64_t to, std::optional<double> max_abs, double* squares,
+             uint32_t& top);
+  /// Writes the floats g + u S / W (`sums`: W g + u S) of position low()
+  /// over [from, to), clamped to +-limit, to `out`.
+  void settle_grid(const std::byte* g, float* out, uint64_t from, uint64_t to,
+                   double weight, float limit);
+  /// Measures the grid of position `seq`'s runs from g (null: zeros), for
+  /// the folds and settling of its round there.
+  void measure_grid(uint64_t seq, const std::byte* g);
+  /// Position `seq`'s grid exponents, one per run of 64 elements.
+  int8_t* exponents(uint64_t seq) {
+    return exponents_.data() + (seq % window_) * runs_per_slot_;
+  }
   /// Robust rules: reduces the k contributions at `seq`'s slot into its
   /// first n floats.
   void reduce(uint64_t seq, size_t n, uint32_t k);
@@ -177,7 +241,7 @@ private:
   uint32_t window_;
   uint32_t contributors_;
   position_rule rule_;
-  /// Floats per element a slot holds: 2 (mean: one float64 sum) or
+  /// Floats per element a slot holds: 2 (mean: one int64 sum) or
   /// contributors (robust: each contribution as it came).
   uint32_t depth_;
   uint64_t slot_floats_;
@@ -193,6 +257,15 @@ private:
   std::vector<double> position_weights_; ///< emit_sums: per position
   unsigned threads_ = 1;
   std::unique_ptr<work_pool> pool_; ///< threads_ in all, once needed
+  int weight_bits_ = 0;
+  /// Per chunk: the byte ranges outside the distance (update_check.hpp).
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> uncounted_;
+  std::vector<uint64_t> bounds_; ///< per slot: a bound on |sum|
+  uint64_t runs_per_slot_;
+  std::vector<int8_t> exponents_; ///< per slot: measure_grid()
+  /// The last fold, for unfold: what its slot held before.
+  uint64_t undo_bound_ = 0;
+  double undo_weight_ = 0;
 };
 
 } // namespace fedcaf

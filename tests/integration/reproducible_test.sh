@@ -10,6 +10,8 @@
 #            checks, fold and settling on 3 threads (fold_threads: 3): every
 #            round's model byte-identical between the two runs (the
 #            clients' chunks arrive in another order each time).
+#   modes    the runs of ram, window and disk modes with as many clients:
+#            every round's model byte-identical (one exact grid).
 #   resume   ram mode, 3 clients, checkpoints: the server SIGKILLed once
 #            round 3's checkpoint is written and started again with
 #            --resume; rounds 4-6 byte-identical to the uninterrupted run's
@@ -96,6 +98,16 @@ for mode in ram window disk; do
       fail "$mode mode, $n clients: the two runs' models differ ($(for r in 1 2 3 4 5; do cmp -s "$out/${mode}${n}a-$r.safetensors" "$out/${mode}${n}b-$r.safetensors" || printf 'round %s ' $r; done))"
     fi
   done
+done
+
+# -- across modes: one exact grid, the same models -----------------------------
+for n in 3 5; do
+  if same_models "ram${n}a" "window${n}a" 1 2 3 4 5 &&
+     same_models "ram${n}a" "disk${n}a" 1 2 3 4 5; then
+    pass "$n clients: ram, window and disk modes' models byte-identical in every round (1-5): every mode sums on one exact grid"
+  else
+    fail "$n clients: the memory modes' models differ (window: $(same_models "ram${n}a" "window${n}a" 1 2 3 4 5 && echo same || echo other), disk: $(same_models "ram${n}a" "disk${n}a" 1 2 3 4 5 && echo same || echo other))"
+  fi
 done
 
 # -- resume: ram mode, killed after round 3's checkpoint ----------------------

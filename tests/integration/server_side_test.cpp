@@ -66,16 +66,13 @@ model_floats initial_floats(const manifest& m) {
   return out;
 }
 
-/// What a ram-mode server publishes for one update `x` of weight 1 against
-/// the global model `g` (its sum is exact integers on each block's grid:
-/// x to within half a grid step, not x itself); x itself in the other
-/// modes. Checks that it lies within 2^-24 of x's largest magnitude.
+/// What a server publishes for one update `x` of weight 1 against the
+/// global model `g`, in every memory mode (its sum is exact integers on
+/// each run's grid: x to within half a grid step, not x itself). Checks
+/// that it lies within 2^-24 of x's largest magnitude.
 std::vector<float> one_update_mean(const manifest& m, uint64_t chunk_bytes,
-                                   const std::string& mode,
                                    const model_floats& g,
                                    const std::vector<float>& x) {
-  if (mode != "ram")
-    return x;
   std::vector<float> global;
   for (const auto& t : g)
     global.insert(global.end(), t.begin(), t.end());
@@ -926,8 +923,8 @@ TEST_CASE("bad chunks are refused with typed errors and change nothing") {
   CHECK(report.refusals == 11);
   // The accumulator saw only the good chunks: the model is the average of
   // one client with weight 1, bit for bit.
-  auto expected = one_update_mean(layout, o.chunk_bytes, "ram",
-                                  initial_floats(layout), update);
+  auto expected =
+      one_update_mean(layout, o.chunk_bytes, initial_floats(layout), update);
   auto got = eval->last();
   REQUIRE(got.size() == layout.tensors.size());
   size_t at = 0;
@@ -1017,8 +1014,8 @@ TEST_CASE("another client's stream and a poisoned update are refused, the "
     REQUIRE(report.rounds.size() == 1);
     CHECK(report.rounds[0].missing_clients == std::vector<std::string>{"B"});
     // The model is the average of A's update alone, bit for bit.
-    auto expected = one_update_mean(layout, o.chunk_bytes, mode,
-                                    initial_floats(layout), honest);
+    auto expected =
+        one_update_mean(layout, o.chunk_bytes, initial_floats(layout), honest);
     auto got = eval->last();
     size_t at = 0;
     for (const auto& t : got) {
@@ -1489,14 +1486,14 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
 }
 
 TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
-          "ram-mode server that offered it, and refused by any other and "
-          "from a plain client") {
-  // ram mode, gridSums in the Welcome: R's int32 sums on the server's grid
-  // are all 0: its sum is 20 g exactly, and the round's model (c0 + c1 +
-  // 20 g) / 22 (read as floats, the zeros would be a sum of 0: the model
-  // (c0 + c1) / 22). A ram-mode server whose Welcome did not offer it, and
-  // a window-mode one (no grid), refuse R's grid offer
-  // (manifest_mismatch), and take its sum 20 g as floats then.
+          "server that offered it, in ram and window modes, and refused by "
+          "any other and from a plain client") {
+  // gridSums in the Welcome: R's int32 sums on the server's grid are all
+  // 0: its sum is 20 g exactly, and the round's model (c0 + c1 + 20 g) /
+  // 22 (read as floats, the zeros would be a sum of 0: the model (c0 +
+  // c1) / 22), in ram mode and in window mode (open positions sum on the
+  // same grid). A server whose Welcome did not offer it refuses R's grid
+  // offer (manifest_mismatch), and takes its sum 20 g as floats then.
   auto layout = test_layout();
   auto g = initial_floats(layout);
   // The round's model: the two clients' updates and R's g of weight w.
@@ -1512,11 +1509,12 @@ TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
   for (const auto& t : g)
     for (auto x : t)
       sums.push_back(20 * x);
-  for (auto [mode, terms] : {std::pair{"ram", true}, std::pair{"ram", false},
-                             std::pair{"window", true}}) {
+  for (auto [mode, terms] :
+       {std::pair{"ram", true}, std::pair{"ram", false},
+        std::pair{"window", true}, std::pair{"window", false}}) {
     CAPTURE(mode);
     CAPTURE(terms);
-    bool taken = terms && std::string{mode} == "ram";
+    bool taken = terms;
     auto [report, model] = relay_round(
         [&](rogue_client& relay, const msg::round_start& rs,
             const chunk_plan& plan) {
@@ -3883,8 +3881,8 @@ TEST_CASE("a sharded client's ranks are one client: its Hellos, offers and "
     CHECK(report.rounds[0].clients == 1);
     // One client, weight 1: the model is the average of its update alone,
     // bit for bit (the update itself but in ram mode, see one_update_mean).
-    auto expected = one_update_mean(layout, o.chunk_bytes, mode,
-                                    initial_floats(layout), update);
+    auto expected =
+        one_update_mean(layout, o.chunk_bytes, initial_floats(layout), update);
     auto got = eval->last();
     REQUIRE(got.size() == layout.tensors.size());
     size_t at = 0;

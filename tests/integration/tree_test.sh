@@ -521,24 +521,43 @@ for i in 1 2 3 4 5 6 7 8; do
 done
 wait "${pid_of[root]}" || fail "grid over sockets: the flat server failed: $(tail -n 2 "$out/pflat.log")"
 for i in 1 2 3 4 5 6 7 8; do wait "${pid_of[C$i]}"; done
-root ptree 2 "{GA: 4, GB: 4}" "  save_global_model: $out/ptree-{round}.safetensors"
-noisy ptree
-relay GA "$root_port" 4 "{}" ram
-relay GB "$root_port" 4 "{}" ram
-start root "$out/ptree.log" "$fedcaf" server -c "$out/ptree.yaml"
-start GA "$out/ptree_GA.log" "$fedcaf" relay -c "$out/GA.yaml"
-start GB "$out/ptree_GB.log" "$fedcaf" relay -c "$out/GB.yaml"
-for i in 1 2 3 4 5 6 7 8; do
-  client "$i" "${port[$( [ "$i" -le 4 ] && echo GA || echo GB )]}"
-  start "C$i" "$out/ptree_C$i.log" "$fedcaf" client -c "$out/C$i.yaml"
-done
-wait "${pid_of[root]}" || fail "grid over sockets: the root failed: $(tail -n 2 "$out/ptree.log")"
-for n in GA GB C1 C2 C3 C4 C5 C6 C7 C8; do wait "${pid_of[$n]}"; done
+# socket_tree NAME MODE: a root in MODE and 2 ram-mode relays, 4 noisy
+# clients under each; its models $out/NAME-{round}.safetensors.
+socket_tree() {
+  root "$1" 2 "{GA: 4, GB: 4}" "  save_global_model: $out/$1-{round}.safetensors"
+  noisy "$1"
+  sed -i "s|memory_mode: ram|memory_mode: $2\n  storage_dir: $out|" "$out/$1.yaml"
+  relay GA "$root_port" 4 "{}" ram
+  relay GB "$root_port" 4 "{}" ram
+  start root "$out/$1.log" "$fedcaf" server -c "$out/$1.yaml"
+  start GA "$out/$1_GA.log" "$fedcaf" relay -c "$out/GA.yaml"
+  start GB "$out/$1_GB.log" "$fedcaf" relay -c "$out/GB.yaml"
+  local i n
+  for i in 1 2 3 4 5 6 7 8; do
+    client "$i" "${port[$( [ "$i" -le 4 ] && echo GA || echo GB )]}"
+    start "C$i" "$out/$1_C$i.log" "$fedcaf" client -c "$out/C$i.yaml"
+  done
+  wait "${pid_of[root]}" || fail "$1: the root failed: $(tail -n 2 "$out/$1.log")"
+  for n in GA GB C1 C2 C3 C4 C5 C6 C7 C8; do wait "${pid_of[$n]}"; done
+}
+socket_tree ptree ram
 if same_models pflat ptree; then
   pass "grid over sockets: a root and 2 relay processes in ram mode, 4 clients under each, noisy updates: every round's model byte-identical to 8 clients on one server"
 else
   fail "grid over sockets: the tree's models differ from the flat run's"
 fi
+# A window- or disk-mode root sums on the same grid: it folds the ram
+# relays' int32 sums as they are, and its models are the flat ram-mode
+# server's, bit for bit.
+for mode in window disk; do
+  socket_tree "${mode}tree" "$mode"
+  if grep -q "memory_mode: $mode" "$out/${mode}tree.yaml" &&
+     same_models pflat "${mode}tree"; then
+    pass "$mode root, ram relays: a $mode-mode root folds 2 ram relays' int32 sums (4 noisy clients under each): every round's model byte-identical to 8 clients on one ram-mode server"
+  else
+    fail "$mode root, ram relays: the tree's models differ from the flat ram-mode run's"
+  fi
+done
 "$fedcaf" simulate -c "$out/one.yaml" --set server_configs.simulated_relays=3 \
   --set server_configs.scheduler_kwargs.clients_per_round=4 \
   --set server_configs.memory_mode=disk --set server_configs.storage_dir="$out" \

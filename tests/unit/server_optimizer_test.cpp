@@ -166,7 +166,7 @@ torch::Tensor run_window(server_rule rule, uint64_t chunk_bytes,
       for (size_t i = 0; i < data.size(); ++i) {
         auto bytes =
             std::as_bytes(std::span{data[i]}).subspan(e.model_offset, e.bytes);
-        REQUIRE(acc->fold(s, bytes, weights[i]));
+        REQUIRE(acc->fold(s, bytes, weights[i], model));
       }
       while (acc->ready())
         acc->finalize_next(model, opt.get());

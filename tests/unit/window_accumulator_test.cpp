@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include <doctest/doctest.h>
 
 #include "fedcaf/element.hpp"
+#include "fedcaf/fedavg_accumulator.hpp"
 
 using namespace fedcaf;
 
@@ -31,21 +33,21 @@ TEST_CASE("a cut-off update counts below its cut and is not awaited above") {
   std::vector<float> x(48, 1.0f), y(48, 4.0f), z(48, 10.0f);
   // Position 0: all three deliver.
   for (const auto* c : {&x, &y, &z})
-    REQUIRE(acc->fold(0, bytes_of(*c, 0, 16), 1));
+    REQUIRE(acc->fold(0, bytes_of(*c, 0, 16), 1, out));
   REQUIRE(acc->ready());
   acc->finalize_next(out, nullptr);
   // Position 1: x and z deliver, then z is cut off at 2: y still missing.
-  REQUIRE(acc->fold(1, bytes_of(x, 16, 16), 1));
-  REQUIRE(acc->fold(1, bytes_of(z, 16, 16), 1));
+  REQUIRE(acc->fold(1, bytes_of(x, 16, 16), 1, out));
+  REQUIRE(acc->fold(1, bytes_of(z, 16, 16), 1, out));
   acc->cut(2);
   CHECK_FALSE(acc->ready());
-  REQUIRE(acc->fold(1, bytes_of(y, 16, 16), 1));
+  REQUIRE(acc->fold(1, bytes_of(y, 16, 16), 1, out));
   REQUIRE(acc->ready());
   acc->finalize_next(out, nullptr);
   // Position 2: two contributions complete it; a third is refused.
-  REQUIRE(acc->fold(2, bytes_of(x, 32, 16), 1));
-  REQUIRE(acc->fold(2, bytes_of(y, 32, 16), 3));
-  CHECK_FALSE(acc->fold(2, bytes_of(z, 32, 16), 1));
+  REQUIRE(acc->fold(2, bytes_of(x, 32, 16), 1, out));
+  REQUIRE(acc->fold(2, bytes_of(y, 32, 16), 3, out));
+  CHECK_FALSE(acc->fold(2, bytes_of(z, 32, 16), 1, out));
   REQUIRE(acc->ready());
   acc->finalize_next(out, nullptr);
   CHECK(acc->finish_round());
@@ -110,8 +112,8 @@ TEST_CASE("robust rules reduce each coordinate of a position, count who was "
                          : base[c] + static_cast<float>(i);
     for (uint64_t seq = 0; seq < 2; ++seq)
       for (size_t c = 0; c < 6; ++c)
-        REQUIRE(acc->fold(seq, bytes_of(x[c], seq * 16, 16), 1.0, 100 + c));
-    CHECK_FALSE(acc->fold(0, bytes_of(x[0], 0, 16), 1.0, 100)); // a 7th
+        REQUIRE(acc->fold(seq, bytes_of(x[c], seq * 16, 16), 1.0, {}, 100 + c));
+    CHECK_FALSE(acc->fold(0, bytes_of(x[0], 0, 16), 1.0, {}, 100)); // a 7th
     while (acc->ready())
       acc->finalize_next(std::as_bytes(std::span{current}),
                          std::as_writable_bytes(std::span{next}), nullptr);
@@ -150,10 +152,10 @@ TEST_CASE("robust rules: a cut-off update counts below its cut only, and a "
   auto out = std::as_writable_bytes(std::span{model});
   std::vector<float> a(48, 1.0f), b(48, 2.0f), c(48, 9.0f);
   for (const auto* v : {&a, &b, &c})
-    REQUIRE(acc->fold(0, bytes_of(*v, 0, 16), 1.0, 0));
+    REQUIRE(acc->fold(0, bytes_of(*v, 0, 16), 1.0, {}, 0));
   acc->finalize_next(out, nullptr); // median of 1, 2, 9
-  REQUIRE(acc->fold(1, bytes_of(a, 16, 16), 1.0, 0));
-  REQUIRE(acc->fold(1, bytes_of(c, 16, 16), 1.0, 0));
+  REQUIRE(acc->fold(1, bytes_of(a, 16, 16), 1.0, {}, 0));
+  REQUIRE(acc->fold(1, bytes_of(c, 16, 16), 1.0, {}, 0));
   acc->cut(1); // b stopped before position 1
   REQUIRE(acc->ready());
   acc->finalize_next(out, nullptr); // median of 1, 9: their mean
@@ -169,125 +171,240 @@ TEST_CASE("robust rules: a cut-off update counts below its cut only, and a "
   CHECK(model[32] == 100.0f);
 }
 
-TEST_CASE("a position's mean (or a relay's sum) is, bit for bit, the float64 "
-          "products added in turn and divided once, for positions of any "
-          "length and values of any size") {
-  // 203 floats cut into positions of 37 (the last 18): lengths that are not
-  // multiples of a vector's, and a tail.
+namespace {
+
+/// n values of `type` whose magnitudes run from 1e-3 to 1e3 (and zeros
+/// every 97th: a zero-initialised run's grid), as bytes.
+std::vector<std::byte> spread_global(dtype type, size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::vector<std::byte> g(n * dtype_bytes(type));
+  for (size_t i = 0; i < n; ++i) {
+    auto v = i % 97 == 0 ? 0.0
+                         : (unit(rng) < 0.5 ? -1 : 1) *
+                               std::pow(10.0, 6 * unit(rng) - 3);
+    store_element(type, g.data(), i, static_cast<float>(v));
+  }
+  return g;
+}
+
+/// `count` updates near g: each value moved by 1 % of itself plus 1e-4.
+std::vector<std::vector<std::byte>> moved_from(dtype type,
+                                               const std::vector<std::byte>& g,
+                                               size_t count,
+                                               std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto n = g.size() / dtype_bytes(type);
+  std::vector<std::vector<std::byte>> out(count, g);
+  for (auto& u : out)
+    for (size_t i = 0; i < n; ++i) {
+      auto v = load_element(type, g.data(), i);
+      store_element(type, u.data(), i,
+                    v + normal(rng) * (0.01f * std::fabs(v) + 1e-4f));
+    }
+  return out;
+}
+
+std::span<const std::byte> part_of(const std::vector<std::byte>& v,
+                                   const chunk_extent& e) {
+  return std::span<const std::byte>{v}.subspan(e.model_offset, e.bytes);
+}
+
+} // namespace
+
+TEST_CASE("a position's mean, or a relay's sum, is a model-sized sum's bit "
+          "for bit in any order of arrival, and a fold refused or taken "
+          "back out leaves no trace") {
+  // 203 floats and a running statistic outside the distance, cut into
+  // positions of 37 (lengths that are no multiples of a vector's or a
+  // run's), weights that are no integers.
   manifest m;
   m.tensors.push_back(make_tensor_info("w", dtype::float32, {203}));
+  m.tensors.push_back(
+      make_tensor_info("bn.running_mean", dtype::float32, {16}));
+  auto n = m.total_bytes() / 4;
   auto plan = *chunk_plan::make(m, 37 * sizeof(float));
+  std::mt19937 rng(5);
+  auto g = spread_global(dtype::float32, n, rng);
+  auto near = moved_from(dtype::float32, g, 3, rng);
   const std::vector<double> weights{3, 0.1, 7.25};
-  std::vector<std::vector<float>> updates(weights.size(),
-                                          std::vector<float>(203));
-  uint64_t state = 12345;
-  for (auto& u : updates)
-    for (auto& x : u) { // magnitudes from 1e-30 to 1e30, both signs
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      auto unit = static_cast<double>(state >> 11) * 0x1p-53;
-      x = static_cast<float>((state & 1 ? -1 : 1) *
-                             std::pow(10.0, 60 * unit - 30));
-    }
-  updates[1][5] = std::numeric_limits<float>::infinity();
-  updates[2][100] = std::numeric_limits<float>::max(); // the sum passes it
-  updates[0][100] = std::numeric_limits<float>::max();
-  // A mean is clamped to the value limit (a sum only to float's range).
-  for (auto [sums, value_limit] :
-       {std::pair{false, std::numeric_limits<float>::max()},
-        std::pair{true, std::numeric_limits<float>::max()},
-        std::pair{false, 1e20f}, std::pair{true, 1e20f}}) {
-    CAPTURE(sums);
-    CAPTURE(value_limit);
-    auto acc = window_accumulator::make(m, plan, 2, 3);
-    REQUIRE(acc);
-    acc->set_value_limit(value_limit);
-    if (sums)
-      acc->emit_sums();
-    std::vector<float> model(203, 0.0f);
-    auto out = std::as_writable_bytes(std::span{model});
-    for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
-      const auto& e = plan.extent(seq);
-      for (size_t c = 0; c < updates.size(); ++c)
-        REQUIRE(acc->fold(seq,
-                          bytes_of(updates[c], e.model_offset / sizeof(float),
-                                   e.bytes / sizeof(float)),
-                          weights[c]));
-      REQUIRE(acc->ready());
-      acc->finalize_next(out, nullptr);
-    }
-    CHECK(acc->finish_round());
-    const double total = weights[0] + weights[1] + weights[2];
-    for (size_t i = 0; i < model.size(); ++i) {
-      double s = weights[0] * static_cast<double>(updates[0][i]);
-      s += weights[1] * static_cast<double>(updates[1][i]);
-      s += weights[2] * static_cast<double>(updates[2][i]);
-      auto limit = sums ? std::numeric_limits<float>::max() : value_limit;
-      auto expected =
-          std::clamp(static_cast<float>(sums ? s : s / total), -limit, limit);
-      CAPTURE(i);
-      CHECK(std::memcmp(&model[i], &expected, sizeof expected) == 0);
-    }
-  }
+  // Far: a few values 300 times their run's magnitude away (sums past
+  // int32, settled in float64 as a model-sized sum's wide blocks are).
+  auto far = near;
+  for (size_t i : {size_t{3}, size_t{77}, size_t{150}})
+    for (auto& u : far)
+      store_element(dtype::float32, u.data(), i,
+                    load_element(dtype::float32, u.data(), i) + 3e5f);
+  for (const auto* updates_of : {&near, &far})
+    for (bool sums : {false, true})
+      for (float limit : {std::numeric_limits<float>::max(), 50.0f})
+        for (bool reverse : {false, true}) {
+          CAPTURE(sums);
+          CAPTURE(limit);
+          CAPTURE(reverse);
+          const auto& updates = *updates_of;
+          auto poisoned = updates[1];
+          store_element(dtype::float32, poisoned.data(), 40,
+                        std::numeric_limits<float>::infinity());
+          auto ram = fedavg_accumulator::make(m, plan);
+          auto acc = window_accumulator::make(m, plan, 2, 3);
+          REQUIRE(ram);
+          REQUIRE(acc);
+          ram->set_value_limit(limit);
+          acc->set_value_limit(limit);
+          if (sums) {
+            ram->emit_sums();
+            acc->emit_sums();
+          }
+          auto model = g; // averaged into in place
+          for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
+            const auto& e = plan.extent(seq);
+            for (size_t k = 0; k < updates.size(); ++k) {
+              auto c = reverse ? updates.size() - 1 - k : k;
+              auto x = part_of(updates[c], e);
+              // Refused (an infinity) or taken back out: nothing changes.
+              auto bad = acc->fold_measured(seq, part_of(poisoned, e),
+                                            weights[c], false, model, 1e30);
+              CHECK(bool(bad) ==
+                    !(e.model_offset <= 160 && 160 < e.model_offset + e.bytes));
+              if (bad)
+                acc->unfold(seq, part_of(poisoned, e), weights[c], false,
+                            model);
+              else
+                CHECK(bad.err().code == errc::poisoned_update);
+              auto d =
+                  acc->fold_measured(seq, x, weights[c], false, model, 1e30);
+              auto want =
+                  ram->fold_measured(seq, x, weights[c], false, g, 1e30);
+              REQUIRE(d);
+              REQUIRE(want);
+              CHECK(*d == *want); // the same distance, to the bit
+            }
+            REQUIRE(acc->ready());
+            acc->finalize_next(model, nullptr);
+          }
+          CHECK(acc->finish_round());
+          CHECK((ram->wide_blocks() > 0) == (updates_of == &far));
+          auto expected = ram->finalize(g, nullptr);
+          REQUIRE(expected);
+          CHECK(std::memcmp(model.data(), expected->data(), model.size()) == 0);
+        }
 }
 
 TEST_CASE("a position's fold and settling in parts on several threads give "
-          "the bits of one thread, the float64 products added in turn") {
-  // 300,001 elements in positions of 1 MiB of float32 (262,144 elements,
-  // cut into parts) and a rest of 37,857 (too few to cut), in float32 and
-  // bfloat16 (the element loop).
+          "a model-sized sum's bits, in float32 and bfloat16") {
+  // 300,001 elements in positions of 262,144 (16 segments: cut into parts)
+  // and a rest of 37,857 (too few to cut).
   constexpr size_t n = 300001;
   const std::vector<double> weights{3, 0.1, 7.25};
-  uint64_t state = 777;
-  std::vector<std::vector<float>> values(weights.size(), std::vector<float>(n));
-  for (auto& u : values)
-    for (auto& x : u) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      auto unit = static_cast<double>(state >> 11) * 0x1p-53;
-      x = static_cast<float>((state & 1 ? -1 : 1) *
-                             std::pow(10.0, 12 * unit - 6));
-    }
   for (auto type : {dtype::float32, dtype::bfloat16}) {
     CAPTURE(dtype_name(type));
     manifest m;
     m.tensors.push_back(make_tensor_info("w", type, {n}));
-    auto width = dtype_bytes(type);
-    auto plan = *chunk_plan::make(m, 262144 * width);
+    auto plan = *chunk_plan::make(m, 262144 * dtype_bytes(type));
     REQUIRE(plan.chunk_count() == 2);
-    std::vector<std::vector<std::byte>> updates;
-    for (const auto& u : values) {
-      std::vector<std::byte> b(n * width);
-      for (size_t i = 0; i < n; ++i)
-        store_element(type, b.data(), i, u[i]);
-      updates.push_back(std::move(b));
-    }
-    std::vector<std::byte> expected(n * width);
-    const double total = weights[0] + weights[1] + weights[2];
-    for (size_t i = 0; i < n; ++i) {
-      double s = 0;
-      for (size_t c = 0; c < weights.size(); ++c)
-        s += weights[c] *
-             static_cast<double>(load_element(type, updates[c].data(), i));
-      store_element(type, expected.data(), i, static_cast<float>(s / total));
-    }
+    std::mt19937 rng(777);
+    auto g = spread_global(type, n, rng);
+    auto updates = moved_from(type, g, weights.size(), rng);
+    auto ram = fedavg_accumulator::make(m, plan);
+    REQUIRE(ram);
+    std::vector<double> distances;
+    for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq)
+      for (size_t c = 0; c < updates.size(); ++c) {
+        auto d = ram->fold_measured(seq, part_of(updates[c], plan.extent(seq)),
+                                    weights[c], false, g);
+        REQUIRE(d);
+        distances.push_back(*d);
+      }
+    auto expected = ram->finalize(g, nullptr);
+    REQUIRE(expected);
     for (unsigned threads : {1u, 2u, 3u, 5u}) {
       CAPTURE(threads);
       auto acc = window_accumulator::make(m, plan, 2, 3);
       REQUIRE(acc);
       acc->set_threads(threads);
       CHECK((acc->split().pool != nullptr) == (threads > 1));
-      std::vector<std::byte> model(n * width);
+      auto model = g;
+      size_t i = 0;
       for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
-        const auto& e = plan.extent(seq);
-        for (size_t c = 0; c < updates.size(); ++c)
-          REQUIRE(acc->fold(seq,
-                            std::span<const std::byte>{updates[c]}.subspan(
-                                e.model_offset, e.bytes),
-                            weights[c]));
+        for (size_t c = 0; c < updates.size(); ++c) {
+          auto d =
+              acc->fold_measured(seq, part_of(updates[c], plan.extent(seq)),
+                                 weights[c], false, model);
+          REQUIRE(d);
+          CHECK(*d == distances[i++]);
+        }
         REQUIRE(acc->ready());
         acc->finalize_next(model, nullptr);
       }
       CHECK(acc->finish_round());
-      CHECK(std::memcmp(model.data(), expected.data(), model.size()) == 0);
+      CHECK(std::memcmp(model.data(), expected->data(), model.size()) == 0);
     }
   }
+}
+
+TEST_CASE("relays' int32 sums on the grid, folded into open positions, give "
+          "the flat round's model bit for bit") {
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {70001}));
+  std::mt19937 rng(11);
+  auto g = spread_global(dtype::float32, 70001, rng);
+  auto updates = moved_from(dtype::float32, g, 6, rng);
+  auto root_plan = *chunk_plan::make(m, 64 << 10);
+  auto settle_all = [&](window_accumulator& acc, auto&& fold_at) {
+    auto model = g;
+    for (uint64_t seq = 0; seq < root_plan.chunk_count(); ++seq) {
+      fold_at(acc, seq, model);
+      REQUIRE(acc.ready());
+      acc.finalize_next(model, nullptr);
+    }
+    CHECK(acc.finish_round());
+    return model;
+  };
+  auto flat = window_accumulator::make(m, root_plan, 1, 6);
+  REQUIRE(flat);
+  auto flat_model = settle_all(
+      *flat, [&](window_accumulator& acc, uint64_t seq, const auto& model) {
+        for (const auto& u : updates)
+          REQUIRE(acc.fold(seq, part_of(u, root_plan.extent(seq)), 1, model));
+      });
+  // Two relays of three (the second cutting chunks of 256 KiB), summing
+  // in ram mode.
+  std::vector<byte_buffer> sums;
+  for (uint64_t relay_chunk : {uint64_t{64} << 10, uint64_t{256} << 10}) {
+    auto plan = *chunk_plan::make(m, relay_chunk);
+    auto relay = fedavg_accumulator::make(m, plan);
+    REQUIRE(relay);
+    relay->emit_sums();
+    relay->grid_sums_of(3);
+    auto first = sums.size() * 3;
+    for (size_t c = first; c < first + 3; ++c)
+      for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq)
+        REQUIRE(relay->fold(seq, part_of(updates[c], plan.extent(seq)), 1, g));
+    auto sum = relay->finalize(g, nullptr);
+    REQUIRE(sum);
+    REQUIRE(relay->sums_on_grid());
+    sums.push_back(std::move(*sum));
+  }
+  auto root = window_accumulator::make(m, root_plan, 1, 2);
+  REQUIRE(root);
+  REQUIRE(root->takes_grid());
+  auto tree_model = settle_all(
+      *root, [&](window_accumulator& acc, uint64_t seq, const auto& model) {
+        for (const auto& s : sums) {
+          auto x = s.bytes().subspan(root_plan.extent(seq).model_offset,
+                                     root_plan.extent(seq).bytes);
+          // Beyond 2^46 steps per update of its weight: refused, nothing
+          // changed; folded and taken back out: neither.
+          std::vector<std::byte> bad(x.begin(), x.end());
+          int32_t huge = INT32_MAX;
+          std::memcpy(bad.data() + 8, &huge, 4);
+          auto refused = acc.fold_grid(seq, bad, 1.0 / (1 << 20), model);
+          REQUIRE_FALSE(refused);
+          CHECK(refused.err().code == errc::poisoned_update);
+          REQUIRE(acc.fold_grid(seq, bad, 3, model));
+          acc.unfold_grid(seq, bad);
+          REQUIRE(acc.fold_grid(seq, x, 3, model));
+        }
+      });
+  CHECK(std::memcmp(tree_model.data(), flat_model.data(), g.size()) == 0);
 }
