@@ -142,15 +142,18 @@ public:
                               checker_.measured_in_fold(s, *c));
     // Measured by the pass that folds (its values' bounds tested there,
     // all inspect() would test): taken back out exactly if it is refused.
+    // A window-mode relay's round given up holds no g: folded against
+    // none, its sum goes nowhere.
+    auto g = relay_.has_global() ? model() : std::span<const std::byte>{};
     auto checked =
-        in_fold ? fold_measured(s, *c)
+        in_fold ? fold_measured(s, *c, g)
                 : checker_.inspect(s, *c, model(), acc_->overwritten_below(),
                                    relay_.has_global(), acc_->fold_split());
     if (in_fold)
       folded_bytes_ = c->bytes.size();
     if (checked && !in_fold) {
       auto folded = checker_.bounded(s, *c, model());
-      if (auto ok = fold(s, folded); !ok)
+      if (auto ok = fold(s, folded, g); !ok)
         return ok.err().code == errc::poisoned_update // beyond the sum's range
                    ? reject(h.stream_id, s, ok.err())
                    : refuse_from(sender, ok.err());
@@ -301,17 +304,16 @@ private:
     return {};
   }
 
-  /// Folds chunk `c` of stream `s` into the accumulator (a masked chunk
-  /// into the ring sum). REQUIRES: admissible(s, c), checked.
-  result<void> fold(const upload_record& s, const msg::chunk_view& c) {
+  /// Folds chunk `c` of stream `s` into the accumulator against the
+  /// global model `g` (empty: none held; a masked chunk into the ring
+  /// sum). REQUIRES: admissible(s, c), checked.
+  result<void> fold(const upload_record& s, const msg::chunk_view& c,
+                    std::span<const std::byte> g) {
     const auto& h = c.header;
     if (options_.fold_delay.count() > 0)
       std::this_thread::sleep_for(options_.fold_delay);
     if (secure())
       return acc_->fold_ring(h.sequence, c.bytes);
-    // A window-mode relay's round given up holds no g: folded against
-    // zeros, its sum goes nowhere.
-    auto g = relay_.has_global() ? model() : std::span<const std::byte>{};
     return s.summed ? acc_->fold_sum(h.sequence, c.bytes, s.weight, g)
                     : acc_->fold(h.sequence, c.bytes, s.weight, h.stream_id, g);
   }

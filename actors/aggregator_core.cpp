@@ -30,14 +30,15 @@ aggregator_core::aggregator_core(std::shared_ptr<model_snapshot> initial,
     });
 }
 
-result<checked_chunk> aggregator_core::fold_measured(const upload_record& s,
-                                                     const msg::chunk_view& c) {
+result<checked_chunk>
+aggregator_core::fold_measured(const upload_record& s, const msg::chunk_view& c,
+                               std::span<const std::byte> g) {
   const auto& h = c.header;
   if (options_.fold_delay.count() > 0)
     std::this_thread::sleep_for(options_.fold_delay);
-  auto d = s.grid ? acc_->fold_grid(h.sequence, c.bytes, s.weight, model())
+  auto d = s.grid ? acc_->fold_grid(h.sequence, c.bytes, s.weight, g)
                   : acc_->fold_measured(h.sequence, c.bytes, s.weight, s.summed,
-                                        model(), checker_.bound_of(s));
+                                        g, checker_.bound_of(s));
   if (!d) // poisoned (named as inspect() names it), else bad input
     return d.err().code != errc::poisoned_update
                ? error{errc::internal, d.err().message}
@@ -47,7 +48,7 @@ result<checked_chunk> aggregator_core::fold_measured(const upload_record& s,
   if (!judged && s.grid)
     acc_->unfold_grid(h.sequence, c.bytes);
   else if (!judged)
-    acc_->unfold(h.sequence, c.bytes, s.weight, s.summed, model());
+    acc_->unfold(h.sequence, c.bytes, s.weight, s.summed, g);
   return judged;
 }
 

@@ -76,17 +76,9 @@ void add_units_tail(std::byte* acc, const float* v, size_t i, size_t n,
   __m256 squares = _mm256_setzero_ps();
   __m256i top = _mm256_setzero_si256();
   const __m256 kk = _mm256_set1_ps(k);
-  const __m256i magnitude = _mm256_set1_epi32(0x7fffffff);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    auto a = _mm256_loadu_ps(reinterpret_cast<const float*>(x + i * 4));
-    auto b = _mm256_loadu_ps(reinterpret_cast<const float*>(g + i * 4));
-    auto d = _mm256_sub_ps(a, _mm256_mul_ps(kk, b));
-    auto q = _mm256_mul_ps(d, _mm256_loadu_ps(s + i));
-    squares = _mm256_add_ps(squares, _mm256_mul_ps(d, d));
-    top = _mm256_max_epu32(top,
-                           _mm256_and_si256(_mm256_castps_si256(q), magnitude));
-    auto units = _mm256_cvtps_epi32(q);
+    auto units = units8(x + i * 4, g + i * 4, s + i, kk, squares, top);
     auto* at = reinterpret_cast<__m256i*>(acc + i * 4);
     if (assign)
       _mm256_storeu_si256(at, units);
@@ -95,25 +87,9 @@ void add_units_tail(std::byte* acc, const float* v, size_t i, size_t n,
     else
       _mm256_storeu_si256(at, _mm256_sub_epi32(_mm256_loadu_si256(at), units));
   }
-  alignas(32) float lanes[8];
-  alignas(32) uint32_t tops[8];
-  _mm256_store_ps(lanes, squares);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(tops), top);
-  float sum = 0;
-  for (int j = 0; j < 8; ++j) {
-    sum += lanes[j];
-    most = std::max(most, tops[j]);
-  }
+  float sum = lanes_sum(squares, top, most);
   for (; i < n; ++i) {
-    float a, b;
-    std::memcpy(&a, x + i * 4, 4);
-    std::memcpy(&b, g + i * 4, 4);
-    float d = a - k * b;
-    float v = d * s[i];
-    sum += d * d;
-    uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    most = std::max(most, bits & 0x7fffffffu);
+    float v = tail_unit(x + i * 4, g + i * 4, s[i], k, sum, most);
     add_units_tail(acc + i * 4, &v, 0, 1, sign, assign);
   }
   return sum;
@@ -303,21 +279,9 @@ std::optional<double> fedavg_accumulator::apply(
     bool fused = fused_ && add > 0 && wide_index_[b] == 0;
     if (part && !fused)
       return leave(o);
-    // Runs of the block split where tensors outside the distance lie:
-    // each(at, end, counted) for each in turn.
-    auto runs = [&](auto&& each) {
-      uint64_t at = 0;
-      auto run = [&](uint64_t end, bool counted) {
-        if (end > at)
-          each(at, end, counted);
-        at = std::max(at, end);
-      };
-      for (const auto& [from, to] : skip) {
-        run(std::clamp<uint64_t>(from / element, o, o + len) - o, true);
-        run(std::clamp<uint64_t>(to / element, o, o + len) - o, false);
-      }
-      run(len, true);
-    };
+    // The block's runs split where tensors outside the distance lie (a
+    // model-sized sum and open positions alike: the same squares).
+    auto runs = [&](auto&& each) { split_runs(skip, element, o, len, each); };
     uint32_t most = 0;
     runs([&](uint64_t at, uint64_t end, bool counted) {
       auto sq = fused ? fold_units(block + at * 4, xb + at * 4, gb + at * 4,

@@ -82,6 +82,48 @@ FEDCAF_KERNEL void settle_sums(const int64_t* sums, const std::byte* g,
   }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/// scaled_deltas (grid_units.hpp) and add_units64 of its values, in one pass
+/// without storing them: the same squares (the same operations in the same
+/// lanes), the same `most`, the same integers where every |value| stays
+/// below int32_room. A larger value adds cvtps2dq's INT32_MIN instead: the
+/// caller takes the call back out with `sign` -1 (the same integers come
+/// out) and folds the values in two passes.
+[[gnu::target("avx2")]] float
+fold_units64_avx2(int64_t* acc, const std::byte* x, const std::byte* g,
+                  size_t n, float k, const float* s, int sign, bool assign,
+                  uint32_t& most) {
+  __m256 squares = _mm256_setzero_ps();
+  __m256i top = _mm256_setzero_si256();
+  const __m256 kk = _mm256_set1_ps(k);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    auto units = units8(x + i * 4, g + i * 4, s + i, kk, squares, top);
+    auto lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(units));
+    auto hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(units, 1));
+    auto* at = reinterpret_cast<__m256i*>(acc + i);
+    if (!assign) {
+      auto was_lo = _mm256_loadu_si256(at), was_hi = _mm256_loadu_si256(at + 1);
+      lo = sign > 0 ? _mm256_add_epi64(was_lo, lo)
+                    : _mm256_sub_epi64(was_lo, lo);
+      hi = sign > 0 ? _mm256_add_epi64(was_hi, hi)
+                    : _mm256_sub_epi64(was_hi, hi);
+    }
+    _mm256_storeu_si256(at, lo);
+    _mm256_storeu_si256(at + 1, hi);
+  }
+  float sum = lanes_sum(squares, top, most);
+  for (; i < n; ++i) {
+    float v = tail_unit(x + i * 4, g + i * 4, s[i], k, sum, most);
+    auto q = v < int32_room && v > -int32_room
+                 ? static_cast<int64_t>(_mm_cvtss_si32(_mm_set_ss(v)))
+                 : int64_t{INT32_MIN};
+    acc[i] = (assign ? 0 : acc[i]) + sign * q;
+  }
+  return sum;
+}
+#endif
+
 /// settle_sums where every sum fits in int32 (its float path alone, which
 /// the compiler vectorizes).
 FEDCAF_KERNEL void settle_small(const int64_t* sums, const std::byte* g,
@@ -140,7 +182,10 @@ window_accumulator::window_accumulator(dtype type, chunk_plan plan,
       slots_(byte_buffer::uninitialized(uint64_t{window} * depth_ *
                                         slot_floats_ * sizeof(float))),
       counts_(window, 0), weights_(window, 0.0),
-      tags_(rule.robust() ? uint64_t{window} * depth_ : 0), bounds_(window, 0),
+      tags_(rule.robust() ? uint64_t{window} * depth_ : 0),
+      blocks_per_slot_((slot_floats_ - 1 + grid::block_elements - 1) /
+                       grid::block_elements),
+      bounds_(rule.robust() ? 0 : uint64_t{window} * blocks_per_slot_, 0),
       runs_per_slot_((slot_floats_ - 1 + grid::run_elements - 1) /
                      grid::run_elements),
       exponents_(rule.robust() ? 0 : uint64_t{window} * runs_per_slot_) {}
@@ -227,8 +272,7 @@ void window_accumulator::measure_grid(uint64_t seq, const std::byte* g) {
 bool window_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
                                bool summed, const std::byte* g, int add,
                                bool assign, uint64_t from, uint64_t to,
-                               std::optional<double> max_abs, double* squares,
-                               uint32_t& top) {
+                               std::optional<double> max_abs, double* squares) {
   auto element = dtype_bytes(type_);
   const auto& skip = uncounted_[seq];
   auto* acc = sums(seq);
@@ -236,13 +280,17 @@ bool window_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
   auto w_scale =
       std::ldexp(summed ? 1.0f : static_cast<float>(weight), -weight_bits_);
   auto fail = [&](uint64_t o) { // what this call added before o, taken out
-    if (add > 0 && !assign && o > from) {
-      uint32_t again = 0;
+    if (add > 0 && !assign && o > from)
       apply(seq, x, weight, summed, g, -1, false, from, o, std::nullopt,
-            nullptr, again);
-    }
+            nullptr);
     return false;
   };
+  auto* bound = bounds(seq);
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool fused_fold = __builtin_cpu_supports("avx2");
+#else
+  constexpr bool fused_fold = false;
+#endif
   alignas(64) float v[block_elements];
   alignas(64) float xs[block_elements];
   alignas(64) float gs[block_elements];
@@ -260,31 +308,77 @@ bool window_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
     const auto* gb = g ? as_floats(type_, g + o * element, len, gs)
                        : reinterpret_cast<const std::byte*>(
                              static_cast<const float*>(no_global));
-    // The block's runs split where tensors outside the distance lie, as
-    // a model-sized sum splits them (the same squares, the same bits).
+    // The block's runs split where tensors outside the distance lie (a
+    // model-sized sum and open positions alike: the same squares).
+    auto runs = [&](auto&& each) { split_runs(skip, element, o, len, each); };
     uint32_t most = 0;
-    uint64_t at = 0;
-    auto run = [&](uint64_t end, bool counted) {
-      if (end > at) {
-        auto sq = scaled_deltas(xb + at * 4, gb + at * 4, v + at, end - at, k,
-                                s + at, most);
-        if (counted && squares)
-          squares[o / segment_elements] += sq;
-      }
-      at = std::max(at, end);
-    };
-    for (const auto& [lo, hi] : skip) {
-      run(std::clamp<uint64_t>(lo / element, o, o + len) - o, true);
-      run(std::clamp<uint64_t>(hi / element, o, o + len) - o, false);
-    }
-    run(len, true);
+    // Values made and added in one pass (AVX2), taken back out if one
+    // proves too large for it; else made, then added.
+    bool fused = fused_fold && add > 0;
+    runs([&](uint64_t at, uint64_t end, bool counted) {
+      float sq = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+      if (fused)
+        sq = fold_units64_avx2(acc + o + at, xb + at * 4, gb + at * 4, end - at,
+                               k, s + at, +1, assign, most);
+#endif
+      if (!fused)
+        sq = scaled_deltas(xb + at * 4, gb + at * 4, v + at, end - at, k,
+                           s + at, most);
+      if (counted && squares)
+        squares[o / segment_elements] += sq;
+    });
     float largest;
     std::memcpy(&largest, &most, 4);
-    if (add > 0 && !(largest < most_units)) // beyond the exact range
+    // A delta beyond the exact range (2^46 grid steps), or a block whose
+    // bound on |sum| would reach 2^62 (a model-sized sum's block's limit),
+    // is refused, and what this call added before it taken back out.
+    auto b = o / block_elements;
+    uint64_t before = assign ? 0 : bound[b], grows = 0;
+    bool beyond = add > 0 && !(largest < most_units);
+    if (add > 0 && !beyond) {
+      grows = static_cast<uint64_t>(largest) + 1;
+      beyond = before + grows >= wide_limit;
+    }
+    if (fused && (beyond || !(largest < int32_room))) { // rare: taken back
+#if defined(__x86_64__) && defined(__GNUC__)
+      uint32_t again = 0;
+      if (!assign)
+        runs([&](uint64_t at, uint64_t end, bool) {
+          fold_units64_avx2(acc + o + at, xb + at * 4, gb + at * 4, end - at, k,
+                            s + at, -1, false, again);
+        });
+      scaled_deltas(xb, gb, v, len, k, s, again); // made, added below
+#endif
+      fused = false;
+    }
+    if (beyond)
       return fail(o);
-    top = std::max(top, most);
-    add_units64(acc + o, v, len, add, assign, largest < int32_room);
+    if (add > 0)
+      bound[b] = before + grows;
+    if (!fused)
+      add_units64(acc + o, v, len, add, assign, largest < int32_room);
   }
+  return true;
+}
+
+bool window_accumulator::given_up(uint64_t seq, const std::byte* g,
+                                  double weight) {
+  if (g)
+    return false;
+  // No g (a window-mode relay's round given up): the contribution is
+  // counted, its values never folded or refused: the sum goes nowhere.
+  auto at = seq % window_;
+  if (counts_[at] == 0) {
+    std::memset(sums(seq), 0, plan_.extent(seq).bytes / dtype_bytes(type_) * 8);
+    std::fill(bounds(seq), bounds(seq) + blocks_per_slot_, uint64_t{0});
+    measure_grid(seq, nullptr);
+  }
+  undo_bounds_.assign(bounds(seq), bounds(seq) + blocks_per_slot_);
+  undo_weight_ = weights_[at];
+  undo_folded_ = false;
+  ++counts_[at];
+  weights_[at] += weight;
   return true;
 }
 
@@ -295,12 +389,15 @@ result<double> window_accumulator::fold_measured(
   auto g = admits(seq, x, global);
   if (!g)
     return g.err();
+  if (given_up(seq, *g, weight))
+    return 0.0;
   const auto& e = plan_.extent(seq);
   auto n = e.bytes / dtype_bytes(type_);
   auto at = seq % window_;
   bool assign = counts_[at] == 0;
   if (assign) // the position's grid, from g, for its folds and settling
     measure_grid(seq, *g);
+  undo_bounds_.assign(bounds(seq), bounds(seq) + blocks_per_slot_);
   auto segments = (n + segment_elements - 1) / segment_elements;
   auto parts =
       static_cast<unsigned>(std::min<uint64_t>(threads_, segments / 2));
@@ -309,29 +406,21 @@ result<double> window_accumulator::fold_measured(
     return std::min(n, segments * p / parts * segment_elements);
   };
   std::vector<double> squares(segments, 0.0);
-  std::vector<uint32_t> top(parts, 0);
   std::vector<char> ok(parts, 0);
   auto part = [&](unsigned p) {
     ok[p] = apply(seq, x.data(), weight, summed, *g, +1, assign, edge(p),
-                  edge(p + 1), max_abs, squares.data(), top[p]);
+                  edge(p + 1), max_abs, squares.data());
   };
   if (parts == 1)
     part(0);
   else
     split().run(parts, part);
-  auto most = *std::max_element(top.begin(), top.end());
-  float largest;
-  std::memcpy(&largest, &most, 4);
-  auto grows = static_cast<uint64_t>(std::min(largest, most_units)) + 1;
-  auto before = assign ? 0 : bounds_[at];
-  bool passed = std::all_of(ok.begin(), ok.end(), [](char c) { return c; });
-  if (!passed || before + grows >= wide_limit) {
+  if (!std::all_of(ok.begin(), ok.end(), [](char c) { return c; })) {
     for (unsigned p = 0; p < parts && !assign; ++p)
-      if (ok[p]) {
-        uint32_t again = 0;
+      if (ok[p])
         apply(seq, x.data(), weight, summed, *g, -1, false, edge(p),
-              edge(p + 1), std::nullopt, nullptr, again);
-      }
+              edge(p + 1), std::nullopt, nullptr);
+    std::copy(undo_bounds_.begin(), undo_bounds_.end(), bounds(seq));
     if (max_abs && any_out_of_bounds(type_, x, *max_abs))
       return error{errc::poisoned_update,
                    "chunk " + std::to_string(seq) +
@@ -342,9 +431,8 @@ result<double> window_accumulator::fold_measured(
                      " holds a value beyond 2^19 times the magnitude of the "
                      "global model around it (the exact sum's range)"};
   }
-  undo_bound_ = bounds_[at];
   undo_weight_ = weights_[at];
-  bounds_[at] = before + grows;
+  undo_folded_ = true;
   ++counts_[at];
   weights_[at] += weight;
   double distance = 0; // in segment order: the bits of one thread
@@ -359,14 +447,14 @@ void window_accumulator::unfold(uint64_t seq, std::span<const std::byte> x,
   auto at = seq % window_;
   assert(counts_[at] > 0);
   --counts_[at];
-  if (counts_[at] > 0) { // the first fold there was written: nothing to take
+  // The first fold there was written: nothing to take; nor from a round
+  // given up (no g: nothing was folded).
+  if (counts_[at] > 0 && undo_folded_) {
     const auto& e = plan_.extent(seq);
-    uint32_t again = 0;
-    apply(seq, x.data(), weight, summed,
-          global.empty() ? nullptr : global.data() + e.model_offset, -1, false,
-          0, e.bytes / dtype_bytes(type_), std::nullopt, nullptr, again);
+    apply(seq, x.data(), weight, summed, global.data() + e.model_offset, -1,
+          false, 0, e.bytes / dtype_bytes(type_), std::nullopt, nullptr);
   }
-  bounds_[at] = undo_bound_;
+  std::copy(undo_bounds_.begin(), undo_bounds_.end(), bounds(seq));
   weights_[at] = undo_weight_;
 }
 
@@ -378,27 +466,35 @@ window_accumulator::fold_grid(uint64_t seq, std::span<const std::byte> x,
   auto g = admits(seq, x, global);
   if (!g)
     return g.err();
+  if (given_up(seq, *g, weight))
+    return 0.0;
   const auto& e = plan_.extent(seq);
   auto n = e.bytes / 4;
   auto at = seq % window_;
   bool assign = counts_[at] == 0;
+  auto* bound = bounds(seq);
   auto load = [&x](uint64_t i) {
     int32_t s;
     std::memcpy(&s, x.data() + i * 4, 4);
     return int64_t{s};
   };
-  // The largest |S| first: a sum beyond the exact range of `weight`
-  // updates, or past what the slot's int64 sums hold, changes nothing.
-  uint64_t most = 0;
-  for (uint64_t i = 0; i < n; ++i)
-    most = std::max<uint64_t>(most, static_cast<uint64_t>(std::abs(load(i))));
-  auto before = assign ? 0 : bounds_[at];
-  if (static_cast<double>(most) >= static_cast<double>(most_units) * weight ||
-      before + most >= wide_limit)
-    return error{errc::poisoned_update,
-                 "chunk " + std::to_string(seq) +
-                     " holds a sum beyond 2^46 grid steps per update of its "
-                     "weight (the exact sum's range)"};
+  // Each block's largest |S| first: a sum beyond the exact range of
+  // `weight` updates, or past what the block's int64 sums hold (its bound
+  // reaching 2^62, as a model-sized sum's block), changes nothing.
+  auto blocks = (n + block_elements - 1) / block_elements;
+  std::vector<uint64_t> most(blocks, 0);
+  for (uint64_t i = 0; i < n; ++i) {
+    auto& m = most[i / block_elements];
+    m = std::max<uint64_t>(m, static_cast<uint64_t>(std::abs(load(i))));
+  }
+  for (uint64_t b = 0; b < blocks; ++b)
+    if (static_cast<double>(most[b]) >=
+            static_cast<double>(most_units) * weight ||
+        (assign ? 0 : bound[b]) + most[b] >= wide_limit)
+      return error{errc::poisoned_update,
+                   "chunk " + std::to_string(seq) +
+                       " holds a sum beyond 2^46 grid steps per update of "
+                       "its weight (the exact sum's range)"};
   // The distance of the sum from weight g: (u S)^2 per counted element,
   // u its run's step, summed per segment as a model-sized sum sums it.
   std::vector<char> counted(n, 1);
@@ -428,9 +524,11 @@ window_accumulator::fold_grid(uint64_t seq, std::span<const std::byte> x,
   auto* acc = sums(seq);
   for (uint64_t i = 0; i < n; ++i)
     acc[i] = (assign ? 0 : acc[i]) + load(i);
-  undo_bound_ = bounds_[at];
+  undo_bounds_.assign(bound, bound + blocks_per_slot_);
   undo_weight_ = weights_[at];
-  bounds_[at] = before + most;
+  undo_folded_ = true;
+  for (uint64_t b = 0; b < blocks; ++b)
+    bound[b] = (assign ? 0 : bound[b]) + most[b];
   ++counts_[at];
   weights_[at] += weight;
   return distance;
@@ -442,12 +540,13 @@ void window_accumulator::unfold_grid(uint64_t seq,
   assert(counts_[at] > 0);
   --counts_[at];
   auto* acc = sums(seq);
-  for (uint64_t i = 0; counts_[at] > 0 && i < x.size() / 4; ++i) {
+  for (uint64_t i = 0; counts_[at] > 0 && undo_folded_ && i < x.size() / 4;
+       ++i) {
     int32_t s;
     std::memcpy(&s, x.data() + i * 4, 4);
     acc[i] -= s;
   }
-  bounds_[at] = undo_bound_;
+  std::copy(undo_bounds_.begin(), undo_bounds_.end(), bounds(seq));
   weights_[at] = undo_weight_;
 }
 
@@ -529,7 +628,7 @@ void window_accumulator::settle_grid(const std::byte* g, float* out,
   // already read (this block's, read before they are written, or earlier
   // ones').
   bool in_slot = out == slot(low_);
-  bool small = bounds_[low_ % window_] < (uint64_t{1} << 31);
+  const auto* bound = bounds(low_);
   alignas(64) float gs[block_elements];
   alignas(64) float f[block_elements]; // each element's factor
   alignas(64) float r[block_elements];
@@ -544,7 +643,7 @@ void window_accumulator::settle_grid(const std::byte* g, float* out,
     }
     const auto* gb = as_floats(type_, g + o * element, len, gs);
     auto* into = in_slot ? r : out + o;
-    if (small) // every |sum| below 2^31: the float path alone
+    if (bound[o / block_elements] < (uint64_t{1} << 31)) // the float path
       settle_small(acc + o, gb, into, len,
                    static_cast<float>(sums_ ? weight : 1.0), f, limit);
     else

@@ -202,6 +202,9 @@ private:
 
   float* slot(uint64_t seq);
   int64_t* sums(uint64_t seq) { return reinterpret_cast<int64_t*>(slot(seq)); }
+  uint64_t* bounds(uint64_t seq) {
+    return bounds_.data() + (seq % window_) * blocks_per_slot_;
+  }
   /// Checks that chunk x may be folded at `seq` now, against `global`
   /// (empty, or model-sized); returns g at the position (null: empty).
   result<const std::byte*> admits(uint64_t seq, std::span<const std::byte> x,
@@ -209,13 +212,16 @@ private:
   /// Adds (add +1; `assign`: writes) or subtracts (-1) the grid units of
   /// x's elements [from, to) at `seq` (g: that position's global values,
   /// null: zeros), adding each segment's squares into `squares` and
-  /// raising `top` to the largest |unit|'s bits. Returns false, what it
+  /// raising its blocks' bounds. Returns false, what it
   /// added taken back out, iff a block fails max_abs or a unit passes
-  /// 2^46. REQUIRES: from, to at segment edges (or to the chunk's end).
+  /// 2^46 or a block's bound on |sum| would reach 2^62. REQUIRES: from,
+  /// to at segment edges (or the chunk's end).
   bool apply(uint64_t seq, const std::byte* x, double weight, bool summed,
              const std::byte* g, int add, bool assign, uint64_t from,
-             uint64_t to, std::optional<double> max_abs, double* squares,
-             uint32_t& top);
+             uint64_t to, std::optional<double> max_abs, double* squares);
+  /// True iff g is null (a window-mode relay's round given up): then the
+  /// contribution of `weight` is counted at `seq` and nothing folded.
+  bool given_up(uint64_t seq, const std::byte* g, double weight);
   /// Writes the floats g + u S / W (`sums`: W g + u S) of position low()
   /// over [from, to), clamped to +-limit, to `out`.
   void settle_grid(const std::byte* g, float* out, uint64_t from, uint64_t to,
@@ -260,12 +266,17 @@ private:
   int weight_bits_ = 0;
   /// Per chunk: the byte ranges outside the distance (update_check.hpp).
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> uncounted_;
-  std::vector<uint64_t> bounds_; ///< per slot: a bound on |sum|
+  uint64_t blocks_per_slot_;
+  /// Per slot, per block of 1,024 elements: a bound on |sum| (a
+  /// model-sized sum's per block, so both refuse at the same fold).
+  std::vector<uint64_t> bounds_;
   uint64_t runs_per_slot_;
   std::vector<int8_t> exponents_; ///< per slot: measure_grid()
-  /// The last fold, for unfold: what its slot held before.
-  uint64_t undo_bound_ = 0;
+  /// The last fold, for unfold: its slot's bounds and weight before, and
+  /// whether it folded anything (not in a round given up).
+  std::vector<uint64_t> undo_bounds_;
   double undo_weight_ = 0;
+  bool undo_folded_ = false;
 };
 
 } // namespace fedcaf

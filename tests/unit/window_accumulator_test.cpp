@@ -408,3 +408,29 @@ TEST_CASE("relays' int32 sums on the grid, folded into open positions, give "
       });
   CHECK(std::memcmp(tree_model.data(), flat_model.data(), g.size()) == 0);
 }
+
+TEST_CASE("without g (a relay's round given up) a contribution is counted "
+          "and never refused, and its position still settles") {
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {48}));
+  auto acc = window_accumulator::make(m, *chunk_plan::make(m, 64), 2, 2);
+  REQUIRE(acc);
+  // Values of 5000 (beyond 2^46 steps of a zero run's grid) and a relay's
+  // int32 sums at the limit: a round given up refuses neither.
+  std::vector<float> big(48, 5000.0f);
+  std::vector<int32_t> sums(48, INT32_MAX);
+  auto d = acc->fold_measured(0, bytes_of(big, 0, 16), 1, false, {});
+  REQUIRE(d);
+  CHECK(*d == 0);
+  // Taken back out and folded again: still counted once.
+  acc->unfold(0, bytes_of(big, 0, 16), 1, false, {});
+  CHECK_FALSE(acc->ready());
+  REQUIRE(acc->fold(0, bytes_of(big, 0, 16), 1, {}));
+  REQUIRE(acc->fold_grid(0, std::as_bytes(std::span{sums}.subspan(0, 16)),
+                         1.0 / 1024, {}));
+  REQUIRE(acc->ready());
+  std::vector<float> model(48, 1.0f);
+  acc->finalize_next(std::as_writable_bytes(std::span{model}), nullptr);
+  CHECK(acc->low() == 1);
+  CHECK(std::isfinite(model[0]));
+}
