@@ -293,7 +293,8 @@ std::optional<double> fedavg_accumulator::apply(
     });
     float top;
     std::memcpy(&top, &most, 4);
-    auto grows = static_cast<uint64_t>(std::min(top, most_units)) + 1;
+    // (a NaN's bits lie above infinity's: most_units, never cast)
+    auto grows = static_cast<uint64_t>(top < most_units ? top : most_units) + 1;
     // A delta beyond the exact range (2^46 grid steps: 2^19 times its run's
     // magnitude, where the update bound refuses far less) is refused, and
     // what this call added before it taken back out: nothing changed.
