@@ -83,13 +83,6 @@ float power_of_two(int e) {
   return std::bit_cast<float>(static_cast<uint32_t>(e + 127) << 23);
 }
 
-int64_t units_of(float v) {
-  if (!(v == v))
-    return 0;
-  return static_cast<int64_t>(
-      std::nearbyint(std::clamp(v, -most_units, most_units)));
-}
-
 const std::byte* as_floats(dtype t, const std::byte* x, size_t n, float* out) {
   if (t == dtype::float32)
     return x;

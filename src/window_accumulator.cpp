@@ -20,47 +20,13 @@ namespace {
 
 using namespace grid;
 
-/// acc[i] = (assign ? 0 : acc[i]) + sign * round(v[i]) in int64, rounded
-/// to the nearest, ties to even (units_of's integers). REQUIRES: |v[i]| <
-/// int32_room where `small`.
-void add_units64(int64_t* acc, const float* v, size_t n, int sign, bool assign,
-                 bool small);
-
-#if defined(__x86_64__) && defined(__GNUC__)
-/// add_units64 of values within int32's range, eight at a time.
-[[gnu::target("avx2")]] size_t add_small_avx2(int64_t* acc, const float* v,
-                                              size_t n, int sign, bool assign) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i q = _mm256_cvtps_epi32(_mm256_loadu_ps(v + i));
-    if (sign < 0)
-      q = _mm256_sub_epi32(_mm256_setzero_si256(), q);
-    auto lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(q));
-    auto hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(q, 1));
-    auto* at = reinterpret_cast<__m256i*>(acc + i);
-    if (!assign) {
-      lo = _mm256_add_epi64(_mm256_loadu_si256(at), lo);
-      hi = _mm256_add_epi64(_mm256_loadu_si256(at + 1), hi);
-    }
-    _mm256_storeu_si256(at, lo);
-    _mm256_storeu_si256(at + 1, hi);
-  }
-  return i;
-}
-#endif
-
-void add_units64(int64_t* acc, const float* v, size_t n, int sign, bool assign,
-                 bool small) {
-  size_t i = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (small && avx2)
-    i = add_small_avx2(acc, v, n, sign, assign);
-#endif
-  for (; i < n; ++i) {
-    auto q = sign * units_of(v[i]);
-    acc[i] = (assign ? 0 : acc[i]) + q;
-  }
+/// acc[i] = (assign ? 0 : acc[i]) + sign * units_of(v[i]) in int64 (the
+/// two-pass fold: a block with a value past int32, a take-back, a host
+/// without AVX2; fold_units64_avx2 makes the rest in one pass).
+FEDCAF_KERNEL void add_units64(int64_t* acc, const float* v, size_t n, int sign,
+                               bool assign) {
+  for (size_t i = 0; i < n; ++i)
+    acc[i] = (assign ? 0 : acc[i]) + sign * units_of(v[i]);
 }
 
 /// out[i] = base g[i] + f[i] s[i], clamped to +-limit: in float where s[i]
@@ -137,9 +103,6 @@ FEDCAF_KERNEL void settle_small(const int64_t* sums, const std::byte* g,
     out[i] = r < -limit ? -limit : (r > limit ? limit : r);
   }
 }
-
-/// The global values of a position whose g is not held: zeros.
-alignas(64) const float no_global[block_elements] = {};
 
 } // namespace
 
@@ -305,9 +268,7 @@ bool window_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
       std::fill(s + lo, s + std::min(lo + run_elements, len),
                 w_scale * power_of_two(grid_bits - e[(o + lo) / run_elements]));
     auto* xb = as_floats(type_, x + o * element, len, xs);
-    const auto* gb = g ? as_floats(type_, g + o * element, len, gs)
-                       : reinterpret_cast<const std::byte*>(
-                             static_cast<const float*>(no_global));
+    const auto* gb = as_floats(type_, g + o * element, len, gs);
     // The block's runs split where tensors outside the distance lie (a
     // model-sized sum and open positions alike: the same squares).
     auto runs = [&](auto&& each) { split_runs(skip, element, o, len, each); };
@@ -357,15 +318,18 @@ bool window_accumulator::apply(uint64_t seq, const std::byte* x, double weight,
     if (add > 0)
       bound[b] = before + grows;
     if (!fused)
-      add_units64(acc + o, v, len, add, assign, largest < int32_room);
+      add_units64(acc + o, v, len, add, assign);
   }
   return true;
 }
 
-bool window_accumulator::given_up(uint64_t seq, const std::byte* g,
-                                  double weight) {
-  if (g)
-    return false;
+result<const std::byte*>
+window_accumulator::begin_fold(uint64_t seq, std::span<const std::byte> x,
+                               std::span<const std::byte> global,
+                               double weight) {
+  auto g = admits(seq, x, global);
+  if (!g || *g)
+    return g;
   // No g (a window-mode relay's round given up): the contribution is
   // counted, its values never folded or refused: the sum goes nowhere.
   auto at = seq % window_;
@@ -379,17 +343,17 @@ bool window_accumulator::given_up(uint64_t seq, const std::byte* g,
   undo_folded_ = false;
   ++counts_[at];
   weights_[at] += weight;
-  return true;
+  return nullptr;
 }
 
 result<double> window_accumulator::fold_measured(
     uint64_t seq, std::span<const std::byte> x, double weight, bool summed,
     std::span<const std::byte> global, std::optional<double> max_abs) {
   FEDCAF_REQUIRE(on_grid(), errc::internal, "a robust rule's fold measured");
-  auto g = admits(seq, x, global);
+  auto g = begin_fold(seq, x, global, weight);
   if (!g)
     return g.err();
-  if (given_up(seq, *g, weight))
+  if (!*g) // counted, nothing folded: no g
     return 0.0;
   const auto& e = plan_.extent(seq);
   auto n = e.bytes / dtype_bytes(type_);
@@ -463,10 +427,10 @@ window_accumulator::fold_grid(uint64_t seq, std::span<const std::byte> x,
                               double weight,
                               std::span<const std::byte> global) {
   FEDCAF_REQUIRE(takes_grid(), errc::out_of_range, dtype_name(type_));
-  auto g = admits(seq, x, global);
+  auto g = begin_fold(seq, x, global, weight);
   if (!g)
     return g.err();
-  if (given_up(seq, *g, weight))
+  if (!*g) // counted, nothing folded: no g
     return 0.0;
   const auto& e = plan_.extent(seq);
   auto n = e.bytes / 4;
@@ -495,12 +459,9 @@ window_accumulator::fold_grid(uint64_t seq, std::span<const std::byte> x,
                    "chunk " + std::to_string(seq) +
                        " holds a sum beyond 2^46 grid steps per update of "
                        "its weight (the exact sum's range)"};
-  // The distance of the sum from weight g: (u S)^2 per counted element,
-  // u its run's step, summed per segment as a model-sized sum sums it.
-  std::vector<char> counted(n, 1);
-  for (const auto& [from, to] : uncounted_[seq])
-    std::fill(counted.begin() + static_cast<ptrdiff_t>(std::min(n, from / 4)),
-              counted.begin() + static_cast<ptrdiff_t>(std::min(n, to / 4)), 0);
+  // The distance of the sum from weight g: (u S)^2 per counted element
+  // in element order, u its run's step, summed per segment as a
+  // model-sized sum sums it.
   double distance = 0, segment = 0;
   if (assign)
     measure_grid(seq, *g);
@@ -511,14 +472,15 @@ window_accumulator::fold_grid(uint64_t seq, std::span<const std::byte> x,
       distance += segment;
       segment = 0;
     }
-    for (uint64_t i = 0; i < len; ++i) {
-      if (!counted[o + i])
-        continue;
-      double unit =
-          power_of_two(exps[(o + i) / run_elements] - grid_bits + weight_bits_);
-      double d = unit * static_cast<double>(load(o + i));
-      segment += d * d;
-    }
+    split_runs(uncounted_[seq], 4, o, len,
+               [&](uint64_t at, uint64_t end, bool counted) {
+                 for (auto i = o + at; counted && i < o + end; ++i) {
+                   double unit = power_of_two(exps[i / run_elements] -
+                                              grid_bits + weight_bits_);
+                   double d = unit * static_cast<double>(load(i));
+                   segment += d * d;
+                 }
+               });
   }
   distance += segment;
   auto* acc = sums(seq);

@@ -10,6 +10,7 @@
 // Thread-safety: pure functions.
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -58,7 +59,12 @@ float power_of_two(int e);
 /// The integer an update adds at a value v of the grid: v rounded to the
 /// nearest (ties to even), saturated at most_units; 0 for NaN (never
 /// folded: the finite check refuses it first).
-int64_t units_of(float v);
+inline int64_t units_of(float v) {
+  if (!(v == v))
+    return 0;
+  return static_cast<int64_t>(
+      std::nearbyint(std::clamp(v, -most_units, most_units)));
+}
 
 /// The largest |x| of n float32 values, by their bits (NaN above all).
 uint32_t largest_bits(const std::byte* x, size_t n);

@@ -17,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -25,8 +26,6 @@
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
 #include "fedcaf/server_optimizer.hpp"
-#include <optional>
-
 #include "fedcaf/work_pool.hpp"
 
 namespace fedcaf {
@@ -210,18 +209,22 @@ private:
   result<const std::byte*> admits(uint64_t seq, std::span<const std::byte> x,
                                   std::span<const std::byte> global) const;
   /// Adds (add +1; `assign`: writes) or subtracts (-1) the grid units of
-  /// x's elements [from, to) at `seq` (g: that position's global values,
-  /// null: zeros), adding each segment's squares into `squares` and
-  /// raising its blocks' bounds. Returns false, what it
-  /// added taken back out, iff a block fails max_abs or a unit passes
-  /// 2^46 or a block's bound on |sum| would reach 2^62. REQUIRES: from,
-  /// to at segment edges (or the chunk's end).
+  /// x's elements [from, to) at `seq` (g: that position's global values),
+  /// adding each segment's squares into `squares` (if not null) and
+  /// raising its blocks' bounds. Returns false, what it added taken back
+  /// out, iff a block fails max_abs or a unit passes 2^46 or a block's
+  /// bound on |sum| would reach 2^62. REQUIRES: g not null; from, to at
+  /// segment edges (or the chunk's end).
   bool apply(uint64_t seq, const std::byte* x, double weight, bool summed,
              const std::byte* g, int add, bool assign, uint64_t from,
              uint64_t to, std::optional<double> max_abs, double* squares);
-  /// True iff g is null (a window-mode relay's round given up): then the
-  /// contribution of `weight` is counted at `seq` and nothing folded.
-  bool given_up(uint64_t seq, const std::byte* g, double weight);
+  /// admits(); where `global` is empty (a window-mode relay's round given
+  /// up) the contribution of `weight` is counted at `seq`, nothing folded,
+  /// and null returned.
+  result<const std::byte*> begin_fold(uint64_t seq,
+                                      std::span<const std::byte> x,
+                                      std::span<const std::byte> global,
+                                      double weight);
   /// Writes the floats g + u S / W (`sums`: W g + u S) of position low()
   /// over [from, to), clamped to +-limit, to `out`.
   void settle_grid(const std::byte* g, float* out, uint64_t from, uint64_t to,
