@@ -137,16 +137,19 @@ public:
                  : refuse_from(sender, c.err());
     if (auto placed = admissible(s, *c); !placed)
       return refuse_from(sender, placed.err());
+    // A relay's int32 sums on the grid, unless this chunk says floats
+    // (Chunk.floatSums: read only where the Welcome said so).
+    bool grid = s.grid && !(options_.chunk_float_sums && h.float_sums);
     // A window-mode relay's round given up: no g to measure against.
-    bool in_fold = s.grid || (acc_->measures() && relay_.has_global() &&
-                              checker_.measured_in_fold(s, *c));
+    bool in_fold = grid || (acc_->measures() && relay_.has_global() &&
+                            checker_.measured_in_fold(s, *c));
     // Measured by the pass that folds (its values' bounds tested there,
     // all inspect() would test): taken back out exactly if it is refused.
     // A window-mode relay's round given up holds no g: folded against
     // none, its sum goes nowhere.
     auto g = relay_.has_global() ? model() : std::span<const std::byte>{};
     auto checked =
-        in_fold ? fold_measured(s, *c, g)
+        in_fold ? fold_measured(s, *c, g, grid)
                 : checker_.inspect(s, *c, model(), acc_->overwritten_below(),
                                    relay_.has_global(), acc_->fold_split());
     if (in_fold)

@@ -32,20 +32,20 @@ aggregator_core::aggregator_core(std::shared_ptr<model_snapshot> initial,
 
 result<checked_chunk>
 aggregator_core::fold_measured(const upload_record& s, const msg::chunk_view& c,
-                               std::span<const std::byte> g) {
+                               std::span<const std::byte> g, bool grid) {
   const auto& h = c.header;
   if (options_.fold_delay.count() > 0)
     std::this_thread::sleep_for(options_.fold_delay);
-  auto d = s.grid ? acc_->fold_grid(h.sequence, c.bytes, s.weight, g)
-                  : acc_->fold_measured(h.sequence, c.bytes, s.weight, s.summed,
-                                        g, checker_.bound_of(s));
+  auto d = grid ? acc_->fold_grid(h.sequence, c.bytes, s.weight, g)
+                : acc_->fold_measured(h.sequence, c.bytes, s.weight, s.summed,
+                                      g, checker_.bound_of(s));
   if (!d) // poisoned (named as inspect() names it), else bad input
     return d.err().code != errc::poisoned_update
                ? error{errc::internal, d.err().message}
-           : s.grid ? d.err()
-                    : checker_.fold_refusal(s, c, d.err());
+           : grid ? d.err()
+                  : checker_.fold_refusal(s, c, d.err());
   auto judged = checker_.judge(s, c, *d);
-  if (!judged && s.grid)
+  if (!judged && grid)
     acc_->unfold_grid(h.sequence, c.bytes);
   else if (!judged)
     acc_->unfold(h.sequence, c.bytes, s.weight, s.summed, g);

@@ -57,12 +57,12 @@ struct aggregator_core {
   /// Folds chunk `c` of stream `s` as it came against the global model
   /// `g` (empty: none held, a window-mode relay's round given up),
   /// measuring its distance in the same pass (a relay's int32 sums on the
-  /// grid: added as they are), and judges it: a chunk the distance refuses
-  /// is taken back out of the sum, exactly. REQUIRES: admissible, s.grid
-  /// or measured_in_fold.
+  /// grid, `grid`: added as they are), and judges it: a chunk the
+  /// distance refuses is taken back out of the sum, exactly. REQUIRES:
+  /// admissible, `grid` (then s.grid) or measured_in_fold.
   result<checked_chunk> fold_measured(const upload_record& s,
                                       const msg::chunk_view& c,
-                                      std::span<const std::byte> g);
+                                      std::span<const std::byte> g, bool grid);
   frame refuse(const error& e) const { return refusals_.refuse(e); }
   frame refuse_from(const std::string& sender, const error& e) const {
     return refusals_.refuse(e, sender);

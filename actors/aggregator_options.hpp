@@ -30,6 +30,9 @@ struct aggregator_options {
   /// Relays' int32 sums on the exact grid are folded (the Welcome's
   /// gridSums said so); off: an offer of them is refused.
   bool grid_sums = false;
+  /// ... and a chunk of them flagged floatSums is folded as float32 sums
+  /// (the Welcome's chunkFloatSums said so).
+  bool chunk_float_sums = false;
   /// Test seam: time spent on every chunk before it is consumed (a slow
   /// aggregator). Zero in production.
   std::chrono::microseconds fold_delay{0};

@@ -1,5 +1,6 @@
 #include "actors/aggregator_relay.hpp"
 
+#include <cassert>
 #include <unistd.h>
 
 #include "actors/messages.hpp"
@@ -18,6 +19,9 @@ aggregator_relay::aggregator_relay(aggregator_core& core, consumer consume,
 result<snapshot_ptr> aggregator_relay::adopt(relay_model m) {
   forget_globals(); // of the model before
   core_.relay_grid_ = m.grid_sums;
+  // Streamed (window and disk modes): on the grid position by position.
+  positions_ = m.grid_sums && core_.acc_->takes_grid() ? m.positions : nullptr;
+  core_.acc_->emit_grid(positions_ != nullptr);
   bool arriving = m.arrival && !m.arrival->whole();
   const auto& plan = core_.options_.plan;
   auto adopted =
@@ -136,6 +140,11 @@ void aggregator_relay::settled(uint64_t seq) {
   if (!factor || !stream_listener_)
     return; // nothing in position 0 (the round sits out), or given up
   const auto& e = core_.plan_.extent(seq);
+  // int32 sums on the grid hold the round's weight: nothing to scale.
+  bool on_grid = positions_ && core_.acc_->settled_on_grid(seq);
+  assert(!on_grid || *factor == 1.0);
+  if (positions_)
+    positions_->settled(seq, on_grid);
   if (*factor != 1.0)
     relay_checks::scale_floats(
         core_.models_.current().bytes.bytes().subspan(e.model_offset, e.bytes),

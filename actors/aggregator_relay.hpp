@@ -85,6 +85,8 @@ private:
   parked_chunks<promise> parked_;
   /// A streaming relay: who hears its round's positions settle.
   upload_listener stream_listener_;
+  /// ... and, where its sum goes up on the grid, which positions did.
+  std::shared_ptr<grid_positions> positions_;
 };
 
 } // namespace fedcaf

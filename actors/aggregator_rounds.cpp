@@ -125,7 +125,9 @@ snapshot_ptr aggregator_rounds::publish(uint32_t round, byte_buffer bytes,
   if (sum_weight > 0 && !core_.streams_sums() && !grid) // streamed: scaled
     relay_checks::scale_sum(core_.plan_, next.bytes, weights, sum_weight);
   auto published = core_.models_.publish(round, std::move(next));
-  if (held_in_part || grid) // a relay's next round adopts its parent's model
+  // A relay's next round adopts (and measures) its parent's model; a
+  // streamed sum, part int32 on the grid, is no model to measure.
+  if (held_in_part || grid || core_.streams_sums())
     return published;
   if (measured)
     core_.checker_.measure_end();

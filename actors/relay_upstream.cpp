@@ -161,6 +161,7 @@ public:
   void begin_round(uint32_t round, bool evaluate_only) override {
     (void)round;
     final_ = evaluate_only; // downloaded whole, then evaluate_local()
+    positions_.reset();
     auto* idle = std::get_if<between_rounds>(&state_);
     if (evaluate_only || !link_->side || !idle)
       return;
@@ -172,10 +173,17 @@ public:
     auto number = ++link_->models;
     link_->answers->forget_before(number);
     state_ = downloading{std::move(memory), number};
+    positions_ =
+        grid_streamed()
+            ? std::make_shared<grid_positions>(
+                  (layout_.total_bytes() + link_->side->chunk_bytes - 1) /
+                      link_->side->chunk_bytes,
+                  link_->side->chunk_bytes)
+            : nullptr;
     caf::anon_send(link_->courier, relay_atom::value,
                    relay_model{std::move(model),
                                std::make_shared<model_arrival>(), residency_,
-                               grid_sums_taken()},
+                               grid_sums_taken(), positions_},
                    number);
   }
 
@@ -266,8 +274,19 @@ public:
   bool partial_sum() const override { return true; }
 
   bool grid_sums() const override {
+    if (std::holds_alternative<streaming>(state_))
+      return positions_ != nullptr; // each chunk as its position settled
     const auto* s = std::get_if<summed>(&state_);
     return s && s->answer.sums && s->answer.sums->grid_sums;
+  }
+
+  bool float_sums(uint64_t model_offset) const override {
+    return std::holds_alternative<streaming>(state_) && positions_ &&
+           !positions_->on_grid(model_offset);
+  }
+
+  void parent_chunks(uint64_t chunk_bytes) override {
+    parent_chunk_bytes_ = chunk_bytes;
   }
 
   std::optional<relay_evaluation> children_evaluation() override {
@@ -395,6 +414,16 @@ private:
                [](const tensor_info& t) { return t.type == dtype::float32; });
   }
 
+  /// True iff a sum that streams up as it settles (window and disk modes)
+  /// may go up on the grid position by position: the parent folds grid
+  /// sums and reads Chunk.floatSums, and each of its chunks lies in one of
+  /// the side's positions (their size a multiple of the parent's).
+  bool grid_streamed() const {
+    return grid_sums_taken() && welcome_.terms.chunk_float_sums &&
+           parent_chunk_bytes_ > 0 &&
+           link_->side->chunk_bytes % parent_chunk_bytes_ == 0;
+  }
+
   /// Window mode: which bytes of this round's model, `memory`, stay
   /// resident, from the children's chunk plan (null otherwise).
   std::shared_ptr<relay_residency> make_residency(byte_buffer& memory) {
@@ -463,6 +492,9 @@ private:
   /// The children's evaluation of the round's model, until it goes up.
   std::optional<relay_evaluation> evaluation_;
   bool final_ = false; ///< the round now is the final model's evaluation
+  uint64_t parent_chunk_bytes_ = 0; ///< the round's (parent_chunks)
+  /// The round's positions on the grid or not (grid_streamed()), or null.
+  std::shared_ptr<grid_positions> positions_;
 };
 
 } // namespace

@@ -69,6 +69,7 @@ result<server_side> spawn_server_side(caf::actor_system& sys,
   ao.fold_delay = options.fold_delay;
   ao.compression = options.server.compression;
   ao.grid_sums = options.server.terms.grid_sums;
+  ao.chunk_float_sums = options.server.terms.chunk_float_sums;
   ao.refusals = refusals;
   ao.poisoned = make_refusal_counter();
   ao.idle_timeout = options.idle_timeout;

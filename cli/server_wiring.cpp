@@ -273,6 +273,9 @@ server_side_options options_from(const config& cfg,
   // (docs/design.md, "Exact sums").
   srv.terms.grid_sums = plan.sums_on_grid() && !cfg.clients.compression.down &&
                         chunk_bytes % (64 * sizeof(float)) == 0;
+  // ... and a streaming relay's chunks it could not give on the grid as
+  // floats (Chunk.floatSums).
+  srv.terms.chunk_float_sums = srv.terms.grid_sums;
   srv.federated_evaluation = sc.federated_evaluation.value_or(false);
   srv.evaluation_timeout = millis_of(stream.idle_timeout_s);
   srv.max_sample_size = sc.rule.max_sample_size;
@@ -314,6 +317,7 @@ relay_children_options(server_side_options own, const msg::client_terms& terms,
   // parent does (the same model, so the same grid).
   so.server.terms.grid_sums = terms.grid_sums && so.plan.sums_on_grid() &&
                               so.server.chunk_bytes % (64 * sizeof(float)) == 0;
+  so.server.terms.chunk_float_sums = so.server.terms.grid_sums;
   so.server.federated_evaluation = false;
   cap_streaming_silence(so, terms);
   return so;

@@ -517,6 +517,7 @@ frame encode(const welcome& x) {
     b.setDownloadEncoding(t.download_encoding);
     b.setZfpTolerance(t.zfp_tolerance);
     b.setGridSums(t.grid_sums);
+    b.setChunkFloatSums(t.chunk_float_sums);
     b.setResumed(x.resumed);
   });
 }
@@ -810,6 +811,7 @@ std::span<std::byte> init_chunk(wire::Chunk::Builder b, const chunk_header& h,
   b.setSequence(h.sequence);
   b.setTensorIndex(h.tensor_index);
   b.setTensorOffset(h.byte_offset);
+  b.setFloatSums(h.float_sums);
   auto data = b.initBytes(static_cast<uint32_t>(payload_bytes));
   return {reinterpret_cast<std::byte*>(data.begin()), data.size()};
 }
@@ -910,7 +912,8 @@ template <> result<welcome> decode<welcome>(const frame& f) {
                    b.getMaxMessageBytes(),   b.getFederatedEvaluation(),
                    b.getDeclareUpdateNorm(), b.getUpdateClipNorm(),
                    b.getUploadEncoding(),    b.getDownloadEncoding(),
-                   b.getZfpTolerance(),      b.getGridSums()};
+                   b.getZfpTolerance(),      b.getGridSums(),
+                   b.getChunkFloatSums()};
     return welcome{b.getClientIndex(), b.getNumClients(),
                    b.getClientConfigs().cStr(), t, b.getResumed()};
   });
@@ -1254,8 +1257,9 @@ result<chunk_view> decode_chunk(const frame& f, uint64_t max_chunk_bytes) {
         auto sum = checksum(bytes);
         FEDCAF_REQUIRE(sum == b.getChecksum(), errc::bad_checksum, sum,
                        b.getChecksum());
-        chunk_header h{b.getStreamId(), b.getRound(), b.getSequence(),
-                       b.getTensorIndex(), b.getTensorOffset()};
+        chunk_header h{b.getStreamId(),     b.getRound(),
+                       b.getSequence(),     b.getTensorIndex(),
+                       b.getTensorOffset(), b.getFloatSums()};
         return chunk_view{h, bytes, sum};
       });
 }

@@ -140,6 +140,8 @@ struct client_terms {
   double zfp_tolerance = 0;
   /// The server folds a relay's sum given on its exact grid.
   bool grid_sums = false;
+  /// ... and reads chunk_header::float_sums in such an upload.
+  bool chunk_float_sums = false;
 
   friend bool operator==(const client_terms&, const client_terms&) = default;
 };
@@ -205,6 +207,8 @@ struct chunk_header {
   uint64_t sequence = 0;
   uint32_t tensor_index = 0;
   uint64_t byte_offset = 0;
+  /// In a gridSums upload: float32 sums, not int32 on the grid.
+  bool float_sums = false;
 };
 
 /// A decoded chunk. `bytes` points into the frame it was decoded from and is

@@ -133,6 +133,10 @@ struct Welcome {
   # (Offer.gridSums): it sums on that grid (a mean, in any memory mode),
   # unmasked, over lossless downloads, and its chunk size is a multiple of
   # 64 elements.
+  chunkFloatSums @16 :Bool;
+  # The server reads Chunk.floatSums in a gridSums offer: a relay whose sum
+  # settles position by position (window and disk modes) sends the chunks
+  # it could not give on the grid as float32 sums.
 }
 
 struct RoundStart {
@@ -228,6 +232,11 @@ struct Chunk {
   checksum @5 :UInt64;
   # XXH3-64 of bytes.
   bytes @6 :Data;
+  floatSums @7 :Bool;
+  # In an upload whose Offer.gridSums is set, where the Welcome's
+  # chunkFloatSums was: this chunk carries float32 sums sum_i w_i x_i (as a
+  # partialSum without gridSums does), not int32 sums on the grid. Read
+  # nowhere else.
 }
 
 struct Credit {

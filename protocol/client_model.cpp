@@ -97,6 +97,7 @@ client_model::begin_round(const msg::round_start& rs) {
           shard_.sharded() ? local_layout(rs.model, *slices) : rs.model);
       !ok)
     return ok.err();
+  hooks_->parent_chunks(rs.chunk_bytes);
   trainer_->begin_round(rs.round, rs.evaluate_only);
   auto plan = shard_.sharded()
                   ? chunk_plan::make_shard(rs.model, rs.chunk_bytes, *slices)
@@ -143,6 +144,12 @@ upload_stream::encode_hook client_model::encode_hook() {
     return {};
   return [this](uint64_t seq, const const_model_view& model) {
     return encoder_->upload(seq, model);
+  };
+}
+
+upload_stream::float_sums_hook client_model::float_sums_hook() {
+  return [this](uint64_t model_offset) {
+    return hooks_->grid_sums() && hooks_->float_sums(model_offset);
   };
 }
 

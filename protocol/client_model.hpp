@@ -134,6 +134,9 @@ public:
   /// The upload's encode hook: empty without an encoder. Valid while this
   /// model lives.
   upload_stream::encode_hook encode_hook();
+  /// The upload's floatSums flag per chunk (a streaming relay's positions
+  /// that did not settle on the grid). Valid while this model lives.
+  upload_stream::float_sums_hook float_sums_hook();
 
   /// Model bytes [e.model_offset, + e.bytes) are not needed for now.
   void release(const chunk_extent& e) {

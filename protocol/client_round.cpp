@@ -42,7 +42,7 @@ result<client_round> client_round::start(const msg::round_start& rs,
   report.begin_round(rs, r.plan_->total_bytes(), now);
   r.download_.emplace(r.plan_, rs, model.configs().compression,
                       model.arrival_hook(rs.evaluate_only));
-  upload_stream::hooks how{model.encode_hook(), {}};
+  upload_stream::hooks how{model.encode_hook(), {}, model.float_sums_hook()};
   if (rs.secure_aggregation)
     how.mask = [flow = &secagg](uint64_t first_element,
                                 std::span<std::byte> values) {

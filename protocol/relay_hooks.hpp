@@ -32,6 +32,16 @@ public:
   /// True iff, after train(), the partial sum is int32 sums on the
   /// parent's exact grid (Offer.gridSums), not floats.
   virtual bool grid_sums() const { return false; }
+  /// In a grid_sums() upload: true iff the chunk at model byte
+  /// `model_offset` carries float32 sums instead (Chunk.floatSums: a
+  /// streaming relay's position that could not settle on the grid).
+  virtual bool float_sums(uint64_t model_offset) const {
+    (void)model_offset;
+    return false;
+  }
+  /// The parent's chunk size for the round about to begin
+  /// (RoundStart.chunkBytes), told before the trainer's begin_round().
+  virtual void parent_chunks(uint64_t chunk_bytes) { (void)chunk_bytes; }
 
   /// A relay's: its children's evaluation of the model of the round just
   /// trained (they evaluated it before training), taken once; nullopt:

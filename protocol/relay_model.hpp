@@ -57,6 +57,41 @@ private:
   std::atomic<state> state_;
 };
 
+/// Which positions of a streaming relay's sum (window and disk modes)
+/// settled as int32 sums on its parent's exact grid, the others as float32
+/// sums: written by the children's side's aggregator as each position
+/// settles, before the upload may read its bytes (relay_step::ready), and
+/// read by the upload, which flags a chunk of floats (Chunk.floatSums).
+/// The side's positions are cut as the parent's chunks are or coarser
+/// (its chunk size a multiple of the parent's), so each chunk of the
+/// upload lies in one position.
+/// Thread-safety: safe (an atomic flag per position).
+class grid_positions {
+public:
+  /// `positions` positions of `position_bytes` bytes each (the last one
+  /// may be shorter), none on the grid yet.
+  grid_positions(uint64_t positions, uint64_t position_bytes)
+      : flags_(std::make_unique<std::atomic<bool>[]>(positions)),
+        count_(positions), position_bytes_(position_bytes) {}
+
+  /// Position `seq` settled, on the grid or not.
+  void settled(uint64_t seq, bool on_grid) {
+    if (seq < count_)
+      flags_[seq].store(on_grid, std::memory_order_release);
+  }
+  /// True iff the position holding model byte `model_offset` settled on
+  /// the grid.
+  bool on_grid(uint64_t model_offset) const {
+    auto seq = model_offset / position_bytes_;
+    return seq < count_ && flags_[seq].load(std::memory_order_acquire);
+  }
+
+private:
+  std::unique_ptr<std::atomic<bool>[]> flags_;
+  uint64_t count_;
+  uint64_t position_bytes_;
+};
+
 /// The parent's model of a round as a relay's upstream half hands it to
 /// its children's side: the model (layout and memory; while it arrives,
 /// its bytes are written by the relay's download, through memory the
@@ -75,6 +110,10 @@ struct relay_model {
   /// The parent folds this round's sum given as int32 on its exact grid
   /// (Welcome.gridSums, and the relay's chunks fit that grid).
   bool grid_sums = false;
+  /// Set iff the sum may also go up on the grid position by position, as
+  /// it settles (the parent reads Chunk.floatSums, and the side's chunks
+  /// are whole multiples of the parent's): where each position went.
+  std::shared_ptr<grid_positions> positions{};
 };
 
 /// The children's evaluations of the model a relay's round handed down

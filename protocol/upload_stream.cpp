@@ -46,6 +46,7 @@ msg::frame upload_stream::encode(uint64_t seq, const const_model_view& model,
                                  uint64_t& sent) {
   const auto& e = plan_->extent(seq);
   msg::chunk_header h{stream_id_, round_, seq, e.tensor_index, e.tensor_offset};
+  h.float_sums = hooks_.float_sums && hooks_.float_sums(e.model_offset);
   if (hooks_.encode) {
     auto bytes = hooks_.encode(seq, model);
     sent = bytes.size();

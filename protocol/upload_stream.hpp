@@ -35,11 +35,15 @@ public:
   /// clipped. `values` is always 4-byte aligned.
   using mask_hook = std::function<uint64_t(uint64_t first_element,
                                            std::span<std::byte> values)>;
+  /// True iff the chunk at model byte `model_offset` carries float32 sums
+  /// in a relay's upload of int32 sums on the grid (Chunk.floatSums).
+  using float_sums_hook = std::function<bool(uint64_t model_offset)>;
   /// How payloads are made: by `encode` if set, else the model's bytes,
-  /// masked iff `mask` is set.
+  /// masked iff `mask` is set; each chunk flagged by `float_sums`, if set.
   struct hooks {
     encode_hook encode;
     mask_hook mask;
+    float_sums_hook float_sums{};
   };
 
   /// What the server's answer to the offer says.

@@ -167,6 +167,10 @@ public:
     window_.unfold_grid(seq, x);
   }
   void emit_sums() override { window_.emit_sums(); }
+  void emit_grid(bool on) override { window_.emit_grid(on); }
+  bool settled_on_grid(uint64_t seq) const override {
+    return window_.settled_on_grid(seq);
+  }
   std::vector<double> take_position_weights() override {
     return window_.take_position_weights();
   }

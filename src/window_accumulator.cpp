@@ -615,6 +615,19 @@ void window_accumulator::settle_grid(const std::byte* g, float* out,
   }
 }
 
+bool window_accumulator::fits_int32(uint64_t n) {
+  const auto* bound = bounds(low_);
+  const auto* s = sums(low_);
+  for (uint64_t o = 0; o < n; o += block_elements) {
+    if (bound[o / block_elements] < (uint64_t{1} << 31))
+      continue; // every |sum| of the block is below its bound
+    for (auto i = o; i < std::min(n, o + block_elements); ++i)
+      if (s[i] != static_cast<int32_t>(s[i]))
+        return false;
+  }
+  return true;
+}
+
 void window_accumulator::finalize_next(std::span<const std::byte> current,
                                        std::span<std::byte> next,
                                        server_optimizer* opt) {
@@ -633,7 +646,19 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
       sums_ ? finite_limit(type_) : std::min(limit_, finite_limit(type_));
   bool mean = count > 0 && !rule_.robust();
   bool direct = mean && !opt && type_ == dtype::float32;
-  if (direct) // FedAvg's means straight into the model, in one pass
+  // A relay's sum of the round's weight in int32: its sums as they are.
+  bool on_grid = direct && sums_ && grid_out_ &&
+                 (low_ == 0 || (!position_weights_.empty() &&
+                                weight == position_weights_[0])) &&
+                 fits_int32(n);
+  if (on_grid)
+    in_parts(n, [&](uint64_t from, uint64_t to) {
+      const auto* s = sums(low_);
+      auto* into = reinterpret_cast<int32_t*>(out);
+      for (auto i = from; i < to; ++i)
+        into[i] = static_cast<int32_t>(s[i]);
+    });
+  else if (direct) // FedAvg's means straight into the model, in one pass
     in_parts(n, [&](uint64_t from, uint64_t to) {
       settle_grid(old, reinterpret_cast<float*>(out), from, to, weight, limit);
     });
@@ -649,6 +674,11 @@ void window_accumulator::finalize_next(std::span<const std::byte> current,
     if (position_weights_.size() < plan_.chunk_count())
       position_weights_.resize(plan_.chunk_count(), 0.0);
     position_weights_[low_] = weight;
+  }
+  if (grid_out_) {
+    if (position_grid_.size() < plan_.chunk_count())
+      position_grid_.resize(plan_.chunk_count(), 0);
+    position_grid_[low_] = on_grid;
   }
   if (opt)
     opt->step(e.model_offset / element, {acc, n}, {old, e.bytes}, weight);
@@ -676,6 +706,7 @@ void window_accumulator::abandon_round() {
   low_ = 0;
   cuts_.clear();
   position_weights_.clear(); // a round's weights are its own
+  position_grid_.clear();
   std::fill(counts_.begin(), counts_.end(), 0);
   std::fill(weights_.begin(), weights_.end(), 0.0);
 }
@@ -687,6 +718,7 @@ void window_accumulator::restart(uint32_t contributors) {
   trimmed_.clear();
   cuts_.clear();
   position_weights_.clear();
+  position_grid_.clear();
   std::fill(counts_.begin(), counts_.end(), 0);
   std::fill(weights_.begin(), weights_.end(), 0.0);
 }

@@ -120,6 +120,15 @@ public:
   /// sums_on_grid() says whether it did.
   virtual void grid_sums_of(double) {}
   virtual bool sums_on_grid() const { return false; }
+  /// A streaming relay's (window and disk modes): `on`, each position
+  /// that settles with the round's weight and int32 sums holds them, on
+  /// the grid (window_accumulator::emit_grid); settled_on_grid() says
+  /// which did.
+  virtual void emit_grid(bool on) { (void)on; }
+  virtual bool settled_on_grid(uint64_t seq) const {
+    (void)seq;
+    return false;
+  }
 
   /// A relay's accumulator: settled positions (finalize's result) hold the
   /// weighted sums, not the means, and take_position_weights() the weight

@@ -118,6 +118,16 @@ public:
   double settled_weight(uint64_t seq) const {
     return seq < position_weights_.size() ? position_weights_[seq] : 0;
   }
+  /// With emit_sums() and `on`: a position that settles with position 0's
+  /// weight (the round's) and every sum within int32 holds those int32
+  /// sums S on the grid, not the floats W g + u S (a streaming relay's
+  /// sum for a parent that folds them: Offer.gridSums, Chunk.floatSums).
+  /// REQUIRES: takes_grid().
+  void emit_grid(bool on) { grid_out_ = on; }
+  /// True iff settled position `seq` holds int32 sums on the grid.
+  bool settled_on_grid(uint64_t seq) const {
+    return seq < position_grid_.size() && position_grid_[seq] != 0;
+  }
 
   /// Secure aggregation: adds the masked chunk x (little-endian uint32 per
   /// element of an F32 model) to position `seq`'s sum in Z_2^32. Fails as
@@ -229,6 +239,8 @@ private:
   /// over [from, to), clamped to +-limit, to `out`.
   void settle_grid(const std::byte* g, float* out, uint64_t from, uint64_t to,
                    double weight, float limit);
+  /// True iff position low()'s n sums all lie within int32.
+  bool fits_int32(uint64_t n);
   /// Measures the grid of position `seq`'s runs from g (null: zeros), for
   /// the folds and settling of its round there.
   void measure_grid(uint64_t seq, const std::byte* g);
@@ -264,6 +276,8 @@ private:
   float limit_ = std::numeric_limits<float>::max();
   bool sums_ = false;
   std::vector<double> position_weights_; ///< emit_sums: per position
+  bool grid_out_ = false;                ///< emit_grid()
+  std::vector<uint8_t> position_grid_;   ///< emit_grid: per position
   unsigned threads_ = 1;
   std::unique_ptr<work_pool> pool_; ///< threads_ in all, once needed
   int weight_bits_ = 0;

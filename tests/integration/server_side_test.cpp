@@ -1381,7 +1381,7 @@ relay_round(const std::function<void(rogue_client&, const msg::round_start&,
   if (relay) // else R is a client like the others
     so.scheduler.relays = {{"R", 20}};
   so.rule.max_update_ratio = 10; // the default bound, on
-  so.server.terms.grid_sums = grid_sums;
+  so.server.terms.grid_sums = so.server.terms.chunk_float_sums = grid_sums;
   auto eval = std::make_shared<capturing_evaluator>();
   run_report report;
   std::vector<run_report> client_reports(2);
@@ -1420,17 +1420,22 @@ result<msg::accept> relay_offer(rogue_client& relay, const msg::round_start& rs,
   return msg::decode<msg::accept>(relay.ask(offer_atom::value, msg::encode(x)));
 }
 
-/// R streams `bytes` (the model's size) as accepted stream `a`, and ends it.
+/// R streams `bytes` (the model's size) as accepted stream `a`, and ends it;
+/// where `floats` is given, its odd chunks are those of `floats`, flagged
+/// Chunk.floatSums (a streaming relay's positions off the grid).
 void relay_upload(rogue_client& relay, const msg::round_start& rs,
                   const chunk_plan& plan, const msg::accept& a,
-                  std::span<const std::byte> bytes) {
+                  std::span<const std::byte> bytes,
+                  std::span<const std::byte> floats = {}) {
   for (uint64_t s = 0; s < plan.chunk_count(); ++s) {
     const auto& e = plan.extent(s);
     msg::chunk_header h{a.stream_id, rs.round, s, e.tensor_index,
                         e.tensor_offset};
+    h.float_sums = !floats.empty() && s % 2 == 1;
+    auto from = h.float_sums ? floats : bytes;
     REQUIRE(msg::decode<msg::credit>(
         relay.ask(chunk_atom::value,
-                  chunk_with(h, bytes.subspan(e.model_offset, e.bytes)))));
+                  chunk_with(h, from.subspan(e.model_offset, e.bytes)))));
   }
   REQUIRE(msg::decode<msg::stream_closed>(relay.ask(
       end_atom::value,
@@ -1486,8 +1491,9 @@ TEST_CASE("a relay's partial sum weighs its clients, at most as many as "
 }
 
 TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
-          "server that offered it, in ram and window modes, and refused by "
-          "any other and from a plain client") {
+          "server that offered it, in every memory mode, chunks flagged "
+          "floatSums as floats, and refused by any other and from a plain "
+          "client") {
   // gridSums in the Welcome: R's int32 sums on the server's grid are all
   // 0: its sum is 20 g exactly, and the round's model (c0 + c1 + 20 g) /
   // 22 (read as floats, the zeros would be a sum of 0: the model (c0 +
@@ -1509,11 +1515,14 @@ TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
   for (const auto& t : g)
     for (auto x : t)
       sums.push_back(20 * x);
-  for (auto [mode, terms] :
-       {std::pair{"ram", true}, std::pair{"ram", false},
-        std::pair{"window", true}, std::pair{"window", false}}) {
+  for (auto [mode, terms, mixed] :
+       {std::tuple{"ram", true, false}, std::tuple{"ram", true, true},
+        std::tuple{"ram", false, false}, std::tuple{"window", true, false},
+        std::tuple{"window", true, true}, std::tuple{"window", false, false},
+        std::tuple{"disk", true, true}}) {
     CAPTURE(mode);
     CAPTURE(terms);
+    CAPTURE(mixed);
     bool taken = terms;
     auto [report, model] = relay_round(
         [&](rogue_client& relay, const msg::round_start& rs,
@@ -1522,8 +1531,13 @@ TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
           REQUIRE_FALSE(whole); // a relay's is a partial sum
           auto grid = relay_offer(relay, rs, plan, true, 20, true);
           if (taken) {
+            // Its odd chunks as float sums 20 g (Chunk.floatSums): the
+            // same model (read as int32, they would be far off the grid).
             REQUIRE(grid);
-            relay_upload(relay, rs, plan, *grid, zeros);
+            REQUIRE(plan.chunk_count() >= 2);
+            relay_upload(relay, rs, plan, *grid, zeros,
+                         mixed ? std::as_bytes(std::span{sums})
+                               : std::span<const std::byte>{});
             return;
           }
           REQUIRE_FALSE(grid);

@@ -479,8 +479,8 @@ fi
 # test "relays' int32 sums on the grid ..." has relays cutting chunks of
 # another size than the root's). With the relays' sums as floats (the root's chunks of 4100 bytes, no whole runs of 64
 # floats: no grid) the same tree differs from flat.
-grid_run() { # NAME RELAYS CHUNK_BYTES
-  sed -e 's/memory_mode: window/memory_mode: ram/' \
+grid_run() { # NAME RELAYS CHUNK_BYTES [MODE]
+  sed -e "s|memory_mode: window|memory_mode: ${4:-ram}\n  storage_dir: $out|" \
       -e "s/chunk_bytes: 4096/chunk_bytes: $3/" \
       -e 's/add_by_index: true}/add_by_index: true, noise: 0.01}/' \
       -e "s|one-{round}|$1-{round}|" -e "s/simulated_relays: 2/simulated_relays: $2/" \
@@ -505,6 +505,17 @@ if same_models gflat gtree && ! same_models fflat ftree &&
 else
   fail "one process, grid: the tree's models $(same_models gflat gtree && echo equal || echo differ from) the flat run's; with float sums they $(same_models fflat ftree && echo equal || echo differ from) it"
 fi
+# Window- and disk-mode relays (and root) send each position on the grid
+# as it settles: the same models.
+grid_run gwtree 2 8192 window
+grid_run gdtree 2 8192 disk
+if same_models gflat gwtree && same_models gflat gdtree &&
+   grep -q "memory_mode: window" "$out/gwtree.yaml" &&
+   grep -q "memory_mode: disk" "$out/gdtree.yaml"; then
+  pass "one process, window and disk modes, noisy updates: 8 clients under 2 relays streaming their positions on the root's grid: every round's model byte-identical to the flat ram-mode run's"
+else
+  fail "one process, window or disk mode: the tree's models differ from the flat ram-mode run's"
+fi
 # The same over sockets: a root and 2 relays (fedcaf relay), all in ram
 # mode, 4 clients under each, noisy updates: byte-identical to 8 clients
 # on one server.
@@ -521,14 +532,22 @@ for i in 1 2 3 4 5 6 7 8; do
 done
 wait "${pid_of[root]}" || fail "grid over sockets: the flat server failed: $(tail -n 2 "$out/pflat.log")"
 for i in 1 2 3 4 5 6 7 8; do wait "${pid_of[C$i]}"; done
-# socket_tree NAME MODE: a root in MODE and 2 ram-mode relays, 4 noisy
-# clients under each; its models $out/NAME-{round}.safetensors.
+# socket_tree NAME MODE [MODE_A MODE_B [CHUNK]]: a root in MODE and 2
+# relays (ram mode unless given), 4 noisy clients under each; its models
+# $out/NAME-{round}.safetensors. A window- or disk-mode relay's chunks are
+# CHUNK bytes (8 KiB: whole multiples of the root's 4 KiB, so its sum goes
+# up on the grid as its positions settle).
 socket_tree() {
   root "$1" 2 "{GA: 4, GB: 4}" "  save_global_model: $out/$1-{round}.safetensors"
   noisy "$1"
   sed -i "s|memory_mode: ram|memory_mode: $2\n  storage_dir: $out|" "$out/$1.yaml"
-  relay GA "$root_port" 4 "{}" ram
-  relay GB "$root_port" 4 "{}" ram
+  relay GA "$root_port" 4 "{}" "${3:-ram}"
+  relay GB "$root_port" 4 "{}" "${4:-ram}"
+  local g
+  for g in GA GB; do
+    grep -q "memory_mode: ram" "$out/$g.yaml" ||
+      sed -i "s/chunk_bytes: 2048/chunk_bytes: ${5:-8192}/" "$out/$g.yaml"
+  done
   start root "$out/$1.log" "$fedcaf" server -c "$out/$1.yaml"
   start GA "$out/$1_GA.log" "$fedcaf" relay -c "$out/GA.yaml"
   start GB "$out/$1_GB.log" "$fedcaf" relay -c "$out/GB.yaml"
@@ -546,18 +565,36 @@ if same_models pflat ptree; then
 else
   fail "grid over sockets: the tree's models differ from the flat run's"
 fi
-# A window- or disk-mode root sums on the same grid: it folds the ram
-# relays' int32 sums as they are, and its models are the flat ram-mode
-# server's, bit for bit.
-for mode in window disk; do
-  socket_tree "${mode}tree" "$mode"
-  if grep -q "memory_mode: $mode" "$out/${mode}tree.yaml" &&
-     same_models pflat "${mode}tree"; then
-    pass "$mode root, ram relays: a $mode-mode root folds 2 ram relays' int32 sums (4 noisy clients under each): every round's model byte-identical to 8 clients on one ram-mode server"
+# Every memory mode sums on the same grid. A window- or disk-mode relay's
+# positions go up as they settle, each as int32 sums on the root's grid
+# (Chunk.floatSums unset) where it can; the root folds them as they are.
+# So a tree in one mode throughout, or mixed, gives the flat ram-mode
+# server's models bit for bit.
+tree_case() { # NAME ROOT_MODE MODE_A MODE_B: the socket tree against flat
+  socket_tree "$1" "$2" "$3" "$4"
+  if grep -q "memory_mode: $2" "$out/$1.yaml" &&
+     grep -q "memory_mode: $3" "$out/GA.yaml" &&
+     grep -q "memory_mode: $4" "$out/GB.yaml" &&
+     same_models pflat "$1"; then
+    pass "$2 root, $3 and $4 relays: 4 noisy clients under each relay: every round's model byte-identical to 8 clients on one ram-mode server"
   else
-    fail "$mode root, ram relays: the tree's models differ from the flat ram-mode run's"
+    fail "$2 root, $3 and $4 relays: the tree's models differ from the flat ram-mode run's"
   fi
-done
+}
+tree_case wtree window window window
+tree_case dtree disk disk disk
+tree_case mtree window ram disk
+tree_case rtree ram window ram
+# Chunks of 2 KiB at the relays: the root's 4 KiB chunks span two of their
+# positions, so their sums go up as floats, and the models are not flat's
+# (the check above can fail).
+socket_tree ktree window window window 2048
+if grep -q "chunk_bytes: 2048" "$out/GA.yaml" && ! same_models pflat ktree &&
+   [ -s "$out/ktree-3.safetensors" ]; then
+  pass "window relays of 2 KiB chunks under a root of 4 KiB: their sums go up as floats, and the models differ from flat's"
+else
+  fail "window relays of 2 KiB chunks: the models should differ from flat's (float sums)"
+fi
 "$fedcaf" simulate -c "$out/one.yaml" --set server_configs.simulated_relays=3 \
   --set server_configs.scheduler_kwargs.clients_per_round=4 \
   --set server_configs.memory_mode=disk --set server_configs.storage_dir="$out" \

@@ -111,6 +111,11 @@ TEST_CASE("every small message survives a round trip") {
   auto grid = decode<welcome>(encode(welcome{1, 2, "", terms}));
   REQUIRE(grid);
   CHECK(grid->terms.grid_sums);
+  CHECK_FALSE(grid->terms.chunk_float_sums);
+  terms.chunk_float_sums = true; // ... and Chunk.floatSums read in them
+  auto floats = decode<welcome>(encode(welcome{1, 2, "", terms}));
+  REQUIRE(floats);
+  CHECK(floats->terms == terms);
 }
 
 TEST_CASE("figures a client reports are refused when malformed") {
@@ -150,6 +155,11 @@ TEST_CASE(
   CHECK(c->header.sequence == 5);
   CHECK(c->header.tensor_index == 3);
   CHECK(c->header.byte_offset == 128);
+  CHECK_FALSE(c->header.float_sums);
+  h.float_sums = true; // a streaming relay's chunk of float sums
+  auto floats = decode_chunk(chunk_frame(h, payload), 4096);
+  REQUIRE(floats);
+  CHECK(floats->header.float_sums);
   REQUIRE(c->bytes.size() == 1000);
   CHECK(std::memcmp(c->bytes.data(), payload.data(), 1000) == 0);
   auto* begin = reinterpret_cast<const std::byte*>(f.data());

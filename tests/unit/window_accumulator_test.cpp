@@ -434,3 +434,88 @@ TEST_CASE("without g (a relay's round given up) a contribution is counted "
   CHECK(acc->low() == 1);
   CHECK(std::isfinite(model[0]));
 }
+
+TEST_CASE("a streaming relay's position of the round's weight settles as "
+          "its int32 sums on the grid (emit_grid), which a root folds into "
+          "the flat round's model bit for bit, and others as floats") {
+  manifest m;
+  m.tensors.push_back(make_tensor_info("w", dtype::float32, {300001}));
+  std::mt19937 rng(23);
+  auto g = spread_global(dtype::float32, 300001, rng);
+  auto updates = moved_from(dtype::float32, g, 3, rng);
+  auto plan = *chunk_plan::make(m, 256 << 10); // 5 positions
+  REQUIRE(plan.chunk_count() == 5);
+  // Client 0's values at position 1 lie 3e5 off: sums past int32 there.
+  {
+    const auto& e = plan.extent(1);
+    auto* x = reinterpret_cast<float*>(updates[0].data() + e.model_offset);
+    for (uint64_t i = 0; i < e.bytes / 4; ++i)
+      x[i] += 3e5f;
+  }
+  // Client 2 is cut before position 3: positions 3 and 4 weigh 2.
+  auto run = [&](window_accumulator& acc, auto&& fold_at) {
+    auto model = g;
+    if (acc.contributors() == 3)
+      acc.cut(3);
+    for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
+      fold_at(acc, seq, model);
+      REQUIRE(acc.ready());
+      acc.finalize_next(model, nullptr);
+    }
+    return model;
+  };
+  auto fold_clients = [&](window_accumulator& acc, uint64_t seq,
+                          const std::vector<std::byte>& model) {
+    for (size_t c = 0; c < 3; ++c)
+      if (c < 2 || seq < 3)
+        REQUIRE(acc.fold(seq, part_of(updates[c], plan.extent(seq)), 1, model));
+  };
+  auto flat = window_accumulator::make(m, plan, 2, 3);
+  REQUIRE(flat);
+  auto flat_model = run(*flat, fold_clients);
+
+  for (unsigned threads : {1u, 3u}) {
+    CAPTURE(threads);
+    auto relay = window_accumulator::make(m, plan, 2, 3);
+    REQUIRE(relay);
+    relay->emit_sums();
+    relay->emit_grid(true);
+    relay->set_threads(threads);
+    auto sums = run(*relay, fold_clients);
+    std::vector<bool> on_grid;
+    for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq)
+      on_grid.push_back(relay->settled_on_grid(seq));
+    CHECK(on_grid == std::vector<bool>{true, false, true, false, false});
+    CHECK(relay->settled_weight(3) == 2);
+
+    // A root of one contributor: the grid positions folded as they are,
+    // the others as float sums of their weight.
+    auto root = window_accumulator::make(m, plan, 2, 1);
+    REQUIRE(root);
+    auto tree_model = run(*root, [&](window_accumulator& acc, uint64_t seq,
+                                     const std::vector<std::byte>& model) {
+      auto x = part_of(sums, plan.extent(seq));
+      if (on_grid[seq])
+        REQUIRE(acc.fold_grid(seq, x, 3, model));
+      else
+        REQUIRE(acc.fold_sum(seq, x, relay->settled_weight(seq), model));
+    });
+    for (uint64_t seq : {0, 2}) {
+      const auto& e = plan.extent(seq);
+      CHECK(std::memcmp(tree_model.data() + e.model_offset,
+                        flat_model.data() + e.model_offset, e.bytes) == 0);
+    }
+    // Without emit_grid, every position settles as floats: W g + u S.
+    auto floats = window_accumulator::make(m, plan, 2, 3);
+    REQUIRE(floats);
+    floats->emit_sums();
+    auto float_sums = run(*floats, fold_clients);
+    for (uint64_t seq = 0; seq < plan.chunk_count(); ++seq) {
+      CHECK_FALSE(floats->settled_on_grid(seq));
+      const auto& e = plan.extent(seq);
+      CHECK((std::memcmp(float_sums.data() + e.model_offset,
+                         sums.data() + e.model_offset, e.bytes) == 0) ==
+            !on_grid[seq]);
+    }
+  }
+}
