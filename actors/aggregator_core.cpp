@@ -36,6 +36,12 @@ aggregator_core::fold_measured(const upload_record& s, const msg::chunk_view& c,
   const auto& h = c.header;
   if (options_.fold_delay.count() > 0)
     std::this_thread::sleep_for(options_.fold_delay);
+  // Below the positions a reset overwrote: the chunk sent before, read
+  // the same way, judged by its first pass's distance (g there is gone).
+  auto again =
+      checker_.first_pass(s.client_id, c, acc_->overwritten_below(), grid);
+  if (!again)
+    return again.err();
   auto d = grid ? acc_->fold_grid(h.sequence, c.bytes, s.weight, g)
                 : acc_->fold_measured(h.sequence, c.bytes, s.weight, s.summed,
                                       g, checker_.bound_of(s));
@@ -44,7 +50,7 @@ aggregator_core::fold_measured(const upload_record& s, const msg::chunk_view& c,
                ? error{errc::internal, d.err().message}
            : grid ? d.err()
                   : checker_.fold_refusal(s, c, d.err());
-  auto judged = checker_.judge(s, c, *d);
+  auto judged = checker_.judge(s, c, again->value_or(*d), grid);
   if (!judged && grid)
     acc_->unfold_grid(h.sequence, c.bytes);
   else if (!judged)

@@ -295,9 +295,10 @@ private:
     if (!w)
       return fail(w.err());
     if (model_) {
+      model_->welcomed_again(*w); // its terms for the rounds to come
       if (reconnecting_)
         resume(w->resumed);
-      return; // a second Welcome of one reconnection changes nothing
+      return; // a second Welcome of one reconnection changes nothing else
     }
     auto made = client_model::welcome(options_.client_id, std::move(factory_),
                                       *w, options_.hold_model, options_.shard,

@@ -109,7 +109,8 @@ struct relay_link {
 class relay_trainer final : public trainer, public relay_hooks {
 public:
   relay_trainer(std::shared_ptr<relay_link> link, msg::welcome welcome)
-      : link_(std::move(link)), welcome_(std::move(welcome)) {}
+      : link_(std::move(link)), welcome_(std::move(welcome)),
+        parent_terms_(welcome_.terms) {}
 
   const manifest& layout() const override { return layout_; }
 
@@ -285,8 +286,10 @@ public:
            !positions_->on_grid(model_offset);
   }
 
-  void parent_chunks(uint64_t chunk_bytes) override {
+  void parent_round(uint64_t chunk_bytes,
+                    const msg::client_terms& terms) override {
     parent_chunk_bytes_ = chunk_bytes;
+    parent_terms_ = terms;
   }
 
   std::optional<relay_evaluation> children_evaluation() override {
@@ -407,7 +410,7 @@ private:
   /// runs of 64 elements lie where the parent's do (chunks of whole runs
   /// of a float32 model; the parent's, its Welcome says).
   bool grid_sums_taken() const {
-    return welcome_.terms.grid_sums && link_->side &&
+    return parent_terms_.grid_sums && link_->side &&
            link_->side->chunk_bytes % (64 * sizeof(float)) == 0 &&
            std::all_of(
                layout_.tensors.begin(), layout_.tensors.end(),
@@ -419,7 +422,7 @@ private:
   /// sums and reads Chunk.floatSums, and each of its chunks lies in one of
   /// the side's positions (their size a multiple of the parent's).
   bool grid_streamed() const {
-    return grid_sums_taken() && welcome_.terms.chunk_float_sums &&
+    return grid_sums_taken() && parent_terms_.chunk_float_sums &&
            parent_chunk_bytes_ > 0 &&
            link_->side->chunk_bytes % parent_chunk_bytes_ == 0;
   }
@@ -492,7 +495,9 @@ private:
   /// The children's evaluation of the round's model, until it goes up.
   std::optional<relay_evaluation> evaluation_;
   bool final_ = false; ///< the round now is the final model's evaluation
-  uint64_t parent_chunk_bytes_ = 0; ///< the round's (parent_chunks)
+  /// The round's parent: its chunk size and latest terms (parent_round).
+  uint64_t parent_chunk_bytes_ = 0;
+  msg::client_terms parent_terms_;
   /// The round's positions on the grid or not (grid_streamed()), or null.
   std::shared_ptr<grid_positions> positions_;
 };

@@ -270,9 +270,12 @@ server_side_options options_from(const config& cfg,
   // Relays' sums as int32 on this server's exact grid: where it sums on
   // it (a mean, in any memory mode, unmasked), over downloads that are the
   // model itself, in chunks of whole runs of 64 float32 elements
-  // (docs/design.md, "Exact sums").
+  // (docs/design.md, "Exact sums"); never where a chunk is changed before
+  // its fold (norm_bound's scaling, kept tensors: refused with relays
+  // anyway).
   srv.terms.grid_sums = plan.sums_on_grid() && !cfg.clients.compression.down &&
-                        chunk_bytes % (64 * sizeof(float)) == 0;
+                        chunk_bytes % (64 * sizeof(float)) == 0 &&
+                        sc.rule.norm_bound <= 0 && sc.rule.tensor_rules.empty();
   // ... and a streaming relay's chunks it could not give on the grid as
   // floats (Chunk.floatSums).
   srv.terms.chunk_float_sums = srv.terms.grid_sums;

@@ -206,7 +206,9 @@ struct Offer {
   # A partialSum whose chunks carry, per element of a float32 model, the
   # int32 (little-endian) sum S of the group's updates on the server's
   # exact grid (docs/design.md, "Exact sums"): sum_i w_i x_i is
-  # sampleCount g + u S. Only where the Welcome's gridSums was set.
+  # sampleCount g + u S. Only where the Welcome's gridSums was set. A chunk
+  # flagged floatSums (where the Welcome's chunkFloatSums was set) carries
+  # float32 sums instead.
 }
 
 struct Accept {

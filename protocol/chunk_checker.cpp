@@ -181,11 +181,12 @@ bool chunk_checker::measured_in_fold(const upload_record& s,
 
 result<checked_chunk> chunk_checker::judge(const upload_record& s,
                                            const msg::chunk_view& c,
-                                           double distance_squared) const {
+                                           double distance_squared,
+                                           bool grid) const {
   auto seq = c.header.sequence;
   auto bound = bound_ * (s.summed ? s.weight : 1.0);
   auto declared = norm_bound_ > 0;
-  checked_chunk checked{distance_squared, c.checksum};
+  checked_chunk checked{distance_squared, c.checksum, grid};
   auto so_far = s.distance_squared + checked.distance_squared;
   if (bound > 0 && so_far > bound * bound)
     return error{errc::poisoned_update, bound_exceeded(so_far, seq)};
@@ -214,19 +215,41 @@ result<checked_chunk> chunk_checker::distance(const std::string& id,
         squared_distance(layout_, plan_, seq, c.bytes, global, k, split);
     return out;
   }
+  auto first = recorded(id, c, false);
+  if (!first)
+    return first.err();
+  out.distance_squared = *first;
+  return out;
+}
+
+result<double> chunk_checker::recorded(const std::string& id,
+                                       const msg::chunk_view& c,
+                                       bool grid) const {
+  auto seq = c.header.sequence;
   auto it = first_pass_.find(id);
   if (it == first_pass_.end() || seq >= it->second.size())
     return error{errc::internal, "no record of chunk " + std::to_string(seq) +
                                      " of " + id +
                                      ", whose position was averaged"};
   const auto& first = it->second[seq];
-  if (first.checksum != out.checksum)
+  if (first.checksum != c.checksum || first.grid != grid)
     return error{errc::poisoned_update,
                  "chunk " + std::to_string(seq) +
                      " differs from the one it sent before the round's "
-                     "updates were collected again"};
-  out.distance_squared = first.distance_squared;
-  return out;
+                     "updates were collected again" +
+                     (first.grid != grid ? " (read as other sums)" : "")};
+  return first.distance_squared;
+}
+
+result<std::optional<double>>
+chunk_checker::first_pass(const std::string& id, const msg::chunk_view& c,
+                          uint64_t overwritten_below, bool grid) const {
+  if (c.header.sequence >= overwritten_below || !in_place_ || bound_ <= 0)
+    return std::optional<double>{};
+  auto first = recorded(id, c, grid);
+  if (!first)
+    return first.err();
+  return std::optional<double>{*first};
 }
 
 msg::chunk_view chunk_checker::bounded(const upload_record& s,

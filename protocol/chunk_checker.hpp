@@ -44,6 +44,7 @@ namespace fedcaf {
 struct checked_chunk {
   double distance_squared = 0;
   uint64_t checksum = 0;
+  bool grid = false; ///< read as a relay's int32 sums on the grid
 };
 
 class chunk_checker {
@@ -141,6 +142,17 @@ public:
   /// masked.
   bool measured_in_fold(const upload_record& s, const msg::chunk_view& c) const;
 
+  /// A chunk below `overwritten_below` (window and disk modes after a
+  /// reset: g there is gone) must be the one its client sent before, read
+  /// the same way (`grid`: as int32 sums on the grid): returns that
+  /// pass's distance, to judge it by, or nullopt where it is measured now
+  /// (at or above it; no records kept: no bound). poisoned_update iff it
+  /// differs; internal iff no record.
+  result<std::optional<double>> first_pass(const std::string& id,
+                                           const msg::chunk_view& c,
+                                           uint64_t overwritten_below,
+                                           bool grid) const;
+
   /// The magnitude bound inspect() holds the values of `s`'s chunks to:
   /// max_abs of its weight (a relay's sum: of 1). A fold that measures
   /// tests it too (fedavg_accumulator::fold_measured), in place of
@@ -155,9 +167,10 @@ public:
                      error refused) const;
 
   /// The distance checks of inspect(), for a chunk of `s` measured
-  /// elsewhere at `distance_squared` from the global model.
+  /// elsewhere at `distance_squared` from the global model (`grid`: read
+  /// as int32 sums on the grid, as record() keeps it).
   result<checked_chunk> judge(const upload_record& s, const msg::chunk_view& c,
-                              double distance_squared) const;
+                              double distance_squared, bool grid = false) const;
 
   /// Chunk `c` of stream `s` as it is folded (valid until the next call):
   /// norm_bound, scaled towards the global model, g + scale (x - g);
@@ -185,6 +198,10 @@ private:
                                  std::span<const std::byte> global,
                                  uint64_t overwritten_below, double k,
                                  work_split split) const;
+  /// The first pass's distance of client `id`'s chunk `c`, read as
+  /// `grid` says (first_pass()).
+  result<double> recorded(const std::string& id, const msg::chunk_view& c,
+                          bool grid) const;
 
   manifest layout_;
   const chunk_plan& plan_;

@@ -17,7 +17,8 @@ namespace fedcaf {
 client_model::client_model(std::string client_id, trainer_factory factory,
                            client_configs configs, msg::welcome welcome)
     : client_id_(std::move(client_id)), factory_(std::move(factory)),
-      configs_(std::move(configs)), welcome_(std::move(welcome)) {}
+      configs_(std::move(configs)), welcome_(std::move(welcome)),
+      terms_(welcome_.terms) {}
 
 result<client_model::welcomed>
 client_model::welcome(std::string client_id, trainer_factory factory,
@@ -97,7 +98,7 @@ client_model::begin_round(const msg::round_start& rs) {
           shard_.sharded() ? local_layout(rs.model, *slices) : rs.model);
       !ok)
     return ok.err();
-  hooks_->parent_chunks(rs.chunk_bytes);
+  hooks_->parent_round(rs.chunk_bytes, terms_);
   trainer_->begin_round(rs.round, rs.evaluate_only);
   auto plan = shard_.sharded()
                   ? chunk_plan::make_shard(rs.model, rs.chunk_bytes, *slices)

@@ -77,6 +77,11 @@ public:
   client_model(const client_model&) = delete;
   client_model& operator=(const client_model&) = delete;
 
+  /// The server welcomed the client again (a reconnection): what it asks
+  /// of a round's sum from now on is that Welcome's terms (a server
+  /// restarted since may be another build). Nothing else changes.
+  void welcomed_again(const msg::welcome& w) { terms_ = w.terms; }
+
   const client_configs& configs() const { return configs_; }
 
   /// This process is rank `shard.rank` of a sharded client: its trainer
@@ -206,6 +211,7 @@ private:
   trainer_factory factory_;
   client_configs configs_;
   msg::welcome welcome_;
+  msg::client_terms terms_;          ///< the latest Welcome's (welcomed_again)
   std::unique_ptr<trainer> trainer_; ///< null between rounds if dropped
   relay_hooks plain_;                ///< a plain trainer's: the defaults
   relay_hooks* hooks_ = &plain_;     ///< trainer_'s, or plain_

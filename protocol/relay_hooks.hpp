@@ -18,6 +18,7 @@
 
 #include "fedcaf/error.hpp"
 #include "fedcaf/manifest.hpp"
+#include "messages/codec.hpp"
 #include "protocol/relay_model.hpp"
 
 namespace fedcaf {
@@ -40,8 +41,14 @@ public:
     return false;
   }
   /// The parent's chunk size for the round about to begin
-  /// (RoundStart.chunkBytes), told before the trainer's begin_round().
-  virtual void parent_chunks(uint64_t chunk_bytes) { (void)chunk_bytes; }
+  /// (RoundStart.chunkBytes) and its terms as its latest Welcome gave them
+  /// (a parent restarted since may be another build), told before the
+  /// trainer's begin_round().
+  virtual void parent_round(uint64_t chunk_bytes,
+                            const msg::client_terms& terms) {
+    (void)chunk_bytes;
+    (void)terms;
+  }
 
   /// A relay's: its children's evaluation of the model of the round just
   /// trained (they evaluated it before training), taken once; nullopt:

@@ -1555,7 +1555,8 @@ TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
   }
   // A plain client's update offered as sums on the grid (no partial sum):
   // refused (manifest_mismatch) where the server folds grid sums, and its
-  // update then taken as one vote: the model (c0 + c1 + g) / 3.
+  // update then taken as one vote: the model (c0 + c1 + g) / 3. Its odd
+  // chunks flagged floatSums change nothing (read in grid sums only).
   std::vector<float> own;
   for (const auto& t : g)
     own.insert(own.end(), t.begin(), t.end());
@@ -1567,7 +1568,8 @@ TEST_CASE("a relay's int32 sums on the grid are folded as they are by a "
         CHECK(grid.err().code == errc::manifest_mismatch);
         auto plain = relay_offer(client, rs, plan, false, 20);
         REQUIRE(plain);
-        relay_upload(client, rs, plan, *plain, std::as_bytes(std::span{own}));
+        relay_upload(client, rs, plan, *plain, std::as_bytes(std::span{own}),
+                     std::as_bytes(std::span{own}));
       },
       "ram", true, false);
   CHECK(report.failure == "");
@@ -1592,10 +1594,13 @@ public:
   relay_parent(virtual_system& vs, manifest layout)
       : vs_(vs), self_(vs.sys()), layout_(std::move(layout)) {}
 
-  void hand_model(const server_actor& side) {
+  /// With `positions`: its sum may go up on the grid as it settles.
+  void hand_model(const server_actor& side,
+                  std::shared_ptr<grid_positions> positions = nullptr) {
     self_->send(side, relay_atom::value,
                 relay_model{std::make_shared<model_snapshot>(
-                    snapshot_of(layout_, initial_floats(layout_)))});
+                                snapshot_of(layout_, initial_floats(layout_))),
+                            nullptr, nullptr, positions != nullptr, positions});
   }
 
   /// Hands `side` a model whose bytes come later (arrive()); returns the
@@ -2846,7 +2851,8 @@ TEST_CASE("a relay serves its children its parent's model as it arrives, "
 }
 
 TEST_CASE("a window-mode relay streams its sum up as its positions settle, "
-          "a child cut or refused mid-upload stays where it delivered") {
+          "a child cut or refused mid-upload stays where it delivered, on "
+          "the grid where every child did") {
   // Two synthetic children and Early, which offers, sends its first 3
   // chunks (9.0 everywhere) and falls silent (the relay's deadline cuts
   // it), or sends a 4th holding a NaN (refused: poisoned_update).
@@ -2855,21 +2861,33 @@ TEST_CASE("a window-mode relay streams its sum up as its positions settle, "
   // position 0) and its children's mean loss, long before its answer. A
   // position Early reached holds the three updates' sum; one it did not,
   // the two others' sum scaled to W (x 3/2). Nothing is collected again.
+  // With its parent's grid (grid_positions handed down): each position
+  // Early reached settles as int32 sums on the grid, flagged so; the
+  // others as those floats, flagged not.
   auto layout = test_layout();
   auto g = initial_floats(layout);
   constexpr uint64_t cut = 3;
-  for (auto [mode, poison] :
-       {std::pair{"window", false}, {"disk", false}, {"window", true}}) {
+  for (auto [mode, poison, grid] :
+       {std::tuple{"window", false, false}, std::tuple{"disk", false, false},
+        std::tuple{"window", true, false}, std::tuple{"window", false, true},
+        std::tuple{"disk", true, true}}) {
     CAPTURE(mode);
     CAPTURE(poison);
+    CAPTURE(grid);
     run_report report;
     std::vector<run_report> client_reports;
     relay_result r;
     std::vector<relay_parent::step> steps;
     uint64_t cut_offset = 0;
+    std::shared_ptr<grid_positions> positions;
+    std::vector<bool> on_grid;
     {
       relay_children t{layout, 2, mode, report, client_reports, true};
-      t.parent.hand_model(t.server());
+      auto chunk = run_options{}.chunk_bytes; // the side's
+      if (grid)
+        positions = std::make_shared<grid_positions>(
+            (layout.total_bytes() + chunk - 1) / chunk, chunk);
+      t.parent.hand_model(t.server(), positions);
       auto [rs, plan] = t.early_round();
       REQUIRE(plan.chunk_count() > cut + 2);
       cut_offset = plan.extent(cut).model_offset;
@@ -2898,8 +2916,16 @@ TEST_CASE("a window-mode relay streams its sum up as its positions settle, "
       }
       r = t.parent.answer();
       steps = t.parent.settled;
+      REQUIRE(plan.chunk_bytes() == chunk);
+      for (uint64_t s = 0; positions && s < plan.chunk_count(); ++s)
+        on_grid.push_back(positions->on_grid(plan.extent(s).model_offset));
     }
     CHECK(report.failure == "");
+    if (grid) { // Early's positions on the grid, the others not
+      REQUIRE(on_grid.size() > cut + 1);
+      for (uint64_t s = 0; s < on_grid.size(); ++s)
+        CHECK(on_grid[s] == (s < cut));
+    }
     REQUIRE(steps.size() >= 2);
     uint64_t last = 0;
     for (const auto& s : steps) {
@@ -2912,17 +2938,25 @@ TEST_CASE("a window-mode relay streams its sum up as its positions settle, "
     CHECK(last == layout.total_bytes());
     REQUIRE(r.sums);
     const auto* got = reinterpret_cast<const float*>(r.sums->bytes.data());
-    uint64_t at = 0, bad = 0;
+    uint64_t at = 0, bad = 0, on_grid_values = 0, float_like = 0;
     for (size_t ti = 0; ti < g.size(); ++ti)
       for (size_t j = 0; j < g[ti].size(); ++j, at += sizeof(float)) {
         double two = double{local_update(0, ti, j, g[ti][j])} +
                      local_update(1, ti, j, g[ti][j]);
         double want = at < cut_offset ? two + 9.0 : two * 3 / 2;
+        bool near = std::fabs(got[at / sizeof(float)] - want) <=
+                    1e-5 * std::max(1.0, std::fabs(want));
+        if (grid && at < cut_offset) { // int32 sums on the grid: not these
+          ++on_grid_values;
+          float_like += near;
+          continue;
+        }
         if (std::fabs(got[at / sizeof(float)] - want) >
             1e-5 * std::max(1.0, std::fabs(want)))
           ++bad;
       }
     CHECK(bad == 0);
+    CHECK(float_like * 10 < on_grid_values + 1); // ints, not floats
     for (const auto& c : client_reports)
       CHECK(c.failure == "");
   }
@@ -4124,4 +4158,151 @@ TEST_CASE("a population's members are spawned when drawn and sent away when "
   CHECK(summoned.size() <= 3 * 4);
   for (size_t k = 0; k < spawned.size(); ++k)
     CHECK(reports[k].failure == "");
+}
+
+TEST_CASE("after a reset, a relay's chunk sent again must be read as it was "
+          "before: its int32 sums resent as floats are refused") {
+  // A window-mode server (positions overwritten in place) with R, a relay
+  // of 20, sending int32 sums on the grid: zeros (20 g) but for 8 elements
+  // of chunk 0 holding the bits of 5e5 (a small step on the grid). Cut
+  // sends 2 chunks and is dropped: the round's updates are collected
+  // again, and R's chunks 0 and 1 lie below the positions the first pass
+  // overwrote, judged by the distances it recorded. R sends them again as
+  // before (taken), or chunk 0's same bytes flagged Chunk.floatSums, or
+  // re-offered without gridSums: read as floats (5e5, far past the update
+  // bound), and refused, poisoned_update, not judged by the grid's
+  // distance. Measured in the fold (no norm_bound) or by inspect().
+  auto layout = test_layout();
+  auto g = initial_floats(layout);
+  std::vector<float> gflat;
+  for (const auto& t : g)
+    gflat.insert(gflat.end(), t.begin(), t.end());
+  constexpr float poison = 5e5f;
+  for (double norm_bound : {0.0, 1e9})
+    for (int flip : {0, 1, 2}) { // 1: Chunk.floatSums; 2: no Offer.gridSums
+      CAPTURE(norm_bound);
+      CAPTURE(flip);
+      run_options o;
+      o.memory_mode = "window";
+      o.clients = 2;
+      o.silent = 2; // R and Cut
+      o.min_clients = 2;
+      o.rounds = 1;
+      o.rule.max_update_ratio = 10;
+      o.rule.norm_bound = norm_bound;
+      auto so = side_options(o);
+      so.scheduler.relays = {{"R", 20}};
+      so.server.terms.grid_sums = so.server.terms.chunk_float_sums = true;
+      so.server.reconnect_grace = 300ms;
+      auto eval = std::make_shared<capturing_evaluator>();
+      run_report report;
+      std::vector<run_report> client_reports(2);
+      std::optional<errc> refused;
+      {
+        virtual_system vs;
+        auto& sys = vs.sys();
+        auto side =
+            spawn_server_side(sys, snapshot_of(layout, initial_floats(layout)),
+                              so, eval, &report);
+        REQUIRE(side);
+        rogue_client relay{vs, side->server};
+        REQUIRE(msg::decode<msg::welcome>(
+            relay.ask(hello_atom::value, msg::encode(msg::hello{"R", ""}))));
+        auto cut = std::make_unique<rogue_client>(vs, side->server);
+        REQUIRE(msg::decode<msg::welcome>(
+            cut->ask(hello_atom::value, msg::encode(msg::hello{"Cut", ""}))));
+        auto clients =
+            synthetic_clients(sys, side->server, layout, client_reports);
+        auto rs = relay.expect<msg::round_start>(round_atom::value);
+        (void)cut->expect<msg::round_start>(round_atom::value);
+        auto plan = chunk_plan::make(rs.model, rs.chunk_bytes);
+        REQUIRE(plan);
+        REQUIRE(plan->chunk_count() > 2);
+        std::vector<std::byte> sums(layout.total_bytes());
+        for (uint64_t i = 0; i < 8; ++i)
+          std::memcpy(sums.data() + 4 * i, &poison, 4);
+        auto offer = [&](const msg::round_start& r, bool grid) {
+          msg::offer x{r.round,
+                       "R",
+                       20,
+                       digest(layout),
+                       layout.total_bytes(),
+                       plan->chunk_count(),
+                       0,
+                       0};
+          x.partial_sum = true;
+          x.grid_sums = grid;
+          x.update_norm = 1e6; // within norm_bound: scale 1
+          x.update_id = 5;
+          auto a = msg::decode<msg::accept>(
+              relay.ask(offer_atom::value, msg::encode(x)));
+          REQUIRE(a);
+          return *a;
+        };
+        auto header = [&](uint64_t stream, uint32_t round, uint64_t s) {
+          const auto& e = plan->extent(s);
+          return msg::chunk_header{stream, round, s, e.tensor_index,
+                                   e.tensor_offset};
+        };
+        auto a = offer(rs, true);
+        auto ca = msg::decode<msg::accept>(
+            cut->ask(offer_atom::value,
+                     msg::encode(msg::offer{rs.round, "Cut", 1, digest(layout),
+                                            layout.total_bytes(),
+                                            plan->chunk_count(), 0, 0})));
+        REQUIRE(ca);
+        auto gbytes = std::as_bytes(std::span{gflat});
+        for (uint64_t s = 0; s < 2; ++s) { // positions 0 and 1 settle
+          const auto& e = plan->extent(s);
+          relay.send(
+              chunk_atom::value,
+              chunk_with(header(a.stream_id, rs.round, s),
+                         std::span{sums}.subspan(e.model_offset, e.bytes)));
+          REQUIRE(msg::decode<msg::credit>(
+              cut->ask(chunk_atom::value,
+                       chunk_with(header(ca->stream_id, rs.round, s),
+                                  gbytes.subspan(e.model_offset, e.bytes)))));
+          REQUIRE(relay.answered(10s));
+          REQUIRE(msg::decode<msg::credit>(relay.take()));
+        }
+        cut.reset(); // dropped after the grace: collected again
+        auto again = relay.next_round();
+        a = offer(again, flip != 2);
+        std::vector<float> g20;
+        for (auto x : gflat)
+          g20.push_back(20 * x);
+        for (uint64_t s = 0; s < plan->chunk_count() && !refused; ++s) {
+          const auto& e = plan->extent(s);
+          auto h = header(a.stream_id, again.round, s);
+          h.float_sums = flip == 1 && s == 0; // the same bytes, as floats
+          auto part = flip == 2 && s >= 2 ? std::as_bytes(std::span{g20})
+                                          : std::span<const std::byte>{sums};
+          auto reply =
+              relay.ask(chunk_atom::value,
+                        chunk_with(h, part.subspan(e.model_offset, e.bytes)));
+          if (!msg::decode<msg::credit>(reply))
+            refused = refusal_of(reply);
+        }
+        if (!refused)
+          REQUIRE(msg::decode<msg::stream_closed>(relay.ask(
+              end_atom::value, msg::encode(msg::end_of_stream{
+                                   a.stream_id, plan->chunk_count()}))));
+        await_down(vs, clients);
+        side->shut_down(sys);
+      }
+      CHECK(report.failure == "");
+      REQUIRE(report.rounds.size() == 1);
+      if (flip == 0) {
+        CHECK_FALSE(refused);
+        CHECK(report.rounds[0].clients == 3);
+      } else {
+        REQUIRE(refused);
+        CHECK(*refused == errc::poisoned_update);
+        CHECK(report.rounds[0].clients == 2);
+      }
+      auto model = eval->last();
+      REQUIRE_FALSE(model.empty());
+      for (uint64_t i = 0; i < 8; ++i)
+        CHECK(std::fabs(model[0][i]) < 100); // never 5e5 / 22
+    }
 }
