@@ -105,6 +105,8 @@ public:
       opened->grid = r.grid;
       opened->update_id = r.update_id;
     }
+    if (r.grid) // its sums are relative to g, even after a reset
+      acc_->keep_originals();
     listeners_[stream_id] = notify;
     relay_.opened(notify, r.round);
     return msg::encode(msg::accept{stream_id, options_.window});
@@ -147,15 +149,18 @@ public:
     // all inspect() would test): taken back out exactly if it is refused.
     // A window-mode relay's round given up holds no g: folded against
     // none, its sum goes nowhere.
-    auto g = relay_.has_global() ? model() : std::span<const std::byte>{};
+    // After a reset, where a relay's grid sums are in the round, the
+    // values they are relative to (kept aside as they were overwritten).
+    auto global = acc_->global_at(h.sequence, model());
+    auto g = relay_.has_global() ? global : std::span<const std::byte>{};
     auto checked =
         in_fold ? fold_measured(s, *c, g, grid)
-                : checker_.inspect(s, *c, model(), acc_->overwritten_below(),
+                : checker_.inspect(s, *c, global, acc_->overwritten_below(),
                                    relay_.has_global(), acc_->fold_split());
     if (in_fold)
       folded_bytes_ = c->bytes.size();
     if (checked && !in_fold) {
-      auto folded = checker_.bounded(s, *c, model());
+      auto folded = checker_.bounded(s, *c, global);
       if (auto ok = fold(s, folded, g); !ok)
         return ok.err().code == errc::poisoned_update // beyond the sum's range
                    ? reject(h.stream_id, s, ok.err())

@@ -131,8 +131,9 @@ struct Welcome {
   gridSums @15 :Bool;
   # The server folds a relay's partial sum given as int32 on its exact grid
   # (Offer.gridSums): it sums on that grid (a mean, in any memory mode),
-  # unmasked, over lossless downloads, and its chunk size is a multiple of
-  # 64 elements.
+  # unmasked, folds chunks as they come (no norm_bound, no kept tensors),
+  # over lossless downloads, and its chunk size is a multiple of 64
+  # elements.
   chunkFloatSums @16 :Bool;
   # The server reads Chunk.floatSums in a gridSums offer: a relay whose sum
   # settles position by position (window and disk modes) sends the chunks

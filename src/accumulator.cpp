@@ -4,12 +4,16 @@
 #include <atomic>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
+#include "fedcaf/dummy_trainer.hpp" // anonymous_file_buffer
 #include "fedcaf/fedavg_accumulator.hpp"
 #include "fedcaf/window_accumulator.hpp"
 
@@ -135,6 +139,13 @@ public:
   bool open(uint64_t seq) const override { return window_.open(seq); }
   uint64_t settled() const override { return window_.low(); }
   uint64_t overwritten_below() const override { return overwritten_; }
+  void keep_originals() override { keeping_ = in_place_; }
+  std::span<const std::byte>
+  global_at(uint64_t seq, std::span<const std::byte> model) const override {
+    if (seq < kept_below_)
+      return {originals_.data(), originals_.size()};
+    return model;
+  }
 
   result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
                     uint64_t tag, std::span<const std::byte> global) override {
@@ -245,6 +256,14 @@ private:
   /// Secure aggregation: writes the old bytes of the position about to
   /// take its ring sum in `model` to the spill file, at their offset.
   void spill(uint64_t seq, const byte_buffer& model);
+  /// keep_originals(): position `seq`'s bytes in `model`, about to be
+  /// overwritten for the first time this round, kept in originals_.
+  void keep_original(uint64_t seq, const byte_buffer& model);
+  /// The round ended: nothing kept is read again.
+  void forget_originals() {
+    keeping_ = false;
+    kept_below_ = 0;
+  }
 
   /// Marks every position of the round unmeasured (NaN).
   void unmeasure() {
@@ -257,6 +276,12 @@ private:
   bool in_place_;
   byte_buffer next_; ///< not in place: the model being reduced
   uint64_t overwritten_ = 0;
+  /// keep_originals(): positions below kept_below_ have their values of
+  /// before the round in originals_ (a model-sized unlinked file, mapped,
+  /// its pages given back as written).
+  bool keeping_ = false;
+  uint64_t kept_below_ = 0;
+  byte_buffer originals_;
   float limit_ = std::numeric_limits<float>::max();
   /// Secure aggregation: the model's bytes each position held before its
   /// ring sum overwrote them, at their offsets in an unlinked file under
@@ -272,6 +297,27 @@ void open_positions::spill(uint64_t seq, const byte_buffer& model) {
   const auto& e = plan().extent(seq);
   spilled_.write(model.bytes().subspan(e.model_offset, e.bytes),
                  e.model_offset);
+}
+
+void open_positions::keep_original(uint64_t seq, const byte_buffer& model) {
+  const auto& e = plan().extent(seq);
+  if (originals_.size() != model.size()) {
+    auto room = spill_room(model.size(), "the global model kept apart");
+    auto made =
+        room ? anonymous_file_buffer(spill_dir() + "/fedcaf-originals-" +
+                                         std::to_string(::getpid()) + ".bin",
+                                     model.size())
+             : result<byte_buffer>{room.err()};
+    if (!made) { // folds after a reset read the model as it is
+      keeping_ = false;
+      return;
+    }
+    originals_ = std::move(*made);
+  }
+  std::memcpy(originals_.data() + e.model_offset, model.data() + e.model_offset,
+              e.bytes);
+  originals_.release(e.model_offset, e.bytes);
+  kept_below_ = seq + 1;
 }
 
 result<byte_buffer> open_positions::keep(byte_buffer& model) {
@@ -294,6 +340,7 @@ result<byte_buffer> open_positions::keep(byte_buffer& model) {
   window_.abandon_round();
   unmeasure();
   overwritten_ = 0;
+  forget_originals();
   return std::move(model);
 }
 
@@ -306,7 +353,11 @@ void open_positions::settle_next(byte_buffer& model, server_optimizer* opt,
     window_.store_ring_next(model.bytes());
   } else {
     auto next = next_model(model);
-    window_.finalize_next(model.bytes(), next, opt);
+    if (keeping_ && seq == kept_below_) // overwritten for the first time
+      keep_original(seq, model);
+    // After a reset, from the values the round's sums are relative to.
+    auto current = global_at(seq, model.bytes());
+    window_.finalize_next(current, next, opt);
     if (observer_) // while the position is in the caches
       measured_[seq] = observer_(seq, next);
   }
@@ -324,6 +375,7 @@ result<byte_buffer> open_positions::finalize(byte_buffer& model,
   if (opt)
     opt->finish_round();
   overwritten_ = 0;
+  forget_originals();
   if (!in_place_) // ram mode, robust rules
     return std::move(next_);
   // The model was averaged in place; it moves on to the new model.

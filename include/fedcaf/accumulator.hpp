@@ -120,6 +120,20 @@ public:
   /// sums_on_grid() says whether it did.
   virtual void grid_sums_of(double) {}
   virtual bool sums_on_grid() const { return false; }
+  /// In place (window and disk modes), for the round under way: each
+  /// position's global values are kept aside (a file's pages, not memory)
+  /// as they are overwritten, and a reset's folds and settling below
+  /// overwritten_below() read them (global_at()): a relay's int32 sums
+  /// are relative to them. Unless the room for them is lacking.
+  virtual void keep_originals() {}
+  /// The global model the fold and settling of position `seq` read:
+  /// `model`, or its values before they were overwritten in place
+  /// (keep_originals()).
+  virtual std::span<const std::byte>
+  global_at(uint64_t seq, std::span<const std::byte> model) const {
+    (void)seq;
+    return model;
+  }
   /// A streaming relay's (window and disk modes): `on`, each position
   /// that settles with the round's weight and int32 sums holds them, on
   /// the grid (window_accumulator::emit_grid); settled_on_grid() says
