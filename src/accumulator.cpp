@@ -353,10 +353,10 @@ void open_positions::settle_next(byte_buffer& model, server_optimizer* opt,
     window_.store_ring_next(model.bytes());
   } else {
     auto next = next_model(model);
-    if (keeping_ && seq == kept_below_) // overwritten for the first time
-      keep_original(seq, model);
     // After a reset, from the values the round's sums are relative to.
     auto current = global_at(seq, model.bytes());
+    if (keeping_ && seq == kept_below_) // overwritten for the first time
+      keep_original(seq, model);
     window_.finalize_next(current, next, opt);
     if (observer_) // while the position is in the caches
       measured_[seq] = observer_(seq, next);
