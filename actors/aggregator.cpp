@@ -149,9 +149,7 @@ public:
     // all inspect() would test): taken back out exactly if it is refused.
     // A window-mode relay's round given up holds no g: folded against
     // none, its sum goes nowhere.
-    // After a reset, where a relay's grid sums are in the round, the
-    // values they are relative to (kept aside as they were overwritten).
-    auto global = acc_->global_at(h.sequence, model());
+    auto global = model();
     auto g = relay_.has_global() ? global : std::span<const std::byte>{};
     auto checked =
         in_fold ? fold_measured(s, *c, g, grid)
@@ -243,6 +241,14 @@ public:
     forget_streams();
     relay_.forget_globals();
     acc_->restart(contributors);
+    // A relay's int32 sums are relative to the round's g: the positions
+    // averaged in place take it back.
+    if (auto ok = acc_->restore_originals(models_.current().bytes); !ok)
+      log_line(log_level::error, "aggregator",
+               "the round's model could not be put back where the first "
+               "pass averaged it (" +
+                   ok.err().message +
+                   "): relays' sums there are folded against those averages");
   }
 
   /// Keeps what client `id` delivered to `round` and awaits no more of it

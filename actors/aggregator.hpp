@@ -46,12 +46,12 @@
 // A reset in window mode re-averages the positions below overwritten_below()
 // from the chunks sent again: exact for FedAvg (with or without DP noise:
 // the position is overwritten with the new average); where a relay's int32
-// sums on the grid (relative to the round's g) are in the round, from the
-// values kept aside as they were overwritten (accumulator::keep_originals,
-// global_at). A stateful server
-// optimizer (FedAvgM, FedAdagrad, FedAdam, FedYogi) steps those positions a
-// second time (from the once-stepped model, its moments advanced twice):
-// ram mode has no such error.
+// sums on the grid (relative to the round's g) are in the round, the
+// positions get g back first (accumulator::keep_originals,
+// restore_originals). A stateful server optimizer (FedAvgM, FedAdagrad,
+// FedAdam, FedYogi) steps those positions a second time (from the
+// once-stepped model, or g where it came back; its moments advanced
+// twice): ram mode has no such error.
 //
 // Resuming: a client that reconnects offers again; the offer of a client
 // whose stream of that round exists answers with where the stream stands

@@ -17,7 +17,8 @@ aggregator_relay::aggregator_relay(aggregator_core& core, consumer consume,
 // -- the parent's model ---------------------------------------------------------
 
 result<snapshot_ptr> aggregator_relay::adopt(relay_model m) {
-  forget_globals(); // of the model before
+  forget_globals();        // of the model before
+  core_.acc_->new_model(); // a round sat out never finalized
   core_.relay_grid_ = m.grid_sums;
   // Streamed (window and disk modes): on the grid position by position.
   positions_ = m.grid_sums && core_.acc_->takes_grid() ? m.positions : nullptr;

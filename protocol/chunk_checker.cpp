@@ -208,16 +208,17 @@ result<checked_chunk> chunk_checker::distance(const std::string& id,
                                               uint64_t overwritten_below,
                                               double k,
                                               work_split split) const {
-  // Below overwritten_below, the first pass's distance where it was
-  // recorded; else measured now.
-  auto first = first_pass(id, c, overwritten_below, false);
+  auto seq = c.header.sequence;
+  checked_chunk out{0, c.checksum};
+  if (seq >= overwritten_below) {
+    out.distance_squared =
+        squared_distance(layout_, plan_, seq, c.bytes, global, k, split);
+    return out;
+  }
+  auto first = recorded(id, c, false); // g there is gone
   if (!first)
     return first.err();
-  checked_chunk out{0, c.checksum};
-  out.distance_squared =
-      first->has_value() ? **first
-                         : squared_distance(layout_, plan_, c.header.sequence,
-                                            c.bytes, global, k, split);
+  out.distance_squared = *first;
   return out;
 }
 

@@ -11,9 +11,6 @@
 #include <thread>
 #include <vector>
 
-#include <unistd.h>
-
-#include "fedcaf/dummy_trainer.hpp" // anonymous_file_buffer
 #include "fedcaf/fedavg_accumulator.hpp"
 #include "fedcaf/window_accumulator.hpp"
 
@@ -139,12 +136,15 @@ public:
   bool open(uint64_t seq) const override { return window_.open(seq); }
   uint64_t settled() const override { return window_.low(); }
   uint64_t overwritten_below() const override { return overwritten_; }
-  void keep_originals() override { keeping_ = in_place_; }
-  std::span<const std::byte>
-  global_at(uint64_t seq, std::span<const std::byte> model) const override {
-    if (seq < kept_below_)
-      return {originals_.data(), originals_.size()};
-    return model;
+  void keep_originals() override {
+    // Only from the round's first overwrite on: else a position's kept
+    // values would be its first average.
+    keeping_ = in_place_ && (keeping_ || overwritten_ == 0);
+  }
+  result<void> restore_originals(byte_buffer& model) override;
+  void new_model() override {
+    overwritten_ = 0;
+    forget_originals();
   }
 
   result<void> fold(uint64_t seq, std::span<const std::byte> x, double weight,
@@ -257,8 +257,13 @@ private:
   /// take its ring sum in `model` to the spill file, at their offset.
   void spill(uint64_t seq, const byte_buffer& model);
   /// keep_originals(): position `seq`'s bytes in `model`, about to be
-  /// overwritten for the first time this round, kept in originals_.
-  void keep_original(uint64_t seq, const byte_buffer& model);
+  /// overwritten for the first time this round, written to originals_.
+  void keep_original(uint64_t seq, const byte_buffer& model) {
+    const auto& e = plan().extent(seq);
+    originals_.write(model.bytes().subspan(e.model_offset, e.bytes),
+                     e.model_offset);
+    kept_below_ = seq + 1;
+  }
   /// The round ended: nothing kept is read again.
   void forget_originals() {
     keeping_ = false;
@@ -277,11 +282,11 @@ private:
   byte_buffer next_; ///< not in place: the model being reduced
   uint64_t overwritten_ = 0;
   /// keep_originals(): positions below kept_below_ have their values of
-  /// before the round in originals_ (a model-sized unlinked file, mapped,
-  /// its pages given back as written).
+  /// before the round in originals_, at their offsets (an unlinked file
+  /// under $TMPDIR, else /var/tmp, as spilled_).
   bool keeping_ = false;
   uint64_t kept_below_ = 0;
-  byte_buffer originals_;
+  spill_file originals_;
   float limit_ = std::numeric_limits<float>::max();
   /// Secure aggregation: the model's bytes each position held before its
   /// ring sum overwrote them, at their offsets in an unlinked file under
@@ -299,25 +304,23 @@ void open_positions::spill(uint64_t seq, const byte_buffer& model) {
                  e.model_offset);
 }
 
-void open_positions::keep_original(uint64_t seq, const byte_buffer& model) {
-  const auto& e = plan().extent(seq);
-  if (originals_.size() != model.size()) {
-    auto room = spill_room(model.size(), "the global model kept apart");
-    auto made =
-        room ? anonymous_file_buffer(spill_dir() + "/fedcaf-originals-" +
-                                         std::to_string(::getpid()) + ".bin",
-                                     model.size())
-             : result<byte_buffer>{room.err()};
-    if (!made) { // folds after a reset read the model as it is
-      keeping_ = false;
-      return;
-    }
-    originals_ = std::move(*made);
+result<void> open_positions::restore_originals(byte_buffer& model) {
+  if (!keeping_)
+    return {};
+  if (overwritten_ > kept_below_)
+    return error{errc::internal,
+                 "positions were overwritten before their values were kept"};
+  if (auto ok = originals_.status(); !ok)
+    return ok;
+  for (uint64_t seq = 0; seq < kept_below_; ++seq) {
+    const auto& e = plan().extent(seq);
+    if (auto ok = originals_.read(
+            model.bytes().subspan(e.model_offset, e.bytes), e.model_offset);
+        !ok)
+      return ok;
+    model.release(e.model_offset, e.bytes); // file-backed only
   }
-  std::memcpy(originals_.data() + e.model_offset, model.data() + e.model_offset,
-              e.bytes);
-  originals_.release(e.model_offset, e.bytes);
-  kept_below_ = seq + 1;
+  return {};
 }
 
 result<byte_buffer> open_positions::keep(byte_buffer& model) {
@@ -353,11 +356,9 @@ void open_positions::settle_next(byte_buffer& model, server_optimizer* opt,
     window_.store_ring_next(model.bytes());
   } else {
     auto next = next_model(model);
-    // After a reset, from the values the round's sums are relative to.
-    auto current = global_at(seq, model.bytes());
-    if (keeping_ && seq == kept_below_) // overwritten for the first time
+    if (keeping_ && in_place_ && seq == kept_below_) // first overwritten
       keep_original(seq, model);
-    window_.finalize_next(current, next, opt);
+    window_.finalize_next(model.bytes(), next, opt);
     if (observer_) // while the position is in the caches
       measured_[seq] = observer_(seq, next);
   }

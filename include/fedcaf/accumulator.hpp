@@ -121,19 +121,22 @@ public:
   virtual void grid_sums_of(double) {}
   virtual bool sums_on_grid() const { return false; }
   /// In place (window and disk modes), for the round under way: each
-  /// position's global values are kept aside (a file's pages, not memory)
-  /// as they are overwritten, and a reset's folds and settling below
-  /// overwritten_below() read them (global_at()): a relay's int32 sums
-  /// are relative to them. Unless the room for them is lacking.
+  /// position's global values are kept aside (a spill file: page cache,
+  /// not memory) as they are first overwritten, and a reset puts them back
+  /// (restore_originals()): a relay's int32 sums are relative to them.
   virtual void keep_originals() {}
-  /// The global model the fold and settling of position `seq` read:
-  /// `model`, or its values before they were overwritten in place
-  /// (keep_originals()).
-  virtual std::span<const std::byte>
-  global_at(uint64_t seq, std::span<const std::byte> model) const {
-    (void)seq;
-    return model;
+  /// After restart(): the positions overwritten in place and kept hold
+  /// their global values again, so the round is folded again from the
+  /// model it began with (ram mode's result). Returns an error iff they
+  /// could not be kept or read back (the positions then hold the first
+  /// pass's averages).
+  virtual result<void> restore_originals(byte_buffer& model) {
+    (void)model;
+    return {};
   }
+  /// The global model was replaced (a relay adopts its parent's next
+  /// one): nothing overwritten or kept refers to it.
+  virtual void new_model() {}
   /// A streaming relay's (window and disk modes): `on`, each position
   /// that settles with the round's weight and int32 sums holds them, on
   /// the grid (window_accumulator::emit_grid); settled_on_grid() says

@@ -301,3 +301,53 @@ TEST_CASE("secure aggregation: both kinds unmask the same ring sum to the "
   for (size_t i = 0; i < model_floats; ++i)
     CHECK(std::abs(results[0][i] - (x[i] + y[i]) / 2) <= bound + 1e-6);
 }
+
+TEST_CASE("open positions kept aside as they are overwritten go back into "
+          "the model at a reset, and never into a later model's") {
+  // Window mode, 2 contributors: positions 0 and 1 settle in place; a
+  // reset puts g back there (keep_originals); without keep_originals they
+  // keep the first average. A round that never finalized (a relay's round
+  // sat out) and the next model (new_model): nothing of the first kept.
+  std::vector<float> g(model_floats), x(model_floats);
+  for (uint64_t i = 0; i < model_floats; ++i) {
+    g[i] = 0.25f * static_cast<float>(i);
+    x[i] = g[i] + 1.0f;
+  }
+  for (bool keep : {false, true}) {
+    CAPTURE(keep);
+    auto acc = make_acc(accumulator_kind::open_positions, 2);
+    auto model = buffer_of(g);
+    if (keep)
+      acc->keep_originals();
+    for (uint64_t seq = 0; seq < 2; ++seq)
+      for (uint64_t c = 1; c <= 2; ++c) {
+        REQUIRE(acc->fold(seq, chunk_of(x, seq), 1, c, model.bytes()));
+        while (acc->ready())
+          acc->settle_next(model, nullptr, false);
+      }
+    REQUIRE(acc->overwritten_below() == 2);
+    CHECK(floats_of(model)[0] == x[0]); // the first average, in place
+    acc->restart(2);
+    REQUIRE(acc->restore_originals(model));
+    auto back = floats_of(model);
+    for (uint64_t i = 0; i < 32; ++i)
+      CHECK(back[i] == (keep ? g[i] : x[i]));
+    // Sat out: the next model, another g; a reset there restores it.
+    acc->restart(1);
+    acc->new_model();
+    CHECK(acc->overwritten_below() == 0);
+    std::vector<float> g2(model_floats, 7.0f);
+    auto next = buffer_of(g2);
+    acc->restart(1);
+    if (keep)
+      acc->keep_originals();
+    REQUIRE(acc->fold(0, chunk_of(x, 0), 1, 1, next.bytes()));
+    while (acc->ready())
+      acc->settle_next(next, nullptr, false);
+    acc->restart(1);
+    REQUIRE(acc->restore_originals(next));
+    auto again = floats_of(next);
+    for (uint64_t i = 0; i < 16; ++i)
+      CHECK(again[i] == (keep ? 7.0f : x[i]));
+  }
+}
