@@ -149,16 +149,15 @@ public:
     // all inspect() would test): taken back out exactly if it is refused.
     // A window-mode relay's round given up holds no g: folded against
     // none, its sum goes nowhere.
-    auto global = model();
-    auto g = relay_.has_global() ? global : std::span<const std::byte>{};
+    auto g = relay_.has_global() ? model() : std::span<const std::byte>{};
     auto checked =
         in_fold ? fold_measured(s, *c, g, grid)
-                : checker_.inspect(s, *c, global, acc_->overwritten_below(),
+                : checker_.inspect(s, *c, model(), acc_->overwritten_below(),
                                    relay_.has_global(), acc_->fold_split());
     if (in_fold)
       folded_bytes_ = c->bytes.size();
     if (checked && !in_fold) {
-      auto folded = checker_.bounded(s, *c, global);
+      auto folded = checker_.bounded(s, *c, model());
       if (auto ok = fold(s, folded, g); !ok)
         return ok.err().code == errc::poisoned_update // beyond the sum's range
                    ? reject(h.stream_id, s, ok.err())

@@ -17,8 +17,7 @@ namespace fedcaf {
 client_model::client_model(std::string client_id, trainer_factory factory,
                            client_configs configs, msg::welcome welcome)
     : client_id_(std::move(client_id)), factory_(std::move(factory)),
-      configs_(std::move(configs)), welcome_(std::move(welcome)),
-      terms_(welcome_.terms) {}
+      configs_(std::move(configs)), welcome_(std::move(welcome)) {}
 
 result<client_model::welcomed>
 client_model::welcome(std::string client_id, trainer_factory factory,
@@ -98,7 +97,7 @@ client_model::begin_round(const msg::round_start& rs) {
           shard_.sharded() ? local_layout(rs.model, *slices) : rs.model);
       !ok)
     return ok.err();
-  hooks_->parent_round(rs.chunk_bytes, terms_);
+  hooks_->parent_round(rs.chunk_bytes, welcome_.terms);
   trainer_->begin_round(rs.round, rs.evaluate_only);
   auto plan = shard_.sharded()
                   ? chunk_plan::make_shard(rs.model, rs.chunk_bytes, *slices)

@@ -77,10 +77,11 @@ public:
   client_model(const client_model&) = delete;
   client_model& operator=(const client_model&) = delete;
 
-  /// The server welcomed the client again (a reconnection): what it asks
-  /// of a round's sum from now on is that Welcome's terms (a server
-  /// restarted since may be another build). Nothing else changes.
-  void welcomed_again(const msg::welcome& w) { terms_ = w.terms; }
+  /// The server welcomed the client again (a reconnection): its terms
+  /// are this Welcome's from now on (a server restarted since may be
+  /// another build), for a relay's next round (parent_round) and a
+  /// trainer made later. Nothing else changes.
+  void welcomed_again(const msg::welcome& w) { welcome_.terms = w.terms; }
 
   const client_configs& configs() const { return configs_; }
 
@@ -210,8 +211,7 @@ private:
   std::string client_id_;
   trainer_factory factory_;
   client_configs configs_;
-  msg::welcome welcome_;
-  msg::client_terms terms_;          ///< the latest Welcome's (welcomed_again)
+  msg::welcome welcome_;             ///< its terms: the latest Welcome's
   std::unique_ptr<trainer> trainer_; ///< null between rounds if dropped
   relay_hooks plain_;                ///< a plain trainer's: the defaults
   relay_hooks* hooks_ = &plain_;     ///< trainer_'s, or plain_
