@@ -6,9 +6,16 @@
 // as a ratio of the plain rates of the same run, with what bounds that
 // ratio here: the CPU time both processes spent per MiB moved, plain and
 // TLS, and AES-128-GCM's own rate on one core.
+// Each CPU figure is set beside a floor measured in the same run: for the
+// plain stream, raw TCP's kernel copies plus the passes any stream of
+// checked chunks makes (one checksum of each chunk moved, the server's
+// fold of each upload) and the round's own work outside the stream (the
+// server's finalize, the trainer's pass); for TLS, the cipher at both ends
+// plus the copy OpenSSL's record layer makes at each end (no kernel TLS
+// here).
 //
 //   stream_bench [--mib 256] [--chunk-kib 1024] [--window 4] [--rounds 10]
-//                [--tls 1]
+//                [--tls 1] [--pairs 3]
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -17,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,9 +43,12 @@
 #include "actors/errors.hpp"
 #include "actors/gateway.hpp"
 #include "actors/server_side.hpp"
+#include "fedcaf/chunk_plan.hpp"
 #include "fedcaf/dummy_trainer.hpp"
+#include "fedcaf/fedavg_accumulator.hpp"
 #include "fedcaf/memory_probe.hpp"
 #include "fedcaf/tls.hpp"
+#include "messages/codec.hpp"
 
 using namespace fedcaf;
 using clock_type = std::chrono::steady_clock;
@@ -50,6 +61,7 @@ struct bench_options {
   uint32_t window = 4;
   uint32_t rounds = 10; ///< the best round counts: a shared machine is noisy
   bool tls = true;      ///< also measure over TLS
+  uint32_t pairs = 3;   ///< plain and TLS runs alternated, for TLS's cost
 };
 
 bench_options parse(int argc, char** argv) {
@@ -67,6 +79,8 @@ bench_options parse(int argc, char** argv) {
       o.rounds = static_cast<uint32_t>(v);
     else if (k == "--tls")
       o.tls = v != 0;
+    else if (k == "--pairs")
+      o.pairs = std::max<uint32_t>(1, static_cast<uint32_t>(v));
   }
   return o;
 }
@@ -153,6 +167,92 @@ double raw_tcp_rate(uint64_t bytes, bool model_sized) {
   ::close(listener);
   ::wait(nullptr);
   return static_cast<double>(bytes) / took.count();
+}
+
+/// Seconds, on one thread, of each pass the stream's floor counts, over a
+/// model of layout `m` in chunks of `chunk_bytes`: the best of 3 each.
+struct floor_passes {
+  double checksum = 1e9; ///< XXH3 of every chunk (what a receiver checks)
+  double fold = 1e9;     ///< ram mode's exact fold of one update, measured
+                         ///< and its values' bounds tested, as the server's
+  double finalize = 1e9; ///< its finalize into the next model
+  double train = 1e9;    ///< the dummy trainer's pass: x += 0.5
+  double copy = 1e9;     ///< a memcpy of the model (TLS's record copy)
+};
+
+/// Measures floor_passes in a child process (its buffers, 4 models' worth,
+/// stay out of this process's peak RSS). Returns nothing iff it failed.
+std::optional<floor_passes> measure_floor(const manifest& m,
+                                          uint64_t chunk_bytes) {
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0)
+    return std::nullopt;
+  auto child = ::fork();
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    floor_passes f;
+    auto plan = chunk_plan::make(m, chunk_bytes);
+    auto acc = plan ? fedavg_accumulator::make(m, *plan)
+                    : result<fedavg_accumulator>{plan.err()};
+    if (!acc)
+      ::_exit(3);
+    acc->recycle(byte_buffer::zeroed(m.total_bytes()));
+    auto global = synthetic_model(m, 1);
+    auto update = synthetic_model(m, 2);
+    auto bytes = m.total_bytes();
+    auto copy = byte_buffer::zeroed(bytes);
+    auto g = global.bytes.bytes();
+    auto since = [](clock_type::time_point t) {
+      return std::chrono::duration<double>(clock_type::now() - t).count();
+    };
+    uint64_t sink = 0;
+    for (int pass = 0; pass < 3; ++pass) {
+      auto t = clock_type::now();
+      for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
+        const auto& e = plan->extent(seq);
+        sink ^= msg::checksum(g.subspan(e.model_offset, e.bytes));
+      }
+      f.checksum = std::min(f.checksum, since(t));
+      t = clock_type::now();
+      for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
+        const auto& e = plan->extent(seq);
+        auto x = update.bytes.bytes().subspan(e.model_offset, e.bytes);
+        if (!acc->fold_measured(seq, x, 1.0, false, g, 1e30))
+          ::_exit(4);
+      }
+      f.fold = std::min(f.fold, since(t));
+      t = clock_type::now();
+      auto next = acc->finalize(g, nullptr);
+      f.finalize = std::min(f.finalize, since(t));
+      if (!next)
+        ::_exit(5);
+      acc->recycle(std::move(*next));
+      t = clock_type::now();
+      auto* x = reinterpret_cast<float*>(update.bytes.data());
+      auto add = pass % 2 == 0 ? 0.5f : -0.5f; // the same values every pass
+      for (uint64_t i = 0, n = m.total_bytes() / 4; i < n; ++i)
+        x[i] += add;
+      f.train = std::min(f.train, since(t));
+      t = clock_type::now();
+      std::memcpy(copy.data(), update.bytes.data(), bytes);
+      f.copy = std::min(f.copy, since(t));
+      sink += static_cast<uint64_t>(copy.data()[sink % bytes]);
+    }
+    if (sink == 42) // keeps the checksums from being optimized away
+      std::fprintf(stderr, " ");
+    write_all(pipe_fds[1], &f, sizeof f);
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  floor_passes f;
+  auto got = ::read(pipe_fds[0], &f, sizeof f);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (got != static_cast<ssize_t>(sizeof f) || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0)
+    return std::nullopt;
+  return f;
 }
 
 caf::actor_system_config network_config() {
@@ -409,6 +509,38 @@ int main(int argc, char** argv) {
               raw_per_mib, raw_socket / (1 << 20) * raw_per_mib / 1e3,
               per_mib(*r), cores,
               cores / (per_mib(*r) / 1e3) * (1 << 20) / raw);
+  // The floor of this run's work per MiB moved (each round moves the model
+  // down and up): the kernel's copies (raw TCP's CPU), one checksum of
+  // each chunk moved and the server's fold of the upload (the stream's
+  // floor), then the server's finalize and the trainer's pass (the
+  // round's own, which the whole run's CPU includes).
+  auto floor = measure_floor(m, o.chunk_bytes);
+  if (!floor)
+    return 1;
+  auto per_moved = [&](double seconds) {
+    return 1e3 * seconds / (2.0 * model / (1 << 20));
+  };
+  auto stream_floor =
+      raw_per_mib + per_moved(2 * floor->checksum + floor->fold);
+  auto run_floor = stream_floor + per_moved(floor->finalize + floor->train);
+  std::printf("floor per MiB moved, one core: kernel copies (raw TCP) %.3f "
+              "ms + checksum %.3f + fold %.3f = %.3f ms (%.2f x raw TCP); "
+              "+ finalize %.3f + trainer %.3f = %.3f ms (%.2f x raw TCP)\n",
+              raw_per_mib, per_moved(2 * floor->checksum),
+              per_moved(floor->fold), stream_floor, stream_floor / raw_per_mib,
+              per_moved(floor->finalize), per_moved(floor->train), run_floor,
+              run_floor / raw_per_mib);
+  std::printf("fedcaf's CPU per MiB moved: %.2f x raw TCP, %.2f x the run's "
+              "floor (beyond it: %.3f ms per MiB)\n",
+              per_mib(*r) / raw_per_mib, per_mib(*r) / run_floor,
+              per_mib(*r) - run_floor);
+  // The server folds an upload's chunks one at a time on its aggregator's
+  // thread (in parts on more threads only from 8 cores): an upload goes
+  // no faster than that fold, however the bytes travel.
+  auto fold_rate = model / floor->fold;
+  std::printf("the fold alone, on one thread: %.2f GB/s, %.2f of raw TCP "
+              "(an upload's ceiling here)\n",
+              fold_rate / 1e9, fold_rate / raw);
   if (!o.tls)
     return 0;
   char dir[] = "/tmp/fedcaf-bench-certsXXXXXX";
@@ -426,9 +558,10 @@ int main(int argc, char** argv) {
   client_tls.tls = {d + "/bench.pem", d + "/bench.key", d + "/ca.pem"};
   auto t = run_fedcaf(o, m, server_tls, client_tls);
   std::error_code ignored; // a leftover temporary folder is no failure
-  std::filesystem::remove_all(dir, ignored);
-  if (!t)
+  if (!t) {
+    std::filesystem::remove_all(dir, ignored);
     return 1;
+  }
   std::printf("TLS download, best round:    %6.2f GB/s   ratio to plain "
               "%.2f\n",
               t->down / 1e9, t->down / r->down);
@@ -454,5 +587,50 @@ int main(int argc, char** argv) {
   std::printf("cores kept busy at the best rounds' rates: plain %.2f, TLS "
               "%.2f of %.0f; TLS/plain at equal use of the cores: %.2f\n",
               busy(*r), busy(*t), cores, per_mib(*r) / per_mib(*t));
+  // What TLS must add here: the cipher at both ends, and the copy
+  // OpenSSL's record layer makes at each end (the plaintext into its
+  // record buffer, encrypted there; decrypted there, then copied out).
+  // The kernel offers no TLS of its own here, and CAF owns the socket's
+  // buffers. TLS's cost is the difference of two whole runs' CPU, noisy
+  // on a shared machine: more pairs of runs, alternated, each with the
+  // cipher measured beside it, and the medians.
+  auto record_copies = per_moved(4 * floor->copy); // each MiB, twice
+  std::vector<double> to_cipher, to_floor, floor_ratio;
+  auto note_pair = [&](const measured& plain_run, const measured& tls_run,
+                       double e, double d) {
+    auto cipher = 1e3 * (1 << 20) * (1 / e + 1 / d);
+    auto added = per_mib(tls_run) - per_mib(plain_run);
+    to_cipher.push_back(added / cipher);
+    to_floor.push_back(added / (cipher + record_copies));
+    floor_ratio.push_back((cipher + record_copies) / cipher);
+    return std::pair{cipher, added};
+  };
+  auto [cipher, added] = note_pair(*r, *t, enc, dec);
+  std::printf("TLS's floor per MiB moved: cipher %.3f ms + a record copy at "
+              "each end %.3f = %.3f ms (%.2f x the cipher); TLS added %.3f "
+              "ms: %.2f x the cipher, %.2f x its floor\n",
+              cipher, record_copies, cipher + record_copies, floor_ratio.back(),
+              added, to_cipher.back(), to_floor.back());
+  for (uint32_t pair = 1; pair < o.pairs; ++pair) {
+    auto p = run_fedcaf(o, m, plain, plain);
+    auto q = run_fedcaf(o, m, server_tls, client_tls);
+    if (!p || !q) {
+      std::filesystem::remove_all(dir, ignored);
+      return 1;
+    }
+    note_pair(*p, *q, aes_gcm_rate(true), aes_gcm_rate(false));
+  }
+  std::filesystem::remove_all(dir, ignored);
+  auto spread = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    char line[96];
+    std::snprintf(line, sizeof line, "%.2f to %.2f (median %.2f)", v.front(),
+                  v.back(), v[v.size() / 2]);
+    return std::string{line};
+  };
+  std::printf("over %zu pairs of runs, plain and TLS alternated: TLS added "
+              "%s x the cipher, %s x its floor; the floor %s x the cipher\n",
+              to_cipher.size(), spread(to_cipher).c_str(),
+              spread(to_floor).c_str(), spread(floor_ratio).c_str());
   return 0;
 }
