@@ -7,12 +7,12 @@
 // ratio here: the CPU time both processes spent per MiB moved, plain and
 // TLS, and AES-128-GCM's own rate on one core.
 // Each CPU figure is set beside a floor measured in the same run: for the
-// plain stream, raw TCP's kernel copies plus the passes any stream of
-// checked chunks makes (one checksum of each chunk moved, the server's
-// fold of each upload) and the round's own work outside the stream (the
-// server's finalize, the trainer's pass); for TLS, the cipher at both ends
-// plus the copy OpenSSL's record layer makes at each end (no kernel TLS
-// here).
+// plain stream, raw TCP's kernel copies plus the passes this design's
+// stream of checked chunks makes (the checksum of each chunk moved at both
+// ends, the server's fold of each upload) and the round's own work outside
+// the stream (the server's finalize, the trainer's pass); for TLS, the
+// cipher at both ends plus the copy OpenSSL's record layer makes at each
+// end (no kernel TLS here).
 //
 //   stream_bench [--mib 256] [--chunk-kib 1024] [--window 4] [--rounds 10]
 //                [--tls 1] [--pairs 3]
@@ -169,25 +169,52 @@ double raw_tcp_rate(uint64_t bytes, bool model_sized) {
   return static_cast<double>(bytes) / took.count();
 }
 
-/// Seconds, on one thread, of each pass the stream's floor counts, over a
-/// model of layout `m` in chunks of `chunk_bytes`: the best of 3 each.
+/// CPU seconds of the calling thread.
+double thread_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+
+/// CPU seconds, on one thread, of each pass the floor counts, over a model
+/// of layout `m` in chunks of `chunk_bytes`, each the least of 3 passes.
+/// Each chunk is taken from a chunk-sized buffer it was just copied into
+/// (untimed), as a receiver takes it from the frame it just received, and
+/// each of its passes is timed alone.
 struct floor_passes {
-  double checksum = 1e9; ///< XXH3 of every chunk (what a receiver checks)
+  double checksum = 1e9; ///< XXH3 of every chunk (a sender's, a receiver's)
   double fold = 1e9;     ///< ram mode's exact fold of one update, measured
                          ///< and its values' bounds tested, as the server's
   double finalize = 1e9; ///< its finalize into the next model
-  double train = 1e9;    ///< the dummy trainer's pass: x += 0.5
-  double copy = 1e9;     ///< a memcpy of the model (TLS's record copy)
+  double train = 1e9;    ///< the dummy trainer's pass over the model
+  double records = 1e9;  ///< every chunk copied into and out of a 16 KiB
+                         ///< record buffer: TLS's record layer, both ends
 };
 
+/// Writes `n` bytes to `fd` in a forked child; _exit(3) iff it cannot.
+void child_write(int fd, const void* p, size_t n) {
+  auto* c = static_cast<const char*>(p);
+  while (n > 0) {
+    auto k = ::write(fd, c, n);
+    if (k <= 0)
+      ::_exit(3);
+    c += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
 /// Measures floor_passes in a child process (its buffers, 4 models' worth,
-/// stay out of this process's peak RSS). Returns nothing iff it failed.
-std::optional<floor_passes> measure_floor(const manifest& m,
-                                          uint64_t chunk_bytes) {
+/// stay out of this process's peak RSS). Returns an error iff it failed.
+result<floor_passes> measure_floor(const manifest& m, uint64_t chunk_bytes) {
   int pipe_fds[2];
   if (::pipe(pipe_fds) != 0)
-    return std::nullopt;
+    return error{errc::io_error, "pipe"};
   auto child = ::fork();
+  if (child < 0) {
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
+    return error{errc::io_error, "fork"};
+  }
   if (child == 0) {
     ::close(pipe_fds[0]);
     floor_passes f;
@@ -195,52 +222,56 @@ std::optional<floor_passes> measure_floor(const manifest& m,
     auto acc = plan ? fedavg_accumulator::make(m, *plan)
                     : result<fedavg_accumulator>{plan.err()};
     if (!acc)
-      ::_exit(3);
+      ::_exit(4);
     acc->recycle(byte_buffer::zeroed(m.total_bytes()));
     auto global = synthetic_model(m, 1);
     auto update = synthetic_model(m, 2);
-    auto bytes = m.total_bytes();
-    auto copy = byte_buffer::zeroed(bytes);
     auto g = global.bytes.bytes();
-    auto since = [](clock_type::time_point t) {
-      return std::chrono::duration<double>(clock_type::now() - t).count();
-    };
+    std::vector<std::byte> frame(chunk_bytes), into(chunk_bytes);
+    std::vector<std::byte> record(16 << 10);
     uint64_t sink = 0;
     for (int pass = 0; pass < 3; ++pass) {
-      auto t = clock_type::now();
+      double checksum = 0, fold = 0, records = 0;
       for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
         const auto& e = plan->extent(seq);
-        sink ^= msg::checksum(g.subspan(e.model_offset, e.bytes));
-      }
-      f.checksum = std::min(f.checksum, since(t));
-      t = clock_type::now();
-      for (uint64_t seq = 0; seq < plan->chunk_count(); ++seq) {
-        const auto& e = plan->extent(seq);
-        auto x = update.bytes.bytes().subspan(e.model_offset, e.bytes);
+        std::memcpy(frame.data(), update.bytes.data() + e.model_offset,
+                    e.bytes);
+        std::span<const std::byte> x{frame.data(), e.bytes};
+        auto t = thread_seconds();
+        sink ^= msg::checksum(x);
+        checksum += thread_seconds() - t;
+        t = thread_seconds();
         if (!acc->fold_measured(seq, x, 1.0, false, g, 1e30))
-          ::_exit(4);
+          ::_exit(5);
+        fold += thread_seconds() - t;
+        t = thread_seconds();
+        for (uint64_t o = 0; o < e.bytes; o += record.size()) {
+          auto k = std::min<uint64_t>(record.size(), e.bytes - o);
+          std::memcpy(record.data(), frame.data() + o, k); // sender
+          std::memcpy(into.data() + o, record.data(), k);  // receiver
+        }
+        records += thread_seconds() - t;
+        sink += static_cast<uint64_t>(into[seq % e.bytes]);
       }
-      f.fold = std::min(f.fold, since(t));
-      t = clock_type::now();
+      f.checksum = std::min(f.checksum, checksum);
+      f.fold = std::min(f.fold, fold);
+      f.records = std::min(f.records, records);
+      auto t = thread_seconds();
       auto next = acc->finalize(g, nullptr);
-      f.finalize = std::min(f.finalize, since(t));
+      f.finalize = std::min(f.finalize, thread_seconds() - t);
       if (!next)
-        ::_exit(5);
+        ::_exit(6);
       acc->recycle(std::move(*next));
-      t = clock_type::now();
-      auto* x = reinterpret_cast<float*>(update.bytes.data());
+      t = thread_seconds();
+      auto* v = reinterpret_cast<float*>(update.bytes.data());
       auto add = pass % 2 == 0 ? 0.5f : -0.5f; // the same values every pass
       for (uint64_t i = 0, n = m.total_bytes() / 4; i < n; ++i)
-        x[i] += add;
-      f.train = std::min(f.train, since(t));
-      t = clock_type::now();
-      std::memcpy(copy.data(), update.bytes.data(), bytes);
-      f.copy = std::min(f.copy, since(t));
-      sink += static_cast<uint64_t>(copy.data()[sink % bytes]);
+        v[i] += add;
+      f.train = std::min(f.train, thread_seconds() - t);
     }
-    if (sink == 42) // keeps the checksums from being optimized away
+    if (sink == 42) // keeps the checksums and copies from being dropped
       std::fprintf(stderr, " ");
-    write_all(pipe_fds[1], &f, sizeof f);
+    child_write(pipe_fds[1], &f, sizeof f);
     ::_exit(0);
   }
   ::close(pipe_fds[1]);
@@ -251,7 +282,8 @@ std::optional<floor_passes> measure_floor(const manifest& m,
   ::waitpid(child, &status, 0);
   if (got != static_cast<ssize_t>(sizeof f) || !WIFEXITED(status) ||
       WEXITSTATUS(status) != 0)
-    return std::nullopt;
+    return error{errc::internal, "the floor's child failed (status " +
+                                     std::to_string(status) + ")"};
   return f;
 }
 
@@ -510,37 +542,39 @@ int main(int argc, char** argv) {
               per_mib(*r), cores,
               cores / (per_mib(*r) / 1e3) * (1 << 20) / raw);
   // The floor of this run's work per MiB moved (each round moves the model
-  // down and up): the kernel's copies (raw TCP's CPU), one checksum of
-  // each chunk moved and the server's fold of the upload (the stream's
-  // floor), then the server's finalize and the trainer's pass (the
-  // round's own, which the whole run's CPU includes).
+  // down and up): the kernel's copies (raw TCP's CPU), the checksum of each
+  // chunk moved at both ends (made, verified) and the server's fold of the
+  // upload (the stream's floor), then the server's finalize and the
+  // trainer's pass (the round's own, which the whole run's CPU includes).
   auto floor = measure_floor(m, o.chunk_bytes);
-  if (!floor)
+  if (!floor) {
+    std::fprintf(stderr, "%s\n", to_string(floor.err()).c_str());
     return 1;
+  }
   auto per_moved = [&](double seconds) {
     return 1e3 * seconds / (2.0 * model / (1 << 20));
   };
-  auto stream_floor =
-      raw_per_mib + per_moved(2 * floor->checksum + floor->fold);
+  auto checksums = per_moved(4 * floor->checksum); // each MiB, twice
+  auto stream_floor = raw_per_mib + checksums + per_moved(floor->fold);
   auto run_floor = stream_floor + per_moved(floor->finalize + floor->train);
   std::printf("floor per MiB moved, one core: kernel copies (raw TCP) %.3f "
-              "ms + checksum %.3f + fold %.3f = %.3f ms (%.2f x raw TCP); "
+              "ms + checksums %.3f + fold %.3f = %.3f ms (%.2f x raw TCP); "
               "+ finalize %.3f + trainer %.3f = %.3f ms (%.2f x raw TCP)\n",
-              raw_per_mib, per_moved(2 * floor->checksum),
-              per_moved(floor->fold), stream_floor, stream_floor / raw_per_mib,
-              per_moved(floor->finalize), per_moved(floor->train), run_floor,
-              run_floor / raw_per_mib);
+              raw_per_mib, checksums, per_moved(floor->fold), stream_floor,
+              stream_floor / raw_per_mib, per_moved(floor->finalize),
+              per_moved(floor->train), run_floor, run_floor / raw_per_mib);
   std::printf("fedcaf's CPU per MiB moved: %.2f x raw TCP, %.2f x the run's "
               "floor (beyond it: %.3f ms per MiB)\n",
               per_mib(*r) / raw_per_mib, per_mib(*r) / run_floor,
               per_mib(*r) - run_floor);
-  // The server folds an upload's chunks one at a time on its aggregator's
-  // thread (in parts on more threads only from 8 cores): an upload goes
-  // no faster than that fold, however the bytes travel.
-  auto fold_rate = model / floor->fold;
-  std::printf("the fold alone, on one thread: %.2f GB/s, %.2f of raw TCP "
-              "(an upload's ceiling here)\n",
-              fold_rate / 1e9, fold_rate / raw);
+  // The server's aggregator verifies each chunk's checksum and folds it on
+  // its one thread (this bench's server always; `fedcaf server` splits a
+  // fold over a quarter of the host's cores): an upload goes no faster,
+  // however the bytes travel.
+  auto aggregator_rate = model / (floor->checksum + floor->fold);
+  std::printf("the server's checksum and fold of an upload, on one thread: "
+              "%.2f GB/s, %.2f of raw TCP (an upload's ceiling here)\n",
+              aggregator_rate / 1e9, aggregator_rate / raw);
   if (!o.tls)
     return 0;
   char dir[] = "/tmp/fedcaf-bench-certsXXXXXX";
@@ -587,14 +621,14 @@ int main(int argc, char** argv) {
   std::printf("cores kept busy at the best rounds' rates: plain %.2f, TLS "
               "%.2f of %.0f; TLS/plain at equal use of the cores: %.2f\n",
               busy(*r), busy(*t), cores, per_mib(*r) / per_mib(*t));
-  // What TLS must add here: the cipher at both ends, and the copy
-  // OpenSSL's record layer makes at each end (the plaintext into its
-  // record buffer, encrypted there; decrypted there, then copied out).
-  // The kernel offers no TLS of its own here, and CAF owns the socket's
-  // buffers. TLS's cost is the difference of two whole runs' CPU, noisy
-  // on a shared machine: more pairs of runs, alternated, each with the
-  // cipher measured beside it, and the medians.
-  auto record_copies = per_moved(4 * floor->copy); // each MiB, twice
+  // What TLS must add here with OpenSSL: the cipher at both ends, and the
+  // copy its record layer makes at each end (the plaintext into its
+  // 16 KiB record buffer, encrypted there; decrypted there, then copied
+  // out). The kernel offers no TLS of its own here. TLS's cost is the
+  // difference of two whole runs' CPU, noisy on a shared machine: more
+  // pairs of runs, alternated, each with the cipher measured beside it,
+  // and the medians.
+  auto record_copies = per_moved(2 * floor->records); // both ends, per MiB
   std::vector<double> to_cipher, to_floor, floor_ratio;
   auto note_pair = [&](const measured& plain_run, const measured& tls_run,
                        double e, double d) {
@@ -606,11 +640,12 @@ int main(int argc, char** argv) {
     return std::pair{cipher, added};
   };
   auto [cipher, added] = note_pair(*r, *t, enc, dec);
-  std::printf("TLS's floor per MiB moved: cipher %.3f ms + a record copy at "
-              "each end %.3f = %.3f ms (%.2f x the cipher); TLS added %.3f "
-              "ms: %.2f x the cipher, %.2f x its floor\n",
-              cipher, record_copies, cipher + record_copies, floor_ratio.back(),
-              added, to_cipher.back(), to_floor.back());
+  std::printf(
+      "TLS's floor per MiB moved: cipher %.3f ms + OpenSSL's record "
+      "copy at each end %.3f = %.3f ms (%.2f x the cipher); TLS added %.3f "
+      "ms: %.2f x the cipher, %.2f x its floor\n",
+      cipher, record_copies, cipher + record_copies, floor_ratio.back(), added,
+      to_cipher.back(), to_floor.back());
   for (uint32_t pair = 1; pair < o.pairs; ++pair) {
     auto p = run_fedcaf(o, m, plain, plain);
     auto q = run_fedcaf(o, m, server_tls, client_tls);
@@ -623,9 +658,11 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(dir, ignored);
   auto spread = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
+    auto mid = v.size() % 2 ? v[v.size() / 2]
+                            : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
     char line[96];
     std::snprintf(line, sizeof line, "%.2f to %.2f (median %.2f)", v.front(),
-                  v.back(), v[v.size() / 2]);
+                  v.back(), mid);
     return std::string{line};
   };
   std::printf("over %zu pairs of runs, plain and TLS alternated: TLS added "
