@@ -85,12 +85,14 @@ bench_options parse(int argc, char** argv) {
   return o;
 }
 
+/// Writes `n` bytes to `fd`, or ends the process with 3 (_exit: a forked
+/// child must not flush the stdio buffers it inherited).
 void write_all(int fd, const void* p, size_t n) {
   auto* c = static_cast<const char*>(p);
   while (n > 0) {
     auto k = ::write(fd, c, n);
     if (k <= 0)
-      std::exit(3);
+      ::_exit(3);
     c += k;
     n -= static_cast<size_t>(k);
   }
@@ -191,18 +193,6 @@ struct floor_passes {
                          ///< record buffer: TLS's record layer, both ends
 };
 
-/// Writes `n` bytes to `fd` in a forked child; _exit(3) iff it cannot.
-void child_write(int fd, const void* p, size_t n) {
-  auto* c = static_cast<const char*>(p);
-  while (n > 0) {
-    auto k = ::write(fd, c, n);
-    if (k <= 0)
-      ::_exit(3);
-    c += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
 /// Measures floor_passes in a child process (its buffers, 4 models' worth,
 /// stay out of this process's peak RSS). Returns an error iff it failed.
 result<floor_passes> measure_floor(const manifest& m, uint64_t chunk_bytes) {
@@ -271,7 +261,7 @@ result<floor_passes> measure_floor(const manifest& m, uint64_t chunk_bytes) {
     }
     if (sink == 42) // keeps the checksums and copies from being dropped
       std::fprintf(stderr, " ");
-    child_write(pipe_fds[1], &f, sizeof f);
+    write_all(pipe_fds[1], &f, sizeof f);
     ::_exit(0);
   }
   ::close(pipe_fds[1]);
